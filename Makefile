@@ -23,7 +23,7 @@ $(TEMPORAL):
 
 ## run: the whole thing on this machine (Ctrl-C stops it)
 run: $(TEMPORAL)
-	$(GO) run ./cmd/devstack
+	$(GO) run ./devstack
 
 ## test: everything a change must pass
 test: $(TEMPORAL) lint

@@ -1,0 +1,256 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// Activities are the activities of an LLMCall. Build one per process with
+// New; it is safe for concurrent use by every workflow the worker runs.
+// Workflows reference its methods through a nil *Activities.
+type Activities struct {
+	cfg      *policies.Config
+	budget   *policies.RetryBudget
+	breakers *policies.BreakerRegistry
+	classes  *policies.ClassBreaker
+	tokens   *policies.TokenCounter
+	faq      *policies.FAQ
+	metrics  Metrics
+	getenv   func(string) string
+	now      func() time.Time
+	rand     func() float64
+	http     *http.Client
+
+	mu      sync.Mutex
+	clients map[string]*modelClient
+}
+
+// Options are the dependencies of New. Zero values mean defaults.
+type Options struct {
+	// Config is the policy; required.
+	Config *policies.Config
+	// FAQ answers fallbacks; default: the FAQ file of Config, else the
+	// embedded example FAQ.
+	FAQ *policies.FAQ
+	// Metrics records what happens; default: none.
+	Metrics Metrics
+	// Getenv reads API keys; default os.Getenv.
+	Getenv func(string) string
+	// Now and Rand are the clock and the source of uniform [0,1) numbers;
+	// defaults time.Now and math/rand/v2.
+	Now  func() time.Time
+	Rand func() float64
+	// Transport under the recording, header-timeout HTTP client; default a
+	// clone of http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// New builds the per-process activities: one retry budget, one breaker
+// registry, one class breaker, one token counter, one HTTP client.
+func New(o Options) (*Activities, error) {
+	if o.Config == nil {
+		return nil, errors.New("activities: a policy config is required")
+	}
+	a := &Activities{
+		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
+		clients: map[string]*modelClient{},
+	}
+	if a.metrics == nil {
+		a.metrics = NopMetrics{}
+	}
+	if a.getenv == nil {
+		a.getenv = os.Getenv
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.rand == nil {
+		a.rand = rand.Float64
+	}
+	var err error
+	if a.faq == nil {
+		a.faq, err = loadFAQ(o.Config)
+		if err != nil {
+			return nil, err
+		}
+	}
+	a.tokens, err = policies.NewTokenCounter(o.Config.Pruning.Encoding)
+	if err != nil {
+		return nil, fmt.Errorf("activities: token counter: %w", err)
+	}
+	a.budget = policies.NewRetryBudget(o.Config.Budget)
+	a.breakers = policies.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to policies.BreakerState, _ time.Time) {
+		a.metrics.BreakerState(model, to)
+	})
+	a.classes = policies.NewClassBreaker(o.Config.Breaker)
+	a.http = newHTTPClient(o.Config, o.Transport, a.rand)
+	return a, nil
+}
+
+// Budget returns the per-process retry budget (for metrics and tests).
+func (a *Activities) Budget() *policies.RetryBudget { return a.budget }
+
+// Breakers returns the per-process breaker registry (for metrics and tests).
+func (a *Activities) Breakers() *policies.BreakerRegistry { return a.breakers }
+
+// Config returns the policy the activities run with.
+func (a *Activities) Config() *policies.Config { return a.cfg }
+
+// invalid is the non-retryable error of a request that must change.
+func invalid(err error) error {
+	return temporal.NewApplicationErrorWithOptions(err.Error(), string(policies.ClassInvalidRequest),
+		temporal.ApplicationErrorOptions{NonRetryable: true, Cause: err})
+}
+
+// Admit validates the request, checks the business rules and counts the
+// request in the retry budget. An invalid request fails with a
+// non-retryable ApplicationError of type invalid_request that names every
+// problem.
+func (a *Activities) Admit(ctx context.Context, req policies.Request) (Admission, error) {
+	if err := policies.ValidateRequest(req, a.cfg); err != nil {
+		return Admission{}, invalid(err)
+	}
+	a.budget.RecordRequest(a.now())
+	c := a.cfg.Call
+	ad := Admission{
+		Deadline:          c.Deadline.D(),
+		FallbackReserve:   c.FallbackReserve.D(),
+		MaxAttempts:       c.MaxAttempts,
+		HeartbeatTimeout:  c.HeartbeatTimeout.D(),
+		WorkerLostResends: c.WorkerLostResends,
+		FirstModel:        a.cfg.Models[0].Name,
+	}
+	if req.DeadlineMS > 0 {
+		ad.Deadline = time.Duration(req.DeadlineMS) * time.Millisecond
+	}
+	if req.Model != "" {
+		ad.FirstModel = req.Model
+	}
+	if r, ok := policies.CheckRules(a.cfg.Rules, req.Scenario, question(req.Messages)); ok {
+		ad.Rule = &RuleHit{ID: r.ID, Action: r.Action, Message: r.Message, Flag: r.Flag}
+	}
+	return ad, nil
+}
+
+// PrepareAttempt chooses the model of the next attempt (the wanted one, or
+// the next the ladder offers, skipping models whose breaker is open) and
+// reports how the messages will be pruned for it.
+func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (AttemptPlan, error) {
+	now := a.now()
+	var plan AttemptPlan
+	tried := append([]string(nil), in.Tried...)
+	want := in.Model
+	for {
+		var m policies.ModelConfig
+		var ok bool
+		if want != "" {
+			m, ok = a.cfg.Model(want)
+			want = ""
+		}
+		if !ok {
+			m, ok = policies.NextModel(a.cfg.Models, in.Request.Model, tried, nil)
+		}
+		if !ok {
+			plan.Reason = "no model left to try"
+			if len(plan.Skipped) > 0 {
+				plan.Reason = fmt.Sprintf("no model left to try: %d skipped by open breakers", len(plan.Skipped))
+			}
+			return plan, nil
+		}
+		if a.breakers.Allow(m.Name, now, a.rand()) {
+			shaped := a.shape(in.Request, m, in.PruneStage, in.KeepRounds, in.MaxTokens)
+			plan.Model = m.Name
+			plan.Timeout = m.Timeout.D()
+			plan.MessagesBefore = len(in.Request.Messages)
+			plan.Messages = len(shaped.messages)
+			plan.PromptTokens = shaped.tokens
+			return plan, nil
+		}
+		tried = append(tried, m.Name)
+		plan.Skipped = append(plan.Skipped, SkippedModel{
+			Model:  m.Name,
+			Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now)),
+		})
+		a.metrics.Attempt(m.Name, string(policies.ClassBreakerOpen), 0)
+	}
+}
+
+// PlanNext records the failed attempt's class with the class breaker, finds
+// the next model the ladder would offer, draws the jitter and asks the
+// planner for the next step, charging the retry budget when it retries.
+func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (policies.Step, error) {
+	now := a.now()
+	p := in.Plan
+	if p.ClassRetries > 0 {
+		// The previous retry of this class failed again.
+		a.classes.Record(p.Class, now, false)
+	}
+	p.ClassAllowed = a.classes.Allow(p.Class, now)
+	tried := append(append([]string(nil), in.Tried...), p.Model)
+	if next, ok := policies.NextModel(a.cfg.Models, in.Preferred, tried, func(model string) bool {
+		return a.breakers.State(model, now) != policies.BreakerOpen
+	}); ok {
+		p.NextModel = next.Name
+	}
+	p.U = a.rand()
+	step := policies.Plan(a.cfg, p, a.budget, now)
+	if step.BudgetRefused {
+		a.metrics.BudgetRefused()
+	}
+	a.metrics.Budget(a.budget.Remaining(now))
+	return step, nil
+}
+
+// RecordRetrySuccess tells the class breaker that a retry of class
+// succeeded (the call's next attempt answered).
+func (a *Activities) RecordRetrySuccess(ctx context.Context, classes []policies.Class) error {
+	now := a.now()
+	for _, c := range classes {
+		a.classes.Record(c, now, true)
+	}
+	return nil
+}
+
+// Fallback answers from the business fallback: the FAQ (best match above
+// the threshold), else a business rule's card, else the placeholder.
+func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAnswer, error) {
+	q := question(in.Request.Messages)
+	if m, ok := a.faq.Match(q, a.cfg.FAQ.Threshold); ok {
+		return FallbackAnswer{Content: m.Answer, Source: "faq", FAQID: m.ID, Score: m.Score}, nil
+	}
+	if r, ok := policies.RuleCard(a.cfg.Rules, in.Request.Scenario, q); ok {
+		return FallbackAnswer{Content: r.Message, Source: "rule", RuleID: r.ID, Flag: r.Flag}, nil
+	}
+	return FallbackAnswer{Content: a.cfg.Placeholder, Source: "placeholder"}, nil
+}
+
+// question is the text of the last user message.
+func question(msgs []policies.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == policies.RoleUser {
+			return msgs[i].Content
+		}
+	}
+	return ""
+}
+
+func loadFAQ(cfg *policies.Config) (*policies.FAQ, error) {
+	if cfg.FAQ.File == "" {
+		return policies.DefaultFAQ(), nil
+	}
+	f, err := policies.LoadFAQ(cfg.FAQ.File)
+	if err != nil {
+		return nil, fmt.Errorf("activities: %w", err)
+	}
+	return f, nil
+}

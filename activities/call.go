@@ -1,0 +1,196 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+type modelClient struct {
+	client *openai.Client
+}
+
+// client returns the go-openai client of a model. The API key is read from
+// the environment variable the model names, here and nowhere else.
+func (a *Activities) client(m policies.ModelConfig) *openai.Client {
+	key := ""
+	if m.APIKeyEnv != "" {
+		key = a.getenv(m.APIKeyEnv)
+	}
+	id := m.BaseURL + "\x00" + m.APIKeyEnv + "\x00" + key
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c, ok := a.clients[id]; ok {
+		return c.client
+	}
+	oc := openai.DefaultConfig(key)
+	oc.BaseURL = m.BaseURL
+	oc.HTTPClient = a.http
+	c := &modelClient{client: openai.NewClientWithConfig(oc)}
+	a.clients[id] = c
+	return c.client
+}
+
+type shaped struct {
+	messages []policies.Message
+	tokens   int
+	fits     bool
+}
+
+// shape prunes the request's messages for an attempt (by stage or to the
+// last rounds), fits them into the model's window and adapts them to the
+// model's system-prompt support. It is a pure function of its inputs, so
+// PrepareAttempt and CallModel agree on what is sent.
+func (a *Activities) shape(req policies.Request, m policies.ModelConfig, stage, keepRounds, maxTokens int) shaped {
+	msgs := req.Messages
+	switch {
+	case keepRounds > 0:
+		msgs = policies.PruneKeepRounds(msgs, keepRounds).Messages
+	case stage > 0:
+		msgs = policies.PruneForAttempt(msgs, stage, a.cfg.Pruning.Factor).Messages
+	}
+	reserve := maxTokens
+	if reserve <= 0 {
+		reserve = a.cfg.Pruning.ReserveOutputTokens
+	}
+	fit := policies.FitWindow(msgs, m.ContextWindow, reserve, a.tokens)
+	msgs = policies.AdaptMessages(fit.Messages, m.SystemPrompt)
+	return shaped{messages: msgs, tokens: a.tokens.CountMessages(msgs), fits: fit.Fits}
+}
+
+// CallModel makes one upstream attempt. It heartbeats while it waits, so a
+// lost worker is noticed within the heartbeat timeout and a cancelled
+// workflow cancels the HTTP request. A failed attempt returns an
+// ApplicationError whose type is the failure class and whose details are
+// the CallOutcome; the outcome also feeds the model's breaker.
+func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, error) {
+	m, ok := a.cfg.Model(in.Model)
+	if !ok {
+		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))
+	}
+	sh := a.shape(in.Request, m, in.PruneStage, in.KeepRounds, in.MaxTokens)
+	out := CallOutcome{Messages: len(sh.messages), PromptTokens: sh.tokens}
+
+	info := activity.GetInfo(ctx)
+	ex := &exchange{requestID: fmt.Sprintf("%s/%d", info.WorkflowExecution.ID, in.Attempt)}
+	timeout := in.Timeout
+	if timeout <= 0 {
+		timeout = m.Timeout.D()
+	}
+	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout)
+	defer cancel()
+	stopHeartbeat := heartbeat(ctx, info.HeartbeatTimeout, in.Attempt)
+
+	start := a.now()
+	var resp openai.ChatCompletionResponse
+	var err error
+	obs := policies.Observation{PromptTokens: sh.tokens, ContextWindow: m.ContextWindow}
+	if sh.fits {
+		obs.PromptTokens, obs.ContextWindow = 0, 0 // fits: let the upstream judge
+		resp, err = a.client(m).CreateChatCompletion(callCtx, chatRequest(m.Name, sh.messages, in.MaxTokens, in.Temperature))
+	}
+	stopHeartbeat()
+	out.Duration = a.now().Sub(start)
+	if ctx.Err() != nil {
+		// The workflow cancelled the call (or the activity timed out): no
+		// outcome to judge, and the breaker learns nothing.
+		return out, ctx.Err()
+	}
+
+	status, header, body, headerTimedOut, resends := ex.snapshot()
+	obs.Err = err
+	obs.Status = status
+	obs.Header = header
+	obs.Body = body
+	obs.HeaderTimedOut = headerTimedOut
+	obs.AttemptTimedOut = errors.Is(callCtx.Err(), context.DeadlineExceeded)
+	obs.Now = a.now()
+	if err == nil && sh.fits {
+		obs.Response = &resp
+	}
+	v := policies.Classify(obs)
+	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
+	out.RetryAfter, out.HasRetryAfter = v.RetryAfter, v.HasRetryAfter
+	out.ConnectResends = resends
+	if obs.Response != nil {
+		out.CompletionTokens = resp.Usage.CompletionTokens
+		if resp.Usage.PromptTokens > 0 {
+			out.PromptTokens = resp.Usage.PromptTokens
+		}
+	}
+
+	now := a.now()
+	if a.cfg.ClassPolicy(v.Class).TripBreaker {
+		a.breakers.Trip(m.Name, now)
+	} else {
+		a.breakers.RecordOutcome(m.Name, now, v.Class)
+	}
+	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
+
+	if v.Class == policies.ClassNone {
+		out.Content = resp.Choices[0].Message.Content
+		out.FinishReason = string(resp.Choices[0].FinishReason)
+		return out, nil
+	}
+	return out, temporal.NewApplicationErrorWithOptions(
+		fmt.Sprintf("%s on %s: %s", v.Class, m.Name, v.Reason), string(v.Class),
+		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+}
+
+func classLabel(c policies.Class) string {
+	if c == policies.ClassNone {
+		return "ok"
+	}
+	return string(c)
+}
+
+func chatRequest(model string, msgs []policies.Message, maxTokens int, temperature *float64) openai.ChatCompletionRequest {
+	req := openai.ChatCompletionRequest{Model: model, MaxTokens: maxTokens}
+	if temperature != nil {
+		req.Temperature = float32(*temperature)
+	}
+	req.Messages = make([]openai.ChatCompletionMessage, len(msgs))
+	for i, m := range msgs {
+		cm := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			cm.ToolCalls = append(cm.ToolCalls, openai.ToolCall{
+				ID: tc.ID, Type: openai.ToolType(tc.Type),
+				Function: openai.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments},
+			})
+		}
+		req.Messages[i] = cm
+	}
+	return req
+}
+
+// heartbeat records heartbeats until stop is called, often enough for the
+// heartbeat timeout; it also delivers cancellation to ctx.
+func heartbeat(ctx context.Context, timeout time.Duration, attempt int) (stop func()) {
+	if timeout <= 0 {
+		return func() {}
+	}
+	every := max(timeout/3, 100*time.Millisecond)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				activity.RecordHeartbeat(ctx, attempt)
+			}
+		}
+	}()
+	return func() { close(done) }
+}

@@ -1,0 +1,157 @@
+package activities
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// maxRecordedBody is how much of a response body the recorder keeps for the
+// classifier (go-openai decodes an HTTP 200 error body into an empty
+// response without an error, so the raw bytes are needed).
+const maxRecordedBody = 64 << 10
+
+// exchange records what the upstream answered to one attempt: go-openai
+// keeps neither the headers of an error response nor the raw body.
+type exchange struct {
+	// requestID is sent as X-Request-ID and Idempotency-Key.
+	requestID string
+
+	mu             sync.Mutex
+	status         int
+	header         http.Header
+	body           bytes.Buffer
+	headerTimedOut bool
+	connectResends int
+}
+
+func (e *exchange) snapshot() (status int, header http.Header, body []byte, headerTimedOut bool, resends int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status, e.header, bytes.Clone(e.body.Bytes()), e.headerTimedOut, e.connectResends
+}
+
+type exchangeKey struct{}
+
+func withExchange(ctx context.Context, e *exchange) context.Context {
+	return context.WithValue(ctx, exchangeKey{}, e)
+}
+
+// recordingTransport adds the attempt's request ID, resends requests whose
+// connection could not be made (the request never left: safe to resend),
+// and records status, headers and the first bytes of the body.
+type recordingTransport struct {
+	base    http.RoundTripper
+	resends int
+	backoff time.Duration
+	rand    func() float64
+}
+
+func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ex, _ := req.Context().Value(exchangeKey{}).(*exchange)
+	if ex != nil && ex.requestID != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("X-Request-ID", ex.requestID)
+		req.Header.Set("Idempotency-Key", ex.requestID)
+	}
+	for n := 0; ; n++ {
+		resp, err := t.base.RoundTrip(req)
+		if err != nil && isConnectError(err) && n < t.resends && req.GetBody != nil {
+			wait := policies.FullJitter(n, t.backoff, 4*t.backoff<<n, t.rand())
+			select {
+			case <-req.Context().Done():
+				return nil, err
+			case <-time.After(wait):
+			}
+			body, berr := req.GetBody()
+			if berr != nil {
+				return nil, err
+			}
+			req = req.Clone(req.Context())
+			req.Body = body
+			if ex != nil {
+				ex.mu.Lock()
+				ex.connectResends++
+				ex.mu.Unlock()
+			}
+			continue
+		}
+		if ex == nil {
+			return resp, err
+		}
+		if err != nil {
+			if isHeaderTimeout(err) {
+				ex.mu.Lock()
+				ex.headerTimedOut = true
+				ex.mu.Unlock()
+			}
+			return nil, err
+		}
+		ex.mu.Lock()
+		ex.status = resp.StatusCode
+		ex.header = resp.Header.Clone()
+		ex.mu.Unlock()
+		resp.Body = &teeBody{ReadCloser: resp.Body, ex: ex}
+		return resp, nil
+	}
+}
+
+type teeBody struct {
+	io.ReadCloser
+	ex *exchange
+}
+
+func (b *teeBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.ex.mu.Lock()
+		if room := maxRecordedBody - b.ex.body.Len(); room > 0 {
+			b.ex.body.Write(p[:min(n, room)])
+		}
+		b.ex.mu.Unlock()
+	}
+	return n, err
+}
+
+// isConnectError reports whether err happened before the request was sent:
+// dialing, DNS, TLS handshake. Nothing reached the upstream, so a resend
+// cannot duplicate work.
+func isConnectError(err error) bool {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return true
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+func isHeaderTimeout(err error) bool {
+	return strings.Contains(err.Error(), "timeout awaiting response headers")
+}
+
+// newHTTPClient builds the one HTTP client of the process: a response
+// header timeout (read_timeout), a connect timeout, connect-only resends at
+// the network layer, and the recorder.
+func newHTTPClient(cfg *policies.Config, base http.RoundTripper, rnd func() float64) *http.Client {
+	if base == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = cfg.HTTP.HeaderTimeout.D()
+		tr.DialContext = (&net.Dialer{Timeout: cfg.HTTP.ConnectTimeout.D(), KeepAlive: 30 * time.Second}).DialContext
+		tr.MaxIdleConnsPerHost = 256
+		base = tr
+	}
+	return &http.Client{Transport: &recordingTransport{
+		base:    base,
+		resends: cfg.Backoff.ConnectRetries,
+		backoff: cfg.Backoff.ConnectBase.D(),
+		rand:    rnd,
+	}}
+}

@@ -1,0 +1,36 @@
+package activities
+
+import (
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// Metrics receives what the activities observe. The worker provides a
+// Prometheus implementation; NopMetrics discards everything.
+type Metrics interface {
+	// Attempt counts one upstream attempt (or a model skipped by its
+	// breaker) by model and class ("ok" on success).
+	Attempt(model, class string, d time.Duration)
+	// BudgetRefused counts a retry the budget refused; Budget reports the
+	// retries left in the window.
+	BudgetRefused()
+	Budget(remaining int)
+	// BreakerState reports a model's breaker state change.
+	BreakerState(model string, s policies.BreakerState)
+}
+
+// NopMetrics is a Metrics that records nothing.
+type NopMetrics struct{}
+
+// Attempt implements Metrics.
+func (NopMetrics) Attempt(string, string, time.Duration) {}
+
+// BudgetRefused implements Metrics.
+func (NopMetrics) BudgetRefused() {}
+
+// Budget implements Metrics.
+func (NopMetrics) Budget(int) {}
+
+// BreakerState implements Metrics.
+func (NopMetrics) BreakerState(string, policies.BreakerState) {}

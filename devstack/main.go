@@ -1,0 +1,206 @@
+// Command devstack is `make run`: it starts everything a developer needs on
+// one machine and stops all of it on Ctrl-C.
+//
+//   - the Temporal dev server from ./bin/temporal (file-backed in
+//     .devstack/temporal.db so calls survive restarts; Web UI on :8233; the
+//     LLM search attributes registered),
+//   - llmsim with the mixed-faults scenario on :8000, unless LLM_BASE_URL
+//     points at a real OpenAI-compatible endpoint,
+//   - the durable-llm worker,
+//
+// then prints how to ask a question and where to look.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"time"
+
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+}
+
+func run() error {
+	temporalBin := flag.String("temporal", envOr("TEMPORAL_CLI", "bin/temporal"), "Temporal CLI binary")
+	scenario := flag.String("scenario", envOr("LLMSIM_SCENARIO", "mixed"), "llmsim scenario (name or file)")
+	port := flag.Int("port", 7233, "Temporal frontend port")
+	uiPort := flag.Int("ui-port", 8233, "Web UI port")
+	simAddr := flag.String("llmsim-addr", "127.0.0.1:8000", "llmsim address")
+	flag.Parse()
+
+	if _, err := os.Stat(*temporalBin); err != nil {
+		return fmt.Errorf("Temporal CLI not found at %s: run `make temporal` (or `make run`, which builds it)", *temporalBin)
+	}
+	for _, addr := range []string{fmt.Sprintf("127.0.0.1:%d", *port), fmt.Sprintf("127.0.0.1:%d", *uiPort)} {
+		if inUse(addr) {
+			return fmt.Errorf("%s is already in use: is another `make run` or Temporal server running?", addr)
+		}
+	}
+	if err := os.MkdirAll(".devstack", 0o755); err != nil {
+		return err
+	}
+	fmt.Println("building the worker, llmsim and the starter into ./bin …")
+	build := exec.Command("go", "build", "-o", "bin/", "./worker", "./starter", "./llmsim/cmd/llmsim")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var procs []*proc
+	defer func() {
+		for i := len(procs) - 1; i >= 0; i-- {
+			stopProc(procs[i])
+		}
+	}()
+	start := func(name string, env []string, bin string, args ...string) (*proc, error) {
+		logPath := filepath.Join(".devstack", name+".log")
+		logf, err := os.Create(logPath)
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(bin, args...)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		cmd.Env = append(os.Environ(), env...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		p := &proc{name: name, cmd: cmd}
+		procs = append(procs, p)
+		return p, nil
+	}
+
+	args := []string{"server", "start-dev", "--db-filename", ".devstack/temporal.db",
+		"--port", fmt.Sprint(*port), "--ui-port", fmt.Sprint(*uiPort), "--log-level", "warn"}
+	names := make([]string, 0, len(workflows.SearchAttributes))
+	for n := range workflows.SearchAttributes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		args = append(args, "--search-attribute", n+"="+workflows.SearchAttributes[n])
+	}
+	if _, err := start("temporal", nil, *temporalBin, args...); err != nil {
+		return err
+	}
+	if err := waitListening(ctx, fmt.Sprintf("127.0.0.1:%d", *port), 30*time.Second); err != nil {
+		return fmt.Errorf("Temporal dev server did not start (see .devstack/temporal.log): %w", err)
+	}
+
+	var workerEnv []string
+	upstream := os.Getenv("LLM_BASE_URL")
+	if upstream == "" {
+		if inUse(*simAddr) {
+			return fmt.Errorf("%s is already in use: stop what listens there or pass --llmsim-addr", *simAddr)
+		}
+		if _, err := start("llmsim", nil, "bin/llmsim", "--addr", *simAddr, "--scenario", *scenario); err != nil {
+			return err
+		}
+		if err := waitListening(ctx, *simAddr, 15*time.Second); err != nil {
+			return fmt.Errorf("llmsim did not start (see .devstack/llmsim.log): %w", err)
+		}
+		upstream = "http://" + *simAddr + "/v1"
+		workerEnv = append(workerEnv, "LLM_BASE_URL="+upstream)
+	}
+	workerEnv = append(workerEnv, fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", *port))
+	w, err := start("worker", workerEnv, "bin/worker")
+	if err != nil {
+		return err
+	}
+
+	fmt.Printf(`
+durable-llm is running.
+
+  Temporal Web UI   http://localhost:%[1]d
+  upstream          %[2]s
+  worker metrics    http://127.0.0.1:9464/metrics
+  logs              .devstack/{temporal,llmsim,worker}.log
+
+Ask a question (in another terminal):
+
+  go run ./starter ask "Where is my order?"
+  go run ./starter ask "我的订单什么时候发货？"
+  go run ./starter ask "[[sim fault=rate_limited times=1]] Where is my order?"
+
+Then open the Web UI link it prints to see every attempt, wait and decision.
+Ctrl-C stops everything.
+`, *uiPort, upstream)
+
+	exited := make(chan error, 1)
+	go func() { exited <- w.cmd.Wait() }()
+	select {
+	case <-ctx.Done():
+		fmt.Println("\nstopping…")
+	case err := <-exited:
+		w.cmd = nil
+		return fmt.Errorf("the worker exited (%v): see .devstack/worker.log", err)
+	}
+	return nil
+}
+
+func stopProc(p *proc) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _, _ = p.cmd.Process.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	}
+}
+
+func inUse(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 300*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func waitListening(ctx context.Context, addr string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if inUse(addr) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New(addr + " is not listening after " + timeout.String())
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

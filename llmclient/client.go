@@ -1,0 +1,191 @@
+// Package llmclient is what a Go agent backend imports to make durable LLM
+// calls: it builds the idempotency key, starts the LLMCall workflow (or
+// attaches to the running or finished one with the same key) and waits for
+// the answer.
+package llmclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// Client starts and waits for durable LLM calls. It is safe for concurrent
+// use.
+type Client struct {
+	// Temporal is the Temporal client.
+	Temporal client.Client
+	// TaskQueue of the workers; default workflows.TaskQueue.
+	TaskQueue string
+	// Namespace, for Web UI links; default "default".
+	Namespace string
+	// UIBase is the Web UI's address, for links; default http://localhost:8233.
+	UIBase string
+	// Limits checked before starting, so an oversize prompt is refused here
+	// rather than by Temporal's payload limit; default the policy defaults.
+	Limits policies.LimitsConfig
+}
+
+// ErrInvalidRequest wraps every request problem found before starting.
+var ErrInvalidRequest = errors.New("invalid request")
+
+// Key returns the workflow ID a request runs under: its idempotency key.
+func Key(req workflows.CallRequest) (string, error) {
+	if req.IdempotencyKey != "" {
+		if err := policies.ValidateKey(req.IdempotencyKey); err != nil {
+			return "", fmt.Errorf("%w: idempotency_key: %v", ErrInvalidRequest, err)
+		}
+		return req.IdempotencyKey, nil
+	}
+	return policies.KeyFor(req), nil
+}
+
+// precheck refuses what must never reach Temporal: a prompt over the size
+// limit or a request with no messages. The worker validates everything else
+// (it knows the model ladder) and fails the call at once, without an
+// upstream request.
+func (c *Client) precheck(req workflows.CallRequest) error {
+	limit := c.Limits.MaxPromptBytes
+	if limit <= 0 {
+		limit = 1 << 20
+	}
+	size := 0
+	for _, m := range req.Messages {
+		size += len(m.Content)
+		for _, tc := range m.ToolCalls {
+			size += len(tc.Function.Arguments)
+		}
+	}
+	if size > limit {
+		return fmt.Errorf("%w: messages: prompt is %d bytes, over the %d-byte limit", ErrInvalidRequest, size, limit)
+	}
+	if len(req.Messages) == 0 {
+		return fmt.Errorf("%w: messages: at least one message is required", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// Start starts the call, or attaches to the call with the same key: a
+// running call is joined, a finished one returns its recorded result
+// without a new run (a failed call is run again).
+func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.WorkflowRun, error) {
+	if err := c.precheck(req); err != nil {
+		return nil, err
+	}
+	id, err := Key(req)
+	if err != nil {
+		return nil, err
+	}
+	tq := c.TaskQueue
+	if tq == "" {
+		tq = workflows.TaskQueue
+	}
+	opts := client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                tq,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            Summary(req),
+		StaticDetails:            details(req),
+	}
+	run, err := c.Temporal.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, req)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		// Completed before: the recorded result is the answer.
+		return c.Temporal.GetWorkflow(ctx, id, ""), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start LLM call %s: %w", id, err)
+	}
+	return run, nil
+}
+
+// Call starts (or attaches to) the call and waits for its result.
+func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows.CallResult, error) {
+	run, err := c.Start(ctx, req)
+	if err != nil {
+		return workflows.CallResult{}, err
+	}
+	var res workflows.CallResult
+	if err := run.Get(ctx, &res); err != nil {
+		return res, fmt.Errorf("LLM call %s: %w", run.GetID(), err)
+	}
+	return res, nil
+}
+
+// Result waits for the call with this workflow ID.
+func (c *Client) Result(ctx context.Context, id string) (workflows.CallResult, error) {
+	var res workflows.CallResult
+	err := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &res)
+	return res, err
+}
+
+// State returns the result so far of a running call (the workflow's state
+// query), or the final result of a finished one.
+func (c *Client) State(ctx context.Context, id string) (workflows.CallResult, error) {
+	var res workflows.CallResult
+	v, err := c.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryState)
+	if err != nil {
+		return res, err
+	}
+	err = v.Get(&res)
+	return res, err
+}
+
+// UILink is the Web UI page of a call.
+func (c *Client) UILink(id string) string {
+	base := c.UIBase
+	if base == "" {
+		base = "http://localhost:8233"
+	}
+	ns := c.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(base, "/"), url.PathEscape(ns), url.PathEscape(id))
+}
+
+// Summary is the one-line workflow summary shown in the Web UI: the
+// scenario and the start of the question.
+func Summary(req workflows.CallRequest) string {
+	q := ""
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == policies.RoleUser {
+			q = req.Messages[i].Content
+			break
+		}
+	}
+	q = strings.Join(strings.Fields(q), " ")
+	if utf8.RuneCountInString(q) > 80 {
+		q = string([]rune(q)[:80]) + "…"
+	}
+	s := fmt.Sprintf("LLM call · %d msgs · %q", len(req.Messages), q)
+	if req.Scenario != "" {
+		s = req.Scenario + " · " + s
+	}
+	return s
+}
+
+func details(req workflows.CallRequest) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**user** %s  \n**session** %s  \n**scenario** %s  \n**model** %s",
+		orDash(req.UserID), orDash(req.SessionID), orDash(req.Scenario), orDash(req.Model))
+	return b.String()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}

@@ -1,0 +1,166 @@
+package llmworker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/uber-go/tally/v4"
+	tallyprom "github.com/uber-go/tally/v4/prometheus"
+	"go.temporal.io/sdk/client"
+	sdktally "go.temporal.io/sdk/contrib/tally"
+	"go.uber.org/zap"
+
+	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// Metrics is the worker's Prometheus endpoint: the Temporal SDK's metrics
+// (through the SDK's tally contrib handler) and durable-llm's own, in one
+// registry served at /metrics.
+type Metrics struct {
+	registry *prom.Registry
+	scope    tally.Scope
+	closer   func()
+	server   *http.Server
+	acts     *promActivityMetrics
+	// Addr is the address the endpoint listens on (empty when off).
+	Addr string
+}
+
+// NewMetrics builds the registry and the SDK handler without serving it.
+func NewMetrics(logger *zap.Logger) (*Metrics, error) {
+	reg := prom.NewRegistry()
+	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{
+		Registry: reg,
+		OnError: func(err error) {
+			logger.Warn("metric registration failed", zap.Error(err))
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	scope, closer := tally.NewRootScope(tally.ScopeOptions{
+		CachedReporter:  reporter,
+		Separator:       tallyprom.DefaultSeparator,
+		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+	}, time.Second)
+	m := &Metrics{
+		registry: reg,
+		scope:    sdktally.NewPrometheusNamingScope(scope),
+		closer:   func() { _ = closer.Close() },
+		acts:     newPromActivityMetrics(reg),
+	}
+	return m, nil
+}
+
+// StartMetrics builds the metrics and serves them on addr at /metrics
+// (addr "" builds them without serving).
+func StartMetrics(addr string, logger *zap.Logger) (*Metrics, error) {
+	m, err := NewMetrics(logger)
+	if err != nil || addr == "" {
+		return m, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.HTTPHandler())
+	m.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	m.Addr = ln.Addr().String()
+	go func() {
+		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics endpoint stopped", zap.Error(err))
+		}
+	}()
+	return m, nil
+}
+
+// HTTPHandler serves the registry in the Prometheus text format.
+func (m *Metrics) HTTPHandler() http.Handler {
+	return promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{})
+}
+
+// Handler is the Temporal SDK metrics handler (client.Options.MetricsHandler).
+// Workflow code counts calls through it (llm_calls_total), replay-safely.
+func (m *Metrics) Handler() client.MetricsHandler { return sdktally.NewMetricsHandler(m.scope) }
+
+// Activities is the activities' metrics recorder.
+func (m *Metrics) Activities() activities.Metrics { return m.acts }
+
+// Close stops the endpoint and flushes the SDK scope.
+func (m *Metrics) Close() {
+	if m.server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = m.server.Shutdown(ctx)
+		cancel()
+	}
+	m.closer()
+}
+
+type promActivityMetrics struct {
+	attempts  *prom.CounterVec
+	latency   *prom.HistogramVec
+	refusals  prom.Counter
+	remaining prom.Gauge
+	breaker   *prom.GaugeVec
+}
+
+func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
+	m := &promActivityMetrics{
+		attempts: prom.NewCounterVec(prom.CounterOpts{
+			Name: "llm_attempts_total",
+			Help: "Upstream attempts by model and failure class (class=\"ok\" for answers, \"breaker_open\" for models skipped without a request).",
+		}, []string{"model", "class"}),
+		latency: prom.NewHistogramVec(prom.HistogramOpts{
+			Name:    "llm_upstream_latency_seconds",
+			Help:    "Duration of upstream attempts by model and outcome.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 16, 32, 64},
+		}, []string{"model", "outcome"}),
+		refusals: prom.NewCounter(prom.CounterOpts{
+			Name: "llm_retry_budget_refusals_total",
+			Help: "Retries the per-process retry budget refused.",
+		}),
+		remaining: prom.NewGauge(prom.GaugeOpts{
+			Name: "llm_retry_budget_remaining",
+			Help: "Retries the budget still allows in the current window.",
+		}),
+		breaker: prom.NewGaugeVec(prom.GaugeOpts{
+			Name: "llm_breaker_state",
+			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open.",
+		}, []string{"model"}),
+	}
+	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker)
+	return m
+}
+
+func (m *promActivityMetrics) Attempt(model, class string, d time.Duration) {
+	m.attempts.WithLabelValues(model, class).Inc()
+	if class == string(policies.ClassBreakerOpen) {
+		return
+	}
+	outcome := "ok"
+	if class != "ok" {
+		outcome = "error"
+	}
+	m.latency.WithLabelValues(model, outcome).Observe(d.Seconds())
+}
+
+func (m *promActivityMetrics) BudgetRefused()       { m.refusals.Inc() }
+func (m *promActivityMetrics) Budget(remaining int) { m.remaining.Set(float64(remaining)) }
+
+func (m *promActivityMetrics) BreakerState(model string, s policies.BreakerState) {
+	v := 0.0
+	switch s {
+	case policies.BreakerHalfOpen:
+		v = 1
+	case policies.BreakerOpen:
+		v = 2
+	}
+	m.breaker.WithLabelValues(model).Set(v)
+}

@@ -1,0 +1,203 @@
+// Command starter starts and inspects durable LLM calls.
+//
+//	starter ask [flags] "question"   start (or attach to) a call, wait, print the answer
+//	starter show <workflow id>       the attempt table of a call, from its history
+//
+// Temporal connection settings come from Temporal's standard environment
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+const usage = `usage: starter <command> [flags]
+
+commands:
+  ask [flags] "question"   start (or attach to) a durable LLM call, wait, print the answer
+  show <workflow id>       print a call's answer and attempt table from its history
+
+Run "starter <command> -h" for the flags of a command.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "starter:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("a command is required")
+	}
+	switch args[0] {
+	case "ask":
+		return ask(ctx, args[1:], out)
+	case "show":
+		return show(ctx, args[1:], out)
+	case "-h", "--help", "help":
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func dial() (*llmclient.Client, func(), error) {
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return nil, nil, fmt.Errorf("temporal client settings: %w", err)
+	}
+	opts.Logger = quietLogger{}
+	c, err := client.Dial(opts)
+	if err != nil {
+		addr := opts.HostPort
+		if addr == "" {
+			addr = client.DefaultHostPort
+		}
+		return nil, nil, fmt.Errorf("cannot reach Temporal at %s (is `make run` running? set TEMPORAL_ADDRESS): %w", addr, err)
+	}
+	return &llmclient.Client{Temporal: c, Namespace: opts.Namespace, UIBase: os.Getenv("TEMPORAL_UI")}, c.Close, nil
+}
+
+func ask(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("ask", flag.ContinueOnError)
+	user := fs.String("user", "u-demo", "user ID (part of the idempotency key)")
+	session := fs.String("session", "s-demo", "session ID (part of the idempotency key)")
+	scenario := fs.String("scenario", "customer_service", "business scenario (selects business rules)")
+	model := fs.String("model", "", "preferred model (default: the first of the ladder)")
+	system := fs.String("system", "You are a helpful customer-service assistant.", "system prompt (empty: none)")
+	maxTokens := fs.Int("max-tokens", 0, "max_tokens of the answer (0: upstream default)")
+	deadline := fs.Duration("deadline", 0, "deadline of the whole call (0: the policy's, 60s)")
+	key := fs.String("key", "", "idempotency key (default: derived from user, session and messages)")
+	messages := fs.String("messages", "", "JSON file with the whole messages array (instead of --system and the question)")
+	asJSON := fs.Bool("json", false, "print the CallResult as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	req := workflows.CallRequest{
+		UserID: *user, SessionID: *session, Scenario: *scenario, Model: *model,
+		MaxTokens: *maxTokens, DeadlineMS: deadline.Milliseconds(), IdempotencyKey: *key,
+	}
+	switch {
+	case *messages != "":
+		data, err := os.ReadFile(*messages)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(data, &req.Messages); err != nil {
+			return fmt.Errorf("%s: not a JSON array of messages: %w", *messages, err)
+		}
+	case fs.NArg() == 0:
+		return errors.New(`ask: a question is required, e.g. starter ask "where is my order?"`)
+	default:
+		if *system != "" {
+			req.Messages = append(req.Messages, policies.Message{Role: policies.RoleSystem, Content: *system})
+		}
+		q := fs.Arg(0)
+		for _, more := range fs.Args()[1:] {
+			q += " " + more
+		}
+		req.Messages = append(req.Messages, policies.Message{Role: policies.RoleUser, Content: q})
+	}
+
+	lc, closeFn, err := dial()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	run, err := lc.Start(ctx, req)
+	if err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Fprintf(os.Stderr, "call %s started; waiting…\n", run.GetID())
+	}
+	var res workflows.CallResult
+	if err := run.Get(ctx, &res); err != nil {
+		return fmt.Errorf("call %s failed: %w\n  see %s", run.GetID(), err, lc.UILink(run.GetID()))
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	if err := llmclient.WriteReport(out, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nWeb UI:   %s\n", lc.UILink(run.GetID()))
+	return nil
+}
+
+func show(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "print the CallResult as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("show: exactly one workflow ID is required")
+	}
+	id := fs.Arg(0)
+	lc, closeFn, err := dial()
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	desc, err := lc.Temporal.DescribeWorkflowExecution(qctx, id, "")
+	if err != nil {
+		return fmt.Errorf("show %s: %w", id, err)
+	}
+	var res workflows.CallResult
+	if desc.GetWorkflowExecutionInfo().GetCloseTime() == nil {
+		res, err = lc.State(qctx, id)
+		fmt.Fprintln(out, "(still running)")
+	} else {
+		res, err = lc.Result(qctx, id)
+	}
+	if err != nil && res.RequestID == "" {
+		return fmt.Errorf("show %s: %w", id, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	if err != nil {
+		fmt.Fprintf(out, "call failed: %v\n\n", err)
+	}
+	if err := llmclient.WriteReport(out, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nWeb UI:   %s\n", lc.UILink(id))
+	return nil
+}
+
+// quietLogger keeps the SDK's connection chatter out of the CLI's output.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}

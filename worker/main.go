@@ -1,0 +1,141 @@
+// Command worker runs the durable-llm worker: LLMCall workflows and their
+// activities on task queue llm-calls.
+//
+// Temporal connection settings come from Temporal's standard environment
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, or a
+// profile in the Temporal config file). The policy file comes from --policy
+// or POLICY_FILE (default: the embedded policy). LLM_BASE_URL and
+// LLM_API_KEY, when set, point every model of the ladder at one
+// OpenAI-compatible endpoint.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "worker:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	policyFile := fs.String("policy", os.Getenv("POLICY_FILE"), "policy YAML file (env POLICY_FILE; default: the embedded policy)")
+	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9464"), "address of the Prometheus /metrics endpoint (env METRICS_ADDR; empty: off)")
+	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+
+	level, err := zapcore.ParseLevel(*logLevel)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.Encoding = "console"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	logger, err := zc.Build()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+
+	cfg := policies.DefaultConfig()
+	if *policyFile != "" {
+		if cfg, err = policies.LoadConfig(*policyFile); err != nil {
+			return err // names the file, the field and what is expected
+		}
+	}
+	if base, keyVar := os.Getenv("LLM_BASE_URL"), ""; base != "" {
+		if os.Getenv("LLM_API_KEY") != "" {
+			keyVar = "LLM_API_KEY"
+		}
+		cfg.OverrideEndpoint(base, keyVar)
+	}
+
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return fmt.Errorf("temporal client settings: %w", err)
+	}
+	opts.Logger = llmworker.NewZapLogger(logger)
+	metrics, err := llmworker.StartMetrics(*metricsAddr, logger)
+	if err != nil {
+		return err
+	}
+	defer metrics.Close()
+	opts.MetricsHandler = metrics.Handler()
+
+	c, err := client.Dial(opts)
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", hostPort(opts), err)
+	}
+	defer c.Close()
+
+	ns := opts.Namespace
+	if ns == "" {
+		ns = client.DefaultNamespace
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err = llmworker.EnsureSearchAttributes(ctx, c, ns)
+	cancel()
+	if err != nil {
+		return err
+	}
+
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities()})
+	if err != nil {
+		return err
+	}
+	models := make([]string, len(cfg.Models))
+	for i, m := range cfg.Models {
+		models[i] = m.Name + "@" + m.BaseURL
+	}
+	logger.Info("durable-llm worker starting", zap.String("temporal", hostPort(opts)), zap.String("namespace", ns),
+		zap.String("policy", cfg.Source), zap.Strings("ladder", models), zap.String("metrics", *metricsAddr))
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	interrupt := make(chan any)
+	go func() {
+		s := <-sig
+		logger.Info("stopping: draining in-flight activities", zap.String("signal", s.String()))
+		close(interrupt)
+	}()
+	if err := w.Run(interrupt); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	logger.Info("worker stopped")
+	return nil
+}
+
+func hostPort(o client.Options) string {
+	if o.HostPort == "" {
+		return client.DefaultHostPort
+	}
+	return o.HostPort
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

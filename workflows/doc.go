@@ -1,0 +1,20 @@
+// Package workflows holds LLMCall, the durable LLM call: one workflow
+// execution per call, on task queue llm-calls.
+//
+// The workflow is only the state machine of SPEC §3:
+//
+//	admit (validate, rules) → [prepare attempt → call → plan next → timer]… →
+//	answer | fallback (FAQ → rule card → placeholder) | hand-off | clear error
+//
+// Every decision that reads configuration, the clock, randomness or process
+// state (retry budget, breakers) runs in a local activity of package
+// activities, so a policy change or a restart never breaks replay and every
+// decision is in history. Each upstream attempt is its own activity execution
+// with Temporal retries off (MaximumAttempts 1): the workflow owns every
+// retry.
+//
+// Changing this workflow: runs may be in flight. Any change to the sequence
+// of commands (activities, timers, local activities, search-attribute
+// upserts) must be guarded with workflow.GetVersion, and `starter replay`
+// must pass against recorded histories before deploying (see README).
+package workflows

@@ -1,0 +1,358 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// QueryState is the query that returns the CallResult so far.
+const QueryState = "state"
+
+// minAttemptTime is the least time worth giving an upstream attempt.
+const minAttemptTime = time.Second
+
+// LLMCall runs one LLM call to an answer: a model's, else the business
+// fallback's. It fails only for a request that must change (invalid
+// request, content the upstream refuses to process) or when cancelled.
+func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
+	c := newCall(ctx, req)
+	workflow.SetQueryHandler(ctx, QueryState, func() (CallResult, error) { return c.res, nil })
+	res, err := c.run(ctx)
+	if err != nil && temporal.IsCanceledError(err) {
+		dctx, _ := workflow.NewDisconnectedContext(ctx)
+		c.finish(dctx, OutcomeCanceled)
+	}
+	return res, err
+}
+
+// call is the state of one LLMCall.
+type call struct {
+	req   CallRequest
+	start time.Time
+	res   CallResult
+	ad    activities.Admission
+
+	model       string
+	tried       []string
+	pruneStage  int
+	keepRounds  int
+	maxTokens   int
+	temperature *float64
+	upstream    int // upstream attempts made (lost-worker resends excluded)
+	retries     int // backoff retries made: the exponent of the jitter
+	resends     int
+	classRetry  map[policies.Class]int
+	onModel     map[string]int // failures by model+class
+	retried     []policies.Class
+	classes     []string
+}
+
+func newCall(ctx workflow.Context, req CallRequest) *call {
+	return &call{
+		req:        req,
+		start:      workflow.Now(ctx),
+		res:        CallResult{RequestID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempts: []Attempt{}},
+		maxTokens:  req.MaxTokens,
+		classRetry: map[policies.Class]int{},
+		onModel:    map[string]int{},
+	}
+}
+
+func localOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: 10 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 3},
+		Summary:             summary,
+	})
+}
+
+func (c *call) run(ctx workflow.Context) (CallResult, error) {
+	var a *activities.Activities
+	c.temperature = c.req.Temperature
+	c.upsert(ctx, SAOutcome.ValueSet(OutcomeRunning), SAScenario.ValueSet(c.req.Scenario))
+	workflow.SetCurrentDetails(ctx, "admitting: validate the request, check business rules")
+
+	err := workflow.ExecuteLocalActivity(localOptions(ctx, "admit: validate, business rules, count in budget"),
+		a.Admit, c.req).Get(ctx, &c.ad)
+	if err != nil {
+		c.res.Reason = err.Error()
+		c.finish(ctx, OutcomeFailed)
+		return c.res, err
+	}
+	if r := c.ad.Rule; r != nil {
+		c.res.RuleID, c.res.Flag = r.ID, r.Flag
+		switch r.Action {
+		case policies.RuleHandoff:
+			c.res.Content, c.res.Source = r.Message, SourceHandoff
+			c.res.Reason = "business rule " + r.ID + ": hand-off to a human, no model call"
+			c.finish(ctx, OutcomeHandoff)
+			return c.res, nil
+		case policies.RuleSafeMessage:
+			c.res.Content, c.res.Source, c.res.Degraded = r.Message, SourceRule, true
+			c.res.Reason = "business rule " + r.ID + ": safe message, no model call"
+			c.finish(ctx, OutcomeDegraded)
+			return c.res, nil
+		}
+	}
+	c.model = c.ad.FirstModel
+	reason, err := c.attempts(ctx)
+	if err != nil {
+		return c.res, err
+	}
+	if c.res.Source != "" {
+		return c.res, nil
+	}
+	return c.fallback(ctx, reason)
+}
+
+// attempts runs upstream attempts until one answers (c.res.Source is set),
+// the plan falls back (the reason is returned) or fails (an error).
+func (c *call) attempts(ctx workflow.Context) (string, error) {
+	var a *activities.Activities
+	n := 1
+	retriedFrom := ""
+	for {
+		remaining := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
+		if remaining < minAttemptTime {
+			return fmt.Sprintf("deadline: %s left, %s kept for the fallback", policies.FormatDuration(remaining+c.ad.FallbackReserve), policies.FormatDuration(c.ad.FallbackReserve)), nil
+		}
+		var plan activities.AttemptPlan
+		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", n)),
+			a.PrepareAttempt, activities.PrepareInput{
+				Request: c.req, Model: c.model, Tried: c.tried,
+				PruneStage: c.pruneStage, KeepRounds: c.keepRounds, MaxTokens: c.maxTokens,
+			}).Get(ctx, &plan)
+		if err != nil {
+			return "", err
+		}
+		for _, s := range plan.Skipped {
+			c.tried = append(c.tried, s.Model)
+			c.addClass(policies.ClassBreakerOpen)
+			c.res.Attempts = append(c.res.Attempts, Attempt{
+				N: n, Model: s.Model, Class: string(policies.ClassBreakerOpen),
+				Decision: "switch_model", Reason: s.Reason, RetriedFrom: retriedFrom,
+			})
+		}
+		if plan.Model == "" {
+			return plan.Reason, nil
+		}
+		c.model = plan.Model
+		timeout := min(plan.Timeout, remaining)
+
+		summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", c.upstream+1, c.ad.MaxAttempts, c.model, plan.MessagesBefore, plan.Messages)
+		if strings.HasSuffix(retriedFrom, "("+string(policies.ClassWorkerLost)+")") {
+			summary += " · resend"
+		}
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, policies.FormatDuration(timeout), len(c.res.Attempts)))
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: timeout + 5*time.Second,
+			HeartbeatTimeout:    c.ad.HeartbeatTimeout,
+			WaitForCancellation: true,
+			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:             summary,
+		})
+		started := workflow.Now(ctx)
+		var out activities.CallOutcome
+		err = workflow.ExecuteActivity(actx, a.CallModel, activities.CallInput{
+			Request: c.req, Model: c.model, Attempt: n,
+			PruneStage: c.pruneStage, KeepRounds: c.keepRounds,
+			MaxTokens: c.maxTokens, Temperature: c.temperature, Timeout: timeout,
+		}).Get(ctx, &out)
+		if err != nil && temporal.IsCanceledError(err) {
+			return "", err
+		}
+		att := Attempt{
+			N: n, Model: c.model, Status: out.Status, Messages: plan.Messages, PromptTokens: plan.PromptTokens,
+			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: retriedFrom,
+		}
+		if out.Messages > 0 {
+			att.Messages, att.PromptTokens = out.Messages, out.PromptTokens
+		}
+		if err == nil {
+			c.upstream++
+			c.answered(ctx, att, out)
+			return "", nil
+		}
+
+		class := classOf(err, &out)
+		att.Class, att.Status = string(class), out.Status
+		c.addClass(class)
+		c.res.Usage.FailedAttemptTokens += att.PromptTokens
+		if class != policies.ClassWorkerLost {
+			c.upstream++
+		}
+		c.onModel[c.model+"/"+string(class)]++
+
+		var step policies.Step
+		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("plan after %s on %s", class, c.model)),
+			a.PlanNext, activities.PlanNextInput{
+				Preferred: c.req.Model, Tried: c.tried,
+				Plan: policies.PlanInput{
+					Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
+					Attempts: c.upstream, ClassRetries: c.classRetry[class],
+					ClassFailuresOnModel: c.onModel[c.model+"/"+string(class)],
+					Retries:              c.retries, Model: c.model, PruneStage: c.pruneStage,
+					MaxTokens: c.maxTokens, Temperature: c.temperature,
+					Elapsed: workflow.Now(ctx).Sub(c.start), Deadline: c.ad.Deadline,
+					MinAttemptTime: minAttemptTime,
+					NoRetry:        c.ad.Rule != nil && c.ad.Rule.Action == policies.RuleNoRetry,
+				},
+			}).Get(ctx, &step)
+		if err != nil {
+			return "", err
+		}
+		att.Decision, att.Reason, att.DelayMS = step.Decision, step.Reason, step.Delay.Milliseconds()
+		c.res.Attempts = append(c.res.Attempts, att)
+		c.upsert(ctx, SAAttempts.ValueSet(int64(len(c.res.Attempts))), SAClasses.ValueSet(c.classes))
+
+		switch step.Kind {
+		case policies.StepFallback:
+			return step.Reason, nil
+		case policies.StepFail:
+			c.res.Reason = step.Reason
+			c.finish(ctx, OutcomeFailed)
+			return "", temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("%s: %s", out.Reason, step.Reason), string(class), nil, c.res)
+		case policies.StepResend:
+			c.resends++
+			c.classRetry[class]++
+			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
+		case policies.StepRetry:
+			c.classRetry[class]++
+			c.retried = append(c.retried, class)
+			if step.Delay > 0 && step.Decision != "wait retry-after" {
+				c.retries++
+			}
+			c.pruneStage, c.keepRounds = step.PruneStage, step.KeepRounds
+			c.maxTokens, c.temperature = step.MaxTokens, step.Temperature
+			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
+			n++
+		case policies.StepSwitch:
+			c.tried = append(c.tried, c.model)
+			c.model = step.Model
+			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
+			n++
+		}
+		if step.Delay > 0 {
+			what := "backoff"
+			switch {
+			case step.Decision == "wait retry-after":
+				what = "Retry-After"
+			case step.Kind == policies.StepSwitch:
+				what = "wait before " + step.Model
+			}
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", policies.FormatDuration(step.Delay), step.Reason))
+			tctx := ctx
+			err := workflow.NewTimerWithOptions(tctx, step.Delay, workflow.TimerOptions{
+				Summary: fmt.Sprintf("%s %s after %s", what, policies.FormatDuration(step.Delay), class),
+			}).Get(ctx, nil)
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+}
+
+// classOf maps an attempt's error to its failure class and fills out from
+// the error's details when the activity reported them.
+func classOf(err error, out *activities.CallOutcome) policies.Class {
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) {
+		if appErr.HasDetails() {
+			_ = appErr.Details(out)
+		}
+		if c := policies.Class(appErr.Type()); c.Valid() {
+			return c
+		}
+		return policies.ClassServerError
+	}
+	var toErr *temporal.TimeoutError
+	if errors.As(err, &toErr) {
+		if toErr.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
+			return policies.ClassWorkerLost
+		}
+		return policies.ClassTimeout
+	}
+	return policies.ClassServerError
+}
+
+func (c *call) addClass(class policies.Class) {
+	for _, k := range c.classes {
+		if k == string(class) {
+			return
+		}
+	}
+	c.classes = append(c.classes, string(class))
+}
+
+// answered records a model's answer.
+func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOutcome) {
+	var a *activities.Activities
+	att.Decision, att.Reason = "answer", "the model answered"
+	c.res.Attempts = append(c.res.Attempts, att)
+	c.res.Content, c.res.Model, c.res.FinishReason = out.Content, c.model, out.FinishReason
+	c.res.Usage.PromptTokens += out.PromptTokens
+	c.res.Usage.CompletionTokens += out.CompletionTokens
+	c.res.Source = SourceModel
+	if c.model != c.ad.FirstModel {
+		c.res.Source, c.res.Degraded = SourceFallbackModel, true
+		c.res.Reason = "answered by " + c.model + " after " + c.ad.FirstModel + " failed"
+	}
+	if len(c.retried) > 0 {
+		// Tell the class breaker that these retries worked.
+		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retries succeeded"), a.RecordRetrySuccess, c.retried).Get(ctx, nil)
+	}
+	c.finish(ctx, OutcomeAnswered)
+}
+
+// fallback answers from the business fallback.
+func (c *call) fallback(ctx workflow.Context, reason string) (CallResult, error) {
+	var a *activities.Activities
+	workflow.SetCurrentDetails(ctx, "business fallback: "+reason)
+	var ans activities.FallbackAnswer
+	err := workflow.ExecuteLocalActivity(localOptions(ctx, "fallback: FAQ → rule card → placeholder"),
+		a.Fallback, activities.FallbackInput{Request: c.req, Reason: reason}).Get(ctx, &ans)
+	if err != nil {
+		return c.res, err
+	}
+	c.res.Content, c.res.Source, c.res.Degraded = ans.Content, Source(ans.Source), true
+	c.res.Model, c.res.FinishReason = "", ""
+	c.res.FAQID = ans.FAQID
+	if ans.RuleID != "" {
+		c.res.RuleID, c.res.Flag = ans.RuleID, ans.Flag
+	}
+	c.res.Reason = reason
+	c.finish(ctx, OutcomeDegraded)
+	return c.res, nil
+}
+
+// finish upserts the final search attributes and counts the call.
+func (c *call) finish(ctx workflow.Context, outcome string) {
+	c.upsert(ctx,
+		SAOutcome.ValueSet(outcome),
+		SASource.ValueSet(string(c.res.Source)),
+		SAModel.ValueSet(c.res.Model),
+		SAAttempts.ValueSet(int64(len(c.res.Attempts))),
+		SAClasses.ValueSet(c.classes),
+		SADegraded.ValueSet(c.res.Degraded),
+	)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · source %s · %d attempt(s)", outcome, c.res.Source, len(c.res.Attempts)))
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+		"outcome": outcome, "source": string(c.res.Source),
+	}).Counter("llm_calls").Inc(1)
+}
+
+func (c *call) upsert(ctx workflow.Context, updates ...temporal.SearchAttributeUpdate) {
+	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
+		workflow.GetLogger(ctx).Warn("search attributes not upserted", "error", err)
+	}
+}

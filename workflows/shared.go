@@ -1,0 +1,112 @@
+package workflows
+
+import (
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// TaskQueue is the task queue of LLMCall workflows and their activities.
+const TaskQueue = "llm-calls"
+
+// WorkflowName is the registered name of the LLMCall workflow; starters in
+// any language start it by this name with a CallRequest as JSON.
+const WorkflowName = "LLMCall"
+
+// CallRequest is the input of LLMCall (SPEC §7).
+type CallRequest = policies.Request
+
+// Message is one chat message of a CallRequest.
+type Message = policies.Message
+
+// Source says who answered a call.
+type Source string
+
+// The sources of an answer.
+const (
+	SourceModel         Source = "model"          // the preferred (first) model answered
+	SourceFallbackModel Source = "fallback_model" // another model of the ladder answered
+	SourceFAQ           Source = "faq"            // the FAQ answered
+	SourceRule          Source = "rule"           // a business rule's card or safe message answered
+	SourcePlaceholder   Source = "placeholder"    // nothing could answer: a polite placeholder
+	SourceHandoff       Source = "handoff"        // a business rule handed the call to a human
+)
+
+// Outcome values of the LlmOutcome search attribute.
+const (
+	OutcomeRunning  = "running"
+	OutcomeAnswered = "answered" // a model answered
+	OutcomeDegraded = "degraded" // the business fallback answered
+	OutcomeHandoff  = "handoff"
+	OutcomeFailed   = "failed"
+	OutcomeCanceled = "canceled"
+)
+
+// CallResult is the output of LLMCall (SPEC §7).
+type CallResult struct {
+	// RequestID is the workflow ID, i.e. the idempotency key.
+	RequestID    string `json:"request_id"`
+	Content      string `json:"content"`
+	Source       Source `json:"source"`
+	Model        string `json:"model,omitempty"`
+	Degraded     bool   `json:"degraded"`
+	FinishReason string `json:"finish_reason,omitempty"`
+	Usage        Usage  `json:"usage"`
+	// FAQID is the matched FAQ entry, RuleID the business rule that
+	// answered or forbade retries, Flag a rule's flag (e.g. risk_review).
+	FAQID  string `json:"faq_id,omitempty"`
+	RuleID string `json:"rule_id,omitempty"`
+	Flag   string `json:"flag,omitempty"`
+	// Reason says, for degraded answers, why the models did not answer.
+	Reason   string    `json:"reason,omitempty"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Usage sums token usage over the attempts.
+type Usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	// FailedAttemptTokens are the prompt tokens sent by attempts that failed.
+	FailedAttemptTokens int `json:"failed_attempt_tokens"`
+}
+
+// Attempt is one upstream attempt (or a model skipped by its breaker) and
+// the decision that followed it.
+type Attempt struct {
+	N            int    `json:"n"`
+	Model        string `json:"model"`
+	Class        string `json:"class,omitempty"`
+	Status       int    `json:"status,omitempty"`
+	DurationMS   int64  `json:"duration_ms"`
+	Messages     int    `json:"messages"`
+	PromptTokens int    `json:"prompt_tokens"`
+	Decision     string `json:"decision,omitempty"`
+	Reason       string `json:"reason,omitempty"`
+	DelayMS      int64  `json:"delay_ms,omitempty"`
+	// RetriedFrom names the attempt this one retries ("1", "1 (worker_lost)").
+	RetriedFrom string `json:"retried_from,omitempty"`
+}
+
+// Search attributes upserted as the call progresses. The worker registers
+// them at start-up when they are missing.
+var (
+	SAOutcome  = temporal.NewSearchAttributeKeyKeyword("LlmOutcome")
+	SASource   = temporal.NewSearchAttributeKeyKeyword("LlmSource")
+	SAModel    = temporal.NewSearchAttributeKeyKeyword("LlmModel")
+	SAAttempts = temporal.NewSearchAttributeKeyInt64("LlmAttempts")
+	SAClasses  = temporal.NewSearchAttributeKeyKeywordList("LlmClasses")
+	SAScenario = temporal.NewSearchAttributeKeyKeyword("LlmScenario")
+	SADegraded = temporal.NewSearchAttributeKeyBool("LlmDegraded")
+)
+
+// SearchAttributes lists the search attributes with their types as the
+// Temporal CLI's --search-attribute flag spells them.
+var SearchAttributes = map[string]string{
+	"LlmOutcome":  "Keyword",
+	"LlmSource":   "Keyword",
+	"LlmModel":    "Keyword",
+	"LlmAttempts": "Int",
+	"LlmClasses":  "KeywordList",
+	"LlmScenario": "Keyword",
+	"LlmDegraded": "Bool",
+}
