@@ -1,0 +1,160 @@
+package llmsim
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Message is one chat message of a request, as the simulator reads it.
+// Content may arrive as a string or as an array of content parts; Content
+// holds the text either way.
+type Message struct {
+	// Role is "system", "developer", "user", "assistant" or "tool".
+	Role string `json:"role"`
+	// Content is the message text (text parts joined by newlines).
+	Content string `json:"content"`
+	// Name is the optional participant name.
+	Name string `json:"name,omitempty"`
+	// ToolCalls are the calls an assistant message requests.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID links a tool message to its call.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a function call of an assistant message.
+type ToolCall struct {
+	// ID of the call.
+	ID string `json:"id"`
+	// Type is "function".
+	Type string `json:"type"`
+	// Function names the function and carries its arguments.
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// Text returns the message's text.
+func (m Message) Text() string { return m.Content }
+
+// UnmarshalJSON accepts content as a string, null, or an array of parts.
+func (m *Message) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Role       string          `json:"role"`
+		Content    json.RawMessage `json:"content"`
+		Name       string          `json:"name"`
+		ToolCalls  []ToolCall      `json:"tool_calls"`
+		ToolCallID string          `json:"tool_call_id"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*m = Message{Role: raw.Role, Name: raw.Name, ToolCalls: raw.ToolCalls, ToolCallID: raw.ToolCallID}
+	c := strings.TrimSpace(string(raw.Content))
+	switch {
+	case c == "" || c == "null":
+	case c[0] == '"':
+		return json.Unmarshal(raw.Content, &m.Content)
+	case c[0] == '[':
+		var parts []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		}
+		if err := json.Unmarshal(raw.Content, &parts); err != nil {
+			return err
+		}
+		var texts []string
+		for _, p := range parts {
+			if p.Text != "" {
+				texts = append(texts, p.Text)
+			}
+		}
+		m.Content = strings.Join(texts, "\n")
+	default:
+		return &json.UnmarshalTypeError{Value: "content", Field: "content"}
+	}
+	return nil
+}
+
+// chatRequest is the part of a chat-completions request the simulator reads.
+type chatRequest struct {
+	Model         string    `json:"model"`
+	Messages      []Message `json:"messages"`
+	Stream        bool      `json:"stream"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+	MaxTokens           *int `json:"max_tokens"`
+	MaxCompletionTokens *int `json:"max_completion_tokens"`
+}
+
+func (r *chatRequest) maxTokens() int {
+	if r.MaxCompletionTokens != nil && *r.MaxCompletionTokens > 0 {
+		return *r.MaxCompletionTokens
+	}
+	if r.MaxTokens != nil && *r.MaxTokens > 0 {
+		return *r.MaxTokens
+	}
+	return 0
+}
+
+// question returns the last user message, or "".
+func (r *chatRequest) question() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == "user" {
+			return r.Messages[i].Content
+		}
+	}
+	return ""
+}
+
+type chatResponse struct {
+	ID                string   `json:"id"`
+	Object            string   `json:"object"`
+	Created           int64    `json:"created"`
+	Model             string   `json:"model"`
+	Choices           []choice `json:"choices"`
+	Usage             *usage   `json:"usage,omitempty"`
+	SystemFingerprint string   `json:"system_fingerprint"`
+}
+
+type choice struct {
+	Index        int          `json:"index"`
+	Message      *respMessage `json:"message,omitempty"`
+	Delta        *respMessage `json:"delta,omitempty"`
+	FinishReason *string      `json:"finish_reason"`
+	Logprobs     *struct{}    `json:"logprobs"`
+}
+
+type respMessage struct {
+	Role             string  `json:"role,omitempty"`
+	Content          *string `json:"content,omitempty"`
+	ReasoningContent string  `json:"reasoning_content,omitempty"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+type apiError struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    *string `json:"code"`
+}
+
+type errorBody struct {
+	Error apiError `json:"error"`
+}
+
+func strp(s string) *string { return &s }
+
+func newAPIError(typ, code, msg string) errorBody {
+	e := errorBody{Error: apiError{Message: msg, Type: typ}}
+	if code != "" {
+		e.Error.Code = strp(code)
+	}
+	return e
+}

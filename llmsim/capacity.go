@@ -1,0 +1,210 @@
+package llmsim
+
+import (
+	"sync"
+	"time"
+)
+
+// job is one request's simulated work on a model.
+type job struct {
+	base    time.Duration // service time before the load factor
+	stream  time.Duration // extra slot time after the first byte (SSE)
+	service time.Duration // set when the job starts
+	waited  time.Duration // time spent queued, set when the job starts
+
+	enqueued time.Time
+	started  chan struct{} // closed when the job got a slot
+	ready    chan struct{} // closed when the first byte may be sent
+	done     chan struct{} // closed when the slot is released
+	cancel   chan struct{} // closed to give the slot back early
+
+	state      int // jobQueued, jobRunning, jobDone
+	cancelOnce sync.Once
+}
+
+const (
+	jobQueued = iota
+	jobRunning
+	jobDone
+)
+
+func newJob(base, stream time.Duration) *job {
+	return &job{
+		base: base, stream: stream,
+		started: make(chan struct{}), ready: make(chan struct{}),
+		done: make(chan struct{}), cancel: make(chan struct{}),
+	}
+}
+
+// pool is the capacity model of one model: slots served at once and a
+// FIFO queue in front of them. Safe for concurrent use.
+type pool struct {
+	name   string
+	closed <-chan struct{}
+	// onGauge reports in-flight and queued after every change; onDone
+	// reports finished work. Both are called with mu held.
+	onGauge func(inFlight, queued int)
+	onDone  func()
+
+	mu         sync.Mutex
+	slots      int // 0: unlimited
+	queue      int // 0: unlimited, -1: none
+	loadFactor float64
+	busy       int
+	waiting    []*job
+}
+
+// configure changes the limits; waiting jobs start if slots were added.
+func (p *pool) configure(slots, queue int, loadFactor float64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.slots, p.queue, p.loadFactor = slots, queue, loadFactor
+	p.dispatchLocked()
+	p.onGauge(p.busy, len(p.waiting))
+}
+
+func (p *pool) free() bool { return p.slots == 0 || p.busy < p.slots }
+
+// submit starts j, queues it, or refuses it (false) when the queue is full.
+func (p *pool) submit(j *job) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j.enqueued = time.Now()
+	switch {
+	case len(p.waiting) == 0 && p.free():
+		p.startLocked(j)
+	case p.queue < 0 || (p.queue > 0 && len(p.waiting) >= p.queue):
+		return false
+	default:
+		p.waiting = append(p.waiting, j)
+	}
+	p.onGauge(p.busy, len(p.waiting))
+	return true
+}
+
+func (p *pool) startLocked(j *job) {
+	others := p.busy
+	p.busy++
+	j.state = jobRunning
+	j.service = j.base
+	if p.loadFactor > 0 && p.slots > 0 {
+		j.service = time.Duration(float64(j.base) * (1 + p.loadFactor*float64(others)/float64(p.slots)))
+	}
+	j.waited = time.Since(j.enqueued)
+	close(j.started)
+	go p.run(j)
+}
+
+func (p *pool) dispatchLocked() {
+	for len(p.waiting) > 0 && p.free() {
+		j := p.waiting[0]
+		p.waiting[0] = nil
+		p.waiting = p.waiting[1:]
+		p.startLocked(j)
+	}
+}
+
+// run holds the slot for the service time plus the stream time.
+func (p *pool) run(j *job) {
+	finished := sleep(j.service, j.cancel, p.closed)
+	if finished {
+		close(j.ready)
+		finished = sleep(j.stream, j.cancel, p.closed)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.busy--
+	j.state = jobDone
+	if finished {
+		p.onDone()
+	}
+	p.dispatchLocked()
+	p.onGauge(p.busy, len(p.waiting))
+	close(j.done)
+}
+
+// abandon gives up j: a queued job leaves the queue, a running one gives
+// its slot back now.
+func (p *pool) abandon(j *job) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch j.state {
+	case jobQueued:
+		for i, w := range p.waiting {
+			if w == j {
+				p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+				break
+			}
+		}
+		j.state = jobDone
+		close(j.done)
+		p.onGauge(p.busy, len(p.waiting))
+	case jobRunning:
+		j.cancelOnce.Do(func() { close(j.cancel) })
+	}
+}
+
+// gauges returns in-flight and queued.
+func (p *pool) gauges() (int, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy, len(p.waiting)
+}
+
+// sleep waits d; false when a stop channel closed first.
+func sleep(d time.Duration, stop ...<-chan struct{}) bool {
+	if d <= 0 {
+		for _, s := range stop {
+			select {
+			case <-s:
+				return false
+			default:
+			}
+		}
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	var a, b <-chan struct{}
+	if len(stop) > 0 {
+		a = stop[0]
+	}
+	if len(stop) > 1 {
+		b = stop[1]
+	}
+	select {
+	case <-t.C:
+		return true
+	case <-a:
+		return false
+	case <-b:
+		return false
+	}
+}
+
+// tokenBucket is a request rate limiter on the simulator's clock. Not safe
+// for concurrent use (the Sim's lock guards it).
+type tokenBucket struct {
+	rate   float64
+	burst  float64
+	tokens float64
+	last   time.Time
+}
+
+func newTokenBucket(rate float64, burst int, now time.Time) *tokenBucket {
+	return &tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: now}
+}
+
+// take takes one token at now; when none is left it returns false and the
+// time until the next token.
+func (b *tokenBucket) take(now time.Time) (bool, time.Duration) {
+	if dt := now.Sub(b.last).Seconds(); dt > 0 {
+		b.tokens = min(b.burst, b.tokens+dt*b.rate)
+		b.last = now
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return true, 0
+	}
+	return false, time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+}

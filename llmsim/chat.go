@@ -1,0 +1,651 @@
+package llmsim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// conversationKey groups the attempts of one logical call: the
+// Idempotency-Key before its last '/' (the project sends
+// "<workflow id>/<attempt>"), else a hash of the last user message, which
+// stays the same when a retry prunes the history or switches the model.
+func conversationKey(idem, question string) string {
+	if idem != "" {
+		if i := strings.LastIndex(idem, "/"); i > 0 {
+			return idem[:i]
+		}
+		return idem
+	}
+	h := sha256.Sum256([]byte(question))
+	return "q-" + hex.EncodeToString(h[:8])
+}
+
+// plan is what the simulator decided for one request.
+type plan struct {
+	model   ModelSpec
+	pool    *pool
+	keep    bool          // continue on disconnect
+	phase   string        // active phase name
+	base    time.Duration // sampled base service time
+	extra   time.Duration // added by latency faults
+	latency bool          // a latency fault fired
+	fault   FaultSpec     // the deciding fault (Kind "" for none)
+	delay   time.Duration // the deciding fault's own latency
+	source  string
+}
+
+func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := plan{keep: s.sc.keepWorking}
+	m, ok := s.sc.models[model]
+	if !ok {
+		p.fault, p.source = FaultSpec{Kind: FaultModelNotFound}, "request"
+		return p
+	}
+	p.model, p.pool = m, s.pools[model]
+	sp := s.sc.at(arrival.Sub(s.epoch))
+	lat := m.Latency
+	if sp != nil {
+		p.phase = phaseName(sp)
+		if sp.phase.Latency != nil {
+			lat = *sp.phase.Latency
+		}
+		if l, ok := sp.phase.ModelLatency[model]; ok {
+			lat = l
+		}
+	}
+	p.base = lat.Sample(s.rng)
+	for i, d := range dirs {
+		if !d.Spec.matchesModel(model) {
+			continue
+		}
+		key := conv + "\x00" + strconv.Itoa(i) + "\x00" + d.Raw
+		if d.Times != TimesAlways && s.dirUsed[key] >= d.Times {
+			continue
+		}
+		s.dirUsed[key]++
+		if d.Spec.Kind == FaultLatency {
+			p.extra += d.Spec.Latency.Sample(s.rng)
+			p.latency, p.source = true, "directive"
+			continue
+		}
+		p.fault, p.source = d.Spec, "directive"
+		break
+	}
+	if p.fault.Kind == FaultNone {
+		if b := s.limiters[model]; b != nil {
+			if ok, wait := b.take(arrival); !ok {
+				p.fault = FaultSpec{Kind: FaultRateLimited, RetryAfter: Duration(max(wait.Round(time.Millisecond), time.Millisecond)), RetryHeader: RetryHeaderBoth}
+				p.source = "rate_limit"
+			}
+		}
+	}
+	if p.fault.Kind == FaultNone && sp != nil {
+		for j, f := range sp.phase.Faults {
+			if !f.matchesModel(model) {
+				continue
+			}
+			k := [2]int{sp.index, j}
+			s.ruleSeen[k]++
+			if f.First > 0 && s.ruleSeen[k] > f.First {
+				continue
+			}
+			if f.Probability > 0 && f.Probability < 1 && s.rng.Float64() >= f.Probability {
+				continue
+			}
+			if f.Kind == FaultLatency {
+				p.extra += f.Latency.Sample(s.rng)
+				p.latency = true
+				if p.source == "" {
+					p.source = "phase:" + p.phase
+				}
+				continue
+			}
+			p.fault, p.source = f, "phase:"+p.phase
+			break
+		}
+	}
+	if p.fault.Kind != FaultNone {
+		p.delay = p.fault.Latency.Sample(s.rng)
+	}
+	return p
+}
+
+// exchange is one chat request in progress.
+type exchange struct {
+	s      *Sim
+	w      http.ResponseWriter
+	r      *http.Request
+	req    chatRequest
+	rec    Record
+	tk     ticket
+	begin  time.Time
+	done   bool
+	nextID uint64
+}
+
+func (x *exchange) header() http.Header { return x.w.Header() }
+
+// finish records the outcome once and calls the hook.
+func (x *exchange) finish(outcome string, rejected, abandoned bool) {
+	if x.done {
+		return
+	}
+	x.done = true
+	x.rec.Outcome = outcome
+	x.rec.Duration = time.Since(x.begin)
+	x.s.stats.respond(x.tk, outcome, x.rec.Fault, rejected, abandoned)
+	if x.s.onRequest != nil {
+		x.s.onRequest(x.rec)
+	}
+}
+
+func (x *exchange) setFault(f Fault, source string) {
+	x.rec.Fault, x.rec.Source = f, source
+	if f != FaultNone {
+		x.header().Set("X-Llmsim-Fault", string(f))
+	} else {
+		x.header().Del("X-Llmsim-Fault")
+	}
+}
+
+// reply writes a complete response and records its status.
+func (x *exchange) reply(status int, v any, h http.Header) {
+	writeJSON(x.w, status, v, h)
+	x.finish(statusOutcome(status), false, false)
+}
+
+// wait sleeps d unless the client leaves or the Sim closes first.
+func (x *exchange) wait(d time.Duration) bool {
+	return sleep(d, x.r.Context().Done(), x.s.closed)
+}
+
+// gone records a client that left before the response began.
+func (x *exchange) gone() { x.finish(OutcomeClientGone, false, true) }
+
+// abort ends the connection without a proper end of the response.
+func (x *exchange) abort(outcome string) {
+	x.finish(outcome, false, false)
+	panic(http.ErrAbortHandler)
+}
+
+func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
+	x := &exchange{s: s, w: w, r: r, begin: time.Now()}
+	x.nextID = s.seq.Add(1)
+	rid := r.Header.Get("X-Request-ID")
+	if rid == "" {
+		rid = fmt.Sprintf("llmsim-%d", x.nextID)
+	}
+	idem := r.Header.Get("Idempotency-Key")
+	w.Header().Set("X-Request-ID", rid)
+	if idem != "" {
+		w.Header().Set("Idempotency-Key", idem)
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err == nil {
+		err = json.Unmarshal(body, &x.req)
+	}
+	question := x.req.question()
+	conv := ""
+	if err == nil {
+		conv = conversationKey(idem, question)
+	}
+	x.rec = Record{Time: s.clock(), Model: x.req.Model, Stream: x.req.Stream, Conversation: conv,
+		RequestID: rid, IdempotencyKey: idem}
+	x.rec.Attempt, x.tk = s.stats.arrive(x.req.Model, conv, Attempt{Model: x.req.Model, RequestID: rid, IdempotencyKey: idem})
+	if x.rec.Attempt > 0 {
+		w.Header().Set("X-Llmsim-Attempt", strconv.Itoa(x.rec.Attempt))
+	}
+	x.rec.Source = "request"
+	switch {
+	case err != nil:
+		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "", "We could not parse the JSON body of your request. ("+err.Error()+")"), nil)
+		return
+	case x.req.Model == "":
+		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "", "you must provide a model parameter"), nil)
+		return
+	case len(x.req.Messages) == 0:
+		e := newAPIError("invalid_request_error", "", "[] is too short - 'messages'")
+		e.Error.Param = strp("messages")
+		x.reply(http.StatusBadRequest, e, nil)
+		return
+	}
+	dirs, err := ParseDirectives(question)
+	if err != nil {
+		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "invalid_directive", "llmsim: "+err.Error()), nil)
+		return
+	}
+	p := s.plan(x.rec.Time, x.req.Model, conv, dirs)
+	x.rec.Phase = p.phase
+	x.setFault(p.fault.Kind, p.source)
+	if p.fault.Kind == FaultNone && p.latency {
+		x.setFault(FaultLatency, p.source)
+	}
+	msgs := make([]Message, len(x.req.Messages))
+	for i, m := range x.req.Messages {
+		m.Content = StripDirectives(m.Content)
+		msgs[i] = m
+	}
+	x.rec.PromptTokens = EstimatePromptTokens(msgs)
+
+	info, _ := faultInfo(p.fault.Kind)
+	if p.fault.Kind != FaultNone && info.stage == stageFront {
+		if p.fault.Kind == FaultContextLength {
+			window := p.fault.Window
+			if window == 0 {
+				window = max(1, x.rec.PromptTokens/2)
+			}
+			if x.rec.PromptTokens > window {
+				if !x.wait(p.delay) {
+					x.gone()
+					return
+				}
+				x.reply(http.StatusBadRequest, contextError(window, x.rec.PromptTokens), nil)
+				return
+			}
+			x.setFault(FaultNone, "")
+		} else {
+			if !x.wait(p.delay) {
+				x.gone()
+				return
+			}
+			x.front(p)
+			return
+		}
+	}
+	if x.rec.PromptTokens > p.model.ContextWindow {
+		x.setFault(FaultNone, "context_window")
+		x.reply(http.StatusBadRequest, contextError(p.model.ContextWindow, x.rec.PromptTokens), nil)
+		return
+	}
+
+	rd := render(x.req.Model, &x.req, x.rec.Fault, x.rec.PromptTokens)
+	events := x.chunks(rd)
+	var hold time.Duration
+	interval := p.model.StreamInterval.D()
+	if x.req.Stream && x.rec.Fault != FaultSlowDrip {
+		hold = time.Duration(len(events)-1) * interval
+	}
+	service := p.base + p.extra
+	if info.stage == stageBack {
+		service += p.delay
+	}
+	j := newJob(service, hold)
+	if !p.pool.submit(j) {
+		x.setFault(FaultQueueFull, "capacity")
+		st := p.model.RejectStatus
+		writeJSON(x.w, st, queueFullBody(p.model.Name), http.Header{"X-Ratelimit-Remaining": {"0"}})
+		x.finish(statusOutcome(st), true, false)
+		return
+	}
+	select {
+	case <-j.ready:
+	case <-x.r.Context().Done():
+		if !p.keep {
+			p.pool.abandon(j)
+		}
+		x.rec.Queued = j.waitedSoFar()
+		x.gone()
+		return
+	case <-s.closed:
+		x.abort(OutcomeReset)
+	}
+	x.rec.Queued = j.waited
+	switch x.rec.Fault {
+	case FaultServerError:
+		x.html(http.StatusInternalServerError, "Internal Server Error")
+	case FaultGatewayTimeout:
+		x.html(http.StatusGatewayTimeout, "Gateway Time-out")
+	default:
+		if x.req.Stream {
+			x.stream(events, interval, p)
+		} else {
+			x.complete(rd, p)
+		}
+	}
+}
+
+func (j *job) waitedSoFar() time.Duration {
+	select {
+	case <-j.started:
+		return j.waited
+	default:
+		return time.Since(j.enqueued)
+	}
+}
+
+func contextError(window, tokens int) errorBody {
+	e := newAPIError("invalid_request_error", "context_length_exceeded", fmt.Sprintf(
+		"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
+		window, tokens))
+	e.Error.Param = strp("messages")
+	return e
+}
+
+func queueFullBody(model string) errorBody {
+	return newAPIError("server_overloaded", "queue_full", fmt.Sprintf("The request queue for model %s is full. Please retry later.", model))
+}
+
+func modelNotFound(model string) errorBody {
+	return newAPIError("invalid_request_error", "model_not_found", fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model))
+}
+
+func setRetryAfter(h http.Header, d time.Duration, style string) {
+	secs := strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+	ms := strconv.FormatInt(d.Milliseconds(), 10)
+	switch style {
+	case "", RetryHeaderSeconds:
+		h.Set("Retry-After", secs)
+	case RetryHeaderMS:
+		h.Set("Retry-After-Ms", ms)
+	case RetryHeaderBoth:
+		h.Set("Retry-After", secs)
+		h.Set("Retry-After-Ms", ms)
+	case RetryHeaderDate:
+		h.Set("Retry-After", time.Now().Add(d).UTC().Format(http.TimeFormat))
+	}
+}
+
+// front answers a fault decided before the model's queue.
+func (x *exchange) front(p plan) {
+	f := p.fault
+	h := http.Header{}
+	if ra := f.retryAfter(); ra > 0 {
+		setRetryAfter(h, ra, f.RetryHeader)
+	}
+	model := x.req.Model
+	switch f.Kind {
+	case FaultHang:
+		t := time.NewTimer(x.s.maxHang)
+		defer t.Stop()
+		select {
+		case <-x.r.Context().Done():
+			x.gone()
+		case <-x.s.closed:
+			x.abort(OutcomeReset)
+		case <-t.C:
+			x.abort(OutcomeReset)
+		}
+	case FaultReset:
+		x.finish(OutcomeReset, false, false)
+		hj, ok := x.w.(http.Hijacker)
+		if !ok {
+			panic(http.ErrAbortHandler)
+		}
+		conn, _, err := hj.Hijack()
+		if err != nil {
+			panic(http.ErrAbortHandler)
+		}
+		if tcp, ok := conn.(*net.TCPConn); ok {
+			_ = tcp.SetLinger(0)
+		}
+		_ = conn.Close()
+	case FaultRateLimited:
+		h.Set("X-Ratelimit-Limit-Requests", "60")
+		h.Set("X-Ratelimit-Remaining-Requests", "0")
+		h.Set("X-Ratelimit-Reset-Requests", f.retryAfter().String())
+		x.reply(http.StatusTooManyRequests, newAPIError("requests", "rate_limit_exceeded", fmt.Sprintf(
+			"Rate limit reached for requests on model %s. Please try again in %s.", model, f.retryAfter())), h)
+	case FaultQuotaExceeded:
+		x.reply(http.StatusTooManyRequests, newAPIError("insufficient_quota", "insufficient_quota",
+			"You exceeded your current quota, please check your plan and billing details."), h)
+	case FaultQueueFull:
+		st := f.Status
+		if st == 0 {
+			st = http.StatusTooManyRequests
+		}
+		h.Set("X-Ratelimit-Remaining", "0")
+		x.reply(st, queueFullBody(model), h)
+	case FaultOverloaded:
+		x.reply(529, map[string]any{"type": "error", "error": map[string]string{"type": "overloaded_error", "message": "Overloaded"}}, h)
+	case FaultMaintenance:
+		x.reply(http.StatusServiceUnavailable, newAPIError("service_unavailable", "maintenance", "Service under maintenance"), h)
+	case FaultUnavailable:
+		x.reply(http.StatusServiceUnavailable, newAPIError("server_error", "", "The server is overloaded or not ready yet."), h)
+	case FaultBadGateway:
+		x.html(http.StatusBadGateway, "Bad Gateway")
+	case FaultBadRequest:
+		st := f.Status
+		if st == 0 {
+			st = http.StatusBadRequest
+		}
+		var e errorBody
+		switch st {
+		case http.StatusNotFound:
+			e = newAPIError("invalid_request_error", "", fmt.Sprintf("Invalid URL (%s %s)", x.r.Method, x.r.URL.Path))
+		case http.StatusRequestEntityTooLarge:
+			e = newAPIError("invalid_request_error", "request_too_large", "Request too large: the request body exceeds the maximum size.")
+		case http.StatusUnprocessableEntity:
+			e = newAPIError("invalid_request_error", "unprocessable_entity", "Unprocessable entity: the request is well-formed but cannot be processed.")
+		default:
+			e = newAPIError("invalid_request_error", "invalid_value", "Invalid value for 'temperature': must be between 0 and 2.")
+			e.Error.Param = strp("temperature")
+		}
+		x.reply(st, e, h)
+	case FaultInvalidAPIKey:
+		x.reply(http.StatusUnauthorized, newAPIError("invalid_request_error", "invalid_api_key",
+			"Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys."), h)
+	case FaultForbidden:
+		x.reply(http.StatusForbidden, newAPIError("permission_error", "permission_denied",
+			fmt.Sprintf("You are not allowed to use model %s with this API key.", model)), h)
+	case FaultModelNotFound:
+		x.reply(http.StatusNotFound, modelNotFound(model), h)
+	default:
+		x.reply(http.StatusInternalServerError, newAPIError("server_error", "", "llmsim: unhandled fault "+string(f.Kind)), h)
+	}
+}
+
+// html answers an nginx-style error page.
+func (x *exchange) html(status int, text string) {
+	b := fmt.Sprintf("<html>\r\n<head><title>%d %s</title></head>\r\n<body>\r\n<center><h1>%d %s</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n", status, text, status, text)
+	h := x.header()
+	h.Set("Content-Type", "text/html")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	x.w.WriteHeader(status)
+	_, _ = io.WriteString(x.w, b)
+	x.finish(statusOutcome(status), false, false)
+}
+
+// rendered is the content of a 200 answer.
+type rendered struct {
+	content, reasoning string
+	finish             string
+	noChoices          bool
+	prompt, completion int
+}
+
+func render(model string, req *chatRequest, f Fault, prompt int) rendered {
+	q := req.question()
+	rd := rendered{content: Answer(model, q), finish: "stop", prompt: prompt}
+	limit := req.maxTokens()
+	switch f {
+	case FaultLength:
+		n := max(1, EstimateTokens(rd.content)/2)
+		if limit > 0 {
+			n = min(n, limit)
+		}
+		rd.content, rd.finish = truncateTokens(rd.content, n), "length"
+	case FaultReasoningOnly:
+		rd.content, rd.reasoning = "", reasoningText(q)
+	case FaultEmptyContent:
+		rd.content = ""
+	case FaultContentFilter:
+		rd.content, rd.finish = "", "content_filter"
+	case FaultNoChoices:
+		rd.noChoices = true
+	default:
+		if limit > 0 && EstimateTokens(rd.content) > limit {
+			rd.content, rd.finish = truncateTokens(rd.content, limit), "length"
+		}
+	}
+	rd.completion = EstimateTokens(rd.content) + EstimateTokens(rd.reasoning)
+	return rd
+}
+
+func (x *exchange) id() string { return fmt.Sprintf("chatcmpl-llmsim%06d", x.nextID) }
+
+func (x *exchange) usage(rd rendered) *usage {
+	return &usage{PromptTokens: rd.prompt, CompletionTokens: rd.completion, TotalTokens: rd.prompt + rd.completion}
+}
+
+// complete answers a non-streaming 200.
+func (x *exchange) complete(rd rendered, p plan) {
+	resp := chatResponse{ID: x.id(), Object: "chat.completion", Created: x.rec.Time.Unix(), Model: x.req.Model,
+		Choices: []choice{}, Usage: x.usage(rd), SystemFingerprint: "llmsim"}
+	if !rd.noChoices {
+		fr := rd.finish
+		resp.Choices = append(resp.Choices, choice{Message: &respMessage{Role: "assistant", Content: strp(rd.content), ReasoningContent: rd.reasoning}, FinishReason: &fr})
+	}
+	var b []byte
+	if x.rec.Fault == FaultErrorBody {
+		b, _ = json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
+	} else {
+		b, _ = json.Marshal(resp)
+	}
+	full := len(b)
+	if x.rec.Fault == FaultMalformedJSON {
+		b = b[:len(b)*3/5]
+		full = len(b)
+	}
+	h := x.header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(full))
+	x.w.WriteHeader(http.StatusOK)
+	flusher, _ := x.w.(http.Flusher)
+	switch x.rec.Fault {
+	case FaultStreamBreak:
+		_, _ = x.w.Write(b[:len(b)/2])
+		if flusher != nil {
+			flusher.Flush()
+		}
+		x.abort(statusOutcome(http.StatusOK))
+	case FaultSlowDrip:
+		const pieces = 10
+		step := p.fault.drip() / pieces
+		for i := range pieces {
+			lo, hi := len(b)*i/pieces, len(b)*(i+1)/pieces
+			if i > 0 && !x.wait(step) {
+				x.finish(statusOutcome(http.StatusOK), false, true)
+				return
+			}
+			_, _ = x.w.Write(b[lo:hi])
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+	default:
+		_, _ = x.w.Write(b)
+	}
+	x.finish(statusOutcome(http.StatusOK), false, false)
+}
+
+// chunks builds the SSE events of a streamed answer (without [DONE]).
+func (x *exchange) chunks(rd rendered) [][]byte {
+	if !x.req.Stream {
+		return nil
+	}
+	mk := func(choices []choice, u *usage) []byte {
+		b, _ := json.Marshal(chatResponse{ID: x.id(), Object: "chat.completion.chunk", Created: x.rec.Time.Unix(),
+			Model: x.req.Model, Choices: choices, Usage: u, SystemFingerprint: "llmsim"})
+		return b
+	}
+	withUsage := x.req.StreamOptions != nil && x.req.StreamOptions.IncludeUsage
+	if rd.noChoices {
+		return [][]byte{mk([]choice{}, x.usage(rd))}
+	}
+	out := [][]byte{mk([]choice{{Delta: &respMessage{Role: "assistant", Content: strp("")}}}, nil)}
+	for _, piece := range splitPieces(rd.reasoning) {
+		out = append(out, mk([]choice{{Delta: &respMessage{ReasoningContent: piece}}}, nil))
+	}
+	for _, piece := range splitPieces(rd.content) {
+		out = append(out, mk([]choice{{Delta: &respMessage{Content: strp(piece)}}}, nil))
+	}
+	fr := rd.finish
+	out = append(out, mk([]choice{{Delta: &respMessage{}, FinishReason: &fr}}, nil))
+	if withUsage {
+		out = append(out, mk([]choice{}, x.usage(rd)))
+	}
+	return out
+}
+
+// splitPieces cuts s into chunks of about three words, keeping spaces so
+// the pieces concatenate back to s.
+func splitPieces(s string) []string {
+	if s == "" {
+		return nil
+	}
+	var out []string
+	words := 0
+	start := 0
+	for i, r := range s {
+		if r == ' ' {
+			words++
+			if words%3 == 0 {
+				out = append(out, s[start:i+1])
+				start = i + 1
+			}
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}
+
+// stream answers text/event-stream.
+func (x *exchange) stream(events [][]byte, interval time.Duration, p plan) {
+	h := x.header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	x.w.WriteHeader(http.StatusOK)
+	flusher, _ := x.w.(http.Flusher)
+	send := func(data []byte) bool {
+		_, err := fmt.Fprintf(x.w, "data: %s\n\n", data)
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return err == nil
+	}
+	ok := statusOutcome(http.StatusOK)
+	switch x.rec.Fault {
+	case FaultErrorBody:
+		b, _ := json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
+		send(b)
+		x.finish(ok, false, false)
+		return
+	case FaultMalformedJSON:
+		send(events[0][:len(events[0])*3/5])
+		x.finish(ok, false, false)
+		return
+	case FaultSlowDrip:
+		interval = p.fault.drip() / time.Duration(len(events))
+	}
+	for i, ev := range events {
+		if x.rec.Fault == FaultStreamBreak && i == p.fault.chunks() {
+			x.abort(ok)
+		}
+		if i > 0 && interval > 0 && !x.wait(interval) {
+			x.finish(ok, false, true)
+			return
+		}
+		if !send(ev) {
+			x.finish(ok, false, true)
+			return
+		}
+	}
+	if x.rec.Fault == FaultStreamBreak {
+		x.abort(ok)
+	}
+	send([]byte("[DONE]"))
+	x.finish(ok, false, false)
+}

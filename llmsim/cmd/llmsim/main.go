@@ -1,0 +1,137 @@
+// Command llmsim serves the OpenAI-compatible LLM failure simulator.
+//
+//	llmsim --addr 127.0.0.1:8000 --scenario mixed
+//
+// --help lists every fault, the in-prompt directive syntax and the shipped
+// scenarios. SIGINT or SIGTERM shuts it down cleanly.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "llmsim:", err)
+		os.Exit(1)
+	}
+}
+
+// run parses args, serves until ctx ends, and shuts down. ready, when set,
+// is called with the listening address.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(net.Addr)) error {
+	fs := flag.NewFlagSet("llmsim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8000", "listen address")
+	scenario := fs.String("scenario", "healthy", "scenario file (.yaml or .json) or built-in name")
+	level := fs.String("log-level", "info", "debug, info (one line per request), warn or error")
+	fs.Usage = func() { usage(stdout, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	sc, err := llmsim.OpenScenario(*scenario)
+	if err != nil {
+		return err
+	}
+	sim, err := llmsim.New(llmsim.Options{Scenario: sc, OnRequest: func(r llmsim.Record) {
+		logger.Info("request", "model", r.Model, "outcome", r.Outcome, "fault", r.Fault, "source", r.Source,
+			"phase", r.Phase, "attempt", r.Attempt, "conversation", r.Conversation, "request_id", r.RequestID,
+			"stream", r.Stream, "prompt_tokens", r.PromptTokens, "queued_ms", r.Queued.Milliseconds(),
+			"duration_ms", r.Duration.Milliseconds())
+	}})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	logger.Warn("llmsim listening", "base_url", "http://"+ln.Addr().String()+"/v1", "scenario", sc.Name,
+		"stats", "http://"+ln.Addr().String()+"/stats")
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	logger.Warn("llmsim shutting down")
+	sim.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprint(w, `llmsim — an OpenAI-compatible LLM simulator that injects every failure.
+
+Usage: llmsim [--addr 127.0.0.1:8000] [--scenario FILE|NAME] [--log-level info]
+
+Endpoints: POST /v1/chat/completions (stream too), GET /v1/models, GET /stats,
+POST /stats/reset, GET|POST /admin/scenario (?name=NAME or a YAML/JSON body),
+POST /admin/reset, GET /healthz.
+
+Flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\nFaults (scenario phases' faults[].kind, or fault= in a directive):\n\n")
+	fmt.Fprint(w, indent(llmsim.FormatFaultTable()))
+	fmt.Fprint(w, `
+In-prompt directive (in the last user message; applies to the first k
+attempts of the conversation, optionally only on model m):
+
+  [[sim fault=rate_limited times=2 model=qwen-72b retry_after=2s]]
+  attributes: fault times(k|always) model retry_after retry_after_ms
+              retry_header(seconds|ms|both|date|none) latency status chunks
+              duration window
+
+Built-in scenarios (--scenario NAME):
+
+`)
+	for _, name := range llmsim.BuiltinScenarios() {
+		desc := ""
+		if sc, err := llmsim.BuiltinScenario(name); err == nil {
+			desc = sc.Description
+		}
+		if i := strings.IndexAny(desc, ".\n"); i > 0 {
+			desc = desc[:i]
+		}
+		fmt.Fprintf(w, "  %-32s %s\n", name, desc)
+	}
+}
+
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ") + "\n"
+}

@@ -1,0 +1,375 @@
+package llmsim
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Scenario is everything the simulator does: its models and their
+// capacity, and a timeline of phases with faults. It is read from YAML or
+// JSON (ParseScenario, LoadScenario, BuiltinScenario) or built in Go and
+// given to Options.Scenario or Sim.SetScenario. The zero value is a valid
+// scenario: the default models, unlimited capacity, no latency, no faults.
+type Scenario struct {
+	// Name identifies the scenario in stats and logs.
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+	// Description says what the scenario reproduces.
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+	// Seed seeds the RNG that draws fault probabilities and latencies.
+	Seed uint64 `json:"seed,omitempty" yaml:"seed,omitempty"`
+	// ContinueOnDisconnect keeps a request's simulated work (and its slot)
+	// going after the client gave up, as on a GPU server; nil means true.
+	ContinueOnDisconnect *bool `json:"continue_on_disconnect,omitempty" yaml:"continue_on_disconnect,omitempty"`
+	// Models lists the served models; empty means DefaultModels().
+	Models []ModelSpec `json:"models,omitempty" yaml:"models,omitempty"`
+	// Phases is the timeline, measured from the moment the scenario was set
+	// or reset. Outside every phase the models are healthy.
+	Phases []Phase `json:"phases,omitempty" yaml:"phases,omitempty"`
+	// Load describes the load the scenario is meant to be driven with
+	// (benchmarks read it; the simulator does not).
+	Load *LoadHint `json:"load,omitempty" yaml:"load,omitempty"`
+
+	// Source names where the scenario came from (a file name) for errors.
+	Source string `json:"-" yaml:"-"`
+}
+
+// ModelSpec is one served model and its capacity.
+type ModelSpec struct {
+	// Name is the model id clients send.
+	Name string `json:"name" yaml:"name"`
+	// ContextWindow in tokens; 0 means the default for a known name
+	// (qwen-72b 32768, qwen-14b 8192, llama-8b 4096), else 8192.
+	ContextWindow int `json:"context_window,omitempty" yaml:"context_window,omitempty"`
+	// Slots is the number of requests served at once; 0 means unlimited.
+	Slots int `json:"slots,omitempty" yaml:"slots,omitempty"`
+	// Queue is how many requests may wait for a slot; beyond it requests are
+	// refused at once with queue_full. 0 means unlimited, -1 means none.
+	Queue int `json:"queue,omitempty" yaml:"queue,omitempty"`
+	// RejectStatus is the status of a queue_full refusal: 429 (default) or
+	// 503.
+	RejectStatus int `json:"reject_status,omitempty" yaml:"reject_status,omitempty"`
+	// Latency is the base service time (time to the first byte once a slot
+	// is free); zero means none.
+	Latency Latency `json:"latency,omitzero" yaml:"latency,omitempty"`
+	// LoadFactor stretches the service time with occupancy, as batching on a
+	// GPU does: service × (1 + LoadFactor × busy/slots). 0 means none.
+	LoadFactor float64 `json:"load_factor,omitempty" yaml:"load_factor,omitempty"`
+	// StreamInterval is the pause between SSE chunks (the slot stays busy
+	// meanwhile); 0 means none.
+	StreamInterval Duration `json:"stream_interval,omitempty" yaml:"stream_interval,omitempty"`
+	// RateLimit is the gateway's request rate limit in requests per second
+	// (token bucket on the simulator's clock); beyond it requests get 429
+	// rate_limited with Retry-After. 0 means no limit.
+	RateLimit float64 `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`
+	// Burst is the token bucket's size; 0 means max(1, RateLimit).
+	Burst int `json:"burst,omitempty" yaml:"burst,omitempty"`
+}
+
+// Phase is one stretch of the timeline. A phase starts at Start, or when
+// the previous phase ends (the first at 0), and lasts Duration; a phase
+// without Duration lasts until the next phase's start, or forever.
+type Phase struct {
+	// Name is shown in stats and logs.
+	Name string `json:"name,omitempty" yaml:"name,omitempty"`
+	// Start is the offset from the scenario's start; nil means right after
+	// the previous phase.
+	Start *Duration `json:"start,omitempty" yaml:"start,omitempty"`
+	// Duration of the phase; 0 means until the next phase (or forever).
+	Duration Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
+	// Latency, when set, replaces every model's base latency in this phase.
+	Latency *Latency `json:"latency,omitempty" yaml:"latency,omitempty"`
+	// ModelLatency replaces the base latency of the named models (it wins
+	// over Latency).
+	ModelLatency map[string]Latency `json:"model_latency,omitempty" yaml:"model_latency,omitempty"`
+	// Faults are tried in order for each request: latency rules that fire
+	// add up; the first other rule that fires decides the answer.
+	Faults []FaultSpec `json:"faults,omitempty" yaml:"faults,omitempty"`
+}
+
+// LoadHint is the load a scenario is designed for.
+type LoadHint struct {
+	// Rate is an open-loop arrival rate in logical calls per second.
+	Rate float64 `json:"rate,omitempty" yaml:"rate,omitempty"`
+	// Agents is a closed-loop number of concurrent callers.
+	Agents int `json:"agents,omitempty" yaml:"agents,omitempty"`
+	// Duration of the run.
+	Duration Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
+	// ClientTimeout is the naive baseline's fixed per-attempt timeout.
+	ClientTimeout Duration `json:"client_timeout,omitempty" yaml:"client_timeout,omitempty"`
+	// Note explains the scaling from the incident.
+	Note string `json:"note,omitempty" yaml:"note,omitempty"`
+}
+
+// Default model names.
+const (
+	ModelQwen72B = "qwen-72b"
+	ModelQwen14B = "qwen-14b"
+	ModelLlama8B = "llama-8b"
+)
+
+var defaultWindows = map[string]int{ModelQwen72B: 32768, ModelQwen14B: 8192, ModelLlama8B: 4096}
+
+// DefaultModels returns the default model set: qwen-72b (32768 tokens),
+// qwen-14b (8192) and llama-8b (4096), unlimited capacity, no latency.
+func DefaultModels() []ModelSpec {
+	return []ModelSpec{
+		{Name: ModelQwen72B, ContextWindow: 32768},
+		{Name: ModelQwen14B, ContextWindow: 8192},
+		{Name: ModelLlama8B, ContextWindow: 4096},
+	}
+}
+
+// span is a phase placed on the timeline; end < 0 means open-ended.
+type span struct {
+	phase      *Phase
+	index      int
+	start, end time.Duration
+}
+
+// resolved is a validated scenario with defaults applied.
+type resolved struct {
+	sc       *Scenario
+	models   map[string]ModelSpec
+	order    []string
+	spans    []span
+	keepWorking bool
+}
+
+// Validate checks the scenario and reports every problem with the field's
+// path (see ScenarioError).
+func (sc *Scenario) Validate() error {
+	_, err := sc.resolve()
+	return err
+}
+
+func (sc *Scenario) resolve() (*resolved, error) {
+	src := sc.Source
+	if src == "" {
+		src = "scenario"
+	}
+	errs := &errList{source: src}
+	r := &resolved{sc: sc, models: map[string]ModelSpec{}, keepWorking: true}
+	if sc.ContinueOnDisconnect != nil {
+		r.keepWorking = *sc.ContinueOnDisconnect
+	}
+	models := sc.Models
+	if len(models) == 0 {
+		models = DefaultModels()
+	}
+	known := map[string]bool{}
+	for i, m := range models {
+		f := fmt.Sprintf("models[%d]", i)
+		switch {
+		case strings.TrimSpace(m.Name) == "":
+			errs.add(f+".name", "required")
+		case known[m.Name]:
+			errs.add(f+".name", "model %q listed twice", m.Name)
+		}
+		known[m.Name] = true
+		if m.ContextWindow < 0 {
+			errs.add(f+".context_window", "must not be negative")
+		}
+		if m.ContextWindow == 0 {
+			m.ContextWindow = defaultWindows[m.Name]
+			if m.ContextWindow == 0 {
+				m.ContextWindow = 8192
+			}
+		}
+		if m.Slots < 0 {
+			errs.add(f+".slots", "must not be negative (0 means unlimited)")
+		}
+		if m.Queue < -1 {
+			errs.add(f+".queue", "must be -1 (no queue), 0 (unlimited) or a positive limit, got %d", m.Queue)
+		}
+		switch m.RejectStatus {
+		case 0:
+			m.RejectStatus = 429
+		case 429, 503:
+		default:
+			errs.add(f+".reject_status", "must be 429 or 503, got %d", m.RejectStatus)
+		}
+		m.Latency.validate(f+".latency", errs)
+		if m.LoadFactor < 0 {
+			errs.add(f+".load_factor", "must not be negative")
+		}
+		if m.StreamInterval < 0 {
+			errs.add(f+".stream_interval", "must not be negative")
+		}
+		if m.RateLimit < 0 {
+			errs.add(f+".rate_limit", "must not be negative")
+		}
+		if m.Burst < 0 {
+			errs.add(f+".burst", "must not be negative")
+		}
+		if m.Burst == 0 {
+			m.Burst = max(1, int(m.RateLimit))
+		}
+		if _, dup := r.models[m.Name]; !dup {
+			r.order = append(r.order, m.Name)
+		}
+		r.models[m.Name] = m
+	}
+	var prevEnd time.Duration
+	open := false // previous phase has no duration
+	for i := range sc.Phases {
+		p := &sc.Phases[i]
+		f := fmt.Sprintf("phases[%d]", i)
+		start := prevEnd
+		if p.Start != nil {
+			start = p.Start.D()
+			if start < prevEnd && i > 0 && !open {
+				errs.add(f+".start", "%s is before the end of phases[%d] (%s); phases must not overlap", start, i-1, prevEnd)
+			}
+			if open && i > 0 && start < r.spans[i-1].start {
+				errs.add(f+".start", "%s is before the start of phases[%d] (%s)", start, i-1, r.spans[i-1].start)
+			}
+		} else if open {
+			errs.add(fmt.Sprintf("phases[%d].duration", i-1), "required: phases[%d] has no start, so phases[%d] must end", i, i-1)
+		}
+		if open && i > 0 {
+			r.spans[i-1].end = start
+		}
+		if p.Duration < 0 {
+			errs.add(f+".duration", "must not be negative")
+		}
+		end := time.Duration(-1)
+		open = p.Duration == 0
+		if !open {
+			end = start + p.Duration.D()
+			prevEnd = end
+		} else {
+			prevEnd = start
+		}
+		r.spans = append(r.spans, span{phase: p, index: i, start: start, end: end})
+		if p.Latency != nil {
+			p.Latency.validate(f+".latency", errs)
+		}
+		for _, name := range keys(p.ModelLatency) {
+			if !known[name] {
+				errs.add(f+".model_latency."+name, "unknown model %q%s", name, suggest(name, keys(known)))
+			}
+			p.ModelLatency[name].validate(f+".model_latency."+name, errs)
+		}
+		for j, fs := range p.Faults {
+			fs.validate(fmt.Sprintf("%s.faults[%d]", f, j), known, errs)
+		}
+	}
+	if l := sc.Load; l != nil && (l.Rate < 0 || l.Agents < 0) {
+		errs.add("load", "rate and agents must not be negative")
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// at returns the phase active at elapsed, or nil.
+func (r *resolved) at(elapsed time.Duration) *span {
+	for i := len(r.spans) - 1; i >= 0; i-- {
+		s := &r.spans[i]
+		if elapsed >= s.start && (s.end < 0 || elapsed < s.end) {
+			return s
+		}
+	}
+	return nil
+}
+
+// ParseScenario parses a scenario from YAML or JSON (JSON when source ends
+// in ".json" or data starts with '{') and validates it. Errors name source
+// and the offending field (see ScenarioError).
+func ParseScenario(data []byte, source string) (*Scenario, error) {
+	if source == "" {
+		source = "scenario"
+	}
+	var node yaml.Node
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return nil, &ScenarioError{Source: source, Problem: "empty scenario"}
+	}
+	if strings.HasSuffix(source, ".json") || trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, &ScenarioError{Source: source, Problem: "invalid JSON: " + err.Error()}
+		}
+		if err := node.Encode(v); err != nil {
+			return nil, &ScenarioError{Source: source, Problem: "invalid JSON: " + err.Error()}
+		}
+	} else if err := yaml.Unmarshal(trimmed, &node); err != nil {
+		return nil, &ScenarioError{Source: source, Problem: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	sc := &Scenario{}
+	if err := decodeStrict(&node, "", sc); err != nil {
+		var se *ScenarioError
+		if errors.As(err, &se) {
+			se.Source = source
+		}
+		return nil, err
+	}
+	sc.Source = source
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+// LoadScenario reads and parses the scenario file at path.
+func LoadScenario(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	return ParseScenario(data, path)
+}
+
+//go:embed scenarios/*.yaml
+var builtinFS embed.FS
+
+// BuiltinScenarios returns the names of the scenarios shipped in
+// llmsim/scenarios (without ".yaml"), sorted.
+func BuiltinScenarios() []string {
+	entries, _ := fs.ReadDir(builtinFS, "scenarios")
+	var names []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".yaml"); ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// BuiltinScenario parses the shipped scenario called name ("spike-5s" or
+// "spike-5s.yaml").
+func BuiltinScenario(name string) (*Scenario, error) {
+	base := strings.TrimSuffix(path.Base(name), ".yaml")
+	data, err := builtinFS.ReadFile("scenarios/" + base + ".yaml")
+	if err != nil {
+		return nil, fmt.Errorf("no built-in scenario %q%s (have: %s)", name, suggest(base, BuiltinScenarios()), strings.Join(BuiltinScenarios(), ", "))
+	}
+	return ParseScenario(data, base+".yaml")
+}
+
+// OpenScenario loads nameOrPath as a file when it exists, else as a
+// built-in scenario name.
+func OpenScenario(nameOrPath string) (*Scenario, error) {
+	if _, err := os.Stat(nameOrPath); err == nil {
+		return LoadScenario(nameOrPath)
+	}
+	if strings.ContainsAny(nameOrPath, `/\`) || strings.HasSuffix(nameOrPath, ".json") {
+		return nil, fmt.Errorf("scenario: no such file %q", nameOrPath)
+	}
+	return BuiltinScenario(nameOrPath)
+}

@@ -1,0 +1,362 @@
+package llmsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Options configures a Sim. The zero value is usable.
+type Options struct {
+	// Scenario to run; nil means the zero Scenario (default models,
+	// unlimited capacity, no latency, no faults).
+	Scenario *Scenario
+	// Clock is the time source of the phase timeline, the rate limiters and
+	// the stats buckets; nil means time.Now. Service times and waits always
+	// run on real timers.
+	Clock func() time.Time
+	// OnRequest, when set, is called once per chat request after its
+	// response ended (from the request's goroutine). The simulator itself
+	// never logs.
+	OnRequest func(Record)
+	// MaxBodyBytes limits request bodies; 0 means 32 MiB.
+	MaxBodyBytes int64
+	// MaxHang bounds the hang fault; 0 means 10 minutes.
+	MaxHang time.Duration
+}
+
+// Record describes one chat request for Options.OnRequest.
+type Record struct {
+	// Time of arrival on the simulator's clock.
+	Time time.Time
+	// Model requested.
+	Model string
+	// Stream reports a stream: true request.
+	Stream bool
+	// Conversation is the conversation key; Attempt numbers the request
+	// within it from 1.
+	Conversation string
+	Attempt      int
+	// RequestID and IdempotencyKey are the request's headers (RequestID is
+	// generated when absent).
+	RequestID      string
+	IdempotencyKey string
+	// Outcome is the entry of Stats.Responses: a status code, "499" or
+	// "reset".
+	Outcome string
+	// Fault is the injected fault ("" for none).
+	Fault Fault
+	// Source says who decided the fault: "directive", "phase:<name>",
+	// "capacity", "rate_limit", "context_window" or "request".
+	Source string
+	// Phase active at arrival.
+	Phase string
+	// PromptTokens is the estimate of the prompt.
+	PromptTokens int
+	// Queued is the time spent waiting for a slot; Duration the time from
+	// arrival to the end of the response.
+	Queued   time.Duration
+	Duration time.Duration
+}
+
+// Sim is the simulator: an http.Handler serving the OpenAI-compatible API,
+// the stats and the admin endpoints. Safe for concurrent use.
+type Sim struct {
+	clock     func() time.Time
+	onRequest func(Record)
+	maxBody   int64
+	maxHang   time.Duration
+	mux       *http.ServeMux
+	stats     *recorder
+	seq       atomic.Uint64
+	closed    chan struct{}
+	closeOnce sync.Once
+
+	mu       sync.Mutex
+	sc       *resolved
+	epoch    time.Time
+	rng      *rand.Rand
+	ruleSeen map[[2]int]int
+	dirUsed  map[string]int
+	pools    map[string]*pool
+	limiters map[string]*tokenBucket
+}
+
+// New returns a simulator running opts.Scenario; it fails when the
+// scenario is invalid.
+func New(opts Options) (*Sim, error) {
+	s := &Sim{
+		clock:     opts.Clock,
+		onRequest: opts.OnRequest,
+		maxBody:   opts.MaxBodyBytes,
+		maxHang:   opts.MaxHang,
+		closed:    make(chan struct{}),
+		pools:     map[string]*pool{},
+	}
+	if s.clock == nil {
+		s.clock = time.Now
+	}
+	if s.maxBody <= 0 {
+		s.maxBody = 32 << 20
+	}
+	if s.maxHang <= 0 {
+		s.maxHang = 10 * time.Minute
+	}
+	s.stats = newRecorder(s.clock)
+	sc := opts.Scenario
+	if sc == nil {
+		sc = &Scenario{}
+	}
+	if err := s.SetScenario(sc); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+func (s *Sim) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	m.HandleFunc("GET /v1/models", s.handleModels)
+	m.HandleFunc("GET /v1/models/{id}", s.handleModel)
+	m.HandleFunc("GET /stats", s.handleStats)
+	m.HandleFunc("POST /stats/reset", func(w http.ResponseWriter, r *http.Request) {
+		s.ResetStats()
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true}, nil)
+	})
+	m.HandleFunc("GET /admin/scenario", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, s.Scenario(), nil)
+	})
+	m.HandleFunc("POST /admin/scenario", s.handleSetScenario)
+	m.HandleFunc("POST /admin/reset", func(w http.ResponseWriter, r *http.Request) {
+		s.Reset()
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true, "scenario": s.Scenario().Name}, nil)
+	})
+	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, newAPIError("invalid_request_error", "", fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path)), nil)
+	})
+	s.mux = m
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// SetScenario validates sc and makes it current, restarting the timeline,
+// the RNG, the fault counters and the stats (see Reset). Work in flight
+// keeps its slots; capacity limits of models that stay take effect at once.
+func (s *Sim) SetScenario(sc *Scenario) error {
+	r, err := sc.resolve()
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.sc = r
+	for _, name := range r.order {
+		m := r.models[name]
+		p := s.pools[name]
+		if p == nil {
+			p = &pool{name: name, closed: s.closed}
+			p.onGauge = func(in, q int) { s.stats.gauge(name, in, q) }
+			p.onDone = func() { s.stats.complete(name) }
+			s.pools[name] = p
+		}
+		p.configure(m.Slots, m.Queue, m.LoadFactor)
+	}
+	s.mu.Unlock()
+	s.Reset()
+	return nil
+}
+
+// Scenario returns the current scenario (do not modify it).
+func (s *Sim) Scenario() *Scenario {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sc.sc
+}
+
+// Reset restarts the current scenario: the timeline starts again now, the
+// RNG is reseeded, per-rule and per-directive counters and rate limiters
+// start afresh, and the stats are reset. Work in flight is not touched.
+func (s *Sim) Reset() {
+	s.mu.Lock()
+	now := s.clock()
+	s.epoch = now
+	s.rng = rand.New(rand.NewPCG(s.sc.sc.Seed, s.sc.sc.Seed^0x9e3779b97f4a7c15))
+	s.ruleSeen = map[[2]int]int{}
+	s.dirUsed = map[string]int{}
+	s.limiters = map[string]*tokenBucket{}
+	for name, m := range s.sc.models {
+		if m.RateLimit > 0 {
+			s.limiters[name] = newTokenBucket(m.RateLimit, m.Burst, now)
+		}
+	}
+	s.mu.Unlock()
+	s.stats.reset()
+}
+
+// ResetStats clears the stats only (not the timeline or fault counters).
+func (s *Sim) ResetStats() { s.stats.reset() }
+
+// Stats returns a snapshot of the stats, with buckets and conversations.
+func (s *Sim) Stats() Stats { return s.snapshot(true, true) }
+
+func (s *Sim) snapshot(buckets, convs bool) Stats {
+	st := s.stats.snapshot(buckets, convs)
+	s.mu.Lock()
+	st.Scenario = s.sc.sc.Name
+	if sp := s.sc.at(s.clock().Sub(s.epoch)); sp != nil {
+		st.Phase = phaseName(sp)
+	}
+	s.mu.Unlock()
+	return st
+}
+
+// Phase returns the name of the phase active now ("" outside phases).
+func (s *Sim) Phase() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sp := s.sc.at(s.clock().Sub(s.epoch)); sp != nil {
+		return phaseName(sp)
+	}
+	return ""
+}
+
+func phaseName(sp *span) string {
+	if sp.phase.Name != "" {
+		return sp.phase.Name
+	}
+	return fmt.Sprintf("phases[%d]", sp.index)
+}
+
+// InFlight returns the requests holding a slot and waiting for one on
+// model, right now.
+func (s *Sim) InFlight(model string) (inFlight, queued int) {
+	s.mu.Lock()
+	p := s.pools[model]
+	s.mu.Unlock()
+	if p == nil {
+		return 0, 0
+	}
+	return p.gauges()
+}
+
+// Close ends hanging requests and releases every slot at once; the Sim
+// keeps answering afterwards but no longer waits. Call it before closing
+// the HTTP server.
+func (s *Sim) Close() { s.closeOnce.Do(func() { close(s.closed) }) }
+
+func (s *Sim) handleStats(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	st := s.snapshot(q.Get("buckets") != "0" && q.Get("buckets") != "false",
+		q.Get("conversations") != "0" && q.Get("conversations") != "false")
+	writeJSON(w, http.StatusOK, st, nil)
+}
+
+func (s *Sim) handleSetScenario(w http.ResponseWriter, r *http.Request) {
+	var sc *Scenario
+	var err error
+	if name := r.URL.Query().Get("name"); name != "" {
+		sc, err = BuiltinScenario(name)
+	} else {
+		var data []byte
+		data, err = io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+		if err == nil {
+			src := "request body"
+			if strings.Contains(r.Header.Get("Content-Type"), "json") {
+				src = "request body.json"
+			}
+			sc, err = ParseScenario(data, src)
+		}
+	}
+	if err == nil {
+		err = s.SetScenario(sc)
+	}
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, newAPIError("invalid_request_error", "invalid_scenario", err.Error()), nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "scenario": sc.Name}, nil)
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (s *Sim) handleModels(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	order := append([]string(nil), s.sc.order...)
+	s.mu.Unlock()
+	data := make([]modelObject, len(order))
+	for i, n := range order {
+		data[i] = modelObject{ID: n, Object: "model", Created: 1700000000, OwnedBy: "llmsim"}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data}, nil)
+}
+
+func (s *Sim) handleModel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	_, ok := s.sc.models[id]
+	s.mu.Unlock()
+	if !ok {
+		writeJSON(w, http.StatusNotFound, modelNotFound(id), nil)
+		return
+	}
+	writeJSON(w, http.StatusOK, modelObject{ID: id, Object: "model", Created: 1700000000, OwnedBy: "llmsim"}, nil)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any, h http.Header) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"llmsim: encoding failed","type":"server_error"}}`)
+	}
+	for k, vs := range h {
+		w.Header()[k] = vs
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// Server is a Sim listening on a loopback port, for tests and benchmarks.
+type Server struct {
+	*Sim
+	// URL is the server's root ("http://127.0.0.1:port").
+	URL string
+	// BaseURL is URL + "/v1", ready for an OpenAI client's base URL.
+	BaseURL string
+
+	srv *httptest.Server
+}
+
+// NewServer starts a Sim on a loopback port.
+func NewServer(opts Options) (*Server, error) {
+	sim, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(sim)
+	return &Server{Sim: sim, URL: srv.URL, BaseURL: srv.URL + "/v1", srv: srv}, nil
+}
+
+// Close ends hangs and in-flight work and stops the server.
+func (s *Server) Close() {
+	s.Sim.Close()
+	s.srv.CloseClientConnections()
+	s.srv.Close()
+}
