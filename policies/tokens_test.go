@@ -1,7 +1,6 @@
 package policies
 
 import (
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -161,10 +160,6 @@ func TestEstimateTokens(t *testing.T) {
 // token counts.
 func TestEstimateTokensTracksTokenizer(t *testing.T) {
 	tc := mustCounter(t, "cl100k_base")
-	seed, err := os.ReadFile("../../shared/seeds/003_f7a7caa894269ec8.txt")
-	if err != nil {
-		seed = nil // the seeds live outside the module; the inline samples suffice
-	}
 	samples := []struct {
 		name string
 		s    string
@@ -173,13 +168,9 @@ func TestEstimateTokensTracksTokenizer(t *testing.T) {
 		{name: "chinese prose", s: strings.Repeat("上游模型供应商因为节点切换出现了持续 5 秒的响应延迟毛刺，客户端立刻发起第二次重试。", 5)},
 		{name: "json arguments", s: strings.Repeat(`{"order_id":"A-12345","include_items":true,"currency":"CNY"}`, 5)},
 		{name: "go code", s: "func (c *Codec) Count(input string) (int, error) {\n\tvar count int\n\terr := c.tokenize(input, func(_ uint, _ string) {\n\t\tcount++\n\t})\n\treturn count, err\n}"},
-		{name: "seed 003 article", s: string(seed)},
 	}
 	for _, tt := range samples {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.s == "" {
-				t.Skip("seed file not available")
-			}
 			exact, est := tc.Count(tt.s), EstimateTokens(tt.s)
 			if ratio := float64(est) / float64(exact); ratio < 0.9 || ratio > 1.35 {
 				t.Errorf("estimate %d vs cl100k_base %d: ratio %.2f outside [0.9, 1.35]", est, exact, ratio)
