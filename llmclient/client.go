@@ -45,7 +45,6 @@ func Key(req workflows.CallRequest) (string, error) {
 		if err := policies.ValidateKey(req.IdempotencyKey); err != nil {
 			return "", fmt.Errorf("%w: idempotency_key: %v", ErrInvalidRequest, err)
 		}
-		return req.IdempotencyKey, nil
 	}
 	return policies.KeyFor(req), nil
 }

@@ -69,16 +69,17 @@ type canonicalMessage struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// KeyFor returns the workflow ID of r: r.IdempotencyKey as it is when set
-// and valid, else Key(r.Tenant, r.UserID, r.SessionID, r.Messages).
-//
-// KeyFor does not scope a caller's key by r.Tenant: whoever takes a key from
-// an untrusted caller on behalf of a tenant (the front door) passes
-// ScopedKey(tenant, key) as IdempotencyKey. ValidateRequest refuses an
-// invalid IdempotencyKey; should one reach KeyFor anyway it is ignored and
-// the derived key returned, so the result is always a valid workflow ID.
+// KeyFor returns the workflow ID of r: r.IdempotencyKey when set and valid
+// (scoped by r.Tenant with ScopedKey when a tenant is set, so two tenants
+// sending the same key never reach each other's call), else
+// Key(r.Tenant, r.UserID, r.SessionID, r.Messages). ValidateRequest refuses
+// an invalid IdempotencyKey; should one reach KeyFor anyway it is ignored
+// and the derived key returned, so the result is always a valid workflow ID.
 func KeyFor(r Request) string {
 	if r.IdempotencyKey != "" && ValidateKey(r.IdempotencyKey) == nil {
+		if r.Tenant != "" {
+			return ScopedKey(r.Tenant, r.IdempotencyKey)
+		}
 		return r.IdempotencyKey
 	}
 	return Key(r.Tenant, r.UserID, r.SessionID, r.Messages)

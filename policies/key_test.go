@@ -171,20 +171,25 @@ func TestCanonicalMessageCoversMessage(t *testing.T) {
 
 func TestKeyFor(t *testing.T) {
 	derived := Key("acme", "u", "s", keyMsgs)
+	if ScopedKey("acme", "k1") == ScopedKey("globex", "k1") {
+		t.Fatal("tenants share a scoped key")
+	}
 	tests := []struct {
-		name string
-		key  string
-		want string
+		name   string
+		tenant string
+		key    string
+		want   string
 	}{
-		{"no caller key: derived", "", derived},
-		{"caller key used as is", "order-123:retry", "order-123:retry"},
-		{"scoped key used as is", ScopedKey("acme", "k1"), ScopedKey("acme", "k1")},
-		{"invalid caller key ignored", "has space", derived},
-		{"caller key with slash ignored", "a/b", derived},
+		{"no caller key: derived", "acme", "", derived},
+		{"caller key without tenant used as is", "", "order-123:retry", "order-123:retry"},
+		{"caller key scoped by tenant", "acme", "k1", ScopedKey("acme", "k1")},
+		{"same caller key, other tenant, other call", "globex", "k1", ScopedKey("globex", "k1")},
+		{"invalid caller key ignored", "acme", "has space", derived},
+		{"caller key with slash ignored", "acme", "a/b", derived},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Request{Tenant: "acme", UserID: "u", SessionID: "s", Messages: keyMsgs, IdempotencyKey: tt.key}
+			r := Request{Tenant: tt.tenant, UserID: "u", SessionID: "s", Messages: keyMsgs, IdempotencyKey: tt.key}
 			if got := KeyFor(r); got != tt.want {
 				t.Errorf("KeyFor = %q, want %q", got, tt.want)
 			}
