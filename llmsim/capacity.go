@@ -105,12 +105,24 @@ func (p *pool) dispatchLocked() {
 }
 
 // run holds the slot for the service time plus the stream time.
+//
+// Without stream time the slot is released (and the completion recorded)
+// before ready closes, so a client that got its answer sees consistent
+// stats.
 func (p *pool) run(j *job) {
 	finished := sleep(j.service, j.cancel, p.closed)
+	if finished && j.stream > 0 {
+		close(j.ready)
+		p.release(j, sleep(j.stream, j.cancel, p.closed))
+		return
+	}
+	p.release(j, finished)
 	if finished {
 		close(j.ready)
-		finished = sleep(j.stream, j.cancel, p.closed)
 	}
+}
+
+func (p *pool) release(j *job, finished bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.busy--

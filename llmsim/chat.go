@@ -160,8 +160,8 @@ func (x *exchange) setFault(f Fault, source string) {
 
 // reply writes a complete response and records its status.
 func (x *exchange) reply(status int, v any, h http.Header) {
-	writeJSON(x.w, status, v, h)
 	x.finish(statusOutcome(status), false, false)
+	writeJSON(x.w, status, v, h)
 }
 
 // wait sleeps d unless the client leaves or the Sim closes first.
@@ -283,8 +283,8 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	if !p.pool.submit(j) {
 		x.setFault(FaultQueueFull, "capacity")
 		st := p.model.RejectStatus
-		writeJSON(x.w, st, queueFullBody(p.model.Name), http.Header{"X-Ratelimit-Remaining": {"0"}})
 		x.finish(statusOutcome(st), true, false)
+		writeJSON(x.w, st, queueFullBody(p.model.Name), http.Header{"X-Ratelimit-Remaining": {"0"}})
 		return
 	}
 	select {
@@ -450,9 +450,9 @@ func (x *exchange) html(status int, text string) {
 	h := x.header()
 	h.Set("Content-Type", "text/html")
 	h.Set("Content-Length", strconv.Itoa(len(b)))
+	x.finish(statusOutcome(status), false, false)
 	x.w.WriteHeader(status)
 	_, _ = io.WriteString(x.w, b)
-	x.finish(statusOutcome(status), false, false)
 }
 
 // rendered is the content of a 200 answer.
@@ -537,15 +537,18 @@ func (x *exchange) complete(rd rendered, p plan) {
 				x.finish(statusOutcome(http.StatusOK), false, true)
 				return
 			}
+			if i == pieces-1 {
+				x.finish(statusOutcome(http.StatusOK), false, false)
+			}
 			_, _ = x.w.Write(b[lo:hi])
 			if flusher != nil {
 				flusher.Flush()
 			}
 		}
 	default:
+		x.finish(statusOutcome(http.StatusOK), false, false)
 		_, _ = x.w.Write(b)
 	}
-	x.finish(statusOutcome(http.StatusOK), false, false)
 }
 
 // chunks builds the SSE events of a streamed answer (without [DONE]).
@@ -620,12 +623,12 @@ func (x *exchange) stream(events [][]byte, interval time.Duration, p plan) {
 	switch x.rec.Fault {
 	case FaultErrorBody:
 		b, _ := json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
-		send(b)
 		x.finish(ok, false, false)
+		send(b)
 		return
 	case FaultMalformedJSON:
-		send(events[0][:len(events[0])*3/5])
 		x.finish(ok, false, false)
+		send(events[0][:len(events[0])*3/5])
 		return
 	case FaultSlowDrip:
 		interval = p.fault.drip() / time.Duration(len(events))
@@ -646,6 +649,6 @@ func (x *exchange) stream(events [][]byte, interval time.Duration, p plan) {
 	if x.rec.Fault == FaultStreamBreak {
 		x.abort(ok)
 	}
-	send([]byte("[DONE]"))
 	x.finish(ok, false, false)
+	send([]byte("[DONE]"))
 }

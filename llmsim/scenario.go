@@ -36,6 +36,9 @@ type Scenario struct {
 	// Phases is the timeline, measured from the moment the scenario was set
 	// or reset. Outside every phase the models are healthy.
 	Phases []Phase `json:"phases,omitempty" yaml:"phases,omitempty"`
+	// Loop repeats the timeline once its last phase ends (every phase then
+	// needs an end).
+	Loop bool `json:"loop,omitempty" yaml:"loop,omitempty"`
 	// Load describes the load the scenario is meant to be driven with
 	// (benchmarks read it; the simulator does not).
 	Load *LoadHint `json:"load,omitempty" yaml:"load,omitempty"`
@@ -139,11 +142,12 @@ type span struct {
 
 // resolved is a validated scenario with defaults applied.
 type resolved struct {
-	sc       *Scenario
-	models   map[string]ModelSpec
-	order    []string
-	spans    []span
+	sc          *Scenario
+	models      map[string]ModelSpec
+	order       []string
+	spans       []span
 	keepWorking bool
+	period      time.Duration // loop period, 0 without loop
 }
 
 // Validate checks the scenario and reports every problem with the field's
@@ -265,6 +269,13 @@ func (sc *Scenario) resolve() (*resolved, error) {
 			fs.validate(fmt.Sprintf("%s.faults[%d]", f, j), known, errs)
 		}
 	}
+	if sc.Loop {
+		if len(r.spans) == 0 || r.spans[len(r.spans)-1].end <= 0 {
+			errs.add("loop", "needs phases whose last one has a duration")
+		} else {
+			r.period = r.spans[len(r.spans)-1].end
+		}
+	}
 	if l := sc.Load; l != nil && (l.Rate < 0 || l.Agents < 0) {
 		errs.add("load", "rate and agents must not be negative")
 	}
@@ -276,6 +287,9 @@ func (sc *Scenario) resolve() (*resolved, error) {
 
 // at returns the phase active at elapsed, or nil.
 func (r *resolved) at(elapsed time.Duration) *span {
+	if r.period > 0 && elapsed >= 0 {
+		elapsed %= r.period
+	}
 	for i := len(r.spans) - 1; i >= 0; i-- {
 		s := &r.spans[i]
 		if elapsed >= s.start && (s.end < 0 || elapsed < s.end) {

@@ -125,7 +125,7 @@ Built-in scenarios (--scenario NAME):
 		if sc, err := llmsim.BuiltinScenario(name); err == nil {
 			desc = sc.Description
 		}
-		if i := strings.IndexAny(desc, ".\n"); i > 0 {
+		if i := strings.Index(desc, ". "); i > 0 {
 			desc = desc[:i]
 		}
 		fmt.Fprintf(w, "  %-32s %s\n", name, desc)
