@@ -6,10 +6,13 @@ import "time"
 // default_policy.yaml, embedded) loaded by LoadConfig / ParseConfig.
 // Every field has a default; a zero value in the file means "use the default".
 type Config struct {
-	// Models is the ladder, in order of preference. At least one.
+	// Models is the ladder, in order of preference. At least one; left out
+	// of a file, the default ladder (the local llmsim) is used.
 	Models []ModelConfig `yaml:"models"`
 	// Classes maps every failure class to its action. Classes missing from
-	// the file keep their defaults.
+	// the file keep their defaults (SPEC §4); a class entry that keeps the
+	// default action is merged over the default field by field, one that
+	// names another action replaces it (see ParseConfig).
 	Classes map[Class]ClassPolicy `yaml:"classes"`
 	Backoff BackoffConfig         `yaml:"backoff"`
 	Budget  BudgetConfig          `yaml:"budget"`
@@ -145,8 +148,10 @@ type BreakerConfig struct {
 	CloseThreshold      float64  `yaml:"close_threshold"`      // probe success to close, default 0.9
 	Probes              int      `yaml:"probes"`               // probes judged before deciding, default 5
 	// ClassFailureRate: when retries of one class fail more than this
-	// fraction in ClassWindow, that class stops retrying (default 0.15... see
-	// SPEC §5) and ClassMinRetries retries are needed first (default 20).
+	// fraction within ClassWindow, that class stops retrying and goes
+	// straight to the fallback (default 0.15, seed 003 §3.3). The rate is
+	// judged only once ClassMinRetries retries were seen in the window
+	// (default 20). ClassWindow defaults to 60s.
 	ClassFailureRate float64  `yaml:"class_failure_rate"`
 	ClassWindow      Duration `yaml:"class_window"`
 	ClassMinRetries  int      `yaml:"class_min_retries"`
@@ -157,8 +162,10 @@ type PruningConfig struct {
 	// Factor kept per attempt: attempt n keeps Factor^n of the middle
 	// history (default 0.5).
 	Factor float64 `yaml:"factor"`
-	// ReserveOutputTokens are kept free in the context window for the answer
-	// when fitting (default: the request's max_tokens, at least 256).
+	// ReserveOutputTokens are kept free in the context window for the
+	// answer when the request sets no max_tokens; a request's max_tokens is
+	// kept free instead (default 256). It is also the base that
+	// output_truncated raises when the request set no max_tokens.
 	ReserveOutputTokens int `yaml:"reserve_output_tokens"`
 	// Encoding of the offline tokenizer (default cl100k_base).
 	Encoding string `yaml:"encoding"`
@@ -226,7 +233,8 @@ type Rule struct {
 	Flag string `yaml:"flag"`
 }
 
-// Duration is a time.Duration written in YAML as "500ms", "8s", "1m".
+// Duration is a time.Duration written in YAML as "500ms", "8s", "1m"; a
+// bare number is refused (see UnmarshalYAML in config_load.go).
 type Duration time.Duration
 
 // D returns d as a time.Duration.
