@@ -53,6 +53,12 @@ type Options struct {
 	// Transport under the recording, header-timeout HTTP client; default a
 	// clone of http.DefaultTransport.
 	Transport http.RoundTripper
+	// Budget, Breakers and Classes are the per-process retry budget, model
+	// breakers and class breaker; defaults are built from Config (the
+	// breakers then report state changes to Metrics).
+	Budget   *policies.RetryBudget
+	Breakers *policies.BreakerRegistry
+	Classes  *policies.ClassBreaker
 }
 
 // New builds the per-process activities: one retry budget, one breaker
@@ -88,23 +94,21 @@ func New(o Options) (*Activities, error) {
 	if err != nil {
 		return nil, fmt.Errorf("activities: token counter: %w", err)
 	}
-	a.budget = policies.NewRetryBudget(o.Config.Budget)
-	a.breakers = policies.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to policies.BreakerState, _ time.Time) {
-		a.metrics.BreakerState(model, to)
-	})
-	a.classes = policies.NewClassBreaker(o.Config.Breaker)
+	a.budget, a.breakers, a.classes = o.Budget, o.Breakers, o.Classes
+	if a.budget == nil {
+		a.budget = policies.NewRetryBudget(o.Config.Budget)
+	}
+	if a.breakers == nil {
+		a.breakers = policies.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to policies.BreakerState, _ time.Time) {
+			a.metrics.BreakerState(model, to)
+		})
+	}
+	if a.classes == nil {
+		a.classes = policies.NewClassBreaker(o.Config.Breaker)
+	}
 	a.http = newHTTPClient(o.Config, o.Transport, a.rand)
 	return a, nil
 }
-
-// Budget returns the per-process retry budget (for metrics and tests).
-func (a *Activities) Budget() *policies.RetryBudget { return a.budget }
-
-// Breakers returns the per-process breaker registry (for metrics and tests).
-func (a *Activities) Breakers() *policies.BreakerRegistry { return a.breakers }
-
-// Config returns the policy the activities run with.
-func (a *Activities) Config() *policies.Config { return a.cfg }
 
 // invalid is the non-retryable error of a request that must change.
 func invalid(err error) error {
@@ -194,6 +198,10 @@ func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (policies.S
 	if p.ClassRetries > 0 {
 		// The previous retry of this class failed again.
 		a.classes.Record(p.Class, now, false)
+	}
+	if a.cfg.ClassPolicy(p.Class).TripBreaker {
+		// auth: never send to this model again until its breaker heals.
+		a.breakers.Trip(p.Model, now)
 	}
 	p.ClassAllowed = a.classes.Allow(p.Class, now)
 	tried := append(append([]string(nil), in.Tried...), p.Model)

@@ -126,12 +126,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		}
 	}
 
-	now := a.now()
-	if a.cfg.ClassPolicy(v.Class).TripBreaker {
-		a.breakers.Trip(m.Name, now)
-	} else {
-		a.breakers.RecordOutcome(m.Name, now, v.Class)
-	}
+	a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 
 	if v.Class == policies.ClassNone {

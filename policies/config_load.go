@@ -276,7 +276,7 @@ func builtinClassPolicies() map[Class]ClassPolicy {
 	t := 0.3
 	ms := func(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }
 	return map[Class]ClassPolicy{
-		ClassConnect:               {Action: ActionResend, Max: 2},
+		ClassConnect:               {Action: ActionSwitchModel},
 		ClassReadTimeout:           {Action: ActionPruneRetry, Max: 1, SwitchAfter: 1},
 		ClassTimeout:               {Action: ActionPruneRetry, Max: -1},
 		ClassQueueFull:             {Action: ActionSwitchModel, Max: 1, Waits: []Duration{ms(200)}},
@@ -284,7 +284,7 @@ func builtinClassPolicies() map[Class]ClassPolicy {
 		ClassContextLengthExceeded: {Action: ActionPruneResend, Max: 1, KeepRounds: 3},
 		ClassOutputTruncated:       {Action: ActionBumpTokens, Max: 2, Waits: []Duration{ms(500), ms(1200)}, MaxTokensIncrease: 256, Temperature: &t},
 		ClassServiceUnavailable:    {Action: ActionFallback},
-		ClassServerError:           {Action: ActionRetry, Max: -1, SwitchAfter: 1},
+		ClassServerError:           {Action: ActionRetry, Max: -1, SwitchAfter: 2},
 		ClassBodyError:             {Action: ActionRetry, Max: -1},
 		ClassInvalidRequest:        {Action: ActionFail},
 		ClassAuth:                  {Action: ActionSwitchModel, TripBreaker: true},

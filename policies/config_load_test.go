@@ -55,7 +55,7 @@ func TestDefaultConfigHasSpecDefaults(t *testing.T) {
 	// SPEC §4, row by row.
 	temp := 0.3
 	spec := map[Class]ClassPolicy{
-		ClassConnect:               {Action: ActionResend, Max: 2},
+		ClassConnect:               {Action: ActionSwitchModel},
 		ClassReadTimeout:           {Action: ActionPruneRetry, Max: 1, SwitchAfter: 1},
 		ClassTimeout:               {Action: ActionPruneRetry, Max: -1},
 		ClassQueueFull:             {Action: ActionSwitchModel, Max: 1, Waits: []Duration{ms(200)}},
@@ -63,7 +63,7 @@ func TestDefaultConfigHasSpecDefaults(t *testing.T) {
 		ClassContextLengthExceeded: {Action: ActionPruneResend, Max: 1, KeepRounds: 3},
 		ClassOutputTruncated:       {Action: ActionBumpTokens, Max: 2, Waits: []Duration{ms(500), ms(1200)}, MaxTokensIncrease: 256, Temperature: &temp},
 		ClassServiceUnavailable:    {Action: ActionFallback},
-		ClassServerError:           {Action: ActionRetry, Max: -1, SwitchAfter: 1},
+		ClassServerError:           {Action: ActionRetry, Max: -1, SwitchAfter: 2},
 		ClassBodyError:             {Action: ActionRetry, Max: -1},
 		ClassInvalidRequest:        {Action: ActionFail},
 		ClassAuth:                  {Action: ActionSwitchModel, TripBreaker: true},
@@ -142,7 +142,7 @@ func TestDefaultConfigHasSpecDefaults(t *testing.T) {
 	// Fresh copies: changing one must not change the next.
 	cfg.Models[0].Name = "changed"
 	cfg.Classes[ClassConnect] = ClassPolicy{Action: ActionFail}
-	if again := DefaultConfig(); again.Models[0].Name != "qwen-72b" || again.Classes[ClassConnect].Action != ActionResend {
+	if again := DefaultConfig(); again.Models[0].Name != "qwen-72b" || again.Classes[ClassConnect].Action != ActionSwitchModel {
 		t.Error("DefaultConfig shares state between calls")
 	}
 	if !strings.Contains(string(DefaultPolicyYAML()), "qwen-72b") {
@@ -379,7 +379,7 @@ classes:
 		ClassBodyError:   {Action: ActionBumpTokens, Max: 1, MaxTokensIncrease: 256, Temperature: &temp},
 		ClassTimeout:     {Action: ActionPruneResend, KeepRounds: 3},
 		// Present but empty: the default.
-		ClassConnect: {Action: ActionResend, Max: 2},
+		ClassConnect: {Action: ActionSwitchModel},
 		// Left out: the default.
 		ClassAuth: {Action: ActionSwitchModel, TripBreaker: true},
 	}

@@ -170,8 +170,13 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
 		}
+		class := policies.ClassNone
+		if err != nil {
+			class = classOf(err, &out)
+		}
 		att := Attempt{
-			N: n, Model: c.model, Status: out.Status, Messages: plan.Messages, PromptTokens: plan.PromptTokens,
+			N: n, Model: c.model, Class: string(class), Status: out.Status,
+			Messages: plan.Messages, PromptTokens: plan.PromptTokens,
 			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: retriedFrom,
 		}
 		if out.Messages > 0 {
@@ -182,9 +187,6 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.answered(ctx, att, out)
 			return "", nil
 		}
-
-		class := classOf(err, &out)
-		att.Class, att.Status = string(class), out.Status
 		c.addClass(class)
 		c.res.Usage.FailedAttemptTokens += att.PromptTokens
 		if class != policies.ClassWorkerLost {

@@ -1,0 +1,119 @@
+// Package testenv starts the real parts integration tests and benchmarks
+// run against: a Temporal dev server from the pinned CLI in ./bin (never
+// downloaded), with the LLM search attributes registered.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+)
+
+// TemporalCLI finds the pinned Temporal CLI: $TEMPORAL_CLI, else bin/temporal
+// at the module root.
+func TemporalCLI() (string, error) {
+	if p := os.Getenv("TEMPORAL_CLI"); p != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "bin", "temporal")
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("the Temporal CLI is not built: run `make temporal` (looked for %s)", p)
+			}
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory; set TEMPORAL_CLI")
+		}
+		dir = parent
+	}
+}
+
+// ServerOptions tune StartServer.
+type ServerOptions struct {
+	// DBFile makes the server file-backed (restartable); empty: in memory.
+	DBFile string
+	// UIPort enables the Web UI on that port ("" : no UI).
+	UIPort string
+	// HostPort binds the frontend; empty: a free port.
+	HostPort string
+	// Log receives the server's output; default discarded.
+	Log io.Writer
+	// ExtraArgs for `temporal server start-dev`.
+	ExtraArgs []string
+}
+
+// SearchAttributeArgs are the --search-attribute flags for the LLM search
+// attributes, given as name=type pairs.
+func SearchAttributeArgs(attrs map[string]string) []string {
+	var args []string
+	for n, t := range attrs {
+		args = append(args, "--search-attribute", n+"="+t)
+	}
+	return args
+}
+
+// StartServer starts a dev server with the given search attributes
+// (name → type). The caller stops it.
+func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) (*testsuite.DevServer, error) {
+	cli, err := TemporalCLI()
+	if err != nil {
+		return nil, err
+	}
+	out := o.Log
+	if out == nil {
+		out = io.Discard
+	}
+	opts := testsuite.DevServerOptions{
+		ExistingPath:  cli,
+		ClientOptions: &client.Options{HostPort: o.HostPort, Logger: quiet{}},
+		DBFilename:    o.DBFile,
+		LogLevel:      "error",
+		ExtraArgs:     append(SearchAttributeArgs(attrs), o.ExtraArgs...),
+		Stdout:        out,
+		Stderr:        out,
+	}
+	if o.UIPort != "" {
+		opts.EnableUI, opts.UIPort = true, o.UIPort
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return testsuite.StartDevServer(ctx, opts)
+}
+
+// Server starts a dev server for one test and stops it when the test ends.
+// It skips the test in -short mode.
+func Server(t testing.TB, attrs map[string]string, o ServerOptions) *testsuite.DevServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server (skipped in -short mode)")
+	}
+	s, err := StartServer(context.Background(), attrs, o)
+	if err != nil {
+		t.Fatalf("start Temporal dev server: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}

@@ -1,0 +1,420 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// outcome is one scripted upstream attempt.
+type outcome struct {
+	class      policies.Class
+	status     int
+	retryAfter time.Duration
+	content    string
+	err        error // a non-application error (timeouts)
+}
+
+func ok(content string) outcome { return outcome{content: content} }
+func fail(c policies.Class, status int) outcome {
+	return outcome{class: c, status: status}
+}
+
+// harness runs LLMCall in the test environment with the real decision
+// activities (admission, preparation, planning, fallback, with their budget
+// and breakers) and a scripted CallModel.
+type harness struct {
+	t      *testing.T
+	env    *testsuite.TestWorkflowEnvironment
+	acts   *activities.Activities
+	brk    *policies.BreakerRegistry
+	script []outcome
+	calls  []activities.CallInput
+	at     []time.Time
+}
+
+func newHarness(t *testing.T, cfg *policies.Config, script ...outcome) *harness {
+	return newHarnessWithBudget(t, cfg, nil, script...)
+}
+
+func newHarnessWithBudget(t *testing.T, cfg *policies.Config, budget *policies.RetryBudget, script ...outcome) *harness {
+	t.Helper()
+	if cfg == nil {
+		cfg = policies.DefaultConfig()
+	}
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	brk := policies.NewBreakerRegistry(cfg.Breaker, nil)
+	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budget: budget, Rand: func() float64 { return 0.5 }})
+	require.NoError(t, err)
+	h := &harness{t: t, env: env, acts: acts, brk: brk, script: script}
+	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	env.RegisterActivity(acts)
+	env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
+			h.calls = append(h.calls, in)
+			h.at = append(h.at, env.Now())
+			if len(h.script) == 0 {
+				t.Fatalf("unexpected upstream attempt %d on %s", len(h.calls), in.Model)
+			}
+			o := h.script[0]
+			h.script = h.script[1:]
+			if o.err != nil {
+				return activities.CallOutcome{}, o.err
+			}
+			out := activities.CallOutcome{Status: 200, Messages: len(in.Request.Messages), PromptTokens: 40}
+			if o.class == policies.ClassNone {
+				out.Content, out.FinishReason, out.CompletionTokens = o.content, "stop", 7
+				return out, nil
+			}
+			out.Class, out.Status, out.Reason = o.class, o.status, "scripted "+string(o.class)
+			out.RetryAfter, out.HasRetryAfter = o.retryAfter, o.retryAfter > 0
+			return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(o.class),
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+		})
+	return h
+}
+
+func (h *harness) run(req workflows.CallRequest) (workflows.CallResult, error) {
+	h.t.Helper()
+	h.env.ExecuteWorkflow(workflows.WorkflowName, req)
+	require.True(h.t, h.env.IsWorkflowCompleted(), "workflow did not complete")
+	var res workflows.CallResult
+	err := h.env.GetWorkflowError()
+	if err == nil {
+		require.NoError(h.t, h.env.GetWorkflowResult(&res))
+	}
+	require.Empty(h.t, h.script, "scripted attempts left unused")
+	return res, err
+}
+
+func ask(q string) workflows.CallRequest {
+	return workflows.CallRequest{
+		UserID: "u-1", SessionID: "s-1", Scenario: "customer_service",
+		Messages: []policies.Message{
+			{Role: "system", Content: "You are a support agent."},
+			{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"},
+			{Role: "user", Content: "my parcel is late"}, {Role: "assistant", Content: "sorry"},
+			{Role: "user", Content: q},
+		},
+	}
+}
+
+func decisions(res workflows.CallResult) []string {
+	var d []string
+	for _, a := range res.Attempts {
+		d = append(d, a.Model+":"+classOr(a.Class)+":"+a.Decision)
+	}
+	return d
+}
+
+func classOr(c string) string {
+	if c == "" {
+		return "ok"
+	}
+	return c
+}
+
+const unrelated = "Explain the difference between a heap and a stack."
+
+func TestLLMCallPaths(t *testing.T) {
+	tests := []struct {
+		name      string
+		script    []outcome
+		question  string
+		want      []string
+		source    workflows.Source
+		check     func(t *testing.T, h *harness, res workflows.CallResult)
+		mutateCfg func(cfg *policies.Config)
+		budget    func() *policies.RetryBudget
+	}{
+		{
+			name: "success", script: []outcome{ok("Your order ships today.")},
+			want: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, "Your order ships today.", res.Content)
+				require.False(t, res.Degraded)
+				require.Equal(t, 40, res.Usage.PromptTokens)
+				require.Equal(t, 7, res.Usage.CompletionTokens)
+				require.Zero(t, res.Usage.FailedAttemptTokens)
+			},
+		},
+		{
+			name:   "timeout prunes and retries after full jitter",
+			script: []outcome{fail(policies.ClassTimeout, 504), ok("done")},
+			want:   []string{"qwen-72b:timeout:prune+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, 1, h.calls[1].PruneStage)
+				// U(0, min(8s, 0.5s·2^0)) with u=0.5 → 250 ms.
+				require.Equal(t, int64(250), res.Attempts[0].DelayMS)
+				require.Equal(t, 40, res.Usage.FailedAttemptTokens)
+			},
+		},
+		{
+			name:   "rate limited waits Retry-After exactly",
+			script: []outcome{{class: policies.ClassRateLimited, status: 429, retryAfter: 2 * time.Second}, ok("done")},
+			want:   []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, int64(2000), res.Attempts[0].DelayMS)
+				require.GreaterOrEqual(t, h.at[1].Sub(h.at[0]), 2*time.Second)
+			},
+		},
+		{
+			name:   "rate limited beyond the cap switches model at once",
+			script: []outcome{{class: policies.ClassRateLimited, status: 429, retryAfter: 5 * time.Minute}, ok("done")},
+			want:   []string{"qwen-72b:rate_limited:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+		},
+		{
+			name:   "context length exceeded keeps the last rounds and resends at once",
+			script: []outcome{fail(policies.ClassContextLengthExceeded, 400), ok("done")},
+			want:   []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, 3, h.calls[1].KeepRounds)
+				require.Zero(t, res.Attempts[0].DelayMS)
+			},
+		},
+		{
+			name:   "output truncated raises max_tokens and lowers temperature",
+			script: []outcome{fail(policies.ClassOutputTruncated, 200), ok("done")},
+			want:   []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, 512+256, h.calls[1].MaxTokens)
+				require.NotNil(t, h.calls[1].Temperature)
+				require.InDelta(t, 0.3, *h.calls[1].Temperature, 1e-9)
+				require.Equal(t, int64(500), res.Attempts[0].DelayMS)
+			},
+		},
+		{
+			name:   "queue full switches model after 200 ms",
+			script: []outcome{fail(policies.ClassQueueFull, 429), ok("done")},
+			want:   []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, int64(200), res.Attempts[0].DelayMS)
+				require.True(t, res.Degraded)
+				require.Equal(t, "qwen-14b", res.Model)
+			},
+		},
+		{
+			name:     "maintenance goes to the FAQ at once",
+			script:   []outcome{fail(policies.ClassServiceUnavailable, 503)},
+			question: "Where is my order? I want to track my package.",
+			want:     []string{"qwen-72b:service_unavailable:fallback"}, source: workflows.SourceFAQ,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.True(t, res.Degraded)
+				require.NotEmpty(t, res.FAQID)
+				require.NotEmpty(t, res.Content)
+			},
+		},
+		{
+			name:     "content filter falls back to the placeholder when nothing matches",
+			script:   []outcome{fail(policies.ClassContentFilter, 200)},
+			question: unrelated,
+			want:     []string{"qwen-72b:content_filter:fallback"}, source: workflows.SourcePlaceholder,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, policies.DefaultConfig().Placeholder, res.Content)
+			},
+		},
+		{
+			name:   "server error retries then switches",
+			script: []outcome{fail(policies.ClassServerError, 502), fail(policies.ClassServerError, 500), ok("done")},
+			want: []string{"qwen-72b:server_error:retry", "qwen-72b:server_error:switch_model",
+				"qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+		},
+		{
+			name:   "body error retries",
+			script: []outcome{fail(policies.ClassBodyError, 200), ok("done")},
+			want:   []string{"qwen-72b:body_error:retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+		},
+		{
+			name:   "model not found switches",
+			script: []outcome{fail(policies.ClassModelNotFound, 404), ok("done")},
+			want:   []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+		},
+		{
+			name:   "auth switches and trips the breaker",
+			script: []outcome{fail(policies.ClassAuth, 401), ok("done")},
+			want:   []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, policies.BreakerOpen, h.brk.State("qwen-72b", time.Now()))
+			},
+		},
+		{
+			name:   "read timeout prunes and retries once, then switches",
+			script: []outcome{fail(policies.ClassReadTimeout, 0), ok("done")},
+			want:   []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+		},
+		{
+			name:   "connect failure after network resends switches model",
+			script: []outcome{fail(policies.ClassConnect, 0), ok("done")},
+			want:   []string{"qwen-72b:connect:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+		},
+		{
+			name:   "worker lost resends the same attempt, not charged",
+			script: []outcome{{err: temporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)}, ok("done")},
+			want:   []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, h.calls[0].Attempt, h.calls[1].Attempt, "a resend keeps the attempt number (and X-Request-ID)")
+				require.Equal(t, "1 (worker_lost)", res.Attempts[1].RetriedFrom)
+			},
+		},
+		{
+			name: "attempts cap: four attempts then the fallback",
+			script: []outcome{fail(policies.ClassBodyError, 200), fail(policies.ClassBodyError, 200),
+				fail(policies.ClassBodyError, 200), fail(policies.ClassBodyError, 200)},
+			question: unrelated,
+			want: []string{"qwen-72b:body_error:retry", "qwen-72b:body_error:retry", "qwen-72b:body_error:retry",
+				"qwen-72b:body_error:fallback"}, source: workflows.SourcePlaceholder,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Contains(t, res.Reason, "attempts cap")
+				// Full jitter grows: u=0.5 → 250, 500, 1000 ms.
+				require.Equal(t, []int64{250, 500, 1000, 0}, []int64{res.Attempts[0].DelayMS, res.Attempts[1].DelayMS, res.Attempts[2].DelayMS, res.Attempts[3].DelayMS})
+			},
+		},
+		{
+			name: "budget exhausted: no retry, next model at once",
+			budget: func() *policies.RetryBudget {
+				b := policies.NewRetryBudget(policies.BudgetConfig{Ratio: 0.0001, Floor: 1})
+				if !b.TryRetry(time.Now()) { // spend the floor
+					panic("budget refused its floor")
+				}
+				return b
+			},
+			script: []outcome{fail(policies.ClassBodyError, 200), ok("done")},
+			want:   []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Contains(t, res.Attempts[0].Reason, "retry budget exhausted")
+				require.Zero(t, res.Attempts[0].DelayMS)
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := policies.DefaultConfig()
+			if tc.mutateCfg != nil {
+				tc.mutateCfg(cfg)
+			}
+			var budget *policies.RetryBudget
+			if tc.budget != nil {
+				budget = tc.budget()
+			}
+			h := newHarnessWithBudget(t, cfg, budget, tc.script...)
+			q := tc.question
+			if q == "" {
+				q = "When will my order arrive?"
+			}
+			req := ask(q)
+			req.MaxTokens = 512
+			res, err := h.run(req)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, decisions(res))
+			require.Equal(t, tc.source, res.Source)
+			require.Len(t, h.calls, len(tc.want)-countSkipped(res))
+			if tc.check != nil {
+				tc.check(t, h, res)
+			}
+		})
+	}
+}
+
+func countSkipped(res workflows.CallResult) int {
+	n := 0
+	for _, a := range res.Attempts {
+		if a.Class == string(policies.ClassBreakerOpen) {
+			n++
+		}
+	}
+	return n
+}
+
+func TestLLMCallInvalidRequestFailsFastWithoutUpstream(t *testing.T) {
+	h := newHarness(t, nil)
+	req := ask("hi")
+	req.Messages = append(req.Messages, policies.Message{Role: "robot", Content: "beep"})
+	_, err := h.run(req)
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, string(policies.ClassInvalidRequest), appErr.Type())
+	require.Contains(t, appErr.Error(), "messages[6].role")
+	require.Empty(t, h.calls)
+}
+
+func TestLLMCallUpstreamInvalidRequestFails(t *testing.T) {
+	h := newHarness(t, nil, fail(policies.ClassInvalidRequest, 400))
+	_, err := h.run(ask("hi"))
+	var appErr *temporal.ApplicationError
+	require.True(t, errors.As(err, &appErr), "got %v", err)
+	require.Equal(t, string(policies.ClassInvalidRequest), appErr.Type())
+	require.Len(t, h.calls, 1)
+}
+
+func TestLLMCallOpenBreakersSkipEveryModel(t *testing.T) {
+	h := newHarness(t, nil)
+	for _, m := range policies.DefaultConfig().Models {
+		h.brk.Trip(m.Name, time.Now())
+	}
+	res, err := h.run(ask("Where is my order? I want to track my package."))
+	require.NoError(t, err)
+	require.Empty(t, h.calls, "no upstream request may be made through open breakers")
+	require.Equal(t, workflows.SourceFAQ, res.Source)
+	require.Equal(t, []string{"qwen-72b:breaker_open:switch_model", "qwen-14b:breaker_open:switch_model",
+		"llama-8b:breaker_open:switch_model"}, decisions(res))
+}
+
+func TestLLMCallRules(t *testing.T) {
+	t.Run("medical emergency hands off without a model call", func(t *testing.T) {
+		h := newHarness(t, nil)
+		req := ask("I have chest pain and my arm is numb")
+		req.Scenario = "medical"
+		res, err := h.run(req)
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceHandoff, res.Source)
+		require.NotEmpty(t, res.RuleID)
+		require.Empty(t, h.calls)
+	})
+	t.Run("finance password gets the safe message and a flag", func(t *testing.T) {
+		h := newHarness(t, nil)
+		req := ask("please tell me my password and transfer 500 dollars")
+		req.Scenario = "finance"
+		res, err := h.run(req)
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceRule, res.Source)
+		require.Equal(t, "risk_review", res.Flag)
+		require.Empty(t, h.calls)
+	})
+}
+
+func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
+	// A 5 s deadline with a 2 s reserve cannot wait a 4 s Retry-After.
+	h := newHarness(t, nil, outcome{class: policies.ClassRateLimited, status: 429, retryAfter: 4 * time.Second}, ok("done"))
+	req := ask("When will my order arrive?")
+	req.DeadlineMS = 5000
+	res, err := h.run(req)
+	require.NoError(t, err)
+	require.Equal(t, []string{"qwen-72b:rate_limited:switch_model", "qwen-14b:ok:answer"}, decisions(res))
+	require.Contains(t, res.Attempts[0].Reason, "deadline")
+}
+
+func TestLLMCallCancelDuringBackoff(t *testing.T) {
+	h := newHarness(t, nil, outcome{class: policies.ClassRateLimited, status: 429, retryAfter: 30 * time.Second})
+	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
+	_, err := h.run(ask("When will my order arrive?"))
+	require.Error(t, err)
+	require.True(t, temporal.IsCanceledError(err), "got %v", err)
+	require.Len(t, h.calls, 1)
+}
