@@ -353,6 +353,9 @@ func suggest(s string, candidates []string) string {
 		if strings.HasPrefix(strings.ToLower(c), ls) && ls != "" {
 			d = min(d, 1)
 		}
+		if len(ls) >= 4 && strings.Contains(strings.ToLower(c), ls) {
+			d = min(d, 2)
+		}
 		if d < bestD || (d == bestD && c < best) {
 			best, bestD = c, d
 		}

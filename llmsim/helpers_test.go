@@ -1,6 +1,7 @@
 package llmsim_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -125,4 +126,13 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.t = c.t.Add(d)
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -300,7 +301,7 @@ func (r *resolved) at(elapsed time.Duration) *span {
 }
 
 // ParseScenario parses a scenario from YAML or JSON (JSON when source ends
-// in ".json" or data starts with '{') and validates it. Errors name source
+// in ".json" or data is a JSON object) and validates it. Errors name source
 // and the offending field (see ScenarioError).
 func ParseScenario(data []byte, source string) (*Scenario, error) {
 	if source == "" {
@@ -311,17 +312,20 @@ func ParseScenario(data []byte, source string) (*Scenario, error) {
 	if len(trimmed) == 0 {
 		return nil, &ScenarioError{Source: source, Problem: "empty scenario"}
 	}
-	if strings.HasSuffix(source, ".json") || trimmed[0] == '{' {
+	if strings.HasSuffix(source, ".json") || (trimmed[0] == '{' && json.Valid(trimmed)) {
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
+		n, err := jsonNode(dec)
+		if err == nil {
+			if _, terr := dec.Token(); terr != io.EOF {
+				err = fmt.Errorf("unexpected data after the top-level value")
+			}
+		}
+		if err != nil {
 			return nil, &ScenarioError{Source: source, Problem: "invalid JSON: " + err.Error()}
 		}
-		if err := node.Encode(v); err != nil {
-			return nil, &ScenarioError{Source: source, Problem: "invalid JSON: " + err.Error()}
-		}
-	} else if err := yaml.Unmarshal(trimmed, &node); err != nil {
+		node = *n
+	} else if err := yaml.Unmarshal(data, &node); err != nil {
 		return nil, &ScenarioError{Source: source, Problem: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	sc := &Scenario{}
@@ -337,6 +341,60 @@ func ParseScenario(data []byte, source string) (*Scenario, error) {
 		return nil, err
 	}
 	return sc, nil
+}
+
+// jsonNode reads one JSON value from dec as a YAML node, keeping the order
+// of object keys and the type of numbers.
+func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch v := tok.(type) {
+	case json.Delim:
+		switch v {
+		case '{':
+			n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			for dec.More() {
+				k, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				val, err := jsonNode(dec)
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: k.(string)}, val)
+			}
+			_, err := dec.Token()
+			return n, err
+		case '[':
+			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for dec.More() {
+				val, err := jsonNode(dec)
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, val)
+			}
+			_, err := dec.Token()
+			return n, err
+		}
+		return nil, fmt.Errorf("unexpected %v", v)
+	case json.Number:
+		tag := "!!int"
+		if strings.ContainsAny(string(v), ".eE") {
+			tag = "!!float"
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: string(v)}, nil
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}, nil
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: fmt.Sprint(v)}, nil
+	case nil:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
 }
 
 // LoadScenario reads and parses the scenario file at path.

@@ -1,0 +1,235 @@
+package llmsim_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+)
+
+type timed struct {
+	i       int
+	err     error
+	elapsed time.Duration
+	status  int
+	header  map[string][]string
+}
+
+// fire sends n requests to model, the i-th after i*gap, and waits for all.
+func fire(t *testing.T, srv *llmsim.Server, model string, n int, gap, timeout time.Duration) []timed {
+	t.Helper()
+	out := make([]timed, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl, cap := goClient(srv, timeout)
+			begin := time.Now()
+			_, err := cl.CreateChatCompletion(context.Background(), ask(model, fmt.Sprintf("load %d", i)))
+			st, h := cap.last()
+			out[i] = timed{i: i, err: err, elapsed: time.Since(begin), status: st, header: h}
+		}()
+		time.Sleep(gap)
+	}
+	wg.Wait()
+	return out
+}
+
+func TestQueueLatencyGrowsWithDepth(t *testing.T) {
+	var mu sync.Mutex
+	queued := map[string]time.Duration{}
+	srv := startScenario(t, `
+models: [{name: m, slots: 1, latency: 100ms}]
+`, llmsim.Options{OnRequest: func(r llmsim.Record) {
+		mu.Lock()
+		queued[r.RequestID] = r.Queued
+		mu.Unlock()
+	}})
+	res := fire(t, srv, "m", 4, 10*time.Millisecond, 5*time.Second)
+	for _, r := range res {
+		if r.err != nil {
+			t.Fatalf("request %d: %v", r.i, r.err)
+		}
+		// Request i waits for the i requests before it: ~ (i+1) x 100 ms.
+		lo := time.Duration(r.i+1)*100*time.Millisecond - time.Duration(r.i)*10*time.Millisecond - 5*time.Millisecond
+		if r.elapsed < lo {
+			t.Errorf("request %d took %v, want >= %v", r.i, r.elapsed, lo)
+		}
+	}
+	if res[3].elapsed < 3*res[0].elapsed {
+		t.Errorf("latency does not grow with depth: first %v, fourth %v", res[0].elapsed, res[3].elapsed)
+	}
+	st := srv.Stats()
+	m := st.Models["m"]
+	if m.PeakInFlight != 1 || m.PeakQueued != 3 || m.Completions != 4 || m.InFlight != 0 || m.Queued != 0 {
+		t.Errorf("model counts %+v", m)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var qs []time.Duration
+	for _, q := range queued {
+		qs = append(qs, q)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i] < qs[j] })
+	if len(qs) != 4 || qs[0] > 20*time.Millisecond || qs[3] < 250*time.Millisecond {
+		t.Errorf("queued times %v", qs)
+	}
+}
+
+func TestQueueFullRejectsAtOnce(t *testing.T) {
+	for _, status := range []int{429, 503} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			srv := startScenario(t, fmt.Sprintf(`
+models: [{name: m, slots: 2, queue: 2, latency: 300ms, reject_status: %d}]
+`, status), llmsim.Options{})
+			res := fire(t, srv, "m", 7, 5*time.Millisecond, 5*time.Second)
+			ok, rejected := 0, 0
+			for _, r := range res {
+				switch {
+				case r.err == nil:
+					ok++
+				case r.status == status:
+					rejected++
+					apiError(t, r.err, status, "queue_full")
+					if r.header["X-Ratelimit-Remaining"][0] != "0" {
+						t.Errorf("headers %v", r.header)
+					}
+					if r.elapsed > 150*time.Millisecond {
+						t.Errorf("rejection took %v, want immediate", r.elapsed)
+					}
+				default:
+					t.Errorf("request %d: status %d err %v", r.i, r.status, r.err)
+				}
+			}
+			if ok != 4 || rejected != 3 {
+				t.Errorf("ok %d rejected %d, want 4 and 3", ok, rejected)
+			}
+			st := srv.Stats().Totals
+			if st.Arrivals != 7 || st.Rejected != 3 || st.Responses[fmt.Sprint(status)] != 3 || st.Responses["200"] != 4 ||
+				st.Completions != 4 || st.PeakInFlight != 2 || st.PeakQueued != 2 {
+				t.Errorf("totals %+v", st)
+			}
+		})
+	}
+}
+
+func TestWorkContinuesAfterDisconnect(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		t.Run(fmt.Sprintf("continue_on_disconnect=%v", keep), func(t *testing.T) {
+			srv := startScenario(t, fmt.Sprintf(`
+continue_on_disconnect: %v
+models: [{name: m, slots: 1, latency: 400ms}]
+`, keep), llmsim.Options{})
+			impatient, _ := goClient(srv, 50*time.Millisecond)
+			if _, err := impatient.CreateChatCompletion(context.Background(), ask("m", "give up")); err == nil {
+				t.Fatal("the impatient client should time out")
+			}
+			if keep {
+				if in, _ := srv.InFlight("m"); in != 1 {
+					t.Errorf("in-flight after the client left = %d, want 1 (the GPU keeps working)", in)
+				}
+			} else {
+				eventually(t, "the slot to be freed", func() bool { in, _ := srv.InFlight("m"); return in == 0 })
+			}
+			patient, _ := goClient(srv, 5*time.Second)
+			begin := time.Now()
+			if _, err := patient.CreateChatCompletion(context.Background(), ask("m", "wait")); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(begin)
+			eventually(t, "all work done", func() bool { in, q := srv.InFlight("m"); return in == 0 && q == 0 })
+			st := srv.Stats().Totals
+			if keep {
+				// The second request waited for the abandoned one.
+				if took < 650*time.Millisecond {
+					t.Errorf("second request took %v, want >= 650ms behind the abandoned work", took)
+				}
+				if st.Completions != 2 {
+					t.Errorf("completions %d, want 2", st.Completions)
+				}
+			} else {
+				if took > 600*time.Millisecond {
+					t.Errorf("second request took %v, want about 400ms", took)
+				}
+				if st.Completions != 1 {
+					t.Errorf("completions %d, want 1", st.Completions)
+				}
+			}
+			if st.Responses[llmsim.OutcomeClientGone] != 1 || st.Abandoned != 1 || st.Responses["200"] != 1 {
+				t.Errorf("totals %+v", st)
+			}
+		})
+	}
+}
+
+func TestAbandonedQueuedWorkStillRuns(t *testing.T) {
+	srv := startScenario(t, `models: [{name: m, slots: 1, latency: 200ms}]`, llmsim.Options{})
+	done := make(chan error)
+	go func() {
+		cl, _ := goClient(srv, 5*time.Second)
+		_, err := cl.CreateChatCompletion(context.Background(), ask("m", "first"))
+		done <- err
+	}()
+	eventually(t, "the first request to hold the slot", func() bool { in, _ := srv.InFlight("m"); return in == 1 })
+	impatient, _ := goClient(srv, 50*time.Millisecond)
+	if _, err := impatient.CreateChatCompletion(context.Background(), ask("m", "second")); err == nil {
+		t.Fatal("want a timeout")
+	}
+	if _, q := srv.InFlight("m"); q != 1 {
+		t.Errorf("queued = %d after the client left, want 1", q)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the abandoned request to run", func() bool { in, _ := srv.InFlight("m"); return in == 1 })
+	eventually(t, "it to finish", func() bool { return srv.Stats().Totals.Completions == 2 })
+}
+
+func TestLoadFactorSlowsFullBatches(t *testing.T) {
+	srv := startScenario(t, `models: [{name: m, slots: 4, latency: 100ms, load_factor: 1}]`, llmsim.Options{})
+	res := fire(t, srv, "m", 4, 2*time.Millisecond, 5*time.Second)
+	var longest time.Duration
+	for _, r := range res {
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		longest = max(longest, r.elapsed)
+	}
+	// The fourth request shares the batch with three others: 100ms x (1 + 3/4).
+	if longest < 170*time.Millisecond {
+		t.Errorf("longest %v, want >= 170ms", longest)
+	}
+}
+
+func TestRateLimitOnSimClock(t *testing.T) {
+	clk := newFakeClock()
+	srv := startScenario(t, `models: [{name: m, rate_limit: 2, burst: 2}]`, llmsim.Options{Clock: clk.Now})
+	cl, cap := goClient(srv, 5*time.Second)
+	call := func() error {
+		_, err := cl.CreateChatCompletion(context.Background(), ask("m", "rl"))
+		return err
+	}
+	for i := range 2 {
+		if err := call(); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+	}
+	apiError(t, call(), 429, "rate_limit_exceeded")
+	if _, h := cap.last(); h.Get("Retry-After") != "1" || h.Get("Retry-After-Ms") != "500" {
+		t.Errorf("Retry-After %q retry-after-ms %q, want 1 and 500", h.Get("Retry-After"), h.Get("Retry-After-Ms"))
+	}
+	clk.Advance(500 * time.Millisecond)
+	if err := call(); err != nil {
+		t.Fatalf("after the refill: %v", err)
+	}
+	apiError(t, call(), 429, "rate_limit_exceeded")
+	st := srv.Stats()
+	if st.Faults["rate_limited"] != 2 || st.Totals.Responses["200"] != 3 {
+		t.Errorf("stats %+v %+v", st.Faults, st.Totals)
+	}
+}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+)
+
+func TestHelpListsFaultsAndScenarios(t *testing.T) {
+	var out, errb bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, &out, &errb, nil); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	for _, f := range llmsim.Faults() {
+		if !strings.Contains(help, "\n  "+string(f)+" ") {
+			t.Errorf("--help lacks fault %s", f)
+		}
+	}
+	for _, n := range llmsim.BuiltinScenarios() {
+		if !strings.Contains(help, "\n  "+n+" ") {
+			t.Errorf("--help lacks scenario %s", n)
+		}
+	}
+	for _, s := range []string{"--addr", "-scenario", "[[sim fault="} {
+		if !strings.Contains(help, s) {
+			t.Errorf("--help lacks %q", s)
+		}
+	}
+}
+
+func TestBadScenarioRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "spike.yaml")
+	if err := os.WriteFile(path, []byte("phases: [{faults: [{kind: rate_limit}]}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"--scenario", path, "--addr", "127.0.0.1:0"}, &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "spike.yaml: phases[0].faults[0].kind: unknown fault \"rate_limit\" (did you mean rate_limited?)") {
+		t.Errorf("err = %v", err)
+	}
+	if err := run(context.Background(), []string{"--scenario", "nope"}, &bytes.Buffer{}, &bytes.Buffer{}, nil); err == nil {
+		t.Error("unknown built-in accepted")
+	}
+}
+
+// TestServeLogAndShutDown serves a request, checks the one log line, and
+// shuts down promptly even with a request hanging.
+func TestServeLogAndShutDown(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs syncBuffer
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--addr", "127.0.0.1:0", "--scenario", "class-read_timeout"}, &bytes.Buffer{}, &logs,
+			func(a net.Addr) { addrc <- a })
+	}()
+	var addr net.Addr
+	select {
+	case addr = <-addrc:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	base := "http://" + addr.String()
+	resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"qwen-14b","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("request: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	if n := strings.Count(logs.String(), "msg=request"); n != 1 {
+		t.Errorf("%d request log lines, want 1:\n%s", n, logs.String())
+	}
+	hung := make(chan error, 1)
+	go func() {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"qwen-72b","messages":[{"role":"user","content":"hang"}]}`))
+		if err == nil {
+			resp.Body.Close()
+		}
+		hung <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	begin := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("shutdown blocked by the hanging request")
+	}
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Errorf("shutdown took %v", took)
+	}
+	if err := <-hung; err == nil {
+		t.Error("the hanging request got a response")
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
