@@ -26,6 +26,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
 func main() {
@@ -40,6 +41,7 @@ func run(args []string) error {
 	policyFile := fs.String("policy", os.Getenv("POLICY_FILE"), "policy YAML file (env POLICY_FILE; default: the embedded policy)")
 	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9464"), "address of the Prometheus /metrics endpoint (env METRICS_ADDR; empty: off)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	taskQueue := fs.String("task-queue", envOr("WORKER_TASK_QUEUE", workflows.TaskQueue), "task queue to poll (env WORKER_TASK_QUEUE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -69,6 +71,9 @@ func run(args []string) error {
 			keyVar = "LLM_API_KEY"
 		}
 		cfg.OverrideEndpoint(base, keyVar)
+		if err := cfg.Validate(); err != nil {
+			return fmt.Errorf("LLM_BASE_URL: %w", err)
+		}
 	}
 
 	opts, err := envconfig.LoadDefaultClientOptions()
@@ -100,7 +105,7 @@ func run(args []string) error {
 		return err
 	}
 
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities()})
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue})
 	if err != nil {
 		return err
 	}
@@ -108,7 +113,7 @@ func run(args []string) error {
 	for i, m := range cfg.Models {
 		models[i] = m.Name + "@" + m.BaseURL
 	}
-	logger.Info("durable-llm worker starting", zap.String("temporal", hostPort(opts)), zap.String("namespace", ns),
+	logger.Info("durable-llm worker starting", zap.String("temporal", hostPort(opts)), zap.String("namespace", ns), zap.String("task_queue", *taskQueue),
 		zap.String("policy", cfg.Source), zap.Strings("ladder", models), zap.String("metrics", *metricsAddr))
 
 	sig := make(chan os.Signal, 1)

@@ -1,0 +1,310 @@
+package llmworker_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// stack is a real dev server, a real llmsim and a real worker on a task
+// queue of the test's own (so per-process budgets and breakers of one test
+// never leak into another).
+type stack struct {
+	t      *testing.T
+	server *testsuite.DevServer
+	sim    *llmsim.Server
+	c      client.Client
+	cfg    *policies.Config
+	tq     string
+	lc     *llmclient.Client
+	w      *llmworker.Worker
+}
+
+var (
+	serverOnce sync.Once
+	server     *testsuite.DevServer
+	serverErr  error
+)
+
+// sharedServer starts one dev server for the package's integration tests.
+func sharedServer(t *testing.T) *testsuite.DevServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server")
+	}
+	serverOnce.Do(func() {
+		server, serverErr = testenv.StartServer(context.Background(), workflows.SearchAttributes, testenv.ServerOptions{})
+	})
+	require.NoError(t, serverErr)
+	return server
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		_ = server.Stop()
+	}
+	os.Exit(code)
+}
+
+func newStack(t *testing.T, mutate func(*policies.Config)) *stack {
+	t.Helper()
+	srv := sharedServer(t)
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := policies.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	cfg.Call.HeartbeatTimeout = policies.Duration(2 * time.Second)
+	if mutate != nil {
+		mutate(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	s := &stack{t: t, server: srv, sim: sim, c: srv.Client(), cfg: cfg, tq: "llm-test-" + uuid.NewString()[:8]}
+	s.lc = &llmclient.Client{Temporal: s.c, TaskQueue: s.tq}
+	s.startWorker()
+	return s
+}
+
+func (s *stack) startWorker() {
+	w, err := llmworker.New(s.c, llmworker.Options{Config: s.cfg, TaskQueue: s.tq, Worker: worker.Options{}})
+	require.NoError(s.t, err)
+	require.NoError(s.t, w.Start())
+	s.w = w
+	s.t.Cleanup(w.Stop)
+}
+
+func question(q string) workflows.CallRequest {
+	return workflows.CallRequest{
+		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
+		Messages: []policies.Message{
+			{Role: "system", Content: "You are a support agent."},
+			{Role: "user", Content: q},
+		},
+	}
+}
+
+func (s *stack) call(req workflows.CallRequest) workflows.CallResult {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := s.lc.Call(ctx, req)
+	require.NoError(s.t, err)
+	return res
+}
+
+// upstream returns the attempts llmsim saw for a call.
+func (s *stack) upstream(id string) llmsim.Conversation {
+	return s.sim.Stats().Conversations[id]
+}
+
+func decisions(res workflows.CallResult) []string {
+	var d []string
+	for _, a := range res.Attempts {
+		c := a.Class
+		if c == "" {
+			c = "ok"
+		}
+		d = append(d, a.Model+":"+c+":"+a.Decision)
+	}
+	return d
+}
+
+func TestIntegrationRateLimitedWaitsRetryAfter(t *testing.T) {
+	s := newStack(t, nil)
+	res := s.call(question("[[sim fault=rate_limited retry_after=2s times=1]] Where is my order?"))
+	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, int64(2000), res.Attempts[0].DelayMS)
+	up := s.upstream(res.RequestID)
+	require.Equal(t, 2, up.Attempts)
+	gap := time.Duration(up.Requests[1].AtMS-up.Requests[0].AtMS) * time.Millisecond
+	require.GreaterOrEqual(t, gap, 2*time.Second, "the retry came before Retry-After")
+	require.Less(t, gap, 4*time.Second, "the retry waited far longer than Retry-After")
+	require.Equal(t, res.RequestID+"/1", up.Requests[0].IdempotencyKey)
+	require.Equal(t, res.RequestID+"/2", up.Requests[1].IdempotencyKey)
+	require.Contains(t, res.Content, "[qwen-72b]")
+}
+
+func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
+	s := newStack(t, nil)
+	req := question("")
+	req.Messages = req.Messages[:1]
+	long := strings.Repeat("The parcel was handed to the courier and scanned at the depot. ", 8)
+	for i := 0; i < 12; i++ {
+		req.Messages = append(req.Messages,
+			policies.Message{Role: "user", Content: fmt.Sprintf("round %d: %s", i, long)},
+			policies.Message{Role: "assistant", Content: "noted: " + long})
+	}
+	req.Messages = append(req.Messages, policies.Message{Role: "user",
+		Content: "[[sim fault=context_length_exceeded window=1200 times=always]] So where is it now?"})
+	res := s.call(req)
+	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, workflows.SourceModel, res.Source)
+	require.Equal(t, 26, res.Attempts[0].Messages)
+	require.Equal(t, 1+3*2+1, res.Attempts[1].Messages, "system + last 3 rounds + question")
+	require.Less(t, res.Attempts[1].PromptTokens, res.Attempts[0].PromptTokens)
+	require.Zero(t, res.Attempts[0].DelayMS, "resent at once")
+	require.Equal(t, 2, s.upstream(res.RequestID).Attempts)
+}
+
+func TestIntegrationQueueFullSwitchesModel(t *testing.T) {
+	s := newStack(t, nil)
+	res := s.call(question("[[sim fault=queue_full model=qwen-72b times=always]] Where is my order?"))
+	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, decisions(res))
+	require.Equal(t, workflows.SourceFallbackModel, res.Source)
+	require.Contains(t, res.Content, "[qwen-14b]")
+	up := s.upstream(res.RequestID)
+	require.Equal(t, []string{"qwen-72b", "qwen-14b"}, []string{up.Requests[0].Model, up.Requests[1].Model})
+}
+
+func TestIntegrationMaintenanceAnswersFromFAQWithoutRetry(t *testing.T) {
+	s := newStack(t, nil)
+	sc, err := llmsim.BuiltinScenario("class-service_unavailable")
+	require.NoError(t, err)
+	require.NoError(t, s.sim.SetScenario(sc))
+	res := s.call(question("How do I get a refund for my order?"))
+	require.Equal(t, []string{"qwen-72b:service_unavailable:fallback"}, decisions(res))
+	require.Equal(t, workflows.SourceFAQ, res.Source)
+	require.True(t, res.Degraded)
+	require.NotEmpty(t, res.FAQID)
+	require.Equal(t, 1, s.upstream(res.RequestID).Attempts, "maintenance must not be retried")
+}
+
+func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
+	s := newStack(t, nil)
+	// Each call fails twice on qwen-72b (retry, then switch): after three
+	// calls the breaker has seen 5+ consecutive failures.
+	for i := 0; i < 3; i++ {
+		res := s.call(question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
+		require.Equal(t, workflows.SourceFallbackModel, res.Source)
+	}
+	before := s.sim.Stats().Models["qwen-72b"].Arrivals
+	res := s.call(question("[[sim fault=server_error model=qwen-72b times=always]] and now?"))
+	require.Equal(t, "qwen-72b:breaker_open:switch_model", decisions(res)[0])
+	require.Equal(t, "qwen-14b:ok:answer", decisions(res)[1])
+	require.Equal(t, before, s.sim.Stats().Models["qwen-72b"].Arrivals, "no request may reach a model whose breaker is open")
+	for _, r := range s.upstream(res.RequestID).Requests {
+		require.NotEqual(t, "qwen-72b", r.Model)
+	}
+}
+
+func TestIntegrationBurstRetriesStayWithinBudget(t *testing.T) {
+	s := newStack(t, func(cfg *policies.Config) {
+		cfg.Budget.Floor, cfg.Budget.Ratio = 3, 0.1
+		cfg.Breaker.ConsecutiveFailures = 1000 // keep the breaker out of this test
+		cfg.Breaker.MinCalls = 1000
+		cfg.Breaker.Window = 1000
+	})
+	const calls = 30
+	var wg sync.WaitGroup
+	results := make([]workflows.CallResult, calls)
+	for i := 0; i < calls; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = s.call(question(fmt.Sprintf("[[sim fault=bad_gateway times=always]] burst %d", i)))
+		}(i)
+	}
+	wg.Wait()
+	retries, upstream := 0, 0
+	for _, r := range results {
+		require.True(t, r.Degraded, "every upstream attempt fails: the fallback answers")
+		for _, a := range r.Attempts {
+			if a.Decision == "retry" {
+				retries++
+			}
+		}
+		upstream += s.upstream(r.RequestID).Attempts
+	}
+	allowed := 3 + int(0.1*calls)
+	require.LessOrEqual(t, retries, allowed, "same-model retries beyond the budget (floor 3 + 10%% of %d)", calls)
+	require.Positive(t, retries, "the floor lets a few retries through")
+	require.Equal(t, s.sim.Stats().Totals.Arrivals, upstream)
+	t.Logf("%d calls: %d same-model retries (budget %d), %d upstream attempts (%.2f per call)",
+		calls, retries, allowed, upstream, float64(upstream)/calls)
+}
+
+func TestIntegrationConcurrentDuplicatesMakeOneUpstreamCall(t *testing.T) {
+	s := newStack(t, nil)
+	req := question("[[sim fault=latency latency=1s times=always]] Can I change my delivery address?")
+	const n = 10
+	var wg sync.WaitGroup
+	results := make([]workflows.CallResult, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			results[i] = s.call(req)
+		}(i)
+	}
+	wg.Wait()
+	for i := 1; i < n; i++ {
+		require.Equal(t, results[0], results[i])
+	}
+	id := results[0].RequestID
+	require.Equal(t, policies.KeyFor(req), id)
+	require.Equal(t, 1, s.upstream(id).Attempts, "ten duplicate starts must reach the upstream once")
+
+	// After completion a duplicate returns the recorded result, no new run.
+	again := s.call(req)
+	require.Equal(t, results[0], again)
+	require.Equal(t, 1, s.upstream(id).Attempts)
+}
+
+func TestIntegrationWorkerKilledMidAttemptIsReplaced(t *testing.T) {
+	s := newStack(t, nil)
+	s.w.Stop() // only the worker process below serves the first attempt
+
+	bin := filepath.Join(t.TempDir(), "worker")
+	build := exec.Command("go", "build", "-o", bin, "../worker")
+	build.Stderr = os.Stderr
+	require.NoError(t, build.Run())
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("call:\n  heartbeat_timeout: 2s\n"), 0o600))
+	proc := exec.Command(bin, "--metrics-addr", "")
+	proc.Env = append(os.Environ(),
+		"TEMPORAL_ADDRESS="+s.server.FrontendHostPort(), "LLM_BASE_URL="+s.sim.BaseURL,
+		"POLICY_FILE="+policy, "WORKER_TASK_QUEUE="+s.tq)
+	require.NoError(t, proc.Start())
+	t.Cleanup(func() { _ = proc.Process.Kill(); _, _ = proc.Process.Wait() })
+
+	req := question("[[sim fault=latency latency=30s times=1]] Is my refund processed?")
+	run, err := s.lc.Start(context.Background(), req)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.upstream(run.GetID()).Attempts == 1 }, 30*time.Second, 50*time.Millisecond,
+		"the first attempt never reached the upstream")
+	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
+	_, _ = proc.Process.Wait()
+	s.startWorker()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var res workflows.CallResult
+	require.NoError(t, run.Get(ctx, &res))
+	t.Logf("attempts %+v upstream %+v", res.Attempts, s.upstream(run.GetID()))
+	require.Equal(t, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, workflows.SourceModel, res.Source)
+	up := s.upstream(run.GetID())
+	require.Equal(t, 2, up.Attempts, "one resent attempt")
+	require.Equal(t, up.Requests[0].IdempotencyKey, up.Requests[1].IdempotencyKey, "a resend keeps its Idempotency-Key")
+}
