@@ -23,7 +23,8 @@ $(TEMPORAL):
 
 ## run: the whole thing on this machine (Ctrl-C stops it)
 run: $(TEMPORAL)
-	$(GO) run ./devstack
+	@$(GO) build -o $(BIN)/devstack ./devstack
+	@exec $(BIN)/devstack
 
 ## test: everything a change must pass
 test: $(TEMPORAL) lint
