@@ -38,6 +38,7 @@ lint:
 	@fmt=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) tool workflowcheck ./workflows/...
 
 ## bench: storm, overhead and memory benchmarks (prints tables, writes charts)
 bench: $(TEMPORAL)
