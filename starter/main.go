@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
+	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -31,6 +32,7 @@ const usage = `usage: starter <command> [flags]
 commands:
   ask [flags] "question"   start (or attach to) a durable LLM call, wait, print the answer
   show <workflow id>       print a call's answer and attempt table from its history
+  codec-server [flags]     serve /encode and /decode for the Web UI and CLI (keys from LLM_PAYLOAD_KEYS)
 
 Run "starter <command> -h" for the flags of a command.
 `
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return ask(ctx, args[1:], out)
 	case "show":
 		return show(ctx, args[1:], out)
+	case "codec-server":
+		return codecServer(ctx, args[1:], out)
 	case "-h", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil
@@ -66,6 +70,9 @@ func dial() (*llmclient.Client, func(), error) {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, nil, fmt.Errorf("temporal client settings: %w", err)
+	}
+	if _, err := codec.ConfigureClient(&opts, os.Getenv); err != nil { // payload encryption, when keys are set
+		return nil, nil, err
 	}
 	opts.Logger = quietLogger{}
 	c, err := client.Dial(opts)

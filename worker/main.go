@@ -7,6 +7,8 @@
 // or POLICY_FILE (default: the embedded policy). LLM_BASE_URL and
 // LLM_API_KEY, when set, point every model of the ladder at one
 // OpenAI-compatible endpoint.
+// LLM_PAYLOAD_KEYS, when set, encrypts every payload the worker writes
+// (see package codec).
 package main
 
 import (
@@ -24,6 +26,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -79,6 +82,13 @@ func run(args []string) error {
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return fmt.Errorf("temporal client settings: %w", err)
+	}
+	enc, err := codec.ConfigureClient(&opts, os.Getenv) // payload encryption, when LLM_PAYLOAD_KEYS is set
+	if err != nil {
+		return err
+	}
+	if enc != nil {
+		logger.Info("payload encryption on (AES-256-GCM)", zap.String("encrypt_key_id", enc.ActiveKeyID()), zap.Strings("decrypt_key_ids", enc.KeyIDs()))
 	}
 	opts.Logger = llmworker.NewZapLogger(logger)
 	metrics, err := llmworker.StartMetrics(*metricsAddr, logger)
