@@ -54,7 +54,9 @@ type Key struct {
 }
 
 // String implements fmt.Stringer without the secret.
-func (k Key) String() string { return fmt.Sprintf("codec.Key{ID: %q, Secret: <%d bytes redacted>}", k.ID, len(k.Secret)) }
+func (k Key) String() string {
+	return fmt.Sprintf("codec.Key{ID: %q, Secret: <%d bytes redacted>}", k.ID, len(k.Secret))
+}
 
 // GoString implements fmt.GoStringer without the secret.
 func (k Key) GoString() string { return k.String() }
