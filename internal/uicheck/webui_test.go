@@ -1,0 +1,189 @@
+package uicheck_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/internal/uicheck"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+var update = flag.Bool("update", false, "write the screenshot to docs/ui-attempts.png (the README's)")
+
+// screenshotFile is the README's screenshot, relative to this package.
+const screenshotFile = "../../docs/ui-attempts.png"
+
+// uiScenario makes a call retry, switch model twice and fall back: qwen-72b
+// answers 500 (retry, then switch), the two other models report a full
+// queue (switch after 200 ms, then the attempt cap), and the FAQ answers.
+const uiScenario = `name: ui-check
+phases:
+  - name: fault
+    faults:
+      - {kind: server_error, model: qwen-72b}
+      - {kind: queue_full, model: qwen-14b}
+      - {kind: queue_full, model: llama-8b}
+`
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	require.NoError(t, err)
+	return port
+}
+
+// waitServes polls url until it answers 200.
+func waitServes(t *testing.T, url string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("the Web UI at %s does not serve: %s", url, last)
+}
+
+// TestWebUIShowsEveryAttemptWaitAndDecision runs a call that retries,
+// switches model and falls back, then opens its page in the Temporal Web UI
+// in headless Chromium and checks that an operator sees every attempt,
+// every wait and every decision, each with its summary.
+func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server and Chromium (skipped in -short mode)")
+	}
+	chromium := uicheck.Chromium()
+	if chromium == "" {
+		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI check needs a real browser")
+	}
+
+	uiPort := freePort(t)
+	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
+	uiBase := "http://127.0.0.1:" + uiPort
+	waitServes(t, uiBase+"/")
+
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	sc, err := llmsim.ParseScenario([]byte(uiScenario), "ui-check")
+	require.NoError(t, err)
+	require.NoError(t, sim.SetScenario(sc))
+
+	cfg := policies.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	tq := "llm-ui-" + uuid.NewString()[:8]
+	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}
+	req := workflows.CallRequest{
+		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
+		Messages: []policies.Message{
+			{Role: "system", Content: "You are a support agent."},
+			{Role: "user", Content: "How do I get a refund for my order?"},
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := lc.Call(ctx, req)
+	require.NoError(t, err)
+
+	// What the call did, before looking at how the UI shows it.
+	var decisions []string
+	for _, a := range res.Attempts {
+		decisions = append(decisions, a.Model+":"+a.Class+":"+a.Decision)
+	}
+	require.Equal(t, []string{
+		"qwen-72b:server_error:retry",
+		"qwen-72b:server_error:switch_model",
+		"qwen-14b:queue_full:switch_model",
+		"llama-8b:queue_full:fallback",
+	}, decisions)
+	require.Equal(t, workflows.SourceFAQ, res.Source)
+	require.Equal(t, "refund-en", res.FAQID)
+
+	// The summaries the workflow gave each attempt, timer and decision.
+	var attempts, waits, plans []string
+	for i, a := range res.Attempts {
+		attempts = append(attempts, fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", i+1, cfg.Call.MaxAttempts, a.Model, len(req.Messages), a.Messages))
+		plans = append(plans, fmt.Sprintf("plan after %s on %s", a.Class, a.Model))
+		if a.DelayMS == 0 {
+			continue
+		}
+		d := policies.FormatDuration(time.Duration(a.DelayMS) * time.Millisecond)
+		switch a.Decision {
+		case "retry":
+			waits = append(waits, fmt.Sprintf("backoff %s after %s", d, a.Class))
+		case "switch_model":
+			waits = append(waits, fmt.Sprintf("wait before %s %s after %s", res.Attempts[i+1].Model, d, a.Class))
+		}
+	}
+	require.Len(t, waits, 2, "the call should have waited twice: a backoff and a wait before switching")
+	fallback := "fallback: FAQ → rule card → placeholder"
+
+	b, err := uicheck.Start(uicheck.Options{Path: chromium})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	page := lc.UILink(res.RequestID)
+	require.NoError(t, b.Open(page))
+
+	// The timeline draws each activity with its summary and each timer.
+	timeline := "#event-history-timeline-graph"
+	_, err = b.WaitText(timeline, 90*time.Second, append(append([]string{"Fallback"}, attempts...), waits...)...)
+	require.NoError(t, err, "the event history timeline of %s", page)
+
+	// Oldest event first, one row per activity and timer: the view an
+	// operator reads the story of a call in.
+	if ok, err := b.ClickText("Descending"); err != nil || !ok {
+		t.Logf("no Descending toggle found (found=%v, err=%v): keeping the UI's order", ok, err)
+	}
+	if ok, err := b.ClickText("Compact"); err != nil || !ok {
+		t.Logf("no Compact view toggle found (found=%v, err=%v): checking the full event list", ok, err)
+	}
+	want := append(append(append(append([]string{"admit: validate, business rules"}, attempts...), waits...), plans...), fallback)
+	table, err := b.WaitText("table", 60*time.Second, want...)
+	require.NoError(t, err, "the event table of %s", page)
+	require.Contains(t, table, "Timer", "the waits are timers in the event table")
+
+	png, err := b.Screenshot()
+	require.NoError(t, err)
+	require.Greater(t, len(png), 10_000, "the screenshot is suspiciously small")
+	shot := filepath.Join(t.ArtifactDir(), "ui-attempts.png")
+	require.NoError(t, os.WriteFile(shot, png, 0o644))
+	t.Logf("screenshot of %s: %s", page, shot)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(screenshotFile), 0o755))
+		require.NoError(t, os.WriteFile(screenshotFile, png, 0o644))
+		t.Logf("wrote %s", screenshotFile)
+	}
+}
