@@ -40,13 +40,13 @@ type Record struct {
 	Model string
 	// Stream reports a stream: true request.
 	Stream bool
-	// Conversation is the conversation key; Attempt numbers the request
-	// within it from 1.
+	// Conversation is the conversation key (see Stats.Conversations).
 	Conversation string
-	Attempt      int
-	// RequestID and IdempotencyKey are the request's headers (RequestID is
-	// generated when absent).
-	RequestID      string
+	// Attempt numbers the request within its conversation from 1.
+	Attempt int
+	// RequestID is the X-Request-ID header, generated when absent.
+	RequestID string
+	// IdempotencyKey is the Idempotency-Key header.
 	IdempotencyKey string
 	// Outcome is the entry of Stats.Responses: a status code, "499" or
 	// "reset".
@@ -60,9 +60,9 @@ type Record struct {
 	Phase string
 	// PromptTokens is the estimate of the prompt.
 	PromptTokens int
-	// Queued is the time spent waiting for a slot; Duration the time from
-	// arrival to the end of the response.
-	Queued   time.Duration
+	// Queued is the time spent waiting for a slot.
+	Queued time.Duration
+	// Duration is the time from arrival to the end of the response.
 	Duration time.Duration
 }
 
