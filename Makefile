@@ -12,7 +12,7 @@ BIN := $(CURDIR)/bin
 TEMPORAL := $(BIN)/temporal
 export TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: run test test-short lint bench temporal llmsim histories tidy
+.PHONY: run test test-short lint bench temporal llmsim histories tidy screenshot
 
 ## temporal: build the pinned Temporal CLI (dev server + Web UI) into ./bin
 temporal: $(TEMPORAL)
@@ -39,6 +39,10 @@ lint:
 	if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) tool workflowcheck ./workflows/...
+
+## screenshot: re-take docs/ui-attempts.png, the README's Web UI picture (needs Chromium)
+screenshot: $(TEMPORAL)
+	$(GO) test -count=1 -run TestWebUI ./internal/uicheck -update
 
 ## bench: storm, overhead and memory benchmarks (prints tables, writes charts)
 bench: $(TEMPORAL)
