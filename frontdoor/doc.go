@@ -1,0 +1,59 @@
+// Package frontdoor is the OpenAI-compatible HTTP front door of durable-llm:
+// an agent backend that already speaks the OpenAI chat-completions API gets
+// durable, idempotent, resilient calls by changing only its base URL.
+//
+// Every POST /v1/chat/completions starts, or attaches to, one LLMCall
+// workflow through llmclient and answers in OpenAI's shape, plus an
+// x_resilience object (source, degraded, attempts, classes, workflow ID,
+// reason) and the X-Workflow-Id, X-Resilience-Source and
+// X-Resilience-Degraded headers.
+//
+// # Invariants
+//
+//   - Tenants. A bearer token maps to a tenant (Tenants; compared by
+//     SHA-256 in constant time, never logged). The tenant is part of every
+//     workflow ID: an Idempotency-Key header becomes
+//     policies.ScopedKey(tenant, key); without one the key is
+//     policies.Key(tenant, user, X-Session-Id, messages) (SPEC §6). Two
+//     tenants sending the same key reach two different calls. GET
+//     /v1/calls/{id} reads the tenant from the call's input (the first
+//     history event) and answers 404 for another tenant's call, exactly as
+//     for a call that does not exist.
+//   - Nothing starts for bad input. The body is capped (413), decoded with
+//     every problem naming its field (400), and checked with
+//     policies.ValidateRequest against the same policy the workers run
+//     before any workflow is started.
+//   - A client that disconnects does not cancel its call: the workflow
+//     runs on, and the same request (or Idempotency-Key) returns its
+//     recorded answer without a second upstream call.
+//   - Temporal unreachable or slow to accept a call is a 503 with
+//     Retry-After; retrying with the same key can never run a call twice.
+//
+// # Modes
+//
+// A plain request waits for the answer. stream: true is answered as SSE
+// chat.completion.chunk events (role, content pieces, a final chunk with
+// finish_reason and x_resilience, a usage chunk when
+// stream_options.include_usage is set, then [DONE]); while the call still
+// retries the stream carries ": keep-alive" comments. Prefer:
+// respond-async is answered 202 with the workflow ID and a Location,
+// /v1/calls/{id}, that answers 202 with the state so far while the call
+// runs and 200 with the completion when it is done.
+//
+// # Request mapping
+//
+//	model                      a model of the ladder; "" or "auto": the ladder's first
+//	messages                   role, content (a string, or text parts joined by "\n"),
+//	                           name, tool_calls, tool_call_id
+//	max_completion_tokens,     max_tokens of the call (max_completion_tokens wins)
+//	max_tokens
+//	temperature, user          temperature; user ID of the derived key
+//	stream, stream_options     SSE answer; include_usage
+//	n                          must be 1 when given
+//	Idempotency-Key header     the caller's key, scoped by tenant
+//	X-Session-Id header        session ID of the derived key
+//	X-Scenario header          business scenario (selects business rules)
+//	X-Deadline-Ms header       deadline of the whole call
+//
+// Every other field is ignored, as OpenAI clients send many.
+package frontdoor

@@ -1,0 +1,479 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// Headers the front door reads and writes.
+const (
+	// HeaderIdempotencyKey names the caller's idempotency key; scoped by
+	// tenant, it selects the workflow.
+	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderSessionID is the session part of the derived key (SPEC §6).
+	HeaderSessionID = "X-Session-Id"
+	// HeaderScenario selects business rules (customer_service, medical, …).
+	HeaderScenario = "X-Scenario"
+	// HeaderDeadlineMS is the whole call's deadline in milliseconds.
+	HeaderDeadlineMS = "X-Deadline-Ms"
+	// HeaderWorkflowID carries the call's workflow ID in every answer
+	// about a call.
+	HeaderWorkflowID = "X-Workflow-Id"
+	// HeaderSource says who answered (model, fallback_model, faq, …).
+	HeaderSource = "X-Resilience-Source"
+	// HeaderDegraded is "true" when the preferred model did not answer.
+	HeaderDegraded = "X-Resilience-Degraded"
+)
+
+// AutoModel, like an empty model, asks for the ladder's first model.
+const AutoModel = "auto"
+
+// Options configure a Handler. Zero values mean the defaults stated.
+type Options struct {
+	// Client starts and reads calls. Required.
+	Client *llmclient.Client
+	// Tenants maps bearer tokens to tenants. Required.
+	Tenants *Tenants
+	// Config is the policy the workers run: its ladder is the list of
+	// models, its limits validate requests before any call starts.
+	// Default policies.DefaultConfig().
+	Config *policies.Config
+	// KeepAlive is how often a stream that waits for a retrying call sends
+	// an SSE comment (": keep-alive"), and how long a stream waits for the
+	// answer before committing to a 200. Default 5s.
+	KeepAlive time.Duration
+	// StartTimeout bounds starting a call; Temporal not answering within it
+	// is a 503. Default 10s.
+	StartTimeout time.Duration
+	// LookupTimeout bounds the reads of GET /v1/calls/{id}. Default 10s.
+	LookupTimeout time.Duration
+	// RetryAfter is the Retry-After of a 503 when Temporal is unreachable.
+	// Default 5s.
+	RetryAfter time.Duration
+	// MaxBodyBytes caps the request body (larger: 413). Default twice the
+	// policy's prompt limit plus 64 KiB: JSON escaping can double the bytes
+	// of a prompt (\u-escaped CJK text), and a prompt over the limit is
+	// still refused with 413 after decoding.
+	MaxBodyBytes int64
+	// Logger receives one line per request (tenant, workflow ID, status;
+	// never tokens or prompts). Default: no logging.
+	Logger *zap.Logger
+	// Now is the clock of the created fields; default time.Now.
+	Now func() time.Time
+}
+
+// Handler is the OpenAI-compatible front door: an http.Handler that serves
+//
+//	POST /v1/chat/completions   start or attach to a durable call
+//	GET  /v1/models             the ladder's models
+//	GET  /v1/models/{model}     one of them
+//	GET  /v1/calls/{id}         a call started with Prefer: respond-async
+//	GET  /healthz               liveness, no token needed
+//
+// It is safe for concurrent use.
+type Handler struct {
+	o         Options
+	mux       *http.ServeMux
+	models    []string
+	namespace string
+}
+
+// New checks o, resolves its defaults and returns the Handler.
+func New(o Options) (*Handler, error) {
+	if o.Client == nil || o.Client.Temporal == nil {
+		return nil, errors.New("frontdoor: Options.Client with a Temporal client is required")
+	}
+	if o.Tenants == nil || o.Tenants.Len() == 0 {
+		return nil, fmt.Errorf("frontdoor: %w", ErrNoTenants)
+	}
+	if o.Config == nil {
+		o.Config = policies.DefaultConfig()
+	}
+	if len(o.Config.Models) == 0 {
+		return nil, errors.New("frontdoor: the policy has no models")
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 5 * time.Second
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 10 * time.Second
+	}
+	if o.LookupTimeout <= 0 {
+		o.LookupTimeout = 10 * time.Second
+	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = 5 * time.Second
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 2*int64(promptLimit(o.Config)) + 64<<10
+	}
+	if o.Logger == nil {
+		o.Logger = zap.NewNop()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	h := &Handler{o: o, mux: http.NewServeMux(), namespace: o.Client.Namespace}
+	if h.namespace == "" {
+		h.namespace = "default"
+	}
+	for _, m := range o.Config.Models {
+		h.models = append(h.models, m.Name)
+	}
+	h.mux.HandleFunc("/v1/chat/completions", h.authed(http.MethodPost, h.chatCompletions))
+	h.mux.HandleFunc("/v1/models", h.authed(http.MethodGet, h.listModels))
+	h.mux.HandleFunc("/v1/models/{model}", h.authed(http.MethodGet, h.getModel))
+	h.mux.HandleFunc("/v1/calls/{id}", h.authed(http.MethodGet, h.getCall))
+	h.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		(&apiError{status: http.StatusNotFound, typ: typeNotFound, code: "unknown_url",
+			message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}).write(w)
+	})
+	return h, nil
+}
+
+func promptLimit(cfg *policies.Config) int {
+	if v := cfg.Limits.MaxPromptBytes; v > 0 {
+		return v
+	}
+	return 1 << 20
+}
+
+// ServeHTTP serves the front door's routes.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	start := time.Now()
+	h.mux.ServeHTTP(rec, r)
+	if r.URL.Path == "/healthz" {
+		return
+	}
+	h.o.Logger.Info("request",
+		zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Int("status", rec.status),
+		zap.String("tenant", rec.tenant), zap.String("workflow_id", rec.Header().Get(HeaderWorkflowID)),
+		zap.Duration("duration", time.Since(start)))
+}
+
+// recorder remembers the status and the tenant for the request log.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	tenant string
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush of the real writer.
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// authed checks the method and the bearer token, then serves with the
+// token's tenant.
+func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			w.Header().Set("Allow", method)
+			(&apiError{status: http.StatusMethodNotAllowed, typ: typeInvalidRequest, code: "method_not_allowed",
+				message: fmt.Sprintf("%s is not allowed on %s (use %s).", r.Method, r.URL.Path, method)}).write(w)
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		scheme, token, _ := strings.Cut(auth, " ")
+		if auth == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			(&apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "missing_api_key",
+				message: "You didn't provide an API key. Send it as the bearer token of an Authorization header (Authorization: Bearer YOUR_KEY)."}).write(w)
+			return
+		}
+		tenant, ok := h.o.Tenants.Lookup(strings.TrimSpace(token))
+		if !ok {
+			(&apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
+				message: "Incorrect API key provided."}).write(w)
+			return
+		}
+		if rec, ok := w.(*recorder); ok {
+			rec.tenant = tenant
+		}
+		next(w, r, tenant)
+	}
+}
+
+// chatCompletions serves POST /v1/chat/completions.
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant string) {
+	created := h.o.Now()
+	req, cr, apiErr := h.callRequest(w, r, tenant)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.o.StartTimeout)
+	run, err := h.o.Client.Start(sctx, req)
+	cancel()
+	if err != nil {
+		h.startFailed(err).write(w)
+		return
+	}
+	id := run.GetID()
+	w.Header().Set(HeaderWorkflowID, id)
+
+	switch {
+	case preferAsync(r.Header):
+		w.Header().Set("Location", callURL(id))
+		w.Header().Set("Preference-Applied", "respond-async")
+		w.Header().Set("Retry-After", "1")
+		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
+	case cr.Stream:
+		h.stream(w, r, run, cr, created)
+	default:
+		var res workflows.CallResult
+		if err := run.Get(r.Context(), &res); err != nil {
+			if r.Context().Err() != nil {
+				return // the client left; the call goes on and the same key finds it
+			}
+			h.callFailed(id, err).write(w)
+			return
+		}
+		h.writeCompletion(w, id, created, res)
+	}
+}
+
+func (h *Handler) writeCompletion(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
+	w.Header().Set(HeaderWorkflowID, id)
+	w.Header().Set(HeaderSource, string(res.Source))
+	w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+	writeJSON(w, http.StatusOK, newCompletion(id, created, res))
+}
+
+// callRequest reads, decodes and validates the body into a CallRequest. No
+// call starts for a request it refuses.
+func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant string) (workflows.CallRequest, chatRequest, *apiError) {
+	var req workflows.CallRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return req, chatRequest{}, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
+				message: fmt.Sprintf("The request body is over the limit of %d bytes (prompts may be at most %d bytes).", h.o.MaxBodyBytes, promptLimit(h.o.Config))}
+		}
+		return req, chatRequest{}, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
+			message: "Cannot read the request body: " + err.Error()}
+	}
+	cr, ferr := decodeChatRequest(body)
+	if ferr != nil {
+		code := "invalid_value"
+		if ferr.field == "" {
+			code = "invalid_json"
+		}
+		return req, cr, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: ferr.field, code: code,
+			message: "Invalid request: " + ferr.Error()}
+	}
+
+	model := cr.Model
+	if model == AutoModel {
+		model = ""
+	}
+	if model != "" && !slices.Contains(h.models, model) {
+		return req, cr, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "model", code: "model_not_found",
+			message: fmt.Sprintf("Invalid request: model: unknown model %q (want %q or one of %s).", cr.Model, AutoModel, strings.Join(h.models, ", "))}
+	}
+	req = workflows.CallRequest{
+		Tenant: tenant, UserID: cr.User, SessionID: r.Header.Get(HeaderSessionID),
+		Scenario: r.Header.Get(HeaderScenario), Model: model, Messages: cr.Messages,
+		MaxTokens: cr.MaxTokens, Temperature: cr.Temperature,
+		IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
+	}
+	if v := r.Header.Get(HeaderDeadlineMS); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return req, cr, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: HeaderDeadlineMS, code: "invalid_value",
+				message: fmt.Sprintf("Invalid request: %s header: %q is not a whole number of milliseconds.", HeaderDeadlineMS, v)}
+		}
+		req.DeadlineMS = ms
+	}
+
+	if n, limit := promptBytes(req.Messages), promptLimit(h.o.Config); n > limit {
+		return req, cr, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, param: "messages", code: "request_too_large",
+			message: fmt.Sprintf("The prompt is %d bytes, over the limit of %d bytes.", n, limit)}
+	}
+	if err := policies.ValidateRequest(req, h.o.Config); err != nil {
+		return req, cr, validationError(err, cr)
+	}
+	return req, cr, nil
+}
+
+// validationError turns ValidateRequest's problems into a 400 that names
+// the fields as the client sent them.
+func validationError(err error, cr chatRequest) *apiError {
+	var ve *policies.ValidationError
+	if !errors.As(err, &ve) || len(ve.Problems) == 0 {
+		return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "invalid_value", message: "Invalid request: " + err.Error()}
+	}
+	rename := map[string]string{
+		"user_id": "user", "session_id": HeaderSessionID + " header", "scenario": HeaderScenario + " header",
+		"deadline_ms": HeaderDeadlineMS + " header", "idempotency_key": HeaderIdempotencyKey + " header",
+		"max_tokens": cr.maxTokensBy,
+	}
+	problems := make([]string, 0, len(ve.Problems))
+	param := ""
+	for i, p := range ve.Problems {
+		field := p.Field
+		if n, ok := rename[field]; ok && n != "" {
+			field = n
+		}
+		if i == 0 {
+			param = strings.TrimSuffix(field, " header")
+		}
+		problems = append(problems, field+": "+p.Problem)
+	}
+	msg := "Invalid request: " + strings.Join(problems, "; ")
+	if ve.Omitted > 0 {
+		msg += fmt.Sprintf("; and %d more problem(s)", ve.Omitted)
+	}
+	return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: param, code: "invalid_value", message: msg}
+}
+
+// preferAsync reports whether the Prefer header asks for respond-async.
+func preferAsync(hdr http.Header) bool {
+	for _, v := range hdr.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			tok, _, _ := strings.Cut(p, ";")
+			if strings.EqualFold(strings.TrimSpace(tok), "respond-async") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// unreachable reports whether err says Temporal could not be reached or
+// did not answer in time.
+func unreachable(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var (
+		unavailable *serviceerror.Unavailable
+		deadline    *serviceerror.DeadlineExceeded
+		exhausted   *serviceerror.ResourceExhausted
+	)
+	if errors.As(err, &unavailable) || errors.As(err, &deadline) || errors.As(err, &exhausted) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+func (h *Handler) unavailable(err error) *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, code: "temporal_unavailable",
+		retryAfter: h.o.RetryAfter,
+		message: "The durable call service (Temporal) is unreachable or slow; retry with the same request or Idempotency-Key, " +
+			"which never runs a call twice. (" + err.Error() + ")"}
+}
+
+// startFailed maps an error of starting a call.
+func (h *Handler) startFailed(err error) *apiError {
+	switch {
+	case errors.Is(err, llmclient.ErrInvalidRequest):
+		return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "invalid_value", message: err.Error()}
+	case unreachable(err):
+		return h.unavailable(err)
+	}
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "start_failed", message: "Cannot start the call: " + err.Error()}
+}
+
+// callFailed maps the error of a call that ended without an answer, or of
+// waiting for it.
+func (h *Handler) callFailed(id string, err error) *apiError {
+	var appErr *temporal.ApplicationError
+	var canceled *temporal.CanceledError
+	var terminated *temporal.TerminatedError
+	var timeout *temporal.TimeoutError
+	switch {
+	case errors.As(err, &appErr):
+		var res workflows.CallResult
+		_ = appErr.Details(&res)
+		res.Reason = appErr.Message()
+		rs := resilienceOf(id, StatusFailed, res)
+		e := &apiError{status: http.StatusInternalServerError, typ: typeServer, code: appErr.Type(),
+			message: "The call failed: " + appErr.Message(), resilience: &rs}
+		switch policies.Class(appErr.Type()) {
+		case policies.ClassInvalidRequest:
+			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "upstream_invalid_request"
+			e.message = "The model refused the request as invalid: " + appErr.Message()
+		case policies.ClassContentFilter:
+			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "content_filter"
+			e.message = "The request was refused by a content filter: " + appErr.Message()
+		}
+		return e
+	case errors.As(err, &canceled):
+		return &apiError{status: http.StatusConflict, typ: typeInvalidRequest, code: "call_canceled", message: "The call was canceled."}
+	case errors.As(err, &terminated):
+		return &apiError{status: http.StatusConflict, typ: typeInvalidRequest, code: "call_terminated", message: "The call was terminated by an operator."}
+	case errors.As(err, &timeout):
+		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out", message: "The call timed out: " + err.Error()}
+	case unreachable(err):
+		return h.unavailable(err)
+	}
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "call_failed", message: "The call failed: " + err.Error()}
+}
+
+// listModels serves GET /v1/models.
+func (h *Handler) listModels(w http.ResponseWriter, r *http.Request, _ string) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list", Data: []model{}}
+	for _, m := range h.models {
+		list.Data = append(list.Data, model{ID: m, Object: "model", OwnedBy: "durable-llm"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// getModel serves GET /v1/models/{model}.
+func (h *Handler) getModel(w http.ResponseWriter, r *http.Request, _ string) {
+	id := r.PathValue("model")
+	if !slices.Contains(h.models, id) {
+		(&apiError{status: http.StatusNotFound, typ: typeInvalidRequest, param: "model", code: "model_not_found",
+			message: fmt.Sprintf("The model %q does not exist (models: %s).", id, strings.Join(h.models, ", "))}).write(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "object": "model", "created": 0, "owned_by": "durable-llm"})
+}

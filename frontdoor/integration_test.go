@@ -1,0 +1,722 @@
+package frontdoor_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+const tokens = "tok-acme=acme, tok-globex=globex"
+
+var (
+	serverOnce sync.Once
+	server     *testsuite.DevServer
+	serverErr  error
+)
+
+// sharedServer starts one dev server for the package's integration tests.
+func sharedServer(t *testing.T) *testsuite.DevServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server")
+	}
+	serverOnce.Do(func() {
+		server, serverErr = testenv.StartServer(context.Background(), workflows.SearchAttributes, testenv.ServerOptions{})
+	})
+	require.NoError(t, serverErr)
+	return server
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		_ = server.Stop()
+	}
+	os.Exit(code)
+}
+
+// door is a real dev server, llmsim, worker (on a task queue of the test's
+// own) and the front door in an httptest server.
+type door struct {
+	t   *testing.T
+	c   client.Client
+	sim *llmsim.Server
+	tq  string
+	ts  *httptest.Server
+}
+
+func newDoor(t *testing.T, mutate func(*frontdoor.Options)) *door {
+	t.Helper()
+	srv := sharedServer(t)
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := policies.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	require.NoError(t, cfg.Validate())
+	d := &door{t: t, c: srv.Client(), sim: sim, tq: "frontdoor-" + uuid.NewString()[:8]}
+	w, err := llmworker.New(d.c, llmworker.Options{Config: cfg, TaskQueue: d.tq})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	tenants, err := frontdoor.ParseTokens(tokens)
+	require.NoError(t, err)
+	o := frontdoor.Options{
+		Client:  &llmclient.Client{Temporal: d.c, TaskQueue: d.tq},
+		Tenants: tenants,
+		Config:  cfg,
+	}
+	if mutate != nil {
+		mutate(&o)
+	}
+	h, err := frontdoor.New(o)
+	require.NoError(t, err)
+	d.ts = httptest.NewServer(h)
+	t.Cleanup(d.ts.Close)
+	return d
+}
+
+// openai returns the official client pointed at the front door with a
+// tenant's token; its own retries are off so every test sees each answer.
+func (d *door) openai(token string, opts ...option.RequestOption) *openai.Client {
+	c := openai.NewClient(append([]option.RequestOption{
+		option.WithBaseURL(d.ts.URL + "/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0),
+	}, opts...)...)
+	return &c
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func params(user, question string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model: "auto",
+		User:  openai.String(user),
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a support agent."), openai.UserMessage(question),
+		},
+	}
+}
+
+func msgs(question string) []policies.Message {
+	return []policies.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: question}}
+}
+
+// resilience decodes x_resilience from the raw JSON of a response.
+func resilience(t *testing.T, raw string) frontdoor.Resilience {
+	t.Helper()
+	var body struct {
+		R *frontdoor.Resilience `json:"x_resilience"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &body))
+	require.NotNil(t, body.R, "no x_resilience in %s", raw)
+	return *body.R
+}
+
+// upstream is what llmsim saw of a call.
+func (d *door) upstream(id string) llmsim.Conversation { return d.sim.Stats().Conversations[id] }
+
+// requireNoWorkflow checks that no workflow with this ID was started.
+func (d *door) requireNoWorkflow(id string) {
+	d.t.Helper()
+	_, err := d.c.DescribeWorkflowExecution(context.Background(), id, "")
+	var nf *serviceerror.NotFound
+	require.True(d.t, errors.As(err, &nf), "a workflow %s was started: %v", id, err)
+}
+
+func apiError(t *testing.T, err error) *openai.Error {
+	t.Helper()
+	var e *openai.Error
+	require.True(t, errors.As(err, &e), "want an API error, got %T %v", err, err)
+	return e
+}
+
+func TestPlainCall(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	var hr *http.Response
+	q := "Where is my order?"
+	resp, err := oc.Chat.Completions.New(ctx, params("u-plain", q),
+		option.WithHeader("X-Session-Id", "s-7"), option.WithResponseInto(&hr))
+	require.NoError(t, err)
+
+	id := policies.Key("acme", "u-plain", "s-7", msgs(q))
+	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"), "the key of SPEC §6: tenant, user, session, messages")
+	require.Equal(t, "model", hr.Header.Get("X-Resilience-Source"))
+	require.Equal(t, "chatcmpl-"+id, resp.ID)
+	require.Equal(t, "chat.completion", string(resp.Object))
+	require.Equal(t, "qwen-72b", resp.Model)
+	require.Len(t, resp.Choices, 1)
+	require.Equal(t, llmsim.Answer("qwen-72b", q), resp.Choices[0].Message.Content)
+	require.Equal(t, "assistant", string(resp.Choices[0].Message.Role))
+	require.Equal(t, "stop", resp.Choices[0].FinishReason)
+	require.Positive(t, resp.Usage.PromptTokens)
+	require.Equal(t, int64(llmsim.EstimateTokens(resp.Choices[0].Message.Content)), resp.Usage.CompletionTokens)
+	require.Equal(t, resp.Usage.PromptTokens+resp.Usage.CompletionTokens, resp.Usage.TotalTokens)
+
+	r := resilience(t, resp.RawJSON())
+	require.Equal(t, id, r.WorkflowID)
+	require.Equal(t, "model", r.Source)
+	require.False(t, r.Degraded)
+	require.Equal(t, 1, r.AttemptCount)
+	require.Len(t, r.Attempts, 1)
+	require.Equal(t, "answer", r.Attempts[0].Decision)
+	require.Empty(t, r.Classes)
+	require.Equal(t, 1, d.upstream(id).Attempts)
+
+	// A preferred model of the ladder, and the array-of-parts content form.
+	p := openai.ChatCompletionNewParams{Model: "qwen-14b", Messages: []openai.ChatCompletionMessageParamUnion{
+		openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+			openai.TextContentPart("Two parts:"), openai.TextContentPart("where is it?"),
+		}),
+	}}
+	resp, err = oc.Chat.Completions.New(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, "qwen-14b", resp.Model)
+	require.Equal(t, llmsim.Answer("qwen-14b", "Two parts:\nwhere is it?"), resp.Choices[0].Message.Content)
+	// The visibility count that proves "nothing started" elsewhere sees
+	// these two calls.
+	require.Eventually(t, func() bool { return d.workflowsOnQueue() == 2 }, 30*time.Second, 100*time.Millisecond)
+}
+
+func TestModels(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-globex")
+	page, err := oc.Models.List(ctx)
+	require.NoError(t, err)
+	var ids []string
+	for _, m := range page.Data {
+		ids = append(ids, m.ID)
+	}
+	require.Equal(t, []string{"qwen-72b", "qwen-14b", "llama-8b"}, ids)
+	m, err := oc.Models.Get(ctx, "llama-8b")
+	require.NoError(t, err)
+	require.Equal(t, "llama-8b", m.ID)
+	_, err = oc.Models.Get(ctx, "gpt-4o")
+	require.Equal(t, http.StatusNotFound, apiError(t, err).StatusCode)
+}
+
+func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
+	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 200 * time.Millisecond })
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	// The first attempt is rate limited for 2 s: the stream is committed
+	// and kept alive until the retry answers.
+	q := "[[sim fault=rate_limited retry_after=2s times=1]] Please stream the delivery status of my order in a few words."
+	p := params("u-stream", q)
+	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	var hr *http.Response
+	stream := oc.Chat.Completions.NewStreaming(ctx, p, option.WithResponseInto(&hr))
+	acc := openai.ChatCompletionAccumulator{}
+	chunks := 0
+	var last openai.ChatCompletionChunk
+	for stream.Next() {
+		c := stream.Current()
+		acc.AddChunk(c)
+		chunks++
+		if len(c.Choices) > 0 && c.Choices[0].FinishReason != "" {
+			last = c
+		}
+	}
+	require.NoError(t, stream.Err())
+
+	id := policies.Key("acme", "u-stream", "", msgs(q))
+	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
+	require.Equal(t, "model", hr.Trailer.Get("X-Resilience-Source"), "the source comes as a trailer once known")
+	want := llmsim.Answer("qwen-72b", q)
+	require.Len(t, acc.Choices, 1)
+	require.Equal(t, want, acc.Choices[0].Message.Content)
+	require.Equal(t, "stop", acc.Choices[0].FinishReason)
+	require.Equal(t, "chatcmpl-"+id, acc.ID)
+	require.Greater(t, chunks, 3, "role, several content pieces, final, usage")
+	require.Positive(t, acc.Usage.PromptTokens)
+	require.Equal(t, int64(llmsim.EstimateTokens(want)), acc.Usage.CompletionTokens)
+
+	r := resilience(t, last.RawJSON())
+	require.Equal(t, []string{"rate_limited"}, r.Classes)
+	require.Equal(t, 2, r.AttemptCount)
+	require.Equal(t, "wait retry-after", r.Attempts[0].Decision)
+	require.Equal(t, 2, d.upstream(id).Attempts)
+}
+
+func TestStreamedCallThatFails(t *testing.T) {
+	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 200 * time.Millisecond })
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+
+	// Refused at once: a proper 400 before any event.
+	stream := oc.Chat.Completions.NewStreaming(ctx, params("u-sfail", "[[sim fault=bad_request times=always]] Refuse me."))
+	require.False(t, stream.Next())
+	e := apiError(t, stream.Err())
+	require.Equal(t, http.StatusBadRequest, e.StatusCode)
+	require.Equal(t, "upstream_invalid_request", e.Code)
+
+	// Refused after the stream was committed: an error event, raised by
+	// the client.
+	stream = oc.Chat.Completions.NewStreaming(ctx, params("u-sfail", "[[sim fault=bad_request latency=1500ms times=always]] Refuse me later."))
+	n := 0
+	for stream.Next() {
+		n++
+	}
+	require.Equal(t, 1, n, "only the role chunk came before the error")
+	require.ErrorContains(t, stream.Err(), "The model refused the request as invalid")
+}
+
+// The wire format of a stream that waits: keep-alive comments, then the
+// chunks, then [DONE] (what proxies and every SSE parser see).
+func TestStreamWireFormat(t *testing.T) {
+	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 100 * time.Millisecond })
+	body := `{"model":"auto","stream":true,"user":"u-wire","messages":[{"role":"user","content":"[[sim fault=latency latency=1500ms]] Is it raining?"}]}`
+	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer tok-acme")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
+
+	var events []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if l := sc.Text(); l != "" {
+			events = append(events, l)
+		}
+	}
+	require.NoError(t, sc.Err())
+	require.True(t, strings.HasPrefix(events[0], `data: {"id":"chatcmpl-llm-`), events[0])
+	require.Contains(t, events[0], `"delta":{"role":"assistant","content":""}`)
+	require.Equal(t, ": keep-alive", events[1])
+	require.Equal(t, "data: [DONE]", events[len(events)-1])
+	var sawData bool
+	for _, e := range events[1 : len(events)-1] {
+		switch {
+		case e == ": keep-alive":
+			require.False(t, sawData, "a keep-alive after the answer started")
+		case strings.HasPrefix(e, "data: {"):
+			sawData = true
+		default:
+			t.Fatalf("unexpected line %q", e)
+		}
+	}
+	require.True(t, sawData)
+}
+
+func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	for _, tc := range []struct {
+		name, scenario, q, source, model string
+		classes                          []string
+	}{
+		{"maintenance answered by the FAQ", "class-service_unavailable", "How do I get a refund for my order?",
+			"faq", "durable-llm/faq", []string{"service_unavailable"}},
+		{"queue full answered by the next model", "", "[[sim fault=queue_full model=qwen-72b times=always]] Where is my parcel?",
+			"fallback_model", "qwen-14b", []string{"queue_full"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.scenario != "" {
+				prev := d.sim.Scenario()
+				sc, err := llmsim.BuiltinScenario(tc.scenario)
+				require.NoError(t, err)
+				require.NoError(t, d.sim.SetScenario(sc))
+				defer func() { require.NoError(t, d.sim.SetScenario(prev)) }()
+			}
+			var hr *http.Response
+			resp, err := oc.Chat.Completions.New(ctx, params("u-fb", tc.q), option.WithResponseInto(&hr))
+			require.NoError(t, err)
+			require.Equal(t, tc.source, hr.Header.Get("X-Resilience-Source"))
+			require.Equal(t, "true", hr.Header.Get("X-Resilience-Degraded"))
+			require.Equal(t, tc.model, resp.Model)
+			require.NotEmpty(t, resp.Choices[0].Message.Content)
+			r := resilience(t, resp.RawJSON())
+			require.Equal(t, tc.source, r.Source)
+			require.True(t, r.Degraded)
+			require.Equal(t, tc.classes, r.Classes)
+			require.NotEmpty(t, r.Reason)
+			if tc.source == "faq" {
+				require.NotEmpty(t, r.FAQID)
+				require.Equal(t, 1, d.upstream(r.WorkflowID).Attempts, "maintenance is not retried")
+			}
+		})
+	}
+}
+
+func TestSameIdempotencyKeyMakesOneUpstreamCall(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "order-42-refund"))
+	id := policies.ScopedKey("acme", "order-42-refund")
+	q := "[[sim fault=latency latency=1s]] Can I get a refund for order 42?"
+
+	// Two at once attach to one call; a third after it ended gets the
+	// recorded answer.
+	var wg sync.WaitGroup
+	got := make([]*openai.ChatCompletion, 2)
+	errs := make([]error, 2)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = oc.Chat.Completions.New(ctx, params("u-idem", q))
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+	again, err := oc.Chat.Completions.New(ctx, params("u-idem", q))
+	require.NoError(t, err)
+	for _, c := range []*openai.ChatCompletion{got[1], again} {
+		require.Equal(t, got[0].ID, c.ID)
+		require.Equal(t, got[0].Choices[0].Message.Content, c.Choices[0].Message.Content)
+	}
+	require.Equal(t, "chatcmpl-"+id, got[0].ID)
+	require.Equal(t, 1, d.upstream(id).Attempts, "three requests with one key reached the upstream once")
+}
+
+func TestClientDisconnectDoesNotCancelTheCall(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "leaving-early"))
+	id := policies.ScopedKey("acme", "leaving-early")
+	q := "[[sim fault=latency latency=2s]] Will you still answer when I hang up?"
+
+	_, err := oc.Chat.Completions.New(ctx, params("u-leave", q), option.WithRequestTimeout(300*time.Millisecond))
+	require.Error(t, err, "the client gave up before the answer")
+
+	resp, err := oc.Chat.Completions.New(ctx, params("u-leave", q))
+	require.NoError(t, err)
+	require.Equal(t, llmsim.Answer("qwen-72b", q), resp.Choices[0].Message.Content)
+	require.Equal(t, "model", resilience(t, resp.RawJSON()).Source)
+	require.Equal(t, 1, d.upstream(id).Attempts, "the call went on and was fetched again, not run twice")
+}
+
+func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	q := "What are your opening hours?"
+	ids := map[string]string{}
+	for _, tok := range []string{"tok-acme", "tok-globex"} {
+		var hr *http.Response
+		oc := d.openai(tok, option.WithHeader("Idempotency-Key", "shared-key-1"))
+		_, err := oc.Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&hr))
+		require.NoError(t, err)
+		ids[tok] = hr.Header.Get("X-Workflow-Id")
+	}
+	require.Equal(t, policies.ScopedKey("acme", "shared-key-1"), ids["tok-acme"])
+	require.Equal(t, policies.ScopedKey("globex", "shared-key-1"), ids["tok-globex"])
+	require.NotEqual(t, ids["tok-acme"], ids["tok-globex"])
+	require.Equal(t, 1, d.upstream(ids["tok-acme"]).Attempts)
+	require.Equal(t, 1, d.upstream(ids["tok-globex"]).Attempts, "two workflows, each called upstream once")
+
+	// Without a key the derived keys differ by tenant too.
+	var a, b *http.Response
+	_, err := d.openai("tok-acme").Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&a))
+	require.NoError(t, err)
+	_, err = d.openai("tok-globex").Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&b))
+	require.NoError(t, err)
+	require.NotEqual(t, a.Header.Get("X-Workflow-Id"), b.Header.Get("X-Workflow-Id"))
+
+	// globex cannot read acme's call, whichever ID it tries.
+	var out json.RawMessage
+	for _, id := range []string{ids["tok-acme"], a.Header.Get("X-Workflow-Id")} {
+		err = d.openai("tok-globex").Get(ctx, "calls/"+id, nil, &out)
+		e := apiError(t, err)
+		require.Equal(t, http.StatusNotFound, e.StatusCode)
+		require.Equal(t, "call_not_found", e.Code)
+		require.NotContains(t, e.RawJSON(), "acme")
+	}
+	// Its owner can.
+	var hr *http.Response
+	require.NoError(t, d.openai("tok-acme").Get(ctx, "calls/"+ids["tok-acme"], nil, &out, option.WithResponseInto(&hr)))
+	require.Equal(t, http.StatusOK, hr.StatusCode)
+	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, out))
+	// A workflow not started by the front door is nobody's.
+	run, err := (&llmclient.Client{Temporal: d.c, TaskQueue: d.tq}).Start(ctx, workflows.CallRequest{UserID: "direct", Messages: msgs(q)})
+	require.NoError(t, err)
+	e := apiError(t, d.openai("tok-acme").Get(ctx, "calls/"+run.GetID(), nil, &out))
+	require.Equal(t, http.StatusNotFound, e.StatusCode)
+}
+
+func gjsonContent(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var c openai.ChatCompletion
+	require.NoError(t, json.Unmarshal(raw, &c))
+	require.Len(t, c.Choices, 1)
+	return c.Choices[0].Message.Content
+}
+
+func TestBadTokens(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	for _, tc := range []struct {
+		name string
+		opts []option.RequestOption
+		code string
+	}{
+		{"unknown token", []option.RequestOption{option.WithAPIKey("tok-acme-but-wrong")}, "invalid_api_key"},
+		{"another scheme", []option.RequestOption{option.WithHeader("Authorization", "Basic dG9rLWFjbWU6")}, "missing_api_key"},
+		{"no token", []option.RequestOption{option.WithHeaderDel("Authorization")}, "missing_api_key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oc := d.openai("tok-acme", tc.opts...)
+			_, err := oc.Chat.Completions.New(ctx, params("u-token", "Who am I?"))
+			e := apiError(t, err)
+			require.Equal(t, http.StatusUnauthorized, e.StatusCode)
+			require.Equal(t, tc.code, e.Code)
+			require.Equal(t, "authentication_error", e.Type)
+			require.NotContains(t, e.RawJSON(), "tok-acme")
+			_, err = oc.Models.List(ctx)
+			require.Equal(t, http.StatusUnauthorized, apiError(t, err).StatusCode)
+		})
+	}
+	// No workflow for any tenant.
+	for _, tenant := range []string{"", "acme", "globex"} {
+		d.requireNoWorkflow(policies.Key(tenant, "u-token", "", msgs("Who am I?")))
+	}
+}
+
+func TestBadRequestsStartNothing(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	wantKey := policies.Key("acme", "u-bad", "", msgs("Where is it?"))
+	raw := func(body string) []option.RequestOption {
+		return []option.RequestOption{option.WithRequestBody("application/json", []byte(body))}
+	}
+	for _, tc := range []struct {
+		name   string
+		p      openai.ChatCompletionNewParams
+		opts   []option.RequestOption
+		status int
+		param  string
+		code   string
+		key    string // the workflow ID the request would have had; "" when none can be derived
+	}{
+		{"malformed JSON", params("u-bad", "x"), raw(`{"model":"auto","messages":[{"role":"user","content":"Hi"}`), 400, "", "invalid_json", ""},
+		{"not an object", params("u-bad", "x"), raw(`["Hi"]`), 400, "", "invalid_json", ""},
+		{"content of the wrong type", params("u-bad", "x"), raw(`{"messages":[{"role":"user","content":42}]}`), 400, "messages[0].content", "invalid_value", ""},
+		{"temperature as a string", params("u-bad", "x"), raw(`{"temperature":"hot","messages":[{"role":"user","content":"Hi"}]}`), 400, "temperature", "invalid_value", ""},
+		{"image part", params("u-bad", "x"), raw(`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://x"}}]}]}`), 400, "messages[0].content[0].type", "invalid_value", ""},
+		{"no messages", params("u-bad", "x"), raw(`{"model":"auto"}`), 400, "messages", "invalid_value", ""},
+		{"unknown model", withModel(params("u-bad", "Where is it?"), "gpt-4o"), nil, 400, "model", "model_not_found", wantKey},
+		{"temperature out of range", withTemp(params("u-bad", "Where is it?"), 5), nil, 400, "temperature", "invalid_value", wantKey},
+		{"negative max_completion_tokens", withMaxTokens(params("u-bad", "Where is it?"), -1), nil, 400, "max_completion_tokens", "invalid_value", wantKey},
+		{"last message not from the user", openai.ChatCompletionNewParams{Model: "auto", Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage("Hi"), openai.AssistantMessage("Hello!")}}, nil, 400, "messages[1].role", "invalid_value",
+			policies.Key("acme", "", "", []policies.Message{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello!"}})},
+		{"bad Idempotency-Key", params("u-bad", "Where is it?"), []option.RequestOption{option.WithHeader("Idempotency-Key", "has a space")}, 400, "Idempotency-Key", "invalid_value", wantKey},
+		{"bad deadline", params("u-bad", "Where is it?"), []option.RequestOption{option.WithHeader("X-Deadline-Ms", "10")}, 400, "X-Deadline-Ms", "invalid_value", wantKey},
+		{"n above 1", withN(params("u-bad", "Where is it?"), 3), nil, 400, "n", "invalid_value", wantKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := oc.Chat.Completions.New(ctx, tc.p, tc.opts...)
+			e := apiError(t, err)
+			require.Equal(t, tc.status, e.StatusCode, e.RawJSON())
+			require.Equal(t, "invalid_request_error", e.Type)
+			require.Equal(t, tc.param, e.Param, e.RawJSON())
+			require.Equal(t, tc.code, e.Code)
+			if tc.param != "" {
+				require.Contains(t, e.Message, tc.param, "the message names the field")
+			}
+			if tc.key != "" {
+				d.requireNoWorkflow(tc.key)
+			}
+		})
+	}
+	d.requireNoWorkflowOnQueue()
+}
+
+// requireNoWorkflowOnQueue checks visibility: nothing ran on the test's
+// task queue.
+func (d *door) requireNoWorkflowOnQueue() {
+	d.t.Helper()
+	require.Zero(d.t, d.workflowsOnQueue(), "workflows were started on %s", d.tq)
+}
+
+func (d *door) workflowsOnQueue() int64 {
+	d.t.Helper()
+	n, err := d.c.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: "default", Query: fmt.Sprintf("TaskQueue = %q", d.tq)})
+	require.NoError(d.t, err)
+	return n.GetCount()
+}
+
+func withModel(p openai.ChatCompletionNewParams, m string) openai.ChatCompletionNewParams {
+	p.Model = m
+	return p
+}
+
+func withTemp(p openai.ChatCompletionNewParams, v float64) openai.ChatCompletionNewParams {
+	p.Temperature = openai.Float(v)
+	return p
+}
+
+func withMaxTokens(p openai.ChatCompletionNewParams, v int64) openai.ChatCompletionNewParams {
+	p.MaxCompletionTokens = openai.Int(v)
+	return p
+}
+
+func withN(p openai.ChatCompletionNewParams, n int64) openai.ChatCompletionNewParams {
+	p.N = openai.Int(n)
+	return p
+}
+
+func TestOversizeBodies(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	for _, tc := range []struct {
+		name  string
+		size  int
+		param string
+	}{
+		{"body over the HTTP cap", 3 << 20, ""},
+		{"prompt over the 1 MiB limit", 1<<20 + 1024, "messages"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := strings.Repeat("a", tc.size)
+			_, err := oc.Chat.Completions.New(ctx, params("u-big", q))
+			e := apiError(t, err)
+			require.Equal(t, http.StatusRequestEntityTooLarge, e.StatusCode)
+			require.Equal(t, "request_too_large", e.Code)
+			require.Equal(t, tc.param, e.Param)
+			d.requireNoWorkflow(policies.Key("acme", "u-big", "", msgs(q)))
+		})
+	}
+	d.requireNoWorkflowOnQueue()
+}
+
+func TestUpstreamInvalidRequestIs400(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	var hr *http.Response
+	_, err := d.openai("tok-acme").Chat.Completions.New(ctx,
+		params("u-400", "[[sim fault=bad_request times=always]] Something the model refuses."), option.WithResponseInto(&hr))
+	e := apiError(t, err)
+	require.Equal(t, http.StatusBadRequest, e.StatusCode, e.RawJSON())
+	require.Equal(t, "upstream_invalid_request", e.Code)
+	require.Equal(t, "invalid_request_error", e.Type)
+	require.Contains(t, e.Message, "400", "the upstream's reason")
+	body, err := io.ReadAll(e.Response.Body)
+	require.NoError(t, err)
+	r := resilience(t, string(body))
+	require.Equal(t, frontdoor.StatusFailed, r.Status)
+	require.Equal(t, []string{"invalid_request"}, r.Classes)
+	require.Equal(t, 1, d.upstream(r.WorkflowID).Attempts, "an invalid request is not retried")
+}
+
+func TestAsyncMode(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-globex")
+	q := "[[sim fault=latency latency=2s]] Please answer later: where is my order?"
+	var hr *http.Response
+	accepted, err := oc.Chat.Completions.New(ctx, params("u-async", q),
+		option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, hr.StatusCode)
+	require.Equal(t, "respond-async", hr.Header.Get("Preference-Applied"))
+	id := policies.Key("globex", "u-async", "", msgs(q))
+	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
+	require.Equal(t, "/v1/calls/"+id, hr.Header.Get("Location"))
+	var st frontdoor.CallStatus
+	require.NoError(t, json.Unmarshal([]byte(accepted.RawJSON()), &st))
+	require.Equal(t, frontdoor.CallStatus{ID: id, Object: "chat.completion.call", Status: "running", URL: "/v1/calls/" + id}, st)
+
+	// Poll the URL with the same client: 202 while the upstream is slow,
+	// then 200 with the completion.
+	var codes []int
+	var body json.RawMessage
+	for {
+		var pr *http.Response
+		require.NoError(t, oc.Get(ctx, strings.TrimPrefix(st.URL, "/v1/"), nil, &body, option.WithResponseInto(&pr)))
+		codes = append(codes, pr.StatusCode)
+		if pr.StatusCode == http.StatusOK {
+			break
+		}
+		require.Equal(t, http.StatusAccepted, pr.StatusCode)
+		var running frontdoor.CallStatus
+		require.NoError(t, json.Unmarshal(body, &running))
+		require.Equal(t, "running", running.Status)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusAccepted, codes[0], "the first poll came while the upstream was still slow")
+	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, body))
+	require.Equal(t, "model", resilience(t, string(body)).Source)
+	require.Equal(t, 1, d.upstream(id).Attempts)
+}
+
+func TestTemporalUnreachableIs503(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	c, err := client.NewLazyClient(client.Options{HostPort: addr, Logger: quietLogger{}})
+	require.NoError(t, err)
+	defer c.Close()
+	tenants, err := frontdoor.ParseTokens(tokens)
+	require.NoError(t, err)
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c}, Tenants: tenants,
+		StartTimeout: 2 * time.Second, LookupTimeout: 2 * time.Second, RetryAfter: 3 * time.Second})
+	require.NoError(t, err)
+	ts := httptest.NewServer(h)
+	defer ts.Close()
+	oc := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey("tok-acme"), option.WithMaxRetries(0))
+	ctx := ctxT(t)
+
+	_, err = oc.Chat.Completions.New(ctx, params("u-down", "Anyone there?"))
+	e := apiError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, e.StatusCode, e.RawJSON())
+	require.Equal(t, "3", e.Response.Header.Get("Retry-After"))
+	require.Equal(t, "temporal_unavailable", e.Code)
+
+	var out json.RawMessage
+	e = apiError(t, oc.Get(ctx, "calls/"+policies.Key("acme", "u-down", "", nil), nil, &out))
+	require.Equal(t, http.StatusServiceUnavailable, e.StatusCode)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}

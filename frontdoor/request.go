@@ -1,0 +1,262 @@
+package frontdoor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// chatRequest is what the front door takes from an OpenAI chat-completions
+// body. Fields it does not know are ignored, as OpenAI clients send many.
+type chatRequest struct {
+	Model        string
+	Messages     []policies.Message
+	MaxTokens    int
+	maxTokensBy  string // the JSON field max_tokens came from
+	Temperature  *float64
+	User         string
+	Stream       bool
+	IncludeUsage bool
+}
+
+// fieldError is a problem with one field of the request body.
+type fieldError struct {
+	field, problem string
+}
+
+func (e *fieldError) Error() string {
+	if e.field == "" {
+		return e.problem
+	}
+	return e.field + ": " + e.problem
+}
+
+// decodeChatRequest decodes an OpenAI chat-completions body, naming the
+// field of every problem (messages[1].content, temperature, …).
+func decodeChatRequest(body []byte) (chatRequest, *fieldError) {
+	var req chatRequest
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case len(bytes.TrimSpace(body)) == 0:
+			return req, &fieldError{problem: "the request body is empty (want a JSON object)"}
+		case errors.As(err, &syn):
+			return req, &fieldError{problem: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, err)}
+		case errors.As(err, &typ):
+			return req, &fieldError{problem: fmt.Sprintf("the request body is a JSON %s, want an object", typ.Value)}
+		}
+		return req, &fieldError{problem: "malformed JSON: " + err.Error()}
+	}
+	if top == nil {
+		return req, &fieldError{problem: "the request body is null, want a JSON object"}
+	}
+
+	if err := decodeString(top, "model", &req.Model); err != nil {
+		return req, err
+	}
+	if err := decodeString(top, "user", &req.User); err != nil {
+		return req, err
+	}
+	var stream *bool
+	if err := decodeField(top, "stream", &stream, "a boolean"); err != nil {
+		return req, err
+	}
+	req.Stream = stream != nil && *stream
+	var so *struct {
+		IncludeUsage *bool `json:"include_usage"`
+	}
+	if err := decodeField(top, "stream_options", &so, "an object"); err != nil {
+		return req, err
+	}
+	if so != nil && so.IncludeUsage != nil {
+		req.IncludeUsage = *so.IncludeUsage
+	}
+	if err := decodeField(top, "temperature", &req.Temperature, "a number"); err != nil {
+		return req, err
+	}
+	var n *int
+	if err := decodeField(top, "n", &n, "an integer"); err != nil {
+		return req, err
+	}
+	if n != nil && *n != 1 {
+		return req, &fieldError{"n", fmt.Sprintf("%d choices asked; the front door answers exactly 1", *n)}
+	}
+	for _, name := range []string{"max_completion_tokens", "max_tokens"} {
+		var v *int
+		if err := decodeField(top, name, &v, "an integer"); err != nil {
+			return req, err
+		}
+		if v != nil && req.maxTokensBy == "" {
+			req.MaxTokens, req.maxTokensBy = *v, name
+		}
+	}
+
+	raw, ok := top["messages"]
+	if !ok || isNull(raw) {
+		return req, &fieldError{"messages", "missing (want an array of messages, the last from the user)"}
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(raw, &msgs); err != nil {
+		return req, &fieldError{"messages", "want an array of messages"}
+	}
+	for i, m := range msgs {
+		msg, err := decodeMessage(m, fmt.Sprintf("messages[%d]", i))
+		if err != nil {
+			return req, err
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	return req, nil
+}
+
+// decodeMessage decodes one chat message; content is a string, null, or an
+// array of text parts (joined with newlines).
+func decodeMessage(raw json.RawMessage, at string) (policies.Message, *fieldError) {
+	var m policies.Message
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return m, &fieldError{at, "want a message object"}
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{{"role", &m.Role}, {"name", &m.Name}, {"tool_call_id", &m.ToolCallID}} {
+		if err := decodeString(obj, f.name, f.dst); err != nil {
+			err.field = at + "." + err.field
+			return m, err
+		}
+	}
+	content, err := decodeContent(obj["content"], at+".content")
+	if err != nil {
+		return m, err
+	}
+	m.Content = content
+	if tc, ok := obj["tool_calls"]; ok && !isNull(tc) {
+		var calls []struct {
+			ID       string `json:"id"`
+			Type     string `json:"type"`
+			Function *struct {
+				Name      string `json:"name"`
+				Arguments string `json:"arguments"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(tc, &calls); err != nil {
+			return m, &fieldError{at + ".tool_calls", "want an array of {id, type, function: {name, arguments}} with string values"}
+		}
+		for j, c := range calls {
+			if c.Function == nil {
+				return m, &fieldError{fmt.Sprintf("%s.tool_calls[%d].function", at, j), "missing"}
+			}
+			typ := c.Type
+			if typ == "" {
+				typ = "function"
+			}
+			m.ToolCalls = append(m.ToolCalls, policies.ToolCall{ID: c.ID, Type: typ,
+				Function: policies.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
+		}
+	}
+	return m, nil
+}
+
+// decodeContent accepts "text", null, or [{"type":"text","text":"…"}, …].
+func decodeContent(raw json.RawMessage, at string) (string, *fieldError) {
+	if raw == nil || isNull(raw) {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", &fieldError{at, "want a string or an array of text parts"}
+	}
+	texts := make([]string, 0, len(parts))
+	for j, p := range parts {
+		pat := fmt.Sprintf("%s[%d]", at, j)
+		var typ, text string
+		if err := decodeString(p, "type", &typ); err != nil {
+			err.field = pat + "." + err.field
+			return "", err
+		}
+		if typ != "text" {
+			return "", &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want \"text\")", typ)}
+		}
+		if err := decodeString(p, "text", &text); err != nil {
+			err.field = pat + "." + err.field
+			return "", err
+		}
+		texts = append(texts, text)
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// decodeString decodes an optional string field (null: empty).
+func decodeString(obj map[string]json.RawMessage, name string, dst *string) *fieldError {
+	var p *string
+	if err := decodeField(obj, name, &p, "a string"); err != nil {
+		return err
+	}
+	if p != nil {
+		*dst = *p
+	}
+	return nil
+}
+
+// decodeField decodes obj[name] into dst when present; want describes the
+// expected JSON type for the error.
+func decodeField(obj map[string]json.RawMessage, name string, dst any, want string) *fieldError {
+	raw, ok := obj[name]
+	if !ok {
+		return nil
+	}
+	if err := json.Unmarshal(raw, dst); err != nil {
+		got := "a JSON " + jsonKind(raw)
+		return &fieldError{name, fmt.Sprintf("want %s, got %s", want, got)}
+	}
+	return nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// jsonKind names the JSON type of a raw value.
+func jsonKind(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '"':
+		return "string"
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "boolean"
+	case 'n':
+		return "null"
+	}
+	if len(t) > 24 {
+		t = append(t[:24:24], "…"...)
+	}
+	return "number " + string(t)
+}
+
+// promptBytes counts the prompt as policies.ValidateRequest does.
+func promptBytes(msgs []policies.Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	return n
+}
