@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"time"
+	"unicode"
 
 	prom "github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,6 +33,18 @@ type Metrics struct {
 	Addr string
 }
 
+// sanitize keeps metric names and label names within Prometheus' rules (as
+// the SDK's PrometheusSanitizeOptions do) but leaves label values alone:
+// Prometheus allows any UTF-8 there, and an operator filters on the task
+// queue "llm-calls" or the model "qwen-72b" as spelled everywhere else, not
+// on "llm_calls".
+var sanitize = tally.SanitizeOptions{
+	NameCharacters:       sdktally.PrometheusSanitizeOptions.NameCharacters,
+	KeyCharacters:        sdktally.PrometheusSanitizeOptions.KeyCharacters,
+	ValueCharacters:      tally.ValidCharacters{Ranges: []tally.SanitizeRange{{0, unicode.MaxRune}}},
+	ReplacementCharacter: tally.DefaultReplacementCharacter,
+}
+
 // NewMetrics builds the registry and the SDK handler without serving it.
 func NewMetrics(logger *zap.Logger) (*Metrics, error) {
 	reg := prom.NewRegistry()
@@ -47,7 +60,7 @@ func NewMetrics(logger *zap.Logger) (*Metrics, error) {
 	scope, closer := tally.NewRootScope(tally.ScopeOptions{
 		CachedReporter:  reporter,
 		Separator:       tallyprom.DefaultSeparator,
-		SanitizeOptions: &sdktally.PrometheusSanitizeOptions,
+		SanitizeOptions: &sanitize,
 	}, time.Second)
 	m := &Metrics{
 		registry: reg,
@@ -93,6 +106,16 @@ func (m *Metrics) Handler() client.MetricsHandler { return sdktally.NewMetricsHa
 // Activities is the activities' metrics recorder.
 func (m *Metrics) Activities() activities.Metrics { return m.acts }
 
+// Init publishes the state a fresh worker starts in, so dashboards and
+// alerts see every series from the first scrape: each model's breaker
+// closed (0) and the whole retry budget of an empty window.
+func (m *Metrics) Init(cfg *policies.Config) {
+	for _, model := range cfg.Models {
+		m.acts.BreakerState(model.Name, policies.BreakerClosed)
+	}
+	m.acts.Budget(policies.NewRetryBudget(cfg.Budget).Remaining(time.Now()))
+}
+
 // Close stops the endpoint and flushes the SDK scope.
 func (m *Metrics) Close() {
 	if m.server != nil {
@@ -107,7 +130,7 @@ type promActivityMetrics struct {
 	attempts  *prom.CounterVec
 	latency   *prom.HistogramVec
 	refusals  prom.Counter
-	remaining prom.Gauge
+	remaining *prom.GaugeVec // no labels: absent until known, never a false 0
 	breaker   *prom.GaugeVec
 }
 
@@ -126,10 +149,10 @@ func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
 			Name: "llm_retry_budget_refusals_total",
 			Help: "Retries the per-process retry budget refused.",
 		}),
-		remaining: prom.NewGauge(prom.GaugeOpts{
+		remaining: prom.NewGaugeVec(prom.GaugeOpts{
 			Name: "llm_retry_budget_remaining",
-			Help: "Retries the budget still allows in the current window.",
-		}),
+			Help: "Retries the per-process retry budget still allows in its sliding window, as of the last retry decision.",
+		}, nil),
 		breaker: prom.NewGaugeVec(prom.GaugeOpts{
 			Name: "llm_breaker_state",
 			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open.",
@@ -151,8 +174,10 @@ func (m *promActivityMetrics) Attempt(model, class string, d time.Duration) {
 	m.latency.WithLabelValues(model, outcome).Observe(d.Seconds())
 }
 
-func (m *promActivityMetrics) BudgetRefused()       { m.refusals.Inc() }
-func (m *promActivityMetrics) Budget(remaining int) { m.remaining.Set(float64(remaining)) }
+func (m *promActivityMetrics) BudgetRefused() { m.refusals.Inc() }
+func (m *promActivityMetrics) Budget(remaining int) {
+	m.remaining.WithLabelValues().Set(float64(remaining))
+}
 
 func (m *promActivityMetrics) BreakerState(model string, s policies.BreakerState) {
 	v := 0.0

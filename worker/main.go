@@ -96,6 +96,7 @@ func run(args []string) error {
 		return err
 	}
 	defer metrics.Close()
+	metrics.Init(cfg)
 	opts.MetricsHandler = metrics.Handler()
 
 	c, err := client.Dial(opts)
