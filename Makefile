@@ -44,6 +44,10 @@ lint:
 screenshot: $(TEMPORAL)
 	$(GO) test -count=1 -run TestWebUI ./internal/uicheck -update
 
+## histories: re-record the golden histories the replay tests replay (real runs on a dev server)
+histories: $(TEMPORAL)
+	$(GO) run ./internal/histories/cmd/record-histories -out workflows/testdata/histories $(if $(ONLY),-only $(ONLY))
+
 ## bench: storm, overhead and memory benchmarks (prints tables, writes charts)
 bench: $(TEMPORAL)
 	$(GO) run ./bench/cmd/bench

@@ -1,0 +1,361 @@
+package histories
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// path is one way through LLMCall and how to make a real run take it.
+type path struct {
+	// name names the file (<name>.json) and the workflow ID
+	// (history-<name>).
+	name string
+	// doc says what the history shows.
+	doc string
+	// policy changes the default policy of the path's workers.
+	policy func(*policies.Config)
+	// scenario, when set, is the shipped llmsim scenario to run.
+	scenario string
+	// request is the recorded call; see ask.
+	request workflows.CallRequest
+	// prepare runs calls before the recorded one (open a breaker, spend
+	// the budget) on the same worker.
+	prepare func(ctx context.Context, e *env) error
+	// drive runs the recorded call and returns its result; default e.call
+	// (start, wait). It may cancel the call or kill its worker.
+	drive func(ctx context.Context, e *env, req workflows.CallRequest) (workflows.CallResult, error)
+	// childWorker: the recorded call starts on a worker in a separate
+	// process (drive kills it); the in-process worker starts later.
+	childWorker bool
+	// want is what the run must show before its history is saved.
+	want want
+}
+
+// want is the path a run must have taken.
+type want struct {
+	// decisions are "model:class:decision" per attempt (class "ok" for
+	// the answer).
+	decisions []string
+	// source of the answer; "" for a call that fails.
+	source workflows.Source
+	// fails is the ApplicationError type a failed call ends with, or
+	// "canceled".
+	fails string
+	// check looks at what else the path must show.
+	check func(res workflows.CallResult) error
+	// stickyTimeout allows workflow tasks that timed out on the sticky
+	// queue of a worker that died (schedule-to-start).
+	stickyTimeout bool
+}
+
+// The outcomes in want.fails beyond failure classes.
+const failsCanceled = "canceled"
+
+// system is the system prompt of every recorded call.
+const system = "You are a support agent."
+
+// ask is the recorded request of a path: a system prompt and one short
+// question, in the customer_service scenario, with the idempotency key
+// history-<name> (the workflow ID).
+func ask(name, question string) workflows.CallRequest {
+	return workflows.CallRequest{
+		UserID: "u-history", SessionID: "s-history", Scenario: "customer_service",
+		IdempotencyKey: "history-" + name,
+		Messages: []policies.Message{
+			{Role: policies.RoleSystem, Content: system},
+			{Role: policies.RoleUser, Content: question},
+		},
+	}
+}
+
+func inScenario(req workflows.CallRequest, scenario string) workflows.CallRequest {
+	req.Scenario = scenario
+	return req
+}
+
+// Questions: faqQuestion matches the example FAQ, unrelated matches no FAQ
+// entry and no rule.
+const (
+	plainQuestion = "Where is my order?"
+	faqQuestion   = "How do I get a refund for my order?"
+	unrelated     = "Explain the difference between a heap and a stack."
+)
+
+// paths returns every recorded path, in recording order.
+func paths() []path {
+	return []path{
+		{
+			name: "success", doc: "the first model answers at once",
+			request: ask("success", plainQuestion),
+			want:    want{decisions: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel},
+		},
+		{
+			name: "class-connect", doc: "connection refused: resent inside the activity, then the next model",
+			// A reset after the request was sent is a server_error; a
+			// refused dial is a connect failure.
+			policy: func(c *policies.Config) {
+				c.Models[0].BaseURL = refusingURL()
+			},
+			request: ask("class-connect", plainQuestion),
+			want: want{decisions: []string{"qwen-72b:connect:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "class-read_timeout", doc: "no response headers within the header timeout: the next model",
+			policy: func(c *policies.Config) {
+				c.HTTP.HeaderTimeout = policies.Duration(time.Second)
+			},
+			request: ask("class-read_timeout", "[[sim fault=hang model=qwen-72b times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "class-timeout", doc: "504: prune, full-jitter backoff, retry the same model",
+			request: ask("class-timeout", "[[sim fault=gateway_timeout times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:timeout:prune+retry", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel},
+		},
+		{
+			name: "class-queue_full", doc: "queue full: wait 200 ms, then the next model",
+			request: ask("class-queue_full", "[[sim fault=queue_full model=qwen-72b times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel, check: delays(200)},
+		},
+		{
+			name: "class-rate_limited", doc: "429: wait Retry-After exactly, retry the same model",
+			request: ask("class-rate_limited", "[[sim fault=rate_limited retry_after=1s times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel, check: delays(1000)},
+		},
+		{
+			name: "class-context_length_exceeded", doc: "context too long: keep the last rounds, resend at once",
+			request: contextRequest(),
+			want: want{decisions: []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel, check: func(res workflows.CallResult) error {
+					if a, b := res.Attempts[0].Messages, res.Attempts[1].Messages; b >= a {
+						return fmt.Errorf("the resend sent %d messages, the first attempt %d: nothing was pruned", b, a)
+					}
+					return delays(0)(res)
+				}},
+		},
+		{
+			name: "class-output_truncated", doc: "finish_reason length: more max_tokens, lower temperature, retry after 500 ms",
+			request: ask("class-output_truncated", "[[sim fault=length times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel, check: delays(500)},
+		},
+		{
+			name: "class-service_unavailable", doc: "maintenance 503: no retry, the FAQ answers",
+			// A shipped scenario, not a directive: directive text in the
+			// question would spoil the FAQ match.
+			scenario: "class-service_unavailable",
+			request:  ask("class-service_unavailable", faqQuestion),
+			want: want{decisions: []string{"qwen-72b:service_unavailable:fallback"}, source: workflows.SourceFAQ,
+				check: faqAnswered},
+		},
+		{
+			name: "class-server_error", doc: "500: full-jitter backoff, retry the same model",
+			request: ask("class-server_error", "[[sim fault=server_error times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:server_error:retry", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel},
+		},
+		{
+			name: "class-body_error", doc: "HTTP 200 with an error body: full-jitter backoff, retry",
+			request: ask("class-body_error", "[[sim fault=error_body times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:body_error:retry", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel},
+		},
+		{
+			name: "class-invalid_request", doc: "upstream 400: no retry, the call fails with a clear error",
+			request: ask("class-invalid_request", "[[sim fault=bad_request times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:invalid_request:fail"},
+				fails: string(policies.ClassInvalidRequest)},
+		},
+		{
+			name: "class-auth", doc: "401: trip the model's breaker, the next model answers",
+			request: ask("class-auth", "[[sim fault=invalid_api_key model=qwen-72b times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "class-model_not_found", doc: "404 model_not_found: the next model",
+			request: ask("class-model_not_found", "[[sim fault=model_not_found model=qwen-72b times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "class-content_filter", doc: "finish_reason content_filter: no retry, the FAQ answers",
+			scenario: "class-content_filter",
+			request:  ask("class-content_filter", faqQuestion),
+			want: want{decisions: []string{"qwen-72b:content_filter:fallback"}, source: workflows.SourceFAQ,
+				check: faqAnswered},
+		},
+		{
+			name: "class-worker_lost", doc: "the worker process is killed mid-attempt: the attempt is resent",
+			policy: func(c *policies.Config) {
+				c.Call.HeartbeatTimeout = policies.Duration(2 * time.Second)
+			},
+			request:     ask("class-worker_lost", "[[sim fault=latency latency=30s times=1]] "+plainQuestion),
+			childWorker: true,
+			drive:       killWorkerMidAttempt,
+			want: want{decisions: []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel, stickyTimeout: true, check: func(res workflows.CallResult) error {
+					if res.Attempts[1].RetriedFrom != "1 (worker_lost)" {
+						return fmt.Errorf("the resend says retried_from %q, want %q", res.Attempts[1].RetriedFrom, "1 (worker_lost)")
+					}
+					return nil
+				}},
+		},
+		{
+			name: "model-switch", doc: "500 twice on the first model: retry, then the next model answers",
+			request: ask("model-switch", "[[sim fault=server_error model=qwen-72b times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:server_error:retry", "qwen-72b:server_error:switch_model",
+				"qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "breaker-open", doc: "the first model's breaker is open (earlier calls failed): skipped, no upstream call",
+			prepare: openBreaker,
+			request: ask("breaker-open", plainQuestion),
+			want: want{decisions: []string{"qwen-72b:breaker_open:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "budget-exhausted", doc: "the retry budget is spent: no retry, the next model at once",
+			policy: func(c *policies.Config) {
+				c.Budget.Floor, c.Budget.Ratio = 1, 0.0001
+			},
+			prepare: spendBudget,
+			request: ask("budget-exhausted", "[[sim fault=error_body times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel, check: func(res workflows.CallResult) error {
+					if !strings.Contains(res.Attempts[0].Reason, "retry budget exhausted") {
+						return fmt.Errorf("reason %q does not say the budget refused the retry", res.Attempts[0].Reason)
+					}
+					return delays(0)(res)
+				}},
+		},
+		{
+			name: "fallback-faq", doc: "every attempt fails: attempts cap, then the FAQ answers",
+			// Every qwen-72b answer is an error body, no choices or
+			// malformed JSON.
+			scenario: "class-body_error",
+			request:  ask("fallback-faq", faqQuestion),
+			want: want{decisions: []string{"qwen-72b:body_error:retry", "qwen-72b:body_error:retry",
+				"qwen-72b:body_error:retry", "qwen-72b:body_error:fallback"}, source: workflows.SourceFAQ,
+				check: faqAnswered},
+		},
+		{
+			name: "fallback-rule", doc: "a no_retry business rule: the failed attempt is not retried, the rule card answers",
+			policy: func(c *policies.Config) {
+				c.Rules = append(c.Rules, policies.Rule{
+					ID: "homework-no-retry", Scenario: "education", Keywords: []string{"homework"},
+					Action: policies.RuleNoRetry, Message: "Let's take it one step at a time.",
+				})
+			},
+			request: inScenario(ask("fallback-rule", "[[sim fault=server_error times=always]] Can you check my homework?"), "education"),
+			want: want{decisions: []string{"qwen-72b:server_error:fallback"}, source: workflows.SourceRule,
+				check: func(res workflows.CallResult) error {
+					if res.RuleID != "homework-no-retry" {
+						return fmt.Errorf("rule %q answered, want homework-no-retry", res.RuleID)
+					}
+					return nil
+				}},
+		},
+		{
+			name: "fallback-placeholder", doc: "no model exists upstream: the ladder is exhausted, nothing matches, the placeholder answers",
+			request: ask("fallback-placeholder", "[[sim fault=model_not_found times=always]] "+unrelated),
+			want: want{decisions: []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:model_not_found:switch_model",
+				"llama-8b:model_not_found:fallback"}, source: workflows.SourcePlaceholder},
+		},
+		{
+			name: "handoff", doc: "medical + chest pain: hand-off to a human, no model call",
+			request: inScenario(ask("handoff", "I have chest pain."), "medical"),
+			want: want{source: workflows.SourceHandoff, check: func(res workflows.CallResult) error {
+				if res.RuleID != "medical-urgent" {
+					return fmt.Errorf("rule %q, want medical-urgent", res.RuleID)
+				}
+				return nil
+			}},
+		},
+		{
+			name: "safe-message", doc: "finance + password: the safe message and a risk flag, no model call",
+			request: inScenario(ask("safe-message", "What is my password?"), "finance"),
+			want: want{source: workflows.SourceRule, check: func(res workflows.CallResult) error {
+				if res.Flag != "risk_review" {
+					return fmt.Errorf("flag %q, want risk_review", res.Flag)
+				}
+				return nil
+			}},
+		},
+		{
+			name: "invalid-request", doc: "a message with an unknown role: refused by validation, no model call",
+			request: func() workflows.CallRequest {
+				r := ask("invalid-request", plainQuestion)
+				r.Messages = append(r.Messages[:1], policies.Message{Role: "robot", Content: "beep"}, r.Messages[1])
+				return r
+			}(),
+			want: want{fails: string(policies.ClassInvalidRequest)},
+		},
+		{
+			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
+			request: ask("cancellation", "[[sim fault=rate_limited retry_after=30s times=1]] "+plainQuestion),
+			drive:   cancelDuringBackoff,
+			want:    want{decisions: []string{"qwen-72b:rate_limited:wait retry-after"}, fails: failsCanceled},
+		},
+	}
+}
+
+// refusingURL is the base URL of a local port nobody listens on: a dial
+// there is refused.
+func refusingURL() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "http://127.0.0.1:1/v1"
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return "http://" + addr + "/v1"
+}
+
+// contextRequest has five short rounds before the question, so keeping the
+// last three rounds visibly prunes it.
+func contextRequest() workflows.CallRequest {
+	r := ask("class-context_length_exceeded", "")
+	r.Messages = r.Messages[:1]
+	for i := 1; i <= 5; i++ {
+		r.Messages = append(r.Messages,
+			policies.Message{Role: policies.RoleUser, Content: fmt.Sprintf("Order %d: where is it?", i)},
+			policies.Message{Role: policies.RoleAssistant, Content: fmt.Sprintf("Order %d ships today.", i)})
+	}
+	r.Messages = append(r.Messages, policies.Message{Role: policies.RoleUser,
+		Content: "[[sim fault=context_length_exceeded times=1]] And the last one?"})
+	return r
+}
+
+// delays checks the delays the attempts before the last one waited.
+func delays(ms ...int64) func(workflows.CallResult) error {
+	return func(res workflows.CallResult) error {
+		for i, d := range ms {
+			if i >= len(res.Attempts) {
+				break
+			}
+			if got := res.Attempts[i].DelayMS; got != d {
+				return fmt.Errorf("attempt %d waited %d ms, want %d ms", i+1, got, d)
+			}
+		}
+		return nil
+	}
+}
+
+func faqAnswered(res workflows.CallResult) error {
+	if res.FAQID == "" || !res.Degraded {
+		return fmt.Errorf("the FAQ answer has no entry id or is not marked degraded: %+v", res)
+	}
+	return nil
+}
