@@ -245,18 +245,16 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			n++
 		}
 		if step.Delay > 0 {
-			what := "backoff"
+			wait := policies.FormatDuration(step.Delay)
+			summary := fmt.Sprintf("backoff %s after %s", wait, class)
 			switch {
 			case step.Decision == "wait retry-after":
-				what = "Retry-After"
+				summary = fmt.Sprintf("Retry-After %s after %s", wait, class)
 			case step.Kind == policies.StepSwitch:
-				what = "wait before " + step.Model
+				summary = fmt.Sprintf("wait %s after %s, then %s", wait, class, step.Model)
 			}
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", policies.FormatDuration(step.Delay), step.Reason))
-			tctx := ctx
-			err := workflow.NewTimerWithOptions(tctx, step.Delay, workflow.TimerOptions{
-				Summary: fmt.Sprintf("%s %s after %s", what, policies.FormatDuration(step.Delay), class),
-			}).Get(ctx, nil)
+			workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", wait, step.Reason))
+			err := workflow.NewTimerWithOptions(ctx, step.Delay, workflow.TimerOptions{Summary: summary}).Get(ctx, nil)
 			if err != nil {
 				return "", err
 			}

@@ -145,7 +145,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 		case "retry":
 			waits = append(waits, fmt.Sprintf("backoff %s after %s", d, a.Class))
 		case "switch_model":
-			waits = append(waits, fmt.Sprintf("wait before %s %s after %s", res.Attempts[i+1].Model, d, a.Class))
+			waits = append(waits, fmt.Sprintf("wait %s after %s, then %s", d, a.Class, res.Attempts[i+1].Model))
 		}
 	}
 	require.Len(t, waits, 2, "the call should have waited twice: a backoff and a wait before switching")
