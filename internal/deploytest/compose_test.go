@@ -1,0 +1,135 @@
+package deploytest_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+const composeFile = "../../docker-compose.yml"
+
+// load reads docker-compose.yml with every profile active, as
+// `docker compose --profile '*' config` does, with an empty environment
+// (only the file's own defaults).
+func load(t *testing.T) *types.Project {
+	t.Helper()
+	o, err := cli.NewProjectOptions([]string{composeFile},
+		cli.WithWorkingDirectory("../.."), cli.WithEnv(nil), cli.WithProfiles([]string{"*"}))
+	require.NoError(t, err)
+	p, err := o.LoadProject(context.Background())
+	require.NoError(t, err, "docker-compose.yml does not load")
+	return p
+}
+
+func TestComposeFileLoads(t *testing.T) {
+	p := load(t)
+	require.Equal(t, "durable-llm", p.Name)
+	for _, name := range []string{"postgresql", "temporal-schema", "temporal", "temporal-setup", "ui", "llmsim", "worker", "starter", "codec-server"} {
+		_, err := p.GetService(name)
+		require.NoError(t, err, "service %s", name)
+	}
+	for name, s := range p.Services {
+		if s.Build == nil {
+			require.NotEmpty(t, s.Image, name)
+			require.Regexp(t, `:[0-9][0-9.]*$`, s.Image, "service %s: official images are pinned to a version", name)
+		}
+	}
+}
+
+// TestDockerComposeConfig runs the real `docker compose config -q` (or
+// docker-compose) when it is installed; it needs no Docker engine.
+func TestDockerComposeConfig(t *testing.T) {
+	var cmd *exec.Cmd
+	switch {
+	case exec.Command("docker", "compose", "version").Run() == nil:
+		cmd = exec.Command("docker", "compose", "-f", composeFile, "--profile", "*", "config", "-q")
+	case composeV2("docker-compose"):
+		cmd = exec.Command("docker-compose", "-f", composeFile, "--profile", "*", "config", "-q")
+	default:
+		t.Skip("docker compose (v2) is not installed: docker-compose.yml was checked with the compose-spec loader only (TestComposeFileLoads)")
+	}
+	cmd.Env = append(os.Environ(), "COMPOSE_PROJECT_NAME=durable-llm")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s: %s", strings.Join(cmd.Args, " "), out)
+}
+
+// composeV2 tells whether bin is Compose v2 or later (v1, end of life,
+// lacks the top-level name and other parts of the compose spec).
+func composeV2(bin string) bool {
+	out, err := exec.Command(bin, "version", "--short").Output()
+	if err != nil {
+		return false
+	}
+	major, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= 2
+}
+
+func TestWorkerScales(t *testing.T) {
+	w, err := load(t).GetService("worker")
+	require.NoError(t, err)
+	require.Empty(t, w.ContainerName, "a fixed container_name breaks --scale worker=N")
+	for _, port := range w.Ports {
+		require.Empty(t, port.Published, "a host port breaks --scale worker=N")
+	}
+	dep, ok := w.DependsOn["temporal-setup"]
+	require.True(t, ok, "the worker waits for the search attributes")
+	require.Equal(t, types.ServiceConditionCompletedSuccessfully, dep.Condition)
+	require.Equal(t, types.ServiceConditionHealthy, w.DependsOn["llmsim"].Condition)
+	require.NotNil(t, w.HealthCheck)
+	for _, env := range []string{"TEMPORAL_ADDRESS", "LLM_BASE_URL", "LLM_API_KEY", "LLM_PAYLOAD_KEYS", "METRICS_ADDR"} {
+		_, ok := w.Environment[env]
+		require.True(t, ok, "worker environment lacks %s", env)
+	}
+}
+
+// TestSetupCreatesEverySearchAttribute keeps the one-shot service in step
+// with the attributes the workflow sets.
+func TestSetupCreatesEverySearchAttribute(t *testing.T) {
+	s, err := load(t).GetService("temporal-setup")
+	require.NoError(t, err)
+	script := strings.Join(s.Command, " ")
+	script = regexp.MustCompile(`\\\s*\n\s*`).ReplaceAllString(script, " ")
+	for name, typ := range workflows.SearchAttributes {
+		require.Regexp(t, `--name `+name+` --type `+typ+`\b`, script, "temporal-setup does not create %s (%s)", name, typ)
+	}
+	require.Equal(t, len(workflows.SearchAttributes), strings.Count(script, "--name "), "temporal-setup creates attributes the workflow does not set")
+	require.Contains(t, s.Image, "temporalio/admin-tools:")
+	require.Equal(t, types.ServiceConditionHealthy, s.DependsOn["temporal"].Condition)
+}
+
+func TestBuildTargetsExistInTheDockerfile(t *testing.T) {
+	df, err := os.ReadFile("../../Dockerfile")
+	require.NoError(t, err)
+	stages := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?mi)^FROM\s+\S+\s+AS\s+(\S+)`).FindAllStringSubmatch(string(df), -1) {
+		stages[m[1]] = true
+	}
+	built := 0
+	for name, s := range load(t).Services {
+		if s.Build == nil {
+			continue
+		}
+		built++
+		require.Equal(t, "Dockerfile", filepath.Base(s.Build.Dockerfile), name)
+		require.True(t, stages[s.Build.Target], "service %s builds target %q, which the Dockerfile lacks", name, s.Build.Target)
+	}
+	require.Equal(t, 4, built, "llmsim, worker, starter and codec-server are built here")
+	// The build compiles every command the images run.
+	for _, pkg := range []string{"./worker", "./starter", "./llmsim/cmd/llmsim"} {
+		require.Contains(t, string(df), pkg)
+		_, err := os.Stat(filepath.Join("../..", pkg))
+		require.NoError(t, err)
+	}
+}
