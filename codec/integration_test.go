@@ -21,12 +21,14 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/replay"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -211,6 +213,19 @@ func TestIntegrationEncryptedHistoryIsUnreadableWithoutTheKey(t *testing.T) {
 	var again workflows.CallResult
 	require.NoError(t, json.Unmarshal(shown, &again))
 	require.Equal(t, res, again)
+
+	// Replay (the pre-deploy check) needs the keys too; after a rotation
+	// the old key still replays what it wrote.
+	hist := &historypb.History{Events: events}
+	var ropts worker.WorkflowReplayerOptions
+	_, err = codec.ConfigureReplayer(&ropts, env(map[string]string{codec.EnvKeys: strings.TrimPrefix(rotated, codec.EnvKeys+"=")}))
+	require.NoError(t, err)
+	withKeys, err := replay.New(replay.Options{Replayer: ropts})
+	require.NoError(t, err)
+	require.NoError(t, withKeys.History(hist, id, "", ""))
+	withoutKeys, err := replay.New(replay.Options{})
+	require.NoError(t, err)
+	require.Error(t, withoutKeys.History(hist, id, "", ""), "an encrypted history replayed without the keys")
 
 	// The codec server (as the Web UI calls it) decrypts payloads fetched
 	// from history over HTTP: the workflow input and its summary.
