@@ -10,7 +10,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.temporal.io/sdk/converter"
 
 	"github.com/durable-llm/durable-llm/policies"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -104,8 +103,8 @@ func (h *Handler) owner(ctx context.Context, id string) (string, error) {
 		return "", errNoCall
 	}
 	var req workflows.CallRequest
-	if err := converter.GetDefaultDataConverter().FromPayloads(started.GetInput(), &req); err != nil {
-		return "", errNoCall
+	if err := h.o.DataConverter.FromPayloads(started.GetInput(), &req); err != nil {
+		return "", fmt.Errorf("decode the input of call %s (does the front door have the workers' payload keys?): %w", id, err)
 	}
 	if req.Tenant == "" {
 		return "", errNoCall // not started through the front door

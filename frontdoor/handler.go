@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -72,6 +73,11 @@ type Options struct {
 	// of a prompt (\u-escaped CJK text), and a prompt over the limit is
 	// still refused with 413 after decoding.
 	MaxBodyBytes int64
+	// DataConverter is the data converter of Client's Temporal client (for
+	// example the codec package's, when payloads are encrypted): it decodes
+	// a call's input to check its tenant. Default
+	// converter.GetDefaultDataConverter().
+	DataConverter converter.DataConverter
 	// Logger receives one line per request (tenant, workflow ID, status;
 	// never tokens or prompts). Default: no logging.
 	Logger *zap.Logger
@@ -123,6 +129,9 @@ func New(o Options) (*Handler, error) {
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 2*int64(promptLimit(o.Config)) + 64<<10
+	}
+	if o.DataConverter == nil {
+		o.DataConverter = converter.GetDefaultDataConverter()
 	}
 	if o.Logger == nil {
 		o.Logger = zap.NewNop()
@@ -437,10 +446,14 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 			e.message = "The request was refused by a content filter: " + appErr.Message()
 		}
 		return e
+	// 410, not 409 or 5xx: OpenAI clients retry those by themselves, which
+	// would run again at once a call an operator just stopped.
 	case errors.As(err, &canceled):
-		return &apiError{status: http.StatusConflict, typ: typeInvalidRequest, code: "call_canceled", message: "The call was canceled."}
+		return &apiError{status: http.StatusGone, typ: typeInvalidRequest, code: "call_canceled",
+			message: "The call was canceled; send the request again to run it anew."}
 	case errors.As(err, &terminated):
-		return &apiError{status: http.StatusConflict, typ: typeInvalidRequest, code: "call_terminated", message: "The call was terminated by an operator."}
+		return &apiError{status: http.StatusGone, typ: typeInvalidRequest, code: "call_terminated",
+			message: "The call was terminated by an operator; send the request again to run it anew."}
 	case errors.As(err, &timeout):
 		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out", message: "The call timed out: " + err.Error()}
 	case unreachable(err):

@@ -20,11 +20,15 @@ import (
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmclient"
@@ -75,14 +79,19 @@ type door struct {
 
 func newDoor(t *testing.T, mutate func(*frontdoor.Options)) *door {
 	t.Helper()
-	srv := sharedServer(t)
+	return newDoorWith(t, sharedServer(t).Client(), mutate)
+}
+
+// newDoorWith runs the worker and the front door on the Temporal client c.
+func newDoorWith(t *testing.T, c client.Client, mutate func(*frontdoor.Options)) *door {
+	t.Helper()
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
 	cfg := policies.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	require.NoError(t, cfg.Validate())
-	d := &door{t: t, c: srv.Client(), sim: sim, tq: "frontdoor-" + uuid.NewString()[:8]}
+	d := &door{t: t, c: c, sim: sim, tq: "frontdoor-" + uuid.NewString()[:8]}
 	w, err := llmworker.New(d.c, llmworker.Options{Config: cfg, TaskQueue: d.tq})
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
@@ -482,7 +491,8 @@ func gjsonContent(t *testing.T, raw json.RawMessage) string {
 }
 
 func TestBadTokens(t *testing.T) {
-	d := newDoor(t, nil)
+	core, logs := observer.New(zap.DebugLevel)
+	d := newDoor(t, func(o *frontdoor.Options) { o.Logger = zap.New(core) })
 	ctx := ctxT(t)
 	for _, tc := range []struct {
 		name string
@@ -505,6 +515,16 @@ func TestBadTokens(t *testing.T) {
 			require.Equal(t, http.StatusUnauthorized, apiError(t, err).StatusCode)
 		})
 	}
+	// A good token too, then: one log line per request, none with a token.
+	_, err := d.openai("tok-acme").Models.List(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 7, logs.Len())
+	for _, entry := range logs.All() {
+		line, err := json.Marshal(entry.ContextMap())
+		require.NoError(t, err)
+		require.NotContains(t, entry.Message+string(line), "tok-", "a token in the log")
+	}
+	require.Equal(t, "acme", logs.All()[6].ContextMap()["tenant"])
 	// No workflow for any tenant.
 	for _, tenant := range []string{"", "acme", "globex"} {
 		d.requireNoWorkflow(policies.Key(tenant, "u-token", "", msgs("Who am I?")))
@@ -720,3 +740,78 @@ func (quietLogger) Debug(string, ...any) {}
 func (quietLogger) Info(string, ...any)  {}
 func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
+
+func TestEncryptedPayloads(t *testing.T) {
+	srv := sharedServer(t)
+	secret := make([]byte, codec.KeySize)
+	for i := range secret {
+		secret[i] = byte(i * 7)
+	}
+	cd, err := codec.New(codec.Key{ID: "k1", Secret: secret})
+	require.NoError(t, err)
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: quietLogger{},
+		DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	d := newDoorWith(t, c, func(o *frontdoor.Options) { o.DataConverter = cd.DataConverter() })
+	ctx := ctxT(t)
+
+	q := "Is my data encrypted at rest?"
+	var hr *http.Response
+	_, err = d.openai("tok-acme").Chat.Completions.New(ctx, params("u-enc", q),
+		option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
+	require.NoError(t, err)
+	id := hr.Header.Get("X-Workflow-Id")
+
+	// The input in history is ciphertext…
+	hist, err := srv.Client().WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
+		Namespace: "default", Execution: &commonpb.WorkflowExecution{WorkflowId: id}, MaximumPageSize: 1})
+	require.NoError(t, err)
+	in := hist.GetHistory().GetEvents()[0].GetWorkflowExecutionStartedEventAttributes().GetInput().GetPayloads()[0]
+	require.Equal(t, "binary/encrypted", string(in.GetMetadata()["encoding"]))
+	require.NotContains(t, string(in.GetData()), "acme")
+
+	// …yet the owner reads the call and the other tenant still cannot.
+	var body json.RawMessage
+	require.Eventually(t, func() bool {
+		var pr *http.Response
+		err := d.openai("tok-acme").Get(ctx, "calls/"+id, nil, &body, option.WithResponseInto(&pr))
+		return err == nil && pr.StatusCode == http.StatusOK
+	}, time.Minute, 100*time.Millisecond)
+	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, body))
+	e := apiError(t, d.openai("tok-globex").Get(ctx, "calls/"+id, nil, &body))
+	require.Equal(t, http.StatusNotFound, e.StatusCode)
+
+	// A front door without the key cannot tell whose call it is: it says so
+	// instead of answering 404.
+	tenants, err := frontdoor.ParseTokens(tokens)
+	require.NoError(t, err)
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: srv.Client(), TaskQueue: d.tq}, Tenants: tenants})
+	require.NoError(t, err)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/calls/"+id, nil)
+	req.Header.Set("Authorization", "Bearer tok-acme")
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
+	require.Contains(t, rec.Body.String(), "payload keys")
+}
+
+func TestCanceledCallIsGone(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "to-be-canceled"))
+	q := "[[sim fault=latency latency=5s]] A question an operator will cancel."
+	var hr *http.Response
+	_, err := oc.Chat.Completions.New(ctx, params("u-cancel", q), option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
+	require.NoError(t, err)
+	id := hr.Header.Get("X-Workflow-Id")
+	require.Eventually(t, func() bool { return d.upstream(id).Attempts == 1 }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, d.c.CancelWorkflow(ctx, id, ""))
+
+	var out json.RawMessage
+	require.Eventually(t, func() bool {
+		err := oc.Get(ctx, "calls/"+id, nil, &out)
+		var e *openai.Error
+		return errors.As(err, &e) && e.StatusCode == http.StatusGone && e.Code == "call_canceled"
+	}, 30*time.Second, 100*time.Millisecond)
+}

@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/contrib/envconfig"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/durable-llm/durable-llm/codec"
+	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// serve runs the OpenAI-compatible front door (package frontdoor).
+func serve(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	addr := fs.String("addr", serveEnv("FRONTDOOR_ADDR", "127.0.0.1:8080"), "listen address (env FRONTDOOR_ADDR)")
+	policyFile := fs.String("policy", os.Getenv("POLICY_FILE"), "policy YAML file of the workers: its models and limits (env POLICY_FILE; default: the embedded policy)")
+	tokensFile := fs.String("tokens", os.Getenv("FRONTDOOR_TOKENS_FILE"), "YAML file mapping bearer tokens to tenants (env FRONTDOOR_TOKENS_FILE)")
+	taskQueue := fs.String("task-queue", serveEnv("WORKER_TASK_QUEUE", workflows.TaskQueue), "task queue of the workers (env WORKER_TASK_QUEUE)")
+	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE keep-alive interval while a streamed call retries")
+	logLevel := fs.String("log-level", serveEnv("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), `usage: starter serve [--addr 127.0.0.1:8080] [--policy FILE] [--tokens FILE]
+
+Serves the OpenAI-compatible front door: POST /v1/chat/completions starts
+(or attaches to) a durable LLMCall; GET /v1/models lists the policy's
+models; GET /v1/calls/{id} returns a call started with
+"Prefer: respond-async". Point any OpenAI client at http://ADDR/v1 with a
+tenant's token as its API key.
+
+Tokens map to tenants through %s="tok-a=acme,tok-b=globex" and/or a
+tenants file (--tokens). Temporal settings come from TEMPORAL_ADDRESS,
+TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
+
+`, frontdoor.TokensEnv, codec.EnvKeys)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+
+	level, err := zapcore.ParseLevel(*logLevel)
+	if err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(level)
+	zc.Encoding = "console"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	logger, err := zc.Build()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logger.Sync() }()
+
+	cfg := policies.DefaultConfig()
+	if *policyFile != "" {
+		if cfg, err = policies.LoadConfig(*policyFile); err != nil {
+			return err
+		}
+	}
+	tenants, err := frontdoor.LoadTenantsFromEnv(*tokensFile, os.Getenv(frontdoor.TokensEnv))
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+
+	opts, err := envconfig.LoadDefaultClientOptions()
+	if err != nil {
+		return fmt.Errorf("temporal client settings: %w", err)
+	}
+	if _, err := codec.ConfigureClient(&opts, os.Getenv); err != nil {
+		return err
+	}
+	opts.Logger = llmworker.NewZapLogger(logger)
+	// Lazy: the front door starts even when Temporal is down, and answers
+	// 503 with Retry-After until it is reachable.
+	c, err := client.NewLazyClient(opts)
+	if err != nil {
+		return fmt.Errorf("temporal client: %w", err)
+	}
+	defer c.Close()
+	hostPort := opts.HostPort
+	if hostPort == "" {
+		hostPort = client.DefaultHostPort
+	}
+	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := c.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
+		logger.Warn("Temporal is not reachable yet; calls are answered 503 until it is",
+			zap.String("temporal", hostPort), zap.Error(err))
+	}
+	cancel()
+
+	h, err := frontdoor.New(frontdoor.Options{
+		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace,
+			UIBase: os.Getenv("TEMPORAL_UI"), Limits: cfg.Limits},
+		Tenants: tenants, Config: cfg, KeepAlive: *keepAlive,
+		DataConverter: opts.DataConverter, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	// No write timeout: a call may take as long as its deadline (up to the
+	// policy's max_deadline), and streams stay open while it retries.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	models := make([]string, len(cfg.Models))
+	for i, m := range cfg.Models {
+		models[i] = m.Name
+	}
+	fmt.Fprintf(out, "front door listening on http://%s/v1\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n",
+		ln.Addr(), strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Calls in flight go on in Temporal; their clients get them again with
+	// the same request or Idempotency-Key.
+	sctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// serveEnv returns the environment variable k, or def when it is empty.
+func serveEnv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
