@@ -32,7 +32,9 @@ const usage = `usage: starter <command> [flags]
 commands:
   ask [flags] "question"   start (or attach to) a durable LLM call, wait, print the answer
   show <workflow id>       print a call's answer and attempt table from its history
+  replay FILE… | --query Q replay histories against this build; exit 1 at the first non-determinism
   codec-server [flags]     serve /encode and /decode for the Web UI and CLI (keys from LLM_PAYLOAD_KEYS)
+  serve [flags]            serve the OpenAI-compatible front door (POST /v1/chat/completions, GET /v1/models)
 
 Run "starter <command> -h" for the flags of a command.
 `
@@ -56,8 +58,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return ask(ctx, args[1:], out)
 	case "show":
 		return show(ctx, args[1:], out)
+	case "replay":
+		return replayCmd(ctx, args[1:], out)
 	case "codec-server":
 		return codecServer(ctx, args[1:], out)
+	case "serve":
+		return serve(ctx, args[1:], out)
 	case "-h", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil
