@@ -94,6 +94,7 @@ type Options struct {
 // It is not safe for concurrent use.
 type Checker struct {
 	replayer worker.WorkflowReplayer
+	dc       converter.DataConverter
 	out      io.Writer
 	logger   log.Logger
 }
@@ -116,7 +117,7 @@ func New(o Options) (*Checker, error) {
 		// history; the report line says what matters.
 		o.Logger = log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 	}
-	return &Checker{replayer: r, out: o.Out, logger: o.Logger}, nil
+	return &Checker{replayer: r, dc: o.Replayer.DataConverter, out: o.Out, logger: o.Logger}, nil
 }
 
 // RegisterThisBuild registers this build's LLMCall under its name.
@@ -169,7 +170,7 @@ func (c *Checker) Files(paths []string) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if err := c.History(h, WorkflowID(h), "", p); err != nil {
+		if err := c.History(h, WorkflowID(h, c.dc), "", p); err != nil {
 			return n, err
 		}
 		n++
@@ -277,11 +278,15 @@ func Marshal(h *historypb.History) ([]byte, error) {
 }
 
 // WorkflowID returns the workflow ID of an LLMCall history: its
-// idempotency key, computed from the input as the client computes it. It
-// returns "" for another workflow type or an input it cannot decode. A
-// call started with an explicit workflow ID by other means is labelled
-// with its idempotency key all the same.
-func WorkflowID(h *historypb.History) string {
+// idempotency key, computed from the input as the client computes it, with
+// dc decoding the input (nil: the default data converter). It returns ""
+// for another workflow type or an input it cannot decode. A call started
+// with an explicit workflow ID by other means is labelled with its
+// idempotency key all the same.
+func WorkflowID(h *historypb.History, dc converter.DataConverter) string {
+	if dc == nil {
+		dc = converter.GetDefaultDataConverter()
+	}
 	evs := h.GetEvents()
 	if len(evs) == 0 {
 		return ""
@@ -291,7 +296,7 @@ func WorkflowID(h *historypb.History) string {
 		return ""
 	}
 	var req workflows.CallRequest
-	if err := converter.GetDefaultDataConverter().FromPayloads(attr.GetInput(), &req); err != nil {
+	if err := dc.FromPayloads(attr.GetInput(), &req); err != nil {
 		return ""
 	}
 	return policies.KeyFor(req)
