@@ -13,6 +13,7 @@ type job struct {
 	waited  time.Duration // time spent queued, set when the job starts
 
 	enqueued time.Time
+	startAt  time.Time     // when the job got its slot
 	started  chan struct{} // closed when the job got a slot
 	ready    chan struct{} // closed when the first byte may be sent
 	done     chan struct{} // closed when the slot is released
@@ -90,7 +91,8 @@ func (p *pool) startLocked(j *job) {
 	if p.loadFactor > 0 && p.slots > 0 {
 		j.service = time.Duration(float64(j.base) * (1 + p.loadFactor*float64(others)/float64(p.slots)))
 	}
-	j.waited = time.Since(j.enqueued)
+	j.startAt = time.Now()
+	j.waited = j.startAt.Sub(j.enqueued)
 	close(j.started)
 	go p.run(j)
 }

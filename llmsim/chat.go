@@ -299,7 +299,7 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	case <-s.closed:
 		x.abort(OutcomeReset)
 	}
-	x.rec.Queued = j.waited
+	x.rec.Queued, x.rec.Service = j.waited, j.service
 	switch x.rec.Fault {
 	case FaultServerError:
 		x.html(http.StatusInternalServerError, "Internal Server Error")

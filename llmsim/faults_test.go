@@ -296,7 +296,7 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("content %q after %v", c.Message.Content, r.elapsed)
 			}
 		}},
-		{fault: llmsim.FaultSlowDrip, name: "slow_drip_timeout", directive: "duration=2s", timeout: 300 * time.Millisecond, outcome: "200", check: func(t *testing.T, r result) {
+		{fault: llmsim.FaultSlowDrip, name: "slow_drip_timeout", directive: "duration=3s", timeout: 800 * time.Millisecond, outcome: "200", check: func(t *testing.T, r result) {
 			noHTTPError(t, r.err)
 			if r.status != 200 || !isTimeout(r.err) {
 				t.Errorf("status %d err %v, want headers then a timeout reading the body", r.status, r.err)

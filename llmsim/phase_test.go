@@ -31,6 +31,8 @@ func status(err error) int {
 
 func TestPhasesChangeOnTime(t *testing.T) {
 	clk := newFakeClock()
+	var mu sync.Mutex
+	var last llmsim.Record
 	srv := startScenario(t, `
 name: timeline
 models: [{name: qwen-72b}, {name: qwen-14b}]
@@ -42,12 +44,17 @@ phases:
     faults:
       - {kind: rate_limited, model: qwen-72b, first: 1, retry_after: 2s}
   - {name: recovered}
-`, llmsim.Options{Clock: clk.Now})
+`, llmsim.Options{Clock: clk.Now, OnRequest: func(r llmsim.Record) {
+		mu.Lock()
+		last = r
+		mu.Unlock()
+	}})
 	cl, _ := goClient(srv, 5*time.Second)
 	call := func(model string) (int, time.Duration) {
-		begin := time.Now()
 		_, err := cl.CreateChatCompletion(context.Background(), ask(model, "phase"))
-		return status(err), time.Since(begin)
+		mu.Lock()
+		defer mu.Unlock()
+		return status(err), last.Service
 	}
 	steps := []struct {
 		advance time.Duration
@@ -70,12 +77,18 @@ phases:
 		if got := srv.Phase(); got != s.phase {
 			t.Errorf("step %d: phase %q, want %q", i, got, s.phase)
 		}
-		st, took := call(s.model)
+		begin := time.Now()
+		st, service := call(s.model)
+		took := time.Since(begin)
 		if st != s.status {
 			t.Errorf("step %d (%s): status %d, want %d", i, s.phase, st, s.status)
 		}
-		if slow := took >= 150*time.Millisecond; slow != s.slow {
-			t.Errorf("step %d (%s): took %v, slow = %v, want %v", i, s.phase, took, slow, s.slow)
+		want := time.Duration(0)
+		if s.slow {
+			want = 150 * time.Millisecond
+		}
+		if service != want || took < want {
+			t.Errorf("step %d (%s): service %v, took %v, want %v", i, s.phase, service, took, want)
 		}
 	}
 	if got := srv.Stats().Phase; got != "recovered" {

@@ -62,6 +62,9 @@ type Record struct {
 	PromptTokens int
 	// Queued is the time spent waiting for a slot.
 	Queued time.Duration
+	// Service is the simulated service time: base latency plus latency
+	// faults, stretched by the load factor (0 when no slot was taken).
+	Service time.Duration
 	// Duration is the time from arrival to the end of the response.
 	Duration time.Duration
 }

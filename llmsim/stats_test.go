@@ -92,18 +92,23 @@ func TestStatsBucketsAreExact(t *testing.T) {
 }
 
 func TestStatsInFlightPerBucket(t *testing.T) {
-	srv := startScenario(t, `models: [{name: m, slots: 2, latency: 250ms}]`, llmsim.Options{})
+	srv := startScenario(t, `models: [{name: m, slots: 2, latency: 500ms}]`, llmsim.Options{})
 	fire(t, srv, "m", 4, 0, 5*time.Second)
 	st := srv.Stats()
 	if st.Totals.PeakInFlight != 2 || st.Totals.PeakQueued != 2 || st.Totals.InFlight != 0 || st.Totals.Queued != 0 {
 		t.Errorf("totals %+v", st.Totals)
 	}
-	if b := st.Buckets[1]; b.InFlight != 2 || b.Queued != 2 || b.Models["m"].InFlight != 2 {
-		t.Errorf("bucket 1 (work in progress, no events) %+v", b)
+	if b := st.Buckets[3]; b.InFlight != 2 || b.Queued != 2 || b.Models["m"].InFlight != 2 || b.Arrivals != 0 {
+		t.Errorf("bucket 3 (work in progress, no events) %+v", b)
 	}
 	last := st.Buckets[len(st.Buckets)-1]
-	if last.InFlight != 0 || last.PeakInFlight != 2 {
-		t.Errorf("last bucket %+v", last)
+	peak, done := 0, 0
+	for _, b := range st.Buckets {
+		peak = max(peak, b.PeakInFlight)
+		done += b.Completions
+	}
+	if last.InFlight != 0 || peak != 2 || done != 4 {
+		t.Errorf("last bucket %+v, peak over buckets %d, completions %d", last, peak, done)
 	}
 }
 
