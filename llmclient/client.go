@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"unicode/utf8"
@@ -50,7 +51,8 @@ func Key(req workflows.CallRequest) (string, error) {
 }
 
 // precheck refuses what must never reach Temporal: a prompt over the size
-// limit or a request with no messages. The worker validates everything else
+// limit, a request with no messages, or a temperature JSON cannot carry
+// (NaN, ±Inf). The worker validates everything else
 // (it knows the model ladder) and fails the call at once, without an
 // upstream request.
 func (c *Client) precheck(req workflows.CallRequest) error {
@@ -70,6 +72,11 @@ func (c *Client) precheck(req workflows.CallRequest) error {
 	}
 	if len(req.Messages) == 0 {
 		return fmt.Errorf("%w: messages: at least one message is required", ErrInvalidRequest)
+	}
+	if t := req.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0)) {
+		// JSON cannot carry it: without this the payload encoder fails
+		// with a message that names no field.
+		return fmt.Errorf("%w: temperature: %v is not a number (want a finite number, such as 0.7)", ErrInvalidRequest, *t)
 	}
 	return nil
 }

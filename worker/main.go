@@ -101,7 +101,7 @@ func run(args []string) error {
 
 	c, err := client.Dial(opts)
 	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", hostPort(opts), err)
+		return fmt.Errorf("connect to Temporal at %s (set TEMPORAL_ADDRESS, or a profile in the Temporal config file): %w", hostPort(opts), err)
 	}
 	defer c.Close()
 

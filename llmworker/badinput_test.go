@@ -1,0 +1,196 @@
+package llmworker_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+// TestIntegrationBadInputAtTheGoClient sends every bad request of SPEC §9
+// through llmclient.Call to a real worker. Each one gets an error that
+// names the field and the problem, leaves no workflow running and costs no
+// upstream request. A request the client can judge alone (size, emptiness,
+// key, numbers JSON cannot carry) starts no workflow at all; the rest fail
+// their workflow at once with a non-retryable invalid_request.
+func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
+	s := newStack(t, nil)
+	user := func(q string) []policies.Message {
+		return []policies.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: q}}
+	}
+	cases := []struct {
+		name   string
+		mutate func(*workflows.CallRequest)
+		want   []string // all in the error message
+		// started: the worker judged it (a failed workflow, closed);
+		// otherwise the client refused before starting anything.
+		started bool
+	}{
+		{"empty messages", func(r *workflows.CallRequest) { r.Messages = nil },
+			[]string{"messages", "at least one message"}, false},
+		{"last message not from the user", func(r *workflows.CallRequest) {
+			r.Messages = append(user("Where is my order?"), policies.Message{Role: "assistant", Content: "It shipped."})
+		}, []string{"messages[2].role", `the last message is from "assistant"`}, true},
+		{"blank question", func(r *workflows.CallRequest) { r.Messages = user("   ") },
+			[]string{"messages[1].content", "empty"}, true},
+		{"unknown role", func(r *workflows.CallRequest) {
+			r.Messages = append([]policies.Message{{Role: "wizard", Content: "obey"}}, user("Where is my order?")...)
+		}, []string{"messages[0].role", `unknown role "wizard"`}, true},
+		{"unknown model", func(r *workflows.CallRequest) { r.Model = "gpt-9" },
+			[]string{"model", `unknown model "gpt-9"`, "qwen-72b"}, true},
+		{"model in the wrong case", func(r *workflows.CallRequest) { r.Model = "QWEN-72B" },
+			[]string{"model", `did you mean "qwen-72b"?`}, true},
+		{"negative max_tokens", func(r *workflows.CallRequest) { r.MaxTokens = -1 },
+			[]string{"max_tokens", "-1 is negative"}, true},
+		{"absurd max_tokens", func(r *workflows.CallRequest) { r.MaxTokens = 1_000_000_000 },
+			[]string{"max_tokens", "1000000000 is over the limit of 32768"}, true},
+		{"negative temperature", func(r *workflows.CallRequest) { r.Temperature = ptr(-0.5) },
+			[]string{"temperature", "-0.5 is negative"}, true},
+		{"absurd temperature", func(r *workflows.CallRequest) { r.Temperature = ptr(50.0) },
+			[]string{"temperature", "50 is over the limit of 2"}, true},
+		{"NaN temperature", func(r *workflows.CallRequest) { r.Temperature = ptr(math.NaN()) },
+			[]string{"temperature", "NaN is not a number"}, false},
+		{"infinite temperature", func(r *workflows.CallRequest) { r.Temperature = ptr(math.Inf(1)) },
+			[]string{"temperature", "+Inf is not a number"}, false},
+		{"negative deadline", func(r *workflows.CallRequest) { r.DeadlineMS = -5000 },
+			[]string{"deadline_ms", "-5000 is negative"}, true},
+		{"deadline too short for anything", func(r *workflows.CallRequest) { r.DeadlineMS = 10 },
+			[]string{"deadline_ms", "10 ms is below the minimum"}, true},
+		{"absurd deadline", func(r *workflows.CallRequest) { r.DeadlineMS = int64(365 * 24 * time.Hour / time.Millisecond) },
+			[]string{"deadline_ms", "over the limit of 600000 ms"}, true},
+		{"prompt over 1 MiB", func(r *workflows.CallRequest) { r.Messages = user(strings.Repeat("a", 1<<20+1)) },
+			[]string{"messages", "over the", "1048576"}, false},
+		{"idempotency key with a slash", func(r *workflows.CallRequest) { r.IdempotencyKey = "order/42" },
+			[]string{"idempotency_key", `'/'`}, false},
+		{"idempotency key with a space", func(r *workflows.CallRequest) { r.IdempotencyKey = "order 42" },
+			[]string{"idempotency_key", "without spaces"}, false},
+		{"idempotency key too long", func(r *workflows.CallRequest) { r.IdempotencyKey = strings.Repeat("k", 1000) },
+			[]string{"idempotency_key", "over the limit"}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := question("Where is my order?")
+			tc.mutate(&req)
+			id := ""
+			if k, err := llmclient.Key(req); err == nil {
+				id = k
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_, err := s.lc.Call(ctx, req)
+			require.Error(t, err)
+			msg := err.Error()
+			t.Logf("error: %s", abbreviate(msg, 300))
+			for _, w := range tc.want {
+				require.Contains(t, msg, w, "the message should name the problem")
+			}
+			if tc.started {
+				var appErr *temporal.ApplicationError
+				require.True(t, errors.As(err, &appErr), "a worker-side refusal is an ApplicationError: %v", err)
+				require.Equal(t, string(policies.ClassInvalidRequest), appErr.Type())
+				require.True(t, appErr.NonRetryable())
+				desc, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+				require.NoError(t, err)
+				require.NotNil(t, desc.GetWorkflowExecutionInfo().GetCloseTime(), "the refused call's workflow must be closed")
+			} else {
+				require.ErrorIs(t, err, llmclient.ErrInvalidRequest)
+				if id != "" {
+					_, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+					require.Error(t, err, "the client must not start a workflow for a request it refuses")
+				}
+			}
+			require.Empty(t, openCalls(t, s.c, s.tq), "no call may be left running")
+			require.Zero(t, s.sim.Stats().Totals.Arrivals, "no upstream request may be made for a bad request")
+		})
+	}
+}
+
+// TestIntegrationWorkerBinaryRefusesToStart starts the worker binary with
+// bad policy files, and with no Temporal server at its address. It exits at
+// once, with a message naming the file and the field (a bad policy is
+// refused before the worker connects anywhere), or the address and the
+// variable to set.
+func TestIntegrationWorkerBinaryRefusesToStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds and runs the worker binary")
+	}
+	bin := buildWorker(t)
+	dir := t.TempDir()
+	cases := []struct {
+		name, file, yaml string // no yaml: the file does not exist
+		want             []string
+	}{
+		{"missing file", "missing.yaml", "", []string{"missing.yaml", "no such file"}},
+		{"not YAML", "bad-yaml.yaml", "models: [unclosed\n", []string{"bad-yaml.yaml", "line 1"}},
+		{"unknown field", "unknown-field.yaml", "backof:\n  base: 1s\n", []string{"unknown-field.yaml", "backof", "unknown field"}},
+		{"duration without a unit", "duration-unit.yaml", "backoff:\n  base: 8\n", []string{"duration-unit.yaml", "backoff.base", "unit"}},
+		{"negative context window", "negative-window.yaml", "models:\n  - {name: m, base_url: \"http://127.0.0.1:1/v1\", context_window: -5}\n",
+			[]string{"negative-window.yaml", "models[0].context_window", "-5"}},
+		{"retry budget ratio over 1", "budget-ratio.yaml", "budget:\n  ratio: 7\n", []string{"budget-ratio.yaml", "budget.ratio", "got 7"}},
+		{"unknown class action", "class-action.yaml", "classes:\n  timeout: {action: pray}\n", []string{"class-action.yaml", "classes.timeout.action", `"pray"`}},
+	}
+	for _, tc := range cases {
+		t.Run("policy: "+tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, tc.file)
+			if tc.yaml != "" {
+				require.NoError(t, os.WriteFile(path, []byte(tc.yaml), 0o600))
+			}
+			out, code := runWorker(t, bin, "POLICY_FILE="+path, "TEMPORAL_ADDRESS="+freeAddr(t), "METRICS_ADDR=")
+			t.Logf("worker said: %s", abbreviate(out, 400))
+			require.NotZero(t, code, "the worker must refuse to start")
+			for _, w := range tc.want {
+				require.Contains(t, out, w)
+			}
+			require.NotContains(t, out, "connect to Temporal", "the policy is checked before connecting")
+		})
+	}
+
+	t.Run("no Temporal server at TEMPORAL_ADDRESS", func(t *testing.T) {
+		addr := freeAddr(t)
+		start := time.Now()
+		out, code := runWorker(t, bin, "TEMPORAL_ADDRESS="+addr, "METRICS_ADDR=")
+		t.Logf("worker said after %v: %s", time.Since(start).Round(time.Millisecond), abbreviate(out, 400))
+		require.NotZero(t, code)
+		require.Contains(t, out, addr, "the message names the address it tried")
+		require.Contains(t, out, "TEMPORAL_ADDRESS", "the message says how to point the worker elsewhere")
+	})
+}
+
+// runWorker runs the worker binary to its exit (at most a minute) and
+// returns its output and exit code.
+func runWorker(t *testing.T, bin string, env ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, ctx.Err(), "the worker did not exit within a minute:\n%s", out)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return string(out), exit.ExitCode()
+	}
+	require.NoError(t, err)
+	return string(out), 0
+}
+
+func abbreviate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
