@@ -1,0 +1,132 @@
+package codec_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/codec"
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/internal/uicheck"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// TestWebUIShowsDecryptedPayloadsThroughTheCodecServer starts the dev
+// server's Web UI with --ui-codec-endpoint pointing at the codec server,
+// runs an encrypted call, and checks in headless Chromium that an operator
+// sees the question and the answer in clear, decrypted by the browser's
+// calls to the codec server.
+func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server and Chromium (skipped in -short mode)")
+	}
+	chromium := uicheck.Chromium()
+	if chromium == "" {
+		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI codec check needs a real browser")
+	}
+	c := mustCodec(t, codec.Key{ID: "ui-k1", Secret: secret(0x33)})
+
+	uiPort := freePort(t)
+	uiBase := "http://127.0.0.1:" + uiPort
+	var browserDecodes atomic.Int32
+	h := codec.NewHTTPHandler(c, codec.HandlerOptions{Origins: []string{uiBase}})
+	codecSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/decode") && r.Header.Get("Origin") == uiBase {
+			browserDecodes.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(codecSrv.Close)
+
+	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{
+		UIPort: uiPort, ExtraArgs: []string{"--ui-codec-endpoint", codecSrv.URL},
+	})
+	waitUI(t, uiBase+"/")
+
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cl, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: quiet{},
+		DataConverter: c.DataConverter(), FailureConverter: c.FailureConverter()})
+	require.NoError(t, err)
+	t.Cleanup(cl.Close)
+	cfg := policies.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	tq := "llm-ui-codec-" + uuid.NewString()[:8]
+	w, err := llmworker.New(cl, llmworker.Options{Config: cfg, TaskQueue: tq})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	lc := &llmclient.Client{Temporal: cl, TaskQueue: tq, UIBase: uiBase}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := lc.Call(ctx, workflows.CallRequest{
+		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
+		Messages: []policies.Message{{Role: "user", Content: "Where is parcel " + parcel + " for " + customer + "?"}},
+	})
+	require.NoError(t, err)
+	require.Contains(t, res.Content, customer)
+
+	b, err := uicheck.Start(uicheck.Options{Path: chromium})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	page := lc.UILink(res.RequestID)
+	require.NoError(t, b.Open(page))
+	// The summary (top of the page) and the input and result JSON are
+	// decrypted payloads.
+	text, err := b.WaitText("", 90*time.Second, "Where is parcel "+parcel, customer)
+	require.NoError(t, err, "the Web UI page %s does not show the decrypted question", page)
+	require.NotContains(t, text, codec.EncodingEncrypted, "the UI shows an encrypted payload")
+	require.Positive(t, browserDecodes.Load(), "the browser never called the codec server")
+
+	png, err := b.Screenshot()
+	require.NoError(t, err)
+	shot := filepath.Join(t.ArtifactDir(), "ui-codec.png")
+	require.NoError(t, os.WriteFile(shot, png, 0o644))
+	t.Logf("%d decode calls from the browser; screenshot %s", browserDecodes.Load(), shot)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	require.NoError(t, err)
+	return port
+}
+
+// waitUI polls url until it answers 200.
+func waitUI(t *testing.T, url string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Web UI at %s does not serve: %v", url, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
