@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	prom "github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/uber-go/tally/v4"
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
@@ -48,6 +49,8 @@ var sanitize = tally.SanitizeOptions{
 // NewMetrics builds the registry and the SDK handler without serving it.
 func NewMetrics(logger *zap.Logger) (*Metrics, error) {
 	reg := prom.NewRegistry()
+	// Go runtime and process metrics: go_goroutines, process_resident_memory_bytes, …
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{
 		Registry: reg,
 		OnError: func(err error) {
