@@ -61,7 +61,7 @@ type alteredOutbound struct {
 
 func (o *alteredOutbound) NewTimerWithOptions(ctx workflow.Context, d time.Duration, opts workflow.TimerOptions) workflow.Future {
 	var id int64
-	_ = o.Next.SideEffect(ctx, func(workflow.Context) any { return time.Now().UnixNano() }).Get(&id)
+	_ = o.Next.SideEffect(ctx, func(workflow.Context) any { return int64(1) }).Get(&id)
 	return o.Next.NewTimerWithOptions(ctx, d, opts)
 }
 
