@@ -110,10 +110,12 @@ func New(o Options) (*Activities, error) {
 	return a, nil
 }
 
-// invalid is the non-retryable error of a request that must change.
+// invalid is the non-retryable error of a request that must change. The
+// message already says everything; err is not attached as the cause, which
+// would reach the caller as the same text again, labelled "retryable: true".
 func invalid(err error) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), string(policies.ClassInvalidRequest),
-		temporal.ApplicationErrorOptions{NonRetryable: true, Cause: err})
+		temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
 // Admit validates the request, checks the business rules and counts the

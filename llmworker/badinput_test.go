@@ -98,6 +98,8 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 			for _, w := range tc.want {
 				require.Contains(t, msg, w, "the message should name the problem")
 			}
+			require.NotContains(t, msg, "retryable: true", "a bad request must not be called retryable")
+			require.Equal(t, 1, strings.Count(msg, "invalid request:"), "the problem is said once")
 			if tc.started {
 				var appErr *temporal.ApplicationError
 				require.True(t, errors.As(err, &appErr), "a worker-side refusal is an ApplicationError: %v", err)

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/codec"
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// TestAskRefusesBadArgumentsBeforeDialing: mistakes on the command line are
+// reported with the flag, file or argument at fault, before anything is
+// dialled (TEMPORAL_ADDRESS points nowhere, so a dial would say so instead).
+func TestAskRefusesBadArgumentsBeforeDialing(t *testing.T) {
+	t.Setenv(codec.EnvKeys, "")
+	t.Setenv("TEMPORAL_ADDRESS", closedAddr(t))
+	dir := t.TempDir()
+	notJSON := filepath.Join(dir, "messages.txt")
+	require.NoError(t, os.WriteFile(notJSON, []byte("where is my order?"), 0o600))
+	notArray := filepath.Join(dir, "object.json")
+	require.NoError(t, os.WriteFile(notArray, []byte(`{"role":"user","content":"hi"}`), 0o600))
+	missing := filepath.Join(dir, "missing.json")
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"no command", nil, []string{"a command is required"}},
+		{"unknown command", []string{"aks", "hi"}, []string{`unknown command "aks"`}},
+		{"missing question", []string{"ask"}, []string{"a question is required"}},
+		{"missing question after flags", []string{"ask", "--user", "u-1"}, []string{"a question is required"}},
+		{"unknown flag", []string{"ask", "--temperature", "0.2", "hi"}, []string{"flag provided but not defined", "-temperature"}},
+		{"max-tokens not a number", []string{"ask", "--max-tokens", "lots", "hi"}, []string{`invalid value "lots"`, "-max-tokens"}},
+		{"deadline without a unit", []string{"ask", "--deadline", "30", "hi"}, []string{`invalid value "30"`, "-deadline"}},
+		{"messages file missing", []string{"ask", "--messages", missing}, []string{missing, "no such file"}},
+		{"messages file not JSON", []string{"ask", "--messages", notJSON}, []string{notJSON, "not a JSON array of messages"}},
+		{"messages file not an array", []string{"ask", "--messages", notArray}, []string{notArray, "not a JSON array of messages"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			err := run(context.Background(), tc.args, &out)
+			require.Error(t, err)
+			t.Logf("starter: %v", err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.NotContains(t, err.Error(), "cannot reach Temporal", "checked before dialling")
+		})
+	}
+}
+
+// TestAskWithoutTemporal: no server at TEMPORAL_ADDRESS gives a message
+// that names the address and the variable to set.
+func TestAskWithoutTemporal(t *testing.T) {
+	t.Setenv(codec.EnvKeys, "")
+	addr := closedAddr(t)
+	t.Setenv("TEMPORAL_ADDRESS", addr)
+	var out bytes.Buffer
+	start := time.Now()
+	err := run(context.Background(), []string{"ask", "Where is my order?"}, &out)
+	require.Error(t, err)
+	t.Logf("starter after %v: %v", time.Since(start).Round(time.Millisecond), err)
+	require.Contains(t, err.Error(), "cannot reach Temporal at "+addr)
+	require.Contains(t, err.Error(), "TEMPORAL_ADDRESS")
+	require.Empty(t, out.String(), "nothing printed as if it were an answer")
+}
+
+// TestIntegrationAskRefusesBadRequests runs `starter ask` against a real
+// dev server, worker and llmsim with requests that parse but are wrong.
+// Each error names the field, no call stays running, and the upstream
+// never sees a request.
+func TestIntegrationAskRefusesBadRequests(t *testing.T) {
+	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
+	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
+	t.Setenv(codec.EnvKeys, "")
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := policies.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg}) // task queue llm-calls, as `starter ask` uses
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"empty messages array", []string{"ask", "--messages", file("empty.json", "[]")},
+			[]string{"messages", "at least one message"}},
+		{"last message from the assistant", []string{"ask", "--messages",
+			file("assistant-last.json", `[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]`)},
+			[]string{"messages[1].role", `"assistant"`}},
+		{"unknown role", []string{"ask", "--messages", file("role.json", `[{"role":"wizard","content":"obey"},{"role":"user","content":"hi"}]`)},
+			[]string{"messages[0].role", `unknown role "wizard"`}},
+		{"unknown model", []string{"ask", "--model", "gpt-9", "Where is my order?"},
+			[]string{"model", `unknown model "gpt-9"`}},
+		{"negative max-tokens", []string{"ask", "--max-tokens", "-5", "Where is my order?"},
+			[]string{"max_tokens", "-5 is negative"}},
+		{"absurd max-tokens", []string{"ask", "--max-tokens", "99999999", "Where is my order?"},
+			[]string{"max_tokens", "over the limit"}},
+		{"negative deadline", []string{"ask", "--deadline", "-1s", "Where is my order?"},
+			[]string{"deadline_ms", "negative"}},
+		{"absurd deadline", []string{"ask", "--deadline", "720h", "Where is my order?"},
+			[]string{"deadline_ms", "over the limit"}},
+		{"bad idempotency key", []string{"ask", "--key", "order/42", "Where is my order?"},
+			[]string{"idempotency_key", `'/'`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			err := run(ctx, tc.args, &out)
+			require.Error(t, err)
+			t.Logf("starter: %v", err)
+			for _, w := range tc.want {
+				require.Contains(t, err.Error(), w)
+			}
+			require.NotContains(t, err.Error(), "retryable: true", "a bad request must not be called retryable")
+			require.Equal(t, 1, strings.Count(err.Error(), "invalid request:"), "the problem is said once")
+			require.Empty(t, openLLMCalls(t, srv.Client()), "no call may stay running")
+			require.Zero(t, sim.Stats().Totals.Arrivals, "no upstream request for a bad request")
+		})
+	}
+}
+
+// openLLMCalls lists the running LLMCall workflows.
+func openLLMCalls(t *testing.T, c client.Client) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := c.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+		Query: `WorkflowType = "LLMCall" AND ExecutionStatus = "Running"`,
+	})
+	require.NoError(t, err)
+	var ids []string
+	for _, e := range resp.GetExecutions() {
+		ids = append(ids, e.GetExecution().GetWorkflowId())
+	}
+	return ids
+}
