@@ -48,9 +48,10 @@ screenshot: $(TEMPORAL)
 histories: $(TEMPORAL)
 	$(GO) run ./internal/histories/cmd/record-histories -out workflows/testdata/histories $(if $(ONLY),-only $(ONLY))
 
-## bench: storm, overhead and memory benchmarks (prints tables, writes charts)
+## bench: storm, overhead and memory benchmarks (prints tables, writes charts);
+##        BENCH_FLAGS="-bench storm -storm spike" runs one, "-short" a smoke run
 bench: $(TEMPORAL)
-	$(GO) run ./bench/cmd/bench
+	$(GO) run ./bench/cmd/bench $(BENCH_FLAGS)
 
 ## llmsim: the OpenAI-compatible failure simulator on :8000
 llmsim:

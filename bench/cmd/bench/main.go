@@ -1,0 +1,188 @@
+// Command bench runs durable-llm's benchmarks side by side with their
+// baselines, prints a table per benchmark and writes the tables (Markdown)
+// and charts (PNG) to bench/results:
+//
+//	storm     the seeds' retry storms and a metastable case, five clients
+//	overhead  durable-llm vs a bare one-activity workflow vs a direct call
+//	memory    worker RSS and goroutines with 1,000 calls in flight
+//
+// Usage:
+//
+//	go run ./bench/cmd/bench                         # everything (make bench)
+//	go run ./bench/cmd/bench -bench storm -storm spike
+//	go run ./bench/cmd/bench -short                  # a quick smoke run
+//
+// It starts its own Temporal dev servers from the pinned CLI (bin/temporal,
+// or $TEMPORAL_CLI) and its own simulators.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/durable-llm/durable-llm/bench"
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	benches    []string
+	storms     []string
+	contenders []string
+	short      bool
+	deadline   time.Duration
+	out        string
+	command    string
+	calls      int
+	conc       int
+	window     time.Duration
+	inflight   int
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	benches := fs.String("bench", "storm,overhead,memory", "benchmarks to run, comma-separated: storm, overhead, memory")
+	storms := fs.String("storm", strings.Join(bench.StormCaseNames, ","), "storm cases to run: "+strings.Join(bench.StormCaseNames, ", "))
+	contenders := fs.String("contenders", "", "storm contenders to run (default all): "+strings.Join(bench.StormContenders, ", "))
+	short := fs.Bool("short", false, "smoke run: shorter storms, fewer calls, 100 calls in flight for memory")
+	deadline := fs.Duration("deadline", 30*time.Second, "per-call deadline in the storm benchmark (every contender)")
+	out := fs.String("out", filepath.Join("bench", "results"), "directory for the tables (.md) and charts (.png)")
+	calls := fs.Int("overhead-calls", 300, "overhead: sequential calls per contender at concurrency 1")
+	conc := fs.Int("overhead-concurrency", 30, "overhead: concurrent callers for the throughput run")
+	window := fs.Duration("overhead-window", 20*time.Second, "overhead: length of each throughput run")
+	inflight := fs.Int("memory-calls", 1000, "memory: calls in flight")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o := options{
+		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
+		short: *short, deadline: *deadline, out: *out,
+		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(args, " ")),
+		calls:   *calls, conc: *conc, window: *window, inflight: *inflight,
+	}
+	if len(args) == 0 {
+		o.command = "make bench  (go run ./bench/cmd/bench)"
+	}
+	if o.short {
+		o.calls, o.window, o.inflight = min(o.calls, 40), min(o.window, 5*time.Second), min(o.inflight, 100)
+		o.deadline = min(o.deadline, 15*time.Second)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	started := time.Now()
+	for _, b := range o.benches {
+		var err error
+		switch b {
+		case "storm":
+			err = runStorms(ctx, o)
+		case "overhead":
+			err = runOverhead(ctx, o)
+		case "memory":
+			err = runMemory(ctx, o)
+		default:
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, memory)", b)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
+	return nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// write prints a report and writes it to name in the output directory.
+func write(o options, name, md string) error {
+	fmt.Println(md)
+	return os.WriteFile(filepath.Join(o.out, name), []byte(md), 0o644)
+}
+
+func runStorms(ctx context.Context, o options) error {
+	for _, name := range o.storms {
+		c, err := bench.LoadStormCase(name, o.deadline, o.short)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "bench: storm %s — starting a Temporal dev server\n", name)
+		srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+		if err != nil {
+			return fmt.Errorf("start the Temporal dev server: %w", err)
+		}
+		date := time.Now()
+		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: os.Stderr})
+		_ = srv.Stop()
+		if err != nil {
+			return err
+		}
+		chart := "storm-" + name + ".png"
+		if err := bench.WriteStormChart(filepath.Join(o.out, chart), rep); err != nil {
+			return err
+		}
+		md := rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), chart)
+		if err := write(o, "storm-"+name+".md", md); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runOverhead(ctx context.Context, o options) error {
+	fmt.Fprintln(os.Stderr, "bench: overhead — starting a Temporal dev server")
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	if err != nil {
+		return fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	rep, err := bench.RunOverhead(ctx, bench.OverheadOptions{
+		Temporal: srv.Client(), Calls: o.calls, Concurrency: o.conc, Window: o.window, Progress: os.Stderr,
+	})
+	if err != nil {
+		return err
+	}
+	return write(o, "overhead.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), nil))
+}
+func runMemory(ctx context.Context, o options) error {
+	fmt.Fprintln(os.Stderr, "bench: memory — starting a Temporal dev server")
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	if err != nil {
+		return fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: os.Stderr}
+	if o.short {
+		mo.Latency = 20 * time.Second
+	}
+	rep, err := bench.RunMemory(ctx, mo)
+	if err != nil {
+		return err
+	}
+	return write(o, "memory.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
+}

@@ -1,0 +1,329 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	goopenai "github.com/sashabaranov/go-openai"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// Model is the model every contender asks first.
+const Model = "qwen-72b"
+
+// SystemPrompt is the system message of every benchmark call.
+const SystemPrompt = "You are a customer service agent for an online shop. Answer briefly."
+
+// Question returns the user question of call i; every call asks a
+// different one.
+func Question(i int) string {
+	return fmt.Sprintf("Where is my order #%d? It has not arrived yet.", 100000+i)
+}
+
+// Contender is one client strategy under test.
+type Contender struct {
+	// Name is the short name used in tables and charts.
+	Name string
+	// About says what it does, in one line.
+	About string
+	// Call makes one logical call.
+	Call CallFunc
+	// Close releases what the contender started (a worker, connections).
+	Close func()
+}
+
+// Contender names, in the order tables list them.
+const (
+	NameNaive    = "naive loop"
+	NameBackoff  = "exp backoff, no jitter"
+	NameOpenAIGo = "openai-go defaults"
+	NameTemporal = "Temporal default retry"
+	NameDurable  = "durable-llm"
+	NameDirect   = "direct go-openai"
+	NameFloor    = "bare 1-activity workflow"
+)
+
+// callTag carries a call's key to tagTransport; n counts its requests.
+type callTag struct {
+	key string
+	n   atomic.Int32
+}
+
+type tagKey struct{}
+
+// withCall tags ctx with a call key: every request sent under it carries
+// Idempotency-Key and X-Request-ID "<key>/<n>", so llmsim counts the
+// attempts of each logical call (the way durable-llm labels its own).
+func withCall(ctx context.Context, key string, firstN int) context.Context {
+	t := &callTag{key: key}
+	t.n.Store(int32(firstN - 1))
+	return context.WithValue(ctx, tagKey{}, t)
+}
+
+// tagTransport adds the call's headers to each request.
+type tagTransport struct{ base *http.Transport }
+
+func (t tagTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if tag, ok := r.Context().Value(tagKey{}).(*callTag); ok {
+		id := fmt.Sprintf("%s/%d", tag.key, tag.n.Add(1))
+		r = r.Clone(r.Context())
+		r.Header.Set("Idempotency-Key", id)
+		r.Header.Set("X-Request-ID", id)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// newHTTPClient is an http.Client whose requests carry the call's key. It
+// keeps up to 256 idle connections to the upstream, so connection set-up
+// does not weigh on the benchmark machine's CPU.
+func newHTTPClient() (*http.Client, func()) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 512, 256
+	return &http.Client{Transport: tagTransport{base: tr}}, tr.CloseIdleConnections
+}
+
+func goOpenAIClient(baseURL string, hc *http.Client) *goopenai.Client {
+	cfg := goopenai.DefaultConfig("bench")
+	cfg.BaseURL = baseURL
+	cfg.HTTPClient = hc
+	return goopenai.NewClientWithConfig(cfg)
+}
+
+func chatRequest(i int) goopenai.ChatCompletionRequest {
+	return goopenai.ChatCompletionRequest{
+		Model: Model,
+		Messages: []goopenai.ChatCompletionMessage{
+			{Role: goopenai.ChatMessageRoleSystem, Content: SystemPrompt},
+			{Role: goopenai.ChatMessageRoleUser, Content: Question(i)},
+		},
+	}
+}
+
+// errNoAnswer is a 200 response without an answer.
+var errNoAnswer = errors.New("response without an answer")
+
+func goOpenAIAnswer(resp goopenai.ChatCompletionResponse, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(resp.Choices) == 0 || resp.Choices[0].Message.Content == "" {
+		return errNoAnswer
+	}
+	return nil
+}
+
+// NewNaive is the seeds' naive loop: go-openai with a fixed per-attempt
+// timeout and up to three immediate retries on any error.
+func NewNaive(baseURL string, timeout, deadline time.Duration) *Contender {
+	return newRetryLoop(NameNaive,
+		fmt.Sprintf("go-openai, %s timeout, immediate retries ×3", fmtDur(timeout)),
+		baseURL, timeout, deadline, []time.Duration{0, 0, 0})
+}
+
+// NewBackoff is exponential backoff without jitter: go-openai with a fixed
+// per-attempt timeout and waits of 1, 2 and 4 s between its four attempts.
+func NewBackoff(baseURL string, timeout, deadline time.Duration) *Contender {
+	return newRetryLoop(NameBackoff,
+		fmt.Sprintf("go-openai, %s timeout, waits 1 s, 2 s, 4 s", fmtDur(timeout)),
+		baseURL, timeout, deadline, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second})
+}
+
+func newRetryLoop(name, about, baseURL string, timeout, deadline time.Duration, waits []time.Duration) *Contender {
+	hc, closeIdle := newHTTPClient()
+	c := goOpenAIClient(baseURL, hc)
+	call := func(ctx context.Context, i int) Result {
+		key := fmt.Sprintf("call-%d", i)
+		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), deadline)
+		defer cancel()
+		var err error
+		for a := 0; ; a++ {
+			actx, acancel := context.WithTimeout(ctx, timeout)
+			err = goOpenAIAnswer(c.CreateChatCompletion(actx, chatRequest(i)))
+			acancel()
+			if err == nil {
+				return Result{Key: key, Answered: true, ByModel: true}
+			}
+			if a == len(waits) || ctx.Err() != nil {
+				break
+			}
+			if !sleepCtx(ctx, waits[a]) {
+				break
+			}
+		}
+		return Result{Key: key, Err: err}
+	}
+	return &Contender{Name: name, About: about, Call: call, Close: closeIdle}
+}
+
+// NewOpenAIGo is the official openai-go/v3 client with its defaults as
+// shipped (2 retries with its own backoff, Retry-After honoured, no
+// per-request timeout); only the call's overall deadline bounds it.
+func NewOpenAIGo(baseURL string, deadline time.Duration) *Contender {
+	hc, closeIdle := newHTTPClient()
+	c := oai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey("bench"), option.WithHTTPClient(hc))
+	call := func(ctx context.Context, i int) Result {
+		key := fmt.Sprintf("call-%d", i)
+		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), deadline)
+		defer cancel()
+		resp, err := c.Chat.Completions.New(ctx, oai.ChatCompletionNewParams{
+			Model: Model,
+			Messages: []oai.ChatCompletionMessageParamUnion{
+				oai.SystemMessage(SystemPrompt), oai.UserMessage(Question(i)),
+			},
+		})
+		if err == nil && (len(resp.Choices) == 0 || resp.Choices[0].Message.Content == "") {
+			err = errNoAnswer
+		}
+		if err != nil {
+			return Result{Key: key, Err: err}
+		}
+		return Result{Key: key, Answered: true, ByModel: true}
+	}
+	return &Contender{Name: NameOpenAIGo, About: "openai-go/v3, defaults (2 retries, backoff 0.5 s·2^n, no timeout)", Call: call, Close: closeIdle}
+}
+
+// NewDirect is one go-openai call with no retry (the overhead baseline).
+func NewDirect(baseURL string) *Contender {
+	hc, closeIdle := newHTTPClient()
+	c := goOpenAIClient(baseURL, hc)
+	call := func(ctx context.Context, i int) Result {
+		key := fmt.Sprintf("call-%d", i)
+		err := goOpenAIAnswer(c.CreateChatCompletion(withCall(ctx, key, 1), chatRequest(i)))
+		return Result{Key: key, Answered: err == nil, ByModel: err == nil, Err: err}
+	}
+	return &Contender{Name: NameDirect, About: "go-openai, one request, no retry", Call: call, Close: closeIdle}
+}
+
+// NewTemporalDefault is a bare workflow whose one activity makes the
+// go-openai call, with the given StartToClose timeout and Temporal's default
+// retry policy (1 s initial interval, coefficient 2, unlimited attempts);
+// the workflow execution timeout is the call's deadline. It starts a worker
+// for the workflow on its own task queue of c's server.
+func NewTemporalDefault(c client.Client, baseURL string, startToClose, deadline time.Duration) (*Contender, error) {
+	b, err := StartBareWorker(c, baseURL)
+	if err != nil {
+		return nil, err
+	}
+	call := func(ctx context.Context, i int) Result {
+		key := fmt.Sprintf("%s-%d", b.TaskQueue, i)
+		ctx, cancel := context.WithTimeout(ctx, deadline+10*time.Second)
+		defer cancel()
+		err := b.Call(ctx, key, BareInput{Key: key, Question: Question(i), StartToClose: startToClose}, deadline)
+		return Result{Key: key, Answered: err == nil, ByModel: err == nil, Err: err}
+	}
+	return &Contender{
+		Name:  NameTemporal,
+		About: fmt.Sprintf("workflow + 1 activity (go-openai), StartToClose %s, default RetryPolicy", fmtDur(startToClose)),
+		Call:  call, Close: b.Stop,
+	}, nil
+}
+
+// NewFloor is the bare one-activity workflow used as Temporal's floor in
+// the overhead benchmark: the same workflow as NewTemporalDefault with a
+// 30 s StartToClose.
+func NewFloor(c client.Client, baseURL string) (*Contender, error) {
+	t, err := NewTemporalDefault(c, baseURL, 30*time.Second, time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	t.Name, t.About = NameFloor, "workflow + 1 activity (go-openai)"
+	return t, nil
+}
+
+// DurableOptions tune NewDurable.
+type DurableOptions struct {
+	// Config is the policy; default policies.DefaultConfig(). Its models
+	// are pointed at the benchmark's upstream.
+	Config *policies.Config
+	// Worker configures the in-process worker (llmworker.Options.Worker is
+	// replaced by it); zero: the SDK defaults.
+	Worker llmworker.Options
+	// Deadline is the call's deadline_ms; 0: the policy's default.
+	Deadline time.Duration
+}
+
+// NewDurable is durable-llm: LLMCall through llmclient on an in-process
+// worker (llmworker, default policy pointed at baseURL) on its own task
+// queue of c's server.
+func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, error) {
+	cfg := o.Config
+	if cfg == nil {
+		cfg = policies.DefaultConfig()
+	}
+	cfg.OverrideEndpoint(baseURL, "")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	tq := "bench-durable-" + randomID()
+	wo := o.Worker
+	wo.Config, wo.TaskQueue = cfg, tq
+	w, err := llmworker.New(c, wo)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
+	deadline := o.Deadline
+	if deadline <= 0 {
+		deadline = cfg.Call.Deadline.D()
+	}
+	call := func(ctx context.Context, i int) Result {
+		req := DurableRequest(tq, i, deadline)
+		key, _ := llmclient.Key(req)
+		ctx, cancel := context.WithTimeout(ctx, deadline+10*time.Second)
+		defer cancel()
+		res, err := lc.Call(ctx, req)
+		if err != nil {
+			return Result{Key: key, Err: err}
+		}
+		byModel := res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel
+		return Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source)}
+	}
+	return &Contender{
+		Name:  NameDurable,
+		About: "LLMCall workflow via llmclient, default policy",
+		Call:  call, Close: w.Stop,
+	}, nil
+}
+
+// DurableRequest is the CallRequest of call i in a run: the same messages
+// as the baselines send, a user of its own (so each call has its own
+// idempotency key) and the deadline.
+func DurableRequest(run string, i int, deadline time.Duration) workflows.CallRequest {
+	return workflows.CallRequest{
+		UserID: fmt.Sprintf("%s-u%d", run, i), SessionID: "s-1", Scenario: "customer_service",
+		Messages: []policies.Message{
+			{Role: policies.RoleSystem, Content: SystemPrompt},
+			{Role: policies.RoleUser, Content: Question(i)},
+		},
+		DeadlineMS: deadline.Milliseconds(),
+	}
+}
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,324 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+)
+
+// OverheadOptions configure RunOverhead.
+type OverheadOptions struct {
+	// Temporal is a client of the dev server; required.
+	Temporal client.Client
+	// Calls is the number of sequential calls per contender at concurrency
+	// 1; default 300.
+	Calls int
+	// Concurrency is the number of closed-loop callers of the throughput
+	// run; default 30.
+	Concurrency int
+	// Window is the length of each contender's throughput run, split in two
+	// rounds that alternate with the other contenders'; default 20 s.
+	Window time.Duration
+	// Durable configures the durable-llm contender (its Deadline is
+	// ignored).
+	Durable DurableOptions
+	// Progress receives one line per step; nil: silent.
+	Progress io.Writer
+}
+
+// OverheadRow is one contender's overhead numbers.
+type OverheadRow struct {
+	Name, About string
+	// P50 and P99 are latencies at concurrency 1.
+	P50, P99 time.Duration
+	// Throughput is calls answered per second at the options' concurrency;
+	// LoadedP50 the median latency then.
+	Throughput float64
+	LoadedP50  time.Duration
+	LoadedMax  time.Duration
+	// Failed counts calls that did not answer.
+	Failed int
+}
+
+// HistoryProfile is what one call costs in Temporal history.
+type HistoryProfile struct {
+	Workflow        string
+	Events          int
+	WorkflowTasks   int
+	LocalActivities int
+	Activities      int
+	Upserts         int
+	Bytes           int
+	// ByType counts every event type.
+	ByType map[string]int
+}
+
+// OverheadReport is the overhead benchmark's result.
+type OverheadReport struct {
+	Options  OverheadOptions
+	Rows     []OverheadRow
+	Profiles []HistoryProfile
+}
+
+// RunOverhead measures calls against a zero-latency llmsim: a direct
+// go-openai call, the bare one-activity workflow (Temporal's floor on this
+// machine) and durable-llm, on the same dev server. Latency is measured at
+// concurrency 1 with the contenders' calls interleaved (so background load
+// hits them alike), throughput with closed-loop callers in alternating
+// rounds.
+func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error) {
+	if o.Calls <= 0 {
+		o.Calls = 300
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 30
+	}
+	if o.Window <= 0 {
+		o.Window = 20 * time.Second
+	}
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer sim.Close()
+	direct := NewDirect(sim.BaseURL)
+	defer direct.Close()
+	floor, err := NewFloor(o.Temporal, sim.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer floor.Close()
+	o.Durable.Deadline = 0
+	durable, err := NewDurable(o.Temporal, sim.BaseURL, o.Durable)
+	if err != nil {
+		return nil, err
+	}
+	defer durable.Close()
+	cons := []*Contender{direct, floor, durable}
+	progress := func(format string, args ...any) {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, format+"\n", args...)
+		}
+	}
+
+	// Distinct call numbers per phase, so no idempotency key repeats.
+	next := 0
+	take := func(n int) int { b := next; next += n; return b }
+
+	progress("overhead: warm-up")
+	base := take(20)
+	for i := 0; i < 20; i++ {
+		for _, c := range cons {
+			c.Call(ctx, base+i)
+		}
+	}
+	rep := &OverheadReport{Options: o, Rows: make([]OverheadRow, len(cons))}
+	progress("overhead: %d sequential calls per contender, interleaved", o.Calls)
+	lat := make([][]time.Duration, len(cons))
+	keys := make([]string, len(cons))
+	base = take(o.Calls)
+	for i := 0; i < o.Calls; i++ {
+		for k, c := range cons {
+			t := time.Now()
+			r := c.Call(ctx, base+i)
+			lat[k] = append(lat[k], time.Since(t))
+			keys[k] = r.Key
+			if r.Err != nil || !r.Answered {
+				rep.Rows[k].Failed++
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
+	for k, c := range cons {
+		rep.Rows[k].Name, rep.Rows[k].About = c.Name, c.About
+		rep.Rows[k].P50, rep.Rows[k].P99 = Percentile(lat[k], 0.5), Percentile(lat[k], 0.99)
+	}
+	progress("overhead: throughput with %d callers, 2 rounds of %s per contender", o.Concurrency, fmtDur(o.Window/2))
+	answered := make([]int, len(cons))
+	elapsed := make([]time.Duration, len(cons))
+	loaded := make([][]time.Duration, len(cons))
+	for round := 0; round < 2; round++ {
+		for k, c := range cons {
+			b := take(1_000_000)
+			t := time.Now()
+			outs := ClosedLoop(ctx, o.Concurrency, o.Window/2, func(ctx context.Context, i int) Result { return c.Call(ctx, b+i) })
+			elapsed[k] += time.Since(t)
+			for _, out := range outs {
+				if out.Answered {
+					answered[k]++
+				} else {
+					rep.Rows[k].Failed++
+				}
+			}
+			loaded[k] = append(loaded[k], Latencies(outs)...)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	for k := range cons {
+		rep.Rows[k].Throughput = float64(answered[k]) / elapsed[k].Seconds()
+		rep.Rows[k].LoadedP50 = Percentile(loaded[k], 0.5)
+		rep.Rows[k].LoadedMax = Percentile(loaded[k], 1)
+	}
+	progress("overhead: history of one call each")
+	for k, c := range cons[1:] {
+		if p, err := historyProfile(ctx, o.Temporal, c.Name, keys[k+1]); err == nil {
+			rep.Profiles = append(rep.Profiles, p)
+		} else {
+			progress("overhead: history of %s: %v", keys[k+1], err)
+		}
+	}
+	return rep, nil
+}
+
+// historyProfile counts what the workflow with this ID wrote to history.
+func historyProfile(ctx context.Context, c client.Client, name, id string) (HistoryProfile, error) {
+	p := HistoryProfile{Workflow: name, ByType: map[string]int{}}
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return p, err
+		}
+		p.Events++
+		p.Bytes += proto.Size(ev)
+		t := ev.GetEventType()
+		p.ByType[strings.TrimPrefix(t.String(), "EVENT_TYPE_")]++
+		switch t {
+		case enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
+			p.WorkflowTasks++
+		case enumspb.EVENT_TYPE_MARKER_RECORDED:
+			p.LocalActivities++
+		case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+			p.Activities++
+		case enumspb.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES:
+			p.Upserts++
+		}
+	}
+	return p, nil
+}
+
+// ByTypeString lists the event types by count.
+func (p HistoryProfile) ByTypeString() string {
+	keys := make([]string, 0, len(p.ByType))
+	for k := range p.ByType {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", strings.ToLower(k), p.ByType[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// row returns the row of the named contender.
+func (r *OverheadReport) row(name string) *OverheadRow {
+	for i := range r.Rows {
+		if r.Rows[i].Name == name {
+			return &r.Rows[i]
+		}
+	}
+	return nil
+}
+
+// Ratios returns durable-llm's p50 latency and throughput as multiples of
+// the floor's.
+func (r *OverheadReport) Ratios() (p50, throughput float64) {
+	f, d := r.row(NameFloor), r.row(NameDurable)
+	if f == nil || d == nil || f.P50 == 0 || f.Throughput == 0 {
+		return 0, 0
+	}
+	return float64(d.P50) / float64(f.P50), d.Throughput / f.Throughput
+}
+
+// Header returns the report's header.
+func (r *OverheadReport) Header(command string, m Machine, date time.Time) Header {
+	o := r.Options
+	return Header{Title: "Overhead — durable-llm vs Temporal's floor vs a direct call", Command: command, Machine: m, Date: date, Params: []string{
+		"upstream: llmsim with zero latency and unlimited capacity (every call answers at once)",
+		fmt.Sprintf("latency: %d sequential calls per contender at concurrency 1, the contenders' calls interleaved", o.Calls),
+		fmt.Sprintf("throughput: %d closed-loop callers, 2 rounds of %s per contender alternating with the others; calls answered per second", o.Concurrency, fmtDur(o.Window/2)),
+		"floor: a bare workflow with one activity making the same go-openai call, on the same dev server and the same kind of worker (SDK defaults)",
+		"durable-llm: LLMCall via llmclient on an in-process llmworker with the default policy",
+	}}
+}
+
+// Table returns the overhead table.
+func (r *OverheadReport) Table() Table {
+	t := Table{Columns: []string{"contender", "p50 (c=1)", "p99 (c=1)", "p50 ÷ floor", "p99 ÷ floor",
+		fmt.Sprintf("throughput (c=%d)", r.Options.Concurrency), "÷ floor", fmt.Sprintf("p50 (c=%d)", r.Options.Concurrency), fmt.Sprintf("max (c=%d)", r.Options.Concurrency), "failed"}}
+	f := r.row(NameFloor)
+	for _, row := range r.Rows {
+		rp50, rp99, rtp := "", "", ""
+		if f != nil && f.P50 > 0 && f.Throughput > 0 {
+			rp50 = fmt.Sprintf("%.2f×", float64(row.P50)/float64(f.P50))
+			rp99 = fmt.Sprintf("%.2f×", float64(row.P99)/float64(f.P99))
+			rtp = fmt.Sprintf("%.2f×", row.Throughput/f.Throughput)
+		}
+		t.Rows = append(t.Rows, []string{row.Name, fmtDur(row.P50), fmtDur(row.P99), rp50, rp99,
+			fmt.Sprintf("%.1f/s", row.Throughput), rtp, fmtDur(row.LoadedP50), fmtDur(row.LoadedMax), fmt.Sprint(row.Failed)})
+	}
+	return t
+}
+
+// ProfileTable returns what one call of each workflow costs in history.
+func (r *OverheadReport) ProfileTable() Table {
+	t := Table{Columns: []string{"workflow (one call)", "history events", "workflow tasks", "local activities", "activities", "search-attribute upserts", "history bytes"}}
+	for _, p := range r.Profiles {
+		t.Rows = append(t.Rows, []string{p.Workflow, fmt.Sprint(p.Events), fmt.Sprint(p.WorkflowTasks), fmt.Sprint(p.LocalActivities),
+			fmt.Sprint(p.Activities), fmt.Sprint(p.Upserts), fmt.Sprint(p.Bytes)})
+	}
+	return t
+}
+
+// Targets checks the overhead targets.
+func (r *OverheadReport) Targets() []string {
+	p50, tp := r.Ratios()
+	v := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	return []string{
+		fmt.Sprintf("durable-llm p50 latency ≤ 1.15× the floor: %.2f× — %s", p50, v(p50 > 0 && p50 <= 1.15)),
+		fmt.Sprintf("durable-llm throughput ≥ 0.85× the floor: %.2f× — %s", tp, v(tp >= 0.85)),
+	}
+}
+
+// Markdown renders the report.
+func (r *OverheadReport) Markdown(h Header, notes []string) string {
+	var b strings.Builder
+	b.WriteString(h.Markdown())
+	b.WriteString("\n" + r.Table().Markdown())
+	b.WriteString("\nTargets:\n\n")
+	for _, t := range r.Targets() {
+		b.WriteString("- " + t + "\n")
+	}
+	if len(r.Profiles) > 0 {
+		b.WriteString("\nWhat one call costs in Temporal history:\n\n" + r.ProfileTable().Markdown() + "\n")
+		for _, p := range r.Profiles {
+			b.WriteString("- " + p.Workflow + ": " + p.ByTypeString() + "\n")
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\n")
+		for _, n := range notes {
+			b.WriteString(n + "\n")
+		}
+	}
+	return b.String()
+}

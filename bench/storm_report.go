@@ -1,0 +1,188 @@
+package bench
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies"
+)
+
+// Header returns the report's header: the case and the scenario's
+// parameters.
+func (r *StormReport) Header(command string, m Machine, date time.Time) Header {
+	c := r.Case
+	params := []string{
+		fmt.Sprintf("load: %g calls/s, constant arrival rate (open loop: a ticker starts calls whether or not earlier ones finished), for %s; each contender against its own fresh llmsim with the same scenario and seed, one after another",
+			c.Rate, fmtDur(c.Duration)),
+		fmt.Sprintf("incident window: %s → %s after the start; deadline per call: %s (every contender)", fmtDur(c.IncidentStart), fmtDur(c.IncidentEnd), fmtDur(c.Deadline)),
+		fmt.Sprintf("naive and backoff per-attempt timeout: %s; Temporal baseline StartToClose: %s", fmtDur(c.ClientTimeout), fmtDur(c.StartToClose)),
+	}
+	if sc, err := c.scenario(); err == nil {
+		params = append(params, "scenario `"+sc.Name+"` (bench/scenarios/storm-"+c.Name+".yaml): "+strings.Join(strings.Fields(sc.Description), " "))
+		for _, l := range describeScenario(sc) {
+			params = append(params, "  - "+l)
+		}
+	}
+	return Header{Title: c.Title, Command: command, Machine: m, Date: date, Params: params}
+}
+
+// Table returns the storm table: one row per contender.
+func (r *StormReport) Table() Table {
+	cols := []string{"contender", "amplification (incident)", "amplification (overall)", "answered ≤ deadline", "by a model",
+		"p50", "p95", "p99", "peak/mean (100 ms)", "peak ÷ offered", "recovery after incident"}
+	if r.Case.Metastable {
+		cols = append(cols, fmt.Sprintf("by a model, last %s", fmtDur(r.Case.Tail)), "after the trigger")
+	}
+	t := Table{Columns: cols}
+	for _, run := range r.Runs {
+		s := run.Summary
+		row := []string{run.Name,
+			fmt.Sprintf("%.2f", s.AmpIncident), fmt.Sprintf("%.2f", s.AmpOverall),
+			pct(s.AnsweredPct), pct(s.ByModelPct),
+			fmtDur(s.P50), fmtDur(s.P95), fmtDur(s.P99),
+			fmt.Sprintf("%.1f", s.PeakToMean), fmt.Sprintf("%.1f×", s.PeakOverOffered),
+			s.RecoveryString(),
+		}
+		if r.Case.Metastable {
+			row = append(row, pct(s.TailByModelPct), s.State())
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+// State classifies a run after the incident: recovered (≥ 99 % answered
+// by a model from some point on), degraded (not that, but at least half of
+// the calls in the tail window answered by a model) or collapsed.
+func (s StormSummary) State() string {
+	switch {
+	case s.Recovered:
+		return "recovered"
+	case s.TailByModelPct >= 50:
+		return "degraded"
+	}
+	return "collapsed"
+}
+
+// Notes lists, per contender, what the upstream answered and where
+// durable-llm's answers came from.
+func (r *StormReport) Notes() []string {
+	var notes []string
+	for _, run := range r.Runs {
+		s := run.Summary
+		line := fmt.Sprintf("%s — %d calls, %d upstream requests: %s", run.Name, s.Calls, run.Stats.Totals.Arrivals, countsString(s.Upstream, statusName))
+		if len(s.Sources) > 0 {
+			line += "; answer sources: " + countsString(s.Sources, nil)
+		}
+		notes = append(notes, line)
+	}
+	return notes
+}
+
+func statusName(k string) string {
+	switch k {
+	case "499":
+		return "499 (client gave up first)"
+	case "429":
+		return "429 (rate limit or queue full)"
+	}
+	return k
+}
+
+func countsString(m map[string]int, name func(string) string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(a, b int) bool { return m[keys[a]] > m[keys[b]] || m[keys[a]] == m[keys[b]] && keys[a] < keys[b] })
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		n := k
+		if name != nil {
+			n = name(k)
+		}
+		parts[i] = fmt.Sprintf("%s ×%d", n, m[k])
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Targets checks the issue's storm targets against the runs.
+func (r *StormReport) Targets() []string {
+	var out []string
+	run := func(name string) *StormRun {
+		for i := range r.Runs {
+			if r.Runs[i].Name == name {
+				return &r.Runs[i]
+			}
+		}
+		return nil
+	}
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	d, n := run(NameDurable), run(NameNaive)
+	if d != nil {
+		s := d.Summary
+		out = append(out, fmt.Sprintf("durable-llm amplification over the incident ≤ 1.10: %.2f — %s", s.AmpIncident, verdict(s.AmpIncident <= 1.10)))
+	}
+	if n != nil && !r.Case.Metastable {
+		out = append(out, fmt.Sprintf("naive loop amplification over the incident ≥ 3: %.2f — %s", n.Summary.AmpIncident, verdict(n.Summary.AmpIncident >= 3)))
+	}
+	if d != nil {
+		s := d.Summary
+		out = append(out, fmt.Sprintf("durable-llm calls answered within their deadline = 100 %%: %s — %s", pct(s.AnsweredPct), verdict(s.AnsweredPct == 100)))
+		limit := policies.DefaultConfig().Breaker.OpenFor.D() + 5*time.Second
+		out = append(out, fmt.Sprintf("durable-llm back to ≥ 99 %% model answers within breaker open time + 5 s (%s) after the incident: %s — %s",
+			fmtDur(limit), s.RecoveryString(), verdict(s.Recovered && s.Recovery <= limit)))
+	}
+	if r.Case.Metastable {
+		var collapsed, recovered []string
+		for _, run := range r.Runs {
+			if st := run.Summary.State(); st == "recovered" {
+				recovered = append(recovered, run.Name)
+			} else {
+				collapsed = append(collapsed, fmt.Sprintf("%s (%s, %s answered by a model in the last %s)", run.Name, st, pct(run.Summary.TailByModelPct), fmtDur(r.Case.Tail)))
+			}
+		}
+		out = append(out, "recovered after the trigger: "+orNone(recovered), "stayed down after the trigger: "+orNone(collapsed))
+	}
+	return out
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, "; ")
+}
+
+// Markdown renders the whole report: header, table, chart, targets, notes.
+func (r *StormReport) Markdown(h Header, chart string) string {
+	var b strings.Builder
+	b.WriteString(h.Markdown())
+	b.WriteString("\n")
+	b.WriteString(r.Table().Markdown())
+	b.WriteString("\nAmplification (incident): upstream requests made by the calls that started during the incident, per such call. " +
+		"Answered: a model's answer (or, for durable-llm, its fallback) within the deadline; latency: until the caller had its final result, answer or error. " +
+		"Recovery: the first time after the incident from which ≥ 99 % of the calls started were answered by a model.\n")
+	if chart != "" {
+		fmt.Fprintf(&b, "\n![upstream arrivals per 100 ms](%s)\n", chart)
+	}
+	b.WriteString("\nTargets:\n\n")
+	for _, t := range r.Targets() {
+		b.WriteString("- " + t + "\n")
+	}
+	b.WriteString("\nUpstream responses:\n\n")
+	for _, n := range r.Notes() {
+		b.WriteString("- " + n + "\n")
+	}
+	return b.String()
+}
