@@ -5,15 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
+	"go.uber.org/zap"
 
 	"github.com/durable-llm/durable-llm/policies"
 	"github.com/durable-llm/durable-llm/workflows"
 )
+
+// stateQueryTimeout bounds the state query of a running call's poll.
+const stateQueryTimeout = 3 * time.Second
 
 // errNoCall is returned by owner for an ID that is not an LLMCall.
 var errNoCall = errors.New("no such call")
@@ -55,8 +60,11 @@ func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string)
 	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
 		st := CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)}
 		// The state query needs a worker; without one the status is all
-		// there is to say.
-		if res, err := h.o.Client.State(ctx, id); err == nil {
+		// there is to say, and the poll is not held up for long.
+		qctx, cancel := context.WithTimeout(ctx, stateQueryTimeout)
+		res, err := h.o.Client.State(qctx, id)
+		cancel()
+		if err == nil {
 			rs := resilienceOf(id, StatusRunning, res)
 			st.Resilience = &rs
 		}
@@ -116,5 +124,7 @@ func (h *Handler) lookupFailed(err error) *apiError {
 	if unreachable(err) {
 		return h.unavailable(err)
 	}
-	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "lookup_failed", message: "Cannot read the call: " + err.Error()}
+	h.o.Logger.Error("cannot read a call", zap.Error(err))
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "lookup_failed",
+		message: "Cannot read the call; the front door's log says why."}
 }

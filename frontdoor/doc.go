@@ -38,7 +38,8 @@
 // retries the stream carries ": keep-alive" comments. Prefer:
 // respond-async is answered 202 with the workflow ID and a Location,
 // /v1/calls/{id}, that answers 202 with the state so far while the call
-// runs and 200 with the completion when it is done.
+// runs and 200 with the completion when it is done (respond-async wins over
+// stream: true).
 //
 // # Request mapping
 //

@@ -404,11 +404,14 @@ func unreachable(err error) bool {
 	return false
 }
 
+// unavailable is the 503 of an unreachable Temporal. Errors of the
+// service go to the log, not to the client: they name internal addresses.
 func (h *Handler) unavailable(err error) *apiError {
+	h.o.Logger.Warn("Temporal unreachable", zap.Error(err))
 	return &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, code: "temporal_unavailable",
 		retryAfter: h.o.RetryAfter,
-		message: "The durable call service (Temporal) is unreachable or slow; retry with the same request or Idempotency-Key, " +
-			"which never runs a call twice. (" + err.Error() + ")"}
+		message: "The durable call service is unreachable or slow; retry with the same request or Idempotency-Key, " +
+			"which never runs a call twice."}
 }
 
 // startFailed maps an error of starting a call.
@@ -419,7 +422,9 @@ func (h *Handler) startFailed(err error) *apiError {
 	case unreachable(err):
 		return h.unavailable(err)
 	}
-	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "start_failed", message: "Cannot start the call: " + err.Error()}
+	h.o.Logger.Error("cannot start a call", zap.Error(err))
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "start_failed",
+		message: "Cannot start the call; the front door's log says why."}
 }
 
 // callFailed maps the error of a call that ended without an answer, or of
@@ -455,11 +460,13 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 		return &apiError{status: http.StatusGone, typ: typeInvalidRequest, code: "call_terminated",
 			message: "The call was terminated by an operator; send the request again to run it anew."}
 	case errors.As(err, &timeout):
-		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out", message: "The call timed out: " + err.Error()}
+		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out", message: "The call's workflow timed out."}
 	case unreachable(err):
 		return h.unavailable(err)
 	}
-	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "call_failed", message: "The call failed: " + err.Error()}
+	h.o.Logger.Error("a call failed", zap.String("workflow_id", id), zap.Error(err))
+	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "call_failed",
+		message: "The call failed; the front door's log says why."}
 }
 
 // listModels serves GET /v1/models.

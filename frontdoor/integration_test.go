@@ -665,7 +665,7 @@ func TestAsyncMode(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	oc := d.openai("tok-globex")
-	q := "[[sim fault=latency latency=2s]] Please answer later: where is my order?"
+	q := "[[sim fault=latency latency=4s]] Please answer later: where is my order?"
 	var hr *http.Response
 	accepted, err := oc.Chat.Completions.New(ctx, params("u-async", q),
 		option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
@@ -694,6 +694,9 @@ func TestAsyncMode(t *testing.T) {
 		var running frontdoor.CallStatus
 		require.NoError(t, json.Unmarshal(body, &running))
 		require.Equal(t, "running", running.Status)
+		require.NotNil(t, running.Resilience, "the state so far, from the workflow's state query")
+		require.Equal(t, frontdoor.StatusRunning, running.Resilience.Status)
+		require.Equal(t, id, running.Resilience.WorkflowID)
 		time.Sleep(250 * time.Millisecond)
 	}
 	require.Equal(t, http.StatusAccepted, codes[0], "the first poll came while the upstream was still slow")
@@ -728,6 +731,7 @@ func TestTemporalUnreachableIs503(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, e.StatusCode, e.RawJSON())
 	require.Equal(t, "3", e.Response.Header.Get("Retry-After"))
 	require.Equal(t, "temporal_unavailable", e.Code)
+	require.NotContains(t, e.Message, addr, "internal addresses stay in the log")
 
 	var out json.RawMessage
 	e = apiError(t, oc.Get(ctx, "calls/"+policies.Key("acme", "u-down", "", nil), nil, &out))
@@ -786,14 +790,18 @@ func TestEncryptedPayloads(t *testing.T) {
 	// instead of answering 404.
 	tenants, err := frontdoor.ParseTokens(tokens)
 	require.NoError(t, err)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: srv.Client(), TaskQueue: d.tq}, Tenants: tenants})
+	core, logs := observer.New(zap.InfoLevel)
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: srv.Client(), TaskQueue: d.tq}, Tenants: tenants,
+		Logger: zap.New(core)})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/calls/"+id, nil)
 	req.Header.Set("Authorization", "Bearer tok-acme")
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
-	require.Contains(t, rec.Body.String(), "payload keys")
+	errs := logs.FilterMessage("cannot read a call").All()
+	require.Len(t, errs, 1)
+	require.Contains(t, errs[0].ContextMap()["error"], "payload keys")
 }
 
 func TestCanceledCallIsGone(t *testing.T) {

@@ -206,7 +206,7 @@ type CallStatus struct {
 	ID string `json:"id"`
 	// Object is "chat.completion.call".
 	Object string `json:"object"`
-	// Status is running (or completed, when a poll raced the end).
+	// Status is "running".
 	Status string `json:"status"`
 	// URL to GET for the result, relative to the front door's root.
 	URL string `json:"url"`

@@ -109,8 +109,7 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	cancel()
 
 	h, err := frontdoor.New(frontdoor.Options{
-		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace,
-			UIBase: os.Getenv("TEMPORAL_UI"), Limits: cfg.Limits},
+		Client:  &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits},
 		Tenants: tenants, Config: cfg, KeepAlive: *keepAlive,
 		DataConverter: opts.DataConverter, Logger: logger,
 	})
