@@ -48,10 +48,13 @@ func TestComposeFileLoads(t *testing.T) {
 }
 
 // TestDockerComposeConfig runs the real `docker compose config -q` (or
-// docker-compose) when it is installed; it needs no Docker engine.
+// docker-compose v2, or $DOCKER_COMPOSE) when it is installed; it needs no
+// Docker engine.
 func TestDockerComposeConfig(t *testing.T) {
 	var cmd *exec.Cmd
 	switch {
+	case os.Getenv("DOCKER_COMPOSE") != "": // a Compose v2 binary of one's choice
+		cmd = exec.Command(os.Getenv("DOCKER_COMPOSE"), "-f", composeFile, "--profile", "*", "config", "-q")
 	case exec.Command("docker", "compose", "version").Run() == nil:
 		cmd = exec.Command("docker", "compose", "-f", composeFile, "--profile", "*", "config", "-q")
 	case composeV2("docker-compose"):
