@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -242,4 +243,35 @@ func TestConfigureClientAndReplayer(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, ropts.DataConverter)
 	require.NotNil(t, ropts.FailureConverter)
+}
+
+// BenchmarkRoundTrip measures converting one CallRequest to a payload and
+// back, with the default data converter and with encryption, for a short
+// and a long prompt: the difference is the codec's cost.
+func BenchmarkRoundTrip(b *testing.B) {
+	c, err := codec.New(k1)
+	require.NoError(b, err)
+	converters := []struct {
+		name string
+		dc   converter.DataConverter
+	}{{"plain", converter.GetDefaultDataConverter()}, {"encrypted", c.DataConverter()}}
+	for _, size := range []int{1 << 10, 64 << 10} {
+		req := request()
+		req.Messages[0].Content = strings.Repeat("x", size)
+		for _, conv := range converters {
+			b.Run(fmt.Sprintf("%s/%dKiB", conv.name, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(size))
+				for b.Loop() {
+					p, err := conv.dc.ToPayload(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					var back workflows.CallRequest
+					if err := conv.dc.FromPayload(p, &back); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
 }
