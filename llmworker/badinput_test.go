@@ -115,7 +115,7 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 					require.Error(t, err, "the client must not start a workflow for a request it refuses")
 				}
 			}
-			require.Empty(t, openCalls(t, s.c, s.tq), "no call may be left running")
+			requireNoOpenCalls(t, s.c, s.tq)
 			require.Zero(t, s.sim.Stats().Totals.Arrivals, "no upstream request may be made for a bad request")
 		})
 	}
