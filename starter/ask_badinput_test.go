@@ -63,7 +63,9 @@ func TestAskRefusesBadArgumentsBeforeDialing(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
-			err := run(context.Background(), tc.args, &out)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err := run(ctx, tc.args, &out)
 			require.Error(t, err)
 			t.Logf("starter: %v", err)
 			for _, w := range tc.want {
@@ -82,7 +84,9 @@ func TestAskWithoutTemporal(t *testing.T) {
 	t.Setenv("TEMPORAL_ADDRESS", addr)
 	var out bytes.Buffer
 	start := time.Now()
-	err := run(context.Background(), []string{"ask", "Where is my order?"}, &out)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"ask", "Where is my order?"}, &out)
 	require.Error(t, err)
 	t.Logf("starter after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	require.Contains(t, err.Error(), "cannot reach Temporal at "+addr)
