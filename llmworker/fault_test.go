@@ -230,9 +230,9 @@ func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
 			survivor = p
 		}
 	}
+	killedAt := time.Now()
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 	<-victim.exited
-	t.Logf("killed worker pid %d holding the attempt; pid %d keeps running", victim.pid(), survivor.pid())
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -244,6 +244,9 @@ func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
 	require.Equal(t, 2, up.Attempts, "exactly one resent attempt: %+v", up.Requests)
 	require.Equal(t, id+"/1", up.Requests[0].IdempotencyKey)
 	require.Equal(t, up.Requests[0].IdempotencyKey, up.Requests[1].IdempotencyKey, "the resend keeps its Idempotency-Key")
+	resentAt := sim.Stats().Start.Add(time.Duration(up.Requests[1].AtMS) * time.Millisecond)
+	t.Logf("killed worker pid %d holding the attempt; pid %d resent it %v later (heartbeat timeout 2s)",
+		victim.pid(), survivor.pid(), resentAt.Sub(killedAt).Round(10*time.Millisecond))
 
 	// The resend ran on the survivor, which is still alive.
 	var starts []int
@@ -253,6 +256,9 @@ func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
 		require.NoError(t, err)
 		if a := ev.GetActivityTaskStartedEventAttributes(); a != nil {
 			starts = append(starts, identityPID(a.GetIdentity()))
+		}
+		if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a != nil {
+			t.Logf("workflow task timed out (%s): it waited on the killed worker's sticky queue", a.GetTimeoutType())
 		}
 	}
 	require.Equal(t, []int{victim.pid(), survivor.pid()}, starts, "activity task started by: the killed worker, then the survivor")
