@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -17,13 +19,46 @@ type modelClient struct {
 	client *openai.Client
 }
 
-// client returns the go-openai client of a model. The API key is read from
-// the environment variable the model names, here and nowhere else.
-func (a *Activities) client(m policies.ModelConfig) *openai.Client {
-	key := ""
-	if m.APIKeyEnv != "" {
-		key = a.getenv(m.APIKeyEnv)
+// apiKey reads a model's API key from the environment variable it names,
+// here and nowhere else.
+func (a *Activities) apiKey(m policies.ModelConfig) string {
+	if m.APIKeyEnv == "" {
+		return ""
 	}
+	return a.getenv(m.APIKeyEnv)
+}
+
+// redacted replaces an API key that an upstream echoed back.
+const redacted = "[redacted]"
+
+// redact removes the model's API key from what the upstream answered
+// before anything of it is classified, recorded in history or logged: some
+// gateways quote the key they refused in full in their 401 message.
+func redact(obs *policies.Observation, key string) {
+	if key == "" {
+		return
+	}
+	obs.Body = bytes.ReplaceAll(obs.Body, []byte(key), []byte(redacted))
+	var apiErr *openai.APIError
+	if errors.As(obs.Err, &apiErr) {
+		apiErr.Message = redactString(apiErr.Message, key)
+	}
+	var reqErr *openai.RequestError
+	if errors.As(obs.Err, &reqErr) {
+		reqErr.Body = bytes.ReplaceAll(reqErr.Body, []byte(key), []byte(redacted))
+	}
+}
+
+func redactString(s, key string) string {
+	if key == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, key, redacted)
+}
+
+// client returns the go-openai client of a model.
+func (a *Activities) client(m policies.ModelConfig) *openai.Client {
+	key := a.apiKey(m)
 	id := m.BaseURL + "\x00" + m.APIKeyEnv + "\x00" + key
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -115,7 +150,10 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if err == nil && sh.fits {
 		obs.Response = &resp
 	}
+	key := a.apiKey(m)
+	redact(&obs, key)
 	v := policies.Classify(obs)
+	v.Reason = redactString(v.Reason, key)
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	out.RetryAfter, out.HasRetryAfter = v.RetryAfter, v.HasRetryAfter
 	out.ConnectResends = resends

@@ -53,7 +53,9 @@ func (g *authGateway) handler(upstream *url.URL) http.Handler {
 		g.seen[auth]++
 		g.mu.Unlock()
 		if auth != "Bearer "+g.key {
-			got := maskKey(strings.TrimPrefix(auth, "Bearer "))
+			// Some gateways quote the refused key in full: the worker must
+			// redact it before it reaches history or logs.
+			got := strings.TrimPrefix(auth, "Bearer ")
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusUnauthorized)
 			_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
@@ -64,15 +66,6 @@ func (g *authGateway) handler(upstream *url.URL) http.Handler {
 		}
 		proxy.ServeHTTP(w, r)
 	})
-}
-
-// maskKey shows a key the way OpenAI's 401 message does: the first 8 and
-// the last 4 characters.
-func maskKey(k string) string {
-	if len(k) < 16 {
-		return "***"
-	}
-	return k[:8] + strings.Repeat("*", len(k)-12) + k[len(k)-4:]
 }
 
 func (g *authGateway) count(auth string) int {
