@@ -126,7 +126,9 @@ func (a *Activities) Admit(ctx context.Context, req policies.Request) (Admission
 	if err := policies.ValidateRequest(req, a.cfg); err != nil {
 		return Admission{}, invalid(err)
 	}
-	a.budget.RecordRequest(a.now())
+	now := a.now()
+	a.budget.RecordRequest(now)
+	a.metrics.Budget(a.budget.Remaining(now))
 	c := a.cfg.Call
 	ad := Admission{
 		Deadline:          c.Deadline.D(),

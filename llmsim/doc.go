@@ -38,7 +38,7 @@
 //	fault                    status  class (SPEC §4)          params                    client sees
 //	latency                  200     read_timeout (client)    latency                   extra service time, then a normal answer
 //	hang                     -       read_timeout             -                         nothing until the client gives up
-//	reset                    -       connect                  -                         TCP RST before any response byte
+//	reset                    -       server_error             -                         TCP RST before any response byte (the request was sent)
 //	rate_limited             429     rate_limited             retry_after, retry_header rate_limit_exceeded + Retry-After / retry-after-ms
 //	quota_exceeded           429     auth                     -                         insufficient_quota
 //	queue_full               429     queue_full               status (429|503)          code queue_full + X-RateLimit-Remaining: 0
@@ -129,8 +129,9 @@
 // `spike.yaml: phases[1].faults[0].kind: unknown fault "rate_limit" (did you
 // mean rate_limited?)`. The shipped scenarios (BuiltinScenarios) are
 // embedded: healthy, mixed (the demo), spike-5s (seed 000), vllm-slowdown
-// (seed 002), metastable, and class-<class> for every upstream failure
-// class.
+// (seed 002), metastable, and class-<class> for every failure class an
+// upstream can cause (connect failures happen before any server sees the
+// request: dial a closed port to produce them).
 //
 // # Stats
 //

@@ -132,7 +132,7 @@ type FaultInfo struct {
 var faultTable = []FaultInfo{
 	{FaultLatency, 200, "read_timeout (client)", "latency", "adds latency to the service time, then answers normally", stageBack},
 	{FaultHang, 0, "read_timeout", "", "no response at all until the client gives up", stageFront},
-	{FaultReset, 0, "connect", "", "TCP reset (RST) before any response byte", stageFront},
+	{FaultReset, 0, "server_error", "", "TCP reset (RST) before any response byte (the request was sent)", stageFront},
 	{FaultRateLimited, 429, "rate_limited", "retry_after, retry_header", "code rate_limit_exceeded, Retry-After and/or retry-after-ms", stageFront},
 	{FaultQuotaExceeded, 429, "auth", "", "code insufficient_quota (quota exhausted)", stageFront},
 	{FaultQueueFull, 429, "queue_full", "status (429|503), retry_after", "code queue_full, X-RateLimit-Remaining: 0", stageFront},

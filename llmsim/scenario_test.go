@@ -170,7 +170,9 @@ func TestBuiltinScenarios(t *testing.T) {
 	for _, f := range llmsim.FaultTable() {
 		classOf[f.Fault] = f.Class
 	}
-	upstream := []string{"connect", "read_timeout", "timeout", "queue_full", "rate_limited", "context_length_exceeded",
+	// connect failures (dial, DNS, TLS) happen before any server sees the
+	// request, so no scenario can inject them: tests dial a closed port.
+	upstream := []string{"read_timeout", "timeout", "queue_full", "rate_limited", "context_length_exceeded",
 		"output_truncated", "service_unavailable", "server_error", "body_error", "invalid_request", "auth",
 		"model_not_found", "content_filter"}
 	for _, class := range upstream {
