@@ -14,7 +14,7 @@
 //     SHA-256 in constant time, never logged). The tenant is part of every
 //     workflow ID: an Idempotency-Key header becomes
 //     policies.ScopedKey(tenant, key); without one the key is
-//     policies.Key(tenant, user, X-Session-Id, messages) (SPEC §6). Two
+//     policies.Key(tenant, user, X-Session-Id, messages) (README "Idempotency and audit"). Two
 //     tenants sending the same key reach two different calls. GET
 //     /v1/calls/{id} reads the tenant from the call's input (the first
 //     history event) and answers 404 for another tenant's call, exactly as

@@ -28,7 +28,7 @@ const (
 	// HeaderIdempotencyKey names the caller's idempotency key; scoped by
 	// tenant, it selects the workflow.
 	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderSessionID is the session part of the derived key (SPEC §6).
+	// HeaderSessionID is the session part of the derived key (README "Idempotency and audit").
 	HeaderSessionID = "X-Session-Id"
 	// HeaderScenario selects business rules (customer_service, medical, …).
 	HeaderScenario = "X-Scenario"

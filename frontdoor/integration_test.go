@@ -183,7 +183,7 @@ func TestPlainCall(t *testing.T) {
 	require.NoError(t, err)
 
 	id := policies.Key("acme", "u-plain", "s-7", msgs(q))
-	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"), "the key of SPEC §6: tenant, user, session, messages")
+	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"), "the idempotency key: tenant, user, session, messages")
 	require.Equal(t, "model", hr.Header.Get("X-Resilience-Source"))
 	require.Equal(t, "chatcmpl-"+id, resp.ID)
 	require.Equal(t, "chat.completion", string(resp.Object))

@@ -1,5 +1,5 @@
 // Package llmsim is an OpenAI-compatible LLM simulator that reproduces
-// every failure of SPEC §4 and the capacity of a GPU server. Tests start
+// every failure of README "Failure classes" and the capacity of a GPU server. Tests start
 // it in-process (NewServer), demos and benchmarks run the command
 // llmsim/cmd/llmsim.
 //
@@ -35,7 +35,7 @@
 // add up; the first other rule that fires decides). Front faults answer
 // without taking a slot; back faults answer after the model's service time.
 //
-//	fault                    status  class (SPEC §4)          params                    client sees
+//	fault                    status  class (README "Failure classes")          params                    client sees
 //	latency                  200     read_timeout (client)    latency                   extra service time, then a normal answer
 //	hang                     -       read_timeout             -                         nothing until the client gives up
 //	reset                    -       server_error             -                         TCP RST before any response byte (the request was sent)

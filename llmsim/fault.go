@@ -117,7 +117,7 @@ type FaultInfo struct {
 	Fault Fault
 	// Status is the HTTP status the client sees (0: no HTTP response).
 	Status int
-	// Class is the failure class of SPEC §4 a correct classifier assigns.
+	// Class is the failure class of README "Failure classes" a correct classifier assigns.
 	Class string
 	// Params lists the parameters the fault reads.
 	Params string

@@ -11,7 +11,7 @@ import (
 type Backoff func(n int, base, cap time.Duration, u float64) time.Duration
 
 // DefaultBackoff is the backoff the planner uses: FullJitter, the
-// "exponential backoff with full jitter" of SPEC §5 and seed 002.
+// "exponential backoff with full jitter" of README "Failure classes" and seed 002.
 func DefaultBackoff(n int, base, cap time.Duration, u float64) time.Duration {
 	return FullJitter(n, base, cap, u)
 }
@@ -65,7 +65,7 @@ func Fixed(waits []Duration, n int) time.Duration {
 }
 
 // HonourRetryAfter decides whether an upstream's Retry-After is honoured
-// (SPEC §4, rate_limited: "honour it exactly, capped at 60 s; beyond the cap,
+// (README "Failure classes", rate_limited: "honour it exactly, capped at 60 s; beyond the cap,
 // switch model"). It returns the wait and true when retryAfter is at most
 // cap (a negative retryAfter counts as 0, "retry now"); beyond the cap it
 // returns 0 and false: the caller must not wait, it switches model instead.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults of BreakerConfig (SPEC §5; seed 003 §4.5: open after 5
+// Defaults of BreakerConfig (README "Failure classes"; seed 003 §4.5: open after 5
 // consecutive failures over a window of 20 calls, probe with 10 % of the
 // traffic, close at 90 % probe success; the seed's 300 s open period is a
 // production value, the default here is 30 s).
@@ -105,7 +105,7 @@ func resolveBreaker(cfg BreakerConfig) breakerSettings {
 	return s
 }
 
-// Breaker is the circuit breaker of one model in one process (SPEC §5).
+// Breaker is the circuit breaker of one model in one process (README "Failure classes").
 //
 // Closed, it opens after ConsecutiveFailures failures in a row, or when
 // more than FailureRate of the last Window calls failed (once MinCalls
@@ -403,7 +403,7 @@ func (r *BreakerRegistry) Snapshot(now time.Time) map[string]BreakerState {
 	return out
 }
 
-// ClassBreaker is the per-class breaker (SPEC §5, seed 003 §3.3: "when
+// ClassBreaker is the per-class breaker (README "Failure classes", seed 003 §3.3: "when
 // retries of one class fail more than 15 % of the time, skip retries and
 // degrade"). It counts the outcomes of retries by the failure class that
 // caused them over a sliding ClassWindow; when at least ClassMinRetries

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Defaults of BudgetConfig (SPEC §5, seed 000: at most 10 % retries over
+// Defaults of BudgetConfig (README "Failure classes", seed 000: at most 10 % retries over
 // the last minute).
 const (
 	DefaultBudgetWindow = 60 * time.Second
@@ -18,7 +18,7 @@ const (
 // slides in steps of Window/60 (1 s for the default 60 s).
 const windowBuckets = 60
 
-// RetryBudget is the per-process retry budget (SPEC §5), in the manner of
+// RetryBudget is the per-process retry budget (README "Failure classes"), in the manner of
 // Envoy's retry budgets and Finagle's RetryBudget: over the last Window,
 // retries may be at most Ratio × requests plus Floor, so a quiet system can
 // still retry while a failing upstream cannot be hit by a retry storm —

@@ -97,7 +97,7 @@ func (v Verdict) OK() bool { return v.Class == ClassNone && !v.Canceled }
 // verdict.
 type ClassifyFunc func(obs Observation) Verdict
 
-// DefaultClassify is the classifier of SPEC §4: Classify.
+// DefaultClassify is the classifier of README "Failure classes": Classify.
 func DefaultClassify(obs Observation) Verdict { return Classify(obs) }
 
 var _ ClassifyFunc = DefaultClassify
@@ -105,7 +105,7 @@ var _ ClassifyFunc = DefaultClassify
 // maxMessageLen bounds Verdict.Message, in runes.
 const maxMessageLen = 300
 
-// Classify decides the failure class of one upstream attempt (SPEC §4). It
+// Classify decides the failure class of one upstream attempt (README "Failure classes"). It
 // is a pure function of obs and never panics on upstream garbage.
 //
 // In short: a caller's cancellation is reported as Canceled; an error

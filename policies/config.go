@@ -10,7 +10,7 @@ type Config struct {
 	// of a file, the default ladder (the local llmsim) is used.
 	Models []ModelConfig `yaml:"models"`
 	// Classes maps every failure class to its action. Classes missing from
-	// the file keep their defaults (SPEC §4); a class entry that keeps the
+	// the file keep their defaults (README "Failure classes"); a class entry that keeps the
 	// default action is merged over the default field by field, one that
 	// names another action replaces it (see ParseConfig).
 	Classes map[Class]ClassPolicy `yaml:"classes"`
@@ -67,7 +67,7 @@ type ModelConfig struct {
 // Action is what the planner does with a failure class.
 type Action string
 
-// The actions a class can take (SPEC §4).
+// The actions a class can take (README "Failure classes").
 const (
 	// ActionResend resends the same attempt at once (worker_lost; connect
 	// failures are resent at the network layer inside the call activity).
@@ -192,7 +192,7 @@ type HTTPConfig struct {
 	ConnectTimeout Duration `yaml:"connect_timeout"` // default 3s
 }
 
-// LimitsConfig are the request limits of SPEC §9.
+// LimitsConfig are the request limits of README "How it works", step 1.
 type LimitsConfig struct {
 	MaxPromptBytes int     `yaml:"max_prompt_bytes"` // default 1 MiB
 	MaxMessages    int     `yaml:"max_messages"`     // default 1000

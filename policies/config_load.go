@@ -234,7 +234,7 @@ func (c *Config) Model(name string) (ModelConfig, bool) {
 }
 
 // ClassPolicy returns the policy of failure class cl: the configured one,
-// else the built-in default of SPEC §4 (for a Config built in code without
+// else the built-in default of README "Failure classes" (for a Config built in code without
 // that class). An unknown class (or ClassNone) gets ActionFail, so a
 // classification bug can never cause a retry loop.
 func (c *Config) ClassPolicy(cl Class) ClassPolicy {
@@ -267,11 +267,11 @@ func (c *Config) OverrideEndpoint(baseURL, apiKeyEnv string) {
 // ApplyDefaults replaces zero values with their defaults (the comments in
 // config.go), for a Config built in code; nil Models become the default
 // ladder. ParseConfig already applies them.
-// A class missing from Classes gets its SPEC §4 default; a class present
+// A class missing from Classes gets its README "Failure classes" default; a class present
 // keeps its fields and only gets its action's own defaults.
 func (c *Config) ApplyDefaults() { c.applyDefaults(nil) }
 
-// builtinClassPolicies are the defaults of SPEC §4 (seed 003 §3.2).
+// builtinClassPolicies are the defaults of README "Failure classes" (seed 003 §3.2).
 func builtinClassPolicies() map[Class]ClassPolicy {
 	t := 0.3
 	ms := func(n int) Duration { return Duration(time.Duration(n) * time.Millisecond) }

@@ -52,7 +52,7 @@ func TestDefaultConfigHasSpecDefaults(t *testing.T) {
 		}
 	}
 
-	// SPEC §4, row by row.
+	// README "Failure classes", row by row.
 	temp := 0.3
 	spec := map[Class]ClassPolicy{
 		ClassConnect:               {Action: ActionSwitchModel},

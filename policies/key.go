@@ -9,7 +9,7 @@ import (
 	"fmt"
 )
 
-// The idempotency key is the workflow ID of a call (SPEC §6): a duplicate
+// The idempotency key is the workflow ID of a call (README "Idempotency and audit"): a duplicate
 // start with the same key attaches to the running call or gets its recorded
 // result, so no duplicate ever reaches the upstream twice.
 

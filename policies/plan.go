@@ -102,7 +102,7 @@ type Budget interface {
 	TryRetry(now time.Time) bool
 }
 
-// Plan decides the next step after a failed attempt (SPEC §3 step 5): the
+// Plan decides the next step after a failed attempt (README "How it works" step 5): the
 // class's action, vetoed in this order by a business rule, the attempts
 // cap, the class's own limit, the class breaker, the retry budget and the
 // remaining deadline. budget may be nil (no budget). now is passed to the

@@ -28,7 +28,7 @@ import "math"
 // changes a kept message and never mutates its input.
 
 // DefaultPruneFactor is the share of the middle history each pruning stage
-// keeps of the previous one (SPEC §5: attempt n keeps 0.5^n).
+// keeps of the previous one (README "Failure classes": attempt n keeps 0.5^n).
 const DefaultPruneFactor = 0.5
 
 // LastPruneStage is the stage from which PruneForAttempt keeps only the
@@ -87,7 +87,7 @@ func PruneForAttempt(msgs []Message, stage int, factor float64) PruneResult {
 
 // PruneKeepRounds keeps the system part, the newest n rounds of the middle
 // history and the current question (the context_length_exceeded action:
-// SPEC §4 keeps 3). n ≤ 0 keeps no round.
+// README "Failure classes" keeps 3). n ≤ 0 keeps no round.
 func PruneKeepRounds(msgs []Message, n int) PruneResult {
 	return pruneParse(msgs).keepNewest(n)
 }

@@ -22,7 +22,7 @@ import (
 
 // CheckRules returns the first rule, in order, whose scenario matches the
 // request's scenario and that has a keyword in the question. This is the
-// check made before any model call (SPEC §3 step 2); its action (handoff,
+// check made before any model call (README "How it works" step 2); its action (handoff,
 // safe_message, no_retry) decides what the call does next.
 //
 // A rule's scenario matches when it is empty (any scenario) or equal to
@@ -44,7 +44,7 @@ func CheckRules(rules []Rule, scenario string, question string) (Rule, bool) {
 }
 
 // RuleCard returns the rule whose message serves as the answer card of the
-// business fallback (SPEC §3 step 7: FAQ, then rule card, then placeholder),
+// business fallback (README "How it works" step 7: FAQ, then rule card, then placeholder),
 // when no model could answer. It matches scenario and keywords exactly as
 // CheckRules does, but:
 //   - only rules with a non-blank Message are candidates: a matching rule

@@ -178,7 +178,7 @@ func TestMatchFold(t *testing.T) {
 }
 
 func TestCheckRulesDefaultPolicy(t *testing.T) {
-	// The SPEC §3 examples against the shipped policy file.
+	// The README "How it works" examples against the shipped policy file.
 	rules := DefaultConfig().Rules
 	tests := []struct {
 		name     string

@@ -32,7 +32,7 @@ const (
 	RoleTool      = "tool"
 )
 
-// Class is the failure class of one upstream attempt (SPEC §4). The empty
+// Class is the failure class of one upstream attempt (README "Failure classes"). The empty
 // class means the attempt succeeded.
 type Class string
 
@@ -59,7 +59,7 @@ const (
 	ClassWorkerLost            Class = "worker_lost"
 )
 
-// AllClasses lists every failure class in the order of SPEC §4.
+// AllClasses lists every failure class in the order of README "Failure classes".
 var AllClasses = []Class{
 	ClassConnect, ClassReadTimeout, ClassTimeout, ClassQueueFull, ClassRateLimited,
 	ClassContextLengthExceeded, ClassOutputTruncated, ClassServiceUnavailable,
@@ -90,7 +90,7 @@ func (c Class) CountsForBreaker() bool {
 	return false
 }
 
-// Request is one LLM call as a caller asks for it (SPEC §7). It is plain
+// Request is one LLM call as a caller asks for it (README "Calling it"). It is plain
 // JSON; the workflow's input type CallRequest is this type.
 type Request struct {
 	// Tenant scopes the idempotency key; set by the front door from the

@@ -10,7 +10,7 @@ import (
 )
 
 // The request limits ValidateRequest applies when the Config leaves them
-// zero (SPEC §9); they mirror the defaults of the policy file.
+// zero (README "How it works", step 1); they mirror the defaults of the policy file.
 const (
 	reqDefaultMaxPromptBytes = 1 << 20 // 1 MiB, half of Temporal's 2 MB payload limit
 	reqDefaultMaxMessages    = 1000
@@ -131,7 +131,7 @@ func reqLimitsOf(cfg *Config) reqLimits {
 	return l
 }
 
-// ValidateRequest checks r before anything is sent (SPEC §9) and returns nil
+// ValidateRequest checks r before anything is sent (README "How it works", step 1) and returns nil
 // or a *ValidationError listing every problem as "field: problem":
 //
 //   - messages: at least one, at most Limits.MaxMessages (default 1000);

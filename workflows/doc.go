@@ -1,7 +1,7 @@
 // Package workflows holds LLMCall, the durable LLM call: one workflow
 // execution per call, on task queue llm-calls.
 //
-// The workflow is only the state machine of SPEC §3:
+// The workflow is only the state machine of README "How it works":
 //
 //	admit (validate, rules) → [prepare attempt → call → plan next → timer]… →
 //	answer | fallback (FAQ → rule card → placeholder) | hand-off | clear error

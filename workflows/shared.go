@@ -13,7 +13,7 @@ const TaskQueue = "llm-calls"
 // any language start it by this name with a CallRequest as JSON.
 const WorkflowName = "LLMCall"
 
-// CallRequest is the input of LLMCall (SPEC §7).
+// CallRequest is the input of LLMCall (README "Calling it").
 type CallRequest = policies.Request
 
 // Message is one chat message of a CallRequest.
@@ -42,7 +42,7 @@ const (
 	OutcomeCanceled = "canceled"
 )
 
-// CallResult is the output of LLMCall (SPEC §7).
+// CallResult is the output of LLMCall (README "Calling it").
 type CallResult struct {
 	// RequestID is the workflow ID, i.e. the idempotency key.
 	RequestID    string `json:"request_id"`
