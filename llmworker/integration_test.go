@@ -14,7 +14,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
@@ -307,4 +309,32 @@ func TestIntegrationWorkerKilledMidAttemptIsReplaced(t *testing.T) {
 	up := s.upstream(run.GetID())
 	require.Equal(t, 2, up.Attempts, "one resent attempt")
 	require.Equal(t, up.Requests[0].IdempotencyKey, up.Requests[1].IdempotencyKey, "a resend keeps its Idempotency-Key")
+}
+
+func TestIntegrationCancelCancelsTheHTTPRequest(t *testing.T) {
+	s := newStack(t, nil)
+	req := question("[[sim fault=latency latency=60s times=always]] Where is my order?")
+	run, err := s.lc.Start(context.Background(), req)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.upstream(run.GetID()).Attempts == 1 }, 30*time.Second, 50*time.Millisecond,
+		"the attempt never reached the upstream")
+
+	cancelled := time.Now()
+	require.NoError(t, s.c.CancelWorkflow(context.Background(), run.GetID(), ""))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = run.Get(ctx, nil)
+	var canceled *temporal.CanceledError
+	require.ErrorAs(t, err, &canceled, "the call must end cancelled, got %v", err)
+	// The client side of the upstream request went away: llmsim records the
+	// attempt as given up by its client (499), well before its 60 s latency.
+	require.Eventually(t, func() bool {
+		return s.sim.Stats().Totals.Responses[llmsim.OutcomeClientGone] == 1
+	}, 30*time.Second, 50*time.Millisecond, "the HTTP request was not cancelled")
+	require.Less(t, time.Since(cancelled), 30*time.Second)
+	require.Equal(t, 1, s.upstream(run.GetID()).Attempts, "no new attempt after the cancellation")
+
+	desc, err := s.c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	require.NoError(t, err)
+	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus())
 }
