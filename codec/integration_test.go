@@ -20,7 +20,6 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -33,9 +32,7 @@ import (
 )
 
 var (
-	serverOnce sync.Once
-	server     *testsuite.DevServer
-	serverErr  error
+	shared testenv.Shared
 
 	buildOnce sync.Once
 	binDir    string
@@ -44,26 +41,11 @@ var (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if server != nil {
-		_ = server.Stop()
-	}
+	shared.Stop()
 	if binDir != "" {
 		_ = os.RemoveAll(binDir)
 	}
 	os.Exit(code)
-}
-
-// devServer is one dev server for the package's integration tests.
-func devServer(t *testing.T) *testsuite.DevServer {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs the Temporal dev server (skipped in -short mode)")
-	}
-	serverOnce.Do(func() {
-		server, serverErr = testenv.StartServer(context.Background(), workflows.SearchAttributes, testenv.ServerOptions{})
-	})
-	require.NoError(t, serverErr)
-	return server
 }
 
 // binaries builds the real worker and starter commands once.
@@ -100,7 +82,7 @@ const (
 )
 
 func TestIntegrationEncryptedHistoryIsUnreadableWithoutTheKey(t *testing.T) {
-	srv := devServer(t)
+	srv := shared.Server(t)
 	workerBin, starterBin := binaries(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)

@@ -24,7 +24,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/testsuite"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
@@ -40,30 +39,11 @@ import (
 
 const tokens = "tok-acme=acme, tok-globex=globex"
 
-var (
-	serverOnce sync.Once
-	server     *testsuite.DevServer
-	serverErr  error
-)
-
-// sharedServer starts one dev server for the package's integration tests.
-func sharedServer(t *testing.T) *testsuite.DevServer {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs the Temporal dev server")
-	}
-	serverOnce.Do(func() {
-		server, serverErr = testenv.StartServer(context.Background(), workflows.SearchAttributes, testenv.ServerOptions{})
-	})
-	require.NoError(t, serverErr)
-	return server
-}
+var shared testenv.Shared
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if server != nil {
-		_ = server.Stop()
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
@@ -79,7 +59,7 @@ type door struct {
 
 func newDoor(t *testing.T, mutate func(*frontdoor.Options)) *door {
 	t.Helper()
-	return newDoorWith(t, sharedServer(t).Client(), mutate)
+	return newDoorWith(t, shared.Server(t).Client(), mutate)
 }
 
 // newDoorWith runs the worker and the front door on the Temporal client c.
@@ -265,7 +245,6 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 
 	id := policies.Key("acme", "u-stream", "", msgs(q))
 	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
-	require.Equal(t, "model", hr.Trailer.Get("X-Resilience-Source"), "the source comes as a trailer once known")
 	want := llmsim.Answer("qwen-72b", q)
 	require.Len(t, acc.Choices, 1)
 	require.Equal(t, want, acc.Choices[0].Message.Content)
@@ -275,7 +254,10 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 	require.Positive(t, acc.Usage.PromptTokens)
 	require.Equal(t, int64(llmsim.EstimateTokens(want)), acc.Usage.CompletionTokens)
 
+	// The source is known only at the end: it comes in the final chunk (and
+	// as an HTTP trailer, which a client that stops at [DONE] may not read).
 	r := resilience(t, last.RawJSON())
+	require.Equal(t, "model", r.Source)
 	require.Equal(t, []string{"rate_limited"}, r.Classes)
 	require.Equal(t, 2, r.AttemptCount)
 	require.Equal(t, "wait retry-after", r.Attempts[0].Decision)
@@ -746,7 +728,7 @@ func (quietLogger) Warn(string, ...any)  {}
 func (quietLogger) Error(string, ...any) {}
 
 func TestEncryptedPayloads(t *testing.T) {
-	srv := sharedServer(t)
+	srv := shared.Server(t)
 	secret := make([]byte, codec.KeySize)
 	for i := range secret {
 		secret[i] = byte(i * 7)

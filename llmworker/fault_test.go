@@ -176,7 +176,7 @@ func requireNoOpenCalls(t *testing.T, c client.Client, tq string) {
 // operator would: the pending activity's last worker identity, whose
 // default form starts with the worker's process ID.
 func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
-	srv := sharedServer(t)
+	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
@@ -374,7 +374,7 @@ breaker:
 // classified, each call is answered by a retry, another model or the
 // fallback, no workflow stays open, and the worker process lives on.
 func TestIntegrationUpstreamGarbageIsClassified(t *testing.T) {
-	srv := sharedServer(t)
+	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)

@@ -42,36 +42,17 @@ type stack struct {
 	w      *llmworker.Worker
 }
 
-var (
-	serverOnce sync.Once
-	server     *testsuite.DevServer
-	serverErr  error
-)
-
-// sharedServer starts one dev server for the package's integration tests.
-func sharedServer(t *testing.T) *testsuite.DevServer {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs the Temporal dev server")
-	}
-	serverOnce.Do(func() {
-		server, serverErr = testenv.StartServer(context.Background(), workflows.SearchAttributes, testenv.ServerOptions{})
-	})
-	require.NoError(t, serverErr)
-	return server
-}
+var shared testenv.Shared
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if server != nil {
-		_ = server.Stop()
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
 func newStack(t *testing.T, mutate func(*policies.Config)) *stack {
 	t.Helper()
-	srv := sharedServer(t)
+	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)

@@ -91,7 +91,7 @@ func sum(fams map[string]*dto.MetricFamily, name string, want map[string]string)
 // serves its metrics, then reads /metrics as Prometheus would: the SDK's
 // metrics and ours, with Prometheus names, counting what the calls did.
 func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
-	srv := sharedServer(t)
+	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)

@@ -86,7 +86,7 @@ func randomKey(prefix string) string {
 // text: every event of every history (JSON and wire bytes), search
 // attributes, memo, the results and the worker's zap log at debug level.
 func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
-	srv := sharedServer(t)
+	srv := shared.Server(t)
 	key := randomKey("sk-test-SECRET-123-")
 	stale := randomKey("sk-test-STALE-456-") // a rotated-out key still configured for one model
 	t.Setenv("LLM_API_KEY", key)

@@ -6,16 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/replay"
-	"github.com/durable-llm/durable-llm/workflows"
 )
 
 func TestPathsAreUniqueAndDocumented(t *testing.T) {
@@ -43,38 +40,18 @@ func TestStaleListsFilesNoPathRecords(t *testing.T) {
 	require.Equal(t, []string{filepath.Join(dir, "renamed-path.json")}, stale)
 }
 
-var (
-	serverOnce sync.Once
-	server     *testsuite.DevServer
-	serverErr  error
-)
-
-// startServer returns the package's one dev server (the paths' workflow
-// IDs differ, so tests share it).
-func startServer(t *testing.T) *testsuite.DevServer {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("integration test: needs the Temporal dev server")
-	}
-	serverOnce.Do(func() {
-		server, serverErr = testenv.StartServer(context.Background(), workflows.SearchAttributes, testenv.ServerOptions{})
-	})
-	require.NoError(t, serverErr)
-	return server
-}
+var shared testenv.Shared
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if server != nil {
-		_ = server.Stop()
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
 // TestRecordSavesCheckedHistories records a few paths for real and replays
 // what it saved.
 func TestRecordSavesCheckedHistories(t *testing.T) {
-	srv := startServer(t)
+	srv := shared.Server(t)
 	dir := t.TempDir()
 	var log bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -106,7 +83,7 @@ func TestRecordSavesCheckedHistories(t *testing.T) {
 // TestRecordRefusesARunThatTookAnotherPath: a path whose run does not show
 // what it claims fails the recording and leaves the old file alone.
 func TestRecordRefusesARunThatTookAnotherPath(t *testing.T) {
-	srv := startServer(t)
+	srv := shared.Server(t)
 	dir := t.TempDir()
 	old := filepath.Join(dir, "class-timeout.json")
 	require.NoError(t, os.WriteFile(old, []byte("the previous recording"), 0o600))
@@ -127,7 +104,7 @@ func TestRecordRefusesARunThatTookAnotherPath(t *testing.T) {
 }
 
 func TestRecordSkipsTheKilledWorkerPathWithoutAChildCommand(t *testing.T) {
-	srv := startServer(t)
+	srv := shared.Server(t)
 	var log bytes.Buffer
 	err := Record(context.Background(), Options{Dir: t.TempDir(), Only: []string{"class-worker_lost"}, Log: &log, HostPort: srv.FrontendHostPort()})
 	require.NoError(t, err)

@@ -9,11 +9,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
 // TemporalCLI finds the pinned Temporal CLI: $TEMPORAL_CLI, else bin/temporal
@@ -117,3 +120,39 @@ func (quiet) Debug(string, ...any) {}
 func (quiet) Info(string, ...any)  {}
 func (quiet) Warn(string, ...any)  {}
 func (quiet) Error(string, ...any) {}
+
+// Shared is one dev server with the LLM search attributes for all the
+// integration tests of a package, started on first use. Declare one per
+// package and stop it from TestMain:
+//
+//	var shared testenv.Shared
+//
+//	func TestMain(m *testing.M) { code := m.Run(); shared.Stop(); os.Exit(code) }
+type Shared struct {
+	once sync.Once
+	srv  *testsuite.DevServer
+	err  error
+}
+
+// Server returns the package's dev server, starting it on the first call.
+// It skips the test in -short mode.
+func (s *Shared) Server(t testing.TB) *testsuite.DevServer {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server (skipped in -short mode)")
+	}
+	s.once.Do(func() {
+		s.srv, s.err = StartServer(context.Background(), workflows.SearchAttributes, ServerOptions{})
+	})
+	if s.err != nil {
+		t.Fatalf("start Temporal dev server: %v", s.err)
+	}
+	return s.srv
+}
+
+// Stop stops the server if it was started.
+func (s *Shared) Stop() {
+	if s.srv != nil {
+		_ = s.srv.Stop()
+	}
+}
