@@ -131,12 +131,11 @@ func (a *Activities) Admit(ctx context.Context, req policies.Request) (Admission
 	a.metrics.Budget(a.budget.Remaining(now))
 	c := a.cfg.Call
 	ad := Admission{
-		Deadline:          c.Deadline.D(),
-		FallbackReserve:   c.FallbackReserve.D(),
-		MaxAttempts:       c.MaxAttempts,
-		HeartbeatTimeout:  c.HeartbeatTimeout.D(),
-		WorkerLostResends: c.WorkerLostResends,
-		FirstModel:        a.cfg.Models[0].Name,
+		Deadline:         c.Deadline.D(),
+		FallbackReserve:  c.FallbackReserve.D(),
+		MaxAttempts:      c.MaxAttempts,
+		HeartbeatTimeout: c.HeartbeatTimeout.D(),
+		FirstModel:       a.cfg.Models[0].Name,
 	}
 	if req.DeadlineMS > 0 {
 		ad.Deadline = time.Duration(req.DeadlineMS) * time.Millisecond
@@ -199,9 +198,9 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Attem
 func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (policies.Step, error) {
 	now := a.now()
 	p := in.Plan
-	if p.ClassRetries > 0 {
-		// The previous retry of this class failed again.
-		a.classes.Record(p.Class, now, false)
+	if in.RetriedClass != policies.ClassNone {
+		// The failed attempt was a retry of that class: it did not work.
+		a.classes.Record(in.RetriedClass, now, false)
 	}
 	if a.cfg.ClassPolicy(p.Class).TripBreaker {
 		// auth: never send to this model again until its breaker heals.

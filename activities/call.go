@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/durable-llm/durable-llm/policies"
 )
@@ -134,10 +136,18 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	stopHeartbeat()
 	out.Duration = a.now().Sub(start)
 	if ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
+			// This worker is stopping: the attempt is lost, not failed. The
+			// workflow resends it elsewhere, uncharged (worker_lost).
+			return out, temporal.NewApplicationErrorWithOptions(
+				"worker shut down during the attempt", string(policies.ClassWorkerLost),
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+		}
 		// The workflow cancelled the call (or the activity timed out): no
 		// outcome to judge, and the breaker learns nothing.
 		return out, ctx.Err()
 	}
+	out.NotSent = !sh.fits
 
 	status, header, body, headerTimedOut, resends := ex.snapshot()
 	obs.Err = err
@@ -168,7 +178,13 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 
 	if v.Class == policies.ClassNone {
-		out.Content = resp.Choices[0].Message.Content
+		msg := resp.Choices[0].Message
+		out.Content = msg.Content
+		if out.Content == "" {
+			for _, part := range msg.MultiContent {
+				out.Content += part.Text
+			}
+		}
 		out.FinishReason = string(resp.Choices[0].FinishReason)
 		return out, nil
 	}
@@ -188,6 +204,16 @@ func chatRequest(model string, msgs []policies.Message, maxTokens int, temperatu
 	req := openai.ChatCompletionRequest{Model: model, MaxTokens: maxTokens}
 	if temperature != nil {
 		req.Temperature = float32(*temperature)
+		if req.Temperature == 0 {
+			// go-openai omits a zero temperature; this is its documented
+			// way to send 0.
+			req.Temperature = math.SmallestNonzeroFloat32
+		}
+	}
+	if openai.NewReasoningValidator().Validate(req) != nil {
+		// Reasoning models take max_completion_tokens and a fixed
+		// temperature: adapt rather than fail the attempt before sending.
+		req.MaxCompletionTokens, req.MaxTokens, req.Temperature = req.MaxTokens, 0, 0
 	}
 	req.Messages = make([]openai.ChatCompletionMessage, len(msgs))
 	for i, m := range msgs {

@@ -12,10 +12,9 @@ type Admission struct {
 	Deadline        time.Duration `json:"deadline"`
 	FallbackReserve time.Duration `json:"fallback_reserve"`
 	MaxAttempts     int           `json:"max_attempts"`
-	// HeartbeatTimeout of the call activity and the number of resends of a
-	// lost attempt.
-	HeartbeatTimeout  time.Duration `json:"heartbeat_timeout"`
-	WorkerLostResends int           `json:"worker_lost_resends"`
+	// HeartbeatTimeout of the call activity: a lost worker is noticed
+	// within it.
+	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
 	// FirstModel is the model the ladder starts from.
 	FirstModel string `json:"first_model"`
 	// Rule is the business rule that matched the request, if any.
@@ -94,6 +93,9 @@ type CallOutcome struct {
 	PromptTokens     int            `json:"prompt_tokens"`
 	CompletionTokens int            `json:"completion_tokens"`
 	ConnectResends   int            `json:"connect_resends,omitempty"`
+	// NotSent is set when the attempt was refused before any request (the
+	// prompt cannot fit the model's window even pruned).
+	NotSent bool `json:"not_sent,omitempty"`
 }
 
 // PlanNextInput asks for the step after a failed attempt.
@@ -104,6 +106,9 @@ type PlanNextInput struct {
 	Tried []string `json:"tried,omitempty"`
 	// Preferred is the request's preferred model.
 	Preferred string `json:"preferred,omitempty"`
+	// RetriedClass is set when the failed attempt was a retry of that
+	// class: the class breaker learns that the retry failed.
+	RetriedClass policies.Class `json:"retried_class,omitempty"`
 }
 
 // FallbackInput asks for the business fallback answer.

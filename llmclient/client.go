@@ -6,6 +6,7 @@ package llmclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -72,6 +73,10 @@ func (c *Client) precheck(req workflows.CallRequest) error {
 	}
 	if len(req.Messages) == 0 {
 		return fmt.Errorf("%w: messages: at least one message is required", ErrInvalidRequest)
+	}
+	if b, err := json.Marshal(req); err == nil && len(b) > policies.MaxEncodedRequestBytes {
+		return fmt.Errorf("%w: messages: the request is %d bytes once JSON-encoded, over the %d a Temporal payload may carry",
+			ErrInvalidRequest, len(b), policies.MaxEncodedRequestBytes)
 	}
 	if t := req.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0)) {
 		// JSON cannot carry it: without this the payload encoder fails

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -28,7 +29,9 @@ type Options struct {
 	// Transport under the activities' HTTP client (tests); default the
 	// standard transport.
 	Transport http.RoundTripper
-	// Worker options passed to the Temporal worker.
+	// Worker options passed to the Temporal worker. WorkerStopTimeout
+	// defaults to the slowest model's timeout + 5 s, so a stopping worker
+	// drains its attempts.
 	Worker worker.Options
 	// TaskQueue; default workflows.TaskQueue.
 	TaskQueue string
@@ -56,6 +59,13 @@ func New(c client.Client, o Options) (*Worker, error) {
 	tq := o.TaskQueue
 	if tq == "" {
 		tq = workflows.TaskQueue
+	}
+	if o.Worker.WorkerStopTimeout == 0 {
+		// On SIGTERM, let in-flight attempts finish rather than turning
+		// them into failures: as long as the slowest model may take.
+		for _, m := range o.Config.Models {
+			o.Worker.WorkerStopTimeout = max(o.Worker.WorkerStopTimeout, m.Timeout.D()+5*time.Second)
+		}
 	}
 	w := worker.New(c, tq, o.Worker)
 	w.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})

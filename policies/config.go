@@ -182,8 +182,6 @@ type CallConfig struct {
 	// HeartbeatTimeout of the call activity: a lost worker is noticed within
 	// it (default 10s).
 	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
-	// WorkerLostResends of the same attempt (default 2).
-	WorkerLostResends int `yaml:"worker_lost_resends"`
 }
 
 // HTTPConfig shapes the HTTP client of the call activity.

@@ -408,7 +408,6 @@ func (c *Config) applyDefaults(classKeys map[Class]map[string]bool) {
 	defaultIfZero(&ca.MaxDeadline, Duration(10*time.Minute))
 	defaultIfZero(&ca.FallbackReserve, Duration(2*time.Second))
 	defaultIfZero(&ca.HeartbeatTimeout, Duration(10*time.Second))
-	defaultIfZero(&ca.WorkerLostResends, 2)
 
 	defaultIfZero(&c.HTTP.HeaderTimeout, Duration(8*time.Second))
 	defaultIfZero(&c.HTTP.ConnectTimeout, Duration(3*time.Second))
@@ -630,9 +629,6 @@ func (c *Config) validate() []ConfigProblem {
 		bad("call.fallback_reserve", "must be shorter than call.deadline (%s), got %s", ca.Deadline, ca.FallbackReserve)
 	}
 	posDur("call.heartbeat_timeout", ca.HeartbeatTimeout)
-	if ca.WorkerLostResends < 0 || ca.WorkerLostResends > 10 {
-		bad("call.worker_lost_resends", "must be a count from 0 to 10, got %d", ca.WorkerLostResends)
-	}
 
 	// http
 	posDur("http.header_timeout", c.HTTP.HeaderTimeout)

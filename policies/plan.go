@@ -49,8 +49,10 @@ type PlanInput struct {
 	// ladder offers (breakers considered), empty when none is left.
 	Model     string
 	NextModel string
-	// PruneStage of the failed attempt.
+	// PruneStage and KeepRounds of the failed attempt: pruning never grows
+	// back between attempts.
 	PruneStage int
+	KeepRounds int
 	// MaxTokens and Temperature of the failed attempt (0/nil: upstream default).
 	MaxTokens   int
 	Temperature *float64
@@ -161,6 +163,9 @@ func Plan(cfg *Config, in PlanInput, budget Budget, now time.Time) Step {
 		s.Reason = fmt.Sprintf("%s: prune to stage %d, retry after %s", in.Class, s.PruneStage, fmtDur(d))
 	case ActionPruneResend:
 		keep := cp.KeepRounds
+		if in.KeepRounds > 0 && in.KeepRounds < keep {
+			keep = in.KeepRounds
+		}
 		s = p.step(StepRetry, 0, in.Model, "prune+resend")
 		s.KeepRounds = keep
 		s.Reason = fmt.Sprintf("%s: keep the last %d rounds + the question, resend at once", in.Class, keep)
@@ -188,6 +193,12 @@ func Plan(cfg *Config, in PlanInput, budget Budget, now time.Time) Step {
 			base = cfg.Pruning.ReserveOutputTokens
 		}
 		s.MaxTokens = base + cp.MaxTokensIncrease
+		if limit := cfg.Limits.MaxTokens; limit > 0 && s.MaxTokens > limit {
+			s.MaxTokens = limit
+		}
+		if s.MaxTokens <= in.MaxTokens {
+			return p.switchOrFallback(fmt.Sprintf("%s: max_tokens is already at the %d limit", in.Class, in.MaxTokens))
+		}
 		s.Temperature = cp.Temperature
 		s.Reason = fmt.Sprintf("%s: max_tokens %d→%d, temperature %.1f, retry after %s", in.Class, in.MaxTokens, s.MaxTokens, derefTemp(cp.Temperature), fmtDur(d))
 	default:
@@ -215,7 +226,8 @@ type planner struct {
 func (p planner) step(kind StepKind, d time.Duration, model, decision string) Step {
 	return Step{
 		Kind: kind, Delay: d, Model: model, Decision: decision,
-		PruneStage: p.in.PruneStage, MaxTokens: p.in.MaxTokens, Temperature: p.in.Temperature,
+		PruneStage: p.in.PruneStage, KeepRounds: p.in.KeepRounds,
+		MaxTokens: p.in.MaxTokens, Temperature: p.in.Temperature,
 	}
 }
 

@@ -1,6 +1,7 @@
 package policies
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -161,9 +162,18 @@ func ValidateRequest(r Request, cfg *Config) error {
 		{"scenario", r.Scenario}, {"model", r.Model},
 	} {
 		reqCheckUTF8(e, f.field, f.value)
+		// These end up in search attributes and workflow IDs, which have
+		// small size limits.
+		if len(f.value) > MaxLabelBytes {
+			e.add(f.field, "%d bytes, over the limit of %d", len(f.value), MaxLabelBytes)
+		}
 	}
 
 	validateMessages(e, r.Messages, lim)
+	if size := encodedSize(r); size > MaxEncodedRequestBytes {
+		e.add("messages", "the request is %s once JSON-encoded (characters like < > & take 6 bytes each), over the %s a Temporal payload may carry",
+			reqByteSize(size), reqByteSize(MaxEncodedRequestBytes))
+	}
 
 	if r.Model != "" && len(lim.models) > 0 && !slices.Contains(lim.models, r.Model) {
 		hint := ""
@@ -321,4 +331,21 @@ func reqTrimFloat(f float64) string {
 	s := fmt.Sprintf("%.2f", f)
 	s = strings.TrimRight(s, "0")
 	return strings.TrimSuffix(s, ".")
+}
+
+// MaxLabelBytes bounds the short text fields of a request (tenant, user and
+// session IDs, scenario, model): they reach search attributes and keys.
+const MaxLabelBytes = 256
+
+// MaxEncodedRequestBytes bounds a request as JSON, the way it travels as a
+// Temporal payload (2 MB at most), with room for the rest of the payload.
+const MaxEncodedRequestBytes = 1_900_000
+
+// encodedSize is the size of r encoded as Temporal's JSON converter does.
+func encodedSize(r Request) int {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return 0 // not encodable: the field checks name the problem
+	}
+	return len(b)
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -122,7 +123,7 @@ func run(args []string) error {
 	}
 	models := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
-		models[i] = m.Name + "@" + m.BaseURL
+		models[i] = m.Name + "@" + redactURL(m.BaseURL)
 	}
 	logger.Info("durable-llm worker starting", zap.String("temporal", hostPort(opts)), zap.String("namespace", ns), zap.String("task_queue", *taskQueue),
 		zap.String("policy", cfg.Source), zap.Strings("ladder", models), zap.String("metrics", *metricsAddr))
@@ -154,4 +155,13 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// redactURL hides credentials a base URL may embed (user:token@host).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	return u.Redacted()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
@@ -27,9 +28,14 @@ func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
 	c := newCall(ctx, req)
 	workflow.SetQueryHandler(ctx, QueryState, func() (CallResult, error) { return c.res, nil })
 	res, err := c.run(ctx)
-	if err != nil && temporal.IsCanceledError(err) {
+	switch {
+	case err != nil && temporal.IsCanceledError(err):
 		dctx, _ := workflow.NewDisconnectedContext(ctx)
 		c.finish(dctx, OutcomeCanceled)
+	case err != nil && !c.finished:
+		// A decision step itself failed: the outcome must not stay "running".
+		c.res.Reason = err.Error()
+		c.finish(ctx, OutcomeFailed)
 	}
 	return res, err
 }
@@ -53,13 +59,17 @@ type call struct {
 	classRetry  map[policies.Class]int
 	onModel     map[string]int // failures by model+class
 	retried     []policies.Class
-	classes     []string
+	// pending is the class whose retry the next attempt is: its outcome
+	// tells the class breaker whether retries of that class work.
+	pending  policies.Class
+	classes  []string
+	finished bool
 }
 
 func newCall(ctx workflow.Context, req CallRequest) *call {
 	return &call{
 		req:        req,
-		start:      workflow.Now(ctx),
+		start:      workflow.GetInfo(ctx).WorkflowStartTime,
 		res:        CallResult{RequestID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempts: []Attempt{}},
 		maxTokens:  req.MaxTokens,
 		classRetry: map[policies.Class]int{},
@@ -78,14 +88,16 @@ func localOptions(ctx workflow.Context, summary string) workflow.Context {
 func (c *call) run(ctx workflow.Context) (CallResult, error) {
 	var a *activities.Activities
 	c.temperature = c.req.Temperature
-	c.upsert(ctx, SAOutcome.ValueSet(OutcomeRunning), SAScenario.ValueSet(c.req.Scenario))
+	c.upsert(ctx, SAOutcome.ValueSet(OutcomeRunning), SAScenario.ValueSet(keyword(c.req.Scenario)))
 	workflow.SetCurrentDetails(ctx, "admitting: validate the request, check business rules")
 
 	err := workflow.ExecuteLocalActivity(localOptions(ctx, "admit: validate, business rules, count in budget"),
 		a.Admit, c.req).Get(ctx, &c.ad)
 	if err != nil {
-		c.res.Reason = err.Error()
-		c.finish(ctx, OutcomeFailed)
+		if !temporal.IsCanceledError(err) {
+			c.res.Reason = err.Error()
+			c.finish(ctx, OutcomeFailed)
+		}
 		return c.res, err
 	}
 	if r := c.ad.Rule; r != nil {
@@ -153,12 +165,17 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			summary += " · resend"
 		}
 		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, policies.FormatDuration(timeout), len(c.res.Attempts)))
+		// The attempt bounds itself by timeout; the slack lets a lost worker
+		// be noticed by its heartbeat (worker_lost) rather than by this
+		// timeout, and ScheduleToClose bounds the time in the queue too.
+		startToClose := timeout + c.ad.HeartbeatTimeout + time.Second
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: timeout + 5*time.Second,
-			HeartbeatTimeout:    c.ad.HeartbeatTimeout,
-			WaitForCancellation: true,
-			RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-			Summary:             summary,
+			ScheduleToCloseTimeout: startToClose + 5*time.Second,
+			StartToCloseTimeout:    startToClose,
+			HeartbeatTimeout:       c.ad.HeartbeatTimeout,
+			WaitForCancellation:    true,
+			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+			Summary:                summary,
 		})
 		started := workflow.Now(ctx)
 		var out activities.CallOutcome
@@ -187,9 +204,17 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.answered(ctx, att, out)
 			return "", nil
 		}
+		retriedClass := c.pending
+		if class == policies.ClassWorkerLost {
+			retriedClass = policies.ClassNone // the resend is still that retry
+		} else {
+			c.pending = policies.ClassNone
+		}
 		c.addClass(class)
-		c.res.Usage.FailedAttemptTokens += att.PromptTokens
-		if class != policies.ClassWorkerLost {
+		if !out.NotSent {
+			c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
+		}
+		if class != policies.ClassWorkerLost && !out.NotSent {
 			c.upstream++
 		}
 		c.onModel[c.model+"/"+string(class)]++
@@ -197,12 +222,13 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		var step policies.Step
 		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("plan after %s on %s", class, c.model)),
 			a.PlanNext, activities.PlanNextInput{
-				Preferred: c.req.Model, Tried: c.tried,
+				Preferred: c.req.Model, Tried: c.tried, RetriedClass: retriedClass,
 				Plan: policies.PlanInput{
 					Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 					Attempts: c.upstream, ClassRetries: c.classRetry[class],
 					ClassFailuresOnModel: c.onModel[c.model+"/"+string(class)],
-					Retries:              c.retries, Model: c.model, PruneStage: c.pruneStage,
+					Retries:              c.retries, Model: c.model,
+					PruneStage: c.pruneStage, KeepRounds: c.keepRounds,
 					MaxTokens: c.maxTokens, Temperature: c.temperature,
 					Elapsed: workflow.Now(ctx).Sub(c.start), Deadline: c.ad.Deadline,
 					MinAttemptTime: minAttemptTime,
@@ -231,6 +257,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		case policies.StepRetry:
 			c.classRetry[class]++
 			c.retried = append(c.retried, class)
+			c.pending = class
 			if step.Delay > 0 && step.Decision != "wait retry-after" {
 				c.retries++
 			}
@@ -308,8 +335,13 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 		c.res.Reason = "answered by " + c.model + " after " + c.ad.FirstModel + " failed"
 	}
 	if len(c.retried) > 0 {
-		// Tell the class breaker that these retries worked.
-		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retries succeeded"), a.RecordRetrySuccess, c.retried).Get(ctx, nil)
+		// Tell the class breaker that the retry of the previous class worked
+		// (nothing when the last step was a switch, not a retry).
+		var worked []policies.Class
+		if c.pending != policies.ClassNone {
+			worked = []policies.Class{c.pending}
+		}
+		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retries succeeded"), a.RecordRetrySuccess, worked).Get(ctx, nil)
 	}
 	c.finish(ctx, OutcomeAnswered)
 }
@@ -346,6 +378,7 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 		SADegraded.ValueSet(c.res.Degraded),
 	)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · source %s · %d attempt(s)", outcome, c.res.Source, len(c.res.Attempts)))
+	c.finished = true
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"outcome": outcome, "source": string(c.res.Source),
 	}).Counter("llm_calls").Inc(1)
@@ -355,4 +388,20 @@ func (c *call) upsert(ctx workflow.Context, updates ...temporal.SearchAttributeU
 	if err := workflow.UpsertTypedSearchAttributes(ctx, updates...); err != nil {
 		workflow.GetLogger(ctx).Warn("search attributes not upserted", "error", err)
 	}
+}
+
+// maxKeyword bounds a keyword search attribute value (Temporal refuses
+// values over 2 KB, which would fail the workflow task).
+const maxKeyword = 256
+
+// keyword truncates s to a valid keyword search attribute value.
+func keyword(s string) string {
+	if len(s) <= maxKeyword {
+		return s
+	}
+	cut := maxKeyword
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
 }

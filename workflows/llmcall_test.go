@@ -190,6 +190,15 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
+			name:   "pruning holds on a later retry after context length",
+			script: []outcome{fail(policies.ClassContextLengthExceeded, 400), fail(policies.ClassServerError, 500), ok("done")},
+			want: []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:server_error:retry",
+				"qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, []int{0, 3, 3}, []int{h.calls[0].KeepRounds, h.calls[1].KeepRounds, h.calls[2].KeepRounds})
+			},
+		},
+		{
 			name:   "output truncated raises max_tokens and lowers temperature",
 			script: []outcome{fail(policies.ClassOutputTruncated, 200), ok("done")},
 			want:   []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
@@ -417,4 +426,34 @@ func TestLLMCallCancelDuringBackoff(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, temporal.IsCanceledError(err), "got %v", err)
 	require.Len(t, h.calls, 1)
+}
+
+func TestLLMCallTeachesTheClassBreakerOncePerRetry(t *testing.T) {
+	cfg := policies.DefaultConfig()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	classes := policies.NewClassBreaker(cfg.Breaker)
+	acts, err := activities.New(activities.Options{Config: cfg, Classes: classes, Rand: func() float64 { return 0.5 }})
+	require.NoError(t, err)
+	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	env.RegisterActivity(acts)
+	script := []policies.Class{policies.ClassTimeout, policies.ClassTimeout, policies.ClassNone}
+	env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
+			c := script[0]
+			script = script[1:]
+			if c == policies.ClassNone {
+				return activities.CallOutcome{Content: "ok", FinishReason: "stop"}, nil
+			}
+			out := activities.CallOutcome{Class: c}
+			return out, temporal.NewApplicationErrorWithOptions("scripted", string(c),
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+		})
+	env.ExecuteWorkflow(workflows.WorkflowName, ask("When will my order arrive?"))
+	require.NoError(t, env.GetWorkflowError())
+	// Two retries of timeout: the first failed, the second worked.
+	st := classes.Snapshot(time.Now())[policies.ClassTimeout]
+	require.Equal(t, 2, st.Retries)
+	require.Equal(t, 1, st.Failures)
 }
