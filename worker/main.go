@@ -9,6 +9,10 @@
 // OpenAI-compatible endpoint.
 // LLM_PAYLOAD_KEYS, when set, encrypts every payload the worker writes
 // (see package codec).
+// WORKER_STICKY_CACHE_SIZE caps the workflows kept in memory between their
+// tasks (default 10,000): a smaller cache saves memory when many calls wait
+// on slow upstreams, at the cost of replaying a call's short history when
+// its attempt ends.
 package main
 
 import (
@@ -19,11 +23,13 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -117,6 +123,13 @@ func run(args []string) error {
 		return err
 	}
 
+	if v := os.Getenv("WORKER_STICKY_CACHE_SIZE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("WORKER_STICKY_CACHE_SIZE: want a positive number of cached workflows, got %q", v)
+		}
+		worker.SetStickyWorkflowCacheSize(n)
+	}
 	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue})
 	if err != nil {
 		return err
