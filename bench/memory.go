@@ -37,6 +37,9 @@ type MemoryOptions struct {
 	// Latency is the upstream's service time; default 60 s (long enough to
 	// start every call before the first one answers).
 	Latency time.Duration
+	// Variants are the worker settings to measure, one worker process
+	// each; default MemoryVariants.
+	Variants []MemoryVariant
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
 }
@@ -51,11 +54,35 @@ type MemorySample struct {
 	// go_goroutines.
 	RSS        int64
 	Goroutines int
+	// HeapInuse and StackInuse are the Go runtime's heap and stack spans
+	// in use (go_memstats_heap_inuse_bytes, go_memstats_stack_inuse_bytes).
+	HeapInuse, StackInuse int64
+}
+
+// MemoryVariant is one way to run the worker process.
+type MemoryVariant struct {
+	// Name says what is set.
+	Name string
+	// Env is added to the worker's environment.
+	Env []string
+}
+
+// MemoryVariants are the default variants: the worker as shipped, and with
+// a small sticky workflow cache and a soft memory limit for the Go runtime.
+var MemoryVariants = []MemoryVariant{
+	{Name: "defaults"},
+	{Name: "WORKER_STICKY_CACHE_SIZE=64, GOMEMLIMIT=150MiB", Env: []string{"WORKER_STICKY_CACHE_SIZE=64", "GOMEMLIMIT=150MiB"}},
 }
 
 // MemoryReport is the memory benchmark's result.
 type MemoryReport struct {
 	Options MemoryOptions
+	Runs    []MemoryRun
+}
+
+// MemoryRun is one variant's measurements.
+type MemoryRun struct {
+	Variant MemoryVariant
 	Samples []MemorySample
 	// PeakRSS is the worker's high-water mark (VmHWM) at the end.
 	PeakRSS int64
@@ -116,6 +143,22 @@ func RunMemory(ctx context.Context, o MemoryOptions) (*MemoryReport, error) {
 	if _, err := policies.LoadConfig(policy); err != nil {
 		return nil, err
 	}
+	if len(o.Variants) == 0 {
+		o.Variants = MemoryVariants
+	}
+	rep := &MemoryReport{Options: o}
+	for _, v := range o.Variants {
+		progress("memory: worker with %s", v.Name)
+		run, err := runMemoryVariant(ctx, o, v, bin, policy, progress)
+		if err != nil {
+			return nil, fmt.Errorf("memory, %s: %w", v.Name, err)
+		}
+		rep.Runs = append(rep.Runs, *run)
+	}
+	return rep, nil
+}
+
+func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin, policy string, progress func(string, ...any)) (*MemoryRun, error) {
 	sim, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{
 		Name: "slow-upstream",
 		Models: []llmsim.ModelSpec{
@@ -139,6 +182,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (*MemoryReport, error) {
 		"TEMPORAL_ADDRESS="+o.HostPort, "TEMPORAL_NAMESPACE=default",
 		"POLICY_FILE="+policy, "LLM_BASE_URL="+sim.BaseURL, "LLM_API_KEY=",
 		"WORKER_TASK_QUEUE="+tq, "METRICS_ADDR="+metricsAddr, "LOG_LEVEL=warn")
+	cmd.Env = append(cmd.Env, v.Env...)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -159,18 +203,19 @@ func RunMemory(ctx context.Context, o MemoryOptions) (*MemoryReport, error) {
 	if err := waitHTTP(ctx, metricsURL, 30*time.Second, exited); err != nil {
 		return nil, fmt.Errorf("worker did not start: %w\n%s", err, logs.String())
 	}
-	rep := &MemoryReport{Options: o}
+	rep := &MemoryRun{Variant: v}
 	sample := func(state string) error {
 		rss, err := procStatusKB(pid, "VmRSS")
 		if err != nil {
 			return err
 		}
-		g, err := scrapeGauge(metricsURL, "go_goroutines")
+		m, err := scrapeGauges(metricsURL, "go_goroutines", "go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes")
 		if err != nil {
 			return err
 		}
 		in, _ := sim.InFlight(llmsim.ModelQwen72B)
-		rep.Samples = append(rep.Samples, MemorySample{State: state, InFlight: in, RSS: rss * 1024, Goroutines: int(g)})
+		rep.Samples = append(rep.Samples, MemorySample{State: state, InFlight: in, RSS: rss * 1024,
+			Goroutines: int(m[0]), HeapInuse: int64(m[1]), StackInuse: int64(m[2])})
 		return nil
 	}
 	lc := &llmclient.Client{Temporal: o.Temporal, TaskQueue: tq}
@@ -347,21 +392,31 @@ func procStatusKB(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
-// scrapeGauge reads one unlabelled metric from a Prometheus text endpoint.
-func scrapeGauge(url, name string) (float64, error) {
+// scrapeGauges reads unlabelled metrics from a Prometheus text endpoint.
+func scrapeGauges(url string, names ...string) ([]float64, error) {
 	resp, err := http.Get(url)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	vals := make([]float64, len(names))
+	found := 0
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		for i, n := range names {
+			if v, ok := strings.CutPrefix(sc.Text(), n+" "); ok {
+				if vals[i], err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+					return nil, fmt.Errorf("%s: %s: %w", url, n, err)
+				}
+				found++
+			}
 		}
 	}
-	return 0, fmt.Errorf("%s: no metric %s", url, name)
+	if found < len(names) {
+		return nil, fmt.Errorf("%s: missing some of %v", url, names)
+	}
+	return vals, nil
 }
 
 func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
@@ -369,25 +424,31 @@ func mb(b int64) string { return fmt.Sprintf("%.1f MB", float64(b)/(1<<20)) }
 // Header returns the report's header.
 func (r *MemoryReport) Header(command string, m Machine, date time.Time) Header {
 	o := r.Options
+	rates := make([]string, len(r.Runs))
+	for i, run := range r.Runs {
+		rates[i] = fmt.Sprintf("%.0f/s", run.StartRate)
+	}
 	return Header{Title: fmt.Sprintf("Memory — the worker with %d calls in flight", o.Calls), Command: command, Machine: m, Date: date, Params: []string{
-		"worker: ./worker built and run as a process of its own (so RSS is the worker's alone), SDK default worker options (1,000 concurrent activities, 1,000 workflow tasks, sticky cache 10,000)",
+		"worker: ./worker built and run as a process of its own (so RSS is the worker's alone); SDK default worker options (1,000 concurrent activities, 1,000 concurrent workflow tasks, sticky workflow cache 10,000) unless the variant says otherwise",
 		fmt.Sprintf("upstream: llmsim, every model answers after %s, unlimited slots; policy: the default ladder with attempt and header timeouts above that latency, so each call waits in its first attempt", fmtDur(o.Latency)),
-		fmt.Sprintf("calls started with llmclient from 32 goroutines at %.0f calls/s; RSS from /proc/<pid>/status (VmRSS, peak VmHWM), goroutines from the worker's /metrics (go_goroutines)", r.StartRate),
+		fmt.Sprintf("calls started with llmclient from 32 goroutines (%s); RSS from /proc/<pid>/status (VmRSS, peak VmHWM), goroutines, heap and stacks from the worker's /metrics", strings.Join(rates, ", ")),
 	}}
 }
 
-// Table returns the samples.
+// Table returns every variant's samples.
 func (r *MemoryReport) Table() Table {
-	t := Table{Columns: []string{"moment", "upstream requests in flight", "worker RSS", "goroutines"}}
-	for _, s := range r.Samples {
-		t.Rows = append(t.Rows, []string{s.State, fmt.Sprint(s.InFlight), mb(s.RSS), fmt.Sprint(s.Goroutines)})
+	t := Table{Left: 2, Columns: []string{"worker", "moment", "upstream requests in flight", "worker RSS", "goroutines", "Go heap in use", "goroutine stacks"}}
+	for _, run := range r.Runs {
+		for _, s := range run.Samples {
+			t.Rows = append(t.Rows, []string{run.Variant.Name, s.State, fmt.Sprint(s.InFlight), mb(s.RSS), fmt.Sprint(s.Goroutines), mb(s.HeapInuse), mb(s.StackInuse)})
+		}
+		t.Rows = append(t.Rows, []string{run.Variant.Name, "peak (VmHWM over the run)", "", mb(run.PeakRSS), "", "", ""})
 	}
-	t.Rows = append(t.Rows, []string{"peak (VmHWM over the run)", "", mb(r.PeakRSS), ""})
 	return t
 }
 
 // loaded returns the sample with the most requests in flight.
-func (r *MemoryReport) loaded() MemorySample {
+func (r *MemoryRun) loaded() MemorySample {
 	var best MemorySample
 	for _, s := range r.Samples {
 		if s.InFlight > best.InFlight {
@@ -402,18 +463,24 @@ func (r *MemoryReport) Markdown(h Header) string {
 	var b strings.Builder
 	b.WriteString(h.Markdown())
 	b.WriteString("\n" + r.Table().Markdown() + "\n")
-	l := r.loaded()
-	if len(r.Samples) > 0 && l.InFlight > 0 {
-		idle := r.Samples[0]
-		fmt.Fprintf(&b, "Per call in flight: %.1f KB of RSS and %.1f goroutines over the near-idle worker. %d of %d calls answered by a model.\n\n",
-			float64(l.RSS-idle.RSS)/1024/float64(max(1, l.InFlight-idle.InFlight)),
-			float64(l.Goroutines-idle.Goroutines)/float64(max(1, l.InFlight-idle.InFlight)), r.Answered, r.Options.Calls)
+	for _, run := range r.Runs {
+		l := run.loaded()
+		if len(run.Samples) > 0 && l.InFlight > 0 {
+			idle := run.Samples[0]
+			n := float64(max(1, l.InFlight-idle.InFlight))
+			fmt.Fprintf(&b, "- %s: per call in flight %.0f KB of RSS (%.0f KB heap, %.0f KB stacks) and %.1f goroutines over the near-idle worker; %d of %d calls answered by a model.\n",
+				run.Variant.Name, float64(l.RSS-idle.RSS)/1024/n, float64(l.HeapInuse-idle.HeapInuse)/1024/n, float64(l.StackInuse-idle.StackInuse)/1024/n,
+				float64(l.Goroutines-idle.Goroutines)/n, run.Answered, r.Options.Calls)
+		}
 	}
-	ok := l.RSS <= 200<<20 && r.PeakRSS <= 200<<20 && l.InFlight >= r.Options.Calls
-	verdict := "met"
-	if !ok {
-		verdict = "MISSED"
+	b.WriteString("\nTarget: RSS ≤ 200 MB with " + fmt.Sprint(r.Options.Calls) + " calls in flight:\n\n")
+	for _, run := range r.Runs {
+		l := run.loaded()
+		verdict := "met"
+		if l.RSS > 200<<20 || l.InFlight < r.Options.Calls {
+			verdict = "MISSED"
+		}
+		fmt.Fprintf(&b, "- %s: %s with %d in flight (peak over the run %s) — %s\n", run.Variant.Name, mb(l.RSS), l.InFlight, mb(run.PeakRSS), verdict)
 	}
-	fmt.Fprintf(&b, "Target: RSS ≤ 200 MB with %d calls in flight: %s with %d in flight (peak %s) — %s\n", r.Options.Calls, mb(l.RSS), l.InFlight, mb(r.PeakRSS), verdict)
 	return b.String()
 }

@@ -80,6 +80,9 @@ func (h Header) Markdown() string {
 type Table struct {
 	Columns []string
 	Rows    [][]string
+	// Left is the number of leading left-aligned columns (the others are
+	// numbers, aligned right); 0 means 1.
+	Left int
 }
 
 // Markdown renders the table.
@@ -95,6 +98,7 @@ func (t Table) Markdown() string {
 			}
 		}
 	}
+	left := max(1, t.Left)
 	var b strings.Builder
 	line := func(cells []string) {
 		b.WriteString("|")
@@ -104,7 +108,7 @@ func (t Table) Markdown() string {
 				c = cells[i]
 			}
 			pad := w[i] - utf8.RuneCountInString(c)
-			if i == 0 {
+			if i < left {
 				fmt.Fprintf(&b, " %s%s |", c, strings.Repeat(" ", pad))
 			} else {
 				fmt.Fprintf(&b, " %s%s |", strings.Repeat(" ", pad), c)
@@ -115,7 +119,7 @@ func (t Table) Markdown() string {
 	line(t.Columns)
 	b.WriteString("|")
 	for i := range w {
-		if i == 0 {
+		if i < left {
 			b.WriteString(" " + strings.Repeat("-", w[i]) + " |")
 		} else {
 			b.WriteString(" " + strings.Repeat("-", w[i]-1) + ": |")

@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"encoding/csv"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -75,6 +77,15 @@ func (r *StormReport) Notes() []string {
 		line := fmt.Sprintf("%s — %d calls, %d upstream requests: %s", run.Name, s.Calls, run.Stats.Totals.Arrivals, countsString(s.Upstream, statusName))
 		if len(s.Sources) > 0 {
 			line += "; answer sources: " + countsString(s.Sources, nil)
+		}
+		var missed []string
+		for _, o := range run.Outcomes {
+			if !o.Answered || o.Latency > r.Case.Deadline {
+				missed = append(missed, fmt.Sprintf("call %d started at %s: %s", o.I, fmtDur(o.Start), missedWhy(o, r.Case.Deadline)))
+			}
+		}
+		if n := len(missed); n > 0 && n <= 5 {
+			line += "; not answered in time: " + strings.Join(missed, "; ")
 		}
 		notes = append(notes, line)
 	}
@@ -185,4 +196,37 @@ func (r *StormReport) Markdown(h Header, chart string) string {
 		b.WriteString("- " + n + "\n")
 	}
 	return b.String()
+}
+
+// WriteCSV writes every call of every run: contender, start and latency in
+// milliseconds, upstream attempts, answered, by a model, source, error.
+func (r *StormReport) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	_ = cw.Write([]string{"contender", "call", "start_ms", "latency_ms", "attempts", "answered", "by_model", "source", "error"})
+	for _, run := range r.Runs {
+		for _, o := range run.Outcomes {
+			e := ""
+			if o.Err != nil {
+				e = o.Err.Error()
+			}
+			_ = cw.Write([]string{run.Name, fmt.Sprint(o.I), fmt.Sprint(o.Start.Milliseconds()), fmt.Sprint(o.Latency.Milliseconds()),
+				fmt.Sprint(run.Stats.Conversations[o.Key].Attempts), fmt.Sprint(o.Answered), fmt.Sprint(o.ByModel), o.Source, e})
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func missedWhy(o Outcome, deadline time.Duration) string {
+	if o.Err != nil {
+		e := o.Err.Error()
+		if len(e) > 160 {
+			e = e[:160] + "…"
+		}
+		return fmt.Sprintf("error after %s: %s", fmtDur(o.Latency), e)
+	}
+	if o.Latency > deadline {
+		return fmt.Sprintf("answered after %s, past the %s deadline", fmtDur(o.Latency), fmtDur(deadline))
+	}
+	return "no answer after " + fmtDur(o.Latency)
 }

@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -51,6 +52,7 @@ type options struct {
 	conc       int
 	window     time.Duration
 	inflight   int
+	raw        bool
 }
 
 func run(args []string) error {
@@ -59,12 +61,13 @@ func run(args []string) error {
 	storms := fs.String("storm", strings.Join(bench.StormCaseNames, ","), "storm cases to run: "+strings.Join(bench.StormCaseNames, ", "))
 	contenders := fs.String("contenders", "", "storm contenders to run (default all): "+strings.Join(bench.StormContenders, ", "))
 	short := fs.Bool("short", false, "smoke run: shorter storms, fewer calls, 100 calls in flight for memory")
-	deadline := fs.Duration("deadline", 30*time.Second, "per-call deadline in the storm benchmark (every contender)")
+	deadline := fs.Duration("deadline", 20*time.Second, "per-call deadline in the storm benchmark (every contender)")
 	out := fs.String("out", filepath.Join("bench", "results"), "directory for the tables (.md) and charts (.png)")
-	calls := fs.Int("overhead-calls", 300, "overhead: sequential calls per contender at concurrency 1")
+	calls := fs.Int("overhead-calls", 150, "overhead: sequential calls per contender at concurrency 1")
 	conc := fs.Int("overhead-concurrency", 30, "overhead: concurrent callers for the throughput run")
-	window := fs.Duration("overhead-window", 20*time.Second, "overhead: length of each throughput run")
+	window := fs.Duration("overhead-window", 12*time.Second, "overhead: total length of each contender's throughput rounds")
 	inflight := fs.Int("memory-calls", 1000, "memory: calls in flight")
+	raw := fs.Bool("raw", false, "storm: also write every call's outcome to storm-<case>.csv")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,7 +75,7 @@ func run(args []string) error {
 		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
 		short: *short, deadline: *deadline, out: *out,
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(args, " ")),
-		calls:   *calls, conc: *conc, window: *window, inflight: *inflight,
+		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 	}
 	if len(args) == 0 {
 		o.command = "make bench  (go run ./bench/cmd/bench)"
@@ -144,6 +147,15 @@ func runStorms(ctx context.Context, o options) error {
 		if err := bench.WriteStormChart(filepath.Join(o.out, chart), rep); err != nil {
 			return err
 		}
+		if o.raw {
+			var buf bytes.Buffer
+			if err := rep.WriteCSV(&buf); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(o.out, "storm-"+name+".csv"), buf.Bytes(), 0o644); err != nil {
+				return err
+			}
+		}
 		md := rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), chart)
 		if err := write(o, "storm-"+name+".md", md); err != nil {
 			return err
@@ -179,6 +191,7 @@ func runMemory(ctx context.Context, o options) error {
 	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: os.Stderr}
 	if o.short {
 		mo.Latency = 20 * time.Second
+		mo.Variants = bench.MemoryVariants[:1]
 	}
 	rep, err := bench.RunMemory(ctx, mo)
 	if err != nil {
