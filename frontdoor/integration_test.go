@@ -265,7 +265,10 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 }
 
 func TestStreamedCallThatFails(t *testing.T) {
-	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 200 * time.Millisecond })
+	// The keep-alive interval is when the stream commits to 200: a refusal
+	// before it is a plain 400, one after it an error event. 3 s leaves a
+	// loaded machine time for the first case; the second waits 6 s.
+	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 3 * time.Second })
 	ctx := ctxT(t)
 	oc := d.openai("tok-acme")
 
@@ -278,7 +281,7 @@ func TestStreamedCallThatFails(t *testing.T) {
 
 	// Refused after the stream was committed: an error event, raised by
 	// the client.
-	stream = oc.Chat.Completions.NewStreaming(ctx, params("u-sfail", "[[sim fault=bad_request latency=1500ms times=always]] Refuse me later."))
+	stream = oc.Chat.Completions.NewStreaming(ctx, params("u-sfail", "[[sim fault=bad_request latency=6s times=always]] Refuse me later."))
 	n := 0
 	for stream.Next() {
 		n++
