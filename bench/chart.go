@@ -66,7 +66,7 @@ func WriteStormChart(path string, r *StormReport) error {
 			if err != nil {
 				return err
 			}
-			l.LineStyle.Color, l.LineStyle.Width = arrivalColor, vg.Points(1)
+			l.LineStyle.Color, l.LineStyle.Width = arrivalColor, vg.Points(0.6)
 			p.Add(l)
 		}
 		offered, err := plotter.NewLine(plotter.XYs{{X: 0, Y: c.Rate / 10}, {X: c.Duration.Seconds(), Y: c.Rate / 10}})
@@ -109,6 +109,6 @@ func mustLine(pts plotter.XYs) plot.Thumbnailer {
 		pts = plotter.XYs{{}}
 	}
 	l, _ := plotter.NewLine(pts)
-	l.LineStyle.Color, l.LineStyle.Width = arrivalColor, vg.Points(1)
+	l.LineStyle.Color, l.LineStyle.Width = arrivalColor, vg.Points(0.6)
 	return l
 }

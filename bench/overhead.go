@@ -45,8 +45,21 @@ type OverheadRow struct {
 	Throughput float64
 	LoadedP50  time.Duration
 	LoadedMax  time.Duration
-	// Failed counts calls that did not answer.
+	// Failed counts calls that did not answer; Errors keeps the first few
+	// errors.
 	Failed int
+	Errors []string
+}
+
+func (row *OverheadRow) fail(o Outcome) {
+	row.Failed++
+	if len(row.Errors) < 3 {
+		e := "no answer"
+		if o.Err != nil {
+			e = o.Err.Error()
+		}
+		row.Errors = append(row.Errors, fmt.Sprintf("after %s: %s", fmtDur(o.Latency), e))
+	}
 }
 
 // HistoryProfile is what one call costs in Temporal history.
@@ -136,7 +149,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 			lat[k] = append(lat[k], time.Since(t))
 			keys[k] = r.Key
 			if r.Err != nil || !r.Answered {
-				rep.Rows[k].Failed++
+				rep.Rows[k].fail(Outcome{Result: r, Latency: lat[k][len(lat[k])-1]})
 			}
 		}
 		if ctx.Err() != nil {
@@ -158,7 +171,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 			for _, out := range outs {
 				switch {
 				case !out.Answered:
-					rep.Rows[k].Failed++
+					rep.Rows[k].fail(out)
 				case out.Start+out.Latency <= win:
 					answered[k]++ // finished within the window
 				}
@@ -314,6 +327,11 @@ func (r *OverheadReport) Markdown(h Header, notes []string) string {
 		b.WriteString("\nWhat one call costs in Temporal history (a call answered at the first attempt):\n\n" + r.ProfileTable().Markdown() + "\n")
 		for _, p := range r.Profiles {
 			b.WriteString("- " + p.Workflow + ": " + p.ByTypeString() + "\n")
+		}
+	}
+	for _, row := range r.Rows {
+		if row.Failed > 0 {
+			fmt.Fprintf(&b, "\n%s: %d calls failed, e.g. %s\n", row.Name, row.Failed, strings.Join(row.Errors, "; "))
 		}
 	}
 	if len(notes) > 0 {

@@ -89,7 +89,7 @@ func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, 
 		Rate: sc.Load.Rate, Duration: sc.Load.Duration.D(), ClientTimeout: sc.Load.ClientTimeout.D(),
 		StartToClose: 2 * time.Second, Deadline: deadline,
 		IncidentStart: start, IncidentEnd: start + sc.Phases[1].Duration.D(),
-		Tail: min(10*time.Second, sc.Load.Duration.D()/4), Metastable: name == "metastable",
+		Tail: min(10*time.Second, sc.Load.Duration.D()/3), Metastable: name == "metastable",
 	}
 	return c, nil
 }
