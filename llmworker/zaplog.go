@@ -5,6 +5,7 @@ import (
 
 	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // ZapLogger adapts a zap.Logger to Temporal's log.Logger.
@@ -53,4 +54,18 @@ func (l *ZapLogger) With(keyvals ...any) log.Logger {
 // WithCallerSkip implements log.WithSkipCallers.
 func (l *ZapLogger) WithCallerSkip(skip int) log.Logger {
 	return &ZapLogger{z: l.z.WithOptions(zap.AddCallerSkip(skip))}
+}
+
+// NewLogger builds the process's zap logger at level ("debug", "info",
+// "warn" or "error"): console encoding with ISO-8601 times.
+func NewLogger(level string) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	zc := zap.NewProductionConfig()
+	zc.Level = zap.NewAtomicLevelAt(lvl)
+	zc.Encoding = "console"
+	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	return zc.Build()
 }

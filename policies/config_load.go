@@ -1018,3 +1018,12 @@ func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
 
 // String is the duration as time.Duration prints it ("500ms", "1m0s").
 func (d Duration) String() string { return time.Duration(d).String() }
+
+// LoadConfigOrDefault loads the policy file at path, or returns the
+// embedded default policy when path is empty.
+func LoadConfigOrDefault(path string) (*Config, error) {
+	if path == "" {
+		return DefaultConfig(), nil
+	}
+	return LoadConfig(path)
+}

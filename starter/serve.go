@@ -15,7 +15,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/frontdoor"
@@ -57,25 +56,15 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
 
-	level, err := zapcore.ParseLevel(*logLevel)
-	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(level)
-	zc.Encoding = "console"
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	logger, err := zc.Build()
+	logger, err := llmworker.NewLogger(*logLevel)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = logger.Sync() }()
 
-	cfg := policies.DefaultConfig()
-	if *policyFile != "" {
-		if cfg, err = policies.LoadConfig(*policyFile); err != nil {
-			return err
-		}
+	cfg, err := policies.LoadConfigOrDefault(*policyFile)
+	if err != nil {
+		return err // names the file, the field and what is expected
 	}
 	tenants, err := frontdoor.LoadTenantsFromEnv(*tokensFile, os.Getenv(frontdoor.TokensEnv))
 	if err != nil {

@@ -31,7 +31,6 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmworker"
@@ -56,25 +55,15 @@ func run(args []string) error {
 		return err
 	}
 
-	level, err := zapcore.ParseLevel(*logLevel)
-	if err != nil {
-		return fmt.Errorf("--log-level: %w", err)
-	}
-	zc := zap.NewProductionConfig()
-	zc.Level = zap.NewAtomicLevelAt(level)
-	zc.Encoding = "console"
-	zc.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	logger, err := zc.Build()
+	logger, err := llmworker.NewLogger(*logLevel)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = logger.Sync() }()
 
-	cfg := policies.DefaultConfig()
-	if *policyFile != "" {
-		if cfg, err = policies.LoadConfig(*policyFile); err != nil {
-			return err // names the file, the field and what is expected
-		}
+	cfg, err := policies.LoadConfigOrDefault(*policyFile)
+	if err != nil {
+		return err // names the file, the field and what is expected
 	}
 	if base, keyVar := os.Getenv("LLM_BASE_URL"), ""; base != "" {
 		if os.Getenv("LLM_API_KEY") != "" {
