@@ -2,7 +2,6 @@ package codec_test
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -41,7 +40,7 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 	}
 	c := mustCodec(t, codec.Key{ID: "ui-k1", Secret: secret(0x33)})
 
-	uiPort := freePort(t)
+	uiPort := testenv.FreePort(t)
 	uiBase := "http://127.0.0.1:" + uiPort
 	var browserDecodes atomic.Int32
 	h := codec.NewHTTPHandler(c, codec.HandlerOptions{Origins: []string{uiBase}})
@@ -56,7 +55,7 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{
 		UIPort: uiPort, ExtraArgs: []string{"--ui-codec-endpoint", codecSrv.URL},
 	})
-	waitUI(t, uiBase+"/")
+	testenv.WaitServes(t, uiBase+"/")
 
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
@@ -100,33 +99,4 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 	shot := filepath.Join(t.ArtifactDir(), "ui-codec.png")
 	require.NoError(t, os.WriteFile(shot, png, 0o644))
 	t.Logf("%d decode calls from the browser; screenshot %s", browserDecodes.Load(), shot)
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	require.NoError(t, err)
-	return port
-}
-
-// waitUI polls url until it answers 200.
-func waitUI(t *testing.T, url string) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Web UI at %s does not serve: %v", url, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }

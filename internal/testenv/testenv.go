@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -155,4 +157,41 @@ func (s *Shared) Stop() {
 	if s.srv != nil {
 		_ = s.srv.Stop()
 	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago (for
+// servers that must be told their port, like the Web UI).
+func FreePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		t.Fatalf("find a free port: %v", err)
+	}
+	return port
+}
+
+// WaitServes polls url until it answers 200, for up to a minute.
+func WaitServes(t testing.TB, url string) {
+	t.Helper()
+	var last string
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s does not serve: %s", url, last)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -41,37 +39,6 @@ phases:
       - {kind: queue_full, model: llama-8b}
 `
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	require.NoError(t, err)
-	return port
-}
-
-// waitServes polls url until it answers 200.
-func waitServes(t *testing.T, url string) {
-	t.Helper()
-	var last string
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("the Web UI at %s does not serve: %s", url, last)
-}
-
 // TestWebUIShowsEveryAttemptWaitAndDecision runs a call that retries,
 // switches model and falls back, then opens its page in the Temporal Web UI
 // in headless Chromium and checks that an operator sees every attempt,
@@ -85,10 +52,10 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI check needs a real browser")
 	}
 
-	uiPort := freePort(t)
+	uiPort := testenv.FreePort(t)
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
 	uiBase := "http://127.0.0.1:" + uiPort
-	waitServes(t, uiBase+"/")
+	testenv.WaitServes(t, uiBase+"/")
 
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
