@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"go.temporal.io/sdk/log"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -126,7 +128,7 @@ func TestIntegrationEncryptedHistoryIsUnreadableWithoutTheKey(t *testing.T) {
 	require.GreaterOrEqual(t, len(strings.TrimSpace(answerTail)), 8, "llmsim's answer has words of its own: %q", res.Content)
 
 	// Read the history as someone without the key would: a plain client.
-	raw, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: quiet{}})
+	raw, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	defer raw.Close()
 	var events []*historypb.HistoryEvent
@@ -296,10 +298,3 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
-
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}

@@ -2,6 +2,8 @@ package codec_test
 
 import (
 	"context"
+	"go.temporal.io/sdk/log"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -60,7 +62,7 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cl, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: quiet{},
+	cl, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		DataConverter: c.DataConverter(), FailureConverter: c.FailureConverter()})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/log"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -698,7 +700,7 @@ func TestTemporalUnreachableIs503(t *testing.T) {
 	require.NoError(t, err)
 	addr := l.Addr().String()
 	require.NoError(t, l.Close()) // nothing listens there now
-	c, err := client.NewLazyClient(client.Options{HostPort: addr, Logger: quietLogger{}})
+	c, err := client.NewLazyClient(client.Options{HostPort: addr, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	defer c.Close()
 	tenants, err := frontdoor.ParseTokens(tokens)
@@ -723,13 +725,6 @@ func TestTemporalUnreachableIs503(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, e.StatusCode)
 }
 
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}
-
 func TestEncryptedPayloads(t *testing.T) {
 	srv := shared.Server(t)
 	secret := make([]byte, codec.KeySize)
@@ -738,7 +733,7 @@ func TestEncryptedPayloads(t *testing.T) {
 	}
 	cd, err := codec.New(codec.Key{ID: "k1", Secret: secret})
 	require.NoError(t, err)
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: quietLogger{},
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"go.temporal.io/sdk/log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -295,7 +297,7 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 	cfg := policies.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	// Our own client (the server's own dies with it): it reconnects.
-	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: quietLog{}})
+	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	tq := "llm-restart-" + uuid.NewString()[:8]

@@ -3,7 +3,9 @@ package llmworker_test
 import (
 	"context"
 	"fmt"
+	"go.temporal.io/sdk/log"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -105,7 +107,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	m.Init(cfg)
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), MetricsHandler: m.Handler(), Logger: quietLog{}})
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), MetricsHandler: m.Handler(), Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	tq := "llm-metrics-" + uuid.NewString()[:8]
@@ -245,13 +247,6 @@ func upstreamFailures(res workflows.CallResult) int {
 	}
 	return n
 }
-
-type quietLog struct{}
-
-func (quietLog) Debug(string, ...any) {}
-func (quietLog) Info(string, ...any)  {}
-func (quietLog) Warn(string, ...any)  {}
-func (quietLog) Error(string, ...any) {}
 
 // metricText shows the named families, for failure messages.
 func metricText(fams map[string]*dto.MetricFamily, names ...string) string {

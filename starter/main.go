@@ -13,7 +13,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go.temporal.io/sdk/log"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"time"
@@ -80,7 +82,7 @@ func dial() (*llmclient.Client, func(), error) {
 	if _, err := codec.ConfigureClient(&opts, os.Getenv); err != nil { // payload encryption, when keys are set
 		return nil, nil, err
 	}
-	opts.Logger = quietLogger{}
+	opts.Logger = log.NewStructuredLogger(slog.New(slog.DiscardHandler))
 	c, err := client.Dial(opts)
 	if err != nil {
 		addr := opts.HostPort
@@ -206,11 +208,3 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 	fmt.Fprintf(out, "\nWeb UI:   %s\n", lc.UILink(id))
 	return nil
 }
-
-// quietLogger keeps the SDK's connection chatter out of the CLI's output.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}

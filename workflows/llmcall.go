@@ -58,7 +58,7 @@ type call struct {
 	resends     int
 	classRetry  map[policies.Class]int
 	onModel     map[string]int // failures by model+class
-	retried     []policies.Class
+	retried     bool           // some attempt was a retry of the same model
 	// pending is the class whose retry the next attempt is: its outcome
 	// tells the class breaker whether retries of that class work.
 	pending  policies.Class
@@ -256,7 +256,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
 		case policies.StepRetry:
 			c.classRetry[class]++
-			c.retried = append(c.retried, class)
+			c.retried = true
 			c.pending = class
 			if step.Delay > 0 && step.Decision != "wait retry-after" {
 				c.retries++
@@ -334,7 +334,7 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 		c.res.Source, c.res.Degraded = SourceFallbackModel, true
 		c.res.Reason = "answered by " + c.model + " after " + c.ad.FirstModel + " failed"
 	}
-	if len(c.retried) > 0 {
+	if c.retried {
 		// Tell the class breaker that the retry of the previous class worked
 		// (nothing when the last step was a switch, not a retry).
 		var worked []policies.Class

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go.temporal.io/sdk/log"
+	"log/slog"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
@@ -39,7 +41,7 @@ func ChildWorkerMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: *address, Identity: childIdentity, Logger: quiet{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: *address, Identity: childIdentity, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return fmt.Errorf("child worker: dial %s: %w", *address, err)
 	}

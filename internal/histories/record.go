@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.temporal.io/sdk/log"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +102,7 @@ func Record(ctx context.Context, o Options) error {
 		defer func() { _ = srv.Stop() }()
 		hostPort = srv.FrontendHostPort()
 	}
-	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Identity: clientIdentity, Logger: quiet{}})
+	c, err := client.DialContext(ctx, client.Options{HostPort: hostPort, Identity: clientIdentity, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	if err != nil {
 		return fmt.Errorf("histories: dial %s: %w", hostPort, err)
 	}
@@ -247,7 +249,7 @@ func save(dir, name, id string, h *historypb.History) error {
 	defer os.Remove(tmp)
 	r := worker.NewWorkflowReplayer()
 	replay.RegisterThisBuild(r)
-	if err := r.ReplayWorkflowHistoryFromJSONFile(quiet{}, tmp); err != nil {
+	if err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), tmp); err != nil {
 		return fmt.Errorf("the recorded history of %s does not replay: %s", id, replay.Reason(err))
 	}
 	if err := os.Rename(tmp, file); err != nil {
@@ -506,10 +508,3 @@ func Stale(dir string) ([]string, error) {
 	sort.Strings(stale)
 	return stale, nil
 }
-
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}

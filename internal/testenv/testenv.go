@@ -6,7 +6,9 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"go.temporal.io/sdk/log"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -86,7 +88,7 @@ func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) 
 	}
 	opts := testsuite.DevServerOptions{
 		ExistingPath:  cli,
-		ClientOptions: &client.Options{HostPort: o.HostPort, Logger: quiet{}},
+		ClientOptions: &client.Options{HostPort: o.HostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))},
 		DBFilename:    o.DBFile,
 		LogLevel:      "error",
 		ExtraArgs:     append(SearchAttributeArgs(attrs), o.ExtraArgs...),
@@ -115,13 +117,6 @@ func Server(t testing.TB, attrs map[string]string, o ServerOptions) *testsuite.D
 	t.Cleanup(func() { _ = s.Stop() })
 	return s
 }
-
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}
 
 // Shared is one dev server with the LLM search attributes for all the
 // integration tests of a package, started on first use. Declare one per
