@@ -10,21 +10,27 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/faq"
+	"github.com/durable-llm/durable-llm/policies/guard"
+	"github.com/durable-llm/durable-llm/policies/prompt"
+	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/policies/rules"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // Activities are the activities of an LLMCall. Build one per process with
 // New; it is safe for concurrent use by every workflow the worker runs.
 // Workflows reference its methods through a nil *Activities.
 type Activities struct {
-	cfg      *policies.Config
-	budget   *policies.RetryBudget
-	breakers *policies.BreakerRegistry
-	classes  *policies.ClassBreaker
-	tokens   *policies.TokenCounter
-	faq      *policies.FAQ
+	cfg      *config.Config
+	budget   *guard.RetryBudget
+	breakers *guard.BreakerRegistry
+	classes  *guard.ClassBreaker
+	tokens   *prompt.TokenCounter
+	faq      *faq.FAQ
 	metrics  Metrics
 	getenv   func(string) string
 	now      func() time.Time
@@ -38,10 +44,10 @@ type Activities struct {
 // Options are the dependencies of New. Zero values mean defaults.
 type Options struct {
 	// Config is the policy; required.
-	Config *policies.Config
+	Config *config.Config
 	// FAQ answers fallbacks; default: the FAQ file of Config, else the
 	// embedded example FAQ.
-	FAQ *policies.FAQ
+	FAQ *faq.FAQ
 	// Metrics records what happens; default: none.
 	Metrics Metrics
 	// Getenv reads API keys; default os.Getenv.
@@ -56,9 +62,9 @@ type Options struct {
 	// Budget, Breakers and Classes are the per-process retry budget, model
 	// breakers and class breaker; defaults are built from Config (the
 	// breakers then report state changes to Metrics).
-	Budget   *policies.RetryBudget
-	Breakers *policies.BreakerRegistry
-	Classes  *policies.ClassBreaker
+	Budget   *guard.RetryBudget
+	Breakers *guard.BreakerRegistry
+	Classes  *guard.ClassBreaker
 }
 
 // New builds the per-process activities: one retry budget, one breaker
@@ -90,21 +96,21 @@ func New(o Options) (*Activities, error) {
 			return nil, err
 		}
 	}
-	a.tokens, err = policies.NewTokenCounter(o.Config.Pruning.Encoding)
+	a.tokens, err = prompt.NewTokenCounter(o.Config.Pruning.Encoding)
 	if err != nil {
 		return nil, fmt.Errorf("activities: token counter: %w", err)
 	}
 	a.budget, a.breakers, a.classes = o.Budget, o.Breakers, o.Classes
 	if a.budget == nil {
-		a.budget = policies.NewRetryBudget(o.Config.Budget)
+		a.budget = guard.NewRetryBudget(o.Config.Budget)
 	}
 	if a.breakers == nil {
-		a.breakers = policies.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to policies.BreakerState, _ time.Time) {
+		a.breakers = guard.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to guard.BreakerState, _ time.Time) {
 			a.metrics.BreakerState(model, to)
 		})
 	}
 	if a.classes == nil {
-		a.classes = policies.NewClassBreaker(o.Config.Breaker)
+		a.classes = guard.NewClassBreaker(o.Config.Breaker)
 	}
 	a.http = newHTTPClient(o.Config, o.Transport, a.rand)
 	return a, nil
@@ -114,7 +120,7 @@ func New(o Options) (*Activities, error) {
 // message already says everything; err is not attached as the cause, which
 // would reach the caller as the same text again, labelled "retryable: true".
 func invalid(err error) error {
-	return temporal.NewApplicationErrorWithOptions(err.Error(), string(policies.ClassInvalidRequest),
+	return temporal.NewApplicationErrorWithOptions(err.Error(), string(failure.ClassInvalidRequest),
 		temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
@@ -122,8 +128,8 @@ func invalid(err error) error {
 // request in the retry budget. An invalid request fails with a
 // non-retryable ApplicationError of type invalid_request that names every
 // problem.
-func (a *Activities) Admit(ctx context.Context, req policies.Request) (Admission, error) {
-	if err := policies.ValidateRequest(req, a.cfg); err != nil {
+func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission, error) {
+	if err := request.ValidateRequest(req, a.cfg); err != nil {
 		return Admission{}, invalid(err)
 	}
 	now := a.now()
@@ -143,7 +149,7 @@ func (a *Activities) Admit(ctx context.Context, req policies.Request) (Admission
 	if req.Model != "" {
 		ad.FirstModel = req.Model
 	}
-	if r, ok := policies.CheckRules(a.cfg.Rules, req.Scenario, question(req.Messages)); ok {
+	if r, ok := rules.CheckRules(a.cfg.Rules, req.Scenario, question(req.Messages)); ok {
 		ad.Rule = &RuleHit{ID: r.ID, Action: r.Action, Message: r.Message, Flag: r.Flag}
 	}
 	return ad, nil
@@ -158,14 +164,14 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Attem
 	tried := append([]string(nil), in.Tried...)
 	want := in.Model
 	for {
-		var m policies.ModelConfig
+		var m config.ModelConfig
 		var ok bool
 		if want != "" {
 			m, ok = a.cfg.Model(want)
 			want = ""
 		}
 		if !ok {
-			m, ok = policies.NextModel(a.cfg.Models, in.Request.Model, tried, nil)
+			m, ok = callstate.NextModel(a.cfg.Models, in.Request.Model, tried, nil)
 		}
 		if !ok {
 			plan.Reason = "no model left to try"
@@ -188,17 +194,17 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Attem
 			Model:  m.Name,
 			Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now)),
 		})
-		a.metrics.Attempt(m.Name, string(policies.ClassBreakerOpen), 0)
+		a.metrics.Attempt(m.Name, string(failure.ClassBreakerOpen), 0)
 	}
 }
 
 // PlanNext records the failed attempt's class with the class breaker, finds
 // the next model the ladder would offer, draws the jitter and asks the
 // planner for the next step, charging the retry budget when it retries.
-func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (policies.Step, error) {
+func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (callstate.Step, error) {
 	now := a.now()
 	p := in.Plan
-	if in.RetriedClass != policies.ClassNone {
+	if in.RetriedClass != failure.ClassNone {
 		// The failed attempt was a retry of that class: it did not work.
 		a.classes.Record(in.RetriedClass, now, false)
 	}
@@ -208,13 +214,13 @@ func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (policies.S
 	}
 	p.ClassAllowed = a.classes.Allow(p.Class, now)
 	tried := append(append([]string(nil), in.Tried...), p.Model)
-	if next, ok := policies.NextModel(a.cfg.Models, in.Preferred, tried, func(model string) bool {
-		return a.breakers.State(model, now) != policies.BreakerOpen
+	if next, ok := callstate.NextModel(a.cfg.Models, in.Preferred, tried, func(model string) bool {
+		return a.breakers.State(model, now) != guard.BreakerOpen
 	}); ok {
 		p.NextModel = next.Name
 	}
 	p.U = a.rand()
-	step := policies.Plan(a.cfg, p, a.budget, now)
+	step := callstate.Plan(a.cfg, p, a.budget, now)
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()
 	}
@@ -224,7 +230,7 @@ func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (policies.S
 
 // RecordRetrySuccess tells the class breaker that a retry of class
 // succeeded (the call's next attempt answered).
-func (a *Activities) RecordRetrySuccess(ctx context.Context, classes []policies.Class) error {
+func (a *Activities) RecordRetrySuccess(ctx context.Context, classes []failure.Class) error {
 	now := a.now()
 	for _, c := range classes {
 		a.classes.Record(c, now, true)
@@ -239,27 +245,27 @@ func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAn
 	if m, ok := a.faq.Match(q, a.cfg.FAQ.Threshold); ok {
 		return FallbackAnswer{Content: m.Answer, Source: "faq", FAQID: m.ID, Score: m.Score}, nil
 	}
-	if r, ok := policies.RuleCard(a.cfg.Rules, in.Request.Scenario, q); ok {
+	if r, ok := rules.RuleCard(a.cfg.Rules, in.Request.Scenario, q); ok {
 		return FallbackAnswer{Content: r.Message, Source: "rule", RuleID: r.ID, Flag: r.Flag}, nil
 	}
 	return FallbackAnswer{Content: a.cfg.Placeholder, Source: "placeholder"}, nil
 }
 
 // question is the text of the last user message.
-func question(msgs []policies.Message) string {
+func question(msgs []request.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == policies.RoleUser {
+		if msgs[i].Role == request.RoleUser {
 			return msgs[i].Content
 		}
 	}
 	return ""
 }
 
-func loadFAQ(cfg *policies.Config) (*policies.FAQ, error) {
+func loadFAQ(cfg *config.Config) (*faq.FAQ, error) {
 	if cfg.FAQ.File == "" {
-		return policies.DefaultFAQ(), nil
+		return faq.DefaultFAQ(), nil
 	}
-	f, err := policies.LoadFAQ(cfg.FAQ.File)
+	f, err := faq.LoadFAQ(cfg.FAQ.File)
 	if err != nil {
 		return nil, fmt.Errorf("activities: %w", err)
 	}

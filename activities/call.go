@@ -9,12 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-llm/durable-llm/policies/classify"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/prompt"
+	"github.com/durable-llm/durable-llm/policies/request"
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 type modelClient struct {
@@ -23,7 +26,7 @@ type modelClient struct {
 
 // apiKey reads a model's API key from the environment variable it names,
 // here and nowhere else.
-func (a *Activities) apiKey(m policies.ModelConfig) string {
+func (a *Activities) apiKey(m config.ModelConfig) string {
 	if m.APIKeyEnv == "" {
 		return ""
 	}
@@ -36,7 +39,7 @@ const redacted = "[redacted]"
 // redact removes the model's API key from what the upstream answered
 // before anything of it is classified, recorded in history or logged: some
 // gateways quote the key they refused in full in their 401 message.
-func redact(obs *policies.Observation, key string) {
+func redact(obs *classify.Observation, key string) {
 	if key == "" {
 		return
 	}
@@ -59,7 +62,7 @@ func redactString(s, key string) string {
 }
 
 // client returns the go-openai client of a model.
-func (a *Activities) client(m policies.ModelConfig) *openai.Client {
+func (a *Activities) client(m config.ModelConfig) *openai.Client {
 	key := a.apiKey(m)
 	id := m.BaseURL + "\x00" + m.APIKeyEnv + "\x00" + key
 	a.mu.Lock()
@@ -76,7 +79,7 @@ func (a *Activities) client(m policies.ModelConfig) *openai.Client {
 }
 
 type shaped struct {
-	messages []policies.Message
+	messages []request.Message
 	tokens   int
 	fits     bool
 }
@@ -85,20 +88,20 @@ type shaped struct {
 // last rounds), fits them into the model's window and adapts them to the
 // model's system-prompt support. It is a pure function of its inputs, so
 // PrepareAttempt and CallModel agree on what is sent.
-func (a *Activities) shape(req policies.Request, m policies.ModelConfig, stage, keepRounds, maxTokens int) shaped {
+func (a *Activities) shape(req request.Request, m config.ModelConfig, stage, keepRounds, maxTokens int) shaped {
 	msgs := req.Messages
 	switch {
 	case keepRounds > 0:
-		msgs = policies.PruneKeepRounds(msgs, keepRounds).Messages
+		msgs = prompt.PruneKeepRounds(msgs, keepRounds).Messages
 	case stage > 0:
-		msgs = policies.PruneForAttempt(msgs, stage, a.cfg.Pruning.Factor).Messages
+		msgs = prompt.PruneForAttempt(msgs, stage, a.cfg.Pruning.Factor).Messages
 	}
 	reserve := maxTokens
 	if reserve <= 0 {
 		reserve = a.cfg.Pruning.ReserveOutputTokens
 	}
-	fit := policies.FitWindow(msgs, m.ContextWindow, reserve, a.tokens)
-	msgs = policies.AdaptMessages(fit.Messages, m.SystemPrompt)
+	fit := prompt.FitWindow(msgs, m.ContextWindow, reserve, a.tokens)
+	msgs = prompt.AdaptMessages(fit.Messages, m.SystemPrompt)
 	return shaped{messages: msgs, tokens: a.tokens.CountMessages(msgs), fits: fit.Fits}
 }
 
@@ -128,7 +131,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
-	obs := policies.Observation{PromptTokens: sh.tokens, ContextWindow: m.ContextWindow}
+	obs := classify.Observation{PromptTokens: sh.tokens, ContextWindow: m.ContextWindow}
 	if sh.fits {
 		obs.PromptTokens, obs.ContextWindow = 0, 0 // fits: let the upstream judge
 		resp, err = a.client(m).CreateChatCompletion(callCtx, chatRequest(m.Name, sh.messages, in.MaxTokens, in.Temperature))
@@ -140,7 +143,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 			// This worker is stopping: the attempt is lost, not failed. The
 			// workflow resends it elsewhere, uncharged (worker_lost).
 			return out, temporal.NewApplicationErrorWithOptions(
-				"worker shut down during the attempt", string(policies.ClassWorkerLost),
+				"worker shut down during the attempt", string(failure.ClassWorkerLost),
 				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
 		}
 		// The workflow cancelled the call (or the activity timed out): no
@@ -162,7 +165,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 	key := a.apiKey(m)
 	redact(&obs, key)
-	v := policies.Classify(obs)
+	v := classify.Classify(obs)
 	v.Reason = redactString(v.Reason, key)
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	out.RetryAfter, out.HasRetryAfter = v.RetryAfter, v.HasRetryAfter
@@ -177,7 +180,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 
-	if v.Class == policies.ClassNone {
+	if v.Class == failure.ClassNone {
 		msg := resp.Choices[0].Message
 		out.Content = msg.Content
 		if out.Content == "" {
@@ -193,14 +196,14 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
 }
 
-func classLabel(c policies.Class) string {
-	if c == policies.ClassNone {
+func classLabel(c failure.Class) string {
+	if c == failure.ClassNone {
 		return "ok"
 	}
 	return string(c)
 }
 
-func chatRequest(model string, msgs []policies.Message, maxTokens int, temperature *float64) openai.ChatCompletionRequest {
+func chatRequest(model string, msgs []request.Message, maxTokens int, temperature *float64) openai.ChatCompletionRequest {
 	req := openai.ChatCompletionRequest{Model: model, MaxTokens: maxTokens}
 	if temperature != nil {
 		req.Temperature = float32(*temperature)

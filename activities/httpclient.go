@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // maxRecordedBody is how much of a response body the recorder keeps for the
@@ -65,7 +65,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	for n := 0; ; n++ {
 		resp, err := t.base.RoundTrip(req)
 		if err != nil && isConnectError(err) && n < t.resends && req.GetBody != nil {
-			wait := policies.FullJitter(n, t.backoff, 4*t.backoff<<n, t.rand())
+			wait := callstate.FullJitter(n, t.backoff, 4*t.backoff<<n, t.rand())
 			select {
 			case <-req.Context().Done():
 				return nil, err
@@ -140,7 +140,7 @@ func isHeaderTimeout(err error) bool {
 // newHTTPClient builds the one HTTP client of the process: a response
 // header timeout (read_timeout), a connect timeout, connect-only resends at
 // the network layer, and the recorder.
-func newHTTPClient(cfg *policies.Config, base http.RoundTripper, rnd func() float64) *http.Client {
+func newHTTPClient(cfg *config.Config, base http.RoundTripper, rnd func() float64) *http.Client {
 	if base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.ResponseHeaderTimeout = cfg.HTTP.HeaderTimeout.D()

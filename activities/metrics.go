@@ -1,9 +1,8 @@
 package activities
 
 import (
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"time"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // Metrics receives what the activities observe. The worker provides a
@@ -17,7 +16,7 @@ type Metrics interface {
 	BudgetRefused()
 	Budget(remaining int)
 	// BreakerState reports a model's breaker state change.
-	BreakerState(model string, s policies.BreakerState)
+	BreakerState(model string, s guard.BreakerState)
 }
 
 // NopMetrics is a Metrics that records nothing.
@@ -33,4 +32,4 @@ func (NopMetrics) BudgetRefused() {}
 func (NopMetrics) Budget(int) {}
 
 // BreakerState implements Metrics.
-func (NopMetrics) BreakerState(string, policies.BreakerState) {}
+func (NopMetrics) BreakerState(string, guard.BreakerState) {}

@@ -1,9 +1,11 @@
 package activities
 
 import (
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"time"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // Admission is the result of Admit: what the workflow needs to run the call.
@@ -23,15 +25,15 @@ type Admission struct {
 
 // RuleHit is a matched business rule.
 type RuleHit struct {
-	ID      string              `json:"id"`
-	Action  policies.RuleAction `json:"action"`
-	Message string              `json:"message,omitempty"`
-	Flag    string              `json:"flag,omitempty"`
+	ID      string            `json:"id"`
+	Action  config.RuleAction `json:"action"`
+	Message string            `json:"message,omitempty"`
+	Flag    string            `json:"flag,omitempty"`
 }
 
 // PrepareInput asks for the next attempt's model and shape.
 type PrepareInput struct {
-	Request policies.Request `json:"request"`
+	Request request.Request `json:"request"`
 	// Model wanted for this attempt; empty: the first model the ladder allows.
 	Model string `json:"model,omitempty"`
 	// Tried are the models this call already left.
@@ -66,33 +68,33 @@ type AttemptPlan struct {
 
 // CallInput is one upstream attempt.
 type CallInput struct {
-	Request     policies.Request `json:"request"`
-	Model       string           `json:"model"`
-	Attempt     int              `json:"attempt"`
-	PruneStage  int              `json:"prune_stage"`
-	KeepRounds  int              `json:"keep_rounds,omitempty"`
-	MaxTokens   int              `json:"max_tokens,omitempty"`
-	Temperature *float64         `json:"temperature,omitempty"`
-	Timeout     time.Duration    `json:"timeout"`
+	Request     request.Request `json:"request"`
+	Model       string          `json:"model"`
+	Attempt     int             `json:"attempt"`
+	PruneStage  int             `json:"prune_stage"`
+	KeepRounds  int             `json:"keep_rounds,omitempty"`
+	MaxTokens   int             `json:"max_tokens,omitempty"`
+	Temperature *float64        `json:"temperature,omitempty"`
+	Timeout     time.Duration   `json:"timeout"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the
 // activity's result; on failure it is the details of the ApplicationError
 // whose type is the failure class.
 type CallOutcome struct {
-	Class            policies.Class `json:"class,omitempty"`
-	Status           int            `json:"status,omitempty"`
-	Code             string         `json:"code,omitempty"`
-	Reason           string         `json:"reason,omitempty"`
-	RetryAfter       time.Duration  `json:"retry_after,omitempty"`
-	HasRetryAfter    bool           `json:"has_retry_after,omitempty"`
-	Content          string         `json:"content,omitempty"`
-	FinishReason     string         `json:"finish_reason,omitempty"`
-	Duration         time.Duration  `json:"duration"`
-	Messages         int            `json:"messages"`
-	PromptTokens     int            `json:"prompt_tokens"`
-	CompletionTokens int            `json:"completion_tokens"`
-	ConnectResends   int            `json:"connect_resends,omitempty"`
+	Class            failure.Class `json:"class,omitempty"`
+	Status           int           `json:"status,omitempty"`
+	Code             string        `json:"code,omitempty"`
+	Reason           string        `json:"reason,omitempty"`
+	RetryAfter       time.Duration `json:"retry_after,omitempty"`
+	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`
+	Content          string        `json:"content,omitempty"`
+	FinishReason     string        `json:"finish_reason,omitempty"`
+	Duration         time.Duration `json:"duration"`
+	Messages         int           `json:"messages"`
+	PromptTokens     int           `json:"prompt_tokens"`
+	CompletionTokens int           `json:"completion_tokens"`
+	ConnectResends   int           `json:"connect_resends,omitempty"`
 	// NotSent is set when the attempt was refused before any request (the
 	// prompt cannot fit the model's window even pruned).
 	NotSent bool `json:"not_sent,omitempty"`
@@ -100,7 +102,7 @@ type CallOutcome struct {
 
 // PlanNextInput asks for the step after a failed attempt.
 type PlanNextInput struct {
-	Plan policies.PlanInput `json:"plan"`
+	Plan callstate.PlanInput `json:"plan"`
 	// Tried are the models the call already left, the failed one included
 	// when the plan switches.
 	Tried []string `json:"tried,omitempty"`
@@ -108,13 +110,13 @@ type PlanNextInput struct {
 	Preferred string `json:"preferred,omitempty"`
 	// RetriedClass is set when the failed attempt was a retry of that
 	// class: the class breaker learns that the retry failed.
-	RetriedClass policies.Class `json:"retried_class,omitempty"`
+	RetriedClass failure.Class `json:"retried_class,omitempty"`
 }
 
 // FallbackInput asks for the business fallback answer.
 type FallbackInput struct {
-	Request policies.Request `json:"request"`
-	Reason  string           `json:"reason"`
+	Request request.Request `json:"request"`
+	Reason  string          `json:"reason"`
 }
 
 // FallbackAnswer is the business fallback's answer.

@@ -15,7 +15,8 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -245,7 +246,7 @@ func NewFloor(c client.Client, baseURL string) (*Contender, error) {
 type DurableOptions struct {
 	// Config is the policy; default policies.DefaultConfig(). Its models
 	// are pointed at the benchmark's upstream.
-	Config *policies.Config
+	Config *config.Config
 	// Worker configures the in-process worker (llmworker.Options.Worker is
 	// replaced by it); zero: the SDK defaults.
 	Worker llmworker.Options
@@ -259,7 +260,7 @@ type DurableOptions struct {
 func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, error) {
 	cfg := o.Config
 	if cfg == nil {
-		cfg = policies.DefaultConfig()
+		cfg = config.DefaultConfig()
 	}
 	cfg.OverrideEndpoint(baseURL, "")
 	if err := cfg.Validate(); err != nil {
@@ -305,9 +306,9 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 func DurableRequest(run string, i int, deadline time.Duration) workflows.CallRequest {
 	return workflows.CallRequest{
 		UserID: fmt.Sprintf("%s-u%d", run, i), SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{
-			{Role: policies.RoleSystem, Content: SystemPrompt},
-			{Role: policies.RoleUser, Content: Question(i)},
+		Messages: []request.Message{
+			{Role: request.RoleSystem, Content: SystemPrompt},
+			{Role: request.RoleUser, Content: Question(i)},
 		},
 		DeadlineMS: deadline.Milliseconds(),
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // MemoryOptions configure RunMemory.
@@ -140,7 +140,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (*MemoryReport, error) {
 	if err := os.WriteFile(policy, []byte(memoryPolicy(o.Latency)), 0o644); err != nil {
 		return nil, err
 	}
-	if _, err := policies.LoadConfig(policy); err != nil {
+	if _, err := config.LoadConfig(policy); err != nil {
 		return nil, err
 	}
 	if len(o.Variants) == 0 {

@@ -3,12 +3,11 @@ package bench
 import (
 	"encoding/csv"
 	"fmt"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"io"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // Header returns the report's header: the case and the scenario's
@@ -150,7 +149,7 @@ func (r *StormReport) Targets() []string {
 	if d != nil {
 		s := d.Summary
 		out = append(out, fmt.Sprintf("durable-llm calls answered within their deadline = 100 %%: %s — %s", pct(s.AnsweredPct), verdict(s.AnsweredPct == 100)))
-		limit := policies.DefaultConfig().Breaker.OpenFor.D() + 5*time.Second
+		limit := config.DefaultConfig().Breaker.OpenFor.D() + 5*time.Second
 		out = append(out, fmt.Sprintf("durable-llm back to ≥ 99 %% model answers within breaker open time + 5 s (%s) after the incident: %s — %s",
 			fmtDur(limit), s.RecoveryString(), verdict(s.Recovered && s.Recovery <= limit)))
 	}

@@ -16,7 +16,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/durable-llm/durable-llm/codec"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -39,14 +39,14 @@ var (
 
 const prompt = "My card ending 4242 was charged twice for order 77-ALPHA"
 
-func request() workflows.CallRequest {
+func sampleRequest() workflows.CallRequest {
 	return workflows.CallRequest{UserID: "u-1", SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{{Role: "user", Content: prompt}}}
+		Messages: []request.Message{{Role: "user", Content: prompt}}}
 }
 
 func TestRoundTripThroughTheDataConverter(t *testing.T) {
 	dc := mustCodec(t, k1).DataConverter()
-	p, err := dc.ToPayload(request())
+	p, err := dc.ToPayload(sampleRequest())
 	require.NoError(t, err)
 	require.Equal(t, codec.EncodingEncrypted, string(p.Metadata[converter.MetadataEncoding]))
 	require.Equal(t, "k1", string(p.Metadata[codec.MetadataKeyID]))
@@ -55,10 +55,10 @@ func TestRoundTripThroughTheDataConverter(t *testing.T) {
 
 	var back workflows.CallRequest
 	require.NoError(t, dc.FromPayload(p, &back))
-	require.Equal(t, request(), back)
+	require.Equal(t, sampleRequest(), back)
 
 	// Two encodings of the same value differ (fresh nonce per payload).
-	p2, err := dc.ToPayload(request())
+	p2, err := dc.ToPayload(sampleRequest())
 	require.NoError(t, err)
 	require.NotEqual(t, p.Data, p2.Data)
 }
@@ -130,11 +130,11 @@ func TestUnknownAndMissingKeyID(t *testing.T) {
 
 func TestPlainPayloadsPassThrough(t *testing.T) {
 	// Histories written before encryption was turned on still decode.
-	plain, err := converter.GetDefaultDataConverter().ToPayload(request())
+	plain, err := converter.GetDefaultDataConverter().ToPayload(sampleRequest())
 	require.NoError(t, err)
 	var back workflows.CallRequest
 	require.NoError(t, mustCodec(t, k1).DataConverter().FromPayload(plain, &back))
-	require.Equal(t, request(), back)
+	require.Equal(t, sampleRequest(), back)
 }
 
 func TestParseKeys(t *testing.T) {
@@ -256,7 +256,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		dc   converter.DataConverter
 	}{{"plain", converter.GetDefaultDataConverter()}, {"encrypted", c.DataConverter()}}
 	for _, size := range []int{1 << 10, 64 << 10} {
-		req := request()
+		req := sampleRequest()
 		req.Messages[0].Content = strings.Repeat("x", size)
 		for _, conv := range converters {
 			b.Run(fmt.Sprintf("%s/%dKiB", conv.name, size>>10), func(b *testing.B) {

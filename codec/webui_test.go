@@ -23,7 +23,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -66,7 +67,7 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 		DataConverter: c.DataConverter(), FailureConverter: c.FailureConverter()})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	tq := "llm-ui-codec-" + uuid.NewString()[:8]
 	w, err := llmworker.New(cl, llmworker.Options{Config: cfg, TaskQueue: tq})
@@ -79,7 +80,7 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 	defer cancel()
 	res, err := lc.Call(ctx, workflows.CallRequest{
 		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{{Role: "user", Content: "Where is parcel " + parcel + " for " + customer + "?"}},
+		Messages: []request.Message{{Role: "user", Content: "Where is parcel " + parcel + " for " + customer + "?"}},
 	})
 	require.NoError(t, err)
 	require.Contains(t, res.Content, customer)

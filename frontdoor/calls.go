@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.uber.org/zap"
 
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -30,7 +30,7 @@ func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string)
 	id := r.PathValue("id")
 	notFound := &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "id", code: "call_not_found",
 		message: fmt.Sprintf("No call with ID %q.", id)}
-	if policies.ValidateKey(id) != nil {
+	if request.ValidateKey(id) != nil {
 		notFound.write(w)
 		return
 	}

@@ -19,7 +19,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -55,7 +57,7 @@ type Options struct {
 	// Config is the policy the workers run: its ladder is the list of
 	// models, its limits validate requests before any call starts.
 	// Default policies.DefaultConfig().
-	Config *policies.Config
+	Config *config.Config
 	// KeepAlive is how often a stream that waits for a retrying call sends
 	// an SSE comment (": keep-alive"), and how long a stream waits for the
 	// answer before committing to a 200. Default 5s.
@@ -110,7 +112,7 @@ func New(o Options) (*Handler, error) {
 		return nil, fmt.Errorf("frontdoor: %w", ErrNoTenants)
 	}
 	if o.Config == nil {
-		o.Config = policies.DefaultConfig()
+		o.Config = config.DefaultConfig()
 	}
 	if len(o.Config.Models) == 0 {
 		return nil, errors.New("frontdoor: the policy has no models")
@@ -161,7 +163,7 @@ func New(o Options) (*Handler, error) {
 	return h, nil
 }
 
-func promptLimit(cfg *policies.Config) int {
+func promptLimit(cfg *config.Config) int {
 	if v := cfg.Limits.MaxPromptBytes; v > 0 {
 		return v
 	}
@@ -333,7 +335,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		return req, cr, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, param: "messages", code: "request_too_large",
 			message: fmt.Sprintf("The prompt is %d bytes, over the limit of %d bytes.", n, limit)}
 	}
-	if err := policies.ValidateRequest(req, h.o.Config); err != nil {
+	if err := request.ValidateRequest(req, h.o.Config); err != nil {
 		return req, cr, validationError(err, cr)
 	}
 	return req, cr, nil
@@ -342,7 +344,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 // validationError turns ValidateRequest's problems into a 400 that names
 // the fields as the client sent them.
 func validationError(err error, cr chatRequest) *apiError {
-	var ve *policies.ValidationError
+	var ve *request.ValidationError
 	if !errors.As(err, &ve) || len(ve.Problems) == 0 {
 		return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "invalid_value", message: "Invalid request: " + err.Error()}
 	}
@@ -442,11 +444,11 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 		rs := resilienceOf(id, StatusFailed, res)
 		e := &apiError{status: http.StatusInternalServerError, typ: typeServer, code: appErr.Type(),
 			message: "The call failed: " + appErr.Message(), resilience: &rs}
-		switch policies.Class(appErr.Type()) {
-		case policies.ClassInvalidRequest:
+		switch failure.Class(appErr.Type()) {
+		case failure.ClassInvalidRequest:
 			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "upstream_invalid_request"
 			e.message = "The model refused the request as invalid: " + appErr.Message()
-		case policies.ClassContentFilter:
+		case failure.ClassContentFilter:
 			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "content_filter"
 			e.message = "The request was refused by a content filter: " + appErr.Message()
 		}

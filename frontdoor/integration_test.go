@@ -35,7 +35,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -70,7 +71,7 @@ func newDoorWith(t *testing.T, c client.Client, mutate func(*frontdoor.Options))
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	require.NoError(t, cfg.Validate())
 	d := &door{t: t, c: c, sim: sim, tq: "frontdoor-" + uuid.NewString()[:8]}
@@ -121,8 +122,8 @@ func params(user, question string) openai.ChatCompletionNewParams {
 	}
 }
 
-func msgs(question string) []policies.Message {
-	return []policies.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: question}}
+func msgs(question string) []request.Message {
+	return []request.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: question}}
 }
 
 // resilience decodes x_resilience from the raw JSON of a response.
@@ -164,7 +165,7 @@ func TestPlainCall(t *testing.T) {
 		option.WithHeader("X-Session-Id", "s-7"), option.WithResponseInto(&hr))
 	require.NoError(t, err)
 
-	id := policies.Key("acme", "u-plain", "s-7", msgs(q))
+	id := request.Key("acme", "u-plain", "s-7", msgs(q))
 	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"), "the idempotency key: tenant, user, session, messages")
 	require.Equal(t, "model", hr.Header.Get("X-Resilience-Source"))
 	require.Equal(t, "chatcmpl-"+id, resp.ID)
@@ -245,7 +246,7 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 	}
 	require.NoError(t, stream.Err())
 
-	id := policies.Key("acme", "u-stream", "", msgs(q))
+	id := request.Key("acme", "u-stream", "", msgs(q))
 	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
 	want := llmsim.Answer("qwen-72b", q)
 	require.Len(t, acc.Choices, 1)
@@ -377,7 +378,7 @@ func TestSameIdempotencyKeyMakesOneUpstreamCall(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "order-42-refund"))
-	id := policies.ScopedKey("acme", "order-42-refund")
+	id := request.ScopedKey("acme", "order-42-refund")
 	q := "[[sim fault=latency latency=1s]] Can I get a refund for order 42?"
 
 	// Two at once attach to one call; a third after it ended gets the
@@ -409,7 +410,7 @@ func TestClientDisconnectDoesNotCancelTheCall(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "leaving-early"))
-	id := policies.ScopedKey("acme", "leaving-early")
+	id := request.ScopedKey("acme", "leaving-early")
 	q := "[[sim fault=latency latency=2s]] Will you still answer when I hang up?"
 
 	_, err := oc.Chat.Completions.New(ctx, params("u-leave", q), option.WithRequestTimeout(300*time.Millisecond))
@@ -434,8 +435,8 @@ func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
 		require.NoError(t, err)
 		ids[tok] = hr.Header.Get("X-Workflow-Id")
 	}
-	require.Equal(t, policies.ScopedKey("acme", "shared-key-1"), ids["tok-acme"])
-	require.Equal(t, policies.ScopedKey("globex", "shared-key-1"), ids["tok-globex"])
+	require.Equal(t, request.ScopedKey("acme", "shared-key-1"), ids["tok-acme"])
+	require.Equal(t, request.ScopedKey("globex", "shared-key-1"), ids["tok-globex"])
 	require.NotEqual(t, ids["tok-acme"], ids["tok-globex"])
 	require.Equal(t, 1, d.upstream(ids["tok-acme"]).Attempts)
 	require.Equal(t, 1, d.upstream(ids["tok-globex"]).Attempts, "two workflows, each called upstream once")
@@ -514,7 +515,7 @@ func TestBadTokens(t *testing.T) {
 	require.Equal(t, "acme", logs.All()[6].ContextMap()["tenant"])
 	// No workflow for any tenant.
 	for _, tenant := range []string{"", "acme", "globex"} {
-		d.requireNoWorkflow(policies.Key(tenant, "u-token", "", msgs("Who am I?")))
+		d.requireNoWorkflow(request.Key(tenant, "u-token", "", msgs("Who am I?")))
 	}
 }
 
@@ -522,7 +523,7 @@ func TestBadRequestsStartNothing(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	oc := d.openai("tok-acme")
-	wantKey := policies.Key("acme", "u-bad", "", msgs("Where is it?"))
+	wantKey := request.Key("acme", "u-bad", "", msgs("Where is it?"))
 	raw := func(body string) []option.RequestOption {
 		return []option.RequestOption{option.WithRequestBody("application/json", []byte(body))}
 	}
@@ -546,7 +547,7 @@ func TestBadRequestsStartNothing(t *testing.T) {
 		{"negative max_completion_tokens", withMaxTokens(params("u-bad", "Where is it?"), -1), nil, 400, "max_completion_tokens", "invalid_value", wantKey},
 		{"last message not from the user", openai.ChatCompletionNewParams{Model: "auto", Messages: []openai.ChatCompletionMessageParamUnion{
 			openai.UserMessage("Hi"), openai.AssistantMessage("Hello!")}}, nil, 400, "messages[1].role", "invalid_value",
-			policies.Key("acme", "", "", []policies.Message{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello!"}})},
+			request.Key("acme", "", "", []request.Message{{Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello!"}})},
 		{"bad Idempotency-Key", params("u-bad", "Where is it?"), []option.RequestOption{option.WithHeader("Idempotency-Key", "has a space")}, 400, "Idempotency-Key", "invalid_value", wantKey},
 		{"bad deadline", params("u-bad", "Where is it?"), []option.RequestOption{option.WithHeader("X-Deadline-Ms", "10")}, 400, "X-Deadline-Ms", "invalid_value", wantKey},
 		{"n above 1", withN(params("u-bad", "Where is it?"), 3), nil, 400, "n", "invalid_value", wantKey},
@@ -623,7 +624,7 @@ func TestOversizeBodies(t *testing.T) {
 			require.Equal(t, http.StatusRequestEntityTooLarge, e.StatusCode)
 			require.Equal(t, "request_too_large", e.Code)
 			require.Equal(t, tc.param, e.Param)
-			d.requireNoWorkflow(policies.Key("acme", "u-big", "", msgs(q)))
+			d.requireNoWorkflow(request.Key("acme", "u-big", "", msgs(q)))
 		})
 	}
 	d.requireNoWorkflowOnQueue()
@@ -659,7 +660,7 @@ func TestAsyncMode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusAccepted, hr.StatusCode)
 	require.Equal(t, "respond-async", hr.Header.Get("Preference-Applied"))
-	id := policies.Key("globex", "u-async", "", msgs(q))
+	id := request.Key("globex", "u-async", "", msgs(q))
 	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
 	require.Equal(t, "/v1/calls/"+id, hr.Header.Get("Location"))
 	var st frontdoor.CallStatus
@@ -721,7 +722,7 @@ func TestTemporalUnreachableIs503(t *testing.T) {
 	require.NotContains(t, e.Message, addr, "internal addresses stay in the log")
 
 	var out json.RawMessage
-	e = apiError(t, oc.Get(ctx, "calls/"+policies.Key("acme", "u-down", "", nil), nil, &out))
+	e = apiError(t, oc.Get(ctx, "calls/"+request.Key("acme", "u-down", "", nil), nil, &out))
 	require.Equal(t, http.StatusServiceUnavailable, e.StatusCode)
 }
 

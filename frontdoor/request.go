@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"strings"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // chatRequest is what the front door takes from an OpenAI chat-completions
 // body. Fields it does not know are ignored, as OpenAI clients send many.
 type chatRequest struct {
 	Model        string
-	Messages     []policies.Message
+	Messages     []request.Message
 	MaxTokens    int
 	maxTokensBy  string // the JSON field max_tokens came from
 	Temperature  *float64
@@ -117,8 +116,8 @@ func decodeChatRequest(body []byte) (chatRequest, *fieldError) {
 
 // decodeMessage decodes one chat message; content is a string, null, or an
 // array of text parts (joined with newlines).
-func decodeMessage(raw json.RawMessage, at string) (policies.Message, *fieldError) {
-	var m policies.Message
+func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError) {
+	var m request.Message
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return m, &fieldError{at, "want a message object"}
@@ -157,8 +156,8 @@ func decodeMessage(raw json.RawMessage, at string) (policies.Message, *fieldErro
 			if typ == "" {
 				typ = "function"
 			}
-			m.ToolCalls = append(m.ToolCalls, policies.ToolCall{ID: c.ID, Type: typ,
-				Function: policies.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
+			m.ToolCalls = append(m.ToolCalls, request.ToolCall{ID: c.ID, Type: typ,
+				Function: request.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
 		}
 	}
 	return m, nil
@@ -250,7 +249,7 @@ func jsonKind(raw json.RawMessage) string {
 }
 
 // promptBytes counts the prompt as policies.ValidateRequest does.
-func promptBytes(msgs []policies.Message) int {
+func promptBytes(msgs []request.Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)

@@ -1,12 +1,11 @@
 package frontdoor
 
 import (
+	"github.com/durable-llm/durable-llm/policies/request"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 func TestDecodeChatRequest(t *testing.T) {
@@ -21,14 +20,14 @@ func TestDecodeChatRequest(t *testing.T) {
 			body: `{"model":"qwen-14b","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi","name":"ann"}],
 				"max_tokens":100,"temperature":0.2,"user":"u-1","stream":true,"stream_options":{"include_usage":true},
 				"n":1,"top_p":0.9,"tools":[],"response_format":{"type":"text"},"metadata":{"a":"b"}}`,
-			want: chatRequest{Model: "qwen-14b", Messages: []policies.Message{
+			want: chatRequest{Model: "qwen-14b", Messages: []request.Message{
 				{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi", Name: "ann"},
 			}, MaxTokens: 100, maxTokensBy: "max_tokens", Temperature: &temp, User: "u-1", Stream: true, IncludeUsage: true},
 		},
 		{
 			name: "max_completion_tokens wins over max_tokens",
 			body: `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":100,"max_completion_tokens":300}`,
-			want: chatRequest{Messages: []policies.Message{{Role: "user", Content: "Hi"}}, MaxTokens: 300, maxTokensBy: "max_completion_tokens"},
+			want: chatRequest{Messages: []request.Message{{Role: "user", Content: "Hi"}}, MaxTokens: 300, maxTokensBy: "max_completion_tokens"},
 		},
 		{
 			name: "text parts joined, null content, tool calls",
@@ -36,9 +35,9 @@ func TestDecodeChatRequest(t *testing.T) {
 				{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},
 				{"role":"tool","tool_call_id":"c1","content":"42"},{"role":"user","content":"so?"}],
 				"temperature":null,"user":null,"stream":null}`,
-			want: chatRequest{Messages: []policies.Message{
+			want: chatRequest{Messages: []request.Message{
 				{Role: "user", Content: "a\nb"},
-				{Role: "assistant", ToolCalls: []policies.ToolCall{{ID: "c1", Type: "function", Function: policies.FunctionCall{Name: "f", Arguments: "{}"}}}},
+				{Role: "assistant", ToolCalls: []request.ToolCall{{ID: "c1", Type: "function", Function: request.FunctionCall{Name: "f", Arguments: "{}"}}}},
 				{Role: "tool", ToolCallID: "c1", Content: "42"},
 				{Role: "user", Content: "so?"},
 			}},
@@ -94,9 +93,9 @@ func TestDecodeChatRequestNamesTheField(t *testing.T) {
 
 func TestValidationErrorUsesTheClientsNames(t *testing.T) {
 	neg := -1.0
-	req := policies.Request{UserID: "u\xff", Messages: []policies.Message{{Role: "user", Content: "hi"}},
+	req := request.Request{UserID: "u\xff", Messages: []request.Message{{Role: "user", Content: "hi"}},
 		MaxTokens: -5, Temperature: &neg, IdempotencyKey: "a b", DeadlineMS: 5}
-	err := policies.ValidateRequest(req, nil)
+	err := request.ValidateRequest(req, nil)
 	e := validationError(err, chatRequest{maxTokensBy: "max_completion_tokens"})
 	if e.status != http.StatusBadRequest || e.param != "user" {
 		t.Errorf("status %d param %q", e.status, e.param)

@@ -18,7 +18,8 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -35,7 +36,7 @@ type Client struct {
 	UIBase string
 	// Limits checked before starting, so an oversize prompt is refused here
 	// rather than by Temporal's payload limit; default the policy defaults.
-	Limits policies.LimitsConfig
+	Limits config.LimitsConfig
 }
 
 // ErrInvalidRequest wraps every request problem found before starting.
@@ -44,11 +45,11 @@ var ErrInvalidRequest = errors.New("invalid request")
 // Key returns the workflow ID a request runs under: its idempotency key.
 func Key(req workflows.CallRequest) (string, error) {
 	if req.IdempotencyKey != "" {
-		if err := policies.ValidateKey(req.IdempotencyKey); err != nil {
+		if err := request.ValidateKey(req.IdempotencyKey); err != nil {
 			return "", fmt.Errorf("%w: idempotency_key: %v", ErrInvalidRequest, err)
 		}
 	}
-	return policies.KeyFor(req), nil
+	return request.KeyFor(req), nil
 }
 
 // precheck refuses what must never reach Temporal: a prompt over the size
@@ -74,9 +75,9 @@ func (c *Client) precheck(req workflows.CallRequest) error {
 	if len(req.Messages) == 0 {
 		return fmt.Errorf("%w: messages: at least one message is required", ErrInvalidRequest)
 	}
-	if b, err := json.Marshal(req); err == nil && len(b) > policies.MaxEncodedRequestBytes {
+	if b, err := json.Marshal(req); err == nil && len(b) > request.MaxEncodedRequestBytes {
 		return fmt.Errorf("%w: messages: the request is %d bytes once JSON-encoded, over the %d a Temporal payload may carry",
-			ErrInvalidRequest, len(b), policies.MaxEncodedRequestBytes)
+			ErrInvalidRequest, len(b), request.MaxEncodedRequestBytes)
 	}
 	if t := req.Temperature; t != nil && (math.IsNaN(*t) || math.IsInf(*t, 0)) {
 		// JSON cannot carry it: without this the payload encoder fails
@@ -171,7 +172,7 @@ func (c *Client) UILink(id string) string {
 func Summary(req workflows.CallRequest) string {
 	q := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if req.Messages[i].Role == policies.RoleUser {
+		if req.Messages[i].Role == request.RoleUser {
 			q = req.Messages[i].Content
 			break
 		}

@@ -15,7 +15,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -29,8 +30,8 @@ func ptr[T any](v T) *T { return &v }
 // their workflow at once with a non-retryable invalid_request.
 func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 	s := newStack(t, nil)
-	user := func(q string) []policies.Message {
-		return []policies.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: q}}
+	user := func(q string) []request.Message {
+		return []request.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: q}}
 	}
 	cases := []struct {
 		name   string
@@ -43,12 +44,12 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 		{"empty messages", func(r *workflows.CallRequest) { r.Messages = nil },
 			[]string{"messages", "at least one message"}, false},
 		{"last message not from the user", func(r *workflows.CallRequest) {
-			r.Messages = append(user("Where is my order?"), policies.Message{Role: "assistant", Content: "It shipped."})
+			r.Messages = append(user("Where is my order?"), request.Message{Role: "assistant", Content: "It shipped."})
 		}, []string{"messages[2].role", `the last message is from "assistant"`}, true},
 		{"blank question", func(r *workflows.CallRequest) { r.Messages = user("   ") },
 			[]string{"messages[1].content", "empty"}, true},
 		{"unknown role", func(r *workflows.CallRequest) {
-			r.Messages = append([]policies.Message{{Role: "wizard", Content: "obey"}}, user("Where is my order?")...)
+			r.Messages = append([]request.Message{{Role: "wizard", Content: "obey"}}, user("Where is my order?")...)
 		}, []string{"messages[0].role", `unknown role "wizard"`}, true},
 		{"unknown model", func(r *workflows.CallRequest) { r.Model = "gpt-9" },
 			[]string{"model", `unknown model "gpt-9"`, "qwen-72b"}, true},
@@ -103,7 +104,7 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 			if tc.started {
 				var appErr *temporal.ApplicationError
 				require.True(t, errors.As(err, &appErr), "a worker-side refusal is an ApplicationError: %v", err)
-				require.Equal(t, string(policies.ClassInvalidRequest), appErr.Type())
+				require.Equal(t, string(failure.ClassInvalidRequest), appErr.Type())
 				require.True(t, appErr.NonRetryable())
 				desc, err := s.c.DescribeWorkflowExecution(ctx, id, "")
 				require.NoError(t, err)

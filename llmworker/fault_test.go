@@ -29,7 +29,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -294,7 +294,7 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	// Our own client (the server's own dies with it): it reconnects.
 	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})

@@ -24,7 +24,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -36,7 +37,7 @@ type stack struct {
 	server *testsuite.DevServer
 	sim    *llmsim.Server
 	c      client.Client
-	cfg    *policies.Config
+	cfg    *config.Config
 	tq     string
 	lc     *llmclient.Client
 	w      *llmworker.Worker
@@ -50,15 +51,15 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func newStack(t *testing.T, mutate func(*policies.Config)) *stack {
+func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	t.Helper()
 	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
-	cfg.Call.HeartbeatTimeout = policies.Duration(2 * time.Second)
+	cfg.Call.HeartbeatTimeout = config.Duration(2 * time.Second)
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -80,7 +81,7 @@ func (s *stack) startWorker() {
 func question(q string) workflows.CallRequest {
 	return workflows.CallRequest{
 		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{
+		Messages: []request.Message{
 			{Role: "system", Content: "You are a support agent."},
 			{Role: "user", Content: q},
 		},
@@ -135,10 +136,10 @@ func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
 	long := strings.Repeat("The parcel was handed to the courier and scanned at the depot. ", 8)
 	for i := 0; i < 12; i++ {
 		req.Messages = append(req.Messages,
-			policies.Message{Role: "user", Content: fmt.Sprintf("round %d: %s", i, long)},
-			policies.Message{Role: "assistant", Content: "noted: " + long})
+			request.Message{Role: "user", Content: fmt.Sprintf("round %d: %s", i, long)},
+			request.Message{Role: "assistant", Content: "noted: " + long})
 	}
-	req.Messages = append(req.Messages, policies.Message{Role: "user",
+	req.Messages = append(req.Messages, request.Message{Role: "user",
 		Content: "[[sim fault=context_length_exceeded window=1200 times=always]] So where is it now?"})
 	res := s.call(req)
 	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, decisions(res))
@@ -192,7 +193,7 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 }
 
 func TestIntegrationBurstRetriesStayWithinBudget(t *testing.T) {
-	s := newStack(t, func(cfg *policies.Config) {
+	s := newStack(t, func(cfg *config.Config) {
 		cfg.Budget.Floor, cfg.Budget.Ratio = 3, 0.1
 		cfg.Breaker.ConsecutiveFailures = 1000 // keep the breaker out of this test
 		cfg.Breaker.MinCalls = 1000
@@ -245,7 +246,7 @@ func TestIntegrationConcurrentDuplicatesMakeOneUpstreamCall(t *testing.T) {
 		require.Equal(t, results[0], results[i])
 	}
 	id := results[0].RequestID
-	require.Equal(t, policies.KeyFor(req), id)
+	require.Equal(t, request.KeyFor(req), id)
 	require.Equal(t, 1, s.upstream(id).Attempts, "ten duplicate starts must reach the upstream once")
 
 	// After completion a duplicate returns the recorded result, no new run.

@@ -18,7 +18,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/durable-llm/durable-llm/activities"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // Metrics is the worker's Prometheus endpoint: the Temporal SDK's metrics
@@ -112,11 +114,11 @@ func (m *Metrics) Activities() activities.Metrics { return m.acts }
 // Init publishes the state a fresh worker starts in, so dashboards and
 // alerts see every series from the first scrape: each model's breaker
 // closed (0) and the whole retry budget of an empty window.
-func (m *Metrics) Init(cfg *policies.Config) {
+func (m *Metrics) Init(cfg *config.Config) {
 	for _, model := range cfg.Models {
-		m.acts.BreakerState(model.Name, policies.BreakerClosed)
+		m.acts.BreakerState(model.Name, guard.BreakerClosed)
 	}
-	m.acts.Budget(policies.NewRetryBudget(cfg.Budget).Remaining(time.Now()))
+	m.acts.Budget(guard.NewRetryBudget(cfg.Budget).Remaining(time.Now()))
 }
 
 // Close stops the endpoint and flushes the SDK scope.
@@ -167,7 +169,7 @@ func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
 
 func (m *promActivityMetrics) Attempt(model, class string, d time.Duration) {
 	m.attempts.WithLabelValues(model, class).Inc()
-	if class == string(policies.ClassBreakerOpen) {
+	if class == string(failure.ClassBreakerOpen) {
 		return
 	}
 	outcome := "ok"
@@ -182,12 +184,12 @@ func (m *promActivityMetrics) Budget(remaining int) {
 	m.remaining.WithLabelValues().Set(float64(remaining))
 }
 
-func (m *promActivityMetrics) BreakerState(model string, s policies.BreakerState) {
+func (m *promActivityMetrics) BreakerState(model string, s guard.BreakerState) {
 	v := 0.0
 	switch s {
-	case policies.BreakerHalfOpen:
+	case guard.BreakerHalfOpen:
 		v = 1
-	case policies.BreakerOpen:
+	case guard.BreakerOpen:
 		v = 2
 	}
 	m.breaker.WithLabelValues(model).Set(v)

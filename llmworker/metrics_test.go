@@ -23,7 +23,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -97,7 +98,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	cfg.Budget.Floor, cfg.Budget.Ratio = 1, 0.01 // one retry, then the budget refuses
 	cfg.Breaker.ConsecutiveFailures = 2          // qwen-72b opens after the second failure
@@ -241,7 +242,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 func upstreamFailures(res workflows.CallResult) int {
 	n := 0
 	for _, a := range res.Attempts {
-		if a.Class != "" && a.Class != string(policies.ClassBreakerOpen) {
+		if a.Class != "" && a.Class != string(failure.ClassBreakerOpen) {
 			n++
 		}
 	}

@@ -30,7 +30,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -101,7 +101,7 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 	edge := httptest.NewServer(gw.handler(up))
 	t.Cleanup(edge.Close)
 
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(edge.URL+"/v1", "LLM_API_KEY")
 	cfg.Models[1].APIKeyEnv = "LLM_API_KEY_STALE" // qwen-14b: the gateway refuses it
 	cfg.Breaker.ConsecutiveFailures = 1000        // keep breakers out of this test

@@ -14,14 +14,14 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
 // Options configure New.
 type Options struct {
 	// Config is the policy; default policies.DefaultConfig().
-	Config *policies.Config
+	Config *config.Config
 	// Metrics of the activities; default none.
 	Metrics activities.Metrics
 	// Getenv reads API keys; default os.Getenv.
@@ -48,7 +48,7 @@ type Worker struct {
 // activity registered.
 func New(c client.Client, o Options) (*Worker, error) {
 	if o.Config == nil {
-		o.Config = policies.DefaultConfig()
+		o.Config = config.DefaultConfig()
 	}
 	acts, err := activities.New(activities.Options{
 		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport,

@@ -22,7 +22,7 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -299,7 +299,7 @@ func WorkflowID(h *historypb.History, dc converter.DataConverter) string {
 	if err := dc.FromPayloads(attr.GetInput(), &req); err != nil {
 		return ""
 	}
-	return policies.KeyFor(req)
+	return request.KeyFor(req)
 }
 
 // IsNonDeterminism reports whether a replay error is Temporal's

@@ -23,7 +23,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/replay"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -190,7 +191,7 @@ func TestQueryReplaysLiveHistories(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	tq := "replay-test-" + uuid.NewString()[:8]
 	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Getenv: func(string) string { return "" }})
@@ -203,7 +204,7 @@ func TestQueryReplaysLiveHistories(t *testing.T) {
 	defer cancel()
 	ask := func(key, scenario, q string) string {
 		req := workflows.CallRequest{UserID: "u-1", SessionID: "s-1", Scenario: scenario, IdempotencyKey: key,
-			Messages: []policies.Message{{Role: "user", Content: q}}}
+			Messages: []request.Message{{Role: "user", Content: q}}}
 		res, err := lc.Call(ctx, req)
 		require.NoError(t, err)
 		return res.RequestID

@@ -18,7 +18,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -105,7 +105,7 @@ func TestIntegrationAskRefusesBadRequests(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg}) // task queue llm-calls, as `starter ask` uses
 	require.NoError(t, err)

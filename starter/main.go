@@ -25,7 +25,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -126,13 +126,13 @@ func ask(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New(`ask: a question is required, e.g. starter ask "where is my order?"`)
 	default:
 		if *system != "" {
-			req.Messages = append(req.Messages, policies.Message{Role: policies.RoleSystem, Content: *system})
+			req.Messages = append(req.Messages, request.Message{Role: request.RoleSystem, Content: *system})
 		}
 		q := fs.Arg(0)
 		for _, more := range fs.Args()[1:] {
 			q += " " + more
 		}
-		req.Messages = append(req.Messages, policies.Message{Role: policies.RoleUser, Content: q})
+		req.Messages = append(req.Messages, request.Message{Role: request.RoleUser, Content: q})
 	}
 
 	lc, closeFn, err := dial()

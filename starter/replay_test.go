@@ -22,7 +22,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/replay"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -103,7 +104,7 @@ func TestReplayQueryOnALiveServer(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	tq := "starter-replay-test"
 	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Getenv: func(string) string { return "" }})
@@ -114,7 +115,7 @@ func TestReplayQueryOnALiveServer(t *testing.T) {
 	defer cancel()
 	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq}
 	res, err := lc.Call(ctx, workflows.CallRequest{UserID: "u-1", SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{{Role: "user", Content: "[[sim fault=server_error times=1]] Where is my order?"}}})
+		Messages: []request.Message{{Role: "user", Content: "[[sim fault=server_error times=1]] Where is my order?"}}})
 	require.NoError(t, err)
 	query := `WorkflowType="LLMCall" AND ExecutionStatus="Completed" AND TaskQueue="` + tq + `"`
 	require.Eventually(t, func() bool {

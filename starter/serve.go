@@ -20,7 +20,7 @@ import (
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -62,7 +62,7 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	}
 	defer func() { _ = logger.Sync() }()
 
-	cfg, err := policies.LoadConfigOrDefault(*policyFile)
+	cfg, err := config.LoadConfigOrDefault(*policyFile)
 	if err != nil {
 		return err // names the file, the field and what is expected
 	}

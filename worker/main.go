@@ -34,7 +34,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -61,7 +61,7 @@ func run(args []string) error {
 	}
 	defer func() { _ = logger.Sync() }()
 
-	cfg, err := policies.LoadConfigOrDefault(*policyFile)
+	cfg, err := config.LoadConfigOrDefault(*policyFile)
 	if err != nil {
 		return err // names the file, the field and what is expected
 	}

@@ -12,7 +12,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
 // QueryState is the query that returns the CallResult so far.
@@ -56,12 +58,12 @@ type call struct {
 	upstream    int // upstream attempts made (lost-worker resends excluded)
 	retries     int // backoff retries made: the exponent of the jitter
 	resends     int
-	classRetry  map[policies.Class]int
+	classRetry  map[failure.Class]int
 	onModel     map[string]int // failures by model+class
 	retried     bool           // some attempt was a retry of the same model
 	// pending is the class whose retry the next attempt is: its outcome
 	// tells the class breaker whether retries of that class work.
-	pending  policies.Class
+	pending  failure.Class
 	classes  []string
 	finished bool
 }
@@ -72,7 +74,7 @@ func newCall(ctx workflow.Context, req CallRequest) *call {
 		start:      workflow.GetInfo(ctx).WorkflowStartTime,
 		res:        CallResult{RequestID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempts: []Attempt{}},
 		maxTokens:  req.MaxTokens,
-		classRetry: map[policies.Class]int{},
+		classRetry: map[failure.Class]int{},
 		onModel:    map[string]int{},
 	}
 }
@@ -103,12 +105,12 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 	if r := c.ad.Rule; r != nil {
 		c.res.RuleID, c.res.Flag = r.ID, r.Flag
 		switch r.Action {
-		case policies.RuleHandoff:
+		case config.RuleHandoff:
 			c.res.Content, c.res.Source = r.Message, SourceHandoff
 			c.res.Reason = "business rule " + r.ID + ": hand-off to a human, no model call"
 			c.finish(ctx, OutcomeHandoff)
 			return c.res, nil
-		case policies.RuleSafeMessage:
+		case config.RuleSafeMessage:
 			c.res.Content, c.res.Source, c.res.Degraded = r.Message, SourceRule, true
 			c.res.Reason = "business rule " + r.ID + ": safe message, no model call"
 			c.finish(ctx, OutcomeDegraded)
@@ -135,7 +137,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 	for {
 		remaining := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
 		if remaining < minAttemptTime {
-			return fmt.Sprintf("deadline: %s left, %s kept for the fallback", policies.FormatDuration(remaining+c.ad.FallbackReserve), policies.FormatDuration(c.ad.FallbackReserve)), nil
+			return fmt.Sprintf("deadline: %s left, %s kept for the fallback", callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
 		}
 		var plan activities.AttemptPlan
 		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", n)),
@@ -148,9 +150,9 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		}
 		for _, s := range plan.Skipped {
 			c.tried = append(c.tried, s.Model)
-			c.addClass(policies.ClassBreakerOpen)
+			c.addClass(failure.ClassBreakerOpen)
 			c.res.Attempts = append(c.res.Attempts, Attempt{
-				N: n, Model: s.Model, Class: string(policies.ClassBreakerOpen),
+				N: n, Model: s.Model, Class: string(failure.ClassBreakerOpen),
 				Decision: "switch_model", Reason: s.Reason, RetriedFrom: retriedFrom,
 			})
 		}
@@ -161,10 +163,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		timeout := min(plan.Timeout, remaining)
 
 		summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", c.upstream+1, c.ad.MaxAttempts, c.model, plan.MessagesBefore, plan.Messages)
-		if strings.HasSuffix(retriedFrom, "("+string(policies.ClassWorkerLost)+")") {
+		if strings.HasSuffix(retriedFrom, "("+string(failure.ClassWorkerLost)+")") {
 			summary += " · resend"
 		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, policies.FormatDuration(timeout), len(c.res.Attempts)))
+		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, callstate.FormatDuration(timeout), len(c.res.Attempts)))
 		// The attempt bounds itself by timeout; the slack lets a lost worker
 		// be noticed by its heartbeat (worker_lost) rather than by this
 		// timeout, and ScheduleToClose bounds the time in the queue too.
@@ -187,7 +189,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
 		}
-		class := policies.ClassNone
+		class := failure.ClassNone
 		if err != nil {
 			class = classOf(err, &out)
 		}
@@ -205,25 +207,25 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			return "", nil
 		}
 		retriedClass := c.pending
-		if class == policies.ClassWorkerLost {
-			retriedClass = policies.ClassNone // the resend is still that retry
+		if class == failure.ClassWorkerLost {
+			retriedClass = failure.ClassNone // the resend is still that retry
 		} else {
-			c.pending = policies.ClassNone
+			c.pending = failure.ClassNone
 		}
 		c.addClass(class)
 		if !out.NotSent {
 			c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
 		}
-		if class != policies.ClassWorkerLost && !out.NotSent {
+		if class != failure.ClassWorkerLost && !out.NotSent {
 			c.upstream++
 		}
 		c.onModel[c.model+"/"+string(class)]++
 
-		var step policies.Step
+		var step callstate.Step
 		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("plan after %s on %s", class, c.model)),
 			a.PlanNext, activities.PlanNextInput{
 				Preferred: c.req.Model, Tried: c.tried, RetriedClass: retriedClass,
-				Plan: policies.PlanInput{
+				Plan: callstate.PlanInput{
 					Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 					Attempts: c.upstream, ClassRetries: c.classRetry[class],
 					ClassFailuresOnModel: c.onModel[c.model+"/"+string(class)],
@@ -232,7 +234,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 					MaxTokens: c.maxTokens, Temperature: c.temperature,
 					Elapsed: workflow.Now(ctx).Sub(c.start), Deadline: c.ad.Deadline,
 					MinAttemptTime: minAttemptTime,
-					NoRetry:        c.ad.Rule != nil && c.ad.Rule.Action == policies.RuleNoRetry,
+					NoRetry:        c.ad.Rule != nil && c.ad.Rule.Action == config.RuleNoRetry,
 				},
 			}).Get(ctx, &step)
 		if err != nil {
@@ -243,18 +245,18 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		c.upsert(ctx, SAAttempts.ValueSet(int64(len(c.res.Attempts))), SAClasses.ValueSet(c.classes))
 
 		switch step.Kind {
-		case policies.StepFallback:
+		case callstate.StepFallback:
 			return step.Reason, nil
-		case policies.StepFail:
+		case callstate.StepFail:
 			c.res.Reason = step.Reason
 			c.finish(ctx, OutcomeFailed)
 			return "", temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%s: %s", out.Reason, step.Reason), string(class), nil, c.res)
-		case policies.StepResend:
+		case callstate.StepResend:
 			c.resends++
 			c.classRetry[class]++
 			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
-		case policies.StepRetry:
+		case callstate.StepRetry:
 			c.classRetry[class]++
 			c.retried = true
 			c.pending = class
@@ -265,19 +267,19 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.maxTokens, c.temperature = step.MaxTokens, step.Temperature
 			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
 			n++
-		case policies.StepSwitch:
+		case callstate.StepSwitch:
 			c.tried = append(c.tried, c.model)
 			c.model = step.Model
 			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
 			n++
 		}
 		if step.Delay > 0 {
-			wait := policies.FormatDuration(step.Delay)
+			wait := callstate.FormatDuration(step.Delay)
 			summary := fmt.Sprintf("backoff %s after %s", wait, class)
 			switch {
 			case step.Decision == "wait retry-after":
 				summary = fmt.Sprintf("Retry-After %s after %s", wait, class)
-			case step.Kind == policies.StepSwitch:
+			case step.Kind == callstate.StepSwitch:
 				summary = fmt.Sprintf("wait %s after %s, then %s", wait, class, step.Model)
 			}
 			workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", wait, step.Reason))
@@ -291,28 +293,28 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 
 // classOf maps an attempt's error to its failure class and fills out from
 // the error's details when the activity reported them.
-func classOf(err error, out *activities.CallOutcome) policies.Class {
+func classOf(err error, out *activities.CallOutcome) failure.Class {
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {
 		if appErr.HasDetails() {
 			_ = appErr.Details(out)
 		}
-		if c := policies.Class(appErr.Type()); c.Valid() {
+		if c := failure.Class(appErr.Type()); c.Valid() {
 			return c
 		}
-		return policies.ClassServerError
+		return failure.ClassServerError
 	}
 	var toErr *temporal.TimeoutError
 	if errors.As(err, &toErr) {
 		if toErr.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
-			return policies.ClassWorkerLost
+			return failure.ClassWorkerLost
 		}
-		return policies.ClassTimeout
+		return failure.ClassTimeout
 	}
-	return policies.ClassServerError
+	return failure.ClassServerError
 }
 
-func (c *call) addClass(class policies.Class) {
+func (c *call) addClass(class failure.Class) {
 	for _, k := range c.classes {
 		if k == string(class) {
 			return
@@ -337,9 +339,9 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	if c.retried {
 		// Tell the class breaker that the retry of the previous class worked
 		// (nothing when the last step was a switch, not a retry).
-		var worked []policies.Class
-		if c.pending != policies.ClassNone {
-			worked = []policies.Class{c.pending}
+		var worked []failure.Class
+		if c.pending != failure.ClassNone {
+			worked = []failure.Class{c.pending}
 		}
 		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retries succeeded"), a.RecordRetrySuccess, worked).Get(ctx, nil)
 	}

@@ -17,13 +17,16 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
 // outcome is one scripted upstream attempt.
 type outcome struct {
-	class      policies.Class
+	class      failure.Class
 	status     int
 	retryAfter time.Duration
 	content    string
@@ -31,7 +34,7 @@ type outcome struct {
 }
 
 func ok(content string) outcome { return outcome{content: content} }
-func fail(c policies.Class, status int) outcome {
+func fail(c failure.Class, status int) outcome {
 	return outcome{class: c, status: status}
 }
 
@@ -42,25 +45,25 @@ type harness struct {
 	t      *testing.T
 	env    *testsuite.TestWorkflowEnvironment
 	acts   *activities.Activities
-	brk    *policies.BreakerRegistry
+	brk    *guard.BreakerRegistry
 	script []outcome
 	calls  []activities.CallInput
 	at     []time.Time
 }
 
-func newHarness(t *testing.T, cfg *policies.Config, script ...outcome) *harness {
+func newHarness(t *testing.T, cfg *config.Config, script ...outcome) *harness {
 	return newHarnessWithBudget(t, cfg, nil, script...)
 }
 
-func newHarnessWithBudget(t *testing.T, cfg *policies.Config, budget *policies.RetryBudget, script ...outcome) *harness {
+func newHarnessWithBudget(t *testing.T, cfg *config.Config, budget *guard.RetryBudget, script ...outcome) *harness {
 	t.Helper()
 	if cfg == nil {
-		cfg = policies.DefaultConfig()
+		cfg = config.DefaultConfig()
 	}
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
-	brk := policies.NewBreakerRegistry(cfg.Breaker, nil)
+	brk := guard.NewBreakerRegistry(cfg.Breaker, nil)
 	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budget: budget, Rand: func() float64 { return 0.5 }})
 	require.NoError(t, err)
 	h := &harness{t: t, env: env, acts: acts, brk: brk, script: script}
@@ -79,7 +82,7 @@ func newHarnessWithBudget(t *testing.T, cfg *policies.Config, budget *policies.R
 				return activities.CallOutcome{}, o.err
 			}
 			out := activities.CallOutcome{Status: 200, Messages: len(in.Request.Messages), PromptTokens: 40}
-			if o.class == policies.ClassNone {
+			if o.class == failure.ClassNone {
 				out.Content, out.FinishReason, out.CompletionTokens = o.content, "stop", 7
 				return out, nil
 			}
@@ -107,7 +110,7 @@ func (h *harness) run(req workflows.CallRequest) (workflows.CallResult, error) {
 func ask(q string) workflows.CallRequest {
 	return workflows.CallRequest{
 		UserID: "u-1", SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{
+		Messages: []request.Message{
 			{Role: "system", Content: "You are a support agent."},
 			{Role: "user", Content: "hi"}, {Role: "assistant", Content: "hello"},
 			{Role: "user", Content: "my parcel is late"}, {Role: "assistant", Content: "sorry"},
@@ -141,8 +144,8 @@ func TestLLMCallPaths(t *testing.T) {
 		want      []string
 		source    workflows.Source
 		check     func(t *testing.T, h *harness, res workflows.CallResult)
-		mutateCfg func(cfg *policies.Config)
-		budget    func() *policies.RetryBudget
+		mutateCfg func(cfg *config.Config)
+		budget    func() *guard.RetryBudget
 	}{
 		{
 			name: "success", script: []outcome{ok("Your order ships today.")},
@@ -157,7 +160,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "timeout prunes and retries after full jitter",
-			script: []outcome{fail(policies.ClassTimeout, 504), ok("done")},
+			script: []outcome{fail(failure.ClassTimeout, 504), ok("done")},
 			want:   []string{"qwen-72b:timeout:prune+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, 1, h.calls[1].PruneStage)
@@ -168,7 +171,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "rate limited waits Retry-After exactly",
-			script: []outcome{{class: policies.ClassRateLimited, status: 429, retryAfter: 2 * time.Second}, ok("done")},
+			script: []outcome{{class: failure.ClassRateLimited, status: 429, retryAfter: 2 * time.Second}, ok("done")},
 			want:   []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, int64(2000), res.Attempts[0].DelayMS)
@@ -177,12 +180,12 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "rate limited beyond the cap switches model at once",
-			script: []outcome{{class: policies.ClassRateLimited, status: 429, retryAfter: 5 * time.Minute}, ok("done")},
+			script: []outcome{{class: failure.ClassRateLimited, status: 429, retryAfter: 5 * time.Minute}, ok("done")},
 			want:   []string{"qwen-72b:rate_limited:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "context length exceeded keeps the last rounds and resends at once",
-			script: []outcome{fail(policies.ClassContextLengthExceeded, 400), ok("done")},
+			script: []outcome{fail(failure.ClassContextLengthExceeded, 400), ok("done")},
 			want:   []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, 3, h.calls[1].KeepRounds)
@@ -191,7 +194,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "pruning holds on a later retry after context length",
-			script: []outcome{fail(policies.ClassContextLengthExceeded, 400), fail(policies.ClassServerError, 500), ok("done")},
+			script: []outcome{fail(failure.ClassContextLengthExceeded, 400), fail(failure.ClassServerError, 500), ok("done")},
 			want: []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:server_error:retry",
 				"qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
@@ -200,7 +203,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "output truncated raises max_tokens and lowers temperature",
-			script: []outcome{fail(policies.ClassOutputTruncated, 200), ok("done")},
+			script: []outcome{fail(failure.ClassOutputTruncated, 200), ok("done")},
 			want:   []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, 512+256, h.calls[1].MaxTokens)
@@ -211,7 +214,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "queue full switches model after 200 ms",
-			script: []outcome{fail(policies.ClassQueueFull, 429), ok("done")},
+			script: []outcome{fail(failure.ClassQueueFull, 429), ok("done")},
 			want:   []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, int64(200), res.Attempts[0].DelayMS)
@@ -221,7 +224,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:     "maintenance goes to the FAQ at once",
-			script:   []outcome{fail(policies.ClassServiceUnavailable, 503)},
+			script:   []outcome{fail(failure.ClassServiceUnavailable, 503)},
 			question: "Where is my order? I want to track my package.",
 			want:     []string{"qwen-72b:service_unavailable:fallback"}, source: workflows.SourceFAQ,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
@@ -232,45 +235,45 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:     "content filter falls back to the placeholder when nothing matches",
-			script:   []outcome{fail(policies.ClassContentFilter, 200)},
+			script:   []outcome{fail(failure.ClassContentFilter, 200)},
 			question: unrelated,
 			want:     []string{"qwen-72b:content_filter:fallback"}, source: workflows.SourcePlaceholder,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, policies.DefaultConfig().Placeholder, res.Content)
+				require.Equal(t, config.DefaultConfig().Placeholder, res.Content)
 			},
 		},
 		{
 			name:   "server error retries then switches",
-			script: []outcome{fail(policies.ClassServerError, 502), fail(policies.ClassServerError, 500), ok("done")},
+			script: []outcome{fail(failure.ClassServerError, 502), fail(failure.ClassServerError, 500), ok("done")},
 			want: []string{"qwen-72b:server_error:retry", "qwen-72b:server_error:switch_model",
 				"qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "body error retries",
-			script: []outcome{fail(policies.ClassBodyError, 200), ok("done")},
+			script: []outcome{fail(failure.ClassBodyError, 200), ok("done")},
 			want:   []string{"qwen-72b:body_error:retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 		},
 		{
 			name:   "model not found switches",
-			script: []outcome{fail(policies.ClassModelNotFound, 404), ok("done")},
+			script: []outcome{fail(failure.ClassModelNotFound, 404), ok("done")},
 			want:   []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "auth switches and trips the breaker",
-			script: []outcome{fail(policies.ClassAuth, 401), ok("done")},
+			script: []outcome{fail(failure.ClassAuth, 401), ok("done")},
 			want:   []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, policies.BreakerOpen, h.brk.State("qwen-72b", time.Now()))
+				require.Equal(t, guard.BreakerOpen, h.brk.State("qwen-72b", time.Now()))
 			},
 		},
 		{
 			name:   "read timeout prunes and retries once, then switches",
-			script: []outcome{fail(policies.ClassReadTimeout, 0), ok("done")},
+			script: []outcome{fail(failure.ClassReadTimeout, 0), ok("done")},
 			want:   []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "connect failure after network resends switches model",
-			script: []outcome{fail(policies.ClassConnect, 0), ok("done")},
+			script: []outcome{fail(failure.ClassConnect, 0), ok("done")},
 			want:   []string{"qwen-72b:connect:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
@@ -284,8 +287,8 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name: "attempts cap: four attempts then the fallback",
-			script: []outcome{fail(policies.ClassBodyError, 200), fail(policies.ClassBodyError, 200),
-				fail(policies.ClassBodyError, 200), fail(policies.ClassBodyError, 200)},
+			script: []outcome{fail(failure.ClassBodyError, 200), fail(failure.ClassBodyError, 200),
+				fail(failure.ClassBodyError, 200), fail(failure.ClassBodyError, 200)},
 			question: unrelated,
 			want: []string{"qwen-72b:body_error:retry", "qwen-72b:body_error:retry", "qwen-72b:body_error:retry",
 				"qwen-72b:body_error:fallback"}, source: workflows.SourcePlaceholder,
@@ -297,14 +300,14 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name: "budget exhausted: no retry, next model at once",
-			budget: func() *policies.RetryBudget {
-				b := policies.NewRetryBudget(policies.BudgetConfig{Ratio: 0.0001, Floor: 1})
+			budget: func() *guard.RetryBudget {
+				b := guard.NewRetryBudget(config.BudgetConfig{Ratio: 0.0001, Floor: 1})
 				if !b.TryRetry(time.Now()) { // spend the floor
 					panic("budget refused its floor")
 				}
 				return b
 			},
-			script: []outcome{fail(policies.ClassBodyError, 200), ok("done")},
+			script: []outcome{fail(failure.ClassBodyError, 200), ok("done")},
 			want:   []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "retry budget exhausted")
@@ -314,11 +317,11 @@ func TestLLMCallPaths(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := policies.DefaultConfig()
+			cfg := config.DefaultConfig()
 			if tc.mutateCfg != nil {
 				tc.mutateCfg(cfg)
 			}
-			var budget *policies.RetryBudget
+			var budget *guard.RetryBudget
 			if tc.budget != nil {
 				budget = tc.budget()
 			}
@@ -344,7 +347,7 @@ func TestLLMCallPaths(t *testing.T) {
 func countSkipped(res workflows.CallResult) int {
 	n := 0
 	for _, a := range res.Attempts {
-		if a.Class == string(policies.ClassBreakerOpen) {
+		if a.Class == string(failure.ClassBreakerOpen) {
 			n++
 		}
 	}
@@ -354,27 +357,27 @@ func countSkipped(res workflows.CallResult) int {
 func TestLLMCallInvalidRequestFailsFastWithoutUpstream(t *testing.T) {
 	h := newHarness(t, nil)
 	req := ask("hi")
-	req.Messages = append(req.Messages, policies.Message{Role: "robot", Content: "beep"})
+	req.Messages = append(req.Messages, request.Message{Role: "robot", Content: "beep"})
 	_, err := h.run(req)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	require.Equal(t, string(policies.ClassInvalidRequest), appErr.Type())
+	require.Equal(t, string(failure.ClassInvalidRequest), appErr.Type())
 	require.Contains(t, appErr.Error(), "messages[6].role")
 	require.Empty(t, h.calls)
 }
 
 func TestLLMCallUpstreamInvalidRequestFails(t *testing.T) {
-	h := newHarness(t, nil, fail(policies.ClassInvalidRequest, 400))
+	h := newHarness(t, nil, fail(failure.ClassInvalidRequest, 400))
 	_, err := h.run(ask("hi"))
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	require.Equal(t, string(policies.ClassInvalidRequest), appErr.Type())
+	require.Equal(t, string(failure.ClassInvalidRequest), appErr.Type())
 	require.Len(t, h.calls, 1)
 }
 
 func TestLLMCallOpenBreakersSkipEveryModel(t *testing.T) {
 	h := newHarness(t, nil)
-	for _, m := range policies.DefaultConfig().Models {
+	for _, m := range config.DefaultConfig().Models {
 		h.brk.Trip(m.Name, time.Now())
 	}
 	res, err := h.run(ask("Where is my order? I want to track my package."))
@@ -410,7 +413,7 @@ func TestLLMCallRules(t *testing.T) {
 
 func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
 	// A 5 s deadline with a 2 s reserve cannot wait a 4 s Retry-After.
-	h := newHarness(t, nil, outcome{class: policies.ClassRateLimited, status: 429, retryAfter: 4 * time.Second}, ok("done"))
+	h := newHarness(t, nil, outcome{class: failure.ClassRateLimited, status: 429, retryAfter: 4 * time.Second}, ok("done"))
 	req := ask("When will my order arrive?")
 	req.DeadlineMS = 5000
 	res, err := h.run(req)
@@ -420,7 +423,7 @@ func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
 }
 
 func TestLLMCallCancelDuringBackoff(t *testing.T) {
-	h := newHarness(t, nil, outcome{class: policies.ClassRateLimited, status: 429, retryAfter: 30 * time.Second})
+	h := newHarness(t, nil, outcome{class: failure.ClassRateLimited, status: 429, retryAfter: 30 * time.Second})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	_, err := h.run(ask("When will my order arrive?"))
 	require.Error(t, err)
@@ -429,21 +432,21 @@ func TestLLMCallCancelDuringBackoff(t *testing.T) {
 }
 
 func TestLLMCallTeachesTheClassBreakerOncePerRetry(t *testing.T) {
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
-	classes := policies.NewClassBreaker(cfg.Breaker)
+	classes := guard.NewClassBreaker(cfg.Breaker)
 	acts, err := activities.New(activities.Options{Config: cfg, Classes: classes, Rand: func() float64 { return 0.5 }})
 	require.NoError(t, err)
 	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	env.RegisterActivity(acts)
-	script := []policies.Class{policies.ClassTimeout, policies.ClassTimeout, policies.ClassNone}
+	script := []failure.Class{failure.ClassTimeout, failure.ClassTimeout, failure.ClassNone}
 	env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
 			c := script[0]
 			script = script[1:]
-			if c == policies.ClassNone {
+			if c == failure.ClassNone {
 				return activities.CallOutcome{Content: "ok", FinishReason: "stop"}, nil
 			}
 			out := activities.CallOutcome{Class: c}
@@ -453,7 +456,7 @@ func TestLLMCallTeachesTheClassBreakerOncePerRetry(t *testing.T) {
 	env.ExecuteWorkflow(workflows.WorkflowName, ask("When will my order arrive?"))
 	require.NoError(t, env.GetWorkflowError())
 	// Two retries of timeout: the first failed, the second worked.
-	st := classes.Snapshot(time.Now())[policies.ClassTimeout]
+	st := classes.Snapshot(time.Now())[failure.ClassTimeout]
 	require.Equal(t, 2, st.Retries)
 	require.Equal(t, 1, st.Failures)
 }

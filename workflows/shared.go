@@ -1,9 +1,8 @@
 package workflows
 
 import (
+	"github.com/durable-llm/durable-llm/policies/request"
 	"go.temporal.io/sdk/temporal"
-
-	"github.com/durable-llm/durable-llm/policies"
 )
 
 // TaskQueue is the task queue of LLMCall workflows and their activities.
@@ -14,10 +13,10 @@ const TaskQueue = "llm-calls"
 const WorkflowName = "LLMCall"
 
 // CallRequest is the input of LLMCall (README "Calling it").
-type CallRequest = policies.Request
+type CallRequest = request.Request
 
 // Message is one chat message of a CallRequest.
-type Message = policies.Message
+type Message = request.Message
 
 // Source says who answered a call.
 type Source string

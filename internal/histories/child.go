@@ -37,7 +37,7 @@ func ChildWorkerMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := config(ps[0], *llm)
+	cfg, err := pathConfig(ps[0], *llm)
 	if err != nil {
 		return err
 	}

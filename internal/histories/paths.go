@@ -7,7 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -19,7 +21,7 @@ type path struct {
 	// doc says what the history shows.
 	doc string
 	// policy changes the default policy of the path's workers.
-	policy func(*policies.Config)
+	policy func(*config.Config)
 	// scenario, when set, is the shipped llmsim scenario to run.
 	scenario string
 	// request is the recorded call; see ask.
@@ -67,9 +69,9 @@ func ask(name, question string) workflows.CallRequest {
 	return workflows.CallRequest{
 		UserID: "u-history", SessionID: "s-history", Scenario: "customer_service",
 		IdempotencyKey: "history-" + name,
-		Messages: []policies.Message{
-			{Role: policies.RoleSystem, Content: system},
-			{Role: policies.RoleUser, Content: question},
+		Messages: []request.Message{
+			{Role: request.RoleSystem, Content: system},
+			{Role: request.RoleUser, Content: question},
 		},
 	}
 }
@@ -99,7 +101,7 @@ func paths() []path {
 			name: "class-connect", doc: "connection refused: resent inside the activity, then the next model",
 			// A reset after the request was sent is a server_error; a
 			// refused dial is a connect failure.
-			policy: func(c *policies.Config) {
+			policy: func(c *config.Config) {
 				c.Models[0].BaseURL = refusingURL()
 			},
 			request: ask("class-connect", plainQuestion),
@@ -108,8 +110,8 @@ func paths() []path {
 		},
 		{
 			name: "class-read_timeout", doc: "no response headers within the header timeout: the next model",
-			policy: func(c *policies.Config) {
-				c.HTTP.HeaderTimeout = policies.Duration(time.Second)
+			policy: func(c *config.Config) {
+				c.HTTP.HeaderTimeout = config.Duration(time.Second)
 			},
 			request: ask("class-read_timeout", "[[sim fault=hang model=qwen-72b times=always]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"},
@@ -175,7 +177,7 @@ func paths() []path {
 			name: "class-invalid_request", doc: "upstream 400: no retry, the call fails with a clear error",
 			request: ask("class-invalid_request", "[[sim fault=bad_request times=always]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:invalid_request:fail"},
-				fails: string(policies.ClassInvalidRequest)},
+				fails: string(failure.ClassInvalidRequest)},
 		},
 		{
 			name: "class-auth", doc: "401: trip the model's breaker, the next model answers",
@@ -198,8 +200,8 @@ func paths() []path {
 		},
 		{
 			name: "class-worker_lost", doc: "the worker process is killed mid-attempt: the attempt is resent",
-			policy: func(c *policies.Config) {
-				c.Call.HeartbeatTimeout = policies.Duration(2 * time.Second)
+			policy: func(c *config.Config) {
+				c.Call.HeartbeatTimeout = config.Duration(2 * time.Second)
 			},
 			request:     ask("class-worker_lost", "[[sim fault=latency latency=30s times=1]] "+plainQuestion),
 			childWorker: true,
@@ -227,7 +229,7 @@ func paths() []path {
 		},
 		{
 			name: "budget-exhausted", doc: "the retry budget is spent: no retry, the next model at once",
-			policy: func(c *policies.Config) {
+			policy: func(c *config.Config) {
 				c.Budget.Floor, c.Budget.Ratio = 1, 0.0001
 			},
 			prepare: spendBudget,
@@ -252,10 +254,10 @@ func paths() []path {
 		},
 		{
 			name: "fallback-rule", doc: "a no_retry business rule: the failed attempt is not retried, the rule card answers",
-			policy: func(c *policies.Config) {
-				c.Rules = append(c.Rules, policies.Rule{
+			policy: func(c *config.Config) {
+				c.Rules = append(c.Rules, config.Rule{
 					ID: "homework-no-retry", Scenario: "education", Keywords: []string{"homework"},
-					Action: policies.RuleNoRetry, Message: "Let's take it one step at a time.",
+					Action: config.RuleNoRetry, Message: "Let's take it one step at a time.",
 				})
 			},
 			request: inScenario(ask("fallback-rule", "[[sim fault=server_error times=always]] Can you check my homework?"), "education"),
@@ -297,10 +299,10 @@ func paths() []path {
 			name: "invalid-request", doc: "a message with an unknown role: refused by validation, no model call",
 			request: func() workflows.CallRequest {
 				r := ask("invalid-request", plainQuestion)
-				r.Messages = append(r.Messages[:1], policies.Message{Role: "robot", Content: "beep"}, r.Messages[1])
+				r.Messages = append(r.Messages[:1], request.Message{Role: "robot", Content: "beep"}, r.Messages[1])
 				return r
 			}(),
-			want: want{fails: string(policies.ClassInvalidRequest)},
+			want: want{fails: string(failure.ClassInvalidRequest)},
 		},
 		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
@@ -330,10 +332,10 @@ func contextRequest() workflows.CallRequest {
 	r.Messages = r.Messages[:1]
 	for i := 1; i <= 5; i++ {
 		r.Messages = append(r.Messages,
-			policies.Message{Role: policies.RoleUser, Content: fmt.Sprintf("Order %d: where is it?", i)},
-			policies.Message{Role: policies.RoleAssistant, Content: fmt.Sprintf("Order %d ships today.", i)})
+			request.Message{Role: request.RoleUser, Content: fmt.Sprintf("Order %d: where is it?", i)},
+			request.Message{Role: request.RoleAssistant, Content: fmt.Sprintf("Order %d ships today.", i)})
 	}
-	r.Messages = append(r.Messages, policies.Message{Role: policies.RoleUser,
+	r.Messages = append(r.Messages, request.Message{Role: request.RoleUser,
 		Content: "[[sim fault=context_length_exceeded times=1]] And the last one?"})
 	return r
 }

@@ -26,7 +26,8 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/replay"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -150,16 +151,16 @@ type env struct {
 	lc       *llmclient.Client
 	hostPort string
 	sim      *llmsim.Server
-	cfg      *policies.Config
+	cfg      *config.Config
 	p        path
 	tq       string
 	o        Options
 	w        *llmworker.Worker
 }
 
-// config is a path's policy with every model on the simulator.
-func config(p path, simURL string) (*policies.Config, error) {
-	cfg := policies.DefaultConfig()
+// pathConfig is a path's policy with every model on the simulator.
+func pathConfig(p path, simURL string) (*config.Config, error) {
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(simURL, "")
 	if p.policy != nil {
 		p.policy(cfg)
@@ -186,7 +187,7 @@ func recordPath(ctx context.Context, c client.Client, hostPort string, p path, o
 		return 0, err
 	}
 	defer sim.Close()
-	cfg, err := config(p, sim.BaseURL)
+	cfg, err := pathConfig(p, sim.BaseURL)
 	if err != nil {
 		return 0, err
 	}
@@ -212,7 +213,7 @@ func recordPath(ctx context.Context, c client.Client, hostPort string, p path, o
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	req := p.request
-	id := policies.KeyFor(req)
+	id := request.KeyFor(req)
 	res, callErr := drive(cctx, e, req)
 	if callErr != nil && res.RequestID == "" {
 		// A failed call's result so far comes from the state query.

@@ -18,7 +18,9 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies"
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -64,7 +66,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, sim.SetScenario(sc))
 
-	cfg := policies.DefaultConfig()
+	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
 	tq := "llm-ui-" + uuid.NewString()[:8]
 	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
@@ -75,7 +77,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}
 	req := workflows.CallRequest{
 		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
-		Messages: []policies.Message{
+		Messages: []request.Message{
 			{Role: "system", Content: "You are a support agent."},
 			{Role: "user", Content: "How do I get a refund for my order?"},
 		},
@@ -107,7 +109,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 		if a.DelayMS == 0 {
 			continue
 		}
-		d := policies.FormatDuration(time.Duration(a.DelayMS) * time.Millisecond)
+		d := callstate.FormatDuration(time.Duration(a.DelayMS) * time.Millisecond)
 		switch a.Decision {
 		case "retry":
 			waits = append(waits, fmt.Sprintf("backoff %s after %s", d, a.Class))

@@ -1,0 +1,772 @@
+package classify
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/durable-llm/durable-llm/policies/failure"
+	openai "github.com/sashabaranov/go-openai"
+)
+
+// Observation is what one upstream attempt produced: everything Classify
+// looks at. The caller (the call activity) fills it from go-openai's return
+// values and from a recording http.RoundTripper, because go-openai keeps
+// neither the headers of an error response nor the raw body.
+type Observation struct {
+	// Err is the error returned by go-openai's CreateChatCompletion, or a
+	// transport or context error; nil on success. go-openai returns
+	// *openai.APIError for an error body it understands, *openai.RequestError
+	// for one it does not (HTML, empty), a *url.Error from the transport,
+	// and a JSON error for a malformed 2xx body.
+	Err error
+	// Status is the HTTP status when a response arrived (0 otherwise).
+	Status int
+	// Header is the response header when a response arrived.
+	Header http.Header
+	// Body is the first bytes of the raw response body (the caller tees up
+	// to 64 KiB). It is needed because go-openai decodes an HTTP 200 error
+	// body into an empty response without an error.
+	Body []byte
+	// Response is the decoded response when Err is nil.
+	Response *openai.ChatCompletionResponse
+	// HeaderTimedOut is set when the HTTP client's response-header timeout
+	// fired (http.Transport.ResponseHeaderTimeout). Classify also recognises
+	// that error by itself.
+	HeaderTimedOut bool
+	// AttemptTimedOut is set when the attempt's own deadline fired. It only
+	// counts when Err is set: a response that arrived just in time is a
+	// success.
+	AttemptTimedOut bool
+	// PromptTokens and ContextWindow are set, instead of calling, when the
+	// prompt does not fit the model's window: such an attempt is
+	// context_length_exceeded without any upstream call. Leave them zero
+	// when the attempt was sent.
+	PromptTokens, ContextWindow int
+	// Now resolves a Retry-After given as an HTTP date; with a zero Now
+	// such a date is ignored.
+	Now time.Time
+}
+
+// Verdict is the classification of one upstream attempt.
+type Verdict struct {
+	// Class is the failure class; ClassNone on success.
+	Class failure.Class
+	// Status is the HTTP status, when a response arrived.
+	Status int
+	// Code, Type and Message come from the upstream's error body when it
+	// had one. Message is at most about 300 characters; an HTML page is
+	// reduced to its title or a short text.
+	Code, Type, Message string
+	// RetryAfter is the upstream's retry-after-ms / Retry-After, when sent.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	// RateLimitRemaining is the X-RateLimit-Remaining header, when sent.
+	RateLimitRemaining    int
+	HasRateLimitRemaining bool
+	// Canceled is set when the caller cancelled the attempt
+	// (context.Canceled): the activity should return a cancellation, not a
+	// failure. Class is then ClassTimeout, so that a caller that ignores
+	// Canceled still never treats the attempt as a success.
+	Canceled bool
+	// Reason is one line saying what was seen, e.g. "HTTP 429, Retry-After: 2s".
+	Reason string
+}
+
+// OK reports whether the attempt succeeded.
+func (v Verdict) OK() bool { return v.Class == failure.ClassNone && !v.Canceled }
+
+// ClassifyFunc classifies one upstream attempt. It is the extension point
+// for providers with their own error dialects (in the style of
+// go-retryablehttp's CheckRetry): wrap DefaultClassify and adjust its
+// verdict.
+type ClassifyFunc func(obs Observation) Verdict
+
+// DefaultClassify is the classifier of README "Failure classes": Classify.
+func DefaultClassify(obs Observation) Verdict { return Classify(obs) }
+
+var _ ClassifyFunc = DefaultClassify
+
+// maxMessageLen bounds Verdict.Message, in runes.
+const maxMessageLen = 300
+
+// Classify decides the failure class of one upstream attempt (README "Failure classes"). It
+// is a pure function of obs and never panics on upstream garbage.
+//
+// In short: a caller's cancellation is reported as Canceled; an error
+// response is judged by its error code first (context_length_exceeded,
+// insufficient_quota, queue_full, content_filter, model_not_found, …), then
+// by its message, then by its HTTP status; a transport error by its kind
+// (dial, DNS, TLS → connect; header timeout → read_timeout; deadline →
+// timeout; reset after the request was sent → server_error); a 2xx response
+// by its body (error object, no choices, malformed JSON → body_error), its
+// finish_reason and its content (empty or reasoning-only → output_truncated).
+func Classify(obs Observation) Verdict {
+	v := Verdict{Status: obs.Status}
+	v.RetryAfter, v.HasRetryAfter = ParseRetryAfter(obs.Header, obs.Now)
+	v.RateLimitRemaining, v.HasRateLimitRemaining = rateLimitRemaining(obs.Header)
+
+	if obs.Err == nil {
+		if obs.Response == nil && obs.Status == 0 && len(obs.Body) == 0 {
+			if obs.ContextWindow > 0 && obs.PromptTokens > 0 {
+				return v.is(failure.ClassContextLengthExceeded, fmt.Sprintf(
+					"not sent: the prompt (%d tokens) and the room for the answer do not fit the %d-token window",
+					obs.PromptTokens, obs.ContextWindow))
+			}
+			return v.is(failure.ClassBodyError, "no response and no error observed")
+		}
+		return classifyReply(obs, v)
+	}
+	err := obs.Err
+
+	if errors.Is(err, context.Canceled) {
+		v.Canceled = true
+		return v.is(failure.ClassTimeout, "cancelled by the caller: "+errText(err))
+	}
+
+	// An error response that go-openai decoded (*APIError) or could not
+	// decode (*RequestError; for {"error":"text"} it wraps an empty
+	// *APIError, so the raw body is read again).
+	var apiErr *openai.APIError
+	var reqErr *openai.RequestError
+	hasReq := errors.As(err, &reqErr) && reqErr.HTTPStatusCode != 0
+	hasAPI := errors.As(err, &apiErr)
+	switch {
+	case hasReq || hasAPI:
+		body := obs.Body
+		if hasReq && len(reqErr.Body) > 0 {
+			body = reqErr.Body
+		}
+		var info errorInfo
+		if hasAPI {
+			if v.Status == 0 {
+				v.Status = apiErr.HTTPStatusCode
+			}
+			info = errorInfo{code: anyString(apiErr.Code), typ: apiErr.Type, message: apiErr.Message, raw: body}
+			if ie := apiErr.InnerError; ie != nil && info.code == "" {
+				info.code = ie.Code // Azure: ResponsibleAIPolicyViolation
+			}
+		}
+		if hasReq && v.Status == 0 {
+			v.Status = reqErr.HTTPStatusCode
+		}
+		if info.code == "" && info.typ == "" && info.message == "" {
+			info = parseErrorBody(body)
+		}
+		return classifyErrorStatus(v, info)
+	case v.Status >= 300:
+		// A response arrived but its body could not be read (truncated).
+		info := parseErrorBody(obs.Body)
+		info.note = "body unreadable: " + errText(err)
+		return classifyErrorStatus(v, info)
+	}
+
+	// No usable response: the transport, a deadline, or a broken 2xx body.
+	switch {
+	case obs.HeaderTimedOut || isHeaderTimeout(err):
+		return v.is(failure.ClassReadTimeout, "no response headers within the header timeout: "+errText(err))
+	case obs.AttemptTimedOut:
+		return v.is(failure.ClassTimeout, "attempt deadline exceeded: "+errText(err))
+	}
+	if why, ok := connectFailure(err); ok {
+		return v.is(failure.ClassConnect, why+": "+errText(err))
+	}
+	var netErr net.Error
+	var urlErr *url.Error
+	closed := errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
+		return v.is(failure.ClassTimeout, "deadline exceeded: "+errText(err))
+	case v.Status >= 200 && v.Status < 300:
+		return classifyBrokenBody(v, obs, err)
+	case closed && errors.As(err, &urlErr):
+		// From http.Client.Do: no response at all.
+		return v.is(failure.ClassServerError, "connection closed by the upstream after the request was sent, before a response: "+errText(err))
+	case closed || isJSONError(err):
+		// From reading the body of a response the caller did not record.
+		return classifyBrokenBody(v, obs, err)
+	case isClientLibraryRefusal(err):
+		return v.is(failure.ClassInvalidRequest, "refused by go-openai before sending: "+errText(err))
+	}
+	return v.is(failure.ClassServerError, "unrecognised error: "+errText(err))
+}
+
+// is sets the class and the reason.
+func (v Verdict) is(c failure.Class, reason string) Verdict {
+	v.Class = c
+	v.Reason = oneLine(reason, 240)
+	return v
+}
+
+// errorInfo is what an error body says.
+type errorInfo struct {
+	code, typ, message string
+	html               bool   // the body was an HTML page
+	isError            bool   // the body is an error object ({"error":…} or "object":"error")
+	note               string // extra detail for the reason
+	raw                []byte
+}
+
+// classifyErrorStatus judges an error response: code, then message, then status.
+func classifyErrorStatus(v Verdict, info errorInfo) Verdict {
+	v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
+	st := v.Status
+	seen := describeResponse(v, info)
+
+	if c, why := classByCode(info, st); c != failure.ClassNone {
+		return v.is(c, seen+" ("+why+")")
+	}
+	remaining0 := v.HasRateLimitRemaining && v.RateLimitRemaining == 0
+	switch {
+	case st == http.StatusUnauthorized || st == http.StatusForbidden:
+		return v.is(failure.ClassAuth, seen)
+	case st == http.StatusPaymentRequired:
+		return v.is(failure.ClassAuth, seen+" (quota exhausted)")
+	case st == http.StatusTooManyRequests:
+		if remaining0 && !v.HasRetryAfter {
+			return v.is(failure.ClassQueueFull, seen+" (nothing remaining and no Retry-After to honour)")
+		}
+		return v.is(failure.ClassRateLimited, seen)
+	case st == http.StatusRequestTimeout || st == http.StatusGatewayTimeout || st == 524:
+		return v.is(failure.ClassTimeout, seen)
+	case st == 529:
+		return v.is(failure.ClassQueueFull, seen+" (overloaded)")
+	case st == http.StatusServiceUnavailable && saysMaintenance(info):
+		return v.is(failure.ClassServiceUnavailable, seen+" (maintenance)")
+	case st >= 500 && remaining0:
+		return v.is(failure.ClassQueueFull, seen+" (nothing remaining: queue full)")
+	case st >= 500:
+		return v.is(failure.ClassServerError, seen)
+	case st >= 400:
+		return v.is(failure.ClassInvalidRequest, seen)
+	}
+	return v.is(failure.ClassServerError, seen+" (unexpected status)")
+}
+
+// classByCode recognises the classes an error code or message names,
+// whatever the status. It returns ClassNone when they name none.
+func classByCode(info errorInfo, status int) (failure.Class, string) {
+	code := strings.ToLower(info.code + " " + info.typ)
+	msg := strings.ToLower(info.message)
+	has := func(words ...string) bool {
+		for _, w := range words {
+			if strings.Contains(code, w) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("context_length_exceeded", "context_length", "string_above_max_length"):
+		return failure.ClassContextLengthExceeded, "context length"
+	case has("insufficient_quota", "quota_exceeded", "billing_hard_limit", "insufficient_balance", "arrearage"),
+		status != http.StatusTooManyRequests && has("quota"),
+		containsAny(msg, "exceeded your current quota", "insufficient quota", "insufficient balance", "quota exhausted", "余额不足"):
+		return failure.ClassAuth, "quota exhausted"
+	case has("queue_full", "overloaded", "server_busy", "capacity"):
+		return failure.ClassQueueFull, "upstream queue full"
+	case has("content_filter", "content_policy", "data_inspection_failed", "responsibleaipolicyviolation", "safety"):
+		return failure.ClassContentFilter, "content filtered"
+	case has("model_not_found", "modelnotfound", "model_not_available"):
+		return failure.ClassModelNotFound, "model not found"
+	case has("invalid_api_key", "invalid_authentication", "authentication_error", "permission_error", "permission_denied", "unauthorized"):
+		return failure.ClassAuth, "not authorised"
+	case has("rate_limit"):
+		return failure.ClassRateLimited, "rate limited"
+	}
+	if status != http.StatusTooManyRequests && saysContextLength(msg) {
+		return failure.ClassContextLengthExceeded, "message says the context length is exceeded"
+	}
+	if (status == http.StatusNotFound || status == http.StatusBadRequest || status < 300) && saysModelMissing(msg) {
+		return failure.ClassModelNotFound, "message says the model does not exist"
+	}
+	return failure.ClassNone, ""
+}
+
+var (
+	contextLengthPhrases = []string{
+		"maximum context length", "context length", "context_length", "context window",
+		"context size", "too many tokens", "prompt is too long", "input is too long",
+		"input token count", "`inputs` tokens", "reduce the length of the messages",
+		"maximum input length", "上下文长度", "超出最大长度",
+	}
+	modelMissingRE = regexp.MustCompile(`\bmodel\b.{0,120}\b(does not exist|doesn't exist|not found|not exist|is not available|unknown)\b|\bno such model\b|\bunknown model\b|模型不存在`)
+)
+
+func saysContextLength(msg string) bool { return containsAny(msg, contextLengthPhrases...) }
+
+func saysModelMissing(msg string) bool { return modelMissingRE.MatchString(msg) }
+
+func saysMaintenance(info errorInfo) bool {
+	text := strings.ToLower(info.message + " " + info.code + " " + info.typ + " " + string(info.raw))
+	return containsAny(text, "maintenance", "维护")
+}
+
+func containsAny(s string, subs ...string) bool {
+	for _, w := range subs {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// describeResponse is the "what was seen" part of a reason:
+// `HTTP 429 rate_limit_exceeded: "Rate limit reached", Retry-After: 2s`.
+func describeResponse(v Verdict, info errorInfo) string {
+	var b strings.Builder
+	if v.Status != 0 {
+		fmt.Fprintf(&b, "HTTP %d", v.Status)
+	} else {
+		b.WriteString("HTTP response")
+	}
+	if info.html {
+		b.WriteString(" HTML page")
+	}
+	code := info.code
+	if _, err := strconv.Atoi(code); err == nil {
+		code = "" // a numeric code (vLLM repeats the status) says nothing new
+	}
+	if c := cmp.Or(code, info.typ); c != "" {
+		b.WriteString(" " + c)
+	}
+	if m := cleanMessage(info.message); m != "" {
+		fmt.Fprintf(&b, ": %q", truncateRunes(m, 120))
+	}
+	if v.HasRetryAfter {
+		fmt.Fprintf(&b, ", Retry-After: %s", v.RetryAfter)
+	}
+	if v.HasRateLimitRemaining {
+		fmt.Fprintf(&b, ", X-RateLimit-Remaining: %d", v.RateLimitRemaining)
+	}
+	if info.note != "" {
+		b.WriteString(", " + info.note)
+	}
+	return b.String()
+}
+
+// classifyReply judges a response that go-openai decoded without error.
+func classifyReply(obs Observation, v Verdict) Verdict {
+	if v.Status == 0 {
+		v.Status = http.StatusOK
+	}
+	if info := parseErrorBody(obs.Body); info.isError {
+		v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
+		seen := describeResponse(v, info) + " with an error object in the body"
+		if c, why := classByCode(info, v.Status); c != failure.ClassNone {
+			return v.is(c, seen+" ("+why+")")
+		}
+		return v.is(failure.ClassBodyError, seen)
+	}
+	resp := obs.Response
+	if resp == nil || len(resp.Choices) == 0 {
+		return v.is(failure.ClassBodyError, fmt.Sprintf("HTTP %d without choices%s", v.Status, bodyHint(obs.Body)))
+	}
+	ch := resp.Choices[0]
+	switch ch.FinishReason {
+	case openai.FinishReasonContentFilter:
+		return v.is(failure.ClassContentFilter, fmt.Sprintf("HTTP %d, finish_reason content_filter", v.Status))
+	case openai.FinishReasonLength:
+		return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, finish_reason length after %d completion tokens", v.Status, resp.Usage.CompletionTokens))
+	}
+	msg := ch.Message
+	if len(msg.ToolCalls) > 0 || msg.FunctionCall != nil {
+		return v.is(failure.ClassNone, fmt.Sprintf("HTTP %d, tool call, finish_reason %s", v.Status, finishReason(ch)))
+	}
+	content := msg.Content
+	if content == "" {
+		for _, p := range msg.MultiContent {
+			content += p.Text
+		}
+	}
+	if strings.TrimSpace(content) == "" {
+		switch {
+		case msg.Refusal != "":
+			v.Message = cleanMessage(msg.Refusal)
+			return v.is(failure.ClassContentFilter, fmt.Sprintf("HTTP %d, the model refused: %q", v.Status, truncateRunes(v.Message, 120)))
+		case strings.TrimSpace(msg.ReasoningContent) != "":
+			return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, reasoning only (%d characters of thinking, no answer), finish_reason %s",
+				v.Status, utf8.RuneCountInString(msg.ReasoningContent), finishReason(ch)))
+		}
+		return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, empty content, finish_reason %s", v.Status, finishReason(ch)))
+	}
+	if strings.TrimSpace(StripThinking(content)) == "" {
+		return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, content is only a <think> block (no answer), finish_reason %s", v.Status, finishReason(ch)))
+	}
+	return v.is(failure.ClassNone, fmt.Sprintf("HTTP %d, finish_reason %s", v.Status, finishReason(ch)))
+}
+
+func finishReason(ch openai.ChatCompletionChoice) string {
+	if ch.FinishReason == "" {
+		return "(none)"
+	}
+	return string(ch.FinishReason)
+}
+
+// classifyBrokenBody judges a 2xx (or unknown-status) response whose body
+// could not be decoded: malformed or truncated JSON, an HTML page.
+func classifyBrokenBody(v Verdict, obs Observation, err error) Verdict {
+	info := parseErrorBody(obs.Body)
+	if info.isError {
+		v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
+		if c, why := classByCode(info, v.Status); c != failure.ClassNone {
+			return v.is(c, describeResponse(v, info)+" ("+why+")")
+		}
+	}
+	if info.html {
+		v.Message = cleanMessage(info.message)
+	}
+	status := "HTTP response"
+	if v.Status != 0 {
+		status = fmt.Sprintf("HTTP %d", v.Status)
+	}
+	what := "malformed JSON body"
+	switch {
+	case info.html:
+		what = fmt.Sprintf("HTML page instead of JSON (%q)", truncateRunes(v.Message, 80))
+	case len(obs.Body) == 0 && errors.Is(err, io.EOF):
+		what = "empty body"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		what = "truncated body"
+	}
+	return v.is(failure.ClassBodyError, status+", "+what+": "+errText(err))
+}
+
+func bodyHint(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (body %q)", truncateRunes(oneLine(s, 200), 80))
+}
+
+// parseErrorBody reads the error dialects seen in the wild:
+// {"error":{"message","type","code"}} (OpenAI), {"error":"text"},
+// {"object":"error","message","type","code"} (vLLM), {"detail":…}
+// (FastAPI), {"type":"error","error":{…}} (Anthropic), HTML pages, text.
+func parseErrorBody(body []byte) errorInfo {
+	info := errorInfo{raw: body}
+	s := strings.TrimSpace(string(body))
+	if s == "" {
+		return info
+	}
+	if s[0] == '{' {
+		var top map[string]json.RawMessage
+		if json.Unmarshal([]byte(s), &top) == nil {
+			readErrorFields(&info, top)
+			if e, ok := top["error"]; ok && string(e) != "null" {
+				info.isError = true
+				var obj map[string]json.RawMessage
+				var text string
+				switch {
+				case json.Unmarshal(e, &obj) == nil:
+					readErrorFields(&info, obj)
+				case json.Unmarshal(e, &text) == nil:
+					info.message = text
+				}
+			}
+			if d, ok := top["detail"]; ok && info.message == "" {
+				info.message = detailText(d)
+			}
+			var object string
+			if o, ok := top["object"]; ok && json.Unmarshal(o, &object) == nil && object == "error" {
+				info.isError = true
+			}
+			return info
+		}
+	}
+	if looksLikeHTML(s) {
+		info.html = true
+		info.message = htmlSummary(s)
+		return info
+	}
+	info.message = s
+	return info
+}
+
+// detailText reads FastAPI's "detail": a text, or a list of validation
+// errors {"loc":[…],"msg":…}.
+func detailText(d json.RawMessage) string {
+	var text string
+	if json.Unmarshal(d, &text) == nil {
+		return text
+	}
+	var items []struct {
+		Loc []any  `json:"loc"`
+		Msg string `json:"msg"`
+	}
+	if json.Unmarshal(d, &items) == nil {
+		var parts []string
+		for _, it := range items {
+			if it.Msg == "" {
+				continue
+			}
+			loc := make([]string, len(it.Loc))
+			for i, l := range it.Loc {
+				loc[i] = fmt.Sprint(l)
+			}
+			if len(loc) > 0 {
+				parts = append(parts, strings.Join(loc, ".")+": "+it.Msg)
+			} else {
+				parts = append(parts, it.Msg)
+			}
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, "; ")
+		}
+	}
+	return string(d)
+}
+
+// readErrorFields copies message, type and code from one JSON object,
+// keeping values already found.
+func readErrorFields(info *errorInfo, obj map[string]json.RawMessage) {
+	str := func(key string) string {
+		raw, ok := obj[key]
+		if !ok {
+			return ""
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s
+		}
+		var n json.Number
+		if json.Unmarshal(raw, &n) == nil {
+			return n.String()
+		}
+		return ""
+	}
+	if info.message == "" {
+		info.message = str("message")
+	}
+	if info.typ == "" {
+		if t := str("type"); t != "error" { // Anthropic's envelope says "type":"error"
+			info.typ = t
+		}
+	}
+	if info.code == "" {
+		info.code = str("code")
+	}
+}
+
+func anyString(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	return fmt.Sprint(v)
+}
+
+func looksLikeHTML(s string) bool {
+	head := strings.ToLower(s[:min(len(s), 512)])
+	return strings.HasPrefix(head, "<") && containsAny(head, "<html", "<!doctype", "<head", "<body", "<title", "<h1", "<center")
+}
+
+var (
+	htmlTitleRE  = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
+	htmlH1RE     = regexp.MustCompile(`(?is)<h1[^>]*>(.*?)</h1>`)
+	htmlDropRE   = regexp.MustCompile(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
+	htmlTagRE    = regexp.MustCompile(`(?s)<[^>]*>`)
+	whitespaceRE = regexp.MustCompile(`\s+`)
+	thinkRE      = regexp.MustCompile(`(?is)<(think|thinking)>.*?(</(think|thinking)>|\z)`)
+)
+
+// htmlSummary reduces an HTML error page to its title (or first heading,
+// or its text).
+func htmlSummary(s string) string {
+	for _, re := range []*regexp.Regexp{htmlTitleRE, htmlH1RE} {
+		if m := re.FindStringSubmatch(s); m != nil {
+			if t := collapse(html.UnescapeString(htmlTagRE.ReplaceAllString(m[1], " "))); t != "" {
+				return t
+			}
+		}
+	}
+	s = htmlDropRE.ReplaceAllString(s, " ")
+	return collapse(html.UnescapeString(htmlTagRE.ReplaceAllString(s, " ")))
+}
+
+// StripThinking removes <think>…</think> (and <thinking>) blocks from a
+// model's answer; an unclosed block runs to the end. Content that is empty
+// after stripping is a reasoning-only answer (output_truncated).
+func StripThinking(content string) string {
+	return strings.TrimSpace(thinkRE.ReplaceAllString(content, ""))
+}
+
+func collapse(s string) string { return strings.TrimSpace(whitespaceRE.ReplaceAllString(s, " ")) }
+
+// cleanMessage makes an upstream message fit for a reason and history:
+// HTML reduced to a title, whitespace collapsed, at most maxMessageLen runes.
+func cleanMessage(s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	if looksLikeHTML(s) {
+		s = htmlSummary(s)
+	}
+	return truncateRunes(collapse(s), maxMessageLen)
+}
+
+func truncateRunes(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func oneLine(s string, n int) string { return truncateRunes(collapse(s), n) }
+
+func errText(err error) string { return oneLine(err.Error(), 160) }
+
+func isHeaderTimeout(err error) bool {
+	return strings.Contains(err.Error(), "timeout awaiting response headers")
+}
+
+// connectFailure recognises failures before the request was sent: dial,
+// DNS, TLS handshake, proxy connect, refused or unreachable, or a
+// connection that broke while the request was being written.
+func connectFailure(err error) (string, bool) {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "DNS lookup failed", true
+	}
+	var opErr *net.OpError
+	if errors.As(err, &opErr) {
+		switch opErr.Op {
+		case "dial":
+			return "dial failed", true
+		case "proxyconnect":
+			return "proxy connect failed", true
+		case "write":
+			return "connection broke while sending the request", true
+		}
+	}
+	var (
+		certErr     *tls.CertificateVerificationError
+		recordErr   tls.RecordHeaderError
+		alertErr    tls.AlertError
+		authorityEr x509.UnknownAuthorityError
+		hostnameErr x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+	)
+	if errors.As(err, &certErr) || errors.As(err, &recordErr) || errors.As(err, &alertErr) ||
+		errors.As(err, &authorityEr) || errors.As(err, &hostnameErr) || errors.As(err, &invalidErr) ||
+		strings.Contains(err.Error(), "tls: ") {
+		return "TLS handshake failed", true
+	}
+	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
+		return "TLS handshake failed (the server speaks plain HTTP)", true
+	}
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused", true
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return "upstream unreachable", true
+	}
+	return "", false
+}
+
+func isJSONError(err error) bool {
+	var syntaxErr *json.SyntaxError
+	var typeErr *json.UnmarshalTypeError
+	return errors.As(err, &syntaxErr) || errors.As(err, &typeErr)
+}
+
+// clientLibraryRefusals are go-openai's checks before sending.
+var clientLibraryRefusals = []error{
+	openai.ErrChatCompletionInvalidModel, openai.ErrChatCompletionStreamNotSupported,
+	openai.ErrContentFieldsMisused, openai.ErrReasoningEffortUnsupported,
+	openai.ErrReasoningToolsRequireResponses, openai.ErrReasoningSamplingUnsupported,
+	openai.ErrO1MaxTokensDeprecated, openai.ErrO1BetaLimitationsMessageTypes,
+	openai.ErrO1BetaLimitationsTools, openai.ErrO1BetaLimitationsLogprobs,
+	openai.ErrO1BetaLimitationsOther, openai.ErrReasoningModelMaxTokensDeprecated,
+	openai.ErrReasoningModelLimitationsLogprobs, openai.ErrReasoningModelLimitationsOther,
+}
+
+func isClientLibraryRefusal(err error) bool {
+	for _, e := range clientLibraryRefusals {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	var marshalErr *json.MarshalerError
+	var unsupported *json.UnsupportedValueError
+	return errors.As(err, &marshalErr) || errors.As(err, &unsupported)
+}
+
+var retryAfterNumberRE = regexp.MustCompile(`^\d+(\.\d+)?$`)
+
+// maxRetryAfter bounds a parsed Retry-After so that absurd values cannot
+// overflow a time.Duration; any cap the caller applies is far below.
+const maxRetryAfter = 365 * 24 * time.Hour
+
+// ParseRetryAfter reads how long the upstream asks to wait: the
+// retry-after-ms header (milliseconds, OpenAI and Azure), else Retry-After
+// in seconds (fractions allowed) or as an HTTP date, measured from now; a
+// date in the past means 0. It reports false when neither header is present
+// or parseable (negative numbers and garbage are ignored), and for a date
+// when now is zero.
+func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
+	if h == nil {
+		return 0, false
+	}
+	if s := strings.TrimSpace(h.Get("Retry-After-Ms")); retryAfterNumberRE.MatchString(s) {
+		ms, _ := strconv.ParseFloat(s, 64)
+		return secondsToDuration(ms / 1000), true
+	}
+	s := strings.TrimSpace(h.Get("Retry-After"))
+	if s == "" {
+		return 0, false
+	}
+	if retryAfterNumberRE.MatchString(s) {
+		secs, _ := strconv.ParseFloat(s, 64)
+		return secondsToDuration(secs), true
+	}
+	if t, err := http.ParseTime(s); err == nil && !now.IsZero() {
+		return min(max(t.Sub(now), 0), maxRetryAfter), true
+	}
+	return 0, false
+}
+
+func secondsToDuration(secs float64) time.Duration {
+	if math.IsNaN(secs) || secs <= 0 {
+		return 0
+	}
+	if secs >= maxRetryAfter.Seconds() {
+		return maxRetryAfter
+	}
+	return time.Duration(math.Round(secs * float64(time.Second)))
+}
+
+// rateLimitRemaining reads X-RateLimit-Remaining.
+func rateLimitRemaining(h http.Header) (int, bool) {
+	s := strings.TrimSpace(h.Get("X-RateLimit-Remaining"))
+	if s == "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}

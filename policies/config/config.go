@@ -1,0 +1,242 @@
+package config
+
+import (
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"time"
+)
+
+// Config is the whole policy of the worker: one YAML file (see
+// default_policy.yaml, embedded) loaded by LoadConfig / ParseConfig.
+// Every field has a default; a zero value in the file means "use the default".
+type Config struct {
+	// Models is the ladder, in order of preference. At least one; left out
+	// of a file, the default ladder (the local llmsim) is used.
+	Models []ModelConfig `yaml:"models"`
+	// Classes maps every failure class to its action. Classes missing from
+	// the file keep their defaults (README "Failure classes"); a class entry that keeps the
+	// default action is merged over the default field by field, one that
+	// names another action replaces it (see ParseConfig).
+	Classes map[failure.Class]ClassPolicy `yaml:"classes"`
+	Backoff BackoffConfig                 `yaml:"backoff"`
+	Budget  BudgetConfig                  `yaml:"budget"`
+	Breaker BreakerConfig                 `yaml:"breaker"`
+	Pruning PruningConfig                 `yaml:"pruning"`
+	Call    CallConfig                    `yaml:"call"`
+	HTTP    HTTPConfig                    `yaml:"http"`
+	Limits  LimitsConfig                  `yaml:"limits"`
+	FAQ     FAQConfig                     `yaml:"faq"`
+	// Rules are the business rules (semantic breaker), checked in order.
+	Rules []Rule `yaml:"rules"`
+	// Placeholder is the last-resort answer when neither the FAQ nor a rule
+	// card answers. Default: a polite "we are busy, please try again" text
+	// in English and Chinese.
+	Placeholder string `yaml:"placeholder"`
+
+	// Source is the file the config came from ("<embedded default>" for the
+	// default). Not read from YAML.
+	Source string `yaml:"-"`
+}
+
+// SystemPromptSupport says how a model accepts the system prompt.
+type SystemPromptSupport string
+
+// System-prompt support levels of a model.
+const (
+	SystemPromptFull    SystemPromptSupport = "full"    // system role accepted
+	SystemPromptPartial SystemPromptSupport = "partial" // folded into the first user turn
+	SystemPromptNone    SystemPromptSupport = "none"    // dropped into the user text of the current question
+)
+
+// ModelConfig is one rung of the model ladder.
+type ModelConfig struct {
+	// Name is the model name sent upstream and used in the ladder. Required, unique.
+	Name string `yaml:"name"`
+	// BaseURL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1. Required.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable holding the API key. The key
+	// itself never appears in the file, in workflow input, history or logs.
+	APIKeyEnv string `yaml:"api_key_env"`
+	// ContextWindow in tokens. Default 8192.
+	ContextWindow int `yaml:"context_window"`
+	// Timeout of one attempt on this model (whole response). Default 30s.
+	Timeout Duration `yaml:"timeout"`
+	// SystemPrompt support: full (default), partial or none.
+	SystemPrompt SystemPromptSupport `yaml:"system_prompt"`
+	// InputPrice and OutputPrice per million tokens, for reports. Optional.
+	InputPrice  float64 `yaml:"input_price"`
+	OutputPrice float64 `yaml:"output_price"`
+}
+
+// Action is what the planner does with a failure class.
+type Action string
+
+// The actions a class can take (README "Failure classes").
+const (
+	// ActionResend resends the same attempt at once (worker_lost; connect
+	// failures are resent at the network layer inside the call activity).
+	ActionResend Action = "resend"
+	// ActionRetry retries the same model after a full-jitter backoff; after
+	// SwitchAfter failures of this class on one model it switches model.
+	ActionRetry Action = "retry"
+	// ActionPruneRetry prunes one more stage, then retries after backoff
+	// (timeout, read_timeout).
+	ActionPruneRetry Action = "prune_retry"
+	// ActionPruneResend prunes to the last KeepRounds rounds and resends at
+	// once (context_length_exceeded).
+	ActionPruneResend Action = "prune_resend"
+	// ActionRetryAfter waits what the upstream's Retry-After says, capped;
+	// beyond the cap or the deadline it switches model (rate_limited).
+	ActionRetryAfter Action = "retry_after"
+	// ActionBumpTokens raises max_tokens and lowers temperature, then
+	// retries after the fixed waits (output_truncated).
+	ActionBumpTokens Action = "bump_tokens"
+	// ActionSwitchModel goes to the next model of the ladder.
+	ActionSwitchModel Action = "switch_model"
+	// ActionFallback answers from the business fallback at once.
+	ActionFallback Action = "fallback"
+	// ActionFail ends the call with a clear, non-retryable error.
+	ActionFail Action = "fail"
+)
+
+// ClassPolicy is the action for one failure class.
+type ClassPolicy struct {
+	Action Action `yaml:"action"`
+	// Max is how many times this class may be retried in one call (0: never;
+	// -1: up to the attempts cap).
+	Max int `yaml:"max"`
+	// Waits are fixed waits, one per retry (the last repeats). Empty means
+	// full-jitter backoff for retry actions, no wait for resends and switches.
+	Waits []Duration `yaml:"waits"`
+	// SwitchAfter, for ActionRetry and ActionPruneRetry: after this many
+	// failures of the class on the same model, switch model (0: never).
+	SwitchAfter int `yaml:"switch_after"`
+	// TripBreaker opens the model's breaker at once (auth).
+	TripBreaker bool `yaml:"trip_breaker"`
+	// MaxTokensIncrease and Temperature apply to ActionBumpTokens
+	// (defaults 256 and 0.3).
+	MaxTokensIncrease int      `yaml:"max_tokens_increase"`
+	Temperature       *float64 `yaml:"temperature"`
+	// KeepRounds applies to ActionPruneResend (default 3).
+	KeepRounds int `yaml:"keep_rounds"`
+}
+
+// BackoffConfig is exponential backoff with full jitter:
+// sleep = U(0, min(Cap, Base·2^n)).
+type BackoffConfig struct {
+	Base Duration `yaml:"base"` // default 500ms
+	Cap  Duration `yaml:"cap"`  // default 8s
+	// RetryAfterCap caps an upstream Retry-After (default 60s).
+	RetryAfterCap Duration `yaml:"retry_after_cap"`
+	// ConnectBase is the base of the network-layer resend of connect
+	// failures (default 300ms) and ConnectRetries their count (default 2).
+	ConnectBase    Duration `yaml:"connect_base"`
+	ConnectRetries int      `yaml:"connect_retries"`
+}
+
+// BudgetConfig is the per-process sliding-window retry budget.
+type BudgetConfig struct {
+	Window Duration `yaml:"window"` // default 60s
+	Ratio  float64  `yaml:"ratio"`  // retries ≤ Ratio·requests, default 0.1
+	Floor  int      `yaml:"floor"`  // plus this many retries per window, default 10
+}
+
+// BreakerConfig is the per-model circuit breaker and the per-class breaker.
+type BreakerConfig struct {
+	ConsecutiveFailures int      `yaml:"consecutive_failures"` // default 5
+	FailureRate         float64  `yaml:"failure_rate"`         // default 0.5 over Window calls
+	Window              int      `yaml:"window"`               // calls, default 20
+	MinCalls            int      `yaml:"min_calls"`            // before the rate applies, default 10
+	OpenFor             Duration `yaml:"open_for"`             // default 30s
+	ProbeFraction       float64  `yaml:"probe_fraction"`       // half-open, default 0.1
+	CloseThreshold      float64  `yaml:"close_threshold"`      // probe success to close, default 0.9
+	Probes              int      `yaml:"probes"`               // probes judged before deciding, default 5
+	// ClassFailureRate: when retries of one class fail more than this
+	// fraction within ClassWindow, that class stops retrying and goes
+	// straight to the fallback (default 0.15, seed 003 §3.3). The rate is
+	// judged only once ClassMinRetries retries were seen in the window
+	// (default 20). ClassWindow defaults to 60s.
+	ClassFailureRate float64  `yaml:"class_failure_rate"`
+	ClassWindow      Duration `yaml:"class_window"`
+	ClassMinRetries  int      `yaml:"class_min_retries"`
+}
+
+// PruningConfig drives context pruning.
+type PruningConfig struct {
+	// Factor kept per attempt: attempt n keeps Factor^n of the middle
+	// history (default 0.5).
+	Factor float64 `yaml:"factor"`
+	// ReserveOutputTokens are kept free in the context window for the
+	// answer when the request sets no max_tokens; a request's max_tokens is
+	// kept free instead (default 256). It is also the base that
+	// output_truncated raises when the request set no max_tokens.
+	ReserveOutputTokens int `yaml:"reserve_output_tokens"`
+	// Encoding of the offline tokenizer (default cl100k_base).
+	Encoding string `yaml:"encoding"`
+}
+
+// CallConfig bounds one call.
+type CallConfig struct {
+	MaxAttempts int      `yaml:"max_attempts"` // default 4 (3 retries)
+	Deadline    Duration `yaml:"deadline"`     // default 60s, when the request sets none
+	MaxDeadline Duration `yaml:"max_deadline"` // largest deadline a request may ask, default 10m
+	// FallbackReserve is kept free at the end of the deadline for the
+	// fallback (default 2s).
+	FallbackReserve Duration `yaml:"fallback_reserve"`
+	// HeartbeatTimeout of the call activity: a lost worker is noticed within
+	// it (default 10s).
+	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
+}
+
+// HTTPConfig shapes the HTTP client of the call activity.
+type HTTPConfig struct {
+	HeaderTimeout  Duration `yaml:"header_timeout"`  // default 8s
+	ConnectTimeout Duration `yaml:"connect_timeout"` // default 3s
+}
+
+// LimitsConfig are the request limits of README "How it works", step 1.
+type LimitsConfig struct {
+	MaxPromptBytes int     `yaml:"max_prompt_bytes"` // default 1 MiB
+	MaxMessages    int     `yaml:"max_messages"`     // default 1000
+	MaxTokens      int     `yaml:"max_tokens"`       // largest max_tokens, default 32768
+	MaxTemperature float64 `yaml:"max_temperature"`  // default 2
+}
+
+// FAQConfig points at the FAQ knowledge base.
+type FAQConfig struct {
+	// File is a YAML FAQ file; relative paths are resolved against the
+	// policy file's folder. Empty: the embedded example FAQ.
+	File string `yaml:"file"`
+	// Threshold is the lowest score that counts as a match (default 0.35).
+	Threshold float64 `yaml:"threshold"`
+}
+
+// RuleAction is what a business rule does.
+type RuleAction string
+
+// The business-rule actions (seed 003 §5.3).
+const (
+	RuleHandoff     RuleAction = "handoff"      // hand off to a human, no model call
+	RuleSafeMessage RuleAction = "safe_message" // answer with the rule's message, flag for review
+	RuleNoRetry     RuleAction = "no_retry"     // call the model once, never retry
+)
+
+// Rule is a business rule: when the request's scenario matches (empty
+// matches any) and any keyword occurs in the current question.
+type Rule struct {
+	ID       string     `yaml:"id"`
+	Scenario string     `yaml:"scenario"`
+	Keywords []string   `yaml:"keywords"`
+	Action   RuleAction `yaml:"action"`
+	// Message is the answer for handoff and safe_message, and the rule card
+	// used as a fallback answer.
+	Message string `yaml:"message"`
+	// Flag is recorded with the result (e.g. "risk_review").
+	Flag string `yaml:"flag"`
+}
+
+// Duration is a time.Duration written in YAML as "500ms", "8s", "1m"; a
+// bare number is refused (see UnmarshalYAML in config_load.go).
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }

@@ -1,0 +1,527 @@
+package guard
+
+import (
+	"fmt"
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"maps"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// testBreakerConfig is small enough to walk through by hand: open after 3
+// failures in a row or more than half of the last 10 calls (from 6 calls
+// on); open for 10 s; probe with 20 % of the calls; close when 3 of 4
+// probes succeed.
+var testBreakerConfig = config.BreakerConfig{
+	ConsecutiveFailures: 3,
+	FailureRate:         0.5,
+	Window:              10,
+	MinCalls:            6,
+	OpenFor:             config.Duration(10 * time.Second),
+	ProbeFraction:       0.2,
+	CloseThreshold:      0.75,
+	Probes:              4,
+}
+
+type breakerOp int
+
+const (
+	bopOK      breakerOp = iota // Record(now, true)
+	bopFail                     // Record(now, false)
+	bopAllow                    // Allow(now, u) must return allow
+	bopTrip                     // Trip(now)
+	bopOutcome                  // RecordOutcome(now, class)
+	bopState                    // only check the state
+)
+
+// breakerStep is one call at one instant and the state it must leave.
+type breakerStep struct {
+	at    time.Duration
+	op    breakerOp
+	u     float64
+	class failure.Class
+	allow bool
+	want  BreakerState
+}
+
+func bOK(at time.Duration, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopOK, want: want}
+}
+
+func bFail(at time.Duration, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopFail, want: want}
+}
+
+func bAllow(at time.Duration, u float64, allow bool, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopAllow, u: u, allow: allow, want: want}
+}
+
+func bState(at time.Duration, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopState, want: want}
+}
+
+func bOutcome(at time.Duration, class failure.Class, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopOutcome, class: class, want: want}
+}
+
+func bRepeat(n int, s breakerStep) []breakerStep {
+	out := make([]breakerStep, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+// bOpened opens a breaker at instant 0 with three failures.
+func bOpened() []breakerStep {
+	return []breakerStep{bFail(0, BreakerClosed), bFail(0, BreakerClosed), bFail(0, BreakerOpen)}
+}
+
+const brSec = time.Second
+
+func TestBreaker(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []breakerStep
+	}{
+		{
+			name: "consecutive failures open",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(0, 0, false, BreakerOpen),
+			}),
+		},
+		{
+			name: "closed allows every call whatever u",
+			steps: []breakerStep{
+				bAllow(0, 0.99, true, BreakerClosed),
+				bAllow(0, 0, true, BreakerClosed),
+			},
+		},
+		{
+			name: "a success resets the consecutive count",
+			steps: []breakerStep{
+				bFail(0, BreakerClosed), bFail(0, BreakerClosed), bOK(0, BreakerClosed),
+				bFail(0, BreakerClosed), bFail(0, BreakerClosed),
+			},
+		},
+		{
+			name: "failure rate above the threshold opens",
+			steps: []breakerStep{
+				bFail(0, BreakerClosed), bOK(0, BreakerClosed), bFail(0, BreakerClosed),
+				bOK(0, BreakerClosed), bFail(0, BreakerClosed), bOK(0, BreakerClosed), // 3/6: not above 0.5
+				bFail(0, BreakerOpen), // 4/7
+			},
+		},
+		{
+			name: "the rate waits for MinCalls",
+			steps: []breakerStep{
+				bFail(0, BreakerClosed), bOK(0, BreakerClosed), bFail(0, BreakerClosed),
+				bOK(0, BreakerClosed), bFail(0, BreakerClosed), // 3/5 but only 5 calls
+			},
+		},
+		{
+			name: "the rate is over the last Window calls, not all time",
+			steps: slices.Concat(bRepeat(10, bOK(0, BreakerClosed)), []breakerStep{
+				bFail(0, BreakerClosed), bFail(0, BreakerClosed), bOK(0, BreakerClosed),
+				bFail(0, BreakerClosed), bFail(0, BreakerClosed), bOK(0, BreakerClosed),
+				bFail(0, BreakerClosed), // last 10: 5 failures, not above half
+				bFail(0, BreakerOpen),   // last 10: 6 failures (6/18 over all time)
+			}),
+		},
+		{
+			name: "open becomes half-open after OpenFor",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(9*brSec+999*time.Millisecond, 0, false, BreakerOpen),
+				bState(10*brSec, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "half-open lets ProbeFraction of the calls through",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(10*brSec, 0, true, BreakerHalfOpen),
+				bAllow(10*brSec, 0.19, true, BreakerHalfOpen),
+				bAllow(10*brSec, 0.2, false, BreakerHalfOpen),
+				bAllow(10*brSec, 0.5, false, BreakerHalfOpen),
+				bAllow(10*brSec, 0.99, false, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "closes after enough successful probes",
+			steps: slices.Concat(bOpened(), bRepeat(4, bAllow(10*brSec, 0.1, true, BreakerHalfOpen)), []breakerStep{
+				bOK(11*brSec, BreakerHalfOpen), bOK(11*brSec, BreakerHalfOpen),
+				bFail(11*brSec, BreakerHalfOpen), // 3/4 still possible
+				bOK(12*brSec, BreakerClosed),     // 3/4 ≥ 0.75
+				bAllow(12*brSec, 0.99, true, BreakerClosed),
+			}),
+		},
+		{
+			name: "a closed breaker starts counting afresh",
+			steps: slices.Concat(bOpened(), bRepeat(4, bAllow(10*brSec, 0.1, true, BreakerHalfOpen)),
+				bRepeat(3, bOK(11*brSec, BreakerHalfOpen)), []breakerStep{
+					bOK(11*brSec, BreakerClosed),
+					bFail(12*brSec, BreakerClosed), bFail(12*brSec, BreakerClosed), bFail(12*brSec, BreakerOpen),
+				}),
+		},
+		{
+			name: "reopens as soon as the probes cannot reach the threshold",
+			steps: slices.Concat(bOpened(), bRepeat(4, bAllow(10*brSec, 0.1, true, BreakerHalfOpen)), []breakerStep{
+				bOK(11*brSec, BreakerHalfOpen),
+				bFail(11*brSec, BreakerHalfOpen),
+				bFail(12*brSec, BreakerOpen), // at best 2/4 < 0.75
+				bAllow(12*brSec, 0, false, BreakerOpen),
+				bOK(13*brSec, BreakerOpen), // the fourth probe's result is ignored
+				bState(21*brSec+999*time.Millisecond, BreakerOpen),
+				bState(22*brSec, BreakerHalfOpen), // a new OpenFor from the reopening
+			}),
+		},
+		{
+			name: "half-open counts only as many results as probes let through",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bFail(10*brSec, BreakerHalfOpen), // a late result: no probe was let through
+				bAllow(10*brSec, 0.1, true, BreakerHalfOpen),
+				bOK(11*brSec, BreakerHalfOpen),
+				bFail(11*brSec, BreakerHalfOpen), // again more results than probes
+			}),
+		},
+		{
+			name: "results while open are ignored",
+			steps: slices.Concat(bOpened(), bRepeat(5, bOK(brSec, BreakerOpen)), []breakerStep{
+				bState(10*brSec, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "trip opens a closed breaker at once",
+			steps: []breakerStep{
+				{at: 5 * brSec, op: bopTrip, want: BreakerOpen},
+				bState(14*brSec+999*time.Millisecond, BreakerOpen),
+				bState(15*brSec, BreakerHalfOpen),
+			},
+		},
+		{
+			name: "trip extends an open breaker",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				{at: 8 * brSec, op: bopTrip, want: BreakerOpen},
+				bState(10*brSec, BreakerOpen),
+				bState(18*brSec, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "trip reopens a half-open breaker",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bState(10*brSec, BreakerHalfOpen),
+				{at: 11 * brSec, op: bopTrip, want: BreakerOpen},
+				bState(20*brSec, BreakerOpen),
+				bState(21*brSec, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "only upstream-health classes count",
+			steps: []breakerStep{
+				bOutcome(0, failure.ClassInvalidRequest, BreakerClosed),
+				bOutcome(0, failure.ClassInvalidRequest, BreakerClosed),
+				bOutcome(0, failure.ClassInvalidRequest, BreakerClosed),
+				bOutcome(0, failure.ClassContentFilter, BreakerClosed),
+				bOutcome(0, failure.ClassContextLengthExceeded, BreakerClosed),
+				bOutcome(0, failure.ClassOutputTruncated, BreakerClosed),
+				bOutcome(0, failure.ClassModelNotFound, BreakerClosed),
+				bOutcome(0, failure.ClassBreakerOpen, BreakerClosed),
+				bOutcome(0, failure.ClassWorkerLost, BreakerClosed),
+				bOutcome(0, failure.ClassServerError, BreakerClosed),
+				bOutcome(0, failure.ClassTimeout, BreakerClosed),
+				bOutcome(0, failure.ClassNone, BreakerClosed), // a success resets the count
+				bOutcome(0, failure.ClassQueueFull, BreakerClosed),
+				bOutcome(0, failure.ClassRateLimited, BreakerClosed),
+				bOutcome(0, failure.ClassConnect, BreakerOpen),
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBreaker(testBreakerConfig)
+			for i, s := range tt.steps {
+				now := budgetAt(s.at)
+				switch s.op {
+				case bopOK:
+					b.Record(now, true)
+				case bopFail:
+					b.Record(now, false)
+				case bopAllow:
+					if got := b.Allow(now, s.u); got != s.allow {
+						t.Fatalf("step %d (t=%v): Allow(u=%v) = %v, want %v", i, s.at, s.u, got, s.allow)
+					}
+				case bopTrip:
+					b.Trip(now)
+				case bopOutcome:
+					b.RecordOutcome(now, s.class)
+				}
+				if got := b.State(now); got != s.want {
+					t.Fatalf("step %d (t=%v): state %v, want %v", i, s.at, got, s.want)
+				}
+			}
+		})
+	}
+}
+
+func TestBreakerDefaults(t *testing.T) {
+	b := NewBreaker(config.BreakerConfig{})
+	now := budgetAt(0)
+	for i := range DefaultBreakerConsecutiveFailures {
+		if got := b.State(now); got != BreakerClosed {
+			t.Fatalf("open after %d failures, want %d", i, DefaultBreakerConsecutiveFailures)
+		}
+		b.Record(now, false)
+	}
+	if got := b.State(now); got != BreakerOpen {
+		t.Fatalf("state %v after %d failures, want open", got, DefaultBreakerConsecutiveFailures)
+	}
+	if got := b.State(now.Add(DefaultBreakerOpenFor - 1)); got != BreakerOpen {
+		t.Errorf("state %v just before the default 30 s, want open", got)
+	}
+	if got := b.State(now.Add(DefaultBreakerOpenFor)); got != BreakerHalfOpen {
+		t.Errorf("state %v after the default 30 s, want half_open", got)
+	}
+	if b.Allow(now.Add(DefaultBreakerOpenFor), 0.1) || !b.Allow(now.Add(DefaultBreakerOpenFor), 0.09) {
+		t.Error("the default probe fraction is not 10 %")
+	}
+}
+
+func TestBreakerStateString(t *testing.T) {
+	tests := []struct {
+		state BreakerState
+		want  string
+	}{
+		{BreakerClosed, "closed"},
+		{BreakerOpen, "open"},
+		{BreakerHalfOpen, "half_open"},
+		{BreakerState(9), "unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := tt.state.String(); got != tt.want {
+				t.Errorf("String() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+type breakerHookCall struct {
+	model    string
+	from, to BreakerState
+	at       time.Duration
+}
+
+func TestBreakerRegistry(t *testing.T) {
+	var calls []breakerHookCall
+	reg := NewBreakerRegistry(testBreakerConfig, func(model string, from, to BreakerState, now time.Time) {
+		calls = append(calls, breakerHookCall{model, from, to, now.Sub(budgetT0)})
+	})
+	const big, small = "qwen-72b", "qwen-14b"
+	ladder := []config.ModelConfig{{Name: big}, {Name: small}}
+	t0 := budgetAt(0)
+
+	if got := reg.State(big, t0); got != BreakerClosed {
+		t.Fatalf("unknown model state %v, want closed", got)
+	}
+	if got := reg.Snapshot(t0); len(got) != 0 {
+		t.Fatalf("State created a breaker: %v", got)
+	}
+	for range 3 {
+		reg.RecordOutcome(big, t0, failure.ClassServerError)
+	}
+	reg.RecordOutcome(small, t0, failure.ClassInvalidRequest)
+	if got := reg.Models(); !slices.Equal(got, []string{big}) {
+		t.Fatalf("Models = %q, want only %q (an ignored class creates no breaker)", got, big)
+	}
+	if m, ok := callstate.NextModel(ladder, "", nil, reg.AllowFunc(t0, 0)); !ok || m.Name != small {
+		t.Fatalf("NextModel with %s open = %q, %v; want %s", big, m.Name, ok, small)
+	}
+	want := map[string]BreakerState{big: BreakerOpen, small: BreakerClosed}
+	if got := reg.Snapshot(t0); !maps.Equal(got, want) {
+		t.Fatalf("Snapshot = %v, want %v", got, want)
+	}
+
+	t10 := budgetAt(10 * brSec)
+	if reg.Allow(big, t10, 0.5) {
+		t.Fatal("half-open breaker let a non-probe call through")
+	}
+	for range 4 {
+		if !reg.Allow(big, t10, 0.1) {
+			t.Fatal("half-open breaker refused a probe")
+		}
+		reg.Record(big, t10, true)
+	}
+	reg.Trip(small, budgetAt(11*brSec))
+
+	wantCalls := []breakerHookCall{
+		{big, BreakerClosed, BreakerOpen, 0},
+		{big, BreakerOpen, BreakerHalfOpen, 10 * brSec},
+		{big, BreakerHalfOpen, BreakerClosed, 10 * brSec},
+		{small, BreakerClosed, BreakerOpen, 11 * brSec},
+	}
+	if !slices.Equal(calls, wantCalls) {
+		t.Errorf("hook calls =\n%v\nwant\n%v", calls, wantCalls)
+	}
+	want = map[string]BreakerState{big: BreakerClosed, small: BreakerOpen}
+	if got := reg.Snapshot(budgetAt(11 * brSec)); !maps.Equal(got, want) {
+		t.Errorf("Snapshot = %v, want %v", got, want)
+	}
+}
+
+// Under concurrent use every model's hook calls must form one chain
+// (each change starts where the previous one ended).
+func TestBreakerRegistryConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	last := map[string]BreakerState{}
+	var broken []string
+	reg := NewBreakerRegistry(testBreakerConfig, func(model string, from, to BreakerState, now time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		if from != last[model] {
+			broken = append(broken, fmt.Sprintf("%s: %v→%v after %v", model, from, to, last[model]))
+		}
+		last[model] = to
+	})
+	models := []string{"a", "b", "c"}
+	classes := []failure.Class{failure.ClassNone, failure.ClassServerError, failure.ClassTimeout, failure.ClassNone, failure.ClassInvalidRequest}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := range 400 {
+				now := budgetAt(time.Duration(i) * 500 * time.Millisecond)
+				m := models[(w+i)%len(models)]
+				u := float64((w*7+i)%10) / 10
+				if reg.Allow(m, now, u) {
+					reg.RecordOutcome(m, now, classes[(w+i)%len(classes)])
+				}
+				if i%50 == 0 {
+					reg.Trip(m, now)
+				}
+				_ = reg.Snapshot(now)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(broken) > 0 {
+		t.Errorf("hook calls out of order: %q", broken)
+	}
+	if len(last) == 0 {
+		t.Error("no state change was reported")
+	}
+}
+
+// classBreakerStep records retry outcomes of one class at one instant, then
+// checks whether a class may retry.
+type classBreakerStep struct {
+	at        time.Duration
+	class     failure.Class
+	successes int
+	failures  int
+	check     failure.Class
+	allow     bool
+}
+
+func TestClassBreaker(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   config.BreakerConfig
+		steps []classBreakerStep
+	}{
+		{
+			name: "opens above 15 % failed retries and recovers when the window slides",
+			cfg:  config.BreakerConfig{}, // defaults: 15 %, 20 retries, 60 s
+			steps: []classBreakerStep{
+				{at: 0, class: failure.ClassTimeout, successes: 16, failures: 3, check: failure.ClassTimeout, allow: true}, // 19 < 20 samples
+				{at: brSec, class: failure.ClassTimeout, successes: 1, check: failure.ClassTimeout, allow: true},           // 3/20 = 15 %: not above
+				{at: 2 * brSec, class: failure.ClassTimeout, failures: 1, check: failure.ClassTimeout, allow: false},       // 4/21
+				{at: 2 * brSec, check: failure.ClassServerError, allow: true},                                              // other classes unaffected
+				{at: 59 * brSec, check: failure.ClassTimeout, allow: false},                                                // still in the window
+				{at: 60 * brSec, check: failure.ClassTimeout, allow: true},                                                 // the t=0 retries left
+				{at: 61 * brSec, class: failure.ClassTimeout, failures: 19, check: failure.ClassTimeout, allow: false},     // 20/20 in the window
+				{at: 122 * brSec, check: failure.ClassTimeout, allow: true},                                                // all gone
+			},
+		},
+		{
+			name: "successful retries bring the rate back under the threshold",
+			steps: []classBreakerStep{
+				{at: 0, class: failure.ClassServerError, successes: 16, failures: 4, check: failure.ClassServerError, allow: false}, // 4/20
+				{at: brSec, class: failure.ClassServerError, successes: 7, check: failure.ClassServerError, allow: true},            // 4/27
+			},
+		},
+		{
+			name: "the empty class is never recorded or refused",
+			steps: []classBreakerStep{
+				{at: 0, class: failure.ClassNone, failures: 100, check: failure.ClassNone, allow: true},
+			},
+		},
+		{
+			name: "custom rate, minimum and window",
+			cfg:  config.BreakerConfig{ClassFailureRate: 0.5, ClassMinRetries: 4, ClassWindow: config.Duration(10 * brSec)},
+			steps: []classBreakerStep{
+				{at: 0, class: failure.ClassRateLimited, successes: 1, failures: 2, check: failure.ClassRateLimited, allow: true}, // 3 < 4 samples
+				{at: brSec, class: failure.ClassRateLimited, failures: 1, check: failure.ClassRateLimited, allow: false},          // 3/4
+				{at: 10 * brSec, check: failure.ClassRateLimited, allow: true},                                                    // 1 sample left
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewClassBreaker(tt.cfg)
+			for i, s := range tt.steps {
+				now := budgetAt(s.at)
+				for range s.successes {
+					c.Record(s.class, now, true)
+				}
+				for range s.failures {
+					c.Record(s.class, now, false)
+				}
+				if got := c.Allow(s.check, now); got != s.allow {
+					t.Errorf("step %d (t=%v): Allow(%q) = %v, want %v (%+v)", i, s.at, s.check, got, s.allow, c.Snapshot(now))
+				}
+			}
+		})
+	}
+}
+
+func TestClassBreakerSnapshot(t *testing.T) {
+	c := NewClassBreaker(config.BreakerConfig{})
+	now := budgetAt(0)
+	for i := range 20 {
+		c.Record(failure.ClassTimeout, now, i%4 != 0) // 5 of 20 fail
+	}
+	c.Record(failure.ClassQueueFull, now, true)
+	want := map[failure.Class]ClassStats{
+		failure.ClassTimeout:   {Retries: 20, Failures: 5, Open: true},
+		failure.ClassQueueFull: {Retries: 1},
+	}
+	if got := c.Snapshot(now); !maps.Equal(got, want) {
+		t.Errorf("Snapshot = %+v, want %+v", got, want)
+	}
+}
+
+func TestClassBreakerConcurrent(t *testing.T) {
+	c := NewClassBreaker(config.BreakerConfig{})
+	now := budgetAt(0)
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 100 {
+				c.Record(failure.AllClasses[(w+i)%len(failure.AllClasses)], now, i%10 != 0)
+				c.Allow(failure.ClassTimeout, now)
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, s := range c.Snapshot(now) {
+		total += s.Retries
+	}
+	if total != 16*100 {
+		t.Errorf("recorded %d retries, want %d", total, 16*100)
+	}
+}

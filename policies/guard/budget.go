@@ -1,0 +1,178 @@
+package guard
+
+import (
+	"github.com/durable-llm/durable-llm/policies/config"
+	"math"
+	"sync"
+	"time"
+)
+
+// Defaults of BudgetConfig (README "Failure classes", seed 000: at most 10 % retries over
+// the last minute).
+const (
+	DefaultBudgetWindow = 60 * time.Second
+	DefaultBudgetRatio  = 0.1
+	DefaultBudgetFloor  = 10
+)
+
+// windowBuckets is the number of buckets of a sliding window: the window
+// slides in steps of Window/60 (1 s for the default 60 s).
+const windowBuckets = 60
+
+// RetryBudget is the per-process retry budget (README "Failure classes"), in the manner of
+// Envoy's retry budgets and Finagle's RetryBudget: over the last Window,
+// retries may be at most Ratio × requests plus Floor, so a quiet system can
+// still retry while a failing upstream cannot be hit by a retry storm —
+// the fleet-wide amplification stays below 1 + Ratio once traffic is
+// above Floor/Ratio requests per window.
+//
+// Counts are kept in a ring of 60 buckets, so memory is constant whatever
+// the load; a request or retry counts for between Window − Window/60 and
+// Window after it was recorded. Instants are arguments; an instant earlier
+// than one already seen is treated as the latest one seen, so a clock step
+// backwards can never corrupt the window.
+//
+// A RetryBudget is safe for concurrent use. Build one per process and share
+// it between all calls.
+type RetryBudget struct {
+	mu    sync.Mutex
+	ratio float64
+	floor int
+	ring  windowRing
+}
+
+// BudgetSnapshot is the state of a RetryBudget at one instant.
+type BudgetSnapshot struct {
+	// Requests and Retries recorded in the window.
+	Requests int
+	Retries  int
+	// Allowed is how many retries the window allows in total:
+	// floor(Ratio × Requests) + Floor. Retries may reach it, not exceed it.
+	Allowed int
+}
+
+// Remaining is how many more retries the window allows now.
+func (s BudgetSnapshot) Remaining() int { return max(s.Allowed-s.Retries, 0) }
+
+// NewRetryBudget returns a budget with cfg's settings; zero fields take
+// their defaults (Window 60 s, Ratio 0.1, Floor 10). A negative Ratio or
+// Floor means 0: a negative Floor gives a budget without a floor.
+func NewRetryBudget(cfg config.BudgetConfig) *RetryBudget {
+	window := cfg.Window.D()
+	if window <= 0 {
+		window = DefaultBudgetWindow
+	}
+	ratio := cfg.Ratio
+	switch {
+	case ratio == 0 || math.IsNaN(ratio):
+		ratio = DefaultBudgetRatio
+	case ratio < 0:
+		ratio = 0
+	}
+	floor := cfg.Floor
+	switch {
+	case floor == 0:
+		floor = DefaultBudgetFloor
+	case floor < 0:
+		floor = 0
+	}
+	return &RetryBudget{ratio: ratio, floor: floor, ring: newWindowRing(window)}
+}
+
+// RecordRequest records one new call (its first attempt) at now. Retries
+// are recorded by TryRetry and are not requests.
+func (b *RetryBudget) RecordRequest(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ring.add(now, 1, 0)
+}
+
+// TryRetry reports whether a retry is allowed at now and, when it is,
+// records it, so concurrent callers can never overdraw the budget.
+func (b *RetryBudget) TryRetry(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.snapshot(now).Remaining() <= 0 {
+		return false
+	}
+	b.ring.add(now, 0, 1)
+	return true
+}
+
+// Remaining returns how many retries the budget allows at now.
+func (b *RetryBudget) Remaining(now time.Time) int {
+	return b.Snapshot(now).Remaining()
+}
+
+// Snapshot returns the budget's counts at now, for metrics and reasons.
+func (b *RetryBudget) Snapshot(now time.Time) BudgetSnapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.snapshot(now)
+}
+
+func (b *RetryBudget) snapshot(now time.Time) BudgetSnapshot {
+	req, ret := b.ring.sum(now)
+	// The epsilon keeps float noise (0.29 × 100 = 28.999…) from losing a retry.
+	allowed := int(math.Floor(b.ratio*float64(req)+1e-9)) + b.floor
+	return BudgetSnapshot{Requests: req, Retries: ret, Allowed: allowed}
+}
+
+// windowRing counts two kinds of events over a sliding time window in
+// windowBuckets buckets. It is not synchronised; its owner locks.
+type windowRing struct {
+	width   time.Duration
+	origin  time.Time
+	started bool
+	latest  int64 // newest bucket index seen
+	buckets [windowBuckets]windowBucket
+}
+
+type windowBucket struct {
+	index int64
+	a, b  int
+}
+
+func newWindowRing(window time.Duration) windowRing {
+	width := max(window/windowBuckets, 1)
+	r := windowRing{width: width}
+	for i := range r.buckets {
+		r.buckets[i].index = math.MinInt64 // empty
+	}
+	return r
+}
+
+// at returns the bucket index of now, never older than the newest seen.
+func (r *windowRing) at(now time.Time) int64 {
+	if !r.started {
+		r.origin, r.started = now, true
+	}
+	d := now.Sub(r.origin)
+	i := int64(d / r.width)
+	if d < 0 && d%r.width != 0 {
+		i-- // floor, not truncation
+	}
+	r.latest = max(r.latest, i)
+	return r.latest
+}
+
+func (r *windowRing) add(now time.Time, a, b int) {
+	i := r.at(now)
+	bk := &r.buckets[((i%windowBuckets)+windowBuckets)%windowBuckets]
+	if bk.index != i {
+		*bk = windowBucket{index: i}
+	}
+	bk.a += a
+	bk.b += b
+}
+
+func (r *windowRing) sum(now time.Time) (a, b int) {
+	i := r.at(now)
+	for _, bk := range r.buckets {
+		if bk.index > i-windowBuckets && bk.index <= i {
+			a += bk.a
+			b += bk.b
+		}
+	}
+	return a, b
+}

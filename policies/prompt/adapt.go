@@ -1,0 +1,63 @@
+package prompt
+
+import (
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
+	"slices"
+	"strings"
+)
+
+// AdaptMessages adapts a conversation to a model's system-prompt support
+// (seed 003 §4.3: a smaller model may silently ignore the system role). It
+// returns a new slice and never mutates msgs.
+//
+//   - full (and any unknown value, including ""): unchanged.
+//   - partial: every system and developer message is removed and their
+//     texts, joined by a blank line, are folded into the first user
+//     message as "<system text>\n\n<user text>".
+//   - none: the same, folded into the current question (the last user
+//     message) instead.
+//
+// If there is no user message, the system text becomes a user message at
+// the start. Apply it after pruning: with partial support the system text
+// lives in the first user turn, which pruning would otherwise remove.
+func AdaptMessages(msgs []request.Message, support config.SystemPromptSupport) []request.Message {
+	if support != config.SystemPromptPartial && support != config.SystemPromptNone {
+		return pruneAppendCopies(make([]request.Message, 0, len(msgs)), msgs)
+	}
+	var texts []string
+	out := make([]request.Message, 0, len(msgs))
+	for _, m := range msgs {
+		if pruneIsSystem(m.Role) {
+			if strings.TrimSpace(m.Content) != "" {
+				texts = append(texts, m.Content)
+			}
+			continue
+		}
+		out = append(out, pruneCopy(m))
+	}
+	if len(texts) == 0 {
+		return out
+	}
+	system := strings.Join(texts, "\n\n")
+
+	isUser := func(m request.Message) bool { return m.Role == request.RoleUser }
+	target := slices.IndexFunc(out, isUser)
+	if support == config.SystemPromptNone {
+		for i := len(out) - 1; i >= 0; i-- {
+			if isUser(out[i]) {
+				target = i
+				break
+			}
+		}
+	}
+	if target < 0 {
+		return slices.Insert(out, 0, request.Message{Role: request.RoleUser, Content: system})
+	}
+	if out[target].Content == "" {
+		out[target].Content = system
+	} else {
+		out[target].Content = system + "\n\n" + out[target].Content
+	}
+	return out
+}

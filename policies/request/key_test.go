@@ -1,0 +1,273 @@
+package request
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var keyMsgs = []Message{
+	{Role: RoleSystem, Content: "You are a helpful assistant."},
+	{Role: RoleUser, Content: "Where is my order?"},
+}
+
+func TestKeyGolden(t *testing.T) {
+	// These values are workflow IDs of calls that may still be running or
+	// recorded: a change here breaks deduplication across a deployment. They
+	// were computed independently of this code, in Python:
+	//   "llm-" + sha256(json.dumps([tenant, user, session, msgs],
+	//       ensure_ascii=False, separators=(",", ":")).encode()).hexdigest()
+	tests := []struct {
+		name                  string
+		tenant, user, session string
+		msgs                  []Message
+		want                  string
+	}{
+		{"english", "", "u-42", "s-7", keyMsgs,
+			"llm-de4b3f60e8d8a58b9052cb7cbab420b91749166698e57b0ce6704d0be394d0d5"},
+		{"chinese with tenant", "acme", "用户-1", "会话-9", []Message{{Role: RoleUser, Content: "我的订单到哪了？<急>"}},
+			"llm-063be2f4fb3b1a937b510ae6e30b3c56c57a21d38eb0cf4e6a3c2cdd8bdc900e"},
+		{"no messages", "", "", "", nil,
+			"llm-deededb26174112db34661e21947e64e53f8d52582e3d6280fce3381d425524d"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Key(tt.tenant, tt.user, tt.session, tt.msgs)
+			if got != tt.want {
+				t.Errorf("Key = %s, want %s", got, tt.want)
+			}
+			if err := ValidateKey(got); err != nil {
+				t.Errorf("ValidateKey(Key(...)) = %v", err)
+			}
+			if len(got) != len(KeyPrefix)+64 || !strings.HasPrefix(got, KeyPrefix) {
+				t.Errorf("Key = %q, want %q and 64 hex digits", got, KeyPrefix)
+			}
+		})
+	}
+}
+
+func TestKeyCanonicalEncoding(t *testing.T) {
+	// The documented canonical bytes, so another language can reproduce Key.
+	got := keyCanonical("t", "u", "s", []Message{
+		{Role: RoleUser, Content: "a<b>&c"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "f", Arguments: "{}"}}}},
+		{Role: RoleTool, Content: "ok", ToolCallID: "c1", Name: "f"},
+	})
+	want := `["t","u","s",[{"role":"user","content":"a<b>&c"},` +
+		`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
+		`{"role":"tool","content":"ok","name":"f","tool_call_id":"c1"}]]`
+	if got != want {
+		t.Errorf("canonical encoding\n got %s\nwant %s", got, want)
+	}
+}
+
+// keyCanonical re-encodes as Key does, for TestKeyCanonicalEncoding.
+func keyCanonical(tenant, user, session string, msgs []Message) string {
+	canon := make([]canonicalMessage, len(msgs))
+	for i, m := range msgs {
+		canon[i] = canonicalMessage(m)
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode([]any{tenant, user, session, canon})
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+func TestKeyChangesWithEveryField(t *testing.T) {
+	base := Key("acme", "u-42", "s-7", keyMsgs)
+	with := func(f func(m []Message) []Message) []Message {
+		c := slices.Clone(keyMsgs)
+		return f(c)
+	}
+	tests := []struct {
+		name string
+		key  string
+	}{
+		{"tenant", Key("acme2", "u-42", "s-7", keyMsgs)},
+		{"empty tenant", Key("", "u-42", "s-7", keyMsgs)},
+		{"user", Key("acme", "u-43", "s-7", keyMsgs)},
+		{"session", Key("acme", "u-42", "s-8", keyMsgs)},
+		{"content", Key("acme", "u-42", "s-7", with(func(m []Message) []Message { m[1].Content += " "; return m }))},
+		{"role", Key("acme", "u-42", "s-7", with(func(m []Message) []Message { m[0].Role = RoleDeveloper; return m }))},
+		{"name", Key("acme", "u-42", "s-7", with(func(m []Message) []Message { m[1].Name = "bob"; return m }))},
+		{"tool call id", Key("acme", "u-42", "s-7", with(func(m []Message) []Message { m[1].ToolCallID = "x"; return m }))},
+		{"tool calls", Key("acme", "u-42", "s-7", with(func(m []Message) []Message {
+			m[0].ToolCalls = []ToolCall{{ID: "c", Type: "function", Function: FunctionCall{Name: "f"}}}
+			return m
+		}))},
+		{"message order", Key("acme", "u-42", "s-7", []Message{keyMsgs[1], keyMsgs[0]})},
+		{"one message less", Key("acme", "u-42", "s-7", keyMsgs[1:])},
+	}
+	seen := map[string]string{base: "base"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if prev, dup := seen[tt.key]; dup {
+				t.Errorf("changing the %s gives the same key as %s: %s", tt.name, prev, tt.key)
+			}
+			seen[tt.key] = tt.name
+		})
+	}
+	t.Run("stable", func(t *testing.T) {
+		if again := Key("acme", "u-42", "s-7", slices.Clone(keyMsgs)); again != base {
+			t.Errorf("Key differs on the same input: %s then %s", base, again)
+		}
+	})
+	t.Run("nil and empty messages alike", func(t *testing.T) {
+		if Key("a", "b", "c", nil) != Key("a", "b", "c", []Message{}) {
+			t.Error("nil and empty message lists give different keys")
+		}
+	})
+}
+
+func TestKeyFieldBoundaries(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b [3]string
+	}{
+		{"tenant/user", [3]string{"a", "bc", ""}, [3]string{"ab", "c", ""}},
+		{"user/session", [3]string{"", "a", "bc"}, [3]string{"", "ab", "c"}},
+		{"shifted empty", [3]string{"x", "", ""}, [3]string{"", "x", ""}},
+		{"separator in value", [3]string{`a","b`, "", ""}, [3]string{"a", "b", ""}},
+		{"nul in value", [3]string{"a\x00b", "", ""}, [3]string{"a", "b", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ka := Key(tt.a[0], tt.a[1], tt.a[2], keyMsgs)
+			kb := Key(tt.b[0], tt.b[1], tt.b[2], keyMsgs)
+			if ka == kb {
+				t.Errorf("Key%q == Key%q", tt.a, tt.b)
+			}
+		})
+	}
+	t.Run("content/role", func(t *testing.T) {
+		a := Key("", "", "", []Message{{Role: "user", Content: "ab"}})
+		b := Key("", "", "", []Message{{Role: "usera", Content: "b"}})
+		if a == b {
+			t.Error("role and content boundary is ambiguous")
+		}
+	})
+}
+
+func TestCanonicalMessageCoversMessage(t *testing.T) {
+	// Adding a field to Message must be a decision about the key: either add
+	// it to canonicalMessage (every key with it set changes) or list it here
+	// as deliberately left out.
+	jsonNames := func(typ reflect.Type) []string {
+		var names []string
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			names = append(names, name)
+		}
+		return names
+	}
+	if got, want := jsonNames(reflect.TypeFor[canonicalMessage]()), jsonNames(reflect.TypeFor[Message]()); !slices.Equal(got, want) {
+		t.Errorf("canonicalMessage fields %v, Message fields %v: decide how the key treats the difference", got, want)
+	}
+}
+
+func TestKeyFor(t *testing.T) {
+	derived := Key("acme", "u", "s", keyMsgs)
+	if ScopedKey("acme", "k1") == ScopedKey("globex", "k1") {
+		t.Fatal("tenants share a scoped key")
+	}
+	tests := []struct {
+		name   string
+		tenant string
+		key    string
+		want   string
+	}{
+		{"no caller key: derived", "acme", "", derived},
+		{"caller key without tenant used as is", "", "order-123:retry", "order-123:retry"},
+		{"caller key scoped by tenant", "acme", "k1", ScopedKey("acme", "k1")},
+		{"same caller key, other tenant, other call", "globex", "k1", ScopedKey("globex", "k1")},
+		{"invalid caller key ignored", "acme", "has space", derived},
+		{"caller key with slash ignored", "acme", "a/b", derived},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Request{Tenant: tt.tenant, UserID: "u", SessionID: "s", Messages: keyMsgs, IdempotencyKey: tt.key}
+			if got := KeyFor(r); got != tt.want {
+				t.Errorf("KeyFor = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScopedKey(t *testing.T) {
+	tests := []struct {
+		name string
+		a, b [2]string
+		same bool
+	}{
+		{"deterministic", [2]string{"acme", "k1"}, [2]string{"acme", "k1"}, true},
+		{"tenants never collide", [2]string{"acme", "k1"}, [2]string{"globex", "k1"}, false},
+		{"keys differ", [2]string{"acme", "k1"}, [2]string{"acme", "k2"}, false},
+		{"boundary", [2]string{"ab", "c"}, [2]string{"a", "bc"}, false},
+		{"empty tenant", [2]string{"", "k1"}, [2]string{"k1", ""}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ka, kb := ScopedKey(tt.a[0], tt.a[1]), ScopedKey(tt.b[0], tt.b[1])
+			if (ka == kb) != tt.same {
+				t.Errorf("ScopedKey%q = %s, ScopedKey%q = %s, same = %v, want %v", tt.a, ka, tt.b, kb, ka == kb, tt.same)
+			}
+			if err := ValidateKey(ka); err != nil {
+				t.Errorf("ValidateKey(ScopedKey) = %v", err)
+			}
+		})
+	}
+	t.Run("golden", func(t *testing.T) {
+		// Python: "llm-" + sha256(b"acme\x00order-123").hexdigest()
+		const want = "llm-ac0b5c049e0c374e47e3b13384e9b8c8300c185f2c84d9df98fffdf43d40539f"
+		if got := ScopedKey("acme", "order-123"); got != want {
+			t.Errorf("ScopedKey = %s, want %s", got, want)
+		}
+	})
+	t.Run("never equals a derived key", func(t *testing.T) {
+		if ScopedKey("", "") == Key("", "", "", nil) {
+			t.Error("scoped and derived keys collide")
+		}
+	})
+}
+
+func TestValidateKey(t *testing.T) {
+	tests := []struct {
+		name    string
+		key     string
+		wantErr string // "" means valid
+	}{
+		{"derived key", Key("", "u", "s", keyMsgs), ""},
+		{"uuid", "3f2b8c1e-5a4d-4e7f-9b2a-1c3d5e7f9a0b", ""},
+		{"punctuation", "order:123_retry.v2~!@#$%^&*()", ""},
+		{"200 bytes", strings.Repeat("k", 200), ""},
+		{"empty", "", "empty"},
+		{"201 bytes", strings.Repeat("k", 201), "201 bytes, over the limit of 200"},
+		{"space", "order 1", "byte 5 is ' '"},
+		{"slash", "tenant/key", "byte 6 is '/'"},
+		{"tab", "a\tb", `byte 1 is '\t'`},
+		{"nul", "a\x00", `byte 1 is '\x00'`},
+		{"del", "a\x7f", `byte 1 is '\x7f'`},
+		{"chinese", "订单", "byte 0 is 0xe8, not ASCII"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := ValidateKey(tt.key)
+			if tt.wantErr == "" {
+				if err != nil {
+					t.Errorf("ValidateKey(%q) = %v, want nil", tt.key, err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("ValidateKey(%q) = nil, want an error containing %q", tt.key, tt.wantErr)
+			}
+			if !errors.Is(err, ErrInvalidKey) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("ValidateKey(%q) = %v, want ErrInvalidKey containing %q", tt.key, err, tt.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,58 @@
+package request
+
+// Message is one chat message in the OpenAI chat-completions shape. It is
+// plain JSON so that starters in any language can build it.
+type Message struct {
+	Role       string     `json:"role" yaml:"role"`
+	Content    string     `json:"content" yaml:"content"`
+	Name       string     `json:"name,omitempty" yaml:"name,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty" yaml:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty" yaml:"tool_call_id,omitempty"`
+}
+
+// ToolCall is a function call requested by an assistant message.
+type ToolCall struct {
+	ID       string       `json:"id" yaml:"id"`
+	Type     string       `json:"type" yaml:"type"`
+	Function FunctionCall `json:"function" yaml:"function"`
+}
+
+// FunctionCall names the function and carries its JSON arguments.
+type FunctionCall struct {
+	Name      string `json:"name" yaml:"name"`
+	Arguments string `json:"arguments" yaml:"arguments"`
+}
+
+// Message roles accepted in a request.
+const (
+	RoleSystem    = "system"
+	RoleDeveloper = "developer"
+	RoleUser      = "user"
+	RoleAssistant = "assistant"
+	RoleTool      = "tool"
+)
+
+// Request is one LLM call as a caller asks for it (README "Calling it"). It is plain
+// JSON; the workflow's input type CallRequest is this type.
+type Request struct {
+	// Tenant scopes the idempotency key; set by the front door from the
+	// bearer token, empty for direct callers.
+	Tenant    string `json:"tenant,omitempty"`
+	UserID    string `json:"user_id,omitempty"`
+	SessionID string `json:"session_id,omitempty"`
+	// Scenario selects business rules (e.g. "customer_service", "medical").
+	Scenario string `json:"scenario,omitempty"`
+	// Model is the preferred model; empty means the first rung of the ladder.
+	Model    string    `json:"model,omitempty"`
+	Messages []Message `json:"messages"`
+	// MaxTokens of the answer; 0 means the upstream's default.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Temperature; nil means the upstream's default.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// DeadlineMS is the whole call's deadline in milliseconds; 0 means the
+	// policy's default (60 s).
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// IdempotencyKey, when set, is the workflow ID instead of the key
+	// derived from tenant, user, session and messages.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+}

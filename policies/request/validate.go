@@ -1,0 +1,352 @@
+package request
+
+import (
+	"encoding/json"
+	"fmt"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The request limits ValidateRequest applies when the Config leaves them
+// zero (README "How it works", step 1); they mirror the defaults of the policy file.
+const (
+	reqDefaultMaxPromptBytes = 1 << 20 // 1 MiB, half of Temporal's 2 MB payload limit
+	reqDefaultMaxMessages    = 1000
+	reqDefaultMaxTokens      = 32768
+	reqDefaultMaxTemperature = 2.0
+	reqDefaultMaxDeadline    = 10 * time.Minute
+)
+
+// MinRequestDeadline is the shortest deadline a request may ask for: below
+// it neither an attempt nor the fallback can finish.
+const MinRequestDeadline = time.Second
+
+// maxReportedProblems bounds ValidationError.Problems so that a request with
+// a million bad messages does not produce a million-line error.
+const maxReportedProblems = 50
+
+// FieldProblem is one thing wrong with a request: the JSON path of the field
+// (messages[2].role) and what is wrong with it.
+type FieldProblem struct {
+	Field   string `json:"field"`
+	Problem string `json:"problem"`
+}
+
+// String returns "field: problem".
+func (p FieldProblem) String() string { return p.Field + ": " + p.Problem }
+
+// ValidationError is returned by ValidateRequest: every problem found in a
+// request, in the order of the request's fields. Callers map it to a
+// non-retryable invalid_request failure (an HTTP 400 at the front door).
+type ValidationError struct {
+	Problems []FieldProblem
+	// Omitted counts problems found beyond the ones listed.
+	Omitted int
+}
+
+// Error returns one line: "invalid request: " and every "field: problem",
+// separated by "; " (the first ten, then how many more).
+func (e *ValidationError) Error() string {
+	const shown = 10
+	var b strings.Builder
+	b.WriteString("invalid request: ")
+	for i, p := range e.Problems {
+		if i == shown {
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(p.String())
+	}
+	if more := max(0, len(e.Problems)-shown) + e.Omitted; more > 0 {
+		fmt.Fprintf(&b, "; and %d more problem(s)", more)
+	}
+	return b.String()
+}
+
+// Fields returns the fields with a problem, in order, each once.
+func (e *ValidationError) Fields() []string {
+	var out []string
+	for _, p := range e.Problems {
+		if !slices.Contains(out, p.Field) {
+			out = append(out, p.Field)
+		}
+	}
+	return out
+}
+
+// add records a problem, keeping at most maxReportedProblems.
+func (e *ValidationError) add(field, format string, args ...any) {
+	if len(e.Problems) >= maxReportedProblems {
+		e.Omitted++
+		return
+	}
+	e.Problems = append(e.Problems, FieldProblem{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// reqLimits are the limits ValidateRequest applies, zero config values
+// replaced by the defaults.
+type reqLimits struct {
+	maxPromptBytes int
+	maxMessages    int
+	maxTokens      int
+	maxTemperature float64
+	maxDeadline    time.Duration
+	models         []string
+}
+
+// reqLimitsOf resolves the limits of cfg (nil: all defaults, any model).
+func reqLimitsOf(cfg *config.Config) reqLimits {
+	l := reqLimits{
+		maxPromptBytes: reqDefaultMaxPromptBytes,
+		maxMessages:    reqDefaultMaxMessages,
+		maxTokens:      reqDefaultMaxTokens,
+		maxTemperature: reqDefaultMaxTemperature,
+		maxDeadline:    reqDefaultMaxDeadline,
+	}
+	if cfg == nil {
+		return l
+	}
+	if v := cfg.Limits.MaxPromptBytes; v > 0 {
+		l.maxPromptBytes = v
+	}
+	if v := cfg.Limits.MaxMessages; v > 0 {
+		l.maxMessages = v
+	}
+	if v := cfg.Limits.MaxTokens; v > 0 {
+		l.maxTokens = v
+	}
+	if v := cfg.Limits.MaxTemperature; v > 0 {
+		l.maxTemperature = v
+	}
+	if v := cfg.Call.MaxDeadline.D(); v > 0 {
+		l.maxDeadline = v
+	}
+	for _, m := range cfg.Models {
+		l.models = append(l.models, m.Name)
+	}
+	return l
+}
+
+// ValidateRequest checks r before anything is sent (README "How it works", step 1) and returns nil
+// or a *ValidationError listing every problem as "field: problem":
+//
+//   - messages: at least one, at most Limits.MaxMessages (default 1000);
+//     each with a known role (system, developer, user, assistant, tool);
+//     tool messages with a tool_call_id answering a tool call of an earlier
+//     assistant message; tool calls only on assistant messages, each with an
+//     id and a function name; the last message from the user and not blank.
+//   - the prompt (the bytes of every message's content, name, tool calls and
+//     tool_call_id; JSON framing adds little) at most Limits.MaxPromptBytes
+//     (default 1 MiB, half of Temporal's 2 MB payload limit).
+//   - model: empty or one of cfg.Models (when the config has models).
+//   - max_tokens: 0 (the upstream's default) or 1..Limits.MaxTokens
+//     (default 32768).
+//   - temperature: unset or a number in 0..Limits.MaxTemperature (default 2).
+//   - deadline_ms: 0 (the policy's default) or MinRequestDeadline..Call.MaxDeadline
+//     (default 10 min).
+//   - idempotency_key: empty or valid for ValidateKey.
+//   - every string valid UTF-8.
+//
+// A nil cfg, and zero limits in cfg, mean the defaults above.
+func ValidateRequest(r Request, cfg *config.Config) error {
+	lim := reqLimitsOf(cfg)
+	e := &ValidationError{}
+
+	for _, f := range []struct{ field, value string }{
+		{"tenant", r.Tenant}, {"user_id", r.UserID}, {"session_id", r.SessionID},
+		{"scenario", r.Scenario}, {"model", r.Model},
+	} {
+		reqCheckUTF8(e, f.field, f.value)
+		// These end up in search attributes and workflow IDs, which have
+		// small size limits.
+		if len(f.value) > MaxLabelBytes {
+			e.add(f.field, "%d bytes, over the limit of %d", len(f.value), MaxLabelBytes)
+		}
+	}
+
+	validateMessages(e, r.Messages, lim)
+	if size := encodedSize(r); size > MaxEncodedRequestBytes {
+		e.add("messages", "the request is %s once JSON-encoded (characters like < > & take 6 bytes each), over the %s a Temporal payload may carry",
+			reqByteSize(size), reqByteSize(MaxEncodedRequestBytes))
+	}
+
+	if r.Model != "" && len(lim.models) > 0 && !slices.Contains(lim.models, r.Model) {
+		hint := ""
+		for _, m := range lim.models {
+			if strings.EqualFold(m, r.Model) {
+				hint = fmt.Sprintf("; did you mean %q?", m)
+				break
+			}
+		}
+		e.add("model", "unknown model %q (want empty for the first model, or one of %s)%s",
+			r.Model, strings.Join(lim.models, ", "), hint)
+	}
+
+	switch {
+	case r.MaxTokens < 0:
+		e.add("max_tokens", "%d is negative (want 0 for the model's default, or 1..%d)", r.MaxTokens, lim.maxTokens)
+	case r.MaxTokens > lim.maxTokens:
+		e.add("max_tokens", "%d is over the limit of %d", r.MaxTokens, lim.maxTokens)
+	}
+
+	if t := r.Temperature; t != nil {
+		switch {
+		case math.IsNaN(*t) || math.IsInf(*t, 0):
+			e.add("temperature", "%v is not a number (want 0..%g)", *t, lim.maxTemperature)
+		case *t < 0:
+			e.add("temperature", "%g is negative (want 0..%g)", *t, lim.maxTemperature)
+		case *t > lim.maxTemperature:
+			e.add("temperature", "%g is over the limit of %g", *t, lim.maxTemperature)
+		}
+	}
+
+	if d := r.DeadlineMS; d != 0 {
+		dd := time.Duration(d) * time.Millisecond
+		switch {
+		case d < 0:
+			e.add("deadline_ms", "%d is negative (want 0 for the default, or %d..%d)",
+				d, MinRequestDeadline.Milliseconds(), lim.maxDeadline.Milliseconds())
+		case dd < MinRequestDeadline:
+			e.add("deadline_ms", "%d ms is below the minimum of %d ms (%v)", d, MinRequestDeadline.Milliseconds(), MinRequestDeadline)
+		case d > lim.maxDeadline.Milliseconds():
+			e.add("deadline_ms", "%d ms is over the limit of %d ms (%v)", d, lim.maxDeadline.Milliseconds(), lim.maxDeadline)
+		}
+	}
+
+	if r.IdempotencyKey != "" {
+		if p := keyProblem(r.IdempotencyKey); p != "" {
+			e.add("idempotency_key", "%s", p)
+		}
+	}
+
+	if len(e.Problems) == 0 && e.Omitted == 0 {
+		return nil
+	}
+	return e
+}
+
+// validateMessages checks the messages and the prompt size.
+func validateMessages(e *ValidationError, msgs []Message, lim reqLimits) {
+	if len(msgs) == 0 {
+		e.add("messages", "empty (want at least one message, the last from the user)")
+		return
+	}
+	if len(msgs) > lim.maxMessages {
+		e.add("messages", "%d messages, over the limit of %d", len(msgs), lim.maxMessages)
+	}
+
+	size := 0
+	toolCallIDs := map[string]bool{}
+	for i, m := range msgs {
+		at := fmt.Sprintf("messages[%d]", i)
+		size += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+
+		switch m.Role {
+		case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool:
+		case "":
+			e.add(at+".role", "missing (want system, developer, user, assistant or tool)")
+		default:
+			e.add(at+".role", "unknown role %q (want system, developer, user, assistant or tool)", m.Role)
+		}
+		reqCheckUTF8(e, at+".content", m.Content)
+		reqCheckUTF8(e, at+".name", m.Name)
+		reqCheckUTF8(e, at+".tool_call_id", m.ToolCallID)
+
+		if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
+			e.add(at+".tool_calls", "on a %q message (only assistant messages call tools)", m.Role)
+		}
+		for j, tc := range m.ToolCalls {
+			tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
+			size += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments)
+			if tc.ID == "" {
+				e.add(tat+".id", "missing (a tool message answers it by this id)")
+			} else {
+				toolCallIDs[tc.ID] = true
+			}
+			if tc.Function.Name == "" {
+				e.add(tat+".function.name", "missing")
+			}
+			reqCheckUTF8(e, tat+".id", tc.ID)
+			reqCheckUTF8(e, tat+".function.name", tc.Function.Name)
+			reqCheckUTF8(e, tat+".function.arguments", tc.Function.Arguments)
+		}
+
+		if m.Role == RoleTool {
+			switch {
+			case m.ToolCallID == "":
+				e.add(at+".tool_call_id", "missing on a tool message (want the id of the tool call it answers)")
+			case !toolCallIDs[m.ToolCallID]:
+				e.add(at+".tool_call_id", "%q answers no tool call of an earlier assistant message", m.ToolCallID)
+			}
+		}
+	}
+
+	last := len(msgs) - 1
+	switch lm := msgs[last]; {
+	case lm.Role != RoleUser:
+		e.add(fmt.Sprintf("messages[%d].role", last), "the last message is from %q (want user: the last message is the question)", lm.Role)
+	case strings.TrimSpace(lm.Content) == "":
+		e.add(fmt.Sprintf("messages[%d].content", last), "empty (the last user message is the question)")
+	}
+
+	if size > lim.maxPromptBytes {
+		e.add("messages", "prompt is %s, over the limit of %s", reqByteSize(size), reqByteSize(lim.maxPromptBytes))
+	}
+}
+
+// reqCheckUTF8 records a problem when s is not valid UTF-8, naming the offset
+// of the first bad byte.
+func reqCheckUTF8(e *ValidationError, field, s string) {
+	if utf8.ValidString(s) {
+		return
+	}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			e.add(field, "invalid UTF-8 at byte %d", i)
+			return
+		}
+		i += n
+	}
+}
+
+// reqByteSize formats n as "1.5 MiB (1572864 bytes)".
+func reqByteSize(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%s MiB (%d bytes)", reqTrimFloat(float64(n)/(1<<20)), n)
+	case n >= 1<<10:
+		return fmt.Sprintf("%s KiB (%d bytes)", reqTrimFloat(float64(n)/(1<<10)), n)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// reqTrimFloat formats f with at most two decimals and no trailing zeros.
+func reqTrimFloat(f float64) string {
+	s := fmt.Sprintf("%.2f", f)
+	s = strings.TrimRight(s, "0")
+	return strings.TrimSuffix(s, ".")
+}
+
+// MaxLabelBytes bounds the short text fields of a request (tenant, user and
+// session IDs, scenario, model): they reach search attributes and keys.
+const MaxLabelBytes = 256
+
+// MaxEncodedRequestBytes bounds a request as JSON, the way it travels as a
+// Temporal payload (2 MB at most), with room for the rest of the payload.
+const MaxEncodedRequestBytes = 1_900_000
+
+// encodedSize is the size of r encoded as Temporal's JSON converter does.
+func encodedSize(r Request) int {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return 0 // not encodable: the field checks name the problem
+	}
+	return len(b)
+}

@@ -1,0 +1,89 @@
+package rules
+
+import (
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/keyword"
+	"strings"
+)
+
+// Business rules are the semantic breaker of seed 003 §5.3: some questions
+// must not be retried, or not be answered by a model at all, whatever the
+// upstream does. They are matched on the scenario of the request and on
+// keywords in the current question.
+//
+// Matching, shared by CheckRules, RuleCard and the FAQ keyword bonus:
+//   - Text and keywords are folded: lower case, full-width ASCII (ＡＢＣ，１２３)
+//     to ASCII, curly apostrophes to "'", runs of white space to one space.
+//   - A keyword that starts with an ASCII letter or digit must start at a
+//     word boundary but may run into a longer word: "pain" matches "pains"
+//     and "pain," but not "Spain"; "bleed" matches "bleeding".
+//   - Any other keyword (Chinese, for instance) matches as a plain
+//     substring: "出血" matches "伤口一直出血".
+//   - Empty keywords never match.
+
+// CheckRules returns the first rule, in order, whose scenario matches the
+// request's scenario and that has a keyword in the question. This is the
+// check made before any model call (README "How it works" step 2); its action (handoff,
+// safe_message, no_retry) decides what the call does next.
+//
+// A rule's scenario matches when it is empty (any scenario) or equal to
+// scenario ignoring case and surrounding spaces. Keywords are matched as
+// described at the top of this file; a rule without keywords never matches
+// (the policy loader refuses such rules). question is the current user
+// question, usually the content of the last message.
+func CheckRules(rules []config.Rule, scenario string, question string) (config.Rule, bool) {
+	q := keyword.MatchFold(question)
+	for _, r := range rules {
+		if !ruleScenarioMatches(r.Scenario, scenario) {
+			continue
+		}
+		if anyKeywordIn(q, r.Keywords) {
+			return r, true
+		}
+	}
+	return config.Rule{}, false
+}
+
+// RuleCard returns the rule whose message serves as the answer card of the
+// business fallback (README "How it works" step 7: FAQ, then rule card, then placeholder),
+// when no model could answer. It matches scenario and keywords exactly as
+// CheckRules does, but:
+//   - only rules with a non-blank Message are candidates: a matching rule
+//     without a message (typically no_retry) is skipped and later rules are
+//     still considered, where CheckRules would stop at it;
+//   - the action does not matter: a no_retry rule with a message is a card
+//     just as a safe_message rule is.
+//
+// A handoff or safe_message rule that matches has normally already answered
+// the call at the rules check, so in practice RuleCard finds no_retry rules
+// that carry a message: after the single attempt such a rule allows has
+// failed, its message is the answer.
+func RuleCard(rules []config.Rule, scenario, question string) (config.Rule, bool) {
+	q := keyword.MatchFold(question)
+	for _, r := range rules {
+		if strings.TrimSpace(r.Message) == "" || !ruleScenarioMatches(r.Scenario, scenario) {
+			continue
+		}
+		if anyKeywordIn(q, r.Keywords) {
+			return r, true
+		}
+	}
+	return config.Rule{}, false
+}
+
+// ruleScenarioMatches reports whether a rule's scenario (empty: any) matches
+// the request's scenario, ignoring case and surrounding spaces.
+func ruleScenarioMatches(ruleScenario, scenario string) bool {
+	rs := strings.TrimSpace(ruleScenario)
+	return rs == "" || strings.EqualFold(rs, strings.TrimSpace(scenario))
+}
+
+// anyKeywordIn reports whether any of keywords occurs in the folded text q.
+func anyKeywordIn(q string, keywords []string) bool {
+	for _, k := range keywords {
+		if keyword.KeywordIn(q, keyword.MatchFold(k)) {
+			return true
+		}
+	}
+	return false
+}
