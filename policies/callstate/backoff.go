@@ -6,19 +6,6 @@ import (
 	"time"
 )
 
-// Backoff computes the wait before retry n (0 for the first retry) from the
-// base, the cap and a uniform random number u in [0,1). It is the extension
-// point for the wait between attempts; DefaultBackoff is full jitter.
-type Backoff func(n int, base, cap time.Duration, u float64) time.Duration
-
-// DefaultBackoff is the backoff the planner uses: FullJitter, the
-// "exponential backoff with full jitter" of README "Failure classes" and seed 002.
-func DefaultBackoff(n int, base, cap time.Duration, u float64) time.Duration {
-	return FullJitter(n, base, cap, u)
-}
-
-var _ Backoff = DefaultBackoff
-
 // FullJitter returns U(0, min(cap, base·2^n)) for the random number u:
 // exactly u·min(cap, base·2^n). With the defaults (base 500ms, cap 8s) retry
 // n waits up to 0.5 s, 1 s, 2 s, 4 s, 8 s, 8 s, …

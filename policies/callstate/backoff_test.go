@@ -82,14 +82,6 @@ func TestFullJitterStaysBelowCap(t *testing.T) {
 	}
 }
 
-func TestDefaultBackoffIsFullJitter(t *testing.T) {
-	var b Backoff = DefaultBackoff
-	for n := 0; n < 6; n++ {
-		if got, want := b(n, time.Second, 10*time.Second, 0.37), FullJitter(n, time.Second, 10*time.Second, 0.37); got != want {
-			t.Errorf("n=%d: DefaultBackoff %v, FullJitter %v", n, got, want)
-		}
-	}
-}
 
 func TestFixed(t *testing.T) {
 	waits := []config.Duration{config.Duration(500 * time.Millisecond), config.Duration(1200 * time.Millisecond)}

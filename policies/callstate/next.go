@@ -1,0 +1,305 @@
+package callstate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// MinAttemptTime is the least time worth giving an upstream attempt: a wait
+// that leaves less before the deadline (the fallback's reserve excluded)
+// is not taken.
+const MinAttemptTime = time.Second
+
+// Next decides the step after a failed attempt of the call in state s
+// (README "How it works", step 5): the class's action, vetoed in this order
+// by the class's own verdict (fail, fallback), a business rule, the class's
+// resend limit, the attempts cap, the class's retry limit and switch rule,
+// the class breaker, the remaining deadline and the retry budget. It is a
+// pure function: the clock, randomness and the process-wide guards reach it
+// as out.Elapsed and v.
+//
+// Next never asks the budget to spend anything: a step with ChargesBudget
+// set must be paid for by the caller, which calls Next again with
+// v.Budget false when the payment is refused.
+func Next(cfg *config.Config, s State, out Outcome, v Verdicts) Step {
+	d := decider{cfg: cfg, cp: cfg.ClassPolicy(out.Class), out: out, v: v, model: s.Model, next: s.clone()}
+	d.record()
+	st := d.decide()
+	d.apply(&st)
+	return st
+}
+
+// decider holds one decision in the making.
+type decider struct {
+	cfg   *config.Config
+	cp    config.ClassPolicy
+	out   Outcome
+	v     Verdicts
+	model string // the model of the failed attempt
+	// next starts as the state after the failed attempt is recorded; the
+	// decision then moves it to the next attempt (see apply).
+	next State
+}
+
+// record counts the failed attempt in the state.
+func (d *decider) record() {
+	n := &d.next
+	class := d.out.Class
+	n.addClass(class)
+	if class != failure.WorkerLost {
+		// A resend is still the retry it resends; anything else ends it.
+		n.Pending = failure.None
+		if !d.out.NotSent {
+			n.Upstream++
+		}
+	}
+	if n.Failures[d.model] == nil {
+		n.Failures[d.model] = map[failure.Class]int{}
+	}
+	n.Failures[d.model][class]++
+}
+
+func (d *decider) decide() Step {
+	class, cp, s := d.out.Class, d.cp, d.next
+	switch cp.Action {
+	case config.ActionFail:
+		return d.fail(fmt.Sprintf("%s is not retryable: the request must change", class))
+	case config.ActionFallback:
+		return d.fallback(fmt.Sprintf("%s: no retry, business fallback", class))
+	}
+	if s.NoRetry {
+		return d.fallback("a business rule forbids retries for this call")
+	}
+	retries := s.ClassRetries[class]
+	if cp.Action == config.ActionResend {
+		if cp.Max >= 0 && retries >= cp.Max {
+			return d.switchOrFallback(fmt.Sprintf("%s resent %d time(s) already", class, retries))
+		}
+		st := d.step(Resend, Wait{}, "resend")
+		st.Reason = fmt.Sprintf("%s: resend the same attempt (%d/%d), not charged to the budget", class, retries+1, cp.Max)
+		return st
+	}
+	if max := d.cfg.Call.MaxAttempts; s.Upstream >= max {
+		return d.fallback(fmt.Sprintf("attempts cap reached (%d/%d)", s.Upstream, max))
+	}
+	onModel := s.FailuresOn(d.model, class)
+	if cp.Action == config.ActionSwitchModel {
+		return d.switchTo(fixed(cp.Waits, onModel-1), fmt.Sprintf("%s on %s", class, d.model))
+	}
+	if cp.Max >= 0 && retries >= cp.Max {
+		return d.switchOrFallback(fmt.Sprintf("%s retried %d time(s) already (max %d)", class, retries, cp.Max))
+	}
+	if cp.SwitchAfter > 0 && onModel >= cp.SwitchAfter && d.nextModel() != "" {
+		return d.switchTo(Wait{}, fmt.Sprintf("%s %d time(s) on %s", class, onModel, d.model))
+	}
+	if !d.v.ClassAllowed {
+		return d.fallback(fmt.Sprintf("class breaker: retries of %s fail too often across the process", class))
+	}
+
+	st, refused := d.retry()
+	if refused != nil {
+		return *refused
+	}
+	if !d.fits(st.Wait.Delay) {
+		return d.switchOrFallback(fmt.Sprintf("%s: waiting %s would not leave time for an attempt before the deadline", class, FormatDuration(st.Wait.Delay)))
+	}
+	if !d.v.Budget {
+		r := d.switchOrFallback("retry budget exhausted")
+		r.BudgetRefused = true
+		return r
+	}
+	st.ChargesBudget = true
+	return st
+}
+
+// retry builds the retry the class's action asks for, or the step that
+// replaces it when the action itself cannot retry.
+func (d *decider) retry() (Step, *Step) {
+	class, cp, sh := d.out.Class, d.cp, d.next.Shape
+	var st Step
+	switch cp.Action {
+	case config.ActionRetry:
+		w := d.backoff()
+		st = d.step(Retry, w, "retry")
+		st.Reason = fmt.Sprintf("%s: retry %s after full-jitter backoff %s", class, d.model, FormatDuration(w.Delay))
+	case config.ActionPruneRetry:
+		w := d.backoff()
+		st = d.step(Retry, w, "prune+retry")
+		st.Next.Shape.PruneStage = sh.PruneStage + 1
+		st.Reason = fmt.Sprintf("%s: prune to stage %d, retry after %s", class, sh.PruneStage+1, FormatDuration(w.Delay))
+	case config.ActionPruneResend:
+		keep := cp.KeepRounds
+		if sh.KeepRounds > 0 && sh.KeepRounds < keep {
+			keep = sh.KeepRounds
+		}
+		st = d.step(Retry, Wait{}, "prune+resend")
+		st.Next.Shape.KeepRounds = keep
+		st.Reason = fmt.Sprintf("%s: keep the last %d rounds + the question, resend at once", class, keep)
+	case config.ActionRetryAfter:
+		if !d.out.HasRetryAfter {
+			w := d.backoff()
+			st = d.step(Retry, w, "retry")
+			st.Reason = fmt.Sprintf("%s without Retry-After: full-jitter backoff %s", class, FormatDuration(w.Delay))
+			break
+		}
+		limit := d.cfg.Backoff.RetryAfterCap.D()
+		wait, ok := HonourRetryAfter(d.out.RetryAfter, limit)
+		if !ok {
+			r := d.switchOrFallback(fmt.Sprintf("Retry-After %s is beyond the %s cap", FormatDuration(d.out.RetryAfter), FormatDuration(limit)))
+			return Step{}, &r
+		}
+		if !d.fits(wait) {
+			r := d.switchOrFallback(fmt.Sprintf("Retry-After %s does not fit the deadline", FormatDuration(wait)))
+			return Step{}, &r
+		}
+		st = d.step(Retry, Wait{Delay: wait, Reason: RetryAfter}, "wait retry-after")
+		st.Reason = fmt.Sprintf("%s: wait Retry-After %s exactly", class, FormatDuration(wait))
+	case config.ActionBumpTokens:
+		w := fixed(cp.Waits, d.next.ClassRetries[class])
+		st = d.step(Retry, w, "more tokens+retry")
+		base := sh.MaxTokens
+		if base <= 0 {
+			base = d.cfg.Pruning.ReserveOutputTokens
+		}
+		bumped := base + cp.MaxTokensIncrease
+		if limit := d.cfg.Limits.MaxTokens; limit > 0 && bumped > limit {
+			bumped = limit
+		}
+		if bumped <= sh.MaxTokens {
+			r := d.switchOrFallback(fmt.Sprintf("%s: max_tokens is already at the %d limit", class, sh.MaxTokens))
+			return Step{}, &r
+		}
+		st.Next.Shape.MaxTokens, st.Next.Shape.Temperature = bumped, cp.Temperature
+		st.Reason = fmt.Sprintf("%s: max_tokens %d→%d, temperature %.1f, retry after %s",
+			class, sh.MaxTokens, bumped, deref(cp.Temperature), FormatDuration(w.Delay))
+	default:
+		r := d.fallback(fmt.Sprintf("%s: action %q has no plan", class, cp.Action))
+		return Step{}, &r
+	}
+	return st, nil
+}
+
+// apply moves the state to the next attempt the step asks for.
+func (d *decider) apply(st *Step) {
+	n := &st.Next
+	class := d.out.Class
+	from := From{N: n.N, Class: class}
+	switch st.Kind {
+	case Resend:
+		n.ClassRetries[class]++
+		from.Resend = true
+		n.From = from
+	case Retry:
+		n.ClassRetries[class]++
+		n.Pending = class
+		if st.Wait.Reason == Backoff {
+			n.Backoffs++
+		}
+		n.From = from
+		n.N++
+	case Switch:
+		n.Tried = append(n.Tried, d.model)
+		n.From = from
+		n.N++
+	}
+}
+
+func (d *decider) step(kind Kind, w Wait, decision string) Step {
+	next := d.next
+	return Step{Kind: kind, Wait: w, Decision: decision, Next: next}
+}
+
+func (d *decider) backoff() Wait {
+	w := FullJitter(d.next.Backoffs, d.cfg.Backoff.Base.D(), d.cfg.Backoff.Cap.D(), d.v.U)
+	return Wait{Delay: w, Reason: Backoff}
+}
+
+// nextModel is the model the ladder offers after the failed one, skipping
+// models already tried and models whose breaker is open; "" when none.
+func (d *decider) nextModel() string {
+	tried := append(slices.Clone(d.next.Tried), d.model)
+	m, ok := NextModel(d.cfg.Models, d.next.Preferred, tried, func(model string) bool {
+		return !slices.Contains(d.v.Open, model)
+	})
+	if !ok {
+		return ""
+	}
+	return m.Name
+}
+
+// remaining is the time left for attempts, the fallback reserve excluded.
+func (d *decider) remaining() time.Duration {
+	return d.next.Deadline - d.out.Elapsed - d.cfg.Call.FallbackReserve.D()
+}
+
+// fits reports whether waiting w still leaves time for one attempt.
+func (d *decider) fits(w time.Duration) bool {
+	return w+MinAttemptTime <= d.remaining()
+}
+
+func (d *decider) fallback(reason string) Step {
+	st := d.step(Fallback, Wait{}, "fallback")
+	st.Reason = reason
+	return st
+}
+
+func (d *decider) fail(reason string) Step {
+	st := d.step(Fail, Wait{}, "fail")
+	st.Reason = reason
+	return st
+}
+
+// switchTo moves to the next model after w, or falls back when the ladder
+// is exhausted or the deadline is too close.
+func (d *decider) switchTo(w Wait, why string) Step {
+	model := d.nextModel()
+	if model == "" {
+		return d.fallback(why + "; no other model available")
+	}
+	if !d.fits(w.Delay) {
+		return d.fallback(why + "; no time left before the deadline")
+	}
+	st := d.step(Switch, w, "switch_model")
+	st.Next.Model = model
+	st.Reason = fmt.Sprintf("%s: switch to %s", why, model)
+	if w.Delay > 0 {
+		st.Reason += " after " + FormatDuration(w.Delay)
+	}
+	return st
+}
+
+// switchOrFallback switches at once (no wait: the reason is that waiting
+// is not allowed) or falls back.
+func (d *decider) switchOrFallback(why string) Step {
+	return d.switchTo(Wait{}, why)
+}
+
+// fixed is the class's n-th fixed wait (the last repeats), none when the
+// class has no fixed waits.
+func fixed(waits []config.Duration, n int) Wait {
+	w := Fixed(waits, n)
+	if w <= 0 {
+		return Wait{}
+	}
+	return Wait{Delay: w, Reason: FixedWait}
+}
+
+func deref(t *float64) float64 {
+	if t == nil {
+		return 0
+	}
+	return *t
+}
+
+// FormatDuration prints a duration the way summaries and reasons do
+// ("1.27 s", "200 ms").
+func FormatDuration(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}

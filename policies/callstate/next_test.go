@@ -1,0 +1,251 @@
+package callstate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// TestNext decides one failed attempt of a call on qwen-72b (the first
+// rung) one second into a 60 s deadline, with the default policy.
+func TestNext(t *testing.T) {
+	cfg := config.DefaultConfig()
+	tests := []struct {
+		name     string
+		in       func(s *State, o *Outcome, v *Verdicts)
+		noBudget bool
+		kind     Kind
+		decision string
+		delay    time.Duration
+		model    string
+		reason   string
+		check    func(t *testing.T, s Step)
+	}{
+		{name: "timeout prunes one stage and waits full jitter", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Timeout },
+			kind: Retry, decision: "prune+retry", delay: 250 * time.Millisecond, model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				if s.Next.Shape.PruneStage != 1 || !s.ChargesBudget {
+					t.Errorf("stage %d, charged %v", s.Next.Shape.PruneStage, s.ChargesBudget)
+				}
+			}},
+		{name: "full jitter grows with retries", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Backoffs = 3 },
+			kind: Retry, decision: "retry", delay: 2 * time.Second, model: "qwen-72b"},
+		{name: "full jitter is capped", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Backoffs = 10; v.U = 0.999 },
+			kind: Retry, decision: "retry", delay: 7992 * time.Millisecond, model: "qwen-72b"},
+		{name: "read timeout switches after one failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },
+			kind: Retry, decision: "retry", delay: 250 * time.Millisecond, model: "qwen-72b"},
+		{name: "server error switches after the second failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError; s.Failures = map[string]map[failure.Class]int{"qwen-72b": {failure.ServerError: 1}} },
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "queue full switches after 200 ms", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
+			kind: Switch, decision: "switch_model", delay: 200 * time.Millisecond, model: "qwen-14b"},
+		{name: "rate limited waits Retry-After exactly", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.RetryAfter, o.HasRetryAfter = failure.RateLimited, 2300*time.Millisecond, true
+		}, kind: Retry, decision: "wait retry-after", delay: 2300 * time.Millisecond, model: "qwen-72b"},
+		{name: "rate limited beyond the cap switches at once", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.RetryAfter, o.HasRetryAfter = failure.RateLimited, 61*time.Second, true
+		}, kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "beyond the"},
+		{name: "rate limited beyond the deadline switches", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.RetryAfter, o.HasRetryAfter, o.Elapsed = failure.RateLimited, 10*time.Second, true, 50*time.Second
+		}, kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "deadline"},
+		{name: "context length keeps 3 rounds, no wait", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ContextLengthExceeded },
+			kind: Retry, decision: "prune+resend", model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				if s.Next.Shape.KeepRounds != 3 {
+					t.Errorf("KeepRounds = %d", s.Next.Shape.KeepRounds)
+				}
+			}},
+		{name: "pruning never grows back on a later retry", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			s.Shape.KeepRounds = 3
+			s.Shape.PruneStage = 2
+		},
+			kind: Retry, decision: "retry", delay: 250 * time.Millisecond, model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				if s.Next.Shape.KeepRounds != 3 || s.Next.Shape.PruneStage != 2 {
+					t.Errorf("KeepRounds %d, stage %d", s.Next.Shape.KeepRounds, s.Next.Shape.PruneStage)
+				}
+			}},
+		{name: "output truncated raises max_tokens", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.OutputTruncated; s.Shape.MaxTokens = 512 },
+			kind: Retry, decision: "more tokens+retry", delay: 500 * time.Millisecond, model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				if s.Next.Shape.MaxTokens != 768 || s.Next.Shape.Temperature == nil || *s.Next.Shape.Temperature != 0.3 {
+					t.Errorf("max_tokens %d, temperature %v", s.Next.Shape.MaxTokens, s.Next.Shape.Temperature)
+				}
+			}},
+		{name: "output truncated at the max_tokens limit switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.OutputTruncated; s.Shape.MaxTokens = 32768 },
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "limit"},
+		{name: "maintenance falls back", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServiceUnavailable },
+			kind: Fallback, decision: "fallback"},
+		{name: "content filter falls back", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ContentFilter },
+			kind: Fallback, decision: "fallback"},
+		{name: "invalid request fails", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.InvalidRequest },
+			kind: Fail, decision: "fail"},
+		{name: "auth switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Auth },
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "model not found switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ModelNotFound },
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "connect switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Connect },
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "worker lost resends, uncharged", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
+			kind: Resend, decision: "resend", model: "qwen-72b"},
+		{name: "worker lost twice already switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost; s.ClassRetries = map[failure.Class]int{failure.WorkerLost: 2} },
+			noBudget: true, kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "budget exhausted: next model at once", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError },
+			noBudget: true, kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "retry budget exhausted",
+			check: func(t *testing.T, s Step) {
+				if !s.BudgetRefused || s.ChargesBudget {
+					t.Errorf("refused %v, charged %v", s.BudgetRefused, s.ChargesBudget)
+				}
+			}},
+		{name: "budget exhausted and no model left: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			v.Open = []string{"qwen-14b", "llama-8b"}
+		},
+			noBudget: true, kind: Fallback, decision: "fallback", reason: "retry budget exhausted"},
+		{name: "open breakers leave no model: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.QueueFull
+			v.Open = []string{"qwen-14b", "llama-8b"}
+		},
+			kind: Fallback, decision: "fallback", reason: "no other model"},
+		{name: "attempts cap", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Upstream = 3 },
+			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4)"},
+		{name: "deadline reserve: no time for another attempt", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			o.Elapsed = 57 * time.Second
+			v.Open = []string{"qwen-14b", "llama-8b"}
+		},
+			kind: Fallback, decision: "fallback", reason: "deadline"},
+		{name: "class breaker open", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Timeout; v.ClassAllowed = false },
+			kind: Fallback, decision: "fallback", reason: "class breaker"},
+		{name: "business rule forbids retries", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Timeout; s.NoRetry = true },
+			kind: Fallback, decision: "fallback", reason: "business rule"},
+		{name: "class max reached switches", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.RateLimited
+			s.ClassRetries = map[failure.Class]int{failure.RateLimited: 1}
+			o.HasRetryAfter = true
+			o.RetryAfter = time.Second
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "max 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New("", Shape{}, 60*time.Second, false)
+			s.Model = "qwen-72b"
+			o := Outcome{Elapsed: time.Second}
+			v := Verdicts{ClassAllowed: true, Budget: !tc.noBudget, U: 0.5}
+			tc.in(&s, &o, &v)
+			before := s.clone()
+			st := Next(cfg, s, o, v)
+			model := st.Next.Model
+			if st.Kind == Fallback || st.Kind == Fail {
+				model = ""
+			}
+			if st.Kind != tc.kind || st.Decision != tc.decision || st.Wait.Delay != tc.delay || model != tc.model {
+				t.Fatalf("got %s/%s delay %v model %q (%s); want %s/%s delay %v model %q",
+					st.Kind, st.Decision, st.Wait.Delay, model, st.Reason, tc.kind, tc.decision, tc.delay, tc.model)
+			}
+			if st.Reason == "" || !strings.Contains(st.Reason, tc.reason) {
+				t.Errorf("reason %q does not say %q", st.Reason, tc.reason)
+			}
+			if st.ChargesBudget && (st.Kind != Retry || tc.noBudget) {
+				t.Errorf("a %s step charges the budget (budget left: %v)", st.Kind, !tc.noBudget)
+			}
+			if st.Next.FailuresOn("qwen-72b", o.Class) != before.FailuresOn("qwen-72b", o.Class)+1 {
+				t.Errorf("failure of %s on qwen-72b not counted: %v", o.Class, st.Next.Failures)
+			}
+			if s.FailuresOn("qwen-72b", o.Class) != before.FailuresOn("qwen-72b", o.Class) {
+				t.Error("Next changed its input state")
+			}
+			if tc.check != nil {
+				tc.check(t, st)
+			}
+		})
+	}
+}
+
+// TestNextSteps steps one call through a sequence of failed attempts at
+// fixed instants, each decision fed the state the previous one returned,
+// in the style of golang.org/x/time/rate's tests.
+func TestNextSteps(t *testing.T) {
+	cfg := config.DefaultConfig()
+	type want struct {
+		kind     Kind
+		wait     Wait
+		model    string
+		n        int
+		upstream int
+		backoffs int
+		pending  failure.Class
+		from     string
+	}
+	steps := []struct {
+		at    time.Duration
+		class failure.Class
+		ra    time.Duration // Retry-After, 0: none
+		want  want
+	}{
+		// The first rung answers 500: retry it after full jitter (U 0.5 of 500 ms).
+		{1 * time.Second, failure.ServerError, 0,
+			want{Retry, Wait{250 * time.Millisecond, Backoff}, "qwen-72b", 2, 1, 1, failure.ServerError, "1 (server_error)"}},
+		// The worker running the retry dies: the same attempt again, at
+		// once, still the retry of server_error, not counted upstream.
+		{2 * time.Second, failure.WorkerLost, 0,
+			want{Resend, Wait{}, "qwen-72b", 2, 1, 1, failure.ServerError, "2 (worker_lost)"}},
+		// The resend fails with 500 again: the second on this model switches.
+		{3 * time.Second, failure.ServerError, 0,
+			want{Switch, Wait{}, "qwen-14b", 3, 2, 1, failure.None, "2 (server_error)"}},
+		// 429 with Retry-After 1.5 s: waited exactly, not a backoff.
+		{4 * time.Second, failure.RateLimited, 1500 * time.Millisecond,
+			want{Retry, Wait{1500 * time.Millisecond, RetryAfter}, "qwen-14b", 4, 3, 1, failure.RateLimited, "3 (rate_limited)"}},
+		// The fourth upstream attempt times out: the cap sends the call to the fallback.
+		{6 * time.Second, failure.Timeout, 0,
+			want{Fallback, Wait{}, "qwen-14b", 4, 4, 1, failure.None, "3 (rate_limited)"}},
+	}
+	s := New("", Shape{}, 60*time.Second, false)
+	s.Model = "qwen-72b"
+	for i, st := range steps {
+		out := Outcome{Class: st.class, Elapsed: st.at, RetryAfter: st.ra, HasRetryAfter: st.ra > 0}
+		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
+		s = step.Next
+		got := want{step.Kind, step.Wait, s.Model, s.N, s.Upstream, s.Backoffs, s.Pending, s.From.String()}
+		if got != st.want {
+			t.Fatalf("step %d (%s at %v): got %+v (%s), want %+v", i, st.class, st.at, got, step.Reason, st.want)
+		}
+	}
+	if want := []failure.Class{failure.ServerError, failure.WorkerLost, failure.RateLimited, failure.Timeout}; strings.Join(classNames(s.Classes), ",") != strings.Join(classNames(want), ",") {
+		t.Errorf("classes %v, want %v", s.Classes, want)
+	}
+	if len(s.Tried) != 1 || s.Tried[0] != "qwen-72b" {
+		t.Errorf("tried %v, want [qwen-72b]", s.Tried)
+	}
+}
+
+// TestNextOpenBreakers: a switch never lands on a model whose breaker is
+// open, and with every other rung open the call falls back.
+func TestNextOpenBreakers(t *testing.T) {
+	cfg := config.DefaultConfig()
+	s := New("", Shape{}, 60*time.Second, false)
+	s.Model = "qwen-72b"
+	out := Outcome{Class: failure.QueueFull, Elapsed: time.Second}
+	step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, Open: []string{"qwen-14b"}})
+	if step.Kind != Switch || step.Next.Model != "llama-8b" || step.Wait != (Wait{200 * time.Millisecond, FixedWait}) {
+		t.Fatalf("got %s to %q after %+v, want a switch to llama-8b after the 200 ms fixed wait", step.Kind, step.Next.Model, step.Wait)
+	}
+	step = Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, Open: []string{"qwen-14b", "llama-8b"}})
+	if step.Kind != Fallback {
+		t.Fatalf("got %s, want fallback with every other breaker open", step.Kind)
+	}
+}
+
+func classNames(cs []failure.Class) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return out
+}

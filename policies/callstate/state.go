@@ -1,0 +1,216 @@
+package callstate
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// State is everything the next decision of one call needs. The workflow
+// holds exactly one State and replaces it with Step.Next after every failed
+// attempt; it is plain JSON, so it travels through history as the input and
+// result of the activities that prepare and decide.
+type State struct {
+	// Preferred is the request's preferred model ("" for the ladder's first).
+	Preferred string `json:"preferred,omitempty"`
+	// Model of the next attempt ("" before the first: the ladder decides).
+	Model string `json:"model,omitempty"`
+	// Tried are the models this call has left, in order.
+	Tried []string `json:"tried,omitempty"`
+	// Shape is how the next attempt cuts and parameterises the request.
+	Shape Shape `json:"shape"`
+	// N numbers the next attempt (1 for the first); a resend keeps it.
+	N int `json:"n"`
+	// Upstream counts the attempts sent upstream (lost-worker resends and
+	// attempts refused before sending excluded): the attempts cap reads it.
+	Upstream int `json:"upstream"`
+	// Backoffs counts the retries that waited a full-jitter backoff: the
+	// exponent n of the next one.
+	Backoffs int `json:"backoffs"`
+	// ClassRetries counts, per class, the retries and resends it caused.
+	ClassRetries map[failure.Class]int `json:"class_retries,omitempty"`
+	// Failures counts the failed attempts per model and class.
+	Failures map[string]map[failure.Class]int `json:"failures,omitempty"`
+	// Pending is the class the next attempt retries: its outcome tells the
+	// class breaker whether retries of that class work.
+	Pending failure.Class `json:"pending,omitempty"`
+	// Classes are the failure classes seen, in order of first appearance.
+	Classes []failure.Class `json:"classes,omitempty"`
+	// From is the attempt the next attempt retries, resends or replaces
+	// (zero for the first attempt).
+	From From `json:"from"`
+	// Deadline of the whole call, measured from its start.
+	Deadline time.Duration `json:"deadline"`
+	// NoRetry is set when a business rule forbids retries for this call.
+	NoRetry bool `json:"no_retry,omitempty"`
+}
+
+// Shape is how one attempt cuts and parameterises the request.
+type Shape struct {
+	// PruneStage: attempt at stage n keeps factor^n of the middle history.
+	PruneStage int `json:"prune_stage,omitempty"`
+	// KeepRounds > 0 keeps only the newest rounds (overrides PruneStage).
+	KeepRounds int `json:"keep_rounds,omitempty"`
+	// MaxTokens and Temperature sent upstream (0 / nil: upstream default).
+	MaxTokens   int      `json:"max_tokens,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// From names the attempt a later attempt comes from and why.
+type From struct {
+	N     int           `json:"n,omitempty"`
+	Class failure.Class `json:"class,omitempty"`
+	// Resend is set when the next attempt is the same attempt sent again.
+	Resend bool `json:"resend,omitempty"`
+}
+
+// String is the "retried from" of an attempt table: "2 (timeout)".
+func (f From) String() string {
+	if f.N == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d (%s)", f.N, f.Class)
+}
+
+// New is the state of a call before its first attempt.
+func New(preferred string, shape Shape, deadline time.Duration, noRetry bool) State {
+	return State{Preferred: preferred, Model: preferred, Shape: shape, N: 1, Deadline: deadline, NoRetry: noRetry}
+}
+
+// Skip records that model was skipped without an upstream call (its
+// breaker refused): the call leaves it as if it had switched.
+func (s State) Skip(model string) State {
+	s = s.clone()
+	s.Tried = append(s.Tried, model)
+	s.Model = ""
+	s.addClass(failure.BreakerOpen)
+	return s
+}
+
+// FailuresOn returns how many attempts on model failed with class.
+func (s State) FailuresOn(model string, class failure.Class) int {
+	return s.Failures[model][class]
+}
+
+// clone copies the slices and maps so that a returned State never shares
+// them with its input.
+func (s State) clone() State {
+	s.Tried = slices.Clone(s.Tried)
+	s.Classes = slices.Clone(s.Classes)
+	cr := make(map[failure.Class]int, len(s.ClassRetries)+1)
+	for k, v := range s.ClassRetries {
+		cr[k] = v
+	}
+	s.ClassRetries = cr
+	f := make(map[string]map[failure.Class]int, len(s.Failures)+1)
+	for m, byClass := range s.Failures {
+		c := make(map[failure.Class]int, len(byClass))
+		for k, v := range byClass {
+			c[k] = v
+		}
+		f[m] = c
+	}
+	s.Failures = f
+	return s
+}
+
+func (s *State) addClass(c failure.Class) {
+	if !slices.Contains(s.Classes, c) {
+		s.Classes = append(s.Classes, c)
+	}
+}
+
+// Outcome is what the decision reads of a failed attempt.
+type Outcome struct {
+	Class failure.Class `json:"class"`
+	// RetryAfter is the upstream's Retry-After, when HasRetryAfter.
+	RetryAfter    time.Duration `json:"retry_after,omitempty"`
+	HasRetryAfter bool          `json:"has_retry_after,omitempty"`
+	// NotSent: the attempt was refused before any request was sent.
+	NotSent bool `json:"not_sent,omitempty"`
+	// Elapsed since the call started, at the end of the attempt.
+	Elapsed time.Duration `json:"elapsed"`
+}
+
+// Verdicts are the answers of the process-wide guards, gathered by the
+// caller before Next: the decision itself reads no clock, no randomness
+// and no shared state.
+type Verdicts struct {
+	// ClassAllowed is false when retries of the class fail too often
+	// across the process (the class breaker).
+	ClassAllowed bool `json:"class_allowed"`
+	// Budget is true when the retry budget has a retry left.
+	Budget bool `json:"budget"`
+	// Open are the models whose breaker is open: never switched to.
+	Open []string `json:"open,omitempty"`
+	// U is a uniform random number in [0,1) for the jitter.
+	U float64 `json:"u"`
+}
+
+// Kind is what a call does after a failed attempt.
+type Kind int
+
+// The kinds of step.
+const (
+	// Retry sends the next attempt to the same model after the wait.
+	Retry Kind = iota + 1
+	// Resend sends the same attempt again at once (worker lost); it is
+	// not charged to the retry budget nor to the attempts cap.
+	Resend
+	// Switch sends the next attempt to Next.Model after the wait.
+	Switch
+	// Fallback stops calling models: the business fallback answers.
+	Fallback
+	// Fail ends the call with a clear, non-retryable error.
+	Fail
+)
+
+var kindNames = map[Kind]string{Retry: "retry", Resend: "resend", Switch: "switch_model", Fallback: "fallback", Fail: "fail"}
+
+// String names the kind as history and metrics show it.
+func (k Kind) String() string {
+	if n, ok := kindNames[k]; ok {
+		return n
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// WaitReason says why a step waits before the next attempt.
+type WaitReason int
+
+// The reasons to wait.
+const (
+	// NoWait: the next attempt starts at once.
+	NoWait WaitReason = iota
+	// Backoff is exponential backoff with full jitter.
+	Backoff
+	// RetryAfter is the upstream's Retry-After, honoured exactly.
+	RetryAfter
+	// FixedWait is one of the class's fixed waits.
+	FixedWait
+)
+
+// Wait is the timer before the next attempt.
+type Wait struct {
+	Delay  time.Duration `json:"delay,omitempty"`
+	Reason WaitReason    `json:"reason,omitempty"`
+}
+
+// Step is the decision after a failed attempt: what to do, how long to
+// wait, and the state of the call from then on.
+type Step struct {
+	Kind Kind `json:"kind"`
+	Wait Wait `json:"wait"`
+	// Next is the call's state after this step.
+	Next State `json:"next"`
+	// Decision is a short label for history and tables ("prune+retry");
+	// Reason one line saying why. Both are for people only.
+	Decision string `json:"decision"`
+	Reason   string `json:"reason"`
+	// ChargesBudget is true when the step spends a retry of the budget;
+	// BudgetRefused when the budget refused the retry the class wanted.
+	ChargesBudget bool `json:"charges_budget,omitempty"`
+	BudgetRefused bool `json:"budget_refused,omitempty"`
+}
