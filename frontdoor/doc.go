@@ -21,7 +21,7 @@
 //     for a call that does not exist.
 //   - Nothing starts for bad input. The body is capped (413), decoded with
 //     every problem naming its field (400), and checked with
-//     policies.ValidateRequest against the same policy the workers run
+//     policies.Validate against the same policy the workers run
 //     before any workflow is started.
 //   - A client that disconnects does not cancel its call: the workflow
 //     runs on, and the same request (or Idempotency-Key) returns its

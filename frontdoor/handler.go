@@ -335,13 +335,13 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		return req, cr, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, param: "messages", code: "request_too_large",
 			message: fmt.Sprintf("The prompt is %d bytes, over the limit of %d bytes.", n, limit)}
 	}
-	if err := request.ValidateRequest(req, h.o.Config); err != nil {
+	if err := request.Validate(req, h.o.Config); err != nil {
 		return req, cr, validationError(err, cr)
 	}
 	return req, cr, nil
 }
 
-// validationError turns ValidateRequest's problems into a 400 that names
+// validationError turns Validate's problems into a 400 that names
 // the fields as the client sent them.
 func validationError(err error, cr chatRequest) *apiError {
 	var ve *request.ValidationError
@@ -445,10 +445,10 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 		e := &apiError{status: http.StatusInternalServerError, typ: typeServer, code: appErr.Type(),
 			message: "The call failed: " + appErr.Message(), resilience: &rs}
 		switch failure.Class(appErr.Type()) {
-		case failure.ClassInvalidRequest:
+		case failure.InvalidRequest:
 			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "upstream_invalid_request"
 			e.message = "The model refused the request as invalid: " + appErr.Message()
-		case failure.ClassContentFilter:
+		case failure.ContentFilter:
 			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "content_filter"
 			e.message = "The request was refused by a content filter: " + appErr.Message()
 		}

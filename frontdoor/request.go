@@ -248,7 +248,7 @@ func jsonKind(raw json.RawMessage) string {
 	return "number " + string(t)
 }
 
-// promptBytes counts the prompt as policies.ValidateRequest does.
+// promptBytes counts the prompt as policies.Validate does.
 func promptBytes(msgs []request.Message) int {
 	n := 0
 	for _, m := range msgs {

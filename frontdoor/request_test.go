@@ -95,7 +95,7 @@ func TestValidationErrorUsesTheClientsNames(t *testing.T) {
 	neg := -1.0
 	req := request.Request{UserID: "u\xff", Messages: []request.Message{{Role: "user", Content: "hi"}},
 		MaxTokens: -5, Temperature: &neg, IdempotencyKey: "a b", DeadlineMS: 5}
-	err := request.ValidateRequest(req, nil)
+	err := request.Validate(req, nil)
 	e := validationError(err, chatRequest{maxTokensBy: "max_completion_tokens"})
 	if e.status != http.StatusBadRequest || e.param != "user" {
 		t.Errorf("status %d param %q", e.status, e.param)

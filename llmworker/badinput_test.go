@@ -104,7 +104,7 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 			if tc.started {
 				var appErr *temporal.ApplicationError
 				require.True(t, errors.As(err, &appErr), "a worker-side refusal is an ApplicationError: %v", err)
-				require.Equal(t, string(failure.ClassInvalidRequest), appErr.Type())
+				require.Equal(t, string(failure.InvalidRequest), appErr.Type())
 				require.True(t, appErr.NonRetryable())
 				desc, err := s.c.DescribeWorkflowExecution(ctx, id, "")
 				require.NoError(t, err)

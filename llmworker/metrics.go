@@ -169,7 +169,7 @@ func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
 
 func (m *promActivityMetrics) Attempt(model, class string, d time.Duration) {
 	m.attempts.WithLabelValues(model, class).Inc()
-	if class == string(failure.ClassBreakerOpen) {
+	if class == string(failure.BreakerOpen) {
 		return
 	}
 	outcome := "ok"

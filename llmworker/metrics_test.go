@@ -242,7 +242,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 func upstreamFailures(res workflows.CallResult) int {
 	n := 0
 	for _, a := range res.Attempts {
-		if a.Class != "" && a.Class != string(failure.ClassBreakerOpen) {
+		if a.Class != "" && a.Class != string(failure.BreakerOpen) {
 			n++
 		}
 	}

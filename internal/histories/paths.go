@@ -177,7 +177,7 @@ func paths() []path {
 			name: "class-invalid_request", doc: "upstream 400: no retry, the call fails with a clear error",
 			request: ask("class-invalid_request", "[[sim fault=bad_request times=always]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:invalid_request:fail"},
-				fails: string(failure.ClassInvalidRequest)},
+				fails: string(failure.InvalidRequest)},
 		},
 		{
 			name: "class-auth", doc: "401: trip the model's breaker, the next model answers",
@@ -302,7 +302,7 @@ func paths() []path {
 				r.Messages = append(r.Messages[:1], request.Message{Role: "robot", Content: "beep"}, r.Messages[1])
 				return r
 			}(),
-			want: want{fails: string(failure.ClassInvalidRequest)},
+			want: want{fails: string(failure.InvalidRequest)},
 		},
 		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",

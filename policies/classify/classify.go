@@ -66,7 +66,7 @@ type Observation struct {
 
 // Verdict is the classification of one upstream attempt.
 type Verdict struct {
-	// Class is the failure class; ClassNone on success.
+	// Class is the failure class; None on success.
 	Class failure.Class
 	// Status is the HTTP status, when a response arrived.
 	Status int
@@ -82,7 +82,7 @@ type Verdict struct {
 	HasRateLimitRemaining bool
 	// Canceled is set when the caller cancelled the attempt
 	// (context.Canceled): the activity should return a cancellation, not a
-	// failure. Class is then ClassTimeout, so that a caller that ignores
+	// failure. Class is then Timeout, so that a caller that ignores
 	// Canceled still never treats the attempt as a success.
 	Canceled bool
 	// Reason is one line saying what was seen, e.g. "HTTP 429, Retry-After: 2s".
@@ -90,7 +90,7 @@ type Verdict struct {
 }
 
 // OK reports whether the attempt succeeded.
-func (v Verdict) OK() bool { return v.Class == failure.ClassNone && !v.Canceled }
+func (v Verdict) OK() bool { return v.Class == failure.None && !v.Canceled }
 
 // ClassifyFunc classifies one upstream attempt. It is the extension point
 // for providers with their own error dialects (in the style of
@@ -125,11 +125,11 @@ func Classify(obs Observation) Verdict {
 	if obs.Err == nil {
 		if obs.Response == nil && obs.Status == 0 && len(obs.Body) == 0 {
 			if obs.ContextWindow > 0 && obs.PromptTokens > 0 {
-				return v.is(failure.ClassContextLengthExceeded, fmt.Sprintf(
+				return v.is(failure.ContextLengthExceeded, fmt.Sprintf(
 					"not sent: the prompt (%d tokens) and the room for the answer do not fit the %d-token window",
 					obs.PromptTokens, obs.ContextWindow))
 			}
-			return v.is(failure.ClassBodyError, "no response and no error observed")
+			return v.is(failure.BodyError, "no response and no error observed")
 		}
 		return classifyReply(obs, v)
 	}
@@ -137,7 +137,7 @@ func Classify(obs Observation) Verdict {
 
 	if errors.Is(err, context.Canceled) {
 		v.Canceled = true
-		return v.is(failure.ClassTimeout, "cancelled by the caller: "+errText(err))
+		return v.is(failure.Timeout, "cancelled by the caller: "+errText(err))
 	}
 
 	// An error response that go-openai decoded (*APIError) or could not
@@ -180,12 +180,12 @@ func Classify(obs Observation) Verdict {
 	// No usable response: the transport, a deadline, or a broken 2xx body.
 	switch {
 	case obs.HeaderTimedOut || isHeaderTimeout(err):
-		return v.is(failure.ClassReadTimeout, "no response headers within the header timeout: "+errText(err))
+		return v.is(failure.ReadTimeout, "no response headers within the header timeout: "+errText(err))
 	case obs.AttemptTimedOut:
-		return v.is(failure.ClassTimeout, "attempt deadline exceeded: "+errText(err))
+		return v.is(failure.Timeout, "attempt deadline exceeded: "+errText(err))
 	}
 	if why, ok := connectFailure(err); ok {
-		return v.is(failure.ClassConnect, why+": "+errText(err))
+		return v.is(failure.Connect, why+": "+errText(err))
 	}
 	var netErr net.Error
 	var urlErr *url.Error
@@ -193,19 +193,19 @@ func Classify(obs Observation) Verdict {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
-		return v.is(failure.ClassTimeout, "deadline exceeded: "+errText(err))
+		return v.is(failure.Timeout, "deadline exceeded: "+errText(err))
 	case v.Status >= 200 && v.Status < 300:
 		return classifyBrokenBody(v, obs, err)
 	case closed && errors.As(err, &urlErr):
 		// From http.Client.Do: no response at all.
-		return v.is(failure.ClassServerError, "connection closed by the upstream after the request was sent, before a response: "+errText(err))
+		return v.is(failure.ServerError, "connection closed by the upstream after the request was sent, before a response: "+errText(err))
 	case closed || isJSONError(err):
 		// From reading the body of a response the caller did not record.
 		return classifyBrokenBody(v, obs, err)
 	case isClientLibraryRefusal(err):
-		return v.is(failure.ClassInvalidRequest, "refused by go-openai before sending: "+errText(err))
+		return v.is(failure.InvalidRequest, "refused by go-openai before sending: "+errText(err))
 	}
-	return v.is(failure.ClassServerError, "unrecognised error: "+errText(err))
+	return v.is(failure.ServerError, "unrecognised error: "+errText(err))
 }
 
 // is sets the class and the reason.
@@ -230,38 +230,38 @@ func classifyErrorStatus(v Verdict, info errorInfo) Verdict {
 	st := v.Status
 	seen := describeResponse(v, info)
 
-	if c, why := classByCode(info, st); c != failure.ClassNone {
+	if c, why := classByCode(info, st); c != failure.None {
 		return v.is(c, seen+" ("+why+")")
 	}
 	remaining0 := v.HasRateLimitRemaining && v.RateLimitRemaining == 0
 	switch {
 	case st == http.StatusUnauthorized || st == http.StatusForbidden:
-		return v.is(failure.ClassAuth, seen)
+		return v.is(failure.Auth, seen)
 	case st == http.StatusPaymentRequired:
-		return v.is(failure.ClassAuth, seen+" (quota exhausted)")
+		return v.is(failure.Auth, seen+" (quota exhausted)")
 	case st == http.StatusTooManyRequests:
 		if remaining0 && !v.HasRetryAfter {
-			return v.is(failure.ClassQueueFull, seen+" (nothing remaining and no Retry-After to honour)")
+			return v.is(failure.QueueFull, seen+" (nothing remaining and no Retry-After to honour)")
 		}
-		return v.is(failure.ClassRateLimited, seen)
+		return v.is(failure.RateLimited, seen)
 	case st == http.StatusRequestTimeout || st == http.StatusGatewayTimeout || st == 524:
-		return v.is(failure.ClassTimeout, seen)
+		return v.is(failure.Timeout, seen)
 	case st == 529:
-		return v.is(failure.ClassQueueFull, seen+" (overloaded)")
+		return v.is(failure.QueueFull, seen+" (overloaded)")
 	case st == http.StatusServiceUnavailable && saysMaintenance(info):
-		return v.is(failure.ClassServiceUnavailable, seen+" (maintenance)")
+		return v.is(failure.ServiceUnavailable, seen+" (maintenance)")
 	case st >= 500 && remaining0:
-		return v.is(failure.ClassQueueFull, seen+" (nothing remaining: queue full)")
+		return v.is(failure.QueueFull, seen+" (nothing remaining: queue full)")
 	case st >= 500:
-		return v.is(failure.ClassServerError, seen)
+		return v.is(failure.ServerError, seen)
 	case st >= 400:
-		return v.is(failure.ClassInvalidRequest, seen)
+		return v.is(failure.InvalidRequest, seen)
 	}
-	return v.is(failure.ClassServerError, seen+" (unexpected status)")
+	return v.is(failure.ServerError, seen+" (unexpected status)")
 }
 
 // classByCode recognises the classes an error code or message names,
-// whatever the status. It returns ClassNone when they name none.
+// whatever the status. It returns None when they name none.
 func classByCode(info errorInfo, status int) (failure.Class, string) {
 	code := strings.ToLower(info.code + " " + info.typ)
 	msg := strings.ToLower(info.message)
@@ -275,29 +275,29 @@ func classByCode(info errorInfo, status int) (failure.Class, string) {
 	}
 	switch {
 	case has("context_length_exceeded", "context_length", "string_above_max_length"):
-		return failure.ClassContextLengthExceeded, "context length"
+		return failure.ContextLengthExceeded, "context length"
 	case has("insufficient_quota", "quota_exceeded", "billing_hard_limit", "insufficient_balance", "arrearage"),
 		status != http.StatusTooManyRequests && has("quota"),
 		containsAny(msg, "exceeded your current quota", "insufficient quota", "insufficient balance", "quota exhausted", "余额不足"):
-		return failure.ClassAuth, "quota exhausted"
+		return failure.Auth, "quota exhausted"
 	case has("queue_full", "overloaded", "server_busy", "capacity"):
-		return failure.ClassQueueFull, "upstream queue full"
+		return failure.QueueFull, "upstream queue full"
 	case has("content_filter", "content_policy", "data_inspection_failed", "responsibleaipolicyviolation", "safety"):
-		return failure.ClassContentFilter, "content filtered"
+		return failure.ContentFilter, "content filtered"
 	case has("model_not_found", "modelnotfound", "model_not_available"):
-		return failure.ClassModelNotFound, "model not found"
+		return failure.ModelNotFound, "model not found"
 	case has("invalid_api_key", "invalid_authentication", "authentication_error", "permission_error", "permission_denied", "unauthorized"):
-		return failure.ClassAuth, "not authorised"
+		return failure.Auth, "not authorised"
 	case has("rate_limit"):
-		return failure.ClassRateLimited, "rate limited"
+		return failure.RateLimited, "rate limited"
 	}
 	if status != http.StatusTooManyRequests && saysContextLength(msg) {
-		return failure.ClassContextLengthExceeded, "message says the context length is exceeded"
+		return failure.ContextLengthExceeded, "message says the context length is exceeded"
 	}
 	if (status == http.StatusNotFound || status == http.StatusBadRequest || status < 300) && saysModelMissing(msg) {
-		return failure.ClassModelNotFound, "message says the model does not exist"
+		return failure.ModelNotFound, "message says the model does not exist"
 	}
-	return failure.ClassNone, ""
+	return failure.None, ""
 }
 
 var (
@@ -370,25 +370,25 @@ func classifyReply(obs Observation, v Verdict) Verdict {
 	if info := parseErrorBody(obs.Body); info.isError {
 		v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
 		seen := describeResponse(v, info) + " with an error object in the body"
-		if c, why := classByCode(info, v.Status); c != failure.ClassNone {
+		if c, why := classByCode(info, v.Status); c != failure.None {
 			return v.is(c, seen+" ("+why+")")
 		}
-		return v.is(failure.ClassBodyError, seen)
+		return v.is(failure.BodyError, seen)
 	}
 	resp := obs.Response
 	if resp == nil || len(resp.Choices) == 0 {
-		return v.is(failure.ClassBodyError, fmt.Sprintf("HTTP %d without choices%s", v.Status, bodyHint(obs.Body)))
+		return v.is(failure.BodyError, fmt.Sprintf("HTTP %d without choices%s", v.Status, bodyHint(obs.Body)))
 	}
 	ch := resp.Choices[0]
 	switch ch.FinishReason {
 	case openai.FinishReasonContentFilter:
-		return v.is(failure.ClassContentFilter, fmt.Sprintf("HTTP %d, finish_reason content_filter", v.Status))
+		return v.is(failure.ContentFilter, fmt.Sprintf("HTTP %d, finish_reason content_filter", v.Status))
 	case openai.FinishReasonLength:
-		return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, finish_reason length after %d completion tokens", v.Status, resp.Usage.CompletionTokens))
+		return v.is(failure.OutputTruncated, fmt.Sprintf("HTTP %d, finish_reason length after %d completion tokens", v.Status, resp.Usage.CompletionTokens))
 	}
 	msg := ch.Message
 	if len(msg.ToolCalls) > 0 || msg.FunctionCall != nil {
-		return v.is(failure.ClassNone, fmt.Sprintf("HTTP %d, tool call, finish_reason %s", v.Status, finishReason(ch)))
+		return v.is(failure.None, fmt.Sprintf("HTTP %d, tool call, finish_reason %s", v.Status, finishReason(ch)))
 	}
 	content := msg.Content
 	if content == "" {
@@ -400,17 +400,17 @@ func classifyReply(obs Observation, v Verdict) Verdict {
 		switch {
 		case msg.Refusal != "":
 			v.Message = cleanMessage(msg.Refusal)
-			return v.is(failure.ClassContentFilter, fmt.Sprintf("HTTP %d, the model refused: %q", v.Status, truncateRunes(v.Message, 120)))
+			return v.is(failure.ContentFilter, fmt.Sprintf("HTTP %d, the model refused: %q", v.Status, truncateRunes(v.Message, 120)))
 		case strings.TrimSpace(msg.ReasoningContent) != "":
-			return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, reasoning only (%d characters of thinking, no answer), finish_reason %s",
+			return v.is(failure.OutputTruncated, fmt.Sprintf("HTTP %d, reasoning only (%d characters of thinking, no answer), finish_reason %s",
 				v.Status, utf8.RuneCountInString(msg.ReasoningContent), finishReason(ch)))
 		}
-		return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, empty content, finish_reason %s", v.Status, finishReason(ch)))
+		return v.is(failure.OutputTruncated, fmt.Sprintf("HTTP %d, empty content, finish_reason %s", v.Status, finishReason(ch)))
 	}
 	if strings.TrimSpace(StripThinking(content)) == "" {
-		return v.is(failure.ClassOutputTruncated, fmt.Sprintf("HTTP %d, content is only a <think> block (no answer), finish_reason %s", v.Status, finishReason(ch)))
+		return v.is(failure.OutputTruncated, fmt.Sprintf("HTTP %d, content is only a <think> block (no answer), finish_reason %s", v.Status, finishReason(ch)))
 	}
-	return v.is(failure.ClassNone, fmt.Sprintf("HTTP %d, finish_reason %s", v.Status, finishReason(ch)))
+	return v.is(failure.None, fmt.Sprintf("HTTP %d, finish_reason %s", v.Status, finishReason(ch)))
 }
 
 func finishReason(ch openai.ChatCompletionChoice) string {
@@ -426,7 +426,7 @@ func classifyBrokenBody(v Verdict, obs Observation, err error) Verdict {
 	info := parseErrorBody(obs.Body)
 	if info.isError {
 		v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
-		if c, why := classByCode(info, v.Status); c != failure.ClassNone {
+		if c, why := classByCode(info, v.Status); c != failure.None {
 			return v.is(c, describeResponse(v, info)+" ("+why+")")
 		}
 	}
@@ -446,7 +446,7 @@ func classifyBrokenBody(v Verdict, obs Observation, err error) Verdict {
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		what = "truncated body"
 	}
-	return v.is(failure.ClassBodyError, status+", "+what+": "+errText(err))
+	return v.is(failure.BodyError, status+", "+what+": "+errText(err))
 }
 
 func bodyHint(body []byte) string {

@@ -215,39 +215,39 @@ func TestClassifyUpstream(t *testing.T) {
 		// success
 		{name: "success", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("Hello!", "stop"))}
-		}, want: want{class: failure.ClassNone, status: 200, reason: "finish_reason stop"}},
+		}, want: want{class: failure.None, status: 200, reason: "finish_reason stop"}},
 		{name: "success/tool call without content", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("", "tool_calls", `"tool_calls":[{"id":"t1","type":"function","function":{"name":"lookup","arguments":"{}"}}]`))}
-		}, want: want{class: failure.ClassNone, status: 200, reason: "tool call"}},
+		}, want: want{class: failure.None, status: 200, reason: "tool call"}},
 		{name: "success/think block then answer", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("<think>the user greets</think>Hello!", "stop"))}
-		}, want: want{class: failure.ClassNone, status: 200}},
+		}, want: want{class: failure.None, status: 200}},
 
 		// connect
 		{name: "connect/refused (closed port)", up: func(t *testing.T) upstream {
 			return upstream{baseURL: closedPortURL(t)}
-		}, want: want{class: failure.ClassConnect, reason: "dial failed"}},
+		}, want: want{class: failure.Connect, reason: "dial failed"}},
 		{name: "connect/DNS failure", up: func(t *testing.T) upstream {
 			return upstream{baseURL: "http://llm.example.test/v1", transport: failingDNS(t)}
-		}, want: want{class: failure.ClassConnect, reason: "DNS lookup failed"}},
+		}, want: want{class: failure.Connect, reason: "DNS lookup failed"}},
 		{name: "connect/TLS untrusted certificate", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("never", "stop")), tls: true}
-		}, want: want{class: failure.ClassConnect, reason: "TLS handshake failed"}},
+		}, want: want{class: failure.Connect, reason: "TLS handshake failed"}},
 		{name: "connect/TLS to a plain HTTP port", up: func(*testing.T) upstream {
 			srv := httptest.NewServer(reply(200, chatBody("never", "stop")))
 			t.Cleanup(srv.Close)
 			return upstream{baseURL: strings.Replace(srv.URL, "http://", "https://", 1) + "/v1"}
-		}, want: want{class: failure.ClassConnect, reason: "TLS handshake failed"}},
+		}, want: want{class: failure.Connect, reason: "TLS handshake failed"}},
 
 		// read_timeout
 		{name: "read_timeout/no headers within the header timeout", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) { sleep(r, 2*time.Second) }}
-		}, want: want{class: failure.ClassReadTimeout, reason: "timeout awaiting response headers"}},
+		}, want: want{class: failure.ReadTimeout, reason: "timeout awaiting response headers"}},
 
 		// timeout
 		{name: "timeout/attempt deadline while waiting for headers", attemptFlag: true, up: func(*testing.T) upstream {
 			return upstream{timeout: 60 * time.Millisecond, handler: func(w http.ResponseWriter, r *http.Request) { sleep(r, 2*time.Second) }}
-		}, want: want{class: failure.ClassTimeout, reason: "attempt deadline exceeded"}},
+		}, want: want{class: failure.Timeout, reason: "attempt deadline exceeded"}},
 		{name: "timeout/attempt deadline while reading the body", attemptFlag: true, up: func(*testing.T) upstream {
 			return upstream{timeout: 100 * time.Millisecond, handler: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
@@ -256,107 +256,107 @@ func TestClassifyUpstream(t *testing.T) {
 				w.(http.Flusher).Flush()
 				sleep(r, 2*time.Second)
 			}}
-		}, want: want{class: failure.ClassTimeout, status: 200}},
+		}, want: want{class: failure.Timeout, status: 200}},
 		{name: "timeout/deadline recognised without the flag", up: func(*testing.T) upstream {
 			return upstream{timeout: 100 * time.Millisecond, handler: func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(200)
 				w.(http.Flusher).Flush()
 				sleep(r, 2*time.Second)
 			}}
-		}, want: want{class: failure.ClassTimeout, status: 200, reason: "deadline exceeded"}},
+		}, want: want{class: failure.Timeout, status: 200, reason: "deadline exceeded"}},
 		{name: "timeout/408", up: func(*testing.T) upstream {
 			return upstream{handler: reply(408, `{"error":{"message":"request timeout"}}`)}
-		}, want: want{class: failure.ClassTimeout, status: 408}},
+		}, want: want{class: failure.Timeout, status: 408}},
 		{name: "timeout/504 gateway HTML", up: func(*testing.T) upstream {
 			return upstream{handler: reply(504, "<html><head><title>504 Gateway Time-out</title></head><body>…</body></html>")}
-		}, want: want{class: failure.ClassTimeout, status: 504, message: "504 Gateway Time-out"}},
+		}, want: want{class: failure.Timeout, status: 504, message: "504 Gateway Time-out"}},
 
 		// queue_full
 		{name: "queue_full/X-RateLimit-Remaining 0 on a 503", up: func(*testing.T) upstream {
 			return upstream{handler: reply(503, `{"error":{"message":"busy"}}`, "X-RateLimit-Remaining", "0")}
-		}, want: want{class: failure.ClassQueueFull, status: 503, reason: "X-RateLimit-Remaining: 0 (nothing remaining"}},
+		}, want: want{class: failure.QueueFull, status: 503, reason: "X-RateLimit-Remaining: 0 (nothing remaining"}},
 		{name: "queue_full/body code queue_full", up: func(*testing.T) upstream {
 			return upstream{handler: reply(503, `{"error":{"message":"the inference queue is full","type":"server_error","code":"queue_full"}}`)}
-		}, want: want{class: failure.ClassQueueFull, status: 503, code: "queue_full", message: "inference queue is full"}},
+		}, want: want{class: failure.QueueFull, status: 503, code: "queue_full", message: "inference queue is full"}},
 		{name: "queue_full/429 with code queue_full", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"queue full","code":"queue_full"}}`, "Retry-After", "1")}
-		}, want: want{class: failure.ClassQueueFull, status: 429, retryAfter: time.Second, hasRA: true}},
+		}, want: want{class: failure.QueueFull, status: 429, retryAfter: time.Second, hasRA: true}},
 		{name: "queue_full/529 overloaded", up: func(*testing.T) upstream {
 			return upstream{handler: reply(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)}
-		}, want: want{class: failure.ClassQueueFull, status: 529, message: "Overloaded"}},
+		}, want: want{class: failure.QueueFull, status: 529, message: "Overloaded"}},
 		{name: "queue_full/429 without Retry-After and nothing remaining", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"slow down"}}`, "X-RateLimit-Remaining", "0")}
-		}, want: want{class: failure.ClassQueueFull, status: 429}},
+		}, want: want{class: failure.QueueFull, status: 429}},
 		{name: "queue_full/HTTP 200 with a queue_full error object", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `{"error":{"message":"queue is full","code":"queue_full"}}`)}
-		}, want: want{class: failure.ClassQueueFull, status: 200, code: "queue_full"}},
+		}, want: want{class: failure.QueueFull, status: 200, code: "queue_full"}},
 
 		// rate_limited
 		{name: "rate_limited/Retry-After seconds", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"Rate limit reached for requests","type":"requests","code":"rate_limit_exceeded"}}`, "Retry-After", "2")}
-		}, want: want{class: failure.ClassRateLimited, status: 429, code: "rate_limit_exceeded", retryAfter: 2 * time.Second, hasRA: true, reason: "Retry-After: 2s"}},
+		}, want: want{class: failure.RateLimited, status: 429, code: "rate_limit_exceeded", retryAfter: 2 * time.Second, hasRA: true, reason: "Retry-After: 2s"}},
 		{name: "rate_limited/retry-after-ms wins", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"slow down"}}`, "retry-after-ms", "1500", "Retry-After", "2")}
-		}, want: want{class: failure.ClassRateLimited, status: 429, retryAfter: 1500 * time.Millisecond, hasRA: true}},
+		}, want: want{class: failure.RateLimited, status: 429, retryAfter: 1500 * time.Millisecond, hasRA: true}},
 		{name: "rate_limited/Retry-After HTTP date", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"slow down"}}`, "Retry-After", classifyNow.Add(30*time.Second).Format(http.TimeFormat))}
-		}, want: want{class: failure.ClassRateLimited, status: 429, retryAfter: 30 * time.Second, hasRA: true}},
+		}, want: want{class: failure.RateLimited, status: 429, retryAfter: 30 * time.Second, hasRA: true}},
 		{name: "rate_limited/429 without any header", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, "Too Many Requests", "Content-Type", "text/plain")}
-		}, want: want{class: failure.ClassRateLimited, status: 429, message: "Too Many Requests"}},
+		}, want: want{class: failure.RateLimited, status: 429, message: "Too Many Requests"}},
 		{name: "rate_limited/tokens-per-minute message is not context length", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"Too many tokens per min (TPM): Limit 1000"}}`, "Retry-After", "3")}
-		}, want: want{class: failure.ClassRateLimited, status: 429, retryAfter: 3 * time.Second, hasRA: true}},
+		}, want: want{class: failure.RateLimited, status: 429, retryAfter: 3 * time.Second, hasRA: true}},
 		{name: "auth/429 insufficient_quota", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)}
-		}, want: want{class: failure.ClassAuth, status: 429, code: "insufficient_quota", reason: "quota exhausted"}},
+		}, want: want{class: failure.Auth, status: 429, code: "insufficient_quota", reason: "quota exhausted"}},
 
 		// context_length_exceeded
 		{name: "context_length/OpenAI code", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"error":{"message":"This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`)}
-		}, want: want{class: failure.ClassContextLengthExceeded, status: 400, code: "context_length_exceeded"}},
+		}, want: want{class: failure.ContextLengthExceeded, status: 400, code: "context_length_exceeded"}},
 		{name: "context_length/vLLM message", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4000 in the messages, 1000 in the completion). Please reduce the length of the messages or completion.","type":"BadRequestError","param":null,"code":400}`)}
-		}, want: want{class: failure.ClassContextLengthExceeded, status: 400, message: "maximum context length is 4096"}},
+		}, want: want{class: failure.ContextLengthExceeded, status: 400, message: "maximum context length is 4096"}},
 		{name: "context_length/413 that says too many tokens", up: func(*testing.T) upstream {
 			return upstream{handler: reply(413, `{"error":"prompt is too long: 200001 tokens > 200000 maximum"}`)}
-		}, want: want{class: failure.ClassContextLengthExceeded, status: 413}},
+		}, want: want{class: failure.ContextLengthExceeded, status: 413}},
 
 		// output_truncated
 		{name: "output_truncated/finish_reason length", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("The answer is", "length"))}
-		}, want: want{class: failure.ClassOutputTruncated, status: 200, reason: "finish_reason length"}},
+		}, want: want{class: failure.OutputTruncated, status: 200, reason: "finish_reason length"}},
 		{name: "output_truncated/empty content", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("", "stop"))}
-		}, want: want{class: failure.ClassOutputTruncated, status: 200, reason: "empty content"}},
+		}, want: want{class: failure.OutputTruncated, status: 200, reason: "empty content"}},
 		{name: "output_truncated/reasoning_content only", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("", "stop", `"reasoning_content":"Let me think about this step by step…"`))}
-		}, want: want{class: failure.ClassOutputTruncated, status: 200, reason: "reasoning only"}},
+		}, want: want{class: failure.OutputTruncated, status: 200, reason: "reasoning only"}},
 		{name: "output_truncated/only a think block", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("<think>\nThe user asks about refunds…\n</think>\n\n", "stop"))}
-		}, want: want{class: failure.ClassOutputTruncated, status: 200, reason: "only a <think> block"}},
+		}, want: want{class: failure.OutputTruncated, status: 200, reason: "only a <think> block"}},
 		{name: "output_truncated/unclosed think block", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("<think>The user asks about refunds and I should", "stop"))}
-		}, want: want{class: failure.ClassOutputTruncated, status: 200}},
+		}, want: want{class: failure.OutputTruncated, status: 200}},
 
 		// service_unavailable
 		{name: "service_unavailable/503 maintenance JSON", up: func(*testing.T) upstream {
 			return upstream{handler: reply(503, `{"error":{"message":"Service under maintenance until 14:00 UTC","type":"service_unavailable"}}`, "Retry-After", "600")}
-		}, want: want{class: failure.ClassServiceUnavailable, status: 503, retryAfter: 10 * time.Minute, hasRA: true, message: "maintenance"}},
+		}, want: want{class: failure.ServiceUnavailable, status: 503, retryAfter: 10 * time.Minute, hasRA: true, message: "maintenance"}},
 		{name: "service_unavailable/503 maintenance HTML page", up: func(*testing.T) upstream {
 			return upstream{handler: reply(503, "<!DOCTYPE html><html><head><title>Scheduled maintenance</title></head><body><h1>We'll be back soon</h1></body></html>")}
-		}, want: want{class: failure.ClassServiceUnavailable, status: 503, message: "Scheduled maintenance"}},
+		}, want: want{class: failure.ServiceUnavailable, status: 503, message: "Scheduled maintenance"}},
 
 		// server_error
 		{name: "server_error/500 JSON", up: func(*testing.T) upstream {
 			return upstream{handler: reply(500, `{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}`)}
-		}, want: want{class: failure.ClassServerError, status: 500}},
+		}, want: want{class: failure.ServerError, status: 500}},
 		{name: "server_error/502 HTML page", up: func(*testing.T) upstream {
 			return upstream{handler: reply(502, nginx502)}
-		}, want: want{class: failure.ClassServerError, status: 502, message: "502 Bad Gateway", reason: "HTML page"}},
+		}, want: want{class: failure.ServerError, status: 502, message: "502 Bad Gateway", reason: "HTML page"}},
 		{name: "server_error/503 not maintenance", up: func(*testing.T) upstream {
 			return upstream{handler: reply(503, `{"error":{"message":"no healthy upstream"}}`)}
-		}, want: want{class: failure.ClassServerError, status: 503}},
+		}, want: want{class: failure.ServerError, status: 503}},
 		{name: "server_error/reset after the request was sent (hijack and close)", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
@@ -365,7 +365,7 @@ func TestClassifyUpstream(t *testing.T) {
 					conn.Close()
 				}
 			}}
-		}, want: want{class: failure.ClassServerError, reason: "connection closed by the upstream"}},
+		}, want: want{class: failure.ServerError, reason: "connection closed by the upstream"}},
 		{name: "server_error/TCP RST after the request was sent", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) {
 				_, _ = io.Copy(io.Discard, r.Body)
@@ -377,102 +377,102 @@ func TestClassifyUpstream(t *testing.T) {
 					conn.Close()
 				}
 			}}
-		}, want: want{class: failure.ClassServerError}},
+		}, want: want{class: failure.ServerError}},
 		{name: "server_error/truncated error body", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "500")
 				w.WriteHeader(500)
 				_, _ = io.WriteString(w, `{"error":{"message":"boo`)
 			}}
-		}, want: want{class: failure.ClassServerError, status: 500, reason: "body unreadable"}},
+		}, want: want{class: failure.ServerError, status: 500, reason: "body unreadable"}},
 
 		// body_error
 		{name: "body_error/HTTP 200 with an error object (seed 003 §2.1)", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `{"error":{"message":"Request timed out during generation","code":"timeout"}}`)}
-		}, want: want{class: failure.ClassBodyError, status: 200, code: "timeout", message: "Request timed out during generation", reason: "error object"}},
+		}, want: want{class: failure.BodyError, status: 200, code: "timeout", message: "Request timed out during generation", reason: "error object"}},
 		{name: "body_error/HTTP 200 without choices", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `{"id":"c-1","object":"chat.completion","choices":[]}`)}
-		}, want: want{class: failure.ClassBodyError, status: 200, reason: "without choices"}},
+		}, want: want{class: failure.BodyError, status: 200, reason: "without choices"}},
 		{name: "body_error/HTTP 200 malformed JSON", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `{"id":"c-1","choices":[{"index":0,"message":{"role":"assistant","content":"Hel`)}
-		}, want: want{class: failure.ClassBodyError, status: 200, reason: "truncated body"}},
+		}, want: want{class: failure.BodyError, status: 200, reason: "truncated body"}},
 		{name: "body_error/HTTP 200 garbage", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `OK then`)}
-		}, want: want{class: failure.ClassBodyError, status: 200, reason: "malformed JSON"}},
+		}, want: want{class: failure.BodyError, status: 200, reason: "malformed JSON"}},
 		{name: "body_error/HTTP 200 HTML page", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, "<html><head><title>Login required</title></head><body>portal</body></html>")}
-		}, want: want{class: failure.ClassBodyError, status: 200, message: "Login required", reason: "HTML page instead of JSON"}},
+		}, want: want{class: failure.BodyError, status: 200, message: "Login required", reason: "HTML page instead of JSON"}},
 		{name: "body_error/HTTP 200 empty body", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, "")}
-		}, want: want{class: failure.ClassBodyError, status: 200, reason: "empty body"}},
+		}, want: want{class: failure.BodyError, status: 200, reason: "empty body"}},
 		{name: "body_error/HTTP 200 cut short by the connection", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Length", "2000")
 				w.WriteHeader(200)
 				_, _ = io.WriteString(w, chatBody("Hello", "stop")[:60])
 			}}
-		}, want: want{class: failure.ClassBodyError, status: 200, reason: "truncated body"}},
+		}, want: want{class: failure.BodyError, status: 200, reason: "truncated body"}},
 
 		// invalid_request
 		{name: "invalid_request/400", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"error":{"message":"'messages' must contain the word 'json'","type":"invalid_request_error","param":"messages","code":null}}`)}
-		}, want: want{class: failure.ClassInvalidRequest, status: 400, message: "must contain the word"}},
+		}, want: want{class: failure.InvalidRequest, status: 400, message: "must contain the word"}},
 		{name: "invalid_request/404 on a path", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }}
-		}, want: want{class: failure.ClassInvalidRequest, status: 404, message: "404 page not found"}},
+		}, want: want{class: failure.InvalidRequest, status: 404, message: "404 page not found"}},
 		{name: "invalid_request/413", up: func(*testing.T) upstream {
 			return upstream{handler: reply(413, "<html><head><title>413 Request Entity Too Large</title></head></html>")}
-		}, want: want{class: failure.ClassInvalidRequest, status: 413, message: "413 Request Entity Too Large"}},
+		}, want: want{class: failure.InvalidRequest, status: 413, message: "413 Request Entity Too Large"}},
 		{name: "invalid_request/422 FastAPI detail", up: func(*testing.T) upstream {
 			return upstream{handler: reply(422, `{"detail":[{"loc":["body","temperature"],"msg":"ensure this value is less than or equal to 2","type":"value_error"}]}`)}
-		}, want: want{class: failure.ClassInvalidRequest, status: 422, message: "body.temperature: ensure this value is less than or equal to 2"}},
+		}, want: want{class: failure.InvalidRequest, status: 422, message: "body.temperature: ensure this value is less than or equal to 2"}},
 		{name: "invalid_request/refused by go-openai before sending", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("never", "stop")), stream: true}
-		}, want: want{class: failure.ClassInvalidRequest, reason: "refused by go-openai"}},
+		}, want: want{class: failure.InvalidRequest, reason: "refused by go-openai"}},
 
 		// auth
 		{name: "auth/401", up: func(*testing.T) upstream {
 			return upstream{handler: reply(401, `{"error":{"message":"Incorrect API key provided: sk-****","type":"invalid_request_error","code":"invalid_api_key"}}`)}
-		}, want: want{class: failure.ClassAuth, status: 401, code: "invalid_api_key"}},
+		}, want: want{class: failure.Auth, status: 401, code: "invalid_api_key"}},
 		{name: "auth/403 HTML", up: func(*testing.T) upstream {
 			return upstream{handler: reply(403, "<html><head><title>403 Forbidden</title></head></html>")}
-		}, want: want{class: failure.ClassAuth, status: 403, message: "403 Forbidden"}},
+		}, want: want{class: failure.Auth, status: 403, message: "403 Forbidden"}},
 		{name: "auth/402 payment required", up: func(*testing.T) upstream {
 			return upstream{handler: reply(402, `{"error":{"message":"Insufficient balance"}}`)}
-		}, want: want{class: failure.ClassAuth, status: 402, reason: "quota exhausted"}},
+		}, want: want{class: failure.Auth, status: 402, reason: "quota exhausted"}},
 
 		// model_not_found
 		{name: "model_not_found/OpenAI 404 code", up: func(*testing.T) upstream {
 			return upstream{handler: reply(404, `{"error":{"message":"The model `+"`qwen-72b`"+` does not exist or you do not have access to it.","type":"invalid_request_error","param":null,"code":"model_not_found"}}`)}
-		}, want: want{class: failure.ClassModelNotFound, status: 404, code: "model_not_found"}},
+		}, want: want{class: failure.ModelNotFound, status: 404, code: "model_not_found"}},
 		{name: "model_not_found/vLLM 404 message", up: func(*testing.T) upstream {
 			return upstream{handler: reply(404, `{"object":"error","message":"The model `+"`qwen-72b`"+` does not exist.","type":"NotFoundError","param":null,"code":404}`)}
-		}, want: want{class: failure.ClassModelNotFound, status: 404}},
+		}, want: want{class: failure.ModelNotFound, status: 404}},
 		{name: "model_not_found/Ollama 400 message", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"error":"model \"qwen-72b\" not found, try pulling it first"}`)}
-		}, want: want{class: failure.ClassModelNotFound, status: 400}},
+		}, want: want{class: failure.ModelNotFound, status: 400}},
 
 		// content_filter
 		{name: "content_filter/finish_reason", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("", "content_filter"))}
-		}, want: want{class: failure.ClassContentFilter, status: 200}},
+		}, want: want{class: failure.ContentFilter, status: 200}},
 		{name: "content_filter/Azure code", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"error":{"message":"The response was filtered due to the prompt triggering Azure OpenAI's content management policy.","type":null,"param":"prompt","code":"content_filter","status":400,"innererror":{"code":"ResponsibleAIPolicyViolation"}}}`)}
-		}, want: want{class: failure.ClassContentFilter, status: 400, code: "content_filter"}},
+		}, want: want{class: failure.ContentFilter, status: 400, code: "content_filter"}},
 		{name: "content_filter/content_policy_violation", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"error":{"message":"Your request was rejected as a result of our safety system.","type":"invalid_request_error","code":"content_policy_violation"}}`)}
-		}, want: want{class: failure.ClassContentFilter, status: 400}},
+		}, want: want{class: failure.ContentFilter, status: 400}},
 		{name: "content_filter/DashScope data_inspection_failed", up: func(*testing.T) upstream {
 			return upstream{handler: reply(400, `{"error":{"message":"Input data may contain inappropriate content.","type":"data_inspection_failed","code":"data_inspection_failed"}}`)}
-		}, want: want{class: failure.ClassContentFilter, status: 400}},
+		}, want: want{class: failure.ContentFilter, status: 400}},
 		{name: "content_filter/refusal", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("", "stop", `"refusal":"I can't help with that."`))}
-		}, want: want{class: failure.ClassContentFilter, status: 200, message: "I can't help with that."}},
+		}, want: want{class: failure.ContentFilter, status: 200, message: "I can't help with that."}},
 
 		// cancellation
 		{name: "canceled by the caller", up: func(*testing.T) upstream {
 			return upstream{cancel: 50 * time.Millisecond, handler: func(w http.ResponseWriter, r *http.Request) { sleep(r, 2*time.Second) }}
-		}, want: want{class: failure.ClassTimeout, canceled: true, reason: "cancelled by the caller"}},
+		}, want: want{class: failure.Timeout, canceled: true, reason: "cancelled by the caller"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -507,7 +507,7 @@ func TestClassifyUpstream(t *testing.T) {
 			if v.Canceled != w.canceled {
 				t.Errorf("Canceled = %v, want %v", v.Canceled, w.canceled)
 			}
-			if v.OK() != (w.class == failure.ClassNone && !w.canceled) {
+			if v.OK() != (w.class == failure.None && !w.canceled) {
 				t.Errorf("OK() = %v", v.OK())
 			}
 			if v.Reason == "" || strings.Contains(v.Reason, "\n") {
@@ -531,22 +531,22 @@ func TestClassifySynthetic(t *testing.T) {
 		class  failure.Class
 		reason string
 	}{
-		{"pre-flight: prompt over the window, nothing sent", Observation{PromptTokens: 9000, ContextWindow: 8192}, failure.ClassContextLengthExceeded, "9000 tokens"},
-		{"nothing observed at all", Observation{}, failure.ClassBodyError, "no response"},
-		{"connect/broken pipe while writing the request", Observation{Err: write}, failure.ClassConnect, "while sending"},
-		{"connect/proxy refused", Observation{Err: proxy}, failure.ClassConnect, "proxy"},
-		{"connect/bare ECONNREFUSED", Observation{Err: fmt.Errorf("dial: %w", syscall.ECONNREFUSED)}, failure.ClassConnect, "refused"},
-		{"server_error/reset while reading the response", Observation{Err: readReset}, failure.ClassServerError, "connection closed"},
-		{"body_error/bare EOF from decoding an unrecorded body", Observation{Err: io.EOF}, failure.ClassBodyError, "empty body"},
-		{"body_error/bare unexpected EOF", Observation{Err: io.ErrUnexpectedEOF}, failure.ClassBodyError, "truncated body"},
-		{"read_timeout/flag from the transport", Observation{Err: errors.New("whatever"), HeaderTimedOut: true}, failure.ClassReadTimeout, "header timeout"},
-		{"timeout/context.DeadlineExceeded", Observation{Err: fmt.Errorf("call: %w", context.DeadlineExceeded)}, failure.ClassTimeout, "deadline"},
-		{"timeout/attempt flag wins over a generic error", Observation{Err: io.ErrUnexpectedEOF, AttemptTimedOut: true}, failure.ClassTimeout, "attempt deadline"},
-		{"success/attempt flag ignored when a response arrived", Observation{AttemptTimedOut: true, Status: 200, Response: &openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Content: "hi"}, FinishReason: "stop"}}}}, failure.ClassNone, "HTTP 200"},
-		{"success/multi-part content", Observation{Response: &openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{MultiContent: []openai.ChatMessagePart{{Type: "text", Text: "hi"}}}}}}}, failure.ClassNone, "HTTP 200"},
-		{"server_error/unknown error", Observation{Err: errors.New("something odd")}, failure.ClassServerError, "unrecognised"},
-		{"canceled wins over the attempt flag", Observation{Err: context.Canceled, AttemptTimedOut: true}, failure.ClassTimeout, "cancelled"},
-		{"body_error/json error without status", Observation{Err: jsonSyntaxErr()}, failure.ClassBodyError, "malformed JSON"},
+		{"pre-flight: prompt over the window, nothing sent", Observation{PromptTokens: 9000, ContextWindow: 8192}, failure.ContextLengthExceeded, "9000 tokens"},
+		{"nothing observed at all", Observation{}, failure.BodyError, "no response"},
+		{"connect/broken pipe while writing the request", Observation{Err: write}, failure.Connect, "while sending"},
+		{"connect/proxy refused", Observation{Err: proxy}, failure.Connect, "proxy"},
+		{"connect/bare ECONNREFUSED", Observation{Err: fmt.Errorf("dial: %w", syscall.ECONNREFUSED)}, failure.Connect, "refused"},
+		{"server_error/reset while reading the response", Observation{Err: readReset}, failure.ServerError, "connection closed"},
+		{"body_error/bare EOF from decoding an unrecorded body", Observation{Err: io.EOF}, failure.BodyError, "empty body"},
+		{"body_error/bare unexpected EOF", Observation{Err: io.ErrUnexpectedEOF}, failure.BodyError, "truncated body"},
+		{"read_timeout/flag from the transport", Observation{Err: errors.New("whatever"), HeaderTimedOut: true}, failure.ReadTimeout, "header timeout"},
+		{"timeout/context.DeadlineExceeded", Observation{Err: fmt.Errorf("call: %w", context.DeadlineExceeded)}, failure.Timeout, "deadline"},
+		{"timeout/attempt flag wins over a generic error", Observation{Err: io.ErrUnexpectedEOF, AttemptTimedOut: true}, failure.Timeout, "attempt deadline"},
+		{"success/attempt flag ignored when a response arrived", Observation{AttemptTimedOut: true, Status: 200, Response: &openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Content: "hi"}, FinishReason: "stop"}}}}, failure.None, "HTTP 200"},
+		{"success/multi-part content", Observation{Response: &openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{MultiContent: []openai.ChatMessagePart{{Type: "text", Text: "hi"}}}}}}}, failure.None, "HTTP 200"},
+		{"server_error/unknown error", Observation{Err: errors.New("something odd")}, failure.ServerError, "unrecognised"},
+		{"canceled wins over the attempt flag", Observation{Err: context.Canceled, AttemptTimedOut: true}, failure.Timeout, "cancelled"},
+		{"body_error/json error without status", Observation{Err: jsonSyntaxErr()}, failure.BodyError, "malformed JSON"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

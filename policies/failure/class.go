@@ -8,31 +8,31 @@ type Class string
 // ApplicationError type of a failed attempt), in search attributes, in the
 // policy file and in metrics, so they never change.
 const (
-	ClassNone                  Class = ""
-	ClassConnect               Class = "connect"
-	ClassReadTimeout           Class = "read_timeout"
-	ClassTimeout               Class = "timeout"
-	ClassQueueFull             Class = "queue_full"
-	ClassRateLimited           Class = "rate_limited"
-	ClassContextLengthExceeded Class = "context_length_exceeded"
-	ClassOutputTruncated       Class = "output_truncated"
-	ClassServiceUnavailable    Class = "service_unavailable"
-	ClassServerError           Class = "server_error"
-	ClassBodyError             Class = "body_error"
-	ClassInvalidRequest        Class = "invalid_request"
-	ClassAuth                  Class = "auth"
-	ClassModelNotFound         Class = "model_not_found"
-	ClassContentFilter         Class = "content_filter"
-	ClassBreakerOpen           Class = "breaker_open"
-	ClassWorkerLost            Class = "worker_lost"
+	None                  Class = ""
+	Connect               Class = "connect"
+	ReadTimeout           Class = "read_timeout"
+	Timeout               Class = "timeout"
+	QueueFull             Class = "queue_full"
+	RateLimited           Class = "rate_limited"
+	ContextLengthExceeded Class = "context_length_exceeded"
+	OutputTruncated       Class = "output_truncated"
+	ServiceUnavailable    Class = "service_unavailable"
+	ServerError           Class = "server_error"
+	BodyError             Class = "body_error"
+	InvalidRequest        Class = "invalid_request"
+	Auth                  Class = "auth"
+	ModelNotFound         Class = "model_not_found"
+	ContentFilter         Class = "content_filter"
+	BreakerOpen           Class = "breaker_open"
+	WorkerLost            Class = "worker_lost"
 )
 
 // AllClasses lists every failure class in the order of README "Failure classes".
 var AllClasses = []Class{
-	ClassConnect, ClassReadTimeout, ClassTimeout, ClassQueueFull, ClassRateLimited,
-	ClassContextLengthExceeded, ClassOutputTruncated, ClassServiceUnavailable,
-	ClassServerError, ClassBodyError, ClassInvalidRequest, ClassAuth,
-	ClassModelNotFound, ClassContentFilter, ClassBreakerOpen, ClassWorkerLost,
+	Connect, ReadTimeout, Timeout, QueueFull, RateLimited,
+	ContextLengthExceeded, OutputTruncated, ServiceUnavailable,
+	ServerError, BodyError, InvalidRequest, Auth,
+	ModelNotFound, ContentFilter, BreakerOpen, WorkerLost,
 }
 
 // Valid reports whether c is one of the known failure classes.
@@ -51,8 +51,8 @@ func (c Class) Valid() bool {
 // truncated output) and our own states (breaker_open, worker_lost) do not.
 func (c Class) CountsForBreaker() bool {
 	switch c {
-	case ClassConnect, ClassReadTimeout, ClassTimeout, ClassQueueFull, ClassRateLimited,
-		ClassServiceUnavailable, ClassServerError, ClassBodyError, ClassAuth:
+	case Connect, ReadTimeout, Timeout, QueueFull, RateLimited,
+		ServiceUnavailable, ServerError, BodyError, Auth:
 		return true
 	}
 	return false

@@ -21,10 +21,10 @@ import (
 // 30 small allocations for a one-sentence question against the example FAQ
 // (BenchmarkFAQMatch).
 
-// FAQDefaultThreshold is the lowest score that counts as a match when no
+// DefaultThreshold is the lowest score that counts as a match when no
 // threshold is given; it is also the default of faq.threshold in the policy
 // file.
-const FAQDefaultThreshold = 0.35
+const DefaultThreshold = 0.35
 
 // faqExampleSource names the embedded example in errors and FAQ.Source.
 const faqExampleSource = "<embedded faq_example.yaml>"
@@ -53,8 +53,8 @@ var defaultFAQ = sync.OnceValue(func() *FAQ {
 // immutable and safe for concurrent use.
 func DefaultFAQ() *FAQ { return defaultFAQ() }
 
-// FAQEntry is one entry of the FAQ file.
-type FAQEntry struct {
+// Entry is one entry of the FAQ file.
+type Entry struct {
 	// ID names the entry in results and history. Required, unique, no spaces.
 	ID string `yaml:"id" json:"id"`
 	// Lang is an optional language tag (en, zh, zh-CN …), for the people
@@ -70,8 +70,8 @@ type FAQEntry struct {
 	Answer string `yaml:"answer" json:"answer"`
 }
 
-// FAQMatch is the answer of FAQ.Match.
-type FAQMatch struct {
+// Match is the answer of FAQ.Match.
+type Match struct {
 	// ID of the matched entry.
 	ID string `json:"id"`
 	// Answer of the matched entry.
@@ -86,7 +86,7 @@ type FAQMatch struct {
 // ParseFAQ and safe for concurrent use.
 type FAQ struct {
 	source  string
-	entries []FAQEntry
+	entries []Entry
 
 	// docs are the scored vectors: one per paraphrase, plus one per entry
 	// for the entry as a whole (all paraphrases and keywords together).
@@ -125,8 +125,8 @@ func (f *FAQ) Len() int {
 }
 
 // Entries returns a copy of the entries, in file order.
-func (f *FAQ) Entries() []FAQEntry {
-	out := make([]FAQEntry, len(f.entries))
+func (f *FAQ) Entries() []Entry {
+	out := make([]Entry, len(f.entries))
 	for i, e := range f.entries {
 		e.Questions = append([]string(nil), e.Questions...)
 		e.Keywords = append([]string(nil), e.Keywords...)
@@ -145,7 +145,7 @@ func LoadFAQ(path string) (*FAQ, error) {
 }
 
 // ParseFAQ parses an FAQ file and builds its index. source names the file in
-// errors. The file is a mapping with one key, entries, a list of FAQEntry:
+// errors. The file is a mapping with one key, entries, a list of Entry:
 //
 //	entries:
 //	  - id: refund-en
@@ -166,7 +166,7 @@ func ParseFAQ(data []byte, source string) (*FAQ, error) {
 		return nil, fmt.Errorf("invalid FAQ %s: %w", source, err)
 	}
 	p := &faqProblems{source: source}
-	var entries []FAQEntry
+	var entries []Entry
 	var doc *yaml.Node
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		doc = root.Content[0]
@@ -223,8 +223,8 @@ func (p *faqProblems) Error() string {
 }
 
 // parseFAQEntries decodes and checks the entries list.
-func parseFAQEntries(list *yaml.Node, p *faqProblems) []FAQEntry {
-	entries := make([]FAQEntry, 0, len(list.Content))
+func parseFAQEntries(list *yaml.Node, p *faqProblems) []Entry {
+	entries := make([]Entry, 0, len(list.Content))
 	firstLine := map[string]int{} // id → line of its first entry
 	for i, n := range list.Content {
 		at := fmt.Sprintf("entries[%d]", i)
@@ -232,7 +232,7 @@ func parseFAQEntries(list *yaml.Node, p *faqProblems) []FAQEntry {
 			p.add(n.Line, at, "a %s (want a mapping with id, questions, keywords, answer, lang)", faqNodeKind(n))
 			continue
 		}
-		var e FAQEntry
+		var e Entry
 		idLine := n.Line
 		seen := map[string]bool{}
 		for j := 0; j+1 < len(n.Content); j += 2 {
@@ -392,7 +392,7 @@ const (
 )
 
 // buildFAQ indexes valid entries.
-func buildFAQ(source string, entries []FAQEntry) *FAQ {
+func buildFAQ(source string, entries []Entry) *FAQ {
 	f := &FAQ{source: source, entries: entries, postings: map[string][]faqPosting{}}
 
 	// Term frequencies of every doc: paraphrases, then the whole entry.
@@ -402,7 +402,7 @@ func buildFAQ(source string, entries []FAQEntry) *FAQ {
 	for i, e := range entries {
 		whole := map[string]float64{}
 		for j, q := range e.Questions {
-			tf := faqFeatures(keyword.MatchFold(q))
+			tf := faqFeatures(keyword.Fold(q))
 			docs = append(docs, tf)
 			f.docEntry = append(f.docEntry, i)
 			f.docQuestion = append(f.docQuestion, j)
@@ -411,10 +411,10 @@ func buildFAQ(source string, entries []FAQEntry) *FAQ {
 			}
 		}
 		for _, k := range e.Keywords {
-			for ft, w := range faqFeatures(keyword.MatchFold(k)) {
+			for ft, w := range faqFeatures(keyword.Fold(k)) {
 				whole[ft] += w
 			}
-			if kw := keyword.MatchFold(k); kw != "" {
+			if kw := keyword.Fold(k); kw != "" {
 				f.keywords[i] = append(f.keywords[i], kw)
 			}
 		}
@@ -455,7 +455,7 @@ func buildFAQ(source string, entries []FAQEntry) *FAQ {
 }
 
 // Match returns the entry that best answers question, when its score
-// reaches threshold (threshold ≤ 0 or NaN: FAQDefaultThreshold).
+// reaches threshold (threshold ≤ 0 or NaN: DefaultThreshold).
 //
 // The score is in [0, 1]:
 //
@@ -491,14 +491,14 @@ func buildFAQ(source string, entries []FAQEntry) *FAQ {
 // Ties go to the entry first in the file. The cost is one pass over the
 // question, over the postings of its features and over the keywords,
 // independent of the length of the answers.
-func (f *FAQ) Match(question string, threshold float64) (FAQMatch, bool) {
+func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
 	if f == nil || len(f.entries) == 0 {
-		return FAQMatch{}, false
+		return Match{}, false
 	}
 	if !(threshold > 0) {
-		threshold = FAQDefaultThreshold
+		threshold = DefaultThreshold
 	}
-	folded := keyword.MatchFold(question)
+	folded := keyword.Fold(question)
 	q := faqFeatures(folded)
 
 	var norm float64
@@ -540,7 +540,7 @@ func (f *FAQ) Match(question string, threshold float64) (FAQMatch, bool) {
 		}
 		bonus := 0.0
 		for _, kw := range f.keywords[e] {
-			if keyword.KeywordIn(folded, kw) {
+			if keyword.In(folded, kw) {
 				if bonus == 0 {
 					bonus = faqKeywordBonus
 				} else {
@@ -554,10 +554,10 @@ func (f *FAQ) Match(question string, threshold float64) (FAQMatch, bool) {
 		}
 	}
 	if best < 0 || bestScore < threshold {
-		return FAQMatch{}, false
+		return Match{}, false
 	}
 	ent := f.entries[best]
-	return FAQMatch{
+	return Match{
 		ID:       ent.ID,
 		Answer:   ent.Answer,
 		Score:    bestScore,

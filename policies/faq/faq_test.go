@@ -108,7 +108,7 @@ func TestDefaultFAQMatch(t *testing.T) {
 	f := DefaultFAQ()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, ok := f.Match(tt.question, FAQDefaultThreshold)
+			m, ok := f.Match(tt.question, DefaultThreshold)
 			if tt.wantID == "" {
 				if ok {
 					t.Errorf("Match(%q) = %q (score %.3f via %q), want no match", tt.question, m.ID, m.Score, m.Question)
@@ -122,8 +122,8 @@ func TestDefaultFAQMatch(t *testing.T) {
 			if m.ID != tt.wantID {
 				t.Errorf("Match(%q) = %q (score %.3f via %q), want %q", tt.question, m.ID, m.Score, m.Question, tt.wantID)
 			}
-			if m.Score < FAQDefaultThreshold || m.Score > 1 {
-				t.Errorf("Match(%q).Score = %v, want in [%v, 1]", tt.question, m.Score, FAQDefaultThreshold)
+			if m.Score < DefaultThreshold || m.Score > 1 {
+				t.Errorf("Match(%q).Score = %v, want in [%v, 1]", tt.question, m.Score, DefaultThreshold)
 			}
 			if m.Answer == "" || m.Question == "" {
 				t.Errorf("Match(%q) = %+v, want an answer and the closest paraphrase", tt.question, m)
@@ -214,8 +214,8 @@ entries:
 		t.Fatal(err)
 	}
 	m, _ := f.Match("will my company reimburse the hotel and taxi costs", 1e-9)
-	if m.Score >= FAQDefaultThreshold {
-		t.Errorf("score of a lone keyword = %.3f, want < %v", m.Score, FAQDefaultThreshold)
+	if m.Score >= DefaultThreshold {
+		t.Errorf("score of a lone keyword = %.3f, want < %v", m.Score, DefaultThreshold)
 	}
 	if m.Score < faqKeywordBonus {
 		t.Errorf("score of a lone keyword = %.3f, want at least the bonus %v", m.Score, faqKeywordBonus)
@@ -415,7 +415,7 @@ func TestFAQFeaturesCJKStopWords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tf := faqFeatures(keyword.MatchFold(tt.text))
+			tf := faqFeatures(keyword.Fold(tt.text))
 			for _, w := range tt.want {
 				if _, ok := tf[w]; !ok {
 					t.Errorf("features of %q lack %q: %v", tt.text, w, tf)

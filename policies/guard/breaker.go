@@ -202,7 +202,7 @@ func (b *Breaker) Record(now time.Time, success bool) {
 // It does not trip the breaker for auth; the planner calls Trip for that.
 func (b *Breaker) RecordOutcome(now time.Time, class failure.Class) {
 	switch {
-	case class == failure.ClassNone:
+	case class == failure.None:
 		b.Record(now, true)
 	case class.CountsForBreaker():
 		b.Record(now, false)
@@ -367,7 +367,7 @@ func (r *BreakerRegistry) Record(model string, now time.Time, success bool) {
 
 // RecordOutcome is Breaker.RecordOutcome for model.
 func (r *BreakerRegistry) RecordOutcome(model string, now time.Time, class failure.Class) {
-	if class != failure.ClassNone && !class.CountsForBreaker() {
+	if class != failure.None && !class.CountsForBreaker() {
 		return // creates no breaker for a class it would ignore
 	}
 	r.Breaker(model).RecordOutcome(now, class)
@@ -455,7 +455,7 @@ func NewClassBreaker(cfg config.BreakerConfig) *ClassBreaker {
 // Record records at now the outcome of one retry made because an attempt
 // failed with class. The empty class is ignored.
 func (c *ClassBreaker) Record(class failure.Class, now time.Time, success bool) {
-	if class == failure.ClassNone {
+	if class == failure.None {
 		return
 	}
 	failed := 0

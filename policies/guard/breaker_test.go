@@ -221,21 +221,21 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "only upstream-health classes count",
 			steps: []breakerStep{
-				bOutcome(0, failure.ClassInvalidRequest, BreakerClosed),
-				bOutcome(0, failure.ClassInvalidRequest, BreakerClosed),
-				bOutcome(0, failure.ClassInvalidRequest, BreakerClosed),
-				bOutcome(0, failure.ClassContentFilter, BreakerClosed),
-				bOutcome(0, failure.ClassContextLengthExceeded, BreakerClosed),
-				bOutcome(0, failure.ClassOutputTruncated, BreakerClosed),
-				bOutcome(0, failure.ClassModelNotFound, BreakerClosed),
-				bOutcome(0, failure.ClassBreakerOpen, BreakerClosed),
-				bOutcome(0, failure.ClassWorkerLost, BreakerClosed),
-				bOutcome(0, failure.ClassServerError, BreakerClosed),
-				bOutcome(0, failure.ClassTimeout, BreakerClosed),
-				bOutcome(0, failure.ClassNone, BreakerClosed), // a success resets the count
-				bOutcome(0, failure.ClassQueueFull, BreakerClosed),
-				bOutcome(0, failure.ClassRateLimited, BreakerClosed),
-				bOutcome(0, failure.ClassConnect, BreakerOpen),
+				bOutcome(0, failure.InvalidRequest, BreakerClosed),
+				bOutcome(0, failure.InvalidRequest, BreakerClosed),
+				bOutcome(0, failure.InvalidRequest, BreakerClosed),
+				bOutcome(0, failure.ContentFilter, BreakerClosed),
+				bOutcome(0, failure.ContextLengthExceeded, BreakerClosed),
+				bOutcome(0, failure.OutputTruncated, BreakerClosed),
+				bOutcome(0, failure.ModelNotFound, BreakerClosed),
+				bOutcome(0, failure.BreakerOpen, BreakerClosed),
+				bOutcome(0, failure.WorkerLost, BreakerClosed),
+				bOutcome(0, failure.ServerError, BreakerClosed),
+				bOutcome(0, failure.Timeout, BreakerClosed),
+				bOutcome(0, failure.None, BreakerClosed), // a success resets the count
+				bOutcome(0, failure.QueueFull, BreakerClosed),
+				bOutcome(0, failure.RateLimited, BreakerClosed),
+				bOutcome(0, failure.Connect, BreakerOpen),
 			},
 		},
 	}
@@ -330,9 +330,9 @@ func TestBreakerRegistry(t *testing.T) {
 		t.Fatalf("State created a breaker: %v", got)
 	}
 	for range 3 {
-		reg.RecordOutcome(big, t0, failure.ClassServerError)
+		reg.RecordOutcome(big, t0, failure.ServerError)
 	}
-	reg.RecordOutcome(small, t0, failure.ClassInvalidRequest)
+	reg.RecordOutcome(small, t0, failure.InvalidRequest)
 	if got := reg.Models(); !slices.Equal(got, []string{big}) {
 		t.Fatalf("Models = %q, want only %q (an ignored class creates no breaker)", got, big)
 	}
@@ -386,7 +386,7 @@ func TestBreakerRegistryConcurrent(t *testing.T) {
 		last[model] = to
 	})
 	models := []string{"a", "b", "c"}
-	classes := []failure.Class{failure.ClassNone, failure.ClassServerError, failure.ClassTimeout, failure.ClassNone, failure.ClassInvalidRequest}
+	classes := []failure.Class{failure.None, failure.ServerError, failure.Timeout, failure.None, failure.InvalidRequest}
 	var wg sync.WaitGroup
 	for w := range 32 {
 		wg.Go(func() {
@@ -436,36 +436,36 @@ func TestClassBreaker(t *testing.T) {
 			name: "opens above 15 % failed retries and recovers when the window slides",
 			cfg:  config.BreakerConfig{}, // defaults: 15 %, 20 retries, 60 s
 			steps: []classBreakerStep{
-				{at: 0, class: failure.ClassTimeout, successes: 16, failures: 3, check: failure.ClassTimeout, allow: true}, // 19 < 20 samples
-				{at: brSec, class: failure.ClassTimeout, successes: 1, check: failure.ClassTimeout, allow: true},           // 3/20 = 15 %: not above
-				{at: 2 * brSec, class: failure.ClassTimeout, failures: 1, check: failure.ClassTimeout, allow: false},       // 4/21
-				{at: 2 * brSec, check: failure.ClassServerError, allow: true},                                              // other classes unaffected
-				{at: 59 * brSec, check: failure.ClassTimeout, allow: false},                                                // still in the window
-				{at: 60 * brSec, check: failure.ClassTimeout, allow: true},                                                 // the t=0 retries left
-				{at: 61 * brSec, class: failure.ClassTimeout, failures: 19, check: failure.ClassTimeout, allow: false},     // 20/20 in the window
-				{at: 122 * brSec, check: failure.ClassTimeout, allow: true},                                                // all gone
+				{at: 0, class: failure.Timeout, successes: 16, failures: 3, check: failure.Timeout, allow: true}, // 19 < 20 samples
+				{at: brSec, class: failure.Timeout, successes: 1, check: failure.Timeout, allow: true},           // 3/20 = 15 %: not above
+				{at: 2 * brSec, class: failure.Timeout, failures: 1, check: failure.Timeout, allow: false},       // 4/21
+				{at: 2 * brSec, check: failure.ServerError, allow: true},                                         // other classes unaffected
+				{at: 59 * brSec, check: failure.Timeout, allow: false},                                           // still in the window
+				{at: 60 * brSec, check: failure.Timeout, allow: true},                                            // the t=0 retries left
+				{at: 61 * brSec, class: failure.Timeout, failures: 19, check: failure.Timeout, allow: false},     // 20/20 in the window
+				{at: 122 * brSec, check: failure.Timeout, allow: true},                                           // all gone
 			},
 		},
 		{
 			name: "successful retries bring the rate back under the threshold",
 			steps: []classBreakerStep{
-				{at: 0, class: failure.ClassServerError, successes: 16, failures: 4, check: failure.ClassServerError, allow: false}, // 4/20
-				{at: brSec, class: failure.ClassServerError, successes: 7, check: failure.ClassServerError, allow: true},            // 4/27
+				{at: 0, class: failure.ServerError, successes: 16, failures: 4, check: failure.ServerError, allow: false}, // 4/20
+				{at: brSec, class: failure.ServerError, successes: 7, check: failure.ServerError, allow: true},            // 4/27
 			},
 		},
 		{
 			name: "the empty class is never recorded or refused",
 			steps: []classBreakerStep{
-				{at: 0, class: failure.ClassNone, failures: 100, check: failure.ClassNone, allow: true},
+				{at: 0, class: failure.None, failures: 100, check: failure.None, allow: true},
 			},
 		},
 		{
 			name: "custom rate, minimum and window",
 			cfg:  config.BreakerConfig{ClassFailureRate: 0.5, ClassMinRetries: 4, ClassWindow: config.Duration(10 * brSec)},
 			steps: []classBreakerStep{
-				{at: 0, class: failure.ClassRateLimited, successes: 1, failures: 2, check: failure.ClassRateLimited, allow: true}, // 3 < 4 samples
-				{at: brSec, class: failure.ClassRateLimited, failures: 1, check: failure.ClassRateLimited, allow: false},          // 3/4
-				{at: 10 * brSec, check: failure.ClassRateLimited, allow: true},                                                    // 1 sample left
+				{at: 0, class: failure.RateLimited, successes: 1, failures: 2, check: failure.RateLimited, allow: true}, // 3 < 4 samples
+				{at: brSec, class: failure.RateLimited, failures: 1, check: failure.RateLimited, allow: false},          // 3/4
+				{at: 10 * brSec, check: failure.RateLimited, allow: true},                                               // 1 sample left
 			},
 		},
 	}
@@ -492,12 +492,12 @@ func TestClassBreakerSnapshot(t *testing.T) {
 	c := NewClassBreaker(config.BreakerConfig{})
 	now := budgetAt(0)
 	for i := range 20 {
-		c.Record(failure.ClassTimeout, now, i%4 != 0) // 5 of 20 fail
+		c.Record(failure.Timeout, now, i%4 != 0) // 5 of 20 fail
 	}
-	c.Record(failure.ClassQueueFull, now, true)
+	c.Record(failure.QueueFull, now, true)
 	want := map[failure.Class]ClassStats{
-		failure.ClassTimeout:   {Retries: 20, Failures: 5, Open: true},
-		failure.ClassQueueFull: {Retries: 1},
+		failure.Timeout:   {Retries: 20, Failures: 5, Open: true},
+		failure.QueueFull: {Retries: 1},
 	}
 	if got := c.Snapshot(now); !maps.Equal(got, want) {
 		t.Errorf("Snapshot = %+v, want %+v", got, want)
@@ -512,7 +512,7 @@ func TestClassBreakerConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 100 {
 				c.Record(failure.AllClasses[(w+i)%len(failure.AllClasses)], now, i%10 != 0)
-				c.Allow(failure.ClassTimeout, now)
+				c.Allow(failure.Timeout, now)
 			}
 		})
 	}

@@ -5,10 +5,10 @@ import (
 	"unicode"
 )
 
-// keywordIn reports whether the folded keyword kw occurs in the folded text
+// In reports whether the folded keyword kw occurs in the folded text
 // q: at a word start when kw starts with an ASCII letter or digit, anywhere
 // otherwise. An empty keyword never matches.
-func KeywordIn(q, kw string) bool {
+func In(q, kw string) bool {
 	if kw == "" {
 		return false
 	}
@@ -38,7 +38,7 @@ func IsASCIIAlnum(b byte) bool {
 // ASCII forms to ASCII, curly apostrophes to "'", the ideographic space and
 // every other white space run to a single space, no leading or trailing
 // space.
-func MatchFold(s string) string {
+func Fold(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
 	space := false

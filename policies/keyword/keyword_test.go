@@ -22,8 +22,8 @@ func TestKeywordIn(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.text+"/"+tt.kw, func(t *testing.T) {
-			if got := KeywordIn(tt.text, tt.kw); got != tt.want {
-				t.Errorf("keywordIn(%q, %q) = %v, want %v", tt.text, tt.kw, got, tt.want)
+			if got := In(tt.text, tt.kw); got != tt.want {
+				t.Errorf("In(%q, %q) = %v, want %v", tt.text, tt.kw, got, tt.want)
 			}
 		})
 	}
@@ -40,7 +40,7 @@ func TestMatchFold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			if got := MatchFold(tt.in); got != tt.want {
+			if got := Fold(tt.in); got != tt.want {
 				t.Errorf("matchFold(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})

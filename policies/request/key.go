@@ -37,7 +37,7 @@ var ErrInvalidKey = errors.New("invalid idempotency key")
 // empty "name", "tool_calls" (objects "id", "type", "function" {"name",
 // "arguments"}) and "tool_call_id". Nil and empty message lists encode alike
 // ([]). HTML characters are not escaped; Go's encoder escapes U+2028 and
-// U+2029 and replaces invalid UTF-8 with U+FFFD (ValidateRequest refuses
+// U+2029 and replaces invalid UTF-8 with U+FFFD (Validate refuses
 // invalid UTF-8, so two accepted requests never collide that way). The text
 // is hashed as sent: no trimming, no Unicode normalisation.
 //
@@ -72,7 +72,7 @@ type canonicalMessage struct {
 // KeyFor returns the workflow ID of r: r.IdempotencyKey when set and valid
 // (scoped by r.Tenant with ScopedKey when a tenant is set, so two tenants
 // sending the same key never reach each other's call), else
-// Key(r.Tenant, r.UserID, r.SessionID, r.Messages). ValidateRequest refuses
+// Key(r.Tenant, r.UserID, r.SessionID, r.Messages). Validate refuses
 // an invalid IdempotencyKey; should one reach KeyFor anyway it is ignored
 // and the derived key returned, so the result is always a valid workflow ID.
 func KeyFor(r Request) string {

@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 )
 
-// The request limits ValidateRequest applies when the Config leaves them
+// The request limits Validate applies when the Config leaves them
 // zero (README "How it works", step 1); they mirror the defaults of the policy file.
 const (
 	reqDefaultMaxPromptBytes = 1 << 20 // 1 MiB, half of Temporal's 2 MB payload limit
@@ -39,7 +39,7 @@ type FieldProblem struct {
 // String returns "field: problem".
 func (p FieldProblem) String() string { return p.Field + ": " + p.Problem }
 
-// ValidationError is returned by ValidateRequest: every problem found in a
+// ValidationError is returned by Validate: every problem found in a
 // request, in the order of the request's fields. Callers map it to a
 // non-retryable invalid_request failure (an HTTP 400 at the front door).
 type ValidationError struct {
@@ -89,7 +89,7 @@ func (e *ValidationError) add(field, format string, args ...any) {
 	e.Problems = append(e.Problems, FieldProblem{Field: field, Problem: fmt.Sprintf(format, args...)})
 }
 
-// reqLimits are the limits ValidateRequest applies, zero config values
+// reqLimits are the limits Validate applies, zero config values
 // replaced by the defaults.
 type reqLimits struct {
 	maxPromptBytes int
@@ -133,7 +133,7 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 	return l
 }
 
-// ValidateRequest checks r before anything is sent (README "How it works", step 1) and returns nil
+// Validate checks r before anything is sent (README "How it works", step 1) and returns nil
 // or a *ValidationError listing every problem as "field: problem":
 //
 //   - messages: at least one, at most Limits.MaxMessages (default 1000);
@@ -154,7 +154,7 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 //   - every string valid UTF-8.
 //
 // A nil cfg, and zero limits in cfg, mean the defaults above.
-func ValidateRequest(r Request, cfg *config.Config) error {
+func Validate(r Request, cfg *config.Config) error {
 	lim := reqLimitsOf(cfg)
 	e := &ValidationError{}
 

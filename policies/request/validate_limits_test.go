@@ -22,7 +22,7 @@ func TestValidateRequestSizeLimitsOfTemporal(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateRequest(tc.req, cfg)
+			err := Validate(tc.req, cfg)
 			if err == nil {
 				t.Fatal("accepted")
 			}
@@ -31,7 +31,7 @@ func TestValidateRequestSizeLimitsOfTemporal(t *testing.T) {
 			}
 		})
 	}
-	if err := ValidateRequest(Request{Scenario: "customer_service", Messages: q}, cfg); err != nil {
+	if err := Validate(Request{Scenario: "customer_service", Messages: q}, cfg); err != nil {
 		t.Fatalf("a normal request is refused: %v", err)
 	}
 }

@@ -71,8 +71,8 @@ func TestValidateRequestAccepts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := validRequest()
 			tt.edit(&r)
-			if err := ValidateRequest(r, tt.cfg); err != nil {
-				t.Errorf("ValidateRequest = %v, want nil", err)
+			if err := Validate(r, tt.cfg); err != nil {
+				t.Errorf("Validate = %v, want nil", err)
 			}
 		})
 	}
@@ -157,13 +157,13 @@ func TestValidateRequestRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := validRequest()
 			tt.edit(&r)
-			err := ValidateRequest(r, tt.cfg)
+			err := Validate(r, tt.cfg)
 			if err == nil {
-				t.Fatalf("ValidateRequest = nil, want a problem with %s", tt.wantField)
+				t.Fatalf("Validate = nil, want a problem with %s", tt.wantField)
 			}
 			var ve *ValidationError
 			if !errors.As(err, &ve) {
-				t.Fatalf("ValidateRequest error is %T, want *ValidationError", err)
+				t.Fatalf("Validate error is %T, want *ValidationError", err)
 			}
 			want := tt.wantField + ": "
 			found := false
@@ -190,10 +190,10 @@ func TestValidationErrorListsEveryProblem(t *testing.T) {
 		MaxTokens:  -1,
 		DeadlineMS: -1,
 	}
-	err := ValidateRequest(r, validateCfg)
+	err := Validate(r, validateCfg)
 	var ve *ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("ValidateRequest = %v, want *ValidationError", err)
+		t.Fatalf("Validate = %v, want *ValidationError", err)
 	}
 	want := []string{"messages[0].role", "messages[1].role", "model", "max_tokens", "deadline_ms"}
 	got := ve.Fields()
@@ -214,10 +214,10 @@ func TestValidationErrorIsBounded(t *testing.T) {
 		msgs[i] = Message{Role: "robot", Content: "x"}
 	}
 	msgs[len(msgs)-1] = Message{Role: RoleUser, Content: "q"}
-	err := ValidateRequest(Request{Messages: msgs}, nil)
+	err := Validate(Request{Messages: msgs}, nil)
 	var ve *ValidationError
 	if !errors.As(err, &ve) {
-		t.Fatalf("ValidateRequest = %v, want *ValidationError", err)
+		t.Fatalf("Validate = %v, want *ValidationError", err)
 	}
 	if len(ve.Problems) != maxReportedProblems {
 		t.Errorf("len(Problems) = %d, want %d", len(ve.Problems), maxReportedProblems)
@@ -235,7 +235,7 @@ func TestValidationErrorIsBounded(t *testing.T) {
 
 func TestValidateRequestWithDefaultConfig(t *testing.T) {
 	// The shipped policy must accept an ordinary request.
-	if err := ValidateRequest(validRequest(), config.DefaultConfig()); err != nil {
-		t.Errorf("ValidateRequest(DefaultConfig) = %v", err)
+	if err := Validate(validRequest(), config.DefaultConfig()); err != nil {
+		t.Errorf("Validate(DefaultConfig) = %v", err)
 	}
 }

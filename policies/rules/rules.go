@@ -32,7 +32,7 @@ import (
 // (the policy loader refuses such rules). question is the current user
 // question, usually the content of the last message.
 func CheckRules(rules []config.Rule, scenario string, question string) (config.Rule, bool) {
-	q := keyword.MatchFold(question)
+	q := keyword.Fold(question)
 	for _, r := range rules {
 		if !ruleScenarioMatches(r.Scenario, scenario) {
 			continue
@@ -59,7 +59,7 @@ func CheckRules(rules []config.Rule, scenario string, question string) (config.R
 // that carry a message: after the single attempt such a rule allows has
 // failed, its message is the answer.
 func RuleCard(rules []config.Rule, scenario, question string) (config.Rule, bool) {
-	q := keyword.MatchFold(question)
+	q := keyword.Fold(question)
 	for _, r := range rules {
 		if strings.TrimSpace(r.Message) == "" || !ruleScenarioMatches(r.Scenario, scenario) {
 			continue
@@ -81,7 +81,7 @@ func ruleScenarioMatches(ruleScenario, scenario string) bool {
 // anyKeywordIn reports whether any of keywords occurs in the folded text q.
 func anyKeywordIn(q string, keywords []string) bool {
 	for _, k := range keywords {
-		if keyword.KeywordIn(q, keyword.MatchFold(k)) {
+		if keyword.In(q, keyword.Fold(k)) {
 			return true
 		}
 	}
