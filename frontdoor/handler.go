@@ -130,7 +130,7 @@ func New(o Options) (*Handler, error) {
 		o.RetryAfter = 5 * time.Second
 	}
 	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 2*int64(promptLimit(o.Config)) + 64<<10
+		o.MaxBodyBytes = 2*int64(request.MaxPromptBytes(o.Config.Limits)) + 64<<10
 	}
 	if o.DataConverter == nil {
 		o.DataConverter = converter.GetDefaultDataConverter()
@@ -161,13 +161,6 @@ func New(o Options) (*Handler, error) {
 			message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}).write(w)
 	})
 	return h, nil
-}
-
-func promptLimit(cfg *config.Config) int {
-	if v := cfg.Limits.MaxPromptBytes; v > 0 {
-		return v
-	}
-	return 1 << 20
 }
 
 // ServeHTTP serves the front door's routes.
@@ -293,7 +286,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return req, chatRequest{}, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
-				message: fmt.Sprintf("The request body is over the limit of %d bytes (prompts may be at most %d bytes).", h.o.MaxBodyBytes, promptLimit(h.o.Config))}
+				message: fmt.Sprintf("The request body is over the limit of %d bytes (prompts may be at most %d bytes).", h.o.MaxBodyBytes, request.MaxPromptBytes(h.o.Config.Limits))}
 		}
 		return req, chatRequest{}, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
 			message: "Cannot read the request body: " + err.Error()}
@@ -331,7 +324,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		req.DeadlineMS = ms
 	}
 
-	if n, limit := promptBytes(req.Messages), promptLimit(h.o.Config); n > limit {
+	if n, limit := request.PromptBytes(req.Messages), request.MaxPromptBytes(h.o.Config.Limits); n > limit {
 		return req, cr, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, param: "messages", code: "request_too_large",
 			message: fmt.Sprintf("The prompt is %d bytes, over the limit of %d bytes.", n, limit)}
 	}

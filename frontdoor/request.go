@@ -247,15 +247,3 @@ func jsonKind(raw json.RawMessage) string {
 	}
 	return "number " + string(t)
 }
-
-// promptBytes counts the prompt as policies.Validate does.
-func promptBytes(msgs []request.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
-		for _, tc := range m.ToolCalls {
-			n += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments)
-		}
-	}
-	return n
-}

@@ -58,18 +58,7 @@ func Key(req workflows.CallRequest) (string, error) {
 // (it knows the model ladder) and fails the call at once, without an
 // upstream request.
 func (c *Client) precheck(req workflows.CallRequest) error {
-	limit := c.Limits.MaxPromptBytes
-	if limit <= 0 {
-		limit = 1 << 20
-	}
-	size := 0
-	for _, m := range req.Messages {
-		size += len(m.Content)
-		for _, tc := range m.ToolCalls {
-			size += len(tc.Function.Arguments)
-		}
-	}
-	if size > limit {
+	if size, limit := request.PromptBytes(req.Messages), request.MaxPromptBytes(c.Limits); size > limit {
 		return fmt.Errorf("%w: messages: prompt is %d bytes, over the %d-byte limit", ErrInvalidRequest, size, limit)
 	}
 	if len(req.Messages) == 0 {

@@ -3,18 +3,47 @@ package request
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"math"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
+
+// DefaultMaxPromptBytes is the prompt size limit when the policy sets none
+// (limits.max_prompt_bytes): 1 MiB, half of Temporal's 2 MB payload limit.
+const DefaultMaxPromptBytes = 1 << 20
+
+// PromptBytes is the size of a prompt as every prompt limit counts it (the
+// worker's Validate, the front door's 413, llmclient's check before
+// starting): the bytes of each message's role, content, name and
+// tool_call_id and of each tool call's id, type, function name and
+// arguments. JSON framing adds little.
+func PromptBytes(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, tc := range m.ToolCalls {
+			n += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments)
+		}
+	}
+	return n
+}
+
+// MaxPromptBytes is the prompt size limit of l: l.MaxPromptBytes, or
+// DefaultMaxPromptBytes when it is zero.
+func MaxPromptBytes(l config.LimitsConfig) int {
+	if l.MaxPromptBytes > 0 {
+		return l.MaxPromptBytes
+	}
+	return DefaultMaxPromptBytes
+}
 
 // The request limits Validate applies when the Config leaves them
 // zero (README "How it works", step 1); they mirror the defaults of the policy file.
 const (
-	reqDefaultMaxPromptBytes = 1 << 20 // 1 MiB, half of Temporal's 2 MB payload limit
 	reqDefaultMaxMessages    = 1000
 	reqDefaultMaxTokens      = 32768
 	reqDefaultMaxTemperature = 2.0
@@ -103,7 +132,7 @@ type reqLimits struct {
 // reqLimitsOf resolves the limits of cfg (nil: all defaults, any model).
 func reqLimitsOf(cfg *config.Config) reqLimits {
 	l := reqLimits{
-		maxPromptBytes: reqDefaultMaxPromptBytes,
+		maxPromptBytes: DefaultMaxPromptBytes,
 		maxMessages:    reqDefaultMaxMessages,
 		maxTokens:      reqDefaultMaxTokens,
 		maxTemperature: reqDefaultMaxTemperature,
@@ -112,9 +141,7 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 	if cfg == nil {
 		return l
 	}
-	if v := cfg.Limits.MaxPromptBytes; v > 0 {
-		l.maxPromptBytes = v
-	}
+	l.maxPromptBytes = MaxPromptBytes(cfg.Limits)
 	if v := cfg.Limits.MaxMessages; v > 0 {
 		l.maxMessages = v
 	}
@@ -141,9 +168,8 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 //     tool messages with a tool_call_id answering a tool call of an earlier
 //     assistant message; tool calls only on assistant messages, each with an
 //     id and a function name; the last message from the user and not blank.
-//   - the prompt (the bytes of every message's content, name, tool calls and
-//     tool_call_id; JSON framing adds little) at most Limits.MaxPromptBytes
-//     (default 1 MiB, half of Temporal's 2 MB payload limit).
+//   - the prompt (PromptBytes) at most Limits.MaxPromptBytes
+//     (default DefaultMaxPromptBytes, 1 MiB).
 //   - model: empty or one of cfg.Models (when the config has models).
 //   - max_tokens: 0 (the upstream's default) or 1..Limits.MaxTokens
 //     (default 32768).
@@ -241,11 +267,9 @@ func validateMessages(e *ValidationError, msgs []Message, lim reqLimits) {
 		e.add("messages", "%d messages, over the limit of %d", len(msgs), lim.maxMessages)
 	}
 
-	size := 0
 	toolCallIDs := map[string]bool{}
 	for i, m := range msgs {
 		at := fmt.Sprintf("messages[%d]", i)
-		size += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
 
 		switch m.Role {
 		case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool:
@@ -263,7 +287,6 @@ func validateMessages(e *ValidationError, msgs []Message, lim reqLimits) {
 		}
 		for j, tc := range m.ToolCalls {
 			tat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
-			size += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments)
 			if tc.ID == "" {
 				e.add(tat+".id", "missing (a tool message answers it by this id)")
 			} else {
@@ -295,7 +318,7 @@ func validateMessages(e *ValidationError, msgs []Message, lim reqLimits) {
 		e.add(fmt.Sprintf("messages[%d].content", last), "empty (the last user message is the question)")
 	}
 
-	if size > lim.maxPromptBytes {
+	if size := PromptBytes(msgs); size > lim.maxPromptBytes {
 		e.add("messages", "prompt is %s, over the limit of %s", reqByteSize(size), reqByteSize(lim.maxPromptBytes))
 	}
 }
