@@ -11,7 +11,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
-	"go.uber.org/zap"
 
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -124,7 +123,7 @@ func (h *Handler) lookupFailed(err error) *apiError {
 	if unreachable(err) {
 		return h.unavailable(err)
 	}
-	h.o.Logger.Error("cannot read a call", zap.Error(err))
+	h.o.Logger.Error("cannot read a call", "error", err)
 	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "lookup_failed",
 		message: "Cannot read the call; the front door's log says why."}
 }

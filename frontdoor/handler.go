@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -82,7 +82,7 @@ type Options struct {
 	DataConverter converter.DataConverter
 	// Logger receives one line per request (tenant, workflow ID, status;
 	// never tokens or prompts). Default: no logging.
-	Logger *zap.Logger
+	Logger *slog.Logger
 	// Now is the clock of the created fields; default time.Now.
 	Now func() time.Time
 }
@@ -136,7 +136,7 @@ func New(o Options) (*Handler, error) {
 		o.DataConverter = converter.GetDefaultDataConverter()
 	}
 	if o.Logger == nil {
-		o.Logger = zap.NewNop()
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -172,9 +172,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.o.Logger.Info("request",
-		zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Int("status", rec.status),
-		zap.String("tenant", rec.tenant), zap.String("workflow_id", rec.Header().Get(HeaderWorkflowID)),
-		zap.Duration("duration", time.Since(start)))
+		"method", r.Method, "path", r.URL.Path, "status", rec.status,
+		"tenant", rec.tenant, "workflow_id", rec.Header().Get(HeaderWorkflowID),
+		"duration", time.Since(start))
 }
 
 // recorder remembers the status and the tenant for the request log.
@@ -402,7 +402,7 @@ func unreachable(err error) bool {
 // unavailable is the 503 of an unreachable Temporal. Errors of the
 // service go to the log, not to the client: they name internal addresses.
 func (h *Handler) unavailable(err error) *apiError {
-	h.o.Logger.Warn("Temporal unreachable", zap.Error(err))
+	h.o.Logger.Warn("Temporal unreachable", "error", err)
 	return &apiError{status: http.StatusServiceUnavailable, typ: typeUnavailable, code: "temporal_unavailable",
 		retryAfter: h.o.RetryAfter,
 		message: "The durable call service is unreachable or slow; retry with the same request or Idempotency-Key, " +
@@ -417,7 +417,7 @@ func (h *Handler) startFailed(err error) *apiError {
 	case unreachable(err):
 		return h.unavailable(err)
 	}
-	h.o.Logger.Error("cannot start a call", zap.Error(err))
+	h.o.Logger.Error("cannot start a call", "error", err)
 	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "start_failed",
 		message: "Cannot start the call; the front door's log says why."}
 }
@@ -459,7 +459,7 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 	case unreachable(err):
 		return h.unavailable(err)
 	}
-	h.o.Logger.Error("a call failed", zap.String("workflow_id", id), zap.Error(err))
+	h.o.Logger.Error("a call failed", "workflow_id", id, "error", err)
 	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "call_failed",
 		message: "The call failed; the front door's log says why."}
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"go.temporal.io/sdk/log"
 	"io"
 	"log/slog"
 	"net"
@@ -26,7 +25,9 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/durable-llm/durable-llm/codec"
@@ -480,7 +481,7 @@ func gjsonContent(t *testing.T, raw json.RawMessage) string {
 
 func TestBadTokens(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
-	d := newDoor(t, func(o *frontdoor.Options) { o.Logger = zap.New(core) })
+	d := newDoor(t, func(o *frontdoor.Options) { o.Logger = slog.New(zapslog.NewHandler(core)) })
 	ctx := ctxT(t)
 	for _, tc := range []struct {
 		name string
@@ -773,7 +774,7 @@ func TestEncryptedPayloads(t *testing.T) {
 	require.NoError(t, err)
 	core, logs := observer.New(zap.InfoLevel)
 	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: srv.Client(), TaskQueue: d.tq}, Tenants: tenants,
-		Logger: zap.New(core)})
+		Logger: slog.New(zapslog.NewHandler(core))})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/calls/"+id, nil)

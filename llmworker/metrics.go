@@ -3,6 +3,7 @@ package llmworker
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -15,7 +16,6 @@ import (
 	tallyprom "github.com/uber-go/tally/v4/prometheus"
 	"go.temporal.io/sdk/client"
 	sdktally "go.temporal.io/sdk/contrib/tally"
-	"go.uber.org/zap"
 
 	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -49,14 +49,14 @@ var sanitize = tally.SanitizeOptions{
 }
 
 // NewMetrics builds the registry and the SDK handler without serving it.
-func NewMetrics(logger *zap.Logger) (*Metrics, error) {
+func NewMetrics(logger *slog.Logger) (*Metrics, error) {
 	reg := prom.NewRegistry()
 	// Go runtime and process metrics: go_goroutines, process_resident_memory_bytes, …
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reporter, err := tallyprom.Configuration{TimerType: "histogram"}.NewReporter(tallyprom.ConfigurationOptions{
 		Registry: reg,
 		OnError: func(err error) {
-			logger.Warn("metric registration failed", zap.Error(err))
+			logger.Warn("metric registration failed", "error", err)
 		},
 	})
 	if err != nil {
@@ -78,7 +78,7 @@ func NewMetrics(logger *zap.Logger) (*Metrics, error) {
 
 // StartMetrics builds the metrics and serves them on addr at /metrics
 // (addr "" builds them without serving).
-func StartMetrics(addr string, logger *zap.Logger) (*Metrics, error) {
+func StartMetrics(addr string, logger *slog.Logger) (*Metrics, error) {
 	m, err := NewMetrics(logger)
 	if err != nil || addr == "" {
 		return m, err
@@ -93,7 +93,7 @@ func StartMetrics(addr string, logger *zap.Logger) (*Metrics, error) {
 	m.Addr = ln.Addr().String()
 	go func() {
 		if err := m.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error("metrics endpoint stopped", zap.Error(err))
+			logger.Error("metrics endpoint stopped", "error", err)
 		}
 	}()
 	return m, nil

@@ -3,7 +3,6 @@ package llmworker_test
 import (
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/log"
 	"io"
 	"log/slog"
 	"net/http"
@@ -17,7 +16,9 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/durable-llm/durable-llm/llmclient"
@@ -104,7 +105,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	cfg.Breaker.ConsecutiveFailures = 2          // qwen-72b opens after the second failure
 	require.NoError(t, cfg.Validate())
 
-	m, err := llmworker.StartMetrics("127.0.0.1:0", zaptest.NewLogger(t))
+	m, err := llmworker.StartMetrics("127.0.0.1:0", slog.New(zapslog.NewHandler(zaptest.NewLogger(t).Core())))
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	m.Init(cfg)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -22,7 +23,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -111,8 +114,7 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 	// The worker's logs, everything from debug up, into a buffer.
 	var logs syncBuf
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(&logs), zapcore.DebugLevel)
-	z := zap.New(core)
-	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: llmworker.NewZapLogger(z)})
+	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: log.NewStructuredLogger(slog.New(zapslog.NewHandler(core)))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 	tq := "llm-secrets-" + uuid.NewString()[:8]

@@ -14,12 +14,12 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
-	"go.uber.org/zap"
+	"go.temporal.io/sdk/log"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/internal/logging"
 	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -56,11 +56,11 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
 
-	logger, err := llmworker.NewLogger(*logLevel)
+	logger, flush, err := logging.New(logging.Options{Level: *logLevel})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logger.Sync() }()
+	defer flush()
 
 	cfg, err := config.LoadConfigOrDefault(*policyFile)
 	if err != nil {
@@ -78,7 +78,7 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	if _, err := codec.ConfigureClient(&opts, os.Getenv); err != nil {
 		return err
 	}
-	opts.Logger = llmworker.NewZapLogger(logger)
+	opts.Logger = log.NewStructuredLogger(logger)
 	// Lazy: the front door starts even when Temporal is down, and answers
 	// 503 with Retry-After until it is reachable.
 	c, err := client.NewLazyClient(opts)
@@ -93,7 +93,7 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if _, err := c.CheckHealth(hctx, &client.CheckHealthRequest{}); err != nil {
 		logger.Warn("Temporal is not reachable yet; calls are answered 503 until it is",
-			zap.String("temporal", hostPort), zap.Error(err))
+			"temporal", hostPort, "error", err)
 	}
 	cancel()
 

@@ -29,10 +29,11 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
-	"go.uber.org/zap"
 
 	"github.com/durable-llm/durable-llm/codec"
+	"github.com/durable-llm/durable-llm/internal/logging"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -55,11 +56,11 @@ func run(args []string) error {
 		return err
 	}
 
-	logger, err := llmworker.NewLogger(*logLevel)
+	logger, flush, err := logging.New(logging.Options{Level: *logLevel})
 	if err != nil {
 		return err
 	}
-	defer func() { _ = logger.Sync() }()
+	defer flush()
 
 	cfg, err := config.LoadConfigOrDefault(*policyFile)
 	if err != nil {
@@ -84,9 +85,9 @@ func run(args []string) error {
 		return err
 	}
 	if enc != nil {
-		logger.Info("payload encryption on (AES-256-GCM)", zap.String("encrypt_key_id", enc.ActiveKeyID()), zap.Strings("decrypt_key_ids", enc.KeyIDs()))
+		logger.Info("payload encryption on (AES-256-GCM)", "encrypt_key_id", enc.ActiveKeyID(), "decrypt_key_ids", enc.KeyIDs())
 	}
-	opts.Logger = llmworker.NewZapLogger(logger)
+	opts.Logger = log.NewStructuredLogger(logger)
 	metrics, err := llmworker.StartMetrics(*metricsAddr, logger)
 	if err != nil {
 		return err
@@ -127,15 +128,15 @@ func run(args []string) error {
 	for i, m := range cfg.Models {
 		models[i] = m.Name + "@" + redactURL(m.BaseURL)
 	}
-	logger.Info("durable-llm worker starting", zap.String("temporal", hostPort(opts)), zap.String("namespace", ns), zap.String("task_queue", *taskQueue),
-		zap.String("policy", cfg.Source), zap.Strings("ladder", models), zap.String("metrics", *metricsAddr))
+	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
+		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	interrupt := make(chan any)
 	go func() {
 		s := <-sig
-		logger.Info("stopping: draining in-flight activities", zap.String("signal", s.String()))
+		logger.Info("stopping: draining in-flight activities", "signal", s.String())
 		close(interrupt)
 	}()
 	if err := w.Run(interrupt); err != nil && !errors.Is(err, context.Canceled) {

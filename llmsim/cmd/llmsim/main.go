@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/logging"
 	"github.com/durable-llm/durable-llm/llmsim"
 )
 
@@ -48,11 +48,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		}
 		return err
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(*level)); err != nil {
-		return fmt.Errorf("--log-level: %w", err)
+	logger, flush, err := logging.New(logging.Options{Level: *level, Out: stderr, EveryLine: true})
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
+	defer flush()
 	sc, err := llmsim.OpenScenario(*scenario)
 	if err != nil {
 		return err

@@ -77,8 +77,8 @@ func TestServeLogAndShutDown(t *testing.T) {
 		t.Fatalf("request: %v %v", err, resp)
 	}
 	resp.Body.Close()
-	if n := strings.Count(logs.String(), "msg=request"); n != 1 {
-		t.Errorf("%d request log lines, want 1:\n%s", n, logs.String())
+	if n := strings.Count(logs.String(), "\trequest\t"); n != 1 || !strings.Contains(logs.String(), `"model": "qwen-14b"`) {
+		t.Errorf("%d request log lines, want 1 naming the model:\n%s", n, logs.String())
 	}
 	hung := make(chan error, 1)
 	go func() {
