@@ -92,17 +92,6 @@ type Verdict struct {
 // OK reports whether the attempt succeeded.
 func (v Verdict) OK() bool { return v.Class == failure.None && !v.Canceled }
 
-// ClassifyFunc classifies one upstream attempt. It is the extension point
-// for providers with their own error dialects (in the style of
-// go-retryablehttp's CheckRetry): wrap DefaultClassify and adjust its
-// verdict.
-type ClassifyFunc func(obs Observation) Verdict
-
-// DefaultClassify is the classifier of README "Failure classes": Classify.
-func DefaultClassify(obs Observation) Verdict { return Classify(obs) }
-
-var _ ClassifyFunc = DefaultClassify
-
 // maxMessageLen bounds Verdict.Message, in runes.
 const maxMessageLen = 300
 

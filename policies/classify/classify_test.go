@@ -559,11 +559,6 @@ func TestClassifySynthetic(t *testing.T) {
 			}
 		})
 	}
-	// DefaultClassify is Classify.
-	obs := Observation{Err: write}
-	if Classify(obs) != DefaultClassify(obs) {
-		t.Error("DefaultClassify differs from Classify")
-	}
 }
 
 // jsonSyntaxErr is a real *json.SyntaxError.

@@ -355,11 +355,6 @@ func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
 	return r.Breaker(model).Allow(now, u)
 }
 
-// AllowFunc returns Allow bound to now and u, in the shape NextModel takes.
-func (r *BreakerRegistry) AllowFunc(now time.Time, u float64) func(model string) bool {
-	return func(model string) bool { return r.Allow(model, now, u) }
-}
-
 // Record is Breaker.Record for model.
 func (r *BreakerRegistry) Record(model string, now time.Time, success bool) {
 	r.Breaker(model).Record(now, success)

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"fmt"
-	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"maps"
@@ -320,7 +319,6 @@ func TestBreakerRegistry(t *testing.T) {
 		calls = append(calls, breakerHookCall{model, from, to, now.Sub(budgetT0)})
 	})
 	const big, small = "qwen-72b", "qwen-14b"
-	ladder := []config.ModelConfig{{Name: big}, {Name: small}}
 	t0 := budgetAt(0)
 
 	if got := reg.State(big, t0); got != BreakerClosed {
@@ -336,8 +334,8 @@ func TestBreakerRegistry(t *testing.T) {
 	if got := reg.Models(); !slices.Equal(got, []string{big}) {
 		t.Fatalf("Models = %q, want only %q (an ignored class creates no breaker)", got, big)
 	}
-	if m, ok := callstate.NextModel(ladder, "", nil, reg.AllowFunc(t0, 0)); !ok || m.Name != small {
-		t.Fatalf("NextModel with %s open = %q, %v; want %s", big, m.Name, ok, small)
+	if reg.Allow(big, t0, 0) || !reg.Allow(small, t0, 0) {
+		t.Fatalf("Allow with %s open: %s %v, %s %v; want only %s", big, big, reg.Allow(big, t0, 0), small, reg.Allow(small, t0, 0), small)
 	}
 	want := map[string]BreakerState{big: BreakerOpen, small: BreakerClosed}
 	if got := reg.Snapshot(t0); !maps.Equal(got, want) {
