@@ -124,7 +124,7 @@ func goOpenAIAnswer(resp goopenai.ChatCompletionResponse, err error) error {
 	return nil
 }
 
-// NewNaive is the seeds' naive loop: go-openai with a fixed per-attempt
+// NewNaive is the naive retry loop: go-openai with a fixed per-attempt
 // timeout and up to three immediate retries on any error.
 func NewNaive(baseURL string, timeout, deadline time.Duration) *Contender {
 	return newRetryLoop(NameNaive,
@@ -244,7 +244,7 @@ func NewFloor(c client.Client, baseURL string) (*Contender, error) {
 
 // DurableOptions tune NewDurable.
 type DurableOptions struct {
-	// Config is the policy; default policies.DefaultConfig(). Its models
+	// Config is the policy; default config.DefaultConfig(). Its models
 	// are pointed at the benchmark's upstream.
 	Config *config.Config
 	// Worker configures the in-process worker (llmworker.Options.Worker is

@@ -13,15 +13,15 @@
 //   - Tenants. A bearer token maps to a tenant (Tenants; compared by
 //     SHA-256 in constant time, never logged). The tenant is part of every
 //     workflow ID: an Idempotency-Key header becomes
-//     policies.ScopedKey(tenant, key); without one the key is
-//     policies.Key(tenant, user, X-Session-Id, messages) (README "Idempotency and audit"). Two
+//     request.ScopedKey(tenant, key); without one the key is
+//     request.Key(tenant, user, X-Session-Id, messages) (README "Idempotency and audit"). Two
 //     tenants sending the same key reach two different calls. GET
 //     /v1/calls/{id} reads the tenant from the call's input (the first
 //     history event) and answers 404 for another tenant's call, exactly as
 //     for a call that does not exist.
 //   - Nothing starts for bad input. The body is capped (413), decoded with
 //     every problem naming its field (400), and checked with
-//     policies.Validate against the same policy the workers run
+//     request.Validate against the same policy the workers run
 //     before any workflow is started.
 //   - A client that disconnects does not cancel its call: the workflow
 //     runs on, and the same request (or Idempotency-Key) returns its

@@ -56,7 +56,7 @@ type Options struct {
 	Tenants *Tenants
 	// Config is the policy the workers run: its ladder is the list of
 	// models, its limits validate requests before any call starts.
-	// Default policies.DefaultConfig().
+	// Default config.DefaultConfig().
 	Config *config.Config
 	// KeepAlive is how often a stream that waits for a retrying call sends
 	// an SSE comment (": keep-alive"), and how long a stream waits for the

@@ -128,10 +128,11 @@
 // the rule sees). Bad files are refused with the file and the field:
 // `spike.yaml: phases[1].faults[0].kind: unknown fault "rate_limit" (did you
 // mean rate_limited?)`. The shipped scenarios (BuiltinScenarios) are
-// embedded: healthy, mixed (the demo), spike-5s (seed 000), vllm-slowdown
-// (seed 002), metastable, and class-<class> for every failure class an
-// upstream can cause (connect failures happen before any server sees the
-// request: dial a closed port to produce them).
+// embedded: healthy, mixed (the demo), spike-5s (a 5-second latency
+// spike), vllm-slowdown (a vLLM cluster slowing from 800 ms to 2.5 s; both
+// are storms of README "Benchmarks"), metastable, and class-<class> for
+// every failure class an upstream can cause (connect failures happen
+// before any server sees the request: dial a closed port to produce them).
 //
 // # Stats
 //

@@ -20,7 +20,7 @@ import (
 
 // Options configure New.
 type Options struct {
-	// Config is the policy; default policies.DefaultConfig().
+	// Config is the policy; default config.DefaultConfig().
 	Config *config.Config
 	// Metrics of the activities; default none.
 	Metrics activities.Metrics

@@ -387,7 +387,7 @@ func TestClassifyUpstream(t *testing.T) {
 		}, want: want{class: failure.ServerError, status: 500, reason: "body unreadable"}},
 
 		// body_error
-		{name: "body_error/HTTP 200 with an error object (seed 003 §2.1)", up: func(*testing.T) upstream {
+		{name: "body_error/HTTP 200 with an error object", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `{"error":{"message":"Request timed out during generation","code":"timeout"}}`)}
 		}, want: want{class: failure.BodyError, status: 200, code: "timeout", message: "Request timed out during generation", reason: "error object"}},
 		{name: "body_error/HTTP 200 without choices", up: func(*testing.T) upstream {

@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// Defaults of BreakerConfig (README "Failure classes"; seed 003 §4.5: open after 5
-// consecutive failures over a window of 20 calls, probe with 10 % of the
-// traffic, close at 90 % probe success; the seed's 300 s open period is a
-// production value, the default here is 30 s).
+// Defaults of BreakerConfig (README "Failure classes": open after 5
+// consecutive failures or a failure rate over 50 % of the last 20 calls,
+// probe with 10 % of the traffic, close at 90 % probe success). The open
+// period is 30 s; a production fleet may prefer minutes (300 s is common).
 const (
 	DefaultBreakerConsecutiveFailures = 5
 	DefaultBreakerFailureRate         = 0.5
@@ -400,9 +400,9 @@ func (r *BreakerRegistry) Snapshot(now time.Time) map[string]BreakerState {
 	return out
 }
 
-// ClassBreaker is the per-class breaker (README "Failure classes", seed 003 §3.3: "when
+// ClassBreaker is the per-class breaker (README "Failure classes": when
 // retries of one class fail more than 15 % of the time, skip retries and
-// degrade"). It counts the outcomes of retries by the failure class that
+// degrade). It counts the outcomes of retries by the failure class that
 // caused them over a sliding ClassWindow; when at least ClassMinRetries
 // retries of a class were seen and more than ClassFailureRate of them
 // failed, Allow refuses that class until enough old failures slide out of

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Defaults of BudgetConfig (README "Failure classes", seed 000: at most 10 % retries over
-// the last minute).
+// Defaults of BudgetConfig (README "Failure classes": retries of at most
+// 10 % of the requests of the last minute, plus 10 per window).
 const (
 	DefaultBudgetWindow = 60 * time.Second
 	DefaultBudgetRatio  = 0.1

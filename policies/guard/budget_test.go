@@ -61,7 +61,8 @@ func TestRetryBudget(t *testing.T) {
 			name: "a storm cannot retry more than 10 % plus the floor",
 			cfg:  config.BudgetConfig{},
 			steps: []budgetStep{
-				// 500 calls time out in one second and all want to retry (seed 000).
+				// 500 calls time out in one second and all want to retry (the
+				// latency spike of README "Benchmarks").
 				{at: 0, requests: 500, retries: 500, allowed: 60, want: BudgetSnapshot{Requests: 500, Retries: 60, Allowed: 60}},
 				{at: time.Second, requests: 500, retries: 500, allowed: 50, want: BudgetSnapshot{Requests: 1000, Retries: 110, Allowed: 110}},
 			},

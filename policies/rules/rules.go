@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// Business rules are the semantic breaker of seed 003 §5.3: some questions
-// must not be retried, or not be answered by a model at all, whatever the
-// upstream does. They are matched on the scenario of the request and on
-// keywords in the current question.
+// Business rules are a semantic breaker (README "How it works", step 2):
+// some questions must not be retried, or not be answered by a model at
+// all, whatever the upstream does. They are matched on the scenario of the
+// request and on keywords in the current question.
 //
 // Matching, shared by CheckRules, RuleCard and the FAQ keyword bonus:
 //   - Text and keywords are folded: lower case, full-width ASCII (ＡＢＣ，１２３)

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// testRules are the semantic breakers of seed 003 §5.3.
+// testRules are the business rules of README "How it works", step 2.
 var testRules = []config.Rule{
 	{ID: "medical-urgent", Scenario: "medical", Keywords: []string{"出血", "紧急", "疼痛", "chest pain", "bleeding"},
 		Action: config.RuleHandoff, Message: "请立即联系医生或拨打 120。"},

@@ -2,7 +2,7 @@
 // baselines, prints a table per benchmark and writes the tables (Markdown)
 // and charts (PNG) to bench/results:
 //
-//	storm     the seeds' retry storms and a metastable case, five clients
+//	storm     retry storms (latency spike, vLLM slowdown) and a metastable case, five clients
 //	overhead  durable-llm vs a bare one-activity workflow vs a direct call
 //	memory    worker RSS and goroutines with 1,000 calls in flight
 //
