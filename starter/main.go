@@ -1,10 +1,18 @@
-// Command starter starts and inspects durable LLM calls.
+// Command starter is durable-llm's command-line interface: everything a
+// client or an operator runs, one subcommand each, every one a thin layer
+// of flags and environment over a library package:
 //
-//	starter ask [flags] "question"   start (or attach to) a call, wait, print the answer
-//	starter show <workflow id>       the attempt table of a call, from its history
+//	starter ask [flags] "question"   start (or attach to) a call, wait, print the answer (llmclient)
+//	starter show <workflow id>       a call's answer and attempt table, from its history (llmclient)
+//	starter replay FILE… | --query Q replay histories against this build (replay)
+//	starter codec-server [flags]     /encode and /decode for the Web UI and CLI (codec)
+//	starter serve [flags]            the OpenAI-compatible HTTP front door (frontdoor)
 //
+// The worker is the other command (./worker, over package llmworker).
 // Temporal connection settings come from Temporal's standard environment
-// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …).
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …). Only serve logs (through
+// internal/logging); ask and show print their results and discard the
+// Temporal SDK's log.
 package main
 
 import (
@@ -13,7 +21,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go.temporal.io/sdk/log"
 	"io"
 	"log/slog"
 	"os"
@@ -22,6 +29,7 @@ import (
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+	"go.temporal.io/sdk/log"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmclient"

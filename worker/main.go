@@ -1,6 +1,11 @@
 // Command worker runs the durable-llm worker: LLMCall workflows and their
 // activities on task queue llm-calls.
 //
+// It is the thin main over package llmworker, the library that builds and
+// runs the worker (and that tests, benchmarks and tools use in process):
+// this command only reads flags and the environment, builds the logger
+// (internal/logging) and the Temporal client, and handles signals.
+//
 // Temporal connection settings come from Temporal's standard environment
 // (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TLS settings, or a
 // profile in the Temporal config file). The policy file comes from --policy

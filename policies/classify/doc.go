@@ -1,0 +1,13 @@
+// Package classify turns what one upstream attempt produced (an
+// Observation: go-openai's error or response, the status, headers and raw
+// body) into a Verdict: its failure class (README "Failure classes") and a
+// one-line reason, plus the upstream's Retry-After and rate-limit headers.
+//
+// Invariants:
+//   - It imports go-openai and the failure package only: no Temporal, no
+//     configuration.
+//   - Classify is a pure function of the Observation and never panics on
+//     upstream garbage; the current time is an argument where a Retry-After
+//     date needs one (Observation.Now, ParseRetryAfter).
+//   - No state, no logging.
+package classify

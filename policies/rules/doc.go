@@ -1,0 +1,13 @@
+// Package rules applies the business rules of the policy file (README "How
+// it works", step 2): CheckRules finds the rule, matched on the request's
+// scenario and keywords in the question, that decides before any model
+// call whether a call is handed off, answered with a safe message or
+// allowed one attempt only; RuleCard finds the rule whose message is the
+// fallback answer.
+//
+// Invariants:
+//   - No Temporal import; it imports only the config package (the Rule
+//     type) and the keyword package (matching).
+//   - Pure functions of their arguments: no clock, no randomness, no state,
+//     no logging.
+package rules
