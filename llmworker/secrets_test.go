@@ -196,7 +196,7 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 		}
 	}
 	haystacks = append(haystacks, results...)
-	require.NoError(t, z.Sync())
+	require.NoError(t, core.Sync())
 	log := logs.String()
 	require.Contains(t, log, "Activity error", "sanity: the worker's log was captured (the 401 attempt is logged)")
 	haystacks = append(haystacks, log)
