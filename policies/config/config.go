@@ -1,21 +1,27 @@
 package config
 
 import (
-	"github.com/durable-llm/durable-llm/policies/failure"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
-// Config is the whole policy of the worker: one YAML file (see
-// default_policy.yaml, embedded) loaded by LoadConfig / ParseConfig.
-// Every field has a default; a zero value in the file means "use the default".
+// Config is the whole policy of the worker: one YAML file loaded by
+// LoadConfig / ParseConfig over the embedded default_policy.yaml, which holds
+// every default (DefaultConfig). The field comments say what a field means;
+// its default is the value written in default_policy.yaml.
 type Config struct {
+	// ModelDefaults is what each entry of Models starts from: a field a
+	// model leaves out takes its value from here. Its Name stays empty.
+	ModelDefaults ModelConfig `yaml:"model_defaults"`
 	// Models is the ladder, in order of preference. At least one; left out
 	// of a file, the default ladder (the local llmsim) is used.
 	Models []ModelConfig `yaml:"models"`
-	// Classes maps every failure class to its action. Classes missing from
-	// the file keep their defaults (README "Failure classes"); a class entry that keeps the
-	// default action is merged over the default field by field, one that
-	// names another action replaces it (see ParseConfig).
+	// Classes maps every failure class to its action (README "Failure
+	// classes"). A file's entry for a class is laid over that class's
+	// default; an entry that names another action starts from the default
+	// entry of the first class (in failure.AllClasses order) with that
+	// action and keeps its own TripBreaker (see ParseConfig).
 	Classes map[failure.Class]ClassPolicy `yaml:"classes"`
 	Backoff BackoffConfig                 `yaml:"backoff"`
 	Budget  BudgetConfig                  `yaml:"budget"`
@@ -28,8 +34,8 @@ type Config struct {
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule
-	// card answers. Default: a polite "we are busy, please try again" text
-	// in English and Chinese.
+	// card answers (the default is a polite "we are busy, please try again"
+	// in English and Chinese).
 	Placeholder string `yaml:"placeholder"`
 
 	// Source is the file the config came from ("<embedded default>" for the
@@ -56,11 +62,11 @@ type ModelConfig struct {
 	// APIKeyEnv names the environment variable holding the API key. The key
 	// itself never appears in the file, in workflow input, history or logs.
 	APIKeyEnv string `yaml:"api_key_env"`
-	// ContextWindow in tokens. Default 8192.
+	// ContextWindow in tokens; prompts are pruned to fit.
 	ContextWindow int `yaml:"context_window"`
-	// Timeout of one attempt on this model (whole response). Default 30s.
+	// Timeout of one attempt on this model (whole response).
 	Timeout Duration `yaml:"timeout"`
-	// SystemPrompt support: full (default), partial or none.
+	// SystemPrompt support: full, partial or none.
 	SystemPrompt SystemPromptSupport `yaml:"system_prompt"`
 	// InputPrice and OutputPrice per million tokens, for reports. Optional.
 	InputPrice  float64 `yaml:"input_price"`
@@ -100,9 +106,11 @@ const (
 
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
+	// Action is what the planner does with a failure of the class.
 	Action Action `yaml:"action"`
 	// Max is how many times this class may be retried in one call (0: never;
-	// -1: up to the attempts cap).
+	// -1: up to the attempts cap, which resends do not count against, so
+	// ActionResend needs a count).
 	Max int `yaml:"max"`
 	// Waits are fixed waits, one per retry (the last repeats). Empty means
 	// full-jitter backoff for retry actions, no wait for resends and switches.
@@ -110,51 +118,54 @@ type ClassPolicy struct {
 	// SwitchAfter, for ActionRetry and ActionPruneRetry: after this many
 	// failures of the class on the same model, switch model (0: never).
 	SwitchAfter int `yaml:"switch_after"`
-	// TripBreaker opens the model's breaker at once (auth).
+	// TripBreaker opens the model's breaker at once (auth). It is about the
+	// failure, not the action, so a file entry that changes the action keeps it.
 	TripBreaker bool `yaml:"trip_breaker"`
-	// MaxTokensIncrease and Temperature apply to ActionBumpTokens
-	// (defaults 256 and 0.3).
+	// MaxTokensIncrease (at least 1) and Temperature apply to
+	// ActionBumpTokens: max_tokens grows by MaxTokensIncrease and the
+	// temperature becomes *Temperature (nil: the request's is dropped).
 	MaxTokensIncrease int      `yaml:"max_tokens_increase"`
 	Temperature       *float64 `yaml:"temperature"`
-	// KeepRounds applies to ActionPruneResend (default 3).
+	// KeepRounds (at least 1) applies to ActionPruneResend.
 	KeepRounds int `yaml:"keep_rounds"`
 }
 
 // BackoffConfig is exponential backoff with full jitter:
 // sleep = U(0, min(Cap, Base·2^n)).
 type BackoffConfig struct {
-	Base Duration `yaml:"base"` // default 500ms
-	Cap  Duration `yaml:"cap"`  // default 8s
-	// RetryAfterCap caps an upstream Retry-After (default 60s).
+	Base Duration `yaml:"base"`
+	Cap  Duration `yaml:"cap"`
+	// RetryAfterCap caps an upstream Retry-After.
 	RetryAfterCap Duration `yaml:"retry_after_cap"`
 	// ConnectBase is the base of the network-layer resend of connect
-	// failures (default 300ms) and ConnectRetries their count (default 2).
+	// failures and ConnectRetries their count (0: no resend).
 	ConnectBase    Duration `yaml:"connect_base"`
 	ConnectRetries int      `yaml:"connect_retries"`
 }
 
-// BudgetConfig is the per-process sliding-window retry budget.
+// BudgetConfig is the per-process sliding-window retry budget: retries ≤
+// Ratio·requests + Floor per Window. Ratio 0 leaves only the floor; Ratio 0
+// and Floor 0 allow no retries.
 type BudgetConfig struct {
-	Window Duration `yaml:"window"` // default 60s
-	Ratio  float64  `yaml:"ratio"`  // retries ≤ Ratio·requests, default 0.1
-	Floor  int      `yaml:"floor"`  // plus this many retries per window, default 10
+	Window Duration `yaml:"window"`
+	Ratio  float64  `yaml:"ratio"`
+	Floor  int      `yaml:"floor"`
 }
 
 // BreakerConfig is the per-model circuit breaker and the per-class breaker.
 type BreakerConfig struct {
-	ConsecutiveFailures int      `yaml:"consecutive_failures"` // default 5
-	FailureRate         float64  `yaml:"failure_rate"`         // default 0.5 over Window calls
-	Window              int      `yaml:"window"`               // calls, default 20
-	MinCalls            int      `yaml:"min_calls"`            // before the rate applies, default 10
-	OpenFor             Duration `yaml:"open_for"`             // default 30s
-	ProbeFraction       float64  `yaml:"probe_fraction"`       // half-open, default 0.1
-	CloseThreshold      float64  `yaml:"close_threshold"`      // probe success to close, default 0.9
-	Probes              int      `yaml:"probes"`               // probes judged before deciding, default 5
+	ConsecutiveFailures int      `yaml:"consecutive_failures"`
+	FailureRate         float64  `yaml:"failure_rate"` // over the last Window calls
+	Window              int      `yaml:"window"`       // calls
+	MinCalls            int      `yaml:"min_calls"`    // before the rate applies
+	OpenFor             Duration `yaml:"open_for"`
+	ProbeFraction       float64  `yaml:"probe_fraction"`  // of calls let through half-open
+	CloseThreshold      float64  `yaml:"close_threshold"` // probe success rate to close
+	Probes              int      `yaml:"probes"`          // probes judged before deciding
 	// ClassFailureRate: when retries of one class fail more than this
 	// fraction within ClassWindow, that class stops retrying and goes
-	// straight to the fallback (default 0.15, seed 003 §3.3). The rate is
-	// judged only once ClassMinRetries retries were seen in the window
-	// (default 20). ClassWindow defaults to 60s.
+	// straight to the fallback (README "Failure classes"). The rate is
+	// judged only once ClassMinRetries retries were seen in the window.
 	ClassFailureRate float64  `yaml:"class_failure_rate"`
 	ClassWindow      Duration `yaml:"class_window"`
 	ClassMinRetries  int      `yaml:"class_min_retries"`
@@ -163,42 +174,42 @@ type BreakerConfig struct {
 // PruningConfig drives context pruning.
 type PruningConfig struct {
 	// Factor kept per attempt: attempt n keeps Factor^n of the middle
-	// history (default 0.5).
+	// history.
 	Factor float64 `yaml:"factor"`
 	// ReserveOutputTokens are kept free in the context window for the
 	// answer when the request sets no max_tokens; a request's max_tokens is
-	// kept free instead (default 256). It is also the base that
-	// output_truncated raises when the request set no max_tokens.
+	// kept free instead. It is also the base that output_truncated raises
+	// when the request set no max_tokens.
 	ReserveOutputTokens int `yaml:"reserve_output_tokens"`
-	// Encoding of the offline tokenizer (default cl100k_base).
+	// Encoding of the offline tokenizer.
 	Encoding string `yaml:"encoding"`
 }
 
 // CallConfig bounds one call.
 type CallConfig struct {
-	MaxAttempts int      `yaml:"max_attempts"` // default 4 (3 retries)
-	Deadline    Duration `yaml:"deadline"`     // default 60s, when the request sets none
-	MaxDeadline Duration `yaml:"max_deadline"` // largest deadline a request may ask, default 10m
+	MaxAttempts int      `yaml:"max_attempts"` // upstream attempts across all layers
+	Deadline    Duration `yaml:"deadline"`     // when the request sets none
+	MaxDeadline Duration `yaml:"max_deadline"` // largest deadline a request may ask
 	// FallbackReserve is kept free at the end of the deadline for the
-	// fallback (default 2s).
+	// fallback.
 	FallbackReserve Duration `yaml:"fallback_reserve"`
 	// HeartbeatTimeout of the call activity: a lost worker is noticed within
-	// it (default 10s).
+	// it.
 	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
 }
 
 // HTTPConfig shapes the HTTP client of the call activity.
 type HTTPConfig struct {
-	HeaderTimeout  Duration `yaml:"header_timeout"`  // default 8s
-	ConnectTimeout Duration `yaml:"connect_timeout"` // default 3s
+	HeaderTimeout  Duration `yaml:"header_timeout"`  // no response headers in this time: read_timeout
+	ConnectTimeout Duration `yaml:"connect_timeout"` // dial + TLS
 }
 
 // LimitsConfig are the request limits of README "How it works", step 1.
 type LimitsConfig struct {
-	MaxPromptBytes int     `yaml:"max_prompt_bytes"` // default 1 MiB
-	MaxMessages    int     `yaml:"max_messages"`     // default 1000
-	MaxTokens      int     `yaml:"max_tokens"`       // largest max_tokens, default 32768
-	MaxTemperature float64 `yaml:"max_temperature"`  // default 2
+	MaxPromptBytes int     `yaml:"max_prompt_bytes"`
+	MaxMessages    int     `yaml:"max_messages"`
+	MaxTokens      int     `yaml:"max_tokens"` // largest max_tokens a request may ask
+	MaxTemperature float64 `yaml:"max_temperature"`
 }
 
 // FAQConfig points at the FAQ knowledge base.
@@ -206,14 +217,14 @@ type FAQConfig struct {
 	// File is a YAML FAQ file; relative paths are resolved against the
 	// policy file's folder. Empty: the embedded example FAQ.
 	File string `yaml:"file"`
-	// Threshold is the lowest score that counts as a match (default 0.35).
+	// Threshold is the lowest score that counts as a match, in (0,1].
 	Threshold float64 `yaml:"threshold"`
 }
 
 // RuleAction is what a business rule does.
 type RuleAction string
 
-// The business-rule actions (seed 003 §5.3).
+// The business-rule actions (README "How it works").
 const (
 	RuleHandoff     RuleAction = "handoff"      // hand off to a human, no model call
 	RuleSafeMessage RuleAction = "safe_message" // answer with the rule's message, flag for review
@@ -223,8 +234,12 @@ const (
 // Rule is a business rule: when the request's scenario matches (empty
 // matches any) and any keyword occurs in the current question.
 type Rule struct {
-	ID       string     `yaml:"id"`
-	Scenario string     `yaml:"scenario"`
+	// ID names the rule in results and logs; unique.
+	ID string `yaml:"id"`
+	// Scenario the request must have; empty matches any.
+	Scenario string `yaml:"scenario"`
+	// Keywords, any of which in the current question (case-insensitive)
+	// makes the rule match.
 	Keywords []string   `yaml:"keywords"`
 	Action   RuleAction `yaml:"action"`
 	// Message is the answer for handoff and safe_message, and the rule card
@@ -235,7 +250,7 @@ type Rule struct {
 }
 
 // Duration is a time.Duration written in YAML as "500ms", "8s", "1m"; a
-// bare number is refused (see UnmarshalYAML in config_load.go).
+// bare number is refused (see UnmarshalYAML).
 type Duration time.Duration
 
 // D returns d as a time.Duration.

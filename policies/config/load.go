@@ -1,0 +1,316 @@
+package config
+
+import (
+	"bytes"
+	"cmp"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed default_policy.yaml
+var defaultPolicyYAML []byte
+
+// DefaultSource is Config.Source of the embedded default policy.
+const DefaultSource = "<embedded default>"
+
+// DefaultPolicyYAML returns a copy of the embedded default policy file, the
+// reference users copy and edit.
+func DefaultPolicyYAML() []byte {
+	return bytes.Clone(defaultPolicyYAML)
+}
+
+// embeddedDefault is default_policy.yaml decoded once over the zero Config.
+// Nothing may change it: DefaultConfig and ClassPolicy hand out copies.
+var embeddedDefault = sync.OnceValue(func() *Config {
+	cfg, err := load(defaultPolicyYAML, DefaultSource, "", &Config{})
+	if err != nil {
+		panic("config: the embedded default policy is invalid: " + err.Error())
+	}
+	return cfg
+})
+
+// DefaultConfig returns the embedded default policy (default_policy.yaml),
+// the one source of every default. Each call returns a fresh deep copy the
+// caller may change (then call Validate). It panics if the embedded file is
+// invalid, which a unit test rules out.
+func DefaultConfig() *Config {
+	return clone(embeddedDefault())
+}
+
+// LoadConfig reads and validates the policy file at path (see ParseConfig).
+// A relative faq.file is resolved against the policy file's folder and must
+// exist. Every problem found is reported at once in an *Error naming the
+// file, the field path, what is expected and the line.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading policy file: %w", err)
+	}
+	return load(data, path, filepath.Dir(path), DefaultConfig())
+}
+
+// LoadConfigOrDefault loads the policy file at path, or returns the
+// embedded default policy when path is empty.
+func LoadConfigOrDefault(path string) (*Config, error) {
+	if path == "" {
+		return DefaultConfig(), nil
+	}
+	return LoadConfig(path)
+}
+
+// ParseConfig parses a policy file's bytes over a copy of DefaultConfig and
+// validates the result; source names the file in error messages and becomes
+// Config.Source. The rules (README "Configuration", and the header of
+// default_policy.yaml):
+//
+//   - A field left out, or written with no value ("key:"), keeps its
+//     default. A value written is the user's, 0, false and "" included;
+//     Validate refuses it where it makes no sense. An empty document is the
+//     default policy.
+//   - Unknown fields, values of the wrong kind and durations without a unit
+//     are refused.
+//   - A list replaces the default list as a whole. Each models entry starts
+//     from model_defaults (the file's, laid over the default one); entries
+//     of other lists start from zero. An explicit empty models list is
+//     refused; "rules: []" means no rules.
+//   - A classes entry is laid over that class's default, so it sets only
+//     what it changes ("rate_limited: {max: 2}" keeps retry_after) and any
+//     ClassPolicy field merges the same way. An entry that names a different
+//     action starts instead from the default entry of the first class, in
+//     failure.AllClasses order, whose default action is that action (max,
+//     waits and the action's own settings were tuned for the old action),
+//     keeping only its own trip_breaker, which is about the failure, not the
+//     action. Classes not in the file keep their defaults.
+//
+// A faq.file given here is checked relative to the working directory; use
+// LoadConfig for a file on disk.
+func ParseConfig(data []byte, source string) (*Config, error) {
+	return load(data, source, "", DefaultConfig())
+}
+
+// load decodes data over base (which it takes and changes), resolves
+// faq.file against dir (when not empty) and validates the result.
+func load(data []byte, source, dir string, base *Config) (*Config, error) {
+	source = cmp.Or(source, "<policy>")
+	cfgErr := &Error{Source: source}
+	root, syntax := parseDocument(data)
+	if syntax != nil {
+		cfgErr.add(*syntax)
+		return nil, cfgErr
+	}
+	cfg := base
+	cfg.Source = source
+	d := newDecoder(base.Classes)
+	if root != nil {
+		d.config(root, cfg)
+	}
+
+	if dir != "" && cfg.FAQ.File != "" && !filepath.IsAbs(cfg.FAQ.File) {
+		cfg.FAQ.File = filepath.Join(dir, cfg.FAQ.File)
+	}
+	invalid := cfg.validate()
+	if cfg.FAQ.File != "" {
+		if st, err := os.Stat(cfg.FAQ.File); err != nil || st.IsDir() {
+			invalid = append(invalid, Problem{Path: "faq.file", Message: fmt.Sprintf("must be a readable FAQ file, got %q", cfg.FAQ.File)})
+		}
+	}
+	cfgErr.add(d.problems...)
+	for _, p := range invalid {
+		if d.refused(p.Path) {
+			continue // the file's value was refused and not read; the default stands
+		}
+		p.Line = d.lineOf(p.Path)
+		cfgErr.add(p)
+	}
+	if len(cfgErr.Problems) > 0 {
+		slices.SortStableFunc(cfgErr.Problems, func(a, b Problem) int { return cmp.Compare(a.Line, b.Line) })
+		return nil, cfgErr
+	}
+	return cfg, nil
+}
+
+// parseDocument parses data into its one YAML document: the root node, nil
+// for an empty document, or the problem that stops the load (a syntax
+// error, a second document, a root that is not a mapping).
+func parseDocument(data []byte) (*yaml.Node, *Problem) {
+	r := &countingReader{data: data}
+	dec := yaml.NewDecoder(r)
+	var doc yaml.Node
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, nil
+	} else if err != nil {
+		return nil, syntaxProblem(err, r.line())
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		line := extra.Line
+		if len(extra.Content) > 0 {
+			line = extra.Content[0].Line
+		}
+		return nil, &Problem{Line: line, Message: "must hold one YAML document, got a second one (---)"}
+	} else if !errors.Is(err, io.EOF) {
+		return nil, syntaxProblem(err, r.line())
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
+		root = root.Content[0]
+	}
+	root = resolve(root)
+	switch {
+	case isNull(root) || root.Kind == yaml.DocumentNode:
+		return nil, nil
+	case root.Kind != yaml.MappingNode:
+		return nil, &Problem{Line: root.Line, Message: "must be a mapping of policy sections (models, classes, backoff, …), got " + describe(root)}
+	}
+	return root, nil
+}
+
+// syntaxProblem is a YAML syntax error, placed where the parser stopped
+// reading. yaml.v3 gives syntax errors only as text (no type, no position
+// field), and the line in that text is mostly where the enclosing block
+// began, counted from 0 (go-yaml/yaml#1066): "yaml: line 1: did not find
+// expected '-' indicator" for a mistake on line 3. So only the text after
+// that prefix is kept, and the line is the parser's read position: the line
+// of the token it could not use; the end of the file for an unclosed quote;
+// inside an unclosed [ or { possibly the line of the token after.
+func syntaxProblem(err error, line int) *Problem {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if n, after, ok := strings.Cut(rest, ": "); ok {
+			if _, err := strconv.Atoi(n); err == nil {
+				msg = after
+			}
+		}
+	}
+	return &Problem{Line: line, Message: msg}
+}
+
+// countingReader hands the YAML parser one byte per Read, so the bytes
+// read when the parser fails tell where it stopped. A policy file is small;
+// the parser reads ahead only as far as it must.
+type countingReader struct {
+	data []byte
+	n    int
+}
+
+func (r *countingReader) Read(p []byte) (int, error) {
+	if r.n >= len(r.data) {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = r.data[r.n]
+	r.n++
+	return 1, nil
+}
+
+// line is the 1-based line of the last byte read.
+func (r *countingReader) line() int {
+	return bytes.Count(r.data[:max(r.n-1, 0)], []byte("\n")) + 1
+}
+
+// Problem is one thing wrong in a policy file.
+type Problem struct {
+	// Path of the field, e.g. "models[1].context_window"; empty for a
+	// problem of the whole file (YAML syntax).
+	Path string
+	// Line in the file (1-based), 0 when unknown.
+	Line int
+	// Message says what is expected and what was found:
+	// "must be a positive number of tokens, got -5".
+	Message string
+}
+
+func (p Problem) format(source string) string {
+	var b strings.Builder
+	b.WriteString(source)
+	b.WriteString(": ")
+	switch {
+	case p.Path != "":
+		b.WriteString(p.Path)
+		b.WriteString(": ")
+		b.WriteString(p.Message)
+		if p.Line > 0 {
+			fmt.Fprintf(&b, " (line %d)", p.Line)
+		}
+	case p.Line > 0:
+		fmt.Fprintf(&b, "line %d: %s", p.Line, p.Message)
+	default:
+		b.WriteString(p.Message)
+	}
+	return b.String()
+}
+
+// Error is every problem found in one policy file. Its message has
+// one line per problem, each "<file>: <field path>: <what is expected>, got
+// <value> (line N)", so the worker can print it and refuse to start.
+type Error struct {
+	// Source is the file (or DefaultSource, or the source given to
+	// ParseConfig).
+	Source   string
+	Problems []Problem
+}
+
+// Error lists the problems, one per line.
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.format(e.Source)
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (e *Error) add(ps ...Problem) { e.Problems = append(e.Problems, ps...) }
+
+// Model returns the ladder rung named name.
+func (c *Config) Model(name string) (ModelConfig, bool) {
+	for _, m := range c.Models {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return ModelConfig{}, false
+}
+
+// ClassPolicy returns the policy of failure class cl: the configured one,
+// else the default of default_policy.yaml (for a Config built in code
+// without that class). An unknown class (or failure.None) gets ActionFail,
+// so a classification bug can never cause a retry loop.
+func (c *Config) ClassPolicy(cl failure.Class) ClassPolicy {
+	if cp, ok := c.Classes[cl]; ok {
+		return cp
+	}
+	if cp, ok := embeddedDefault().Classes[cl]; ok {
+		return clone(cp)
+	}
+	return ClassPolicy{Action: ActionFail}
+}
+
+// OverrideEndpoint points every model of the ladder at one OpenAI-compatible
+// endpoint: the worker calls it when LLM_BASE_URL is set, e.g.
+// cfg.OverrideEndpoint(os.Getenv("LLM_BASE_URL"), "LLM_API_KEY").
+// apiKeyEnv is the NAME of the environment variable that holds the key,
+// never the key itself. An empty argument leaves that field unchanged. Call
+// Validate afterwards to check the URL.
+func (c *Config) OverrideEndpoint(baseURL, apiKeyEnv string) {
+	for i := range c.Models {
+		if baseURL != "" {
+			c.Models[i].BaseURL = baseURL
+		}
+		if apiKeyEnv != "" {
+			c.Models[i].APIKeyEnv = apiKeyEnv
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package config
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// Validate checks c field by field and across fields (ParseConfig and
+// LoadConfig call it; call it after changing a Config in code, e.g. after
+// OverrideEndpoint). It returns nil or an *Error listing every problem
+// (without line numbers). A value that makes no sense is refused, never
+// replaced by a default.
+func (c *Config) Validate() error {
+	ps := c.validate()
+	if len(ps) == 0 {
+		return nil
+	}
+	return &Error{Source: cmp.Or(c.Source, "<config>"), Problems: ps}
+}
+
+// Known values of the enumerations, for validation messages.
+var (
+	knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
+		ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail}
+	knownRuleActions = []RuleAction{RuleHandoff, RuleSafeMessage, RuleNoRetry}
+	knownEncodings   = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "p50k_edit"}
+	envNameRE        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// maxPromptBytesLimit keeps the prompt well under Temporal's 2 MB payload
+// limit (the request is JSON inside the workflow input).
+const maxPromptBytesLimit = 3 << 19 // 1.5 MiB
+
+func joinEnum[T ~string](vals []T) string {
+	s := make([]string, len(vals))
+	for i, v := range vals {
+		s[i] = string(v)
+	}
+	return strings.Join(s, ", ")
+}
+
+// validate returns every problem of c.
+func (c *Config) validate() []Problem {
+	var ps []Problem
+	bad := func(path, format string, args ...any) {
+		ps = append(ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
+	}
+	posDur := func(path string, d Duration) {
+		if d <= 0 {
+			bad(path, "must be a positive duration such as \"500ms\" or \"8s\", got %s", d)
+		}
+	}
+	posInt := func(path string, n int, what string) {
+		if n <= 0 {
+			bad(path, "must be a positive %s, got %d", what, n)
+		}
+	}
+	fraction := func(path string, f float64, openZero bool) {
+		if math.IsNaN(f) || f > 1 || f < 0 || (openZero && f == 0) {
+			if openZero {
+				bad(path, "must be a fraction in (0,1], got %v", f)
+			} else {
+				bad(path, "must be a fraction in [0,1], got %v", f)
+			}
+		}
+	}
+
+	// models
+	if c.ModelDefaults.Name != "" {
+		bad("model_defaults.name", "must be left out (each model names itself), got %q", c.ModelDefaults.Name)
+	}
+	c.ModelDefaults.validate("model_defaults", true, bad)
+	if len(c.Models) == 0 {
+		bad("models", "must list at least one model (the ladder), got none")
+	}
+	seen := map[string]int{}
+	for i, m := range c.Models {
+		p := fmt.Sprintf("models[%d]", i)
+		switch {
+		case strings.TrimSpace(m.Name) == "":
+			bad(p+".name", "must be the model name sent upstream, got %q", m.Name)
+		case strings.TrimSpace(m.Name) != m.Name:
+			bad(p+".name", "must not start or end with spaces, got %q", m.Name)
+		default:
+			if j, dup := seen[m.Name]; dup {
+				bad(p+".name", "must be unique, got %q (also models[%d])", m.Name, j)
+			} else {
+				seen[m.Name] = i
+			}
+		}
+		m.validate(p, false, bad)
+	}
+
+	// classes, in a stable order
+	keys := make([]string, 0, len(c.Classes))
+	for cl := range c.Classes {
+		keys = append(keys, string(cl))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cl := failure.Class(k)
+		cp := c.Classes[cl]
+		p := "classes." + k
+		if !cl.Valid() {
+			bad(p, "must be a failure class (%s), got %q", joinEnum(failure.AllClasses), k)
+			continue
+		}
+		if !slices.Contains(knownActions, cp.Action) {
+			bad(p+".action", "must be one of %s, got %q", joinEnum(knownActions), cp.Action)
+		}
+		if cp.Max < -1 || cp.Max > 10 {
+			bad(p+".max", "must be -1 (up to the attempts cap), 0 (never) or a count up to 10, got %d", cp.Max)
+		}
+		for i, w := range cp.Waits {
+			if w < 0 || w.D() > 10*time.Minute {
+				bad(fmt.Sprintf("%s.waits[%d]", p, i), "must be a duration between 0s and 10m, got %s", w)
+			}
+		}
+		if cp.SwitchAfter < 0 {
+			bad(p+".switch_after", "must be 0 (never) or a positive count, got %d", cp.SwitchAfter)
+		}
+		if cp.Action == ActionResend && cp.Max < 0 {
+			bad(p+".max", "must be 0 (never) or a count up to 10 for action resend (resends are not counted against call.max_attempts), got %d", cp.Max)
+		}
+		switch {
+		case cp.Action == ActionBumpTokens && cp.MaxTokensIncrease < 1:
+			bad(p+".max_tokens_increase", "must be a positive number of tokens for action bump_tokens, got %d", cp.MaxTokensIncrease)
+		case cp.MaxTokensIncrease < 0:
+			bad(p+".max_tokens_increase", "must be a positive number of tokens, got %d", cp.MaxTokensIncrease)
+		}
+		if cp.Temperature != nil && (*cp.Temperature < 0 || *cp.Temperature > 2 || math.IsNaN(*cp.Temperature)) {
+			bad(p+".temperature", "must be a temperature in [0,2], got %v", *cp.Temperature)
+		}
+		switch {
+		case cp.Action == ActionPruneResend && cp.KeepRounds < 1:
+			bad(p+".keep_rounds", "must be a positive number of rounds for action prune_resend, got %d", cp.KeepRounds)
+		case cp.KeepRounds < 0:
+			bad(p+".keep_rounds", "must be a positive number of rounds, got %d", cp.KeepRounds)
+		}
+		switch {
+		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens}, cp.Action):
+			bad(p+".action", "must be switch_model, fallback or fail (the breaker refused the model, retrying it cannot help), got %q", cp.Action)
+		case cl == failure.InvalidRequest && cp.Action != ActionFail && cp.Action != ActionFallback:
+			bad(p+".action", "must be fail or fallback (the same request is refused again), got %q", cp.Action)
+		}
+	}
+
+	// backoff
+	posDur("backoff.base", c.Backoff.Base)
+	posDur("backoff.cap", c.Backoff.Cap)
+	if c.Backoff.Base > 0 && c.Backoff.Cap < c.Backoff.Base {
+		bad("backoff.cap", "must be at least backoff.base (%s), got %s", c.Backoff.Base, c.Backoff.Cap)
+	}
+	posDur("backoff.retry_after_cap", c.Backoff.RetryAfterCap)
+	posDur("backoff.connect_base", c.Backoff.ConnectBase)
+	if c.Backoff.ConnectRetries < 0 || c.Backoff.ConnectRetries > 10 {
+		bad("backoff.connect_retries", "must be a count from 0 to 10, got %d", c.Backoff.ConnectRetries)
+	}
+
+	// budget
+	posDur("budget.window", c.Budget.Window)
+	fraction("budget.ratio", c.Budget.Ratio, false)
+	if c.Budget.Floor < 0 {
+		bad("budget.floor", "must be a number of retries ≥ 0, got %d", c.Budget.Floor)
+	}
+
+	// breaker
+	br := c.Breaker
+	posInt("breaker.consecutive_failures", br.ConsecutiveFailures, "number of failures")
+	fraction("breaker.failure_rate", br.FailureRate, true)
+	posInt("breaker.window", br.Window, "number of calls")
+	posInt("breaker.min_calls", br.MinCalls, "number of calls")
+	if br.Window > 0 && br.MinCalls > br.Window {
+		bad("breaker.min_calls", "must be at most breaker.window (%d), got %d", br.Window, br.MinCalls)
+	}
+	posDur("breaker.open_for", br.OpenFor)
+	fraction("breaker.probe_fraction", br.ProbeFraction, true)
+	fraction("breaker.close_threshold", br.CloseThreshold, true)
+	posInt("breaker.probes", br.Probes, "number of probes")
+	fraction("breaker.class_failure_rate", br.ClassFailureRate, true)
+	posDur("breaker.class_window", br.ClassWindow)
+	posInt("breaker.class_min_retries", br.ClassMinRetries, "number of retries")
+
+	// pruning
+	fraction("pruning.factor", c.Pruning.Factor, true)
+	posInt("pruning.reserve_output_tokens", c.Pruning.ReserveOutputTokens, "number of tokens")
+	if !slices.Contains(knownEncodings, c.Pruning.Encoding) {
+		bad("pruning.encoding", "must be one of %s, got %q", strings.Join(knownEncodings, ", "), c.Pruning.Encoding)
+	}
+
+	// call
+	ca := c.Call
+	if ca.MaxAttempts < 1 || ca.MaxAttempts > 10 {
+		bad("call.max_attempts", "must be from 1 to 10 attempts, got %d", ca.MaxAttempts)
+	}
+	posDur("call.deadline", ca.Deadline)
+	posDur("call.max_deadline", ca.MaxDeadline)
+	if ca.Deadline > 0 && ca.MaxDeadline < ca.Deadline {
+		bad("call.max_deadline", "must be at least call.deadline (%s), got %s", ca.Deadline, ca.MaxDeadline)
+	}
+	posDur("call.fallback_reserve", ca.FallbackReserve)
+	if ca.FallbackReserve > 0 && ca.Deadline > 0 && ca.FallbackReserve >= ca.Deadline {
+		bad("call.fallback_reserve", "must be shorter than call.deadline (%s), got %s", ca.Deadline, ca.FallbackReserve)
+	}
+	posDur("call.heartbeat_timeout", ca.HeartbeatTimeout)
+
+	// http
+	posDur("http.header_timeout", c.HTTP.HeaderTimeout)
+	posDur("http.connect_timeout", c.HTTP.ConnectTimeout)
+
+	// limits
+	l := c.Limits
+	if l.MaxPromptBytes <= 0 || l.MaxPromptBytes > maxPromptBytesLimit {
+		bad("limits.max_prompt_bytes", "must be a positive size up to %d bytes (Temporal payloads are limited to 2 MB), got %d", maxPromptBytesLimit, l.MaxPromptBytes)
+	}
+	posInt("limits.max_messages", l.MaxMessages, "number of messages")
+	posInt("limits.max_tokens", l.MaxTokens, "number of tokens")
+	if !(l.MaxTemperature > 0 && l.MaxTemperature <= 2) {
+		bad("limits.max_temperature", "must be a temperature in (0,2], got %v", l.MaxTemperature)
+	}
+
+	// faq
+	fraction("faq.threshold", c.FAQ.Threshold, true)
+
+	// rules
+	ids := map[string]int{}
+	for i, r := range c.Rules {
+		p := fmt.Sprintf("rules[%d]", i)
+		if strings.TrimSpace(r.ID) == "" {
+			bad(p+".id", "must be a non-empty rule id (it is recorded with the result), got %q", r.ID)
+		} else if j, dup := ids[r.ID]; dup {
+			bad(p+".id", "must be unique, got %q (also rules[%d])", r.ID, j)
+		} else {
+			ids[r.ID] = i
+		}
+		if !slices.Contains(knownRuleActions, r.Action) {
+			bad(p+".action", "must be one of %s, got %q", joinEnum(knownRuleActions), r.Action)
+		}
+		if len(r.Keywords) == 0 {
+			bad(p+".keywords", "must list at least one keyword, got none")
+		}
+		for j, k := range r.Keywords {
+			if strings.TrimSpace(k) == "" {
+				bad(fmt.Sprintf("%s.keywords[%d]", p, j), "must be a non-empty keyword, got %q", k)
+			}
+		}
+		if (r.Action == RuleHandoff || r.Action == RuleSafeMessage) && strings.TrimSpace(r.Message) == "" {
+			bad(p+".message", "must be the text the user sees for a %s rule, got %q", r.Action, r.Message)
+		}
+	}
+	if strings.TrimSpace(c.Placeholder) == "" {
+		bad("placeholder", "must be a non-empty answer, got %q", c.Placeholder)
+	}
+	return ps
+}
+
+// validate checks one model (or model_defaults, where base_url and
+// api_key_env may stay empty) at path p; its name is checked by the caller.
+func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format string, args ...any)) {
+	if !isDefault || m.BaseURL != "" {
+		if u, err := url.Parse(m.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(p+".base_url", "must be an absolute http(s) URL such as \"http://127.0.0.1:8000/v1\", got %q", m.BaseURL)
+		}
+	}
+	if m.APIKeyEnv != "" && !envNameRE.MatchString(m.APIKeyEnv) {
+		// Never echo it: it may be a pasted key.
+		bad(p+".api_key_env", "must be the NAME of the environment variable holding the key (letters, digits, _), not the key itself, got a %d-character value (not shown)", len(m.APIKeyEnv))
+	}
+	if m.ContextWindow <= 0 {
+		bad(p+".context_window", "must be a positive number of tokens, got %d", m.ContextWindow)
+	}
+	if m.Timeout <= 0 {
+		bad(p+".timeout", "must be a positive duration such as \"500ms\" or \"8s\", got %s", m.Timeout)
+	}
+	if !slices.Contains([]SystemPromptSupport{SystemPromptFull, SystemPromptPartial, SystemPromptNone}, m.SystemPrompt) {
+		bad(p+".system_prompt", "must be one of full, partial, none, got %q", m.SystemPrompt)
+	}
+	if m.InputPrice < 0 || math.IsNaN(m.InputPrice) {
+		bad(p+".input_price", "must be a price per million tokens ≥ 0, got %v", m.InputPrice)
+	}
+	if m.OutputPrice < 0 || math.IsNaN(m.OutputPrice) {
+		bad(p+".output_price", "must be a price per million tokens ≥ 0, got %v", m.OutputPrice)
+	}
+}
