@@ -22,11 +22,17 @@ import (
 // the start. Apply it after pruning: with partial support the system text
 // lives in the first user turn, which pruning would otherwise remove.
 func AdaptMessages(msgs []request.Message, support config.SystemPromptSupport) []request.Message {
+	return adaptOwned(pruneAppendCopies(make([]request.Message, 0, len(msgs)), msgs), support)
+}
+
+// adaptOwned is AdaptMessages on a slice the caller owns: it filters and
+// changes msgs in place.
+func adaptOwned(msgs []request.Message, support config.SystemPromptSupport) []request.Message {
 	if support != config.SystemPromptPartial && support != config.SystemPromptNone {
-		return pruneAppendCopies(make([]request.Message, 0, len(msgs)), msgs)
+		return msgs
 	}
 	var texts []string
-	out := make([]request.Message, 0, len(msgs))
+	out := msgs[:0]
 	for _, m := range msgs {
 		if pruneIsSystem(m.Role) {
 			if strings.TrimSpace(m.Content) != "" {
@@ -34,8 +40,9 @@ func AdaptMessages(msgs []request.Message, support config.SystemPromptSupport) [
 			}
 			continue
 		}
-		out = append(out, pruneCopy(m))
+		out = append(out, m)
 	}
+	clear(msgs[len(out):])
 	if len(texts) == 0 {
 		return out
 	}

@@ -139,13 +139,19 @@ func TestEstimateTokens(t *testing.T) {
 		want int
 	}{
 		{name: "empty", s: "", want: 0},
-		{name: "short word", s: "hello", want: 1},
-		{name: "long word counts per five letters", s: "internationalization", want: 4},
-		{name: "words and punctuation", s: "Hello, world!", want: 4},
-		{name: "punctuation run per two characters", s: "{}()", want: 2},
-		{name: "chinese 1.2 per character", s: "你好世界", want: 5},
-		{name: "chinese punctuation one each", s: "你好，世界。", want: 7},
-		{name: "ideographic space is not a token", s: "你好\u3000世界", want: 5},
+		{name: "short word", s: "the", want: 2}, // 17/16, rounded up once per text
+		{name: "five letters", s: "hello", want: 2},
+		{name: "long word", s: "internationalization", want: 6},
+		{name: "camel case splits", s: "getOrderStatus", want: 4},
+		{name: "words and punctuation", s: "Hello, world!", want: 5},
+		{name: "digits: one token per three", s: "1234567", want: 3},
+		{name: "a space before a number is its own piece", s: "a 123", want: 3},
+		{name: "run of one punctuation mark", s: strings.Repeat("=", 64), want: 4},
+		{name: "chinese: per character table", s: "你好世界", want: 5},
+		{name: "chinese punctuation", s: "你好，世界。", want: 7},
+		{name: "ideographic space", s: "你好\u3000世界", want: 6},
+		{name: "emoji", s: "👍", want: 3},
+		{name: "invalid utf-8: a token per byte", s: "\xff\xfe", want: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,7 +188,7 @@ func TestEstimateTokensTracksTokenizer(t *testing.T) {
 
 func TestEstimateMessages(t *testing.T) {
 	msgs := []request.Message{{Role: request.RoleUser, Content: "你好世界"}}
-	if got, want := EstimateMessages(msgs), 3+1+5+3; got != want {
+	if got, want := EstimateMessages(msgs), 3+2+5+3; got != want {
 		t.Errorf("EstimateMessages = %d, want %d", got, want)
 	}
 	var nilCounter *TokenCounter
