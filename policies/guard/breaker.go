@@ -1,30 +1,13 @@
 package guard
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
-	"github.com/durable-llm/durable-llm/policies/failure"
-	"math"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
-)
 
-// Defaults of BreakerConfig (README "Failure classes": open after 5
-// consecutive failures or a failure rate over 50 % of the last 20 calls,
-// probe with 10 % of the traffic, close at 90 % probe success). The open
-// period is 30 s; a production fleet may prefer minutes (300 s is common).
-const (
-	DefaultBreakerConsecutiveFailures = 5
-	DefaultBreakerFailureRate         = 0.5
-	DefaultBreakerWindow              = 20
-	DefaultBreakerMinCalls            = 10
-	DefaultBreakerOpenFor             = 30 * time.Second
-	DefaultBreakerProbeFraction       = 0.1
-	DefaultBreakerCloseThreshold      = 0.9
-	DefaultBreakerProbes              = 5
-	DefaultClassFailureRate           = 0.15
-	DefaultClassWindow                = 60 * time.Second
-	DefaultClassMinRetries            = 20
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
 // BreakerState is the state of a circuit breaker.
@@ -55,57 +38,48 @@ func (s BreakerState) String() string {
 	return "unknown"
 }
 
-// breakerSettings is a BreakerConfig with its defaults resolved.
-type breakerSettings struct {
-	consecutive    int
-	rate           float64
-	window         int
-	minCalls       int
-	openFor        time.Duration
-	probeFraction  float64
-	closeThreshold float64
-	probes         int
+// checkBreaker refuses the model-breaker settings config.Validate refuses.
+// Several would break the breaker: a Window of 0 calls leaves no ring to
+// record in, a ProbeFraction of 0 keeps it half-open for ever, a MinCalls
+// above Window never lets the rate apply.
+func checkBreaker(cfg config.BreakerConfig) error {
+	switch {
+	case cfg.ConsecutiveFailures <= 0:
+		return fmt.Errorf("breaker.consecutive_failures must be a positive number of failures, got %d", cfg.ConsecutiveFailures)
+	case !isFraction(cfg.FailureRate):
+		return fmt.Errorf("breaker.failure_rate must be a fraction in (0,1], got %v", cfg.FailureRate)
+	case cfg.Window <= 0:
+		return fmt.Errorf("breaker.window must be a positive number of calls, got %d", cfg.Window)
+	case cfg.MinCalls <= 0 || cfg.MinCalls > cfg.Window:
+		return fmt.Errorf("breaker.min_calls must be a number of calls in [1, breaker.window (%d)], got %d", cfg.Window, cfg.MinCalls)
+	case cfg.OpenFor <= 0:
+		return fmt.Errorf("breaker.open_for must be a positive duration, got %s", cfg.OpenFor)
+	case !isFraction(cfg.ProbeFraction):
+		return fmt.Errorf("breaker.probe_fraction must be a fraction in (0,1], got %v", cfg.ProbeFraction)
+	case !isFraction(cfg.CloseThreshold):
+		return fmt.Errorf("breaker.close_threshold must be a fraction in (0,1], got %v", cfg.CloseThreshold)
+	case cfg.Probes <= 0:
+		return fmt.Errorf("breaker.probes must be a positive number of probes, got %d", cfg.Probes)
+	}
+	return nil
 }
 
-func resolveBreaker(cfg config.BreakerConfig) breakerSettings {
-	s := breakerSettings{
-		consecutive:    cfg.ConsecutiveFailures,
-		rate:           cfg.FailureRate,
-		window:         cfg.Window,
-		minCalls:       cfg.MinCalls,
-		openFor:        cfg.OpenFor.D(),
-		probeFraction:  cfg.ProbeFraction,
-		closeThreshold: cfg.CloseThreshold,
-		probes:         cfg.Probes,
+// checkClassBreaker refuses the per-class breaker settings config.Validate
+// refuses.
+func checkClassBreaker(cfg config.BreakerConfig) error {
+	switch {
+	case !isFraction(cfg.ClassFailureRate):
+		return fmt.Errorf("breaker.class_failure_rate must be a fraction in (0,1], got %v", cfg.ClassFailureRate)
+	case cfg.ClassWindow <= 0:
+		return fmt.Errorf("breaker.class_window must be a positive duration, got %s", cfg.ClassWindow)
+	case cfg.ClassMinRetries <= 0:
+		return fmt.Errorf("breaker.class_min_retries must be a positive number of retries, got %d", cfg.ClassMinRetries)
 	}
-	if s.consecutive <= 0 {
-		s.consecutive = DefaultBreakerConsecutiveFailures
-	}
-	if !(s.rate > 0) {
-		s.rate = DefaultBreakerFailureRate
-	}
-	if s.window <= 0 {
-		s.window = DefaultBreakerWindow
-	}
-	if s.minCalls <= 0 {
-		s.minCalls = DefaultBreakerMinCalls
-	}
-	s.minCalls = min(s.minCalls, s.window)
-	if s.openFor <= 0 {
-		s.openFor = DefaultBreakerOpenFor
-	}
-	if !(s.probeFraction > 0) {
-		s.probeFraction = DefaultBreakerProbeFraction
-	}
-	if !(s.closeThreshold > 0) {
-		s.closeThreshold = DefaultBreakerCloseThreshold
-	}
-	s.closeThreshold = min(s.closeThreshold, 1)
-	if s.probes <= 0 {
-		s.probes = DefaultBreakerProbes
-	}
-	return s
+	return nil
 }
+
+// isFraction reports whether f is in (0,1] (NaN is not).
+func isFraction(f float64) bool { return f > 0 && f <= 1 }
 
 // Breaker is the circuit breaker of one model in one process (README "Failure classes").
 //
@@ -126,8 +100,8 @@ func resolveBreaker(cfg config.BreakerConfig) breakerSettings {
 //
 // A Breaker is safe for concurrent use.
 type Breaker struct {
-	mu sync.Mutex
-	s  breakerSettings
+	mu  sync.Mutex
+	cfg config.BreakerConfig // as given, checked by NewBreaker
 
 	state     BreakerState
 	openUntil time.Time
@@ -147,11 +121,17 @@ type Breaker struct {
 	onChange func(from, to BreakerState, now time.Time)
 }
 
-// NewBreaker returns a closed breaker with cfg's settings; zero fields take
-// their defaults (see the Default… constants).
+// NewBreaker returns a closed breaker with cfg's model-breaker settings,
+// taken as given (the Class… fields are not read). Build cfg with
+// config.DefaultConfig or config.LoadConfig, which validate it. NewBreaker
+// panics when a setting it reads is one config.Validate refuses: a count or
+// OpenFor that is not positive, a fraction outside (0,1], or MinCalls above
+// Window.
 func NewBreaker(cfg config.BreakerConfig) *Breaker {
-	s := resolveBreaker(cfg)
-	return &Breaker{s: s, outcomes: make([]bool, s.window)}
+	if err := checkBreaker(cfg); err != nil {
+		panic(fmt.Sprintf("guard.NewBreaker: %v", err))
+	}
+	return &Breaker{cfg: cfg, outcomes: make([]bool, cfg.Window)}
 }
 
 // State returns the breaker's state at now.
@@ -174,7 +154,7 @@ func (b *Breaker) Allow(now time.Time, u float64) bool {
 	case BreakerClosed:
 		return true
 	case BreakerHalfOpen:
-		if u < b.s.probeFraction {
+		if u < b.cfg.ProbeFraction {
 			b.probesAllowed++
 			return true
 		}
@@ -245,8 +225,8 @@ func (b *Breaker) recordClosed(now time.Time, success bool) {
 		b.consecutive = 0
 	}
 	// Only a failure can trip the breaker.
-	if failure && (b.consecutive >= b.s.consecutive ||
-		b.calls >= b.s.minCalls && float64(b.failures) > b.s.rate*float64(b.calls)) {
+	if failure && (b.consecutive >= b.cfg.ConsecutiveFailures ||
+		b.calls >= b.cfg.MinCalls && float64(b.failures) > b.cfg.FailureRate*float64(b.calls)) {
 		b.open(now)
 	}
 }
@@ -261,18 +241,18 @@ func (b *Breaker) recordProbe(now time.Time, success bool) {
 	}
 	// Close when the probes are judged and good enough; reopen as soon as
 	// even all-successful remaining probes could not reach the threshold.
-	best := float64(b.probeSuccesses+b.s.probes-min(b.probeResults, b.s.probes)) / float64(max(b.probeResults, b.s.probes))
+	best := float64(b.probeSuccesses+b.cfg.Probes-min(b.probeResults, b.cfg.Probes)) / float64(max(b.probeResults, b.cfg.Probes))
 	switch {
-	case best < b.s.closeThreshold-1e-9:
+	case best < b.cfg.CloseThreshold-1e-9:
 		b.open(now)
-	case b.probeResults >= b.s.probes:
+	case b.probeResults >= b.cfg.Probes:
 		b.resetClosed()
 		b.set(BreakerClosed, now)
 	}
 }
 
 func (b *Breaker) open(now time.Time) {
-	b.openUntil = now.Add(b.s.openFor)
+	b.openUntil = now.Add(b.cfg.OpenFor.D())
 	b.resetClosed()
 	b.set(BreakerOpen, now)
 }
@@ -310,9 +290,14 @@ type BreakerRegistry struct {
 	breakers map[string]*Breaker
 }
 
-// NewBreakerRegistry returns an empty registry whose breakers use cfg
-// (zero fields: defaults). onStateChange may be nil.
+// NewBreakerRegistry returns an empty registry whose breakers use cfg,
+// taken as given. onStateChange may be nil. Like NewBreaker, it panics
+// when cfg's model-breaker settings are ones config.Validate refuses (here,
+// not at a model's first call).
 func NewBreakerRegistry(cfg config.BreakerConfig, onStateChange StateChangeHook) *BreakerRegistry {
+	if err := checkBreaker(cfg); err != nil {
+		panic(fmt.Sprintf("guard.NewBreakerRegistry: %v", err))
+	}
 	return &BreakerRegistry{cfg: cfg, onChange: onStateChange, breakers: make(map[string]*Breaker)}
 }
 
@@ -400,9 +385,8 @@ func (r *BreakerRegistry) Snapshot(now time.Time) map[string]BreakerState {
 	return out
 }
 
-// ClassBreaker is the per-class breaker (README "Failure classes": when
-// retries of one class fail more than 15 % of the time, skip retries and
-// degrade). It counts the outcomes of retries by the failure class that
+// ClassBreaker is the per-class breaker (README "Failure classes": a class
+// whose retries keep failing stops retrying and degrades). It counts the outcomes of retries by the failure class that
 // caused them over a sliding ClassWindow; when at least ClassMinRetries
 // retries of a class were seen and more than ClassFailureRate of them
 // failed, Allow refuses that class until enough old failures slide out of
@@ -426,25 +410,22 @@ type ClassStats struct {
 	Open bool
 }
 
-// NewClassBreaker returns a class breaker with cfg's ClassFailureRate
-// (default 0.15), ClassWindow (60 s) and ClassMinRetries (20).
+// NewClassBreaker returns a class breaker with cfg's ClassFailureRate,
+// ClassWindow and ClassMinRetries, taken as given (the model-breaker fields
+// are not read). Build cfg with config.DefaultConfig or config.LoadConfig,
+// which validate it. NewClassBreaker panics when one of them is a value
+// config.Validate refuses: a rate outside (0,1], a ClassWindow or
+// ClassMinRetries that is not positive.
 func NewClassBreaker(cfg config.BreakerConfig) *ClassBreaker {
-	c := &ClassBreaker{
+	if err := checkClassBreaker(cfg); err != nil {
+		panic(fmt.Sprintf("guard.NewClassBreaker: %v", err))
+	}
+	return &ClassBreaker{
 		rate:       cfg.ClassFailureRate,
 		minRetries: cfg.ClassMinRetries,
 		window:     cfg.ClassWindow.D(),
 		classes:    make(map[failure.Class]*windowRing),
 	}
-	if !(c.rate > 0) || math.IsInf(c.rate, 0) {
-		c.rate = DefaultClassFailureRate
-	}
-	if c.minRetries <= 0 {
-		c.minRetries = DefaultClassMinRetries
-	}
-	if c.window <= 0 {
-		c.window = DefaultClassWindow
-	}
-	return c
 }
 
 // Record records at now the outcome of one retry made because an attempt

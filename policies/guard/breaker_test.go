@@ -2,28 +2,41 @@ package guard
 
 import (
 	"fmt"
-	"github.com/durable-llm/durable-llm/policies/config"
-	"github.com/durable-llm/durable-llm/policies/failure"
 	"maps"
+	"math"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
 // testBreakerConfig is small enough to walk through by hand: open after 3
 // failures in a row or more than half of the last 10 calls (from 6 calls
 // on); open for 10 s; probe with 20 % of the calls; close when 3 of 4
-// probes succeed.
-var testBreakerConfig = config.BreakerConfig{
-	ConsecutiveFailures: 3,
-	FailureRate:         0.5,
-	Window:              10,
-	MinCalls:            6,
-	OpenFor:             config.Duration(10 * time.Second),
-	ProbeFraction:       0.2,
-	CloseThreshold:      0.75,
-	Probes:              4,
+// probes succeed. The per-class settings are the default policy's.
+var testBreakerConfig = func() config.BreakerConfig {
+	c := config.DefaultConfig().Breaker
+	c.ConsecutiveFailures = 3
+	c.FailureRate = 0.5
+	c.Window = 10
+	c.MinCalls = 6
+	c.OpenFor = config.Duration(10 * time.Second)
+	c.ProbeFraction = 0.2
+	c.CloseThreshold = 0.75
+	c.Probes = 4
+	return c
+}()
+
+// classBreakerConfig is the default breaker policy with the per-class
+// settings a test works through by hand.
+func classBreakerConfig(rate float64, minRetries int, window time.Duration) config.BreakerConfig {
+	c := config.DefaultConfig().Breaker
+	c.ClassFailureRate, c.ClassMinRetries, c.ClassWindow = rate, minRetries, config.Duration(window)
+	return c
 }
 
 type breakerOp int
@@ -265,26 +278,85 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
-func TestBreakerDefaults(t *testing.T) {
-	b := NewBreaker(config.BreakerConfig{})
+// The breaker built from the default policy uses its settings as they are.
+func TestBreakerDefaultConfig(t *testing.T) {
+	cfg := config.DefaultConfig().Breaker
+	open := cfg.OpenFor.D()
+	b := NewBreaker(cfg)
 	now := budgetAt(0)
-	for i := range DefaultBreakerConsecutiveFailures {
+	for i := range cfg.ConsecutiveFailures {
 		if got := b.State(now); got != BreakerClosed {
-			t.Fatalf("open after %d failures, want %d", i, DefaultBreakerConsecutiveFailures)
+			t.Fatalf("open after %d failures, want %d", i, cfg.ConsecutiveFailures)
 		}
 		b.Record(now, false)
 	}
 	if got := b.State(now); got != BreakerOpen {
-		t.Fatalf("state %v after %d failures, want open", got, DefaultBreakerConsecutiveFailures)
+		t.Fatalf("state %v after %d failures, want open", got, cfg.ConsecutiveFailures)
 	}
-	if got := b.State(now.Add(DefaultBreakerOpenFor - 1)); got != BreakerOpen {
-		t.Errorf("state %v just before the default 30 s, want open", got)
+	if got := b.State(now.Add(open - 1)); got != BreakerOpen {
+		t.Errorf("state %v just before open_for %v, want open", got, open)
 	}
-	if got := b.State(now.Add(DefaultBreakerOpenFor)); got != BreakerHalfOpen {
-		t.Errorf("state %v after the default 30 s, want half_open", got)
+	if got := b.State(now.Add(open)); got != BreakerHalfOpen {
+		t.Errorf("state %v after open_for %v, want half_open", got, open)
 	}
-	if b.Allow(now.Add(DefaultBreakerOpenFor), 0.1) || !b.Allow(now.Add(DefaultBreakerOpenFor), 0.09) {
-		t.Error("the default probe fraction is not 10 %")
+	if b.Allow(now.Add(open), cfg.ProbeFraction) || !b.Allow(now.Add(open), math.Nextafter(cfg.ProbeFraction, 0)) {
+		t.Errorf("the probe fraction is not %v", cfg.ProbeFraction)
+	}
+}
+
+// The breakers refuse, loudly, exactly the settings config.Validate
+// refuses; each constructor checks only the fields it reads.
+func TestNewBreakerRefuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     func(*config.BreakerConfig)
+		wantErr string
+		class   bool // a per-class setting: NewClassBreaker refuses it, NewBreaker ignores it
+	}{
+		{"consecutive_failures 0", func(c *config.BreakerConfig) { c.ConsecutiveFailures = 0 }, "breaker.consecutive_failures", false},
+		{"failure_rate 0", func(c *config.BreakerConfig) { c.FailureRate = 0 }, "breaker.failure_rate", false},
+		{"failure_rate above 1", func(c *config.BreakerConfig) { c.FailureRate = 1.1 }, "breaker.failure_rate", false},
+		{"failure_rate NaN", func(c *config.BreakerConfig) { c.FailureRate = math.NaN() }, "breaker.failure_rate", false},
+		{"window 0 (no calls to divide by)", func(c *config.BreakerConfig) { c.Window = 0 }, "breaker.window", false},
+		{"min_calls 0", func(c *config.BreakerConfig) { c.MinCalls = 0 }, "breaker.min_calls", false},
+		{"min_calls above window", func(c *config.BreakerConfig) { c.MinCalls = c.Window + 1 }, "breaker.min_calls", false},
+		{"open_for 0", func(c *config.BreakerConfig) { c.OpenFor = 0 }, "breaker.open_for", false},
+		{"probe_fraction 0 (half-open forever)", func(c *config.BreakerConfig) { c.ProbeFraction = 0 }, "breaker.probe_fraction", false},
+		{"close_threshold 0", func(c *config.BreakerConfig) { c.CloseThreshold = 0 }, "breaker.close_threshold", false},
+		{"close_threshold above 1", func(c *config.BreakerConfig) { c.CloseThreshold = 2 }, "breaker.close_threshold", false},
+		{"probes 0", func(c *config.BreakerConfig) { c.Probes = 0 }, "breaker.probes", false},
+		{"class_failure_rate 0", func(c *config.BreakerConfig) { c.ClassFailureRate = 0 }, "breaker.class_failure_rate", true},
+		{"class_failure_rate +Inf", func(c *config.BreakerConfig) { c.ClassFailureRate = math.Inf(1) }, "breaker.class_failure_rate", true},
+		{"class_window 0", func(c *config.BreakerConfig) { c.ClassWindow = 0 }, "breaker.class_window", true},
+		{"class_min_retries 0", func(c *config.BreakerConfig) { c.ClassMinRetries = 0 }, "breaker.class_min_retries", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			full := config.DefaultConfig()
+			tt.set(&full.Breaker)
+			if err := full.Validate(); err == nil {
+				t.Fatal("config.Validate() accepts it; guard must agree with it")
+			}
+			cfg := full.Breaker
+			constructors := []struct {
+				name   string
+				refuse bool
+				build  func()
+			}{
+				{"NewBreaker", !tt.class, func() { NewBreaker(cfg) }},
+				{"NewBreakerRegistry", !tt.class, func() { NewBreakerRegistry(cfg, nil) }},
+				{"NewClassBreaker", tt.class, func() { NewClassBreaker(cfg) }},
+			}
+			for _, c := range constructors {
+				got := panicText(c.build)
+				switch {
+				case !c.refuse && got != "":
+					t.Errorf("%s panicked on a setting it does not read: %s", c.name, got)
+				case c.refuse && !strings.Contains(got, tt.wantErr):
+					t.Errorf("%s panic = %q, want one naming %s", c.name, got, tt.wantErr)
+				}
+			}
+		})
 	}
 }
 
@@ -432,7 +504,7 @@ func TestClassBreaker(t *testing.T) {
 	}{
 		{
 			name: "opens above 15 % failed retries and recovers when the window slides",
-			cfg:  config.BreakerConfig{}, // defaults: 15 %, 20 retries, 60 s
+			cfg:  classBreakerConfig(0.15, 20, time.Minute),
 			steps: []classBreakerStep{
 				{at: 0, class: failure.Timeout, successes: 16, failures: 3, check: failure.Timeout, allow: true}, // 19 < 20 samples
 				{at: brSec, class: failure.Timeout, successes: 1, check: failure.Timeout, allow: true},           // 3/20 = 15 %: not above
@@ -446,6 +518,7 @@ func TestClassBreaker(t *testing.T) {
 		},
 		{
 			name: "successful retries bring the rate back under the threshold",
+			cfg:  classBreakerConfig(0.15, 20, time.Minute),
 			steps: []classBreakerStep{
 				{at: 0, class: failure.ServerError, successes: 16, failures: 4, check: failure.ServerError, allow: false}, // 4/20
 				{at: brSec, class: failure.ServerError, successes: 7, check: failure.ServerError, allow: true},            // 4/27
@@ -453,13 +526,14 @@ func TestClassBreaker(t *testing.T) {
 		},
 		{
 			name: "the empty class is never recorded or refused",
+			cfg:  classBreakerConfig(0.15, 20, time.Minute),
 			steps: []classBreakerStep{
 				{at: 0, class: failure.None, failures: 100, check: failure.None, allow: true},
 			},
 		},
 		{
 			name: "custom rate, minimum and window",
-			cfg:  config.BreakerConfig{ClassFailureRate: 0.5, ClassMinRetries: 4, ClassWindow: config.Duration(10 * brSec)},
+			cfg:  classBreakerConfig(0.5, 4, 10*brSec),
 			steps: []classBreakerStep{
 				{at: 0, class: failure.RateLimited, successes: 1, failures: 2, check: failure.RateLimited, allow: true}, // 3 < 4 samples
 				{at: brSec, class: failure.RateLimited, failures: 1, check: failure.RateLimited, allow: false},          // 3/4
@@ -487,7 +561,7 @@ func TestClassBreaker(t *testing.T) {
 }
 
 func TestClassBreakerSnapshot(t *testing.T) {
-	c := NewClassBreaker(config.BreakerConfig{})
+	c := NewClassBreaker(classBreakerConfig(0.15, 20, time.Minute))
 	now := budgetAt(0)
 	for i := range 20 {
 		c.Record(failure.Timeout, now, i%4 != 0) // 5 of 20 fail
@@ -503,7 +577,7 @@ func TestClassBreakerSnapshot(t *testing.T) {
 }
 
 func TestClassBreakerConcurrent(t *testing.T) {
-	c := NewClassBreaker(config.BreakerConfig{})
+	c := NewClassBreaker(config.DefaultConfig().Breaker)
 	now := budgetAt(0)
 	var wg sync.WaitGroup
 	for w := range 16 {

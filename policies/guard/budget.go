@@ -1,22 +1,16 @@
 package guard
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
+	"fmt"
 	"math"
 	"sync"
 	"time"
-)
 
-// Defaults of BudgetConfig (README "Failure classes": retries of at most
-// 10 % of the requests of the last minute, plus 10 per window).
-const (
-	DefaultBudgetWindow = 60 * time.Second
-	DefaultBudgetRatio  = 0.1
-	DefaultBudgetFloor  = 10
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // windowBuckets is the number of buckets of a sliding window: the window
-// slides in steps of Window/60 (1 s for the default 60 s).
+// slides in steps of Window/60 (1 s for a 60 s window).
 const windowBuckets = 60
 
 // RetryBudget is the per-process retry budget (README "Failure classes"), in the manner of
@@ -25,6 +19,12 @@ const windowBuckets = 60
 // still retry while a failing upstream cannot be hit by a retry storm —
 // the fleet-wide amplification stays below 1 + Ratio once traffic is
 // above Floor/Ratio requests per window.
+//
+// The settings are used as given; zeros mean what they say:
+//   - Ratio 0: requests earn no retries, only the Floor is left.
+//   - Floor 0: no retries beyond the ratio (none while there are fewer
+//     than 1/Ratio requests in the window).
+//   - Ratio 0 and Floor 0: no retries at all.
 //
 // Counts are kept in a ring of 60 buckets, so memory is constant whatever
 // the load; a request or retry counts for between Window − Window/60 and
@@ -54,29 +54,29 @@ type BudgetSnapshot struct {
 // Remaining is how many more retries the window allows now.
 func (s BudgetSnapshot) Remaining() int { return max(s.Allowed-s.Retries, 0) }
 
-// NewRetryBudget returns a budget with cfg's settings; zero fields take
-// their defaults (Window 60 s, Ratio 0.1, Floor 10). A negative Ratio or
-// Floor means 0: a negative Floor gives a budget without a floor.
+// NewRetryBudget returns a budget with cfg's settings, taken as given (see
+// RetryBudget for what a zero Ratio or Floor means). Build cfg with
+// config.DefaultConfig or config.LoadConfig, which validate it. NewRetryBudget
+// panics when cfg is one config.Validate refuses: a Window that is not
+// positive, a Ratio outside [0,1] or a negative Floor.
 func NewRetryBudget(cfg config.BudgetConfig) *RetryBudget {
-	window := cfg.Window.D()
-	if window <= 0 {
-		window = DefaultBudgetWindow
+	if err := checkBudget(cfg); err != nil {
+		panic(fmt.Sprintf("guard.NewRetryBudget: %v", err))
 	}
-	ratio := cfg.Ratio
+	return &RetryBudget{ratio: cfg.Ratio, floor: cfg.Floor, ring: newWindowRing(cfg.Window.D())}
+}
+
+// checkBudget refuses the budget settings config.Validate refuses.
+func checkBudget(cfg config.BudgetConfig) error {
 	switch {
-	case ratio == 0 || math.IsNaN(ratio):
-		ratio = DefaultBudgetRatio
-	case ratio < 0:
-		ratio = 0
+	case cfg.Window <= 0:
+		return fmt.Errorf("budget.window must be a positive duration, got %s", cfg.Window.D())
+	case !(cfg.Ratio >= 0 && cfg.Ratio <= 1):
+		return fmt.Errorf("budget.ratio must be a fraction in [0,1], got %v", cfg.Ratio)
+	case cfg.Floor < 0:
+		return fmt.Errorf("budget.floor must be a number of retries ≥ 0, got %d", cfg.Floor)
 	}
-	floor := cfg.Floor
-	switch {
-	case floor == 0:
-		floor = DefaultBudgetFloor
-	case floor < 0:
-		floor = 0
-	}
-	return &RetryBudget{ratio: ratio, floor: floor, ring: newWindowRing(window)}
+	return nil
 }
 
 // RecordRequest records one new call (its first attempt) at now. Retries

@@ -1,16 +1,28 @@
 package guard
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
+	"fmt"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 var budgetT0 = time.Date(2026, 3, 1, 15, 0, 0, 0, time.UTC)
 
 func budgetAt(d time.Duration) time.Time { return budgetT0.Add(d) }
+
+// budgetConfig is the default budget (config.DefaultConfig) with the
+// window, ratio and floor a test works through by hand.
+func budgetConfig(window time.Duration, ratio float64, floor int) config.BudgetConfig {
+	c := config.DefaultConfig().Budget
+	c.Window, c.Ratio, c.Floor = config.Duration(window), ratio, floor
+	return c
+}
 
 // budgetStep is one instant of a budget's life: record requests, try
 // retries (and how many must be allowed), then check the snapshot.
@@ -30,14 +42,14 @@ func TestRetryBudget(t *testing.T) {
 	}{
 		{
 			name: "floor lets a quiet system retry",
-			cfg:  config.BudgetConfig{Floor: 2},
+			cfg:  budgetConfig(time.Minute, 0.1, 2),
 			steps: []budgetStep{
 				{at: 0, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
 			},
 		},
 		{
 			name: "ratio of requests on top of the floor",
-			cfg:  config.BudgetConfig{Floor: 2},
+			cfg:  budgetConfig(time.Minute, 0.1, 2),
 			steps: []budgetStep{
 				{at: 0, requests: 30, retries: 6, allowed: 5, want: BudgetSnapshot{Requests: 30, Retries: 5, Allowed: 5}},
 				{at: time.Second, requests: 10, retries: 2, allowed: 1, want: BudgetSnapshot{Requests: 40, Retries: 6, Allowed: 6}},
@@ -45,7 +57,7 @@ func TestRetryBudget(t *testing.T) {
 		},
 		{
 			name: "the window slides: old requests and retries stop counting",
-			cfg:  config.BudgetConfig{Floor: 2},
+			cfg:  budgetConfig(time.Minute, 0.1, 2),
 			steps: []budgetStep{
 				{at: 0, requests: 30, retries: 5, allowed: 5, want: BudgetSnapshot{Requests: 30, Retries: 5, Allowed: 5}},
 				{at: 30 * time.Second, requests: 20, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 50, Retries: 7, Allowed: 7}},
@@ -59,7 +71,7 @@ func TestRetryBudget(t *testing.T) {
 		},
 		{
 			name: "a storm cannot retry more than 10 % plus the floor",
-			cfg:  config.BudgetConfig{},
+			cfg:  budgetConfig(time.Minute, 0.1, 10),
 			steps: []budgetStep{
 				// 500 calls time out in one second and all want to retry (the
 				// latency spike of README "Benchmarks").
@@ -69,7 +81,7 @@ func TestRetryBudget(t *testing.T) {
 		},
 		{
 			name: "buckets: a request counts until its one-second bucket leaves the window",
-			cfg:  config.BudgetConfig{Ratio: 1, Floor: -1},
+			cfg:  budgetConfig(time.Minute, 1, 0),
 			steps: []budgetStep{
 				{at: 0, want: BudgetSnapshot{}}, // the bucket grid starts here
 				{at: 500 * time.Millisecond, requests: 1, want: BudgetSnapshot{Requests: 1, Allowed: 1}},
@@ -78,8 +90,8 @@ func TestRetryBudget(t *testing.T) {
 			},
 		},
 		{
-			name: "negative floor: no retries without requests",
-			cfg:  config.BudgetConfig{Floor: -1},
+			name: "floor 0: no retries beyond the ratio",
+			cfg:  budgetConfig(time.Minute, 0.1, 0),
 			steps: []budgetStep{
 				{at: 0, retries: 1, allowed: 0, want: BudgetSnapshot{}},
 				{at: time.Second, requests: 10, retries: 2, allowed: 1, want: BudgetSnapshot{Requests: 10, Retries: 1, Allowed: 1}},
@@ -87,22 +99,44 @@ func TestRetryBudget(t *testing.T) {
 		},
 		{
 			name: "float ratio does not lose a retry to rounding",
-			cfg:  config.BudgetConfig{Ratio: 0.29, Floor: -1},
+			cfg:  budgetConfig(time.Minute, 0.29, 0),
 			steps: []budgetStep{
 				{at: 0, requests: 100, retries: 30, allowed: 29, want: BudgetSnapshot{Requests: 100, Retries: 29, Allowed: 29}},
 			},
 		},
 		{
 			name: "custom window of 10 s",
-			cfg:  config.BudgetConfig{Window: config.Duration(10 * time.Second), Floor: 1},
+			cfg:  budgetConfig(10*time.Second, 0.1, 1),
 			steps: []budgetStep{
 				{at: 0, requests: 10, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 10, Retries: 2, Allowed: 2}},
 				{at: 10 * time.Second, retries: 2, allowed: 1, want: BudgetSnapshot{Requests: 0, Retries: 1, Allowed: 1}},
 			},
 		},
 		{
+			name: "ratio 0, floor 3: exactly 3 retries per window, whatever the traffic",
+			cfg:  budgetConfig(time.Minute, 0, 3),
+			steps: []budgetStep{
+				{at: 0, requests: 1000, retries: 2, allowed: 2, want: BudgetSnapshot{Requests: 1000, Retries: 2, Allowed: 3}},
+				{at: 10 * time.Second, requests: 1000, retries: 5, allowed: 1, want: BudgetSnapshot{Requests: 2000, Retries: 3, Allowed: 3}},
+				{at: 59*time.Second + 999*time.Millisecond, retries: 1, allowed: 0, want: BudgetSnapshot{Requests: 2000, Retries: 3, Allowed: 3}},
+				// The two t=0 retries have left the window; the t=10 s one has not.
+				{at: 60 * time.Second, retries: 5, allowed: 2, want: BudgetSnapshot{Requests: 1000, Retries: 3, Allowed: 3}},
+				{at: 70 * time.Second, retries: 5, allowed: 1, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
+				{at: 130 * time.Second, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
+			},
+		},
+		{
+			name: "ratio 0, floor 0: no retries at all",
+			cfg:  budgetConfig(time.Minute, 0, 0),
+			steps: []budgetStep{
+				{at: 0, retries: 1, allowed: 0, want: BudgetSnapshot{}},
+				{at: time.Second, requests: 10000, retries: 100, allowed: 0, want: BudgetSnapshot{Requests: 10000}},
+				{at: 61 * time.Second, requests: 1, retries: 1, allowed: 0, want: BudgetSnapshot{Requests: 1}},
+			},
+		},
+		{
 			name: "a clock stepping back counts at the latest instant",
-			cfg:  config.BudgetConfig{Floor: 1},
+			cfg:  budgetConfig(time.Minute, 0.1, 1),
 			steps: []budgetStep{
 				{at: 0, requests: 10, want: BudgetSnapshot{Requests: 10, Allowed: 2}},
 				{at: 50 * time.Second, want: BudgetSnapshot{Requests: 10, Allowed: 2}},
@@ -141,17 +175,75 @@ func TestRetryBudget(t *testing.T) {
 	}
 }
 
-func TestRetryBudgetDefaults(t *testing.T) {
-	b := NewRetryBudget(config.BudgetConfig{})
+// The budget built from the default policy uses its ratio, floor and
+// window as they are.
+func TestRetryBudgetDefaultConfig(t *testing.T) {
+	cfg := config.DefaultConfig().Budget
+	b := NewRetryBudget(cfg)
 	for range 100 {
 		b.RecordRequest(budgetAt(0))
 	}
-	if got, want := b.Snapshot(budgetAt(0)), (BudgetSnapshot{Requests: 100, Allowed: 20}); got != want {
-		t.Errorf("Snapshot = %+v, want %+v (10 %% of 100 + floor 10)", got, want)
+	want := BudgetSnapshot{Requests: 100, Allowed: int(cfg.Ratio*100+1e-9) + cfg.Floor}
+	if got := b.Snapshot(budgetAt(0)); got != want {
+		t.Errorf("Snapshot = %+v, want %+v (ratio %v of 100 + floor %d)", got, want, cfg.Ratio, cfg.Floor)
 	}
-	if got := b.Snapshot(budgetAt(DefaultBudgetWindow)); got.Requests != 0 {
-		t.Errorf("requests still counted after the default 60 s window: %+v", got)
+	if got := b.Snapshot(budgetAt(cfg.Window.D() - time.Nanosecond)); got.Requests != 100 {
+		t.Errorf("requests left before the %v window ended: %+v", cfg.Window, got)
 	}
+	if got := b.Snapshot(budgetAt(cfg.Window.D())); got.Requests != 0 {
+		t.Errorf("requests still counted after the %v window: %+v", cfg.Window, got)
+	}
+}
+
+// NewRetryBudget refuses, loudly, exactly the settings config.Validate
+// refuses, and accepts the zeros that mean something.
+func TestNewRetryBudgetRefuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		set     func(*config.BudgetConfig)
+		wantErr string // "" : accepted
+	}{
+		{"window 0", func(c *config.BudgetConfig) { c.Window = 0 }, "budget.window"},
+		{"negative window", func(c *config.BudgetConfig) { c.Window = config.Duration(-time.Second) }, "budget.window"},
+		{"negative ratio", func(c *config.BudgetConfig) { c.Ratio = -0.1 }, "budget.ratio"},
+		{"ratio above 1", func(c *config.BudgetConfig) { c.Ratio = 1.5 }, "budget.ratio"},
+		{"NaN ratio", func(c *config.BudgetConfig) { c.Ratio = math.NaN() }, "budget.ratio"},
+		{"negative floor", func(c *config.BudgetConfig) { c.Floor = -1 }, "budget.floor"},
+		{"ratio 0", func(c *config.BudgetConfig) { c.Ratio = 0 }, ""},
+		{"floor 0", func(c *config.BudgetConfig) { c.Floor = 0 }, ""},
+		{"ratio 0 and floor 0", func(c *config.BudgetConfig) { c.Ratio, c.Floor = 0, 0 }, ""},
+		{"ratio 1", func(c *config.BudgetConfig) { c.Ratio = 1 }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			full := config.DefaultConfig()
+			tt.set(&full.Budget)
+			if err := full.Validate(); (err != nil) != (tt.wantErr != "") {
+				t.Fatalf("config.Validate() = %v; guard must agree with it", err)
+			}
+			got := panicText(func() { NewRetryBudget(full.Budget) })
+			switch {
+			case tt.wantErr == "" && got != "":
+				t.Errorf("NewRetryBudget panicked: %s", got)
+			case tt.wantErr != "" && !strings.Contains(got, tt.wantErr):
+				t.Errorf("NewRetryBudget panic = %q, want one naming %s", got, tt.wantErr)
+			}
+		})
+	}
+}
+
+// panicText runs f and returns what it panicked with, or "".
+func panicText(f func()) (msg string) {
+	defer func() {
+		if r := recover(); r != nil {
+			msg = fmt.Sprint(r)
+			if msg == "" {
+				msg = "(empty panic)"
+			}
+		}
+	}()
+	f()
+	return ""
 }
 
 // Many goroutines recording requests and retrying at once must never get
@@ -163,7 +255,7 @@ func TestRetryBudgetConcurrent(t *testing.T) {
 		requestsPerWorker = 50
 		retriesPerWorker  = 100
 	)
-	b := NewRetryBudget(config.BudgetConfig{Ratio: 0.1, Floor: 10})
+	b := NewRetryBudget(budgetConfig(time.Minute, 0.1, 10))
 	var granted atomic.Int64
 	var wg sync.WaitGroup
 
@@ -213,7 +305,7 @@ func TestRetryBudgetConcurrent(t *testing.T) {
 }
 
 func BenchmarkRetryBudgetTryRetry(b *testing.B) {
-	budget := NewRetryBudget(config.BudgetConfig{})
+	budget := NewRetryBudget(config.DefaultConfig().Budget)
 	now := budgetAt(0)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -13,6 +13,12 @@
 //     decision is reproducible in a table test.
 //   - Every stateful type is safe for concurrent use and built once per
 //     process; there is no package-level mutable state.
+//   - Settings are taken as given: guard holds no defaults of its own and
+//     never replaces a value (default_policy.yaml in policies/config holds
+//     every default; config.DefaultConfig is the base for a config built in
+//     code). A zero that means something is honoured (budget Ratio 0: only
+//     the floor; Floor 0: no retries beyond the ratio); a setting that
+//     config.Validate refuses makes the constructor panic, naming the field.
 //   - It does not log: breaker state changes are reported through a
 //     StateChangeHook.
 package guard
