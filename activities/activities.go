@@ -120,7 +120,7 @@ func New(o Options) (*Activities, error) {
 // message already says everything; err is not attached as the cause, which
 // would reach the caller as the same text again, labelled "retryable: true".
 func invalid(err error) error {
-	return temporal.NewApplicationErrorWithOptions(err.Error(), string(failure.ClassInvalidRequest),
+	return temporal.NewApplicationErrorWithOptions(err.Error(), string(failure.InvalidRequest),
 		temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
@@ -129,7 +129,7 @@ func invalid(err error) error {
 // non-retryable ApplicationError of type invalid_request that names every
 // problem.
 func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission, error) {
-	if err := request.ValidateRequest(req, a.cfg); err != nil {
+	if err := request.Validate(req, a.cfg); err != nil {
 		return Admission{}, invalid(err)
 	}
 	now := a.now()
@@ -152,17 +152,19 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 	if r, ok := rules.CheckRules(a.cfg.Rules, req.Scenario, question(req.Messages)); ok {
 		ad.Rule = &RuleHit{ID: r.ID, Action: r.Action, Message: r.Message, Flag: r.Flag}
 	}
+	ad.State = callstate.New(req.Model, callstate.Shape{MaxTokens: req.MaxTokens, Temperature: req.Temperature},
+		ad.Deadline, ad.Rule != nil && ad.Rule.Action == config.RuleNoRetry)
 	return ad, nil
 }
 
-// PrepareAttempt chooses the model of the next attempt (the wanted one, or
-// the next the ladder offers, skipping models whose breaker is open) and
-// reports how the messages will be pruned for it.
-func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (AttemptPlan, error) {
+// PrepareAttempt chooses the model of the next attempt (the state's model,
+// or the next the ladder offers, skipping models whose breaker is open) and
+// cuts the request's messages for it: this is where the prompt is counted,
+// once per attempt.
+func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepared, error) {
 	now := a.now()
-	var plan AttemptPlan
-	tried := append([]string(nil), in.Tried...)
-	want := in.Model
+	p := Prepared{State: in.State}
+	want := in.State.Model
 	for {
 		var m config.ModelConfig
 		var ok bool
@@ -171,56 +173,62 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Attem
 			want = ""
 		}
 		if !ok {
-			m, ok = callstate.NextModel(a.cfg.Models, in.Request.Model, tried, nil)
+			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
 		if !ok {
-			plan.Reason = "no model left to try"
-			if len(plan.Skipped) > 0 {
-				plan.Reason = fmt.Sprintf("no model left to try: %d skipped by open breakers", len(plan.Skipped))
+			p.Reason = "no model left to try"
+			if len(p.Skipped) > 0 {
+				p.Reason = fmt.Sprintf("no model left to try: %d skipped by open breakers", len(p.Skipped))
 			}
-			return plan, nil
+			return p, nil
 		}
 		if a.breakers.Allow(m.Name, now, a.rand()) {
-			shaped := a.shape(in.Request, m, in.PruneStage, in.KeepRounds, in.MaxTokens)
-			plan.Model = m.Name
-			plan.Timeout = m.Timeout.D()
-			plan.MessagesBefore = len(in.Request.Messages)
-			plan.Messages = len(shaped.messages)
-			plan.PromptTokens = shaped.tokens
-			return plan, nil
+			p.Model, p.Timeout = m.Name, m.Timeout.D()
+			p.State.Model = m.Name
+			p.Prompt = a.cut(in.Request, m, in.State.Shape)
+			return p, nil
 		}
-		tried = append(tried, m.Name)
-		plan.Skipped = append(plan.Skipped, SkippedModel{
+		p.State = p.State.Skip(m.Name)
+		p.Skipped = append(p.Skipped, SkippedModel{
 			Model:  m.Name,
 			Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now)),
 		})
-		a.metrics.Attempt(m.Name, string(failure.ClassBreakerOpen), 0)
+		a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
 	}
 }
 
-// PlanNext records the failed attempt's class with the class breaker, finds
-// the next model the ladder would offer, draws the jitter and asks the
-// planner for the next step, charging the retry budget when it retries.
-func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (callstate.Step, error) {
+// DecideNext decides the step after a failed attempt: it tells the guards
+// what the attempt taught them (a failed retry of a class, an auth failure
+// that trips the model's breaker), gathers their verdicts, and asks
+// callstate.Next. A retry is paid from the retry budget here; when the
+// budget refuses it, Next decides again without budget.
+func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.Step, error) {
 	now := a.now()
-	p := in.Plan
-	if in.RetriedClass != failure.ClassNone {
+	s, out := in.State, in.Outcome
+	if s.Pending != failure.None && out.Class != failure.WorkerLost {
 		// The failed attempt was a retry of that class: it did not work.
-		a.classes.Record(in.RetriedClass, now, false)
+		a.classes.Record(s.Pending, now, false)
 	}
-	if a.cfg.ClassPolicy(p.Class).TripBreaker {
+	if a.cfg.ClassPolicy(out.Class).TripBreaker {
 		// auth: never send to this model again until its breaker heals.
-		a.breakers.Trip(p.Model, now)
+		a.breakers.Trip(s.Model, now)
 	}
-	p.ClassAllowed = a.classes.Allow(p.Class, now)
-	tried := append(append([]string(nil), in.Tried...), p.Model)
-	if next, ok := callstate.NextModel(a.cfg.Models, in.Preferred, tried, func(model string) bool {
-		return a.breakers.State(model, now) != guard.BreakerOpen
-	}); ok {
-		p.NextModel = next.Name
+	v := callstate.Verdicts{
+		ClassAllowed: a.classes.Allow(out.Class, now),
+		Budget:       a.budget.Remaining(now) > 0,
+		U:            a.rand(),
 	}
-	p.U = a.rand()
-	step := callstate.Plan(a.cfg, p, a.budget, now)
+	for _, m := range a.cfg.Models {
+		if a.breakers.State(m.Name, now) == guard.BreakerOpen {
+			v.Open = append(v.Open, m.Name)
+		}
+	}
+	step := callstate.Next(a.cfg, s, out, v)
+	if step.ChargesBudget && !a.budget.TryRetry(now) {
+		// Spent by another call since the verdict was read.
+		v.Budget = false
+		step = callstate.Next(a.cfg, s, out, v)
+	}
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()
 	}
@@ -230,11 +238,8 @@ func (a *Activities) PlanNext(ctx context.Context, in PlanNextInput) (callstate.
 
 // RecordRetrySuccess tells the class breaker that a retry of class
 // succeeded (the call's next attempt answered).
-func (a *Activities) RecordRetrySuccess(ctx context.Context, classes []failure.Class) error {
-	now := a.now()
-	for _, c := range classes {
-		a.classes.Record(c, now, true)
-	}
+func (a *Activities) RecordRetrySuccess(ctx context.Context, class failure.Class) error {
+	a.classes.Record(class, a.now(), true)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
@@ -78,31 +79,20 @@ func (a *Activities) client(m config.ModelConfig) *openai.Client {
 	return c.client
 }
 
-type shaped struct {
-	messages []request.Message
-	tokens   int
-	fits     bool
-}
-
-// shape prunes the request's messages for an attempt (by stage or to the
-// last rounds), fits them into the model's window and adapts them to the
-// model's system-prompt support. It is a pure function of its inputs, so
-// PrepareAttempt and CallModel agree on what is sent.
-func (a *Activities) shape(req request.Request, m config.ModelConfig, stage, keepRounds, maxTokens int) shaped {
-	msgs := req.Messages
-	switch {
-	case keepRounds > 0:
-		msgs = prompt.PruneKeepRounds(msgs, keepRounds).Messages
-	case stage > 0:
-		msgs = prompt.PruneForAttempt(msgs, stage, a.cfg.Pruning.Factor).Messages
-	}
-	reserve := maxTokens
+// cut is the prompt an attempt on model m sends for the call's shape.
+func (a *Activities) cut(req request.Request, m config.ModelConfig, sh callstate.Shape) Prompt {
+	reserve := sh.MaxTokens
 	if reserve <= 0 {
 		reserve = a.cfg.Pruning.ReserveOutputTokens
 	}
-	fit := prompt.FitWindow(msgs, m.ContextWindow, reserve, a.tokens)
-	msgs = prompt.AdaptMessages(fit.Messages, m.SystemPrompt)
-	return shaped{messages: msgs, tokens: a.tokens.CountMessages(msgs), fits: fit.Fits}
+	f := prompt.Fit(req.Messages, prompt.Shape{
+		Stage: sh.PruneStage, KeepRounds: sh.KeepRounds, Factor: a.cfg.Pruning.Factor,
+		Window: m.ContextWindow, Reserve: reserve, Support: m.SystemPrompt,
+	}, a.tokens)
+	return Prompt{
+		Keep: f.Keep, Before: f.Before, Tokens: f.Tokens, Exact: f.Exact, Fits: f.Fits,
+		Messages: len(prompt.Build(req.Messages, f.Keep, m.SystemPrompt)),
+	}
 }
 
 // CallModel makes one upstream attempt. It heartbeats while it waits, so a
@@ -115,8 +105,9 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if !ok {
 		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))
 	}
-	sh := a.shape(in.Request, m, in.PruneStage, in.KeepRounds, in.MaxTokens)
-	out := CallOutcome{Messages: len(sh.messages), PromptTokens: sh.tokens}
+	msgs := prompt.Build(in.Request.Messages, in.Prompt.Keep, m.SystemPrompt)
+	fits := in.Prompt.Fits
+	out := CallOutcome{Messages: len(msgs), PromptTokens: in.Prompt.Tokens}
 
 	info := activity.GetInfo(ctx)
 	ex := &exchange{requestID: fmt.Sprintf("%s/%d", info.WorkflowExecution.ID, in.Attempt)}
@@ -131,10 +122,10 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
-	obs := classify.Observation{PromptTokens: sh.tokens, ContextWindow: m.ContextWindow}
-	if sh.fits {
+	obs := classify.Observation{PromptTokens: in.Prompt.Tokens, ContextWindow: m.ContextWindow}
+	if fits {
 		obs.PromptTokens, obs.ContextWindow = 0, 0 // fits: let the upstream judge
-		resp, err = a.client(m).CreateChatCompletion(callCtx, chatRequest(m.Name, sh.messages, in.MaxTokens, in.Temperature))
+		resp, err = a.client(m).CreateChatCompletion(callCtx, chatRequest(m.Name, msgs, in.Shape.MaxTokens, in.Shape.Temperature))
 	}
 	stopHeartbeat()
 	out.Duration = a.now().Sub(start)
@@ -143,14 +134,14 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 			// This worker is stopping: the attempt is lost, not failed. The
 			// workflow resends it elsewhere, uncharged (worker_lost).
 			return out, temporal.NewApplicationErrorWithOptions(
-				"worker shut down during the attempt", string(failure.ClassWorkerLost),
+				"worker shut down during the attempt", string(failure.WorkerLost),
 				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
 		}
 		// The workflow cancelled the call (or the activity timed out): no
 		// outcome to judge, and the breaker learns nothing.
 		return out, ctx.Err()
 	}
-	out.NotSent = !sh.fits
+	out.NotSent = !fits
 
 	status, header, body, headerTimedOut, resends := ex.snapshot()
 	obs.Err = err
@@ -160,7 +151,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	obs.HeaderTimedOut = headerTimedOut
 	obs.AttemptTimedOut = errors.Is(callCtx.Err(), context.DeadlineExceeded)
 	obs.Now = a.now()
-	if err == nil && sh.fits {
+	if err == nil && fits {
 		obs.Response = &resp
 	}
 	key := a.apiKey(m)
@@ -180,7 +171,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 
-	if v.Class == failure.ClassNone {
+	if v.Class == failure.None {
 		msg := resp.Choices[0].Message
 		out.Content = msg.Content
 		if out.Content == "" {
@@ -197,7 +188,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 }
 
 func classLabel(c failure.Class) string {
-	if c == failure.ClassNone {
+	if c == failure.None {
 		return "ok"
 	}
 	return string(c)

@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/durable-llm/durable-llm/policies/callstate"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // maxRecordedBody is how much of a response body the recorder keeps for the

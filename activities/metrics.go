@@ -1,8 +1,9 @@
 package activities
 
 import (
-	"github.com/durable-llm/durable-llm/policies/guard"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // Metrics receives what the activities observe. The worker provides a

@@ -1,11 +1,12 @@
 package activities
 
 import (
+	"time"
+
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/request"
-	"time"
 )
 
 // Admission is the result of Admit: what the workflow needs to run the call.
@@ -21,6 +22,8 @@ type Admission struct {
 	FirstModel string `json:"first_model"`
 	// Rule is the business rule that matched the request, if any.
 	Rule *RuleHit `json:"rule,omitempty"`
+	// State is the call's state before its first attempt.
+	State callstate.State `json:"state"`
 }
 
 // RuleHit is a matched business rule.
@@ -31,16 +34,10 @@ type RuleHit struct {
 	Flag    string            `json:"flag,omitempty"`
 }
 
-// PrepareInput asks for the next attempt's model and shape.
+// PrepareInput asks for the next attempt of a call in State.
 type PrepareInput struct {
 	Request request.Request `json:"request"`
-	// Model wanted for this attempt; empty: the first model the ladder allows.
-	Model string `json:"model,omitempty"`
-	// Tried are the models this call already left.
-	Tried      []string `json:"tried,omitempty"`
-	PruneStage int      `json:"prune_stage"`
-	KeepRounds int      `json:"keep_rounds,omitempty"`
-	MaxTokens  int      `json:"max_tokens,omitempty"`
+	State   callstate.State `json:"state"`
 }
 
 // SkippedModel is a model the ladder skipped because its breaker is open.
@@ -49,33 +46,48 @@ type SkippedModel struct {
 	Reason string `json:"reason"`
 }
 
-// AttemptPlan is the shape of the next attempt.
-type AttemptPlan struct {
+// Prepared is the next attempt: its model, the messages it sends and the
+// call's state with the model chosen.
+type Prepared struct {
+	// State is the call's state with the attempt's model chosen and the
+	// skipped models left.
+	State   callstate.State `json:"state"`
+	Skipped []SkippedModel  `json:"skipped,omitempty"`
 	// Model to call; empty when no model may be called (every breaker open
-	// or the ladder exhausted): the call goes to the fallback.
-	Model   string         `json:"model,omitempty"`
-	Skipped []SkippedModel `json:"skipped,omitempty"`
+	// or the ladder exhausted): the call goes to the fallback, Reason says why.
+	Model  string `json:"model,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Timeout of the attempt (the model's timeout).
 	Timeout time.Duration `json:"timeout"`
-	// MessagesBefore and Messages are the message counts before and after
-	// pruning; PromptTokens what will be sent.
-	MessagesBefore int `json:"messages_before"`
-	Messages       int `json:"messages"`
-	PromptTokens   int `json:"prompt_tokens"`
-	// Reason says why no model was chosen.
-	Reason string `json:"reason,omitempty"`
+	// Prompt is what the attempt sends, cut for the model's window.
+	Prompt Prompt `json:"prompt"`
+}
+
+// Prompt is the cut of the request's messages one attempt sends: counted
+// once, when the attempt is prepared, and sent as prepared.
+type Prompt struct {
+	// Keep are the indexes of the request's messages sent, ascending.
+	Keep []int `json:"keep"`
+	// Before and Messages are the message counts before the cut and sent.
+	Before   int `json:"before"`
+	Messages int `json:"messages"`
+	// Tokens of the prompt (exact, or an upper bound when Exact is false).
+	Tokens int  `json:"tokens"`
+	Exact  bool `json:"exact,omitempty"`
+	// Fits is false when even the system prompt and the question exceed the
+	// model's window: the attempt is refused before sending.
+	Fits bool `json:"fits"`
 }
 
 // CallInput is one upstream attempt.
 type CallInput struct {
-	Request     request.Request `json:"request"`
-	Model       string          `json:"model"`
-	Attempt     int             `json:"attempt"`
-	PruneStage  int             `json:"prune_stage"`
-	KeepRounds  int             `json:"keep_rounds,omitempty"`
-	MaxTokens   int             `json:"max_tokens,omitempty"`
-	Temperature *float64        `json:"temperature,omitempty"`
-	Timeout     time.Duration   `json:"timeout"`
+	Request request.Request `json:"request"`
+	Model   string          `json:"model"`
+	// Attempt numbers the attempt in its request ID (<workflow id>/<n>).
+	Attempt int             `json:"attempt"`
+	Shape   callstate.Shape `json:"shape"`
+	Prompt  Prompt          `json:"prompt"`
+	Timeout time.Duration   `json:"timeout"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the
@@ -100,17 +112,10 @@ type CallOutcome struct {
 	NotSent bool `json:"not_sent,omitempty"`
 }
 
-// PlanNextInput asks for the step after a failed attempt.
-type PlanNextInput struct {
-	Plan callstate.PlanInput `json:"plan"`
-	// Tried are the models the call already left, the failed one included
-	// when the plan switches.
-	Tried []string `json:"tried,omitempty"`
-	// Preferred is the request's preferred model.
-	Preferred string `json:"preferred,omitempty"`
-	// RetriedClass is set when the failed attempt was a retry of that
-	// class: the class breaker learns that the retry failed.
-	RetriedClass failure.Class `json:"retried_class,omitempty"`
+// DecideInput asks for the step after a failed attempt.
+type DecideInput struct {
+	State   callstate.State   `json:"state"`
+	Outcome callstate.Outcome `json:"outcome"`
 }
 
 // FallbackInput asks for the business fallback answer.

@@ -3,7 +3,6 @@ package workflows
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -19,9 +18,6 @@ import (
 
 // QueryState is the query that returns the CallResult so far.
 const QueryState = "state"
-
-// minAttemptTime is the least time worth giving an upstream attempt.
-const minAttemptTime = time.Second
 
 // LLMCall runs one LLM call to an answer: a model's, else the business
 // fallback's. It fails only for a request that must change (invalid
@@ -42,40 +38,22 @@ func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
 	return res, err
 }
 
-// call is the state of one LLMCall.
+// call is one LLMCall: its request, its decision state and the result
+// being written.
 type call struct {
-	req   CallRequest
-	start time.Time
-	res   CallResult
-	ad    activities.Admission
-
-	model       string
-	tried       []string
-	pruneStage  int
-	keepRounds  int
-	maxTokens   int
-	temperature *float64
-	upstream    int // upstream attempts made (lost-worker resends excluded)
-	retries     int // backoff retries made: the exponent of the jitter
-	resends     int
-	classRetry  map[failure.Class]int
-	onModel     map[string]int // failures by model+class
-	retried     bool           // some attempt was a retry of the same model
-	// pending is the class whose retry the next attempt is: its outcome
-	// tells the class breaker whether retries of that class work.
-	pending  failure.Class
-	classes  []string
+	req      CallRequest
+	start    time.Time
+	res      CallResult
+	ad       activities.Admission
+	st       callstate.State
 	finished bool
 }
 
 func newCall(ctx workflow.Context, req CallRequest) *call {
 	return &call{
-		req:        req,
-		start:      workflow.GetInfo(ctx).WorkflowStartTime,
-		res:        CallResult{RequestID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempts: []Attempt{}},
-		maxTokens:  req.MaxTokens,
-		classRetry: map[failure.Class]int{},
-		onModel:    map[string]int{},
+		req:   req,
+		start: workflow.GetInfo(ctx).WorkflowStartTime,
+		res:   CallResult{RequestID: workflow.GetInfo(ctx).WorkflowExecution.ID, Attempts: []Attempt{}},
 	}
 }
 
@@ -89,7 +67,6 @@ func localOptions(ctx workflow.Context, summary string) workflow.Context {
 
 func (c *call) run(ctx workflow.Context) (CallResult, error) {
 	var a *activities.Activities
-	c.temperature = c.req.Temperature
 	c.upsert(ctx, SAOutcome.ValueSet(OutcomeRunning), SAScenario.ValueSet(keyword(c.req.Scenario)))
 	workflow.SetCurrentDetails(ctx, "admitting: validate the request, check business rules")
 
@@ -117,7 +94,7 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 			return c.res, nil
 		}
 	}
-	c.model = c.ad.FirstModel
+	c.st = c.ad.State
 	reason, err := c.attempts(ctx)
 	if err != nil {
 		return c.res, err
@@ -129,166 +106,140 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 }
 
 // attempts runs upstream attempts until one answers (c.res.Source is set),
-// the plan falls back (the reason is returned) or fails (an error).
+// the decision falls back (the reason is returned) or fails (an error):
+// prepare → call → decide → record → wait.
 func (c *call) attempts(ctx workflow.Context) (string, error) {
 	var a *activities.Activities
-	n := 1
-	retriedFrom := ""
 	for {
 		remaining := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
-		if remaining < minAttemptTime {
-			return fmt.Sprintf("deadline: %s left, %s kept for the fallback", callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
+		if remaining < callstate.MinAttemptTime {
+			return fmt.Sprintf("deadline: %s left, %s kept for the fallback",
+				callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
 		}
-		var plan activities.AttemptPlan
-		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", n)),
-			a.PrepareAttempt, activities.PrepareInput{
-				Request: c.req, Model: c.model, Tried: c.tried,
-				PruneStage: c.pruneStage, KeepRounds: c.keepRounds, MaxTokens: c.maxTokens,
-			}).Get(ctx, &plan)
+		var prep activities.Prepared
+		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", c.st.N)),
+			a.PrepareAttempt, activities.PrepareInput{Request: c.req, State: c.st}).Get(ctx, &prep)
 		if err != nil {
 			return "", err
 		}
-		for _, s := range plan.Skipped {
-			c.tried = append(c.tried, s.Model)
-			c.addClass(failure.ClassBreakerOpen)
-			c.res.Attempts = append(c.res.Attempts, Attempt{
-				N: n, Model: s.Model, Class: string(failure.ClassBreakerOpen),
-				Decision: "switch_model", Reason: s.Reason, RetriedFrom: retriedFrom,
-			})
+		c.skipped(prep.Skipped)
+		c.st = prep.State
+		if prep.Model == "" {
+			return prep.Reason, nil
 		}
-		if plan.Model == "" {
-			return plan.Reason, nil
-		}
-		c.model = plan.Model
-		timeout := min(plan.Timeout, remaining)
-
-		summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", c.upstream+1, c.ad.MaxAttempts, c.model, plan.MessagesBefore, plan.Messages)
-		if strings.HasSuffix(retriedFrom, "("+string(failure.ClassWorkerLost)+")") {
-			summary += " · resend"
-		}
-		workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, callstate.FormatDuration(timeout), len(c.res.Attempts)))
-		// The attempt bounds itself by timeout; the slack lets a lost worker
-		// be noticed by its heartbeat (worker_lost) rather than by this
-		// timeout, and ScheduleToClose bounds the time in the queue too.
-		startToClose := timeout + c.ad.HeartbeatTimeout + time.Second
-		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			ScheduleToCloseTimeout: startToClose + 5*time.Second,
-			StartToCloseTimeout:    startToClose,
-			HeartbeatTimeout:       c.ad.HeartbeatTimeout,
-			WaitForCancellation:    true,
-			RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
-			Summary:                summary,
-		})
 		started := workflow.Now(ctx)
 		var out activities.CallOutcome
-		err = workflow.ExecuteActivity(actx, a.CallModel, activities.CallInput{
-			Request: c.req, Model: c.model, Attempt: n,
-			PruneStage: c.pruneStage, KeepRounds: c.keepRounds,
-			MaxTokens: c.maxTokens, Temperature: c.temperature, Timeout: timeout,
+		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
+			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
+			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining),
 		}).Get(ctx, &out)
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
 		}
-		class := failure.ClassNone
+		class := failure.None
 		if err != nil {
-			class = classOf(err, &out)
+			class = classOf(err, &out) // fills out from the error's details
 		}
 		att := Attempt{
-			N: n, Model: c.model, Class: string(class), Status: out.Status,
-			Messages: plan.Messages, PromptTokens: plan.PromptTokens,
-			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: retriedFrom,
+			N: c.st.N, Model: prep.Model, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
+			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: c.st.From.String(),
 		}
 		if out.Messages > 0 {
 			att.Messages, att.PromptTokens = out.Messages, out.PromptTokens
 		}
 		if err == nil {
-			c.upstream++
 			c.answered(ctx, att, out)
 			return "", nil
 		}
-		retriedClass := c.pending
-		if class == failure.ClassWorkerLost {
-			retriedClass = failure.ClassNone // the resend is still that retry
-		} else {
-			c.pending = failure.ClassNone
-		}
-		c.addClass(class)
-		if !out.NotSent {
-			c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
-		}
-		if class != failure.ClassWorkerLost && !out.NotSent {
-			c.upstream++
-		}
-		c.onModel[c.model+"/"+string(class)]++
-
 		var step callstate.Step
-		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("plan after %s on %s", class, c.model)),
-			a.PlanNext, activities.PlanNextInput{
-				Preferred: c.req.Model, Tried: c.tried, RetriedClass: retriedClass,
-				Plan: callstate.PlanInput{
-					Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
-					Attempts: c.upstream, ClassRetries: c.classRetry[class],
-					ClassFailuresOnModel: c.onModel[c.model+"/"+string(class)],
-					Retries:              c.retries, Model: c.model,
-					PruneStage: c.pruneStage, KeepRounds: c.keepRounds,
-					MaxTokens: c.maxTokens, Temperature: c.temperature,
-					Elapsed: workflow.Now(ctx).Sub(c.start), Deadline: c.ad.Deadline,
-					MinAttemptTime: minAttemptTime,
-					NoRetry:        c.ad.Rule != nil && c.ad.Rule.Action == config.RuleNoRetry,
-				},
-			}).Get(ctx, &step)
+		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("decide after %s on %s", class, prep.Model)),
+			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
+				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
+				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start),
+			}}).Get(ctx, &step)
 		if err != nil {
 			return "", err
 		}
-		att.Decision, att.Reason, att.DelayMS = step.Decision, step.Reason, step.Delay.Milliseconds()
-		c.res.Attempts = append(c.res.Attempts, att)
-		c.upsert(ctx, SAAttempts.ValueSet(int64(len(c.res.Attempts))), SAClasses.ValueSet(c.classes))
-
+		c.failed(ctx, att, class, out, step)
 		switch step.Kind {
-		case callstate.StepFallback:
+		case callstate.Fallback:
 			return step.Reason, nil
-		case callstate.StepFail:
+		case callstate.Fail:
 			c.res.Reason = step.Reason
 			c.finish(ctx, OutcomeFailed)
 			return "", temporal.NewNonRetryableApplicationError(
 				fmt.Sprintf("%s: %s", out.Reason, step.Reason), string(class), nil, c.res)
-		case callstate.StepResend:
-			c.resends++
-			c.classRetry[class]++
-			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
-		case callstate.StepRetry:
-			c.classRetry[class]++
-			c.retried = true
-			c.pending = class
-			if step.Delay > 0 && step.Decision != "wait retry-after" {
-				c.retries++
-			}
-			c.pruneStage, c.keepRounds = step.PruneStage, step.KeepRounds
-			c.maxTokens, c.temperature = step.MaxTokens, step.Temperature
-			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
-			n++
-		case callstate.StepSwitch:
-			c.tried = append(c.tried, c.model)
-			c.model = step.Model
-			retriedFrom = fmt.Sprintf("%d (%s)", n, class)
-			n++
 		}
-		if step.Delay > 0 {
-			wait := callstate.FormatDuration(step.Delay)
-			summary := fmt.Sprintf("backoff %s after %s", wait, class)
-			switch {
-			case step.Decision == "wait retry-after":
-				summary = fmt.Sprintf("Retry-After %s after %s", wait, class)
-			case step.Kind == callstate.StepSwitch:
-				summary = fmt.Sprintf("wait %s after %s, then %s", wait, class, step.Model)
-			}
-			workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", wait, step.Reason))
-			err := workflow.NewTimerWithOptions(ctx, step.Delay, workflow.TimerOptions{Summary: summary}).Get(ctx, nil)
-			if err != nil {
-				return "", err
-			}
+		c.st = step.Next
+		if err := c.wait(ctx, class, step); err != nil {
+			return "", err
 		}
 	}
+}
+
+// callOptions are the options of one upstream attempt bounded by timeout.
+func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeout time.Duration) workflow.Context {
+	summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", c.st.Upstream+1, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
+	if c.st.From.Resend {
+		summary += " · resend"
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, callstate.FormatDuration(timeout), len(c.res.Attempts)))
+	// The attempt bounds itself by timeout; the slack lets a lost worker
+	// be noticed by its heartbeat (worker_lost) rather than by this
+	// timeout, and ScheduleToClose bounds the time in the queue too.
+	startToClose := timeout + c.ad.HeartbeatTimeout + time.Second
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		ScheduleToCloseTimeout: startToClose + 5*time.Second,
+		StartToCloseTimeout:    startToClose,
+		HeartbeatTimeout:       c.ad.HeartbeatTimeout,
+		WaitForCancellation:    true,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:                summary,
+	})
+}
+
+// skipped records the models the ladder skipped for open breakers.
+func (c *call) skipped(models []activities.SkippedModel) {
+	for _, s := range models {
+		c.res.Attempts = append(c.res.Attempts, Attempt{
+			N: c.st.N, Model: s.Model, Class: string(failure.BreakerOpen),
+			Decision: callstate.Switch.String(), Reason: s.Reason, RetriedFrom: c.st.From.String(),
+		})
+	}
+}
+
+// failed records a failed attempt and the decision that followed it.
+func (c *call) failed(ctx workflow.Context, att Attempt, class failure.Class, out activities.CallOutcome, step callstate.Step) {
+	att.Class = string(class)
+	att.Decision, att.Reason, att.DelayMS = step.Decision, step.Reason, step.Wait.Delay.Milliseconds()
+	if !out.NotSent {
+		c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
+	}
+	c.res.Attempts = append(c.res.Attempts, att)
+	c.st.Classes = step.Next.Classes
+	c.upsert(ctx, SAAttempts.ValueSet(int64(len(c.res.Attempts))), SAClasses.ValueSet(c.classes()))
+}
+
+// wait sleeps the step's wait on a timer whose summary says why.
+func (c *call) wait(ctx workflow.Context, class failure.Class, step callstate.Step) error {
+	w := step.Wait
+	if w.Delay <= 0 {
+		return nil
+	}
+	d := callstate.FormatDuration(w.Delay)
+	var summary string
+	switch {
+	case w.Reason == callstate.RetryAfter:
+		summary = fmt.Sprintf("Retry-After %s after %s", d, class)
+	case step.Kind == callstate.Switch:
+		summary = fmt.Sprintf("wait %s after %s, then %s", d, class, step.Next.Model)
+	case w.Reason == callstate.Backoff:
+		summary = fmt.Sprintf("backoff %s after %s", d, class)
+	default:
+		summary = fmt.Sprintf("wait %s after %s", d, class)
+	}
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", d, step.Reason))
+	return workflow.NewTimerWithOptions(ctx, w.Delay, workflow.TimerOptions{Summary: summary}).Get(ctx, nil)
 }
 
 // classOf maps an attempt's error to its failure class and fills out from
@@ -302,25 +253,25 @@ func classOf(err error, out *activities.CallOutcome) failure.Class {
 		if c := failure.Class(appErr.Type()); c.Valid() {
 			return c
 		}
-		return failure.ClassServerError
+		return failure.ServerError
 	}
 	var toErr *temporal.TimeoutError
 	if errors.As(err, &toErr) {
 		if toErr.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT {
-			return failure.ClassWorkerLost
+			return failure.WorkerLost
 		}
-		return failure.ClassTimeout
+		return failure.Timeout
 	}
-	return failure.ClassServerError
+	return failure.ServerError
 }
 
-func (c *call) addClass(class failure.Class) {
-	for _, k := range c.classes {
-		if k == string(class) {
-			return
-		}
+// classes are the failure classes seen, for the LlmClasses attribute.
+func (c *call) classes() []string {
+	out := make([]string, len(c.st.Classes))
+	for i, k := range c.st.Classes {
+		out[i] = string(k)
 	}
-	c.classes = append(c.classes, string(class))
+	return out
 }
 
 // answered records a model's answer.
@@ -328,22 +279,18 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	var a *activities.Activities
 	att.Decision, att.Reason = "answer", "the model answered"
 	c.res.Attempts = append(c.res.Attempts, att)
-	c.res.Content, c.res.Model, c.res.FinishReason = out.Content, c.model, out.FinishReason
+	c.res.Content, c.res.Model, c.res.FinishReason = out.Content, att.Model, out.FinishReason
 	c.res.Usage.PromptTokens += out.PromptTokens
 	c.res.Usage.CompletionTokens += out.CompletionTokens
 	c.res.Source = SourceModel
-	if c.model != c.ad.FirstModel {
+	if att.Model != c.ad.FirstModel {
 		c.res.Source, c.res.Degraded = SourceFallbackModel, true
-		c.res.Reason = "answered by " + c.model + " after " + c.ad.FirstModel + " failed"
+		c.res.Reason = "answered by " + att.Model + " after " + c.ad.FirstModel + " failed"
 	}
-	if c.retried {
-		// Tell the class breaker that the retry of the previous class worked
-		// (nothing when the last step was a switch, not a retry).
-		var worked []failure.Class
-		if c.pending != failure.ClassNone {
-			worked = []failure.Class{c.pending}
-		}
-		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retries succeeded"), a.RecordRetrySuccess, worked).Get(ctx, nil)
+	if c.st.Pending != failure.None {
+		// Tell the class breaker that the retry of that class worked.
+		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retry of "+string(c.st.Pending)+" succeeded"),
+			a.RecordRetrySuccess, c.st.Pending).Get(ctx, nil)
 	}
 	c.finish(ctx, OutcomeAnswered)
 }
@@ -376,7 +323,7 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 		SASource.ValueSet(string(c.res.Source)),
 		SAModel.ValueSet(c.res.Model),
 		SAAttempts.ValueSet(int64(len(c.res.Attempts))),
-		SAClasses.ValueSet(c.classes),
+		SAClasses.ValueSet(c.classes()),
 		SADegraded.ValueSet(c.res.Degraded),
 	)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · source %s · %d attempt(s)", outcome, c.res.Source, len(c.res.Attempts)))

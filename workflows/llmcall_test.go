@@ -82,7 +82,7 @@ func newHarnessWithBudget(t *testing.T, cfg *config.Config, budget *guard.RetryB
 				return activities.CallOutcome{}, o.err
 			}
 			out := activities.CallOutcome{Status: 200, Messages: len(in.Request.Messages), PromptTokens: 40}
-			if o.class == failure.ClassNone {
+			if o.class == failure.None {
 				out.Content, out.FinishReason, out.CompletionTokens = o.content, "stop", 7
 				return out, nil
 			}
@@ -160,10 +160,10 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "timeout prunes and retries after full jitter",
-			script: []outcome{fail(failure.ClassTimeout, 504), ok("done")},
+			script: []outcome{fail(failure.Timeout, 504), ok("done")},
 			want:   []string{"qwen-72b:timeout:prune+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, 1, h.calls[1].PruneStage)
+				require.Equal(t, 1, h.calls[1].Shape.PruneStage)
 				// U(0, min(8s, 0.5s·2^0)) with u=0.5 → 250 ms.
 				require.Equal(t, int64(250), res.Attempts[0].DelayMS)
 				require.Equal(t, 40, res.Usage.FailedAttemptTokens)
@@ -171,7 +171,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "rate limited waits Retry-After exactly",
-			script: []outcome{{class: failure.ClassRateLimited, status: 429, retryAfter: 2 * time.Second}, ok("done")},
+			script: []outcome{{class: failure.RateLimited, status: 429, retryAfter: 2 * time.Second}, ok("done")},
 			want:   []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, int64(2000), res.Attempts[0].DelayMS)
@@ -180,41 +180,41 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "rate limited beyond the cap switches model at once",
-			script: []outcome{{class: failure.ClassRateLimited, status: 429, retryAfter: 5 * time.Minute}, ok("done")},
+			script: []outcome{{class: failure.RateLimited, status: 429, retryAfter: 5 * time.Minute}, ok("done")},
 			want:   []string{"qwen-72b:rate_limited:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "context length exceeded keeps the last rounds and resends at once",
-			script: []outcome{fail(failure.ClassContextLengthExceeded, 400), ok("done")},
+			script: []outcome{fail(failure.ContextLengthExceeded, 400), ok("done")},
 			want:   []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, 3, h.calls[1].KeepRounds)
+				require.Equal(t, 3, h.calls[1].Shape.KeepRounds)
 				require.Zero(t, res.Attempts[0].DelayMS)
 			},
 		},
 		{
 			name:   "pruning holds on a later retry after context length",
-			script: []outcome{fail(failure.ClassContextLengthExceeded, 400), fail(failure.ClassServerError, 500), ok("done")},
+			script: []outcome{fail(failure.ContextLengthExceeded, 400), fail(failure.ServerError, 500), ok("done")},
 			want: []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:server_error:retry",
 				"qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, []int{0, 3, 3}, []int{h.calls[0].KeepRounds, h.calls[1].KeepRounds, h.calls[2].KeepRounds})
+				require.Equal(t, []int{0, 3, 3}, []int{h.calls[0].Shape.KeepRounds, h.calls[1].Shape.KeepRounds, h.calls[2].Shape.KeepRounds})
 			},
 		},
 		{
 			name:   "output truncated raises max_tokens and lowers temperature",
-			script: []outcome{fail(failure.ClassOutputTruncated, 200), ok("done")},
+			script: []outcome{fail(failure.OutputTruncated, 200), ok("done")},
 			want:   []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, 512+256, h.calls[1].MaxTokens)
-				require.NotNil(t, h.calls[1].Temperature)
-				require.InDelta(t, 0.3, *h.calls[1].Temperature, 1e-9)
+				require.Equal(t, 512+256, h.calls[1].Shape.MaxTokens)
+				require.NotNil(t, h.calls[1].Shape.Temperature)
+				require.InDelta(t, 0.3, *h.calls[1].Shape.Temperature, 1e-9)
 				require.Equal(t, int64(500), res.Attempts[0].DelayMS)
 			},
 		},
 		{
 			name:   "queue full switches model after 200 ms",
-			script: []outcome{fail(failure.ClassQueueFull, 429), ok("done")},
+			script: []outcome{fail(failure.QueueFull, 429), ok("done")},
 			want:   []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, int64(200), res.Attempts[0].DelayMS)
@@ -224,7 +224,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:     "maintenance goes to the FAQ at once",
-			script:   []outcome{fail(failure.ClassServiceUnavailable, 503)},
+			script:   []outcome{fail(failure.ServiceUnavailable, 503)},
 			question: "Where is my order? I want to track my package.",
 			want:     []string{"qwen-72b:service_unavailable:fallback"}, source: workflows.SourceFAQ,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
@@ -235,7 +235,7 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:     "content filter falls back to the placeholder when nothing matches",
-			script:   []outcome{fail(failure.ClassContentFilter, 200)},
+			script:   []outcome{fail(failure.ContentFilter, 200)},
 			question: unrelated,
 			want:     []string{"qwen-72b:content_filter:fallback"}, source: workflows.SourcePlaceholder,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
@@ -244,23 +244,23 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "server error retries then switches",
-			script: []outcome{fail(failure.ClassServerError, 502), fail(failure.ClassServerError, 500), ok("done")},
+			script: []outcome{fail(failure.ServerError, 502), fail(failure.ServerError, 500), ok("done")},
 			want: []string{"qwen-72b:server_error:retry", "qwen-72b:server_error:switch_model",
 				"qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "body error retries",
-			script: []outcome{fail(failure.ClassBodyError, 200), ok("done")},
+			script: []outcome{fail(failure.BodyError, 200), ok("done")},
 			want:   []string{"qwen-72b:body_error:retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 		},
 		{
 			name:   "model not found switches",
-			script: []outcome{fail(failure.ClassModelNotFound, 404), ok("done")},
+			script: []outcome{fail(failure.ModelNotFound, 404), ok("done")},
 			want:   []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "auth switches and trips the breaker",
-			script: []outcome{fail(failure.ClassAuth, 401), ok("done")},
+			script: []outcome{fail(failure.Auth, 401), ok("done")},
 			want:   []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, guard.BreakerOpen, h.brk.State("qwen-72b", time.Now()))
@@ -268,12 +268,12 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name:   "read timeout prunes and retries once, then switches",
-			script: []outcome{fail(failure.ClassReadTimeout, 0), ok("done")},
+			script: []outcome{fail(failure.ReadTimeout, 0), ok("done")},
 			want:   []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
 			name:   "connect failure after network resends switches model",
-			script: []outcome{fail(failure.ClassConnect, 0), ok("done")},
+			script: []outcome{fail(failure.Connect, 0), ok("done")},
 			want:   []string{"qwen-72b:connect:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
@@ -287,8 +287,8 @@ func TestLLMCallPaths(t *testing.T) {
 		},
 		{
 			name: "attempts cap: four attempts then the fallback",
-			script: []outcome{fail(failure.ClassBodyError, 200), fail(failure.ClassBodyError, 200),
-				fail(failure.ClassBodyError, 200), fail(failure.ClassBodyError, 200)},
+			script: []outcome{fail(failure.BodyError, 200), fail(failure.BodyError, 200),
+				fail(failure.BodyError, 200), fail(failure.BodyError, 200)},
 			question: unrelated,
 			want: []string{"qwen-72b:body_error:retry", "qwen-72b:body_error:retry", "qwen-72b:body_error:retry",
 				"qwen-72b:body_error:fallback"}, source: workflows.SourcePlaceholder,
@@ -301,13 +301,13 @@ func TestLLMCallPaths(t *testing.T) {
 		{
 			name: "budget exhausted: no retry, next model at once",
 			budget: func() *guard.RetryBudget {
-				b := guard.NewRetryBudget(config.BudgetConfig{Ratio: 0.0001, Floor: 1})
+				b := guard.NewRetryBudget(config.BudgetConfig{Window: config.Duration(time.Minute), Ratio: 0.0001, Floor: 1})
 				if !b.TryRetry(time.Now()) { // spend the floor
 					panic("budget refused its floor")
 				}
 				return b
 			},
-			script: []outcome{fail(failure.ClassBodyError, 200), ok("done")},
+			script: []outcome{fail(failure.BodyError, 200), ok("done")},
 			want:   []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "retry budget exhausted")
@@ -347,7 +347,7 @@ func TestLLMCallPaths(t *testing.T) {
 func countSkipped(res workflows.CallResult) int {
 	n := 0
 	for _, a := range res.Attempts {
-		if a.Class == string(failure.ClassBreakerOpen) {
+		if a.Class == string(failure.BreakerOpen) {
 			n++
 		}
 	}
@@ -361,17 +361,17 @@ func TestLLMCallInvalidRequestFailsFastWithoutUpstream(t *testing.T) {
 	_, err := h.run(req)
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	require.Equal(t, string(failure.ClassInvalidRequest), appErr.Type())
+	require.Equal(t, string(failure.InvalidRequest), appErr.Type())
 	require.Contains(t, appErr.Error(), "messages[6].role")
 	require.Empty(t, h.calls)
 }
 
 func TestLLMCallUpstreamInvalidRequestFails(t *testing.T) {
-	h := newHarness(t, nil, fail(failure.ClassInvalidRequest, 400))
+	h := newHarness(t, nil, fail(failure.InvalidRequest, 400))
 	_, err := h.run(ask("hi"))
 	var appErr *temporal.ApplicationError
 	require.True(t, errors.As(err, &appErr), "got %v", err)
-	require.Equal(t, string(failure.ClassInvalidRequest), appErr.Type())
+	require.Equal(t, string(failure.InvalidRequest), appErr.Type())
 	require.Len(t, h.calls, 1)
 }
 
@@ -413,7 +413,7 @@ func TestLLMCallRules(t *testing.T) {
 
 func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
 	// A 5 s deadline with a 2 s reserve cannot wait a 4 s Retry-After.
-	h := newHarness(t, nil, outcome{class: failure.ClassRateLimited, status: 429, retryAfter: 4 * time.Second}, ok("done"))
+	h := newHarness(t, nil, outcome{class: failure.RateLimited, status: 429, retryAfter: 4 * time.Second}, ok("done"))
 	req := ask("When will my order arrive?")
 	req.DeadlineMS = 5000
 	res, err := h.run(req)
@@ -423,7 +423,7 @@ func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
 }
 
 func TestLLMCallCancelDuringBackoff(t *testing.T) {
-	h := newHarness(t, nil, outcome{class: failure.ClassRateLimited, status: 429, retryAfter: 30 * time.Second})
+	h := newHarness(t, nil, outcome{class: failure.RateLimited, status: 429, retryAfter: 30 * time.Second})
 	h.env.RegisterDelayedCallback(h.env.CancelWorkflow, 5*time.Second)
 	_, err := h.run(ask("When will my order arrive?"))
 	require.Error(t, err)
@@ -441,12 +441,12 @@ func TestLLMCallTeachesTheClassBreakerOncePerRetry(t *testing.T) {
 	require.NoError(t, err)
 	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	env.RegisterActivity(acts)
-	script := []failure.Class{failure.ClassTimeout, failure.ClassTimeout, failure.ClassNone}
+	script := []failure.Class{failure.Timeout, failure.Timeout, failure.None}
 	env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
 			c := script[0]
 			script = script[1:]
-			if c == failure.ClassNone {
+			if c == failure.None {
 				return activities.CallOutcome{Content: "ok", FinishReason: "stop"}, nil
 			}
 			out := activities.CallOutcome{Class: c}
@@ -456,7 +456,7 @@ func TestLLMCallTeachesTheClassBreakerOncePerRetry(t *testing.T) {
 	env.ExecuteWorkflow(workflows.WorkflowName, ask("When will my order arrive?"))
 	require.NoError(t, env.GetWorkflowError())
 	// Two retries of timeout: the first failed, the second worked.
-	st := classes.Snapshot(time.Now())[failure.ClassTimeout]
+	st := classes.Snapshot(time.Now())[failure.Timeout]
 	require.Equal(t, 2, st.Retries)
 	require.Equal(t, 1, st.Failures)
 }

@@ -105,7 +105,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 	var attempts, waits, plans []string
 	for i, a := range res.Attempts {
 		attempts = append(attempts, fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", i+1, cfg.Call.MaxAttempts, a.Model, len(req.Messages), a.Messages))
-		plans = append(plans, fmt.Sprintf("plan after %s on %s", a.Class, a.Model))
+		plans = append(plans, fmt.Sprintf("decide after %s on %s", a.Class, a.Model))
 		if a.DelayMS == 0 {
 			continue
 		}
