@@ -104,6 +104,11 @@ const (
 	ActionFail Action = "fail"
 )
 
+// knownActions are the actions a policy file may name; a new action is
+// added here and decided in callstate.Next.
+var knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
+	ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail}
+
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
 	// Action is what the planner does with a failure of the class.

@@ -29,8 +29,6 @@ func (c *Config) Validate() error {
 
 // Known values of the enumerations, for validation messages.
 var (
-	knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
-		ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail}
 	knownRuleActions = []RuleAction{RuleHandoff, RuleSafeMessage, RuleNoRetry}
 	knownEncodings   = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "p50k_edit"}
 	envNameRE        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
