@@ -3,11 +3,12 @@ package bench
 import (
 	"encoding/csv"
 	"fmt"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"io"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // Header returns the report's header: the case and the scenario's

@@ -2,7 +2,6 @@ package codec_test
 
 import (
 	"context"
-	"go.temporal.io/sdk/log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/log"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"

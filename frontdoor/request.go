@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/durable-llm/durable-llm/policies/request"
 	"strings"
+
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 // chatRequest is what the front door takes from an OpenAI chat-completions

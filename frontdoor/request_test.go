@@ -1,11 +1,12 @@
 package frontdoor
 
 import (
-	"github.com/durable-llm/durable-llm/policies/request"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 func TestDecodeChatRequest(t *testing.T) {

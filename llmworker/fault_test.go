@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/log"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go.temporal.io/sdk/log"
 	"log/slog"
+
+	"go.temporal.io/sdk/log"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"

@@ -6,7 +6,6 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"go.temporal.io/sdk/log"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/log"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/testsuite"

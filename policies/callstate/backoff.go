@@ -1,9 +1,10 @@
 package callstate
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
 	"math"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // FullJitter returns U(0, min(cap, base·2^n)) for the random number u:

@@ -1,10 +1,11 @@
 package callstate
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
 	"math"
 	"testing"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 func TestFullJitter(t *testing.T) {
@@ -81,7 +82,6 @@ func TestFullJitterStaysBelowCap(t *testing.T) {
 		}
 	}
 }
-
 
 func TestFixed(t *testing.T) {
 	waits := []config.Duration{config.Duration(500 * time.Millisecond), config.Duration(1200 * time.Millisecond)}

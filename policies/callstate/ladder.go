@@ -1,8 +1,9 @@
 package callstate
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
 	"slices"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // NextModel chooses the model of the next attempt from the ladder: the

@@ -1,9 +1,10 @@
 package callstate
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
 	"slices"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 func TestNextModel(t *testing.T) {

@@ -39,7 +39,10 @@ func TestNext(t *testing.T) {
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },
 			kind: Retry, decision: "retry", delay: 250 * time.Millisecond, model: "qwen-72b"},
-		{name: "server error switches after the second failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError; s.Failures = map[string]map[failure.Class]int{"qwen-72b": {failure.ServerError: 1}} },
+		{name: "server error switches after the second failure", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.ServerError
+			s.Failures = map[string]map[failure.Class]int{"qwen-72b": {failure.ServerError: 1}}
+		},
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "queue full switches after 200 ms", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
 			kind: Switch, decision: "switch_model", delay: 200 * time.Millisecond, model: "qwen-14b"},
@@ -93,7 +96,10 @@ func TestNext(t *testing.T) {
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "worker lost resends, uncharged", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
 			kind: Resend, decision: "resend", model: "qwen-72b"},
-		{name: "worker lost twice already switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost; s.ClassRetries = map[failure.Class]int{failure.WorkerLost: 2} },
+		{name: "worker lost twice already switches", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.WorkerLost
+			s.ClassRetries = map[failure.Class]int{failure.WorkerLost: 2}
+		},
 			noBudget: true, kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "budget exhausted: next model at once", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError },
 			noBudget: true, kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "retry budget exhausted",

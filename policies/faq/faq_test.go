@@ -1,13 +1,14 @@
 package faq
 
 import (
-	"github.com/durable-llm/durable-llm/policies/keyword"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/keyword"
 )
 
 func TestDefaultFAQ(t *testing.T) {

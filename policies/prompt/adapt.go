@@ -1,10 +1,11 @@
 package prompt
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
-	"github.com/durable-llm/durable-llm/policies/request"
 	"slices"
 	"strings"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 // AdaptMessages adapts a conversation to a model's system-prompt support

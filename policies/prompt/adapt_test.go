@@ -1,10 +1,11 @@
 package prompt
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
-	"github.com/durable-llm/durable-llm/policies/request"
 	"reflect"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 func TestAdaptMessages(t *testing.T) {

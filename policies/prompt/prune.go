@@ -1,8 +1,9 @@
 package prompt
 
 import (
-	"github.com/durable-llm/durable-llm/policies/request"
 	"math"
+
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 // Pruning removes whole rounds from the middle of a conversation so that a

@@ -2,12 +2,13 @@ package prompt
 
 import (
 	"fmt"
-	"github.com/durable-llm/durable-llm/policies/request"
 	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 func ptSystem(s string) request.Message { return request.Message{Role: request.RoleSystem, Content: s} }

@@ -1,10 +1,11 @@
 package prompt
 
 import (
-	"github.com/durable-llm/durable-llm/policies/request"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 func mustCounter(t testing.TB, encoding string) *TokenCounter {

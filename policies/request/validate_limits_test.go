@@ -1,9 +1,10 @@
 package request
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
 	"strings"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 func TestValidateRequestSizeLimitsOfTemporal(t *testing.T) {

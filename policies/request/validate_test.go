@@ -2,11 +2,12 @@ package request
 
 import (
 	"errors"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // validateCfg has explicit limits, smaller than the defaults where that

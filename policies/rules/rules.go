@@ -1,9 +1,10 @@
 package rules
 
 import (
+	"strings"
+
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/keyword"
-	"strings"
 )
 
 // Business rules are a semantic breaker (README "How it works", step 2):

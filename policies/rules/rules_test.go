@@ -1,8 +1,9 @@
 package rules
 
 import (
-	"github.com/durable-llm/durable-llm/policies/config"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // testRules are the business rules of README "How it works", step 2.
