@@ -54,8 +54,8 @@ type StormCase struct {
 var StormCaseNames = []string{"spike", "vllm", "metastable"}
 
 var stormTitles = map[string]string{
-	"spike":      "Storm — seed 000: a 5-second upstream latency spike",
-	"vllm":       "Storm — seed 002: a vLLM cluster slows from 800 ms to 2.5 s",
+	"spike":      "Storm — a 5-second upstream latency spike",
+	"vllm":       "Storm — a vLLM cluster slows from 800 ms to 2.5 s",
 	"metastable": "Storm — metastability: near-capacity load plus a 2-second trigger",
 }
 

@@ -15,7 +15,7 @@ import (
 type Fault string
 
 // The faults. Each comment says what the client receives and which failure
-// class of the spec (§4) a correct classifier assigns to it.
+// class (README "Failure classes") a correct classifier assigns to it.
 const (
 	// FaultNone is no fault: a normal answer.
 	FaultNone Fault = ""

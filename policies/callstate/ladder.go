@@ -9,7 +9,7 @@ import (
 // NextModel chooses the model of the next attempt from the ladder: the
 // preferred model first (when it is on the ladder), then the ladder in
 // order, skipping models already tried in this call and models that
-// allowed refuses (typically BreakerRegistry.AllowFunc: an open breaker, or
+// allowed refuses (typically an open breaker, or
 // a half-open one that did not pick this call as a probe). allowed is asked
 // at most once per model, in that order, and not after a model is chosen,
 // so its answer for the chosen model is the admission of the attempt;

@@ -177,7 +177,7 @@ func (d *decider) retry() (Step, *Step) {
 		st.Reason = fmt.Sprintf("%s: max_tokens %d→%d, temperature %.1f, retry after %s",
 			class, sh.MaxTokens, bumped, deref(cp.Temperature), FormatDuration(w.Delay))
 	default:
-		r := d.fallback(fmt.Sprintf("%s: action %q has no plan", class, cp.Action))
+		r := d.fallback(fmt.Sprintf("%s: action %q has no decision", class, cp.Action))
 		return Step{}, &r
 	}
 	return st, nil

@@ -73,7 +73,7 @@ type ModelConfig struct {
 	OutputPrice float64 `yaml:"output_price"`
 }
 
-// Action is what the planner does with a failure class.
+// Action is what callstate.Next does with a failure class.
 type Action string
 
 // The actions a class can take (README "Failure classes").
@@ -111,7 +111,7 @@ var knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionP
 
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
-	// Action is what the planner does with a failure of the class.
+	// Action is what callstate.Next does with a failure of the class.
 	Action Action `yaml:"action"`
 	// Max is how many times this class may be retried in one call (0: never;
 	// -1: up to the attempts cap, which resends do not count against, so

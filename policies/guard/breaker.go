@@ -179,7 +179,7 @@ func (b *Breaker) Record(now time.Time, success bool) {
 // empty class is a success, classes whose CountsForBreaker is true are
 // failures, and every other class (a client mistake such as
 // invalid_request, or our own breaker_open, worker_lost) is ignored.
-// It does not trip the breaker for auth; the planner calls Trip for that.
+// It does not trip the breaker for auth; the decision activity calls Trip for that.
 func (b *Breaker) RecordOutcome(now time.Time, class failure.Class) {
 	switch {
 	case class == failure.None:

@@ -9,7 +9,7 @@ import (
 )
 
 // AdaptMessages adapts a conversation to a model's system-prompt support
-// (seed 003 §4.3: a smaller model may silently ignore the system role). It
+// (a smaller model may silently ignore the system role). It
 // returns a new slice and never mutates msgs.
 //
 //   - full (and any unknown value, including ""): unchanged.

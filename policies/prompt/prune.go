@@ -7,7 +7,7 @@ import (
 )
 
 // Pruning removes whole rounds from the middle of a conversation so that a
-// retry sends a smaller prompt (seed 000: a prompt whose prefill is too slow
+// retry sends a smaller prompt (a prompt whose prefill is too slow
 // only times out again when resent unchanged).
 //
 // A conversation is read as three parts:

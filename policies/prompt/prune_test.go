@@ -91,7 +91,7 @@ func TestPruneForAttempt(t *testing.T) {
 	}{
 		{name: "stage 0 sends the full history", stage: 0, factor: 0.5, wantRounds: 10},
 		{name: "negative stage is stage 0", stage: -1, factor: 0.5, wantRounds: 10},
-		{name: "stage 1 keeps half (seed: drop the oldest 5 of 10)", stage: 1, factor: 0.5, wantRounds: 5, wantRemoved: 5},
+		{name: "stage 1 keeps half (drop the oldest 5 of 10)", stage: 1, factor: 0.5, wantRounds: 5, wantRemoved: 5},
 		{name: "stage 2 keeps ceil(2.5)", stage: 2, factor: 0.5, wantRounds: 3, wantRemoved: 7},
 		{name: "last stage keeps system and question only", stage: LastPruneStage, factor: 0.5, wantRounds: 0, wantRemoved: 10},
 		{name: "beyond the last stage", stage: 9, factor: 0.5, wantRounds: 0, wantRemoved: 10},
