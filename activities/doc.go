@@ -1,7 +1,9 @@
 // Package activities holds the Temporal activities of an LLM call: the
-// upstream call through go-openai and the decision steps (admission,
-// attempt preparation, planning, fallback) that wrap the pure functions of
-// package policies.
+// upstream call through go-openai and the decision steps (Admit,
+// PrepareAttempt, DecideNext, RecordRetrySuccess, Fallback) that gather the
+// verdicts of the per-process guards and call the pure functions under
+// policies/ (callstate.Next decides; prompt.Fit cuts and counts the prompt
+// once per attempt, and CallModel sends exactly that cut).
 //
 // One Activities value is built per worker process and shared by every
 // workflow it runs: it owns the retry budget and the circuit breakers, which

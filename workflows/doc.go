@@ -3,8 +3,12 @@
 //
 // The workflow is only the state machine of README "How it works":
 //
-//	admit (validate, rules) → [prepare attempt → call → plan next → timer]… →
+//	admit (validate, rules) → [prepare → call → decide → record → wait]… →
 //	answer | fallback (FAQ → rule card → placeholder) | hand-off | clear error
+//
+// It holds one callstate.State: PrepareAttempt returns it with the model
+// chosen, DecideNext returns the next one inside its callstate.Step, and
+// the workflow branches only on the step's typed Kind, never on text.
 //
 // Every decision that reads configuration, the clock, randomness or process
 // state (retry budget, breakers) runs in a local activity of package
