@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/durable-llm/durable-llm/internal/yamlnode"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -101,7 +102,7 @@ func decodeValue(n *yaml.Node, path string, v reflect.Value) error {
 	switch v.Kind() {
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			return fieldErr(path, "expected a mapping (key: value), got %s", describe(n))
+			return fieldErr(path, "expected a mapping (key: value), got %s", yamlnode.Describe(n))
 		}
 		fields := map[string]int{}
 		var names []string
@@ -133,7 +134,7 @@ func decodeValue(n *yaml.Node, path string, v reflect.Value) error {
 		return nil
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
-			return fieldErr(path, "expected a list, got %s", describe(n))
+			return fieldErr(path, "expected a list, got %s", yamlnode.Describe(n))
 		}
 		s := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 		for i, c := range n.Content {
@@ -145,7 +146,7 @@ func decodeValue(n *yaml.Node, path string, v reflect.Value) error {
 		return nil
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			return fieldErr(path, "expected a mapping, got %s", describe(n))
+			return fieldErr(path, "expected a mapping, got %s", yamlnode.Describe(n))
 		}
 		m := reflect.MakeMap(v.Type())
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -160,36 +161,10 @@ func decodeValue(n *yaml.Node, path string, v reflect.Value) error {
 		return nil
 	}
 	if n.Kind != yaml.ScalarNode {
-		return fieldErr(path, "expected %s, got %s", kindName(v), describe(n))
+		return fieldErr(path, "expected %s, got %s", yamlnode.Want(v.Type()), yamlnode.Describe(n))
 	}
 	if err := n.Decode(v.Addr().Interface()); err != nil {
-		return fieldErr(path, "expected %s, got %q", kindName(v), n.Value)
+		return fieldErr(path, "expected %s, got %q", yamlnode.Want(v.Type()), n.Value)
 	}
 	return nil
-}
-
-func kindName(v reflect.Value) string {
-	switch v.Kind() {
-	case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint64, reflect.Uint32, reflect.Uint:
-		return "an integer"
-	case reflect.Float64, reflect.Float32:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a string"
-	}
-	return v.Type().String()
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		return fmt.Sprintf("%q", n.Value)
-	}
-	return "something else"
 }

@@ -29,7 +29,7 @@ phases:
       - {kind: server_error, probabilty: 0.5}
 `, `s.yaml: phases[0].faults[0].probabilty: unknown field (did you mean probability?) (known: kind, model, probability, first, latency, retry_after, retry_header, status, chunks, duration, window)`},
 		{"wrong type", "s.yaml", `models: [{name: m, slots: many}]`,
-			`s.yaml: models[0].slots: expected an integer, got "many"`},
+			`s.yaml: models[0].slots: expected a whole number, got "many"`},
 		{"list expected", "s.yaml", `models: {name: m}`,
 			`s.yaml: models: expected a list, got a mapping`},
 		{"probability", "s.yaml", `phases: [{faults: [{kind: hang, probability: 1.5}]}]`,
@@ -65,7 +65,7 @@ phases:
 		{"json", "spike.json", `{"phases":[{"faults":[{"kind":"rate_limit"}]}]}`,
 			`spike.json: phases[0].faults[0].kind: unknown fault "rate_limit" (did you mean rate_limited?)`},
 		{"json type", "s.json", `{"models":[{"name":"m","slots":"4"}]}`,
-			`s.json: models[0].slots: expected an integer, got "4"`},
+			`s.json: models[0].slots: expected a whole number, got "4"`},
 		{"invalid json", "s.json", `{"models": [}`, `s.json: invalid JSON: invalid character '}' looking for beginning of value`},
 		{"invalid yaml", "s.yaml", "\nname: x\nmodels: [\n", `s.yaml: invalid YAML: line 3: did not find expected node content`},
 		{"empty", "s.yaml", "  \n", `s.yaml: empty scenario`},

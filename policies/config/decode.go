@@ -5,10 +5,10 @@ import (
 	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/yamlnode"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"go.yaml.in/yaml/v3"
 )
@@ -56,7 +56,7 @@ func (d *decoder) problem(path string, line int, format string, args ...any) {
 
 // mismatch reports a value of the wrong kind for a field of type t.
 func (d *decoder) mismatch(n *yaml.Node, t reflect.Type, path string) {
-	d.problem(path, n.Line, "must be %s, got %s", kindWord(t), describe(n))
+	d.problem(path, n.Line, "must be %s, got %s", kindWord(t), yamlnode.Describe(n))
 }
 
 // refused reports whether the file's value at path, or at a field that
@@ -242,7 +242,7 @@ func (d *decoder) pairs(n *yaml.Node, path string) []pair {
 			continue
 		}
 		if k.Kind != yaml.ScalarNode {
-			d.problem(path, k.Line, "must have field names as keys, got %s", describe(k))
+			d.problem(path, k.Line, "must have field names as keys, got %s", yamlnode.Describe(k))
 			continue
 		}
 		if line, dup := seen[k.Value]; dup {
@@ -274,12 +274,12 @@ func (d *decoder) mergeSources(n *yaml.Node, path string) []*yaml.Node {
 			if item = resolve(item); item.Kind == yaml.MappingNode {
 				out = append(out, item)
 			} else {
-				d.problem(path, item.Line, "must merge (<<) mappings, got %s", describe(item))
+				d.problem(path, item.Line, "must merge (<<) mappings, got %s", yamlnode.Describe(item))
 			}
 		}
 		return out
 	}
-	d.problem(path, n.Line, "must merge (<<) a mapping or a list of mappings, got %s", describe(n))
+	d.problem(path, n.Line, "must merge (<<) a mapping or a list of mappings, got %s", yamlnode.Describe(n))
 	return nil
 }
 
@@ -336,52 +336,16 @@ const durationWant = `a duration with a unit such as "500ms", "8s" or "1m"`
 
 // kindWord names what a value of type t is written as, for people.
 func kindWord(t reflect.Type) string {
-	if t == durationType {
+	if t == durationType || (t.Kind() == reflect.Pointer && t.Elem() == durationType) {
 		return durationWant
 	}
-	switch t.Kind() {
-	case reflect.Pointer:
-		return kindWord(t.Elem())
-	case reflect.Struct, reflect.Map:
-		return "a mapping"
-	case reflect.Slice:
-		return "a list"
-	case reflect.Int, reflect.Int64:
-		return "a whole number"
-	case reflect.Float64:
-		return "a number"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.String:
-		return "a text"
-	}
-	return "a plain value"
-}
-
-// describe says what a node holds, for people: a number or true as
-// written, a text quoted, else its kind.
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!int", "!!float", "!!bool":
-			return n.Value
-		case "!!null":
-			return "nothing"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "something else"
+	return yamlnode.Want(t)
 }
 
 // parseDuration reads a duration written with a unit; msg says what is
 // wrong when it is not one.
 func parseDuration(n *yaml.Node) (d Duration, msg string) {
-	got := describe(n)
+	got := yamlnode.Describe(n)
 	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
 		got = n.Value + " (a bare number: add a unit)"
 	}

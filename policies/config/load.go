@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/durable-llm/durable-llm/internal/yamlnode"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"go.yaml.in/yaml/v3"
 )
@@ -171,7 +172,7 @@ func parseDocument(data []byte) (*yaml.Node, *Problem) {
 	case isNull(root) || root.Kind == yaml.DocumentNode:
 		return nil, nil
 	case root.Kind != yaml.MappingNode:
-		return nil, &Problem{Line: root.Line, Message: "must be a mapping of policy sections (models, classes, backoff, …), got " + describe(root)}
+		return nil, &Problem{Line: root.Line, Message: "must be a mapping of policy sections (models, classes, backoff, …), got " + yamlnode.Describe(root)}
 	}
 	return root, nil
 }

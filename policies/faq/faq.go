@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode"
 
+	"github.com/durable-llm/durable-llm/internal/yamlnode"
 	"github.com/durable-llm/durable-llm/policies/keyword"
 	"go.yaml.in/yaml/v3"
 )
@@ -175,7 +176,7 @@ func ParseFAQ(data []byte, source string) (*FAQ, error) {
 	case doc == nil || doc.Kind == yaml.ScalarNode && doc.Tag == "!!null":
 		p.add(1, "entries", "missing: the file is empty (want a mapping with an entries list)")
 	case doc.Kind != yaml.MappingNode:
-		p.add(doc.Line, "(top level)", "a %s (want a mapping with an entries list)", faqNodeKind(doc))
+		p.add(doc.Line, "(top level)", "%s (want a mapping with an entries list)", yamlnode.Describe(doc))
 	default:
 		var list *yaml.Node
 		for i := 0; i+1 < len(doc.Content); i += 2 {
@@ -193,7 +194,7 @@ func ParseFAQ(data []byte, source string) (*FAQ, error) {
 		case list == nil:
 			p.add(doc.Line, "entries", "missing (want a list of entries)")
 		case list.Kind != yaml.SequenceNode:
-			p.add(list.Line, "entries", "a %s (want a list of entries)", faqNodeKind(list))
+			p.add(list.Line, "entries", "%s (want a list of entries)", yamlnode.Describe(list))
 		case len(list.Content) == 0:
 			p.add(list.Line, "entries", "empty (want at least one entry)")
 		default:
@@ -229,7 +230,7 @@ func parseFAQEntries(list *yaml.Node, p *faqProblems) []Entry {
 	for i, n := range list.Content {
 		at := fmt.Sprintf("entries[%d]", i)
 		if n.Kind != yaml.MappingNode {
-			p.add(n.Line, at, "a %s (want a mapping with id, questions, keywords, answer, lang)", faqNodeKind(n))
+			p.add(n.Line, at, "%s (want a mapping with id, questions, keywords, answer, lang)", yamlnode.Describe(n))
 			continue
 		}
 		var e Entry
@@ -305,7 +306,7 @@ func parseFAQEntries(list *yaml.Node, p *faqProblems) []Entry {
 // faqScalar decodes a string field.
 func faqScalar(v *yaml.Node, field string, p *faqProblems) string {
 	if v.Kind != yaml.ScalarNode {
-		p.add(v.Line, field, "a %s (want a string)", faqNodeKind(v))
+		p.add(v.Line, field, "%s (want a string)", yamlnode.Describe(v))
 		return ""
 	}
 	if v.Tag == "!!null" {
@@ -326,30 +327,15 @@ func faqScalarList(v *yaml.Node, field string, p *faqProblems) []string {
 		out := make([]string, 0, len(v.Content))
 		for i, c := range v.Content {
 			if c.Kind != yaml.ScalarNode {
-				p.add(c.Line, fmt.Sprintf("%s[%d]", field, i), "a %s (want a string)", faqNodeKind(c))
+				p.add(c.Line, fmt.Sprintf("%s[%d]", field, i), "%s (want a string)", yamlnode.Describe(c))
 				continue
 			}
 			out = append(out, c.Value)
 		}
 		return out
 	}
-	p.add(v.Line, field, "a %s (want a list of strings)", faqNodeKind(v))
+	p.add(v.Line, field, "%s (want a list of strings)", yamlnode.Describe(v))
 	return nil
-}
-
-// faqNodeKind names a YAML node's kind for error messages.
-func faqNodeKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "mapping"
-	case yaml.SequenceNode:
-		return "list"
-	case yaml.AliasNode:
-		return "alias"
-	case yaml.ScalarNode:
-		return "scalar " + n.Tag
-	}
-	return "document"
 }
 
 // faqLangTag reports whether s looks like a BCP 47 language tag: letters,

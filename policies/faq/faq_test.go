@@ -254,7 +254,7 @@ func TestParseFAQErrors(t *testing.T) {
 		{"no entries key", `faq: []`, []string{"bad.yaml:1: faq: unknown field", "entries: missing"}},
 		{"empty entries", `entries: []`, []string{"entries: empty"}},
 		{"entries twice", "entries: []\nentries: []", []string{"bad.yaml:2: entries: given twice"}},
-		{"entry not a mapping", "entries:\n  - just text", []string{"bad.yaml:2: entries[0]: a scalar"}},
+		{"entry not a mapping", "entries:\n  - just text", []string{`bad.yaml:2: entries[0]: "just text" (want a mapping`}},
 		{"id missing", "entries:\n  - questions: [q]\n    answer: a", []string{"bad.yaml:2: entries[0].id: missing"}},
 		{"id with spaces", "entries:\n  - id: a b\n    questions: [q]\n    answer: a", []string{"entries[0].id", "spaces"}},
 		{"duplicate id", "entries:\n  - id: a\n    questions: [q]\n    answer: a\n  - id: a\n    questions: [q]\n    answer: a",
