@@ -45,6 +45,12 @@ var ErrInvalidKey = errors.New("invalid idempotency key")
 // passes ValidateKey. A starter in another language reproduces it by encoding the
 // same array the same way.
 func Key(tenant, userID, sessionID string, msgs []Message) string {
+	sum := sha256.Sum256(canonicalJSON(tenant, userID, sessionID, msgs))
+	return KeyPrefix + hex.EncodeToString(sum[:])
+}
+
+// canonicalJSON is the array Key hashes, without a trailing newline.
+func canonicalJSON(tenant, userID, sessionID string, msgs []Message) []byte {
 	canon := make([]canonicalMessage, len(msgs))
 	for i, m := range msgs {
 		canon[i] = canonicalMessage(m)
@@ -54,8 +60,7 @@ func Key(tenant, userID, sessionID string, msgs []Message) string {
 	enc.SetEscapeHTML(false)
 	// Encoding strings and plain structs cannot fail.
 	_ = enc.Encode([]any{tenant, userID, sessionID, canon})
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return KeyPrefix + hex.EncodeToString(sum[:])
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
 // canonicalMessage freezes the JSON shape of a message inside the key, so a

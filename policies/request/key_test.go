@@ -1,7 +1,8 @@
 package request
 
 import (
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"slices"
@@ -51,30 +52,22 @@ func TestKeyGolden(t *testing.T) {
 
 func TestKeyCanonicalEncoding(t *testing.T) {
 	// The documented canonical bytes, so another language can reproduce Key.
-	got := keyCanonical("t", "u", "s", []Message{
+	msgs := []Message{
 		{Role: RoleUser, Content: "a<b>&c"},
 		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "c1", Type: "function", Function: FunctionCall{Name: "f", Arguments: "{}"}}}},
 		{Role: RoleTool, Content: "ok", ToolCallID: "c1", Name: "f"},
-	})
+	}
+	got := string(canonicalJSON("t", "u", "s", msgs))
 	want := `["t","u","s",[{"role":"user","content":"a<b>&c"},` +
 		`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},` +
 		`{"role":"tool","content":"ok","name":"f","tool_call_id":"c1"}]]`
 	if got != want {
 		t.Errorf("canonical encoding\n got %s\nwant %s", got, want)
 	}
-}
-
-// keyCanonical re-encodes as Key does, for TestKeyCanonicalEncoding.
-func keyCanonical(tenant, user, session string, msgs []Message) string {
-	canon := make([]canonicalMessage, len(msgs))
-	for i, m := range msgs {
-		canon[i] = canonicalMessage(m)
+	sum := sha256.Sum256([]byte(want))
+	if k := Key("t", "u", "s", msgs); k != KeyPrefix+hex.EncodeToString(sum[:]) {
+		t.Errorf("Key is not the SHA-256 of the canonical bytes: %s", k)
 	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode([]any{tenant, user, session, canon})
-	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func TestKeyChangesWithEveryField(t *testing.T) {
