@@ -202,6 +202,7 @@ func (d *decider) apply(st *Step) {
 		n.From = from
 		n.N++
 	case Switch:
+		n.Pending = failure.None // the next model's attempt is not a retry
 		n.Tried = append(n.Tried, d.model)
 		n.From = from
 		n.N++

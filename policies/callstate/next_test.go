@@ -1,6 +1,8 @@
 package callstate
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -164,8 +166,8 @@ func TestNext(t *testing.T) {
 			if st.Next.FailuresOn("qwen-72b", o.Class) != before.FailuresOn("qwen-72b", o.Class)+1 {
 				t.Errorf("failure of %s on qwen-72b not counted: %v", o.Class, st.Next.Failures)
 			}
-			if s.FailuresOn("qwen-72b", o.Class) != before.FailuresOn("qwen-72b", o.Class) {
-				t.Error("Next changed its input state")
+			if !reflect.DeepEqual(s.clone(), before) {
+				t.Errorf("Next changed its input state:\n got %+v\nwant %+v", s, before)
 			}
 			if tc.check != nil {
 				tc.check(t, st)
@@ -188,6 +190,7 @@ func TestNextSteps(t *testing.T) {
 		backoffs int
 		pending  failure.Class
 		from     string
+		retries  int // ClassRetries of the step's class
 	}
 	steps := []struct {
 		at    time.Duration
@@ -197,20 +200,20 @@ func TestNextSteps(t *testing.T) {
 	}{
 		// The first rung answers 500: retry it after full jitter (U 0.5 of 500 ms).
 		{1 * time.Second, failure.ServerError, 0,
-			want{Retry, Wait{250 * time.Millisecond, Backoff}, "qwen-72b", 2, 1, 1, failure.ServerError, "1 (server_error)"}},
+			want{Retry, Wait{250 * time.Millisecond, Backoff}, "qwen-72b", 2, 1, 1, failure.ServerError, "1 (server_error)", 1}},
 		// The worker running the retry dies: the same attempt again, at
 		// once, still the retry of server_error, not counted upstream.
 		{2 * time.Second, failure.WorkerLost, 0,
-			want{Resend, Wait{}, "qwen-72b", 2, 1, 1, failure.ServerError, "2 (worker_lost)"}},
+			want{Resend, Wait{}, "qwen-72b", 2, 1, 1, failure.ServerError, "2 (worker_lost)", 1}},
 		// The resend fails with 500 again: the second on this model switches.
 		{3 * time.Second, failure.ServerError, 0,
-			want{Switch, Wait{}, "qwen-14b", 3, 2, 1, failure.None, "2 (server_error)"}},
+			want{Switch, Wait{}, "qwen-14b", 3, 2, 1, failure.None, "2 (server_error)", 1}},
 		// 429 with Retry-After 1.5 s: waited exactly, not a backoff.
 		{4 * time.Second, failure.RateLimited, 1500 * time.Millisecond,
-			want{Retry, Wait{1500 * time.Millisecond, RetryAfter}, "qwen-14b", 4, 3, 1, failure.RateLimited, "3 (rate_limited)"}},
+			want{Retry, Wait{1500 * time.Millisecond, RetryAfter}, "qwen-14b", 4, 3, 1, failure.RateLimited, "3 (rate_limited)", 1}},
 		// The fourth upstream attempt times out: the cap sends the call to the fallback.
 		{6 * time.Second, failure.Timeout, 0,
-			want{Fallback, Wait{}, "qwen-14b", 4, 4, 1, failure.None, "3 (rate_limited)"}},
+			want{Fallback, Wait{}, "qwen-14b", 4, 4, 1, failure.None, "3 (rate_limited)", 0}},
 	}
 	s := New("", Shape{}, 60*time.Second, false)
 	s.Model = "qwen-72b"
@@ -218,7 +221,7 @@ func TestNextSteps(t *testing.T) {
 		out := Outcome{Class: st.class, Elapsed: st.at, RetryAfter: st.ra, HasRetryAfter: st.ra > 0}
 		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
 		s = step.Next
-		got := want{step.Kind, step.Wait, s.Model, s.N, s.Upstream, s.Backoffs, s.Pending, s.From.String()}
+		got := want{step.Kind, step.Wait, s.Model, s.N, s.Upstream, s.Backoffs, s.Pending, s.From.String(), s.ClassRetries[st.class]}
 		if got != st.want {
 			t.Fatalf("step %d (%s at %v): got %+v (%s), want %+v", i, st.class, st.at, got, step.Reason, st.want)
 		}
@@ -254,4 +257,112 @@ func classNames(cs []failure.Class) []string {
 		out[i] = string(c)
 	}
 	return out
+}
+
+// walk feeds Next one failed attempt after another at one-second
+// instants, the state passed through JSON between steps as history does,
+// and returns the steps.
+func walk(t *testing.T, cfg *config.Config, s State, outs ...Outcome) []Step {
+	t.Helper()
+	var steps []Step
+	for i, out := range outs {
+		if out.Elapsed == 0 {
+			out.Elapsed = time.Duration(i+1) * time.Second
+		}
+		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
+		b, err := json.Marshal(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Step
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back.Kind, step.Kind) || back.Wait != step.Wait || !reflect.DeepEqual(back.Next.ClassRetries, step.Next.ClassRetries) {
+			t.Fatalf("step %d does not survive JSON: %s", i, b)
+		}
+		steps = append(steps, back)
+		s = back.Next
+	}
+	return steps
+}
+
+// TestNextLimitsBySteps reaches each class's limit by stepping, not by a
+// preset counter.
+func TestNextLimitsBySteps(t *testing.T) {
+	cfg := config.DefaultConfig()
+	start := New("", Shape{}, 60*time.Second, false)
+	start.Model = "qwen-72b"
+	kinds := func(steps []Step) string {
+		var k []string
+		for _, s := range steps {
+			k = append(k, s.Kind.String())
+		}
+		return strings.Join(k, ",")
+	}
+
+	t.Run("worker_lost resends twice, then switches and forgets the pending retry", func(t *testing.T) {
+		steps := walk(t, cfg, start,
+			Outcome{Class: failure.Timeout}, Outcome{Class: failure.WorkerLost},
+			Outcome{Class: failure.WorkerLost}, Outcome{Class: failure.WorkerLost})
+		if got := kinds(steps); got != "retry,resend,resend,switch_model" {
+			t.Fatalf("kinds %s", got)
+		}
+		last := steps[3].Next
+		if last.Upstream != 1 || last.N != 3 || last.Model != "qwen-14b" {
+			t.Errorf("upstream %d, n %d, model %s; want 1, 3, qwen-14b", last.Upstream, last.N, last.Model)
+		}
+		if steps[2].Next.Pending != failure.Timeout || last.Pending != failure.None {
+			t.Errorf("pending %q while resending, %q after the switch; want timeout, none", steps[2].Next.Pending, last.Pending)
+		}
+	})
+	t.Run("rate_limited is retried once, the second switches", func(t *testing.T) {
+		ra := Outcome{Class: failure.RateLimited, RetryAfter: time.Second, HasRetryAfter: true}
+		steps := walk(t, cfg, start, ra, ra)
+		if got := kinds(steps); got != "retry,switch_model" || !strings.Contains(steps[1].Reason, "max 1") {
+			t.Fatalf("kinds %s (%s)", got, steps[1].Reason)
+		}
+	})
+	t.Run("an attempt refused before sending does not count upstream", func(t *testing.T) {
+		steps := walk(t, cfg, start, Outcome{Class: failure.ContextLengthExceeded, NotSent: true})
+		if s := steps[0]; s.Kind != Retry || s.Next.Upstream != 0 || s.Next.Shape.KeepRounds != 3 {
+			t.Fatalf("%s, upstream %d, keep %d; want retry, 0, 3", s.Kind, s.Next.Upstream, s.Next.Shape.KeepRounds)
+		}
+	})
+	t.Run("only full-jitter retries raise the backoff exponent", func(t *testing.T) {
+		steps := walk(t, cfg, start,
+			Outcome{Class: failure.OutputTruncated}, // fixed 500 ms wait
+			Outcome{Class: failure.BodyError})       // backoff exponent still 0
+		if w := steps[0].Wait; w != (Wait{500 * time.Millisecond, FixedWait}) {
+			t.Errorf("first wait %+v", w)
+		}
+		if w := steps[1].Wait; w != (Wait{250 * time.Millisecond, Backoff}) || steps[1].Next.Backoffs != 1 {
+			t.Errorf("second wait %+v, backoffs %d; want 250 ms backoff, 1", w, steps[1].Next.Backoffs)
+		}
+	})
+	t.Run("a skipped model ends the pending retry", func(t *testing.T) {
+		s := walk(t, cfg, start, Outcome{Class: failure.Timeout})[0].Next
+		if s.Pending != failure.Timeout || s.Skip("qwen-72b").Pending != failure.None {
+			t.Fatalf("pending %q, after skip %q", s.Pending, s.Skip("qwen-72b").Pending)
+		}
+	})
+}
+
+// TestStepJSONNames: kinds and wait reasons are written by name, so a
+// recorded step keeps its meaning if the constants are ever reordered.
+func TestStepJSONNames(t *testing.T) {
+	b, err := json.Marshal(Step{Kind: Switch, Wait: Wait{Delay: time.Second, Reason: FixedWait}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"kind":"switch_model"`) || !strings.Contains(string(b), `"reason":"fixed"`) {
+		t.Errorf("step JSON %s", b)
+	}
+	var k Kind
+	if err := json.Unmarshal([]byte(`"teleport"`), &k); err == nil {
+		t.Error("an unknown kind decoded without error")
+	}
+	if err := json.Unmarshal([]byte(`3`), &k); err == nil {
+		t.Error("a numbered kind decoded without error")
+	}
 }

@@ -85,6 +85,7 @@ func (s State) Skip(model string) State {
 	s = s.clone()
 	s.Tried = append(s.Tried, model)
 	s.Model = ""
+	s.Pending = failure.None // the next model's attempt is not that retry
 	s.addClass(failure.BreakerOpen)
 	return s
 }
@@ -177,6 +178,13 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
+// MarshalText writes the kind by name, so a recorded step means the same
+// whatever the order of the constants in a later build.
+func (k Kind) MarshalText() ([]byte, error) { return marshalName(kindNames, k) }
+
+// UnmarshalText reads a kind written by MarshalText.
+func (k *Kind) UnmarshalText(b []byte) error { return unmarshalName(kindNames, k, b) }
+
 // WaitReason says why a step waits before the next attempt.
 type WaitReason int
 
@@ -192,10 +200,44 @@ const (
 	FixedWait
 )
 
+var waitNames = map[WaitReason]string{NoWait: "none", Backoff: "backoff", RetryAfter: "retry_after", FixedWait: "fixed"}
+
+// String names the reason as history shows it.
+func (r WaitReason) String() string {
+	if n, ok := waitNames[r]; ok {
+		return n
+	}
+	return fmt.Sprintf("WaitReason(%d)", int(r))
+}
+
+// MarshalText writes the reason by name (see Kind.MarshalText).
+func (r WaitReason) MarshalText() ([]byte, error) { return marshalName(waitNames, r) }
+
+// UnmarshalText reads a reason written by MarshalText.
+func (r *WaitReason) UnmarshalText(b []byte) error { return unmarshalName(waitNames, r, b) }
+
+func marshalName[T comparable](names map[T]string, v T) ([]byte, error) {
+	n, ok := names[v]
+	if !ok {
+		return nil, fmt.Errorf("callstate: no name for %v", v)
+	}
+	return []byte(n), nil
+}
+
+func unmarshalName[T comparable](names map[T]string, v *T, b []byte) error {
+	for k, n := range names {
+		if n == string(b) {
+			*v = k
+			return nil
+		}
+	}
+	return fmt.Errorf("callstate: unknown name %q", b)
+}
+
 // Wait is the timer before the next attempt.
 type Wait struct {
 	Delay  time.Duration `json:"delay,omitempty"`
-	Reason WaitReason    `json:"reason,omitempty"`
+	Reason WaitReason    `json:"reason"`
 }
 
 // Step is the decision after a failed attempt: what to do, how long to
