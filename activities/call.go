@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
@@ -106,18 +107,27 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))
 	}
 	msgs := prompt.Build(in.Request.Messages, in.Prompt.Keep, m.SystemPrompt)
+	if in.Continue != "" {
+		msgs = append(msgs, request.Message{Role: request.RoleAssistant, Content: in.Continue})
+	}
 	fits := in.Prompt.Fits
 	out := CallOutcome{Messages: len(msgs), PromptTokens: in.Prompt.Tokens}
 
 	info := activity.GetInfo(ctx)
 	ex := &exchange{requestID: fmt.Sprintf("%s/%d", info.WorkflowExecution.ID, in.Attempt)}
+	if in.Continue != "" {
+		ex.continuation = m.Continuation
+	}
 	timeout := in.Timeout
 	if timeout <= 0 {
 		timeout = m.Timeout.D()
 	}
 	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout)
 	defer cancel()
-	stopHeartbeat := heartbeat(ctx, info.HeartbeatTimeout, in.Attempt)
+	var tokens atomic.Int64
+	stopHeartbeat := heartbeat(ctx, info.HeartbeatTimeout, func() any {
+		return Progress{Attempt: in.Attempt, Tokens: int(tokens.Load())}
+	})
 
 	start := a.now()
 	var resp openai.ChatCompletionResponse
@@ -125,7 +135,14 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	obs := classify.Observation{PromptTokens: in.Prompt.Tokens, ContextWindow: m.ContextWindow}
 	if fits {
 		obs.PromptTokens, obs.ContextWindow = 0, 0 // fits: let the upstream judge
-		resp, err = a.client(m).CreateChatCompletion(callCtx, chatRequest(m.Name, msgs, in.Shape.MaxTokens, in.Shape.Temperature))
+		req := chatRequest(m.Name, msgs, in.Shape.MaxTokens, in.Shape.Temperature)
+		if m.Stream {
+			st := stream(callCtx, a.client(m), req, streamTimeouts{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D()},
+				func(n int) { tokens.Store(int64(n)) })
+			resp, err, obs.Stream = st.resp, st.err, st.obs
+		} else {
+			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
+		}
 	}
 	stopHeartbeat()
 	out.Duration = a.now().Sub(start)
@@ -150,6 +167,11 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	obs.Body = body
 	obs.HeaderTimedOut = headerTimedOut
 	obs.AttemptTimedOut = errors.Is(callCtx.Err(), context.DeadlineExceeded)
+	if obs.AttemptTimedOut && !ex.responded() && !m.Stream {
+		// A non-streamed reply sends its headers when the answer is done:
+		// none within the whole timeout is the read_timeout of such a model.
+		obs.HeaderTimedOut = true
+	}
 	obs.Now = a.now()
 	if err == nil && fits {
 		obs.Response = &resp
@@ -166,11 +188,19 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		if resp.Usage.PromptTokens > 0 {
 			out.PromptTokens = resp.Usage.PromptTokens
 		}
+		if out.CompletionTokens == 0 && len(resp.Choices) > 0 {
+			// A stream without a usage chunk: count what arrived.
+			out.CompletionTokens = a.tokens.Count(resp.Choices[0].Message.Content + resp.Choices[0].Message.ReasoningContent)
+		}
 	}
 
 	a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 
+	if v.Class != failure.None && obs.Stream != nil && obs.Stream.Chunks > 0 && len(resp.Choices) > 0 {
+		// The text that arrived before the attempt failed.
+		out.Content, out.CompletionTokens = resp.Choices[0].Message.Content, obs.Stream.Tokens
+	}
 	if v.Class == failure.None {
 		msg := resp.Choices[0].Message
 		out.Content = msg.Content
@@ -223,9 +253,16 @@ func chatRequest(model string, msgs []request.Message, maxTokens int, temperatur
 	return req
 }
 
-// heartbeat records heartbeats until stop is called, often enough for the
-// heartbeat timeout; it also delivers cancellation to ctx.
-func heartbeat(ctx context.Context, timeout time.Duration, attempt int) (stop func()) {
+// Progress is the call activity's heartbeat: the attempt and the
+// completion tokens received so far (streamed attempts).
+type Progress struct {
+	Attempt int `json:"attempt"`
+	Tokens  int `json:"tokens"`
+}
+
+// heartbeat records heartbeats with details() until stop is called, often
+// enough for the heartbeat timeout; it also delivers cancellation to ctx.
+func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (stop func()) {
 	if timeout <= 0 {
 		return func() {}
 	}
@@ -241,7 +278,7 @@ func heartbeat(ctx context.Context, timeout time.Duration, attempt int) (stop fu
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				activity.RecordHeartbeat(ctx, attempt)
+				activity.RecordHeartbeat(ctx, details())
 			}
 		}
 	}()

@@ -3,7 +3,9 @@ package activities
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -25,6 +27,10 @@ const maxRecordedBody = 64 << 10
 type exchange struct {
 	// requestID is sent as X-Request-ID and Idempotency-Key.
 	requestID string
+	// continuation, when not none, marks the request's final assistant
+	// message as text to continue, the way the model's server expects
+	// (go-openai has no field for it).
+	continuation config.Continuation
 
 	mu             sync.Mutex
 	status         int
@@ -32,6 +38,13 @@ type exchange struct {
 	body           bytes.Buffer
 	headerTimedOut bool
 	connectResends int
+}
+
+// responded reports whether response headers arrived.
+func (e *exchange) responded() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status != 0
 }
 
 func (e *exchange) snapshot() (status int, header http.Header, body []byte, headerTimedOut bool, resends int) {
@@ -62,6 +75,12 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		req = req.Clone(req.Context())
 		req.Header.Set("X-Request-ID", ex.requestID)
 		req.Header.Set("Idempotency-Key", ex.requestID)
+	}
+	if ex != nil && ex.continuation != "" && ex.continuation != config.ContinueNone && req.Body != nil {
+		var err error
+		if req, err = withContinuation(req, ex.continuation); err != nil {
+			return nil, err
+		}
 	}
 	for n := 0; ; n++ {
 		resp, err := t.base.RoundTrip(req)
@@ -105,6 +124,46 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 }
 
+// withContinuation rewrites a chat request's JSON body so that the server
+// continues its final assistant message: vLLM's top-level
+// "continue_final_message": true and "add_generation_prompt": false, or
+// DeepSeek's "prefix": true on that message. Every other byte of the
+// request is kept.
+func withContinuation(req *http.Request, style config.Continuation) (*http.Request, error) {
+	raw, err := io.ReadAll(req.Body)
+	req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, fmt.Errorf("continuation: request body is not a JSON object: %w", err)
+	}
+	switch style {
+	case config.ContinueVLLM:
+		body["continue_final_message"] = json.RawMessage("true")
+		body["add_generation_prompt"] = json.RawMessage("false")
+	case config.ContinueDeepSeek:
+		var msgs []map[string]json.RawMessage
+		if err := json.Unmarshal(body["messages"], &msgs); err != nil || len(msgs) == 0 {
+			return nil, fmt.Errorf("continuation: request has no messages to continue")
+		}
+		msgs[len(msgs)-1]["prefix"] = json.RawMessage("true")
+		if body["messages"], err = json.Marshal(msgs); err != nil {
+			return nil, err
+		}
+	}
+	out, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.Clone(req.Context())
+	req.Body = io.NopCloser(bytes.NewReader(out))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }
+	req.ContentLength = int64(len(out))
+	return req, nil
+}
+
 type teeBody struct {
 	io.ReadCloser
 	ex *exchange
@@ -138,13 +197,15 @@ func isHeaderTimeout(err error) bool {
 	return strings.Contains(err.Error(), "timeout awaiting response headers")
 }
 
-// newHTTPClient builds the one HTTP client of the process: a response
-// header timeout (read_timeout), a connect timeout, connect-only resends at
-// the network layer, and the recorder.
+// newHTTPClient builds the one HTTP client of the process: a connect
+// timeout, connect-only resends at the network layer, and the recorder.
+// There is no response-header timeout here: a non-streamed reply sends its
+// headers only when the answer is generated, so the wait for headers is
+// bounded by the attempt's timeout, and a streamed reply by its
+// first-token timeout (see CallModel).
 func newHTTPClient(cfg *config.Config, base http.RoundTripper, rnd func() float64) *http.Client {
 	if base == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.ResponseHeaderTimeout = cfg.HTTP.HeaderTimeout.D()
 		tr.DialContext = (&net.Dialer{Timeout: cfg.HTTP.ConnectTimeout.D(), KeepAlive: 30 * time.Second}).DialContext
 		tr.MaxIdleConnsPerHost = 256
 		base = tr

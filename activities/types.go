@@ -88,6 +88,10 @@ type CallInput struct {
 	Shape   callstate.Shape `json:"shape"`
 	Prompt  Prompt          `json:"prompt"`
 	Timeout time.Duration   `json:"timeout"`
+	// Continue is the text already streamed to the caller: the attempt
+	// sends it as a final assistant message for the model to continue,
+	// and its answer is the rest.
+	Continue string `json:"continue,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the
@@ -110,6 +114,10 @@ type CallOutcome struct {
 	// NotSent is set when the attempt was refused before any request (the
 	// prompt cannot fit the model's window even pruned).
 	NotSent bool `json:"not_sent,omitempty"`
+	// Published is the completion tokens of Content streamed to the
+	// caller before the attempt failed (0 when the caller did not ask to
+	// stream).
+	Published int `json:"published,omitempty"`
 }
 
 // DecideInput asks for the step after a failed attempt.

@@ -95,17 +95,18 @@ type MemoryRun struct {
 }
 
 // memoryPolicy is the worker's policy: the default ladder with attempt and
-// header timeouts above the upstream latency, so every call stays in its
+// first-token timeouts above the upstream latency, so every call stays in its
 // first attempt.
 func memoryPolicy(latency time.Duration) string {
 	t := (latency + 60*time.Second).String()
 	return fmt.Sprintf(`# Memory benchmark: attempts wait for a slow upstream.
+model_defaults:
+  timeout: %[1]s
+  first_token_timeout: %[1]s
 models:
-  - {name: qwen-72b, base_url: http://127.0.0.1:1/v1, context_window: 32768, timeout: %[1]s, system_prompt: full}
-  - {name: qwen-14b, base_url: http://127.0.0.1:1/v1, context_window: 8192, timeout: %[1]s, system_prompt: partial}
-  - {name: llama-8b, base_url: http://127.0.0.1:1/v1, context_window: 4096, timeout: %[1]s, system_prompt: none}
-http:
-  header_timeout: %[1]s
+  - {name: qwen-72b, base_url: http://127.0.0.1:1/v1, context_window: 32768, system_prompt: full}
+  - {name: qwen-14b, base_url: http://127.0.0.1:1/v1, context_window: 8192, system_prompt: partial}
+  - {name: llama-8b, base_url: http://127.0.0.1:1/v1, context_window: 4096, system_prompt: none}
 call:
   deadline: 10m
 `, t)

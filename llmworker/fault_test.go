@@ -354,14 +354,15 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 }
 
 // garbagePolicy keeps breakers and the budget out of the way (each case
-// must show its own class) and makes timeouts short: 1 s for response
-// headers, 4 s for a whole attempt.
-const garbagePolicy = `models:
-  - {name: qwen-72b, base_url: "http://127.0.0.1:9/v1", timeout: 4s}
-  - {name: qwen-14b, base_url: "http://127.0.0.1:9/v1", timeout: 4s}
-  - {name: llama-8b, base_url: "http://127.0.0.1:9/v1", timeout: 4s}
-http:
-  header_timeout: 1s
+// must show its own class) and makes timeouts short: 1 s for the first
+// token, 4 s for a whole attempt.
+const garbagePolicy = `model_defaults:
+  timeout: 4s
+  first_token_timeout: 1s
+models:
+  - {name: qwen-72b, base_url: "http://127.0.0.1:9/v1"}
+  - {name: qwen-14b, base_url: "http://127.0.0.1:9/v1"}
+  - {name: llama-8b, base_url: "http://127.0.0.1:9/v1"}
 call:
   heartbeat_timeout: 2s
 budget:
@@ -406,8 +407,8 @@ func TestIntegrationUpstreamGarbageIsClassified(t *testing.T) {
 			[]string{"timeout"}, "model"},
 		{"malformed JSON", "[[sim fault=malformed_json times=1]]",
 			[]string{"body_error"}, "model"},
-		{"connection broken mid-body", "[[sim fault=stream_break times=1]]",
-			[]string{"body_error"}, "model"},
+		{"stream cut after its first chunks", "[[sim fault=stream_break times=1]]",
+			[]string{"stream_broken"}, "model"},
 		{"malformed JSON from every model", "[[sim fault=malformed_json times=always]]",
 			[]string{"body_error", "body_error", "body_error", "body_error"}, "degraded"},
 		{"every model hangs", "[[sim fault=hang times=always]]",

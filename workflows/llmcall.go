@@ -47,6 +47,9 @@ type call struct {
 	ad       activities.Admission
 	st       callstate.State
 	finished bool
+	// delivered is the text already streamed to the caller: later
+	// attempts continue it and the answer starts with it.
+	delivered string
 }
 
 func newCall(ctx workflow.Context, req CallRequest) *call {
@@ -131,7 +134,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		var out activities.CallOutcome
 		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
-			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining),
+			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered,
 		}).Get(ctx, &out)
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
@@ -155,15 +158,21 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("decide after %s on %s", class, prep.Model)),
 			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
-				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start),
+				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
 			}}).Get(ctx, &step)
 		if err != nil {
 			return "", err
+		}
+		if out.Published > 0 {
+			c.delivered += out.Content
 		}
 		c.failed(ctx, att, class, out, step)
 		switch step.Kind {
 		case callstate.Fallback:
 			return step.Reason, nil
+		case callstate.Finish:
+			c.finishDelivered(ctx, prep.Model, step.Reason)
+			return "", nil
 		case callstate.Fail:
 			c.res.Reason = step.Reason
 			c.finish(ctx, OutcomeFailed)
@@ -274,12 +283,23 @@ func (c *call) classes() []string {
 	return out
 }
 
+// finishDelivered ends the call with the text already streamed to the
+// caller, when no model can continue it.
+func (c *call) finishDelivered(ctx workflow.Context, model, reason string) {
+	c.res.Content, c.res.Model, c.res.FinishReason = c.delivered, model, ""
+	c.res.Source, c.res.Degraded, c.res.Reason = SourceModel, true, reason
+	if model != c.ad.FirstModel {
+		c.res.Source = SourceFallbackModel
+	}
+	c.finish(ctx, OutcomeDegraded)
+}
+
 // answered records a model's answer.
 func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOutcome) {
 	var a *activities.Activities
 	att.Decision, att.Reason = "answer", "the model answered"
 	c.res.Attempts = append(c.res.Attempts, att)
-	c.res.Content, c.res.Model, c.res.FinishReason = out.Content, att.Model, out.FinishReason
+	c.res.Content, c.res.Model, c.res.FinishReason = c.delivered+out.Content, att.Model, out.FinishReason
 	c.res.Usage.PromptTokens += out.PromptTokens
 	c.res.Usage.CompletionTokens += out.CompletionTokens
 	c.res.Source = SourceModel

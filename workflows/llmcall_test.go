@@ -30,7 +30,13 @@ type outcome struct {
 	status     int
 	retryAfter time.Duration
 	content    string
+	published  int   // tokens of content streamed to the caller before a failure
 	err        error // a non-application error (timeouts)
+}
+
+// broke is a stream that failed after it had streamed text to the caller.
+func broke(text string, tokens int) outcome {
+	return outcome{class: failure.StreamBroken, status: 200, content: text, published: tokens}
 }
 
 func ok(content string) outcome { return outcome{content: content} }
@@ -87,6 +93,7 @@ func newHarnessWithBudget(t *testing.T, cfg *config.Config, budget *guard.RetryB
 				return out, nil
 			}
 			out.Class, out.Status, out.Reason = o.class, o.status, "scripted "+string(o.class)
+			out.Content, out.Published = o.content, o.published
 			out.RetryAfter, out.HasRetryAfter = o.retryAfter, o.retryAfter > 0
 			return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(o.class),
 				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
@@ -296,6 +303,31 @@ func TestLLMCallPaths(t *testing.T) {
 				require.Contains(t, res.Reason, "attempts cap")
 				// Full jitter grows: u=0.5 → 250, 500, 1000 ms.
 				require.Equal(t, []int64{250, 500, 1000, 0}, []int64{res.Attempts[0].DelayMS, res.Attempts[1].DelayMS, res.Attempts[2].DelayMS, res.Attempts[3].DelayMS})
+			},
+		},
+		{
+			name:   "a stream broken after delivering text is continued, never repeated",
+			script: []outcome{broke("Your order ", 3), broke("ships ", 1), ok("today.")},
+			want: []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:stream_broken:switch_model (continue)", "qwen-14b:ok:answer"},
+			source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, "Your order ships today.", res.Content)
+				require.Equal(t, []string{"", "Your order ", "Your order ships "},
+					[]string{h.calls[0].Continue, h.calls[1].Continue, h.calls[2].Continue})
+				require.Zero(t, res.Attempts[0].DelayMS, "a broken stream resumes at once")
+			},
+		},
+		{
+			name: "no model left that can continue: the call ends with the delivered text",
+			mutateCfg: func(cfg *config.Config) {
+				cfg.Models[0].Continuation, cfg.Models[1].Continuation = config.ContinueNone, config.ContinueNone
+			},
+			script: []outcome{broke("Your order ships", 4)},
+			want:   []string{"qwen-72b:stream_broken:finish"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, "Your order ships", res.Content)
+				require.True(t, res.Degraded)
+				require.Contains(t, res.Reason, "the stream broke after 4 token(s)")
 			},
 		},
 		{

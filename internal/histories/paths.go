@@ -109,9 +109,9 @@ func paths() []path {
 				source: workflows.SourceFallbackModel},
 		},
 		{
-			name: "class-read_timeout", doc: "no response headers within the header timeout: the next model",
+			name: "class-read_timeout", doc: "no first token within the first-token timeout: the next model",
 			policy: func(c *config.Config) {
-				c.HTTP.HeaderTimeout = config.Duration(time.Second)
+				c.Models[0].FirstTokenTimeout = config.Duration(time.Second)
 			},
 			request: ask("class-read_timeout", "[[sim fault=hang model=qwen-72b times=always]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"},

@@ -25,10 +25,17 @@ const MinAttemptTime = time.Second
 // Next never asks the budget to spend anything: a step with ChargesBudget
 // set must be paid for by the caller, which calls Next again with
 // v.Budget false when the payment is refused.
+//
+// Once text was streamed to the caller (State.Delivered), every further
+// attempt continues it: a retry or resend stays on the model only if it
+// can continue (config.ModelConfig.Continuation), else the call switches
+// to the next rung that can; with none left, or where the decision was the
+// business fallback, the call ends with the delivered text (Finish) rather
+// than glue a different answer on.
 func Next(cfg *config.Config, s State, out Outcome, v Verdicts) Step {
 	d := decider{cfg: cfg, cp: cfg.ClassPolicy(out.Class), out: out, v: v, model: s.Model, next: s.clone()}
 	d.record()
-	st := d.decide()
+	st := d.keepDelivered(d.decide())
 	d.apply(&st)
 	return st
 }
@@ -57,6 +64,7 @@ func (d *decider) record() {
 			n.Upstream++
 		}
 	}
+	n.Delivered += d.out.Delivered
 	if n.Failures[d.model] == nil {
 		n.Failures[d.model] = map[failure.Class]int{}
 	}
@@ -122,6 +130,9 @@ func (d *decider) retry() (Step, *Step) {
 	class, cp, sh := d.out.Class, d.cp, d.next.Shape
 	var st Step
 	switch cp.Action {
+	case config.ActionResume:
+		st = d.step(Retry, Wait{}, "resume")
+		st.Reason = fmt.Sprintf("%s: send again to %s at once", class, d.model)
 	case config.ActionRetry:
 		w := d.backoff()
 		st = d.step(Retry, w, "retry")
@@ -183,6 +194,50 @@ func (d *decider) retry() (Step, *Step) {
 	return st, nil
 }
 
+// keepDelivered makes a step keep the text already streamed to the
+// caller: see Next.
+func (d *decider) keepDelivered(st Step) Step {
+	n := d.next.Delivered
+	if n == 0 {
+		return st
+	}
+	switch st.Kind {
+	case Fallback:
+		return d.finish(fmt.Sprintf("%s; the stream had delivered %d token(s): the call ends with them", st.Reason, n))
+	case Retry, Resend, Switch:
+		model := d.model
+		if st.Kind == Switch {
+			model = st.Next.Model
+		}
+		if d.canContinue(model) {
+			st.Decision += " (continue)"
+			st.Reason += fmt.Sprintf("; it continues the %d token(s) delivered", n)
+			return st
+		}
+		next := d.nextModelWhere(d.canContinue)
+		if next == "" {
+			return d.finish(fmt.Sprintf("the stream broke after %d token(s) and no model left can continue them: the call ends with the text delivered", n))
+		}
+		sw := d.step(Switch, Wait{}, "switch_model (continue)")
+		sw.Next.Model = next
+		sw.ChargesBudget, sw.BudgetRefused = st.ChargesBudget, st.BudgetRefused
+		sw.Reason = fmt.Sprintf("%s; %s cannot continue the %d token(s) delivered: switch to %s, which can", st.Reason, model, n, next)
+		return sw
+	}
+	return st
+}
+
+func (d *decider) canContinue(model string) bool {
+	m, ok := d.cfg.Model(model)
+	return ok && m.Continuation != "" && m.Continuation != config.ContinueNone
+}
+
+func (d *decider) finish(reason string) Step {
+	st := d.step(Finish, Wait{}, "finish")
+	st.Reason = reason
+	return st
+}
+
 // apply moves the state to the next attempt the step asks for.
 func (d *decider) apply(st *Step) {
 	n := &st.Next
@@ -222,11 +277,16 @@ func (d *decider) backoff() Wait {
 // nextModel is the model the ladder offers after the failed one, skipping
 // models already tried and models whose breaker is open; "" when none.
 func (d *decider) nextModel() string {
+	return d.nextModelWhere(func(string) bool { return true })
+}
+
+// nextModelWhere is nextModel among the models ok accepts.
+func (d *decider) nextModelWhere(ok func(model string) bool) string {
 	tried := append(slices.Clone(d.next.Tried), d.model)
-	m, ok := NextModel(d.cfg.Models, d.next.Preferred, tried, func(model string) bool {
-		return !slices.Contains(d.v.Open, model)
+	m, found := NextModel(d.cfg.Models, d.next.Preferred, tried, func(model string) bool {
+		return !slices.Contains(d.v.Open, model) && ok(model)
 	})
-	if !ok {
+	if !found {
 		return ""
 	}
 	return m.Name

@@ -366,3 +366,44 @@ func TestStepJSONNames(t *testing.T) {
 		t.Error("a numbered kind decoded without error")
 	}
 }
+
+// TestNextDelivered: once text was streamed to the caller, every further
+// attempt continues it, or the call ends with it.
+func TestNextDelivered(t *testing.T) {
+	cfg := config.DefaultConfig() // qwen-72b: vllm, qwen-14b: deepseek, llama-8b: none
+	tests := []struct {
+		name      string
+		model     string
+		tried     []string
+		class     failure.Class
+		delivered int
+		kind      Kind
+		next      string
+		decision  string
+		reason    string
+	}{
+		{"nothing delivered: resume is a plain retry at once", "qwen-72b", nil, failure.StreamBroken, 0, Retry, "qwen-72b", "resume", "at once"},
+		{"broken stream on a model that continues: same model", "qwen-72b", nil, failure.StreamBroken, 50, Retry, "qwen-72b", "resume (continue)", "continues the 50 token(s)"},
+		{"broken stream on a model that cannot: the next that can", "llama-8b", nil, failure.StreamBroken, 50, Switch, "qwen-72b", "switch_model (continue)", "llama-8b cannot continue"},
+		{"no rung left that can continue: end with the text", "llama-8b", []string{"qwen-72b", "qwen-14b"}, failure.StreamBroken, 50, Finish, "llama-8b", "finish", "after 50 token(s)"},
+		{"truncated answer: more tokens, continued", "qwen-14b", nil, failure.OutputTruncated, 256, Retry, "qwen-14b", "more tokens+retry (continue)", "continues"},
+		{"content filter after text: end with it, never the FAQ", "qwen-72b", nil, failure.ContentFilter, 20, Finish, "qwen-72b", "finish", "20 token(s)"},
+		{"worker lost mid-stream: the resend continues", "qwen-72b", nil, failure.WorkerLost, 30, Resend, "qwen-72b", "resend (continue)", "continues"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := New("", Shape{}, 60*time.Second, false)
+			s.Model, s.Tried = tc.model, tc.tried
+			st := Next(cfg, s, Outcome{Class: tc.class, Elapsed: time.Second, Delivered: tc.delivered}, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
+			if st.Kind != tc.kind || st.Next.Model != tc.next || st.Decision != tc.decision || !strings.Contains(st.Reason, tc.reason) {
+				t.Fatalf("got %s to %s, %q (%s); want %s to %s, %q with %q", st.Kind, st.Next.Model, st.Decision, st.Reason, tc.kind, tc.next, tc.decision, tc.reason)
+			}
+			if st.Wait.Delay != 0 && tc.class == failure.StreamBroken {
+				t.Errorf("a broken stream waits %v", st.Wait.Delay)
+			}
+			if st.Next.Delivered != tc.delivered {
+				t.Errorf("delivered %d, want %d", st.Next.Delivered, tc.delivered)
+			}
+		})
+	}
+}

@@ -41,6 +41,10 @@ type State struct {
 	// From is the attempt the next attempt retries, resends or replaces
 	// (zero for the first attempt).
 	From From `json:"from"`
+	// Delivered counts the completion tokens already streamed to the
+	// caller: from then on every attempt continues that text (or the call
+	// ends with it), so the caller never sees text twice.
+	Delivered int `json:"delivered,omitempty"`
 	// Deadline of the whole call, measured from its start.
 	Deadline time.Duration `json:"deadline"`
 	// NoRetry is set when a business rule forbids retries for this call.
@@ -133,6 +137,9 @@ type Outcome struct {
 	NotSent bool `json:"not_sent,omitempty"`
 	// Elapsed since the call started, at the end of the attempt.
 	Elapsed time.Duration `json:"elapsed"`
+	// Delivered is the completion tokens this attempt streamed to the
+	// caller before it failed.
+	Delivered int `json:"delivered,omitempty"`
 }
 
 // Verdicts are the answers of the process-wide guards, gathered by the
@@ -166,9 +173,12 @@ const (
 	Fallback
 	// Fail ends the call with a clear, non-retryable error.
 	Fail
+	// Finish ends the call with the text already streamed to the caller
+	// (degraded): no model that could continue it is left.
+	Finish
 )
 
-var kindNames = map[Kind]string{Retry: "retry", Resend: "resend", Switch: "switch_model", Fallback: "fallback", Fail: "fail"}
+var kindNames = map[Kind]string{Retry: "retry", Resend: "resend", Switch: "switch_model", Fallback: "fallback", Fail: "fail", Finish: "finish"}
 
 // String names the kind as history and metrics show it.
 func (k Kind) String() string {

@@ -62,6 +62,27 @@ type Observation struct {
 	// Now resolves a Retry-After given as an HTTP date; with a zero Now
 	// such a date is ignored.
 	Now time.Time
+	// Stream is set for a streamed attempt whose stream was opened (a 2xx
+	// response arrived); Response is then the answer assembled from its
+	// chunks, when it ended cleanly.
+	Stream *Stream
+}
+
+// Stream is what reading a streamed reply saw.
+type Stream struct {
+	// Chunks counts the chunks that carried a content, reasoning or
+	// tool-call delta; Tokens the completion tokens received so far.
+	Chunks, Tokens int
+	// Finished is set when a chunk carried a finish_reason.
+	Finished bool
+	// Err ended the reading (nil when the stream ended with [DONE] or a
+	// clean end of body).
+	Err error
+	// FirstTokenTimedOut: no first chunk within FirstTokenTimeout (the
+	// headers may have come). IdleTimedOut: no chunk within IdleTimeout
+	// once the stream had started.
+	FirstTokenTimedOut, IdleTimedOut bool
+	FirstTokenTimeout, IdleTimeout   time.Duration
 }
 
 // Verdict is the classification of one upstream attempt.
@@ -111,6 +132,9 @@ func Classify(obs Observation) Verdict {
 	v.RetryAfter, v.HasRetryAfter = ParseRetryAfter(obs.Header, obs.Now)
 	v.RateLimitRemaining, v.HasRateLimitRemaining = rateLimitRemaining(obs.Header)
 
+	if obs.Stream != nil && obs.Err == nil {
+		return classifyStream(obs, v)
+	}
 	if obs.Err == nil {
 		if obs.Response == nil && obs.Status == 0 && len(obs.Body) == 0 {
 			if obs.ContextWindow > 0 && obs.PromptTokens > 0 {
@@ -195,6 +219,64 @@ func Classify(obs Observation) Verdict {
 		return v.is(failure.InvalidRequest, "refused by go-openai before sending: "+errText(err))
 	}
 	return v.is(failure.ServerError, "unrecognised error: "+errText(err))
+}
+
+// classifyStream judges a streamed reply once its stream was opened: a
+// stream that never produced a chunk is judged as the reply it was (no
+// first token in time is read_timeout; an error object is judged by its
+// code, as a non-streamed body is); a stream that broke after it had
+// started is stream_broken; one that ended cleanly is judged by its
+// assembled answer.
+func classifyStream(obs Observation, v Verdict) Verdict {
+	st := obs.Stream
+	after := fmt.Sprintf("after %d chunk(s), %d token(s)", st.Chunks, st.Tokens)
+	switch {
+	case st.FirstTokenTimedOut:
+		return v.is(failure.ReadTimeout, fmt.Sprintf("no first token within %s: the request is queued upstream", st.FirstTokenTimeout))
+	case st.IdleTimedOut:
+		return v.is(failure.StreamBroken, fmt.Sprintf("no chunk within %s %s", st.IdleTimeout, after))
+	case st.Err != nil && errors.Is(st.Err, context.Canceled):
+		v.Canceled = true
+		return v.is(failure.Timeout, "cancelled by the caller: "+errText(st.Err))
+	case st.Err != nil && obs.AttemptTimedOut:
+		return v.is(failure.Timeout, "attempt deadline exceeded "+after)
+	case st.Err != nil && st.Chunks == 0 && errors.As(st.Err, new(*openai.APIError)):
+		// An error object instead of the first chunk: as a non-streamed
+		// HTTP 200 error body, judged by its code, else body_error.
+		var apiErr *openai.APIError
+		errors.As(st.Err, &apiErr)
+		info := errorInfo{code: anyString(apiErr.Code), typ: apiErr.Type, message: apiErr.Message, isError: true}
+		v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
+		seen := describeResponse(v, info) + " with an error object in the stream"
+		if c, why := classByCode(info, v.Status); c != failure.None {
+			return v.is(c, seen+" ("+why+")")
+		}
+		return v.is(failure.BodyError, seen)
+	case st.Err != nil && st.Chunks == 0:
+		// Nothing was received: judge it as the reply it is (a cut or
+		// malformed body).
+		inner := obs
+		inner.Stream, inner.Err, inner.Response = nil, st.Err, nil
+		if inner.Status == 0 {
+			inner.Status = 200
+		}
+		return Classify(inner)
+	case st.Err != nil:
+		var apiErr *openai.APIError
+		if errors.As(st.Err, &apiErr) {
+			v.Code, v.Type, v.Message = anyString(apiErr.Code), apiErr.Type, cleanMessage(apiErr.Message)
+			return v.is(failure.StreamBroken, fmt.Sprintf("error inside the stream %s: %s", after, oneLine(apiErr.Message, 160)))
+		}
+		if isJSONError(st.Err) {
+			return v.is(failure.StreamBroken, "malformed chunk "+after+": "+errText(st.Err))
+		}
+		return v.is(failure.StreamBroken, "stream cut "+after+": "+errText(st.Err))
+	case !st.Finished && st.Chunks == 0:
+		return v.is(failure.BodyError, "the stream ended without a chunk")
+	case !st.Finished:
+		return v.is(failure.StreamBroken, "the stream ended without a finish_reason "+after)
+	}
+	return classifyReply(obs, v)
 }
 
 // is sets the class and the reason.

@@ -561,6 +561,43 @@ func TestClassifySynthetic(t *testing.T) {
 	}
 }
 
+// TestClassifyStream covers streamed replies once the stream was opened.
+func TestClassifyStream(t *testing.T) {
+	answer := func(finish openai.FinishReason, content string) *openai.ChatCompletionResponse {
+		return &openai.ChatCompletionResponse{Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Content: content}, FinishReason: finish}}}
+	}
+	inStream := fmt.Errorf("error, %w", &openai.APIError{Code: "server_error", Message: "upstream worker crashed", HTTPStatusCode: 200})
+	limited := fmt.Errorf("error, %w", &openai.APIError{Code: "context_length_exceeded", Message: "maximum context length is 4096 tokens", HTTPStatusCode: 200})
+	cases := []struct {
+		name   string
+		obs    Observation
+		class  failure.Class
+		reason string
+	}{
+		{"success", Observation{Status: 200, Stream: &Stream{Chunks: 12, Tokens: 12, Finished: true}, Response: answer("stop", "hello")}, failure.None, "HTTP 200"},
+		{"read_timeout/no first token", Observation{Status: 200, Stream: &Stream{FirstTokenTimedOut: true, FirstTokenTimeout: 8 * time.Second, Err: context.Canceled}}, failure.ReadTimeout, "no first token within 8s"},
+		{"stream_broken/idle", Observation{Status: 200, Stream: &Stream{Chunks: 50, Tokens: 50, IdleTimedOut: true, IdleTimeout: 20 * time.Second, Err: context.Canceled}}, failure.StreamBroken, "no chunk within 20s after 50 chunk(s)"},
+		{"stream_broken/error object after text", Observation{Status: 200, Stream: &Stream{Chunks: 3, Tokens: 3, Err: inStream}}, failure.StreamBroken, "error inside the stream after 3 chunk(s)"},
+		{"stream_broken/connection cut", Observation{Status: 200, Stream: &Stream{Chunks: 7, Tokens: 7, Err: io.ErrUnexpectedEOF}}, failure.StreamBroken, "stream cut after 7 chunk(s)"},
+		{"stream_broken/malformed chunk", Observation{Status: 200, Stream: &Stream{Chunks: 2, Tokens: 2, Err: jsonSyntaxErr()}}, failure.StreamBroken, "malformed chunk"},
+		{"stream_broken/no finish_reason", Observation{Status: 200, Stream: &Stream{Chunks: 9, Tokens: 9}, Response: answer("", "partial")}, failure.StreamBroken, "without a finish_reason"},
+		{"body_error/empty stream", Observation{Status: 200, Stream: &Stream{}, Response: answer("", "")}, failure.BodyError, "without a chunk"},
+		{"body_error/error object before any text", Observation{Status: 200, Stream: &Stream{Err: inStream}}, failure.BodyError, "upstream worker crashed"},
+		{"context length/error object before any text, judged by its code", Observation{Status: 200, Stream: &Stream{Err: limited}}, failure.ContextLengthExceeded, "context"},
+		{"timeout/attempt deadline mid-stream", Observation{Status: 200, AttemptTimedOut: true, Stream: &Stream{Chunks: 40, Tokens: 40, Err: context.DeadlineExceeded}}, failure.Timeout, "attempt deadline exceeded after 40"},
+		{"output_truncated/length", Observation{Status: 200, Stream: &Stream{Chunks: 256, Tokens: 256, Finished: true}, Response: answer("length", "long")}, failure.OutputTruncated, "finish_reason length"},
+		{"content_filter", Observation{Status: 200, Stream: &Stream{Chunks: 1, Tokens: 1, Finished: true}, Response: answer("content_filter", "")}, failure.ContentFilter, "content_filter"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			v := Classify(c.obs)
+			if v.Class != c.class || !strings.Contains(v.Reason, c.reason) {
+				t.Errorf("Classify = %q (%q), want %q with %q", v.Class, v.Reason, c.class, c.reason)
+			}
+		})
+	}
+}
+
 // jsonSyntaxErr is a real *json.SyntaxError.
 func jsonSyntaxErr() error {
 	var v any

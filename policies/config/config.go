@@ -53,6 +53,23 @@ const (
 	SystemPromptNone    SystemPromptSupport = "none"    // dropped into the user text of the current question
 )
 
+// Continuation says whether and how a model continues a final assistant
+// message (the text a broken stream had delivered) instead of answering
+// from scratch.
+type Continuation string
+
+// The continuation styles of OpenAI-compatible servers.
+const (
+	// ContinueNone: the model cannot continue (OpenAI's own API).
+	ContinueNone Continuation = "none"
+	// ContinueVLLM: vLLM's "continue_final_message": true with
+	// "add_generation_prompt": false.
+	ContinueVLLM Continuation = "vllm"
+	// ContinueDeepSeek: DeepSeek's "prefix": true on the final assistant
+	// message.
+	ContinueDeepSeek Continuation = "deepseek"
+)
+
 // ModelConfig is one rung of the model ladder.
 type ModelConfig struct {
 	// Name is the model name sent upstream and used in the ladder. Required, unique.
@@ -64,8 +81,22 @@ type ModelConfig struct {
 	APIKeyEnv string `yaml:"api_key_env"`
 	// ContextWindow in tokens; prompts are pruned to fit.
 	ContextWindow int `yaml:"context_window"`
-	// Timeout of one attempt on this model (whole response).
+	// Timeout of one attempt on this model, the whole answer included (the
+	// call's remaining deadline caps it).
 	Timeout Duration `yaml:"timeout"`
+	// Stream: attempts are streamed (stream: true), so that the first token
+	// measures the upstream's queue and a long answer is never a failure.
+	// A model that cannot stream has no header timeout but its Timeout.
+	Stream bool `yaml:"stream"`
+	// FirstTokenTimeout: no first chunk (content, reasoning or tool call)
+	// in this time is a read_timeout. Streamed models only.
+	FirstTokenTimeout Duration `yaml:"first_token_timeout"`
+	// IdleTimeout: no chunk in this time once the stream has started is a
+	// stream_broken. Streamed models only.
+	IdleTimeout Duration `yaml:"idle_timeout"`
+	// Continuation: how the model continues the text a broken stream had
+	// delivered (none, vllm, deepseek).
+	Continuation Continuation `yaml:"continuation"`
 	// SystemPrompt support: full, partial or none.
 	SystemPrompt SystemPromptSupport `yaml:"system_prompt"`
 	// InputPrice and OutputPrice per million tokens, for reports. Optional.
@@ -102,12 +133,17 @@ const (
 	ActionFallback Action = "fallback"
 	// ActionFail ends the call with a clear, non-retryable error.
 	ActionFail Action = "fail"
+	// ActionResume sends the next attempt at once to the same model (after
+	// SwitchAfter failures on it, the next): when text was already
+	// delivered to a streaming caller, that attempt continues it (see
+	// callstate.Next).
+	ActionResume Action = "resume"
 )
 
 // knownActions are the actions a policy file may name; a new action is
 // added here and decided in callstate.Next.
 var knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
-	ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail}
+	ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail, ActionResume}
 
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
@@ -205,7 +241,6 @@ type CallConfig struct {
 
 // HTTPConfig shapes the HTTP client of the call activity.
 type HTTPConfig struct {
-	HeaderTimeout  Duration `yaml:"header_timeout"`  // no response headers in this time: read_timeout
 	ConnectTimeout Duration `yaml:"connect_timeout"` // dial + TLS
 }
 

@@ -219,7 +219,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 		{"empty placeholder", minimal + "placeholder: ''\n", []string{`placeholder: must be a non-empty answer, got "" (line 8)`}, ""},
 		{"zero max attempts", minimal + "call:\n  max_attempts: 0\n", []string{"call.max_attempts: must be from 1 to 10 attempts, got 0 (line 9)"}, ""},
 		{"zero breaker window", minimal + "breaker:\n  window: 0\n", []string{"breaker.window: must be a positive number of calls, got 0 (line 9)"}, ""},
-		{"zero header timeout", minimal + "http:\n  header_timeout: 0s\n", []string{"http.header_timeout: must be a positive duration", "got 0s (line 9)"}, ""},
+		{"zero connect timeout", minimal + "http:\n  connect_timeout: 0s\n", []string{"http.connect_timeout: must be a positive duration", "got 0s (line 9)"}, ""},
 		{"empty encoding", minimal + "pruning:\n  encoding: ''\n", []string{`pruning.encoding: must be one of cl100k_base`, `got "" (line 9)`}, ""},
 		{"zero faq threshold", minimal + "faq:\n  threshold: 0\n", []string{"faq.threshold: must be a fraction in (0,1], got 0 (line 9)"}, ""},
 		{"prune_resend keeping no rounds", minimal + "classes:\n  context_length_exceeded: {keep_rounds: 0}\n",
@@ -248,7 +248,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 			[]string{`models[0].timeout: must be a duration with a unit such as "500ms", "8s" or "1m", got 30 (a bare number: add a unit) (line 2)`}, ""},
 		{"garbage duration", minimal + "backoff:\n  cap: soon\n", []string{`backoff.cap: must be a duration with a unit`, `got "soon" (line 9)`}, ""},
 		{"duration as a list", minimal + "backoff:\n  cap: [8s]\n", []string{`backoff.cap: must be a duration with a unit`, `got a list (line 9)`}, ""},
-		{"negative duration", minimal + "http:\n  header_timeout: -1s\n", []string{"http.header_timeout: must be a positive duration", "got -1s (line 9)"}, ""},
+		{"negative duration", minimal + "http:\n  connect_timeout: -1s\n", []string{"http.connect_timeout: must be a positive duration", "got -1s (line 9)"}, ""},
 		{"bad wait", minimal + "classes:\n  queue_full: {waits: [1s, 2]}\n", []string{"classes.queue_full.waits[1]: must be a duration with a unit", "got 2 (a bare number: add a unit) (line 9)"}, ""},
 		{"negative wait", minimal + "classes:\n  queue_full: {waits: [-5ms]}\n", []string{"classes.queue_full.waits[0]: must be a duration between 0s and 10m, got -5ms (line 9)"}, ""},
 
@@ -334,7 +334,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, pruning, call, http, limits, faq, rules, placeholder (line 8)"},
-		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, context_window, timeout, system_prompt, input_price, output_price (line 4)"},
+		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
 		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds (line 10)"},
 		{"in a section", minimal + "budget:\n  ratios: 0.2\n", "bad.yaml: budget.ratios: unknown field; expected one of window, ratio, floor (line 9)"},
@@ -424,8 +424,8 @@ func TestParseConfigModelDefaults(t *testing.T) {
 		want []ModelConfig
 	}{
 		{"entries start from model_defaults", minimal, []ModelConfig{
-			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, SystemPrompt: md.SystemPrompt},
-			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, SystemPrompt: md.SystemPrompt},
+			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt},
+			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt},
 		}},
 		{"the file's model_defaults, written after the models", `
 models:
@@ -438,8 +438,8 @@ model_defaults:
   api_key_env: GW_KEY
   timeout: 5s
 `, []ModelConfig{
-			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), SystemPrompt: md.SystemPrompt},
-			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), SystemPrompt: SystemPromptNone},
+			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt},
+			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone},
 		}},
 		{"the default ladder is as written, whatever model_defaults says", "model_defaults: {timeout: 1s, base_url: https://gw.example.com/v1}\n", def.Models},
 	}

@@ -145,7 +145,7 @@ func (c *Config) validate() []Problem {
 			bad(p+".keep_rounds", "must be a positive number of rounds, got %d", cp.KeepRounds)
 		}
 		switch {
-		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens}, cp.Action):
+		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens, ActionResume}, cp.Action):
 			bad(p+".action", "must be switch_model, fallback or fail (the breaker refused the model, retrying it cannot help), got %q", cp.Action)
 		case cl == failure.InvalidRequest && cp.Action != ActionFail && cp.Action != ActionFallback:
 			bad(p+".action", "must be fail or fallback (the same request is refused again), got %q", cp.Action)
@@ -212,7 +212,6 @@ func (c *Config) validate() []Problem {
 	posDur("call.heartbeat_timeout", ca.HeartbeatTimeout)
 
 	// http
-	posDur("http.header_timeout", c.HTTP.HeaderTimeout)
 	posDur("http.connect_timeout", c.HTTP.ConnectTimeout)
 
 	// limits
@@ -276,11 +275,20 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 	if m.ContextWindow <= 0 {
 		bad(p+".context_window", "must be a positive number of tokens, got %d", m.ContextWindow)
 	}
-	if m.Timeout <= 0 {
-		bad(p+".timeout", "must be a positive duration such as \"500ms\" or \"8s\", got %s", m.Timeout)
+	for _, d := range []struct {
+		field string
+		v     Duration
+	}{{"timeout", m.Timeout}, {"first_token_timeout", m.FirstTokenTimeout}, {"idle_timeout", m.IdleTimeout}} {
+		if d.v <= 0 {
+			bad(p+"."+d.field, "must be a positive duration such as \"500ms\" or \"8s\", got %s", d.v)
+		}
 	}
+
 	if !slices.Contains([]SystemPromptSupport{SystemPromptFull, SystemPromptPartial, SystemPromptNone}, m.SystemPrompt) {
 		bad(p+".system_prompt", "must be one of full, partial, none, got %q", m.SystemPrompt)
+	}
+	if !slices.Contains([]Continuation{ContinueNone, ContinueVLLM, ContinueDeepSeek}, m.Continuation) {
+		bad(p+".continuation", "must be one of none, vllm, deepseek, got %q", m.Continuation)
 	}
 	if m.InputPrice < 0 || math.IsNaN(m.InputPrice) {
 		bad(p+".input_price", "must be a price per million tokens ≥ 0, got %v", m.InputPrice)

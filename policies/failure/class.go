@@ -11,6 +11,7 @@ const (
 	None                  Class = ""
 	Connect               Class = "connect"
 	ReadTimeout           Class = "read_timeout"
+	StreamBroken          Class = "stream_broken"
 	Timeout               Class = "timeout"
 	QueueFull             Class = "queue_full"
 	RateLimited           Class = "rate_limited"
@@ -29,7 +30,7 @@ const (
 
 // AllClasses lists every failure class in the order of README "Failure classes".
 var AllClasses = []Class{
-	Connect, ReadTimeout, Timeout, QueueFull, RateLimited,
+	Connect, ReadTimeout, StreamBroken, Timeout, QueueFull, RateLimited,
 	ContextLengthExceeded, OutputTruncated, ServiceUnavailable,
 	ServerError, BodyError, InvalidRequest, Auth,
 	ModelNotFound, ContentFilter, BreakerOpen, WorkerLost,
@@ -51,7 +52,7 @@ func (c Class) Valid() bool {
 // truncated output) and our own states (breaker_open, worker_lost) do not.
 func (c Class) CountsForBreaker() bool {
 	switch c {
-	case Connect, ReadTimeout, Timeout, QueueFull, RateLimited,
+	case Connect, ReadTimeout, StreamBroken, Timeout, QueueFull, RateLimited,
 		ServiceUnavailable, ServerError, BodyError, Auth:
 		return true
 	}

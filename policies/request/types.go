@@ -55,4 +55,7 @@ type Request struct {
 	// IdempotencyKey, when set, is the workflow ID instead of the key
 	// derived from tenant, user, session and messages.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Stream asks for the answer's tokens live, through the call's
+	// workflow stream (README "Streaming"); the result is the same.
+	Stream bool `json:"stream,omitempty"`
 }

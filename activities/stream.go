@@ -1,0 +1,160 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/durable-llm/durable-llm/policies/classify"
+)
+
+// errFirstToken and errIdle are the causes a stream's watchdog cancels the
+// request with.
+var (
+	errFirstToken = errors.New("no first token within the first-token timeout")
+	errIdle       = errors.New("no chunk within the idle timeout")
+)
+
+// streamed is what one streamed attempt produced.
+type streamed struct {
+	// resp is the answer assembled from the chunks (content, reasoning,
+	// finish_reason, usage); valid when obs is nil or ended cleanly.
+	resp openai.ChatCompletionResponse
+	// obs is what reading the stream saw; nil when the stream could not be
+	// opened (err is then go-openai's error, judged as a non-streamed one).
+	obs *classify.Stream
+	err error
+}
+
+// streamTimeouts bound one streamed attempt.
+type streamTimeouts struct {
+	firstToken, idle time.Duration
+}
+
+// watchdog cancels a streamed request when no first chunk arrives within
+// the first-token timeout, or no chunk within the idle timeout after that.
+type watchdog struct {
+	mu     sync.Mutex
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+	idle   time.Duration
+	fired  error
+}
+
+func newWatchdog(t streamTimeouts, cancel context.CancelCauseFunc) *watchdog {
+	w := &watchdog{cancel: cancel, idle: t.idle}
+	w.timer = time.AfterFunc(t.firstToken, func() { w.fire(errFirstToken) })
+	return w
+}
+
+func (w *watchdog) fire(cause error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fired == nil && w.timer != nil {
+		w.fired = cause
+		w.cancel(cause)
+	}
+}
+
+// chunk restarts the clock: the next chunk is due within the idle timeout.
+func (w *watchdog) chunk() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fired == nil && w.timer != nil {
+		w.timer.Stop()
+		w.timer = time.AfterFunc(w.idle, func() { w.fire(errIdle) })
+	}
+}
+
+// stop ends the watch and reports what fired, if anything.
+func (w *watchdog) stop() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+	return w.fired
+}
+
+// stream sends req with stream: true and reads the reply chunk by chunk,
+// under the first-token and idle timeouts. progress is told the completion
+// tokens received so far (a chunk's delta counts as one token until the
+// final usage says better).
+func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequest, t streamTimeouts, progress func(tokens int)) streamed {
+	req.Stream = true
+	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	wd := newWatchdog(t, cancel)
+
+	s, err := c.CreateChatCompletionStream(sctx, req)
+	if err != nil {
+		if fired := wd.stop(); errors.Is(fired, errFirstToken) {
+			// No headers before the first-token timeout: the same as no
+			// first token (a server that sends headers with the first token).
+			return streamed{obs: &classify.Stream{FirstTokenTimedOut: true, FirstTokenTimeout: t.firstToken, Err: err}}
+		}
+		return streamed{err: err}
+	}
+	defer s.Close()
+
+	obs := &classify.Stream{FirstTokenTimeout: t.firstToken, IdleTimeout: t.idle}
+	out := streamed{obs: obs}
+	var content, reasoning strings.Builder
+	var finish openai.FinishReason
+	for {
+		chunk, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			obs.Err = err
+			break
+		}
+		out.resp.ID, out.resp.Model, out.resp.Created = chunk.ID, chunk.Model, chunk.Created
+		if chunk.Usage != nil {
+			out.resp.Usage = *chunk.Usage
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			d := ch.Delta
+			if d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
+				obs.Chunks++
+				obs.Tokens++
+				wd.chunk()
+				progress(obs.Tokens)
+			}
+			content.WriteString(d.Content)
+			reasoning.WriteString(d.ReasoningContent)
+			if ch.FinishReason != "" {
+				finish = ch.FinishReason
+				obs.Finished = true
+			}
+		}
+	}
+	switch fired := wd.stop(); {
+	case errors.Is(fired, errFirstToken) && obs.Chunks == 0:
+		obs.FirstTokenTimedOut = true
+	case errors.Is(fired, errIdle) || (errors.Is(fired, errFirstToken) && obs.Chunks > 0):
+		obs.IdleTimedOut = true
+	}
+	if out.resp.Usage.CompletionTokens > 0 {
+		obs.Tokens = out.resp.Usage.CompletionTokens
+	}
+	out.resp.Object = "chat.completion"
+	out.resp.Choices = []openai.ChatCompletionChoice{{
+		Message: openai.ChatCompletionMessage{
+			Role: openai.ChatMessageRoleAssistant, Content: content.String(), ReasoningContent: reasoning.String(),
+		},
+		FinishReason: finish,
+	}}
+	return out
+}

@@ -1,0 +1,144 @@
+package activities
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/durable-llm/durable-llm/policies/classify"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// sse is a scripted streamed reply: before the headers, then each event
+// after its delay; cut ends the body without [DONE] (a panic aborts the
+// connection, as a dying upstream does).
+type sse struct {
+	headerDelay time.Duration
+	events      []sseEvent
+	done        bool
+	abort       bool
+}
+
+type sseEvent struct {
+	after time.Duration
+	data  string
+}
+
+func delta(text string) string {
+	return fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":%q}}]}`, text)
+}
+
+func finish(reason string) string {
+	return fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`, reason)
+}
+
+const usageChunk = `{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3,"total_tokens":12}}`
+
+func (s sse) serve(w http.ResponseWriter, r *http.Request) {
+	select {
+	case <-time.After(s.headerDelay):
+	case <-r.Context().Done():
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	for _, e := range s.events {
+		select {
+		case <-time.After(e.after):
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprintf(w, "data: %s\n\n", e.data)
+		w.(http.Flusher).Flush()
+	}
+	if s.abort {
+		panic(http.ErrAbortHandler)
+	}
+	if s.done {
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}
+}
+
+// TestStreamClassified runs scripted streams through go-openai, the
+// stream reader with its watchdog, and the classifier.
+func TestStreamClassified(t *testing.T) {
+	timeouts := streamTimeouts{firstToken: 300 * time.Millisecond, idle: 300 * time.Millisecond}
+	cases := []struct {
+		name    string
+		reply   sse
+		class   failure.Class
+		content string
+		tokens  int
+	}{
+		{"answer with usage", sse{events: []sseEvent{{0, delta("Hel")}, {0, delta("lo")}, {0, delta("!")}, {0, finish("stop")}, {0, usageChunk}}, done: true},
+			failure.None, "Hello!", 3},
+		{"slow generation is not a failure while tokens flow", sse{events: []sseEvent{
+			{100 * time.Millisecond, delta("a")}, {200 * time.Millisecond, delta("b")}, {200 * time.Millisecond, delta("c")},
+			{200 * time.Millisecond, delta("d")}, {0, finish("stop")}}, done: true},
+			failure.None, "abcd", 4},
+		{"no first token: headers but silence", sse{events: []sseEvent{{2 * time.Second, delta("late")}}, done: true},
+			failure.ReadTimeout, "", 0},
+		{"no first token: no headers either", sse{headerDelay: 2 * time.Second},
+			failure.ReadTimeout, "", 0},
+		{"stall after text", sse{events: []sseEvent{{0, delta("par")}, {0, delta("tial")}, {2 * time.Second, delta("x")}}, done: true},
+			failure.StreamBroken, "partial", 2},
+		{"connection cut after text", sse{events: []sseEvent{{0, delta("cut ")}, {0, delta("here")}}, abort: true},
+			failure.StreamBroken, "cut here", 2},
+		{"error object inside the stream", sse{events: []sseEvent{{0, delta("some")}, {0, `{"error":{"message":"engine died","type":"server_error","code":"internal"}}`}}},
+			failure.StreamBroken, "some", 1},
+		{"ends without finish_reason or [DONE]", sse{events: []sseEvent{{0, delta("no end")}}},
+			failure.StreamBroken, "no end", 1},
+		{"malformed chunk", sse{events: []sseEvent{{0, delta("ok ")}, {0, `{"choices":[{"delta":`}}, done: true},
+			failure.StreamBroken, "ok ", 1},
+		{"truncated answer", sse{events: []sseEvent{{0, delta("long")}, {0, finish("length")}}, done: true},
+			failure.OutputTruncated, "long", 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(c.reply.serve))
+			defer srv.Close()
+			oc := openai.DefaultConfig("")
+			oc.BaseURL = srv.URL + "/v1"
+			client := openai.NewClientWithConfig(oc)
+			var progressed int
+			start := time.Now()
+			st := stream(context.Background(), client, openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
+				timeouts, func(n int) { progressed = n })
+			took := time.Since(start)
+			obs := classify.Observation{Err: st.err, Status: 200, Stream: st.obs}
+			if st.err == nil {
+				obs.Response = &st.resp
+			}
+			v := classify.Classify(obs)
+			if v.Class != c.class {
+				t.Fatalf("class %q (%s), want %q", v.Class, v.Reason, c.class)
+			}
+			if got := content(st.resp); got != c.content {
+				t.Errorf("content %q, want %q", got, c.content)
+			}
+			if st.obs.Tokens != c.tokens || (c.tokens > 0 && progressed == 0) {
+				t.Errorf("tokens %d (progress %d), want %d", st.obs.Tokens, progressed, c.tokens)
+			}
+			if took > time.Second {
+				t.Errorf("took %v: a timeout did not end the wait", took)
+			}
+			if c.class == failure.StreamBroken && !strings.Contains(v.Reason, "chunk") {
+				t.Errorf("reason %q does not say how far the stream got", v.Reason)
+			}
+		})
+	}
+}
+
+func content(r openai.ChatCompletionResponse) string {
+	if len(r.Choices) == 0 {
+		return ""
+	}
+	return r.Choices[0].Message.Content
+}
