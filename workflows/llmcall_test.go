@@ -308,7 +308,7 @@ func TestLLMCallPaths(t *testing.T) {
 		{
 			name:   "a stream broken after delivering text is continued, never repeated",
 			script: []outcome{broke("Your order ", 3), broke("ships ", 1), ok("today.")},
-			want: []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:stream_broken:switch_model (continue)", "qwen-14b:ok:answer"},
+			want:   []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:stream_broken:switch_model (continue)", "qwen-14b:ok:answer"},
 			source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, "Your order ships today.", res.Content)
