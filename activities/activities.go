@@ -142,6 +142,7 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 		MaxAttempts:      c.MaxAttempts,
 		HeartbeatTimeout: c.HeartbeatTimeout.D(),
 		FirstModel:       a.cfg.Models[0].Name,
+		Linger:           a.cfg.Stream.Linger.D(),
 	}
 	if req.DeadlineMS > 0 {
 		ad.Deadline = time.Duration(req.DeadlineMS) * time.Millisecond

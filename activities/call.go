@@ -124,6 +124,8 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout)
 	defer cancel()
+	pub := a.publisher(ctx, in, m)
+	defer pub.close(ctx)
 	var tokens atomic.Int64
 	stopHeartbeat := heartbeat(ctx, info.HeartbeatTimeout, func() any {
 		return Progress{Attempt: in.Attempt, Tokens: int(tokens.Load())}
@@ -138,7 +140,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		req := chatRequest(m.Name, msgs, in.Shape.MaxTokens, in.Shape.Temperature)
 		if m.Stream {
 			st := stream(callCtx, a.client(m), req, streamTimeouts{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D()},
-				func(n int) { tokens.Store(int64(n)) })
+				func(n int) { tokens.Store(int64(n)) }, pub.text)
 			resp, err, obs.Stream = st.resp, st.err, st.obs
 		} else {
 			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
@@ -201,20 +203,37 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		// The text that arrived before the attempt failed.
 		out.Content, out.CompletionTokens = resp.Choices[0].Message.Content, obs.Stream.Tokens
 	}
+	if v.Class == failure.None && !m.Stream {
+		// A model that cannot stream: its answer is one delta.
+		pub.text(answerText(resp))
+	}
+	if pub.close(ctx) {
+		out.Published = max(out.CompletionTokens, 1)
+	}
 	if v.Class == failure.None {
-		msg := resp.Choices[0].Message
-		out.Content = msg.Content
-		if out.Content == "" {
-			for _, part := range msg.MultiContent {
-				out.Content += part.Text
-			}
-		}
+		out.Content = answerText(resp)
 		out.FinishReason = string(resp.Choices[0].FinishReason)
 		return out, nil
 	}
 	return out, temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("%s on %s: %s", v.Class, m.Name, v.Reason), string(v.Class),
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+}
+
+// answerText is the text of a reply's first choice.
+func answerText(resp openai.ChatCompletionResponse) string {
+	if len(resp.Choices) == 0 {
+		return ""
+	}
+	msg := resp.Choices[0].Message
+	if msg.Content != "" {
+		return msg.Content
+	}
+	var b strings.Builder
+	for _, part := range msg.MultiContent {
+		b.WriteString(part.Text)
+	}
+	return b.String()
 }
 
 func classLabel(c failure.Class) string {

@@ -85,8 +85,8 @@ func (w *watchdog) stop() error {
 // stream sends req with stream: true and reads the reply chunk by chunk,
 // under the first-token and idle timeouts. progress is told the completion
 // tokens received so far (a chunk's delta counts as one token until the
-// final usage says better).
-func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequest, t streamTimeouts, progress func(tokens int)) streamed {
+// final usage says better), onText (when not nil) each piece of content.
+func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequest, t streamTimeouts, progress func(tokens int), onText func(text string)) streamed {
 	req.Stream = true
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	sctx, cancel := context.WithCancelCause(ctx)
@@ -133,6 +133,9 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 				progress(obs.Tokens)
 			}
 			content.WriteString(d.Content)
+			if d.Content != "" && onText != nil {
+				onText(d.Content)
+			}
 			reasoning.WriteString(d.ReasoningContent)
 			if ch.FinishReason != "" {
 				finish = ch.FinishReason

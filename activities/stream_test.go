@@ -108,9 +108,10 @@ func TestStreamClassified(t *testing.T) {
 			oc.BaseURL = srv.URL + "/v1"
 			client := openai.NewClientWithConfig(oc)
 			var progressed int
+			var texts []string
 			start := time.Now()
 			st := stream(context.Background(), client, openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
-				timeouts, func(n int) { progressed = n })
+				timeouts, func(n int) { progressed = n }, func(text string) { texts = append(texts, text) })
 			took := time.Since(start)
 			obs := classify.Observation{Err: st.err, Status: 200, Stream: st.obs}
 			if st.err == nil {
@@ -120,8 +121,8 @@ func TestStreamClassified(t *testing.T) {
 			if v.Class != c.class {
 				t.Fatalf("class %q (%s), want %q", v.Class, v.Reason, c.class)
 			}
-			if got := content(st.resp); got != c.content {
-				t.Errorf("content %q, want %q", got, c.content)
+			if got := content(st.resp); got != c.content || strings.Join(texts, "") != c.content {
+				t.Errorf("content %q, streamed %q, want %q", got, texts, c.content)
 			}
 			if st.obs.Tokens != c.tokens || (c.tokens > 0 && progressed == 0) {
 				t.Errorf("tokens %d (progress %d), want %d", st.obs.Tokens, progressed, c.tokens)

@@ -18,6 +18,9 @@ type Admission struct {
 	// HeartbeatTimeout of the call activity: a lost worker is noticed
 	// within it.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// Linger is how long a streamed call waits after its last item
+	// before it returns (config stream.linger).
+	Linger time.Duration `json:"linger,omitempty"`
 	// FirstModel is the model the ladder starts from.
 	FirstModel string `json:"first_model"`
 	// Rule is the business rule that matched the request, if any.
@@ -115,8 +118,8 @@ type CallOutcome struct {
 	// prompt cannot fit the model's window even pruned).
 	NotSent bool `json:"not_sent,omitempty"`
 	// Published is the completion tokens of Content streamed to the
-	// caller before the attempt failed (0 when the caller did not ask to
-	// stream).
+	// caller (0 when the caller did not ask to stream, or the stream could
+	// not take it: the workflow then publishes what is missing).
 	Published int `json:"published,omitempty"`
 }
 
@@ -141,4 +144,21 @@ type FallbackAnswer struct {
 	RuleID string  `json:"rule_id,omitempty"`
 	Flag   string  `json:"flag,omitempty"`
 	Score  float64 `json:"score,omitempty"`
+}
+
+// The topics of a streamed call's workflow stream (README "Streaming").
+const (
+	// TopicDelta carries Delta items: the answer's text, in order. Their
+	// concatenation is the call's final content.
+	TopicDelta = "delta"
+	// TopicEvent carries the call's events (attempt started, failed,
+	// waiting, resumed, done).
+	TopicEvent = "event"
+)
+
+// Delta is a piece of the answer streamed to the caller.
+type Delta struct {
+	Attempt int    `json:"attempt"`
+	Model   string `json:"model"`
+	Text    string `json:"text"`
 }

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/workflowstreams"
 )
 
 // QueryState is the query that returns the CallResult so far.
@@ -25,6 +27,18 @@ const QueryState = "state"
 func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
 	c := newCall(ctx, req)
 	workflow.SetQueryHandler(ctx, QueryState, func() (CallResult, error) { return c.res, nil })
+	if req.Stream {
+		s, err := workflowstreams.NewWorkflowStream(ctx, nil)
+		if err != nil {
+			return c.res, err
+		}
+		c.stream = s
+		defer func() {
+			// Let subscribers fetch the last items before the stream closes;
+			// a late one reads the rest from the result.
+			_ = s.Drain(ctx, c.ad.Linger)
+		}()
+	}
 	res, err := c.run(ctx)
 	switch {
 	case err != nil && temporal.IsCanceledError(err):
@@ -50,6 +64,19 @@ type call struct {
 	// delivered is the text already streamed to the caller: later
 	// attempts continue it and the answer starts with it.
 	delivered string
+	// stream is the call's workflow stream when the caller asked to
+	// stream, else nil.
+	stream *workflowstreams.WorkflowStream
+}
+
+// event publishes an event to the call's stream, if it has one.
+func (c *call) event(ctx workflow.Context, e Event) {
+	if c.stream == nil {
+		return
+	}
+	if err := c.stream.Topic(TopicEvent).Publish(e); err != nil {
+		workflow.GetLogger(ctx).Warn("stream event not published", "error", err)
+	}
 }
 
 func newCall(ctx workflow.Context, req CallRequest) *call {
@@ -130,6 +157,11 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if prep.Model == "" {
 			return prep.Reason, nil
 		}
+		if c.delivered != "" {
+			c.event(ctx, Event{Type: EventResumed, Attempt: c.st.N, Model: prep.Model})
+		} else {
+			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
+		}
 		started := workflow.Now(ctx)
 		var out activities.CallOutcome
 		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
@@ -154,6 +186,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.answered(ctx, att, out)
 			return "", nil
 		}
+		c.event(ctx, Event{Type: EventAttemptFailed, Attempt: c.st.N, Model: prep.Model, Class: string(class), Reason: out.Reason})
 		var step callstate.Step
 		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("decide after %s on %s", class, prep.Model)),
 			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
@@ -248,6 +281,7 @@ func (c *call) wait(ctx workflow.Context, class failure.Class, step callstate.St
 		summary = fmt.Sprintf("wait %s after %s", d, class)
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("waiting %s: %s", d, step.Reason))
+	c.event(ctx, Event{Type: EventWaiting, Reason: step.Reason, DelayMS: w.Delay.Milliseconds()})
 	return workflow.NewTimerWithOptions(ctx, w.Delay, workflow.TimerOptions{Summary: summary}).Get(ctx, nil)
 }
 
@@ -299,7 +333,11 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	var a *activities.Activities
 	att.Decision, att.Reason = "answer", "the model answered"
 	c.res.Attempts = append(c.res.Attempts, att)
-	c.res.Content, c.res.Model, c.res.FinishReason = c.delivered+out.Content, att.Model, out.FinishReason
+	content := c.delivered + out.Content
+	if out.Published > 0 {
+		c.delivered = content
+	}
+	c.res.Content, c.res.Model, c.res.FinishReason = content, att.Model, out.FinishReason
 	c.res.Usage.PromptTokens += out.PromptTokens
 	c.res.Usage.CompletionTokens += out.CompletionTokens
 	c.res.Source = SourceModel
@@ -336,8 +374,20 @@ func (c *call) fallback(ctx workflow.Context, reason string) (CallResult, error)
 	return c.res, nil
 }
 
-// finish upserts the final search attributes and counts the call.
+// finish upserts the final search attributes and counts the call; a
+// streamed call publishes what its subscribers have not seen of the
+// answer (a fallback's, a rule's, or a model's whose stream failed) and
+// its done event.
 func (c *call) finish(ctx workflow.Context, outcome string) {
+	if c.stream != nil {
+		if rest, ok := strings.CutPrefix(c.res.Content, c.delivered); ok && rest != "" {
+			if err := c.stream.Topic(TopicDelta).Publish(Delta{Model: c.res.Model, Text: rest}); err == nil {
+				c.delivered = c.res.Content
+			}
+		}
+		usage := c.res.Usage
+		c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage})
+	}
 	c.upsert(ctx,
 		SAOutcome.ValueSet(outcome),
 		SASource.ValueSet(string(c.res.Source)),

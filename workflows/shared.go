@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"go.temporal.io/sdk/temporal"
 )
@@ -59,6 +60,40 @@ type CallResult struct {
 	// Reason says, for degraded answers, why the models did not answer.
 	Reason   string    `json:"reason,omitempty"`
 	Attempts []Attempt `json:"attempts"`
+}
+
+// The topics of a streamed call (README "Streaming").
+const (
+	TopicDelta = activities.TopicDelta
+	TopicEvent = activities.TopicEvent
+)
+
+// Delta is a piece of a streamed call's answer; the concatenation of a
+// call's deltas is its final content.
+type Delta = activities.Delta
+
+// The events of a streamed call, in Event.Type.
+const (
+	EventAttemptStarted = "attempt_started"
+	EventAttemptFailed  = "attempt_failed"
+	EventWaiting        = "waiting"
+	EventResumed        = "resumed"
+	EventDone           = "done"
+)
+
+// Event is what a streamed call tells its subscribers besides the text.
+type Event struct {
+	Type    string `json:"type"`
+	Attempt int    `json:"attempt,omitempty"`
+	Model   string `json:"model,omitempty"`
+	// Class and Reason of a failed attempt; Reason and DelayMS of a wait.
+	Class   string `json:"class,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
+	// Source, Degraded and Usage of the answer (done).
+	Source   Source `json:"source,omitempty"`
+	Degraded bool   `json:"degraded,omitempty"`
+	Usage    *Usage `json:"usage,omitempty"`
 }
 
 // Usage sums token usage over the attempts.

@@ -31,6 +31,7 @@ type Config struct {
 	HTTP    HTTPConfig                    `yaml:"http"`
 	Limits  LimitsConfig                  `yaml:"limits"`
 	FAQ     FAQConfig                     `yaml:"faq"`
+	Stream  StreamConfig                  `yaml:"stream"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule
@@ -237,6 +238,17 @@ type CallConfig struct {
 	// HeartbeatTimeout of the call activity: a lost worker is noticed within
 	// it.
 	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
+}
+
+// StreamConfig shapes the live stream of a call that asked to stream.
+type StreamConfig struct {
+	// BatchInterval: the first delta after a quiet spell is published at
+	// once, later ones together at most this often (one signal each).
+	BatchInterval Duration `yaml:"batch_interval"`
+	// Linger: the call waits this long after its last item before it
+	// returns, so that subscribers fetch every item before the stream
+	// closes.
+	Linger Duration `yaml:"linger"`
 }
 
 // HTTPConfig shapes the HTTP client of the call activity.

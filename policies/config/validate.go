@@ -213,6 +213,8 @@ func (c *Config) validate() []Problem {
 
 	// http
 	posDur("http.connect_timeout", c.HTTP.ConnectTimeout)
+	posDur("stream.batch_interval", c.Stream.BatchInterval)
+	posDur("stream.linger", c.Stream.Linger)
 
 	// limits
 	l := c.Limits

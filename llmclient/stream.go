@@ -1,0 +1,94 @@
+package llmclient
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"go.temporal.io/sdk/converter"
+
+	"github.com/durable-llm/durable-llm/workflows"
+	"github.com/durable-llm/durable-llm/workflowstreams"
+)
+
+// StreamItem is one item of a streamed call, with its offset in the call's
+// stream: a piece of the answer (Delta) or an event (Event).
+type StreamItem struct {
+	Offset int64
+	Delta  *workflows.Delta
+	Event  *workflows.Event
+}
+
+// Stream starts the call with stream: true (or attaches to the call with
+// the same key) and hands yield every item as it arrives; see Follow. It
+// returns the call's result.
+func (c *Client) Stream(ctx context.Context, req workflows.CallRequest, yield func(StreamItem) error) (workflows.CallResult, error) {
+	req.Stream = true
+	run, err := c.Start(ctx, req)
+	if err != nil {
+		return workflows.CallResult{}, err
+	}
+	return c.Follow(ctx, run.GetID(), 0, "", yield)
+}
+
+// Follow subscribes to the stream of call id from offset from (0: the
+// start; a reconnecting caller passes the last offset it got plus one)
+// and hands yield each item in order until the call ends. seen is the
+// answer text the caller already has from earlier deltas ("" from the
+// start). Once the call has ended its stream can no longer be polled, so
+// the text the caller has not seen is then handed over from the result as
+// one last Delta (Offset -1), followed by a done Event when the stream had
+// not sent it: the deltas a caller sees always add up to the content. A
+// call that hosts no stream (it was started without stream: true) is
+// followed the same way, from its result. A yield error stops the
+// subscription and is returned.
+func (c *Client) Follow(ctx context.Context, id string, from int64, seen string, yield func(StreamItem) error) (workflows.CallResult, error) {
+	var text strings.Builder
+	text.WriteString(seen)
+	done := false
+	sc := workflowstreams.NewClient(c.Temporal, id, workflowstreams.Options{})
+	dc := converter.GetDefaultDataConverter()
+	for item, err := range sc.Subscribe(ctx, workflowstreams.SubscribeOptions{
+		Topics: []string{workflows.TopicDelta, workflows.TopicEvent}, FromOffset: from,
+	}) {
+		if err != nil {
+			// No stream to poll (a call started without stream: true, or
+			// one that has ended): the result tells the rest.
+			break
+		}
+		si := StreamItem{Offset: item.Offset}
+		switch item.Topic {
+		case workflows.TopicDelta:
+			si.Delta = new(workflows.Delta)
+			if err := dc.FromPayload(item.Data, si.Delta); err != nil {
+				return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
+			}
+			text.WriteString(si.Delta.Text)
+		case workflows.TopicEvent:
+			si.Event = new(workflows.Event)
+			if err := dc.FromPayload(item.Data, si.Event); err != nil {
+				return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
+			}
+			done = done || si.Event.Type == workflows.EventDone
+		default:
+			continue
+		}
+		if err := yield(si); err != nil {
+			return workflows.CallResult{}, err
+		}
+	}
+	res, err := c.Result(ctx, id)
+	if err != nil {
+		return res, fmt.Errorf("LLM call %s: %w", id, err)
+	}
+	if rest, ok := strings.CutPrefix(res.Content, text.String()); ok && rest != "" {
+		if err := yield(StreamItem{Offset: -1, Delta: &workflows.Delta{Model: res.Model, Text: rest}}); err != nil {
+			return res, err
+		}
+	}
+	if !done {
+		usage := res.Usage
+		err = yield(StreamItem{Offset: -1, Event: &workflows.Event{Type: workflows.EventDone, Source: res.Source, Degraded: res.Degraded, Reason: res.Reason, Usage: &usage}})
+	}
+	return res, err
+}
