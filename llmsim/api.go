@@ -2,6 +2,7 @@ package llmsim
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 )
 
@@ -19,6 +20,9 @@ type Message struct {
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 	// ToolCallID links a tool message to its call.
 	ToolCallID string `json:"tool_call_id,omitempty"`
+	// Prefix is DeepSeek's flag on a final assistant message: continue its
+	// text.
+	Prefix bool `json:"prefix,omitempty"`
 }
 
 // ToolCall is a function call of an assistant message.
@@ -45,11 +49,12 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		Name       string          `json:"name"`
 		ToolCalls  []ToolCall      `json:"tool_calls"`
 		ToolCallID string          `json:"tool_call_id"`
+		Prefix     bool            `json:"prefix"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	*m = Message{Role: raw.Role, Name: raw.Name, ToolCalls: raw.ToolCalls, ToolCallID: raw.ToolCallID}
+	*m = Message{Role: raw.Role, Name: raw.Name, ToolCalls: raw.ToolCalls, ToolCallID: raw.ToolCallID, Prefix: raw.Prefix}
 	c := strings.TrimSpace(string(raw.Content))
 	switch {
 	case c == "" || c == "null":
@@ -86,6 +91,51 @@ type chatRequest struct {
 	} `json:"stream_options"`
 	MaxTokens           *int `json:"max_tokens"`
 	MaxCompletionTokens *int `json:"max_completion_tokens"`
+	// vLLM's chat-template flags: continue the final assistant message.
+	ContinueFinalMessage *bool `json:"continue_final_message"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+}
+
+// continuation describes a request to continue the last assistant message.
+type continuation struct {
+	asked  bool   // the request carries continue_final_message or prefix
+	field  string // the flag's name, for errors
+	prefix string // the text to continue
+	bad    string // why the request is invalid ("" when it is not)
+}
+
+// continuation reads the continuation flags: vLLM's top-level
+// continue_final_message (which needs add_generation_prompt: false) or
+// DeepSeek's prefix: true on the last message, which must be the
+// assistant's.
+func (r *chatRequest) continuation() continuation {
+	var c continuation
+	n := len(r.Messages)
+	if r.ContinueFinalMessage != nil && *r.ContinueFinalMessage {
+		c.asked, c.field = true, "continue_final_message"
+		if r.AddGenerationPrompt == nil || *r.AddGenerationPrompt {
+			c.bad = "Cannot set both `continue_final_message` and `add_generation_prompt` to True (add_generation_prompt defaults to True: send false)."
+		}
+	}
+	for i, m := range r.Messages {
+		if m.Prefix {
+			c.asked, c.field = true, fmt.Sprintf("messages[%d].prefix", i)
+			if i != n-1 && c.bad == "" {
+				c.bad = "prefix: true is only allowed on the last message."
+			}
+		}
+	}
+	if !c.asked {
+		return c
+	}
+	if n == 0 || r.Messages[n-1].Role != "assistant" {
+		if c.bad == "" {
+			c.bad = "continue_final_message / prefix: the last message must be an assistant message."
+		}
+		return c
+	}
+	c.prefix = r.Messages[n-1].Content
+	return c
 }
 
 func (r *chatRequest) maxTokens() int {

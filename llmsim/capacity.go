@@ -5,12 +5,22 @@ import (
 	"time"
 )
 
-// job is one request's simulated work on a model.
+// job is one request's simulated work on a model: generating tokens
+// tokens, the first after first, each next one perToken later, all
+// stretched by the load factor when the job gets its slot.
 type job struct {
-	base    time.Duration // service time before the load factor
-	stream  time.Duration // extra slot time after the first byte (SSE)
-	service time.Duration // set when the job starts
-	waited  time.Duration // time spent queued, set when the job starts
+	first    time.Duration // time to first token before the load factor
+	perToken time.Duration // inter-token latency before the load factor
+	tokens   int           // tokens generated
+	stream   bool          // ready at the first token (SSE), not at the end
+	hold     time.Duration // extra slot time after the generation
+
+	// Set when the job starts (before started closes).
+	factor  float64       // the load factor's stretch
+	ttft    time.Duration // first × factor
+	itl     time.Duration // perToken × factor
+	service time.Duration // ttft + tokens × itl: the generation time
+	waited  time.Duration // time spent queued
 
 	enqueued time.Time
 	startAt  time.Time     // when the job got its slot
@@ -29,12 +39,24 @@ const (
 	jobDone
 )
 
-func newJob(base, stream time.Duration) *job {
+// newJob returns the work of generating tokens tokens, the first after
+// first, then one every perToken; stream makes the job ready at the first
+// token instead of at the end.
+func newJob(first, perToken time.Duration, tokens int, stream bool) *job {
 	return &job{
-		base: base, stream: stream,
+		first: first, perToken: perToken, tokens: tokens, stream: stream,
 		started: make(chan struct{}), ready: make(chan struct{}),
 		done: make(chan struct{}), cancel: make(chan struct{}),
 	}
+}
+
+// at returns the offset from the job's start at which generated token k
+// (from 1) is ready; k = tokens+1 is the end of the generation.
+func (j *job) at(k int) time.Duration {
+	if k <= 1 {
+		return j.ttft
+	}
+	return j.ttft + time.Duration(k-1)*j.itl
 }
 
 // pool is the capacity model of one model: slots served at once and a
@@ -87,10 +109,13 @@ func (p *pool) startLocked(j *job) {
 	others := p.busy
 	p.busy++
 	j.state = jobRunning
-	j.service = j.base
+	j.factor = 1
 	if p.loadFactor > 0 && p.slots > 0 {
-		j.service = time.Duration(float64(j.base) * (1 + p.loadFactor*float64(others)/float64(p.slots)))
+		j.factor = 1 + p.loadFactor*float64(others)/float64(p.slots)
 	}
+	j.ttft = time.Duration(float64(j.first) * j.factor)
+	j.itl = time.Duration(float64(j.perToken) * j.factor)
+	j.service = j.ttft + time.Duration(j.tokens)*j.itl
 	j.startAt = time.Now()
 	j.waited = j.startAt.Sub(j.enqueued)
 	close(j.started)
@@ -106,16 +131,22 @@ func (p *pool) dispatchLocked() {
 	}
 }
 
-// run holds the slot for the service time plus the stream time.
+// run holds the slot for the generation time plus the hold time. A
+// streamed job is ready at its first token, another one at the end.
 //
-// Without stream time the slot is released (and the completion recorded)
-// before ready closes, so a client that got its answer sees consistent
-// stats.
+// When nothing remains after the job is ready, the slot is released (and
+// the completion recorded) before ready closes, so a client that got its
+// answer sees consistent stats.
 func (p *pool) run(j *job) {
-	finished := sleep(j.service, j.cancel, p.closed)
-	if finished && j.stream > 0 {
+	readyAt := j.service
+	if j.stream {
+		readyAt = j.ttft
+	}
+	rest := j.service - readyAt + j.hold
+	finished := sleep(readyAt, j.cancel, p.closed)
+	if finished && rest > 0 {
 		close(j.ready)
-		p.release(j, sleep(j.stream, j.cancel, p.closed))
+		p.release(j, sleep(rest, j.cancel, p.closed))
 		return
 	}
 	p.release(j, finished)

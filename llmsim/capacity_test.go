@@ -239,7 +239,7 @@ func TestLoadFactorSlowsFullBatches(t *testing.T) {
 
 func TestRateLimitOnSimClock(t *testing.T) {
 	clk := newFakeClock()
-	srv := startScenario(t, `models: [{name: m, rate_limit: 2, burst: 2}]`, llmsim.Options{Clock: clk.Now})
+	srv := startScenario(t, `models: [{name: m, rate_limit: 2, burst: 2, ttft: 0s, itl: 0s}]`, llmsim.Options{Clock: clk.Now})
 	cl, cap := goClient(srv, 5*time.Second)
 	call := func() error {
 		_, err := cl.CreateChatCompletion(context.Background(), ask("m", "rl"))

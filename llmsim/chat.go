@@ -34,7 +34,7 @@ type plan struct {
 	pool    *pool
 	keep    bool          // continue on disconnect
 	phase   string        // active phase name
-	base    time.Duration // sampled base service time
+	base    time.Duration // sampled time to first token
 	extra   time.Duration // added by latency faults
 	latency bool          // a latency fault fired
 	fault   FaultSpec     // the deciding fault (Kind "" for none)
@@ -53,7 +53,7 @@ func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan
 	}
 	p.model, p.pool = m, s.pools[model]
 	sp := s.sc.at(arrival.Sub(s.epoch))
-	lat := m.Latency
+	lat := m.ttft()
 	if sp != nil {
 		p.phase = phaseName(sp)
 		if sp.phase.Latency != nil {
@@ -65,7 +65,7 @@ func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan
 	}
 	p.base = lat.Sample(s.rng)
 	for i, d := range dirs {
-		if !d.Spec.matchesModel(model) {
+		if d.Spec.Kind == FaultNone || !d.Spec.matchesModel(model) {
 			continue
 		}
 		key := conv + "\x00" + strconv.Itoa(i) + "\x00" + d.Raw
@@ -131,6 +131,7 @@ type exchange struct {
 	begin  time.Time
 	done   bool
 	nextID uint64
+	gen    *genState // what the request generates, once it got a slot
 }
 
 func (x *exchange) header() http.Header { return x.w.Header() }
@@ -178,8 +179,17 @@ func (x *exchange) abort(outcome string) {
 	panic(http.ErrAbortHandler)
 }
 
+// model returns the resolved spec of the model called name.
+func (s *Sim) model(name string) (ModelSpec, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.sc.models[name]
+	return m, ok
+}
+
 func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{s: s, w: w, r: r, begin: time.Now()}
+	defer x.recordGeneration()
 	x.nextID = s.seq.Add(1)
 	rid := r.Header.Get("X-Request-ID")
 	if rid == "" {
@@ -223,6 +233,20 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "invalid_directive", "llmsim: "+err.Error()), nil)
 		return
+	}
+	cont := x.req.continuation()
+	if m, ok := s.model(x.req.Model); ok && cont.asked {
+		switch {
+		case m.Continuation == ContinuationReject:
+			e := newAPIError("invalid_request_error", "", "Unrecognized request argument supplied: "+cont.field)
+			x.reply(http.StatusBadRequest, e, nil)
+			return
+		case m.Continuation == ContinuationPrefix && cont.bad != "":
+			e := newAPIError("invalid_request_error", "", cont.bad)
+			e.Error.Param = strp(cont.field)
+			x.reply(http.StatusBadRequest, e, nil)
+			return
+		}
 	}
 	p := s.plan(x.rec.Time, x.req.Model, conv, dirs)
 	x.rec.Phase = p.phase
@@ -268,18 +292,17 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	rd := render(x.req.Model, &x.req, x.rec.Fault, x.rec.PromptTokens)
+	rd := render(p.model, &x.req, tokensDirective(dirs), cont, x.rec.Fault, x.rec.PromptTokens)
+	x.rec.CompletionTokens, x.rec.Continuation = rd.completion, rd.continuation
 	events := x.chunks(rd)
-	var hold time.Duration
-	interval := p.model.StreamInterval.D()
-	if x.req.Stream && x.rec.Fault != FaultSlowDrip {
-		hold = time.Duration(len(events)-1) * interval
-	}
-	service := p.base + p.extra
+	first := p.base + p.extra
 	if info.stage == stageBack {
-		service += p.delay
+		first += p.delay
 	}
-	j := newJob(service, hold)
+	j := newJob(first, p.model.itl(), rd.tokens, x.req.Stream)
+	if x.req.Stream && x.rec.Fault != FaultSlowDrip && len(events) > 1 {
+		j.hold = time.Duration(len(events)-1) * p.model.StreamInterval.D()
+	}
 	if !p.pool.submit(j) {
 		x.setFault(FaultQueueFull, "capacity")
 		st := p.model.RejectStatus
@@ -287,6 +310,7 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(x.w, st, queueFullBody(p.model.Name), http.Header{"X-Ratelimit-Remaining": {"0"}})
 		return
 	}
+	x.gen = &genState{rd: rd, job: j, end: EndClientGone}
 	select {
 	case <-j.ready:
 	case <-x.r.Context().Done():
@@ -294,22 +318,30 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 			p.pool.abandon(j)
 		}
 		x.rec.Queued = j.waitedSoFar()
+		select {
+		case <-j.started:
+			x.rec.Service, x.rec.FirstToken, x.rec.PerToken = j.service, j.ttft, j.itl
+		default:
+		}
 		x.gone()
 		return
 	case <-s.closed:
 		x.abort(OutcomeReset)
 	}
 	x.rec.Queued, x.rec.Service = j.waited, j.service
+	x.rec.FirstToken, x.rec.PerToken = j.ttft, j.itl
 	switch x.rec.Fault {
 	case FaultServerError:
+		x.gen.end = EndError
 		x.html(http.StatusInternalServerError, "Internal Server Error")
 	case FaultGatewayTimeout:
+		x.gen.end = EndError
 		x.html(http.StatusGatewayTimeout, "Gateway Time-out")
 	default:
 		if x.req.Stream {
-			x.stream(events, interval, p)
+			x.stream(events, p, j)
 		} else {
-			x.complete(rd, p)
+			x.complete(rd, p, j)
 		}
 	}
 }
@@ -453,202 +485,4 @@ func (x *exchange) html(status int, text string) {
 	x.finish(statusOutcome(status), false, false)
 	x.w.WriteHeader(status)
 	_, _ = io.WriteString(x.w, b)
-}
-
-// rendered is the content of a 200 answer.
-type rendered struct {
-	content, reasoning string
-	finish             string
-	noChoices          bool
-	prompt, completion int
-}
-
-func render(model string, req *chatRequest, f Fault, prompt int) rendered {
-	q := req.question()
-	rd := rendered{content: Answer(model, q), finish: "stop", prompt: prompt}
-	limit := req.maxTokens()
-	switch f {
-	case FaultLength:
-		n := max(1, EstimateTokens(rd.content)/2)
-		if limit > 0 {
-			n = min(n, limit)
-		}
-		rd.content, rd.finish = truncateTokens(rd.content, n), "length"
-	case FaultReasoningOnly:
-		rd.content, rd.reasoning = "", reasoningText(q)
-	case FaultEmptyContent:
-		rd.content = ""
-	case FaultContentFilter:
-		rd.content, rd.finish = "", "content_filter"
-	case FaultNoChoices:
-		rd.noChoices = true
-	default:
-		if limit > 0 && EstimateTokens(rd.content) > limit {
-			rd.content, rd.finish = truncateTokens(rd.content, limit), "length"
-		}
-	}
-	rd.completion = EstimateTokens(rd.content) + EstimateTokens(rd.reasoning)
-	return rd
-}
-
-func (x *exchange) id() string { return fmt.Sprintf("chatcmpl-llmsim%06d", x.nextID) }
-
-func (x *exchange) usage(rd rendered) *usage {
-	return &usage{PromptTokens: rd.prompt, CompletionTokens: rd.completion, TotalTokens: rd.prompt + rd.completion}
-}
-
-// complete answers a non-streaming 200.
-func (x *exchange) complete(rd rendered, p plan) {
-	resp := chatResponse{ID: x.id(), Object: "chat.completion", Created: x.rec.Time.Unix(), Model: x.req.Model,
-		Choices: []choice{}, Usage: x.usage(rd), SystemFingerprint: "llmsim"}
-	if !rd.noChoices {
-		fr := rd.finish
-		resp.Choices = append(resp.Choices, choice{Message: &respMessage{Role: "assistant", Content: strp(rd.content), ReasoningContent: rd.reasoning}, FinishReason: &fr})
-	}
-	var b []byte
-	if x.rec.Fault == FaultErrorBody {
-		b, _ = json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
-	} else {
-		b, _ = json.Marshal(resp)
-	}
-	full := len(b)
-	if x.rec.Fault == FaultMalformedJSON {
-		b = b[:len(b)*3/5]
-		full = len(b)
-	}
-	h := x.header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(full))
-	x.w.WriteHeader(http.StatusOK)
-	flusher, _ := x.w.(http.Flusher)
-	switch x.rec.Fault {
-	case FaultStreamBreak:
-		_, _ = x.w.Write(b[:len(b)/2])
-		if flusher != nil {
-			flusher.Flush()
-		}
-		x.abort(statusOutcome(http.StatusOK))
-	case FaultSlowDrip:
-		const pieces = 10
-		step := p.fault.drip() / pieces
-		for i := range pieces {
-			lo, hi := len(b)*i/pieces, len(b)*(i+1)/pieces
-			if i > 0 && !x.wait(step) {
-				x.finish(statusOutcome(http.StatusOK), false, true)
-				return
-			}
-			if i == pieces-1 {
-				x.finish(statusOutcome(http.StatusOK), false, false)
-			}
-			_, _ = x.w.Write(b[lo:hi])
-			if flusher != nil {
-				flusher.Flush()
-			}
-		}
-	default:
-		x.finish(statusOutcome(http.StatusOK), false, false)
-		_, _ = x.w.Write(b)
-	}
-}
-
-// chunks builds the SSE events of a streamed answer (without [DONE]).
-func (x *exchange) chunks(rd rendered) [][]byte {
-	if !x.req.Stream {
-		return nil
-	}
-	mk := func(choices []choice, u *usage) []byte {
-		b, _ := json.Marshal(chatResponse{ID: x.id(), Object: "chat.completion.chunk", Created: x.rec.Time.Unix(),
-			Model: x.req.Model, Choices: choices, Usage: u, SystemFingerprint: "llmsim"})
-		return b
-	}
-	withUsage := x.req.StreamOptions != nil && x.req.StreamOptions.IncludeUsage
-	if rd.noChoices {
-		return [][]byte{mk([]choice{}, x.usage(rd))}
-	}
-	out := [][]byte{mk([]choice{{Delta: &respMessage{Role: "assistant", Content: strp("")}}}, nil)}
-	for _, piece := range splitPieces(rd.reasoning) {
-		out = append(out, mk([]choice{{Delta: &respMessage{ReasoningContent: piece}}}, nil))
-	}
-	for _, piece := range splitPieces(rd.content) {
-		out = append(out, mk([]choice{{Delta: &respMessage{Content: strp(piece)}}}, nil))
-	}
-	fr := rd.finish
-	out = append(out, mk([]choice{{Delta: &respMessage{}, FinishReason: &fr}}, nil))
-	if withUsage {
-		out = append(out, mk([]choice{}, x.usage(rd)))
-	}
-	return out
-}
-
-// splitPieces cuts s into chunks of about three words, keeping spaces so
-// the pieces concatenate back to s.
-func splitPieces(s string) []string {
-	if s == "" {
-		return nil
-	}
-	var out []string
-	words := 0
-	start := 0
-	for i, r := range s {
-		if r == ' ' {
-			words++
-			if words%3 == 0 {
-				out = append(out, s[start:i+1])
-				start = i + 1
-			}
-		}
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
-}
-
-// stream answers text/event-stream.
-func (x *exchange) stream(events [][]byte, interval time.Duration, p plan) {
-	h := x.header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	x.w.WriteHeader(http.StatusOK)
-	flusher, _ := x.w.(http.Flusher)
-	send := func(data []byte) bool {
-		_, err := fmt.Fprintf(x.w, "data: %s\n\n", data)
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return err == nil
-	}
-	ok := statusOutcome(http.StatusOK)
-	switch x.rec.Fault {
-	case FaultErrorBody:
-		b, _ := json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
-		x.finish(ok, false, false)
-		send(b)
-		return
-	case FaultMalformedJSON:
-		x.finish(ok, false, false)
-		send(events[0][:len(events[0])*3/5])
-		return
-	case FaultSlowDrip:
-		interval = p.fault.drip() / time.Duration(len(events))
-	}
-	for i, ev := range events {
-		if x.rec.Fault == FaultStreamBreak && i == p.fault.chunks() {
-			x.abort(ok)
-		}
-		if i > 0 && interval > 0 && !x.wait(interval) {
-			x.finish(ok, false, true)
-			return
-		}
-		if !send(ev) {
-			x.finish(ok, false, true)
-			return
-		}
-	}
-	if x.rec.Fault == FaultStreamBreak {
-		x.abort(ok)
-	}
-	x.finish(ok, false, false)
-	send([]byte("[DONE]"))
 }

@@ -15,11 +15,17 @@ import (
 // It applies Spec to the first Times attempts of the conversation that go
 // to Spec.Model (any model when empty). Several directives in one message
 // apply one after the other: the second starts when the first is used up.
+//
+// [[sim tokens=N]] (alone or next to a fault) sets the answer's length to
+// exactly N completion tokens, on every attempt and every model.
 type Directive struct {
-	// Spec is the fault and its parameters.
+	// Spec is the fault and its parameters (Kind "" for a directive that
+	// only sets Tokens).
 	Spec FaultSpec
 	// Times is how many attempts get the fault; TimesAlways means every one.
 	Times int
+	// Tokens is the answer's length in completion tokens (0: not set).
+	Tokens int
 	// Raw is the directive's text as written.
 	Raw string
 }
@@ -29,13 +35,15 @@ const TimesAlways = -1
 
 var directiveRE = regexp.MustCompile(`\[\[sim\b([^\]]*)\]\]`)
 
-var directiveAttrs = []string{"fault", "kind", "times", "model", "retry_after", "retry_after_ms", "retry_header", "latency", "status", "chunks", "duration", "window"}
+var directiveAttrs = []string{"fault", "kind", "times", "model", "retry_after", "retry_after_ms", "retry_header", "latency", "status", "chunks", "duration", "window", "after", "tokens"}
 
 // ParseDirectives returns the directives in text, in order. Attributes are
 // key=value pairs separated by spaces: fault (or kind), times (a count,
 // default 1, or "always"), model, retry_after (duration), retry_after_ms
 // (milliseconds; implies retry_header=ms), retry_header, latency
-// (duration), status, chunks, duration, window — the FaultSpec fields.
+// (duration), status, chunks, duration, window, after — the FaultSpec
+// fields — and tokens (the answer's length; a directive may carry only
+// tokens).
 func ParseDirectives(text string) ([]Directive, error) {
 	var out []Directive
 	for _, m := range directiveRE.FindAllStringSubmatch(text, -1) {
@@ -81,6 +89,15 @@ func ParseDirectives(text string) ([]Directive, error) {
 				err = d.Spec.Duration.set(v, false)
 			case "window":
 				d.Spec.Window, err = strconv.Atoi(v)
+			case "after":
+				var n int
+				if n, err = strconv.Atoi(v); err == nil {
+					d.Spec.After = &n
+				}
+			case "tokens":
+				if d.Tokens, err = strconv.Atoi(v); err == nil && d.Tokens < 1 {
+					err = fmt.Errorf("must be at least 1, got %d", d.Tokens)
+				}
 			default:
 				err = fmt.Errorf("unknown attribute%s", suggest(k, directiveAttrs))
 			}
@@ -89,7 +106,11 @@ func ParseDirectives(text string) ([]Directive, error) {
 			}
 		}
 		if d.Spec.Kind == FaultNone {
-			return nil, fmt.Errorf("directive %s: fault=<name> is required", m[0])
+			if d.Tokens > 0 {
+				out = append(out, d)
+				continue
+			}
+			return nil, fmt.Errorf("directive %s: fault=<name> or tokens=<n> is required", m[0])
 		}
 		errs := &errList{source: "directive " + m[0]}
 		d.Spec.validate("", nil, errs)

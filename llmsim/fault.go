@@ -19,7 +19,7 @@ type Fault string
 const (
 	// FaultNone is no fault: a normal answer.
 	FaultNone Fault = ""
-	// FaultLatency adds latency (param latency) to the model's service time;
+	// FaultLatency adds latency (param latency) to the model's time to first token;
 	// the request still occupies its slot and then answers normally.
 	FaultLatency Fault = "latency"
 	// FaultHang never answers: no status line, no headers, until the client
@@ -47,12 +47,12 @@ const (
 	// maintenance. Class server_error.
 	FaultUnavailable Fault = "unavailable"
 	// FaultServerError answers 500 with an nginx-style HTML page after the
-	// model's service time. Class server_error.
+	// model's time to first token. Class server_error.
 	FaultServerError Fault = "server_error"
 	// FaultBadGateway answers 502 with an HTML page. Class server_error.
 	FaultBadGateway Fault = "bad_gateway"
 	// FaultGatewayTimeout answers 504 with an HTML page after the model's
-	// service time (the gateway gave up; the model keeps working). Class
+	// time to first token (the gateway gave up; the model keeps working). Class
 	// timeout.
 	FaultGatewayTimeout Fault = "gateway_timeout"
 	// FaultErrorBody answers HTTP 200 whose body is {"error":{...}}. Class
@@ -95,9 +95,33 @@ const (
 	FaultSlowDrip Fault = "slow_drip"
 	// FaultStreamBreak starts the answer and aborts the connection mid-way:
 	// after param chunks SSE chunks (default 2), or half of a non-streaming
-	// body. The client sees an unexpected EOF.
+	// body. The client sees an unexpected EOF. Class stream_broken (SSE),
+	// body_error (non-streamed).
 	FaultStreamBreak Fault = "stream_break"
+	// FaultCutStream streams param after content tokens (default half the
+	// answer) as they are generated, then cuts the connection: no
+	// finish_reason, no [DONE]. Non-streamed: the headers and half the body,
+	// then the cut. Class stream_broken.
+	FaultCutStream Fault = "cut_stream"
+	// FaultStreamError streams param after content tokens (default half the
+	// answer), then an error object inside the stream (data:
+	// {"error":{...}}), and ends the stream without finish_reason or
+	// [DONE]. Non-streamed: HTTP 200 with {"error":{...}} at the end of
+	// generation. Class stream_broken.
+	FaultStreamError Fault = "stream_error"
+	// FaultStall streams param after content tokens (default half the
+	// answer), then sends nothing more but keeps the connection open until
+	// the client gives up, or for param duration (default Options.MaxHang)
+	// after which the connection is cut. Non-streamed: the headers and half
+	// the body, then the stall. Class stream_broken (the client's idle
+	// timeout).
+	FaultStall Fault = "stall"
 )
+
+// streamFault reports the faults that cut a stream after some tokens.
+func (f Fault) streamFault() bool {
+	return f == FaultCutStream || f == FaultStreamError || f == FaultStall
+}
 
 // stage says where in the request's life a fault happens.
 type stage int
@@ -107,7 +131,7 @@ const (
 	// slot is taken.
 	stageFront stage = iota
 	// back faults are answered after the model did its work (holding a slot
-	// for the service time).
+	// for the time to first token or the whole generation).
 	stageBack
 )
 
@@ -130,7 +154,7 @@ type FaultInfo struct {
 // faultTable is the one list of faults; FaultTable, doc.go and --help are
 // generated from or checked against it.
 var faultTable = []FaultInfo{
-	{FaultLatency, 200, "read_timeout (client)", "latency", "adds latency to the service time, then answers normally", stageBack},
+	{FaultLatency, 200, "read_timeout (client)", "latency", "adds latency to the time to first token, then answers normally", stageBack},
 	{FaultHang, 0, "read_timeout", "", "no response at all until the client gives up", stageFront},
 	{FaultReset, 0, "server_error", "", "TCP reset (RST) before any response byte (the request was sent)", stageFront},
 	{FaultRateLimited, 429, "rate_limited", "retry_after, retry_header", "code rate_limit_exceeded, Retry-After and/or retry-after-ms", stageFront},
@@ -139,9 +163,9 @@ var faultTable = []FaultInfo{
 	{FaultOverloaded, 529, "queue_full", "retry_after", `{"type":"error","error":{"type":"overloaded_error"}}`, stageFront},
 	{FaultMaintenance, 503, "service_unavailable", "retry_after", `"Service under maintenance"`, stageFront},
 	{FaultUnavailable, 503, "server_error", "retry_after", "generic 503 JSON error (not maintenance)", stageFront},
-	{FaultServerError, 500, "server_error", "", "HTML error page after the service time", stageBack},
+	{FaultServerError, 500, "server_error", "", "HTML error page after the time to first token", stageBack},
 	{FaultBadGateway, 502, "server_error", "", "HTML error page", stageFront},
-	{FaultGatewayTimeout, 504, "timeout", "", "HTML error page after the service time", stageBack},
+	{FaultGatewayTimeout, 504, "timeout", "", "HTML error page after the time to first token", stageBack},
 	{FaultErrorBody, 200, "body_error", "", `HTTP 200 with {"error":{...}}`, stageBack},
 	{FaultNoChoices, 200, "body_error", "", `HTTP 200 with "choices": []`, stageBack},
 	{FaultMalformedJSON, 200, "body_error", "", "HTTP 200 with JSON cut mid-way", stageBack},
@@ -155,7 +179,10 @@ var faultTable = []FaultInfo{
 	{FaultForbidden, 403, "auth", "", "permission denied", stageFront},
 	{FaultModelNotFound, 404, "model_not_found", "", "code model_not_found", stageFront},
 	{FaultSlowDrip, 200, "timeout (client)", "duration", "body or SSE chunks trickled over duration (default 3s)", stageBack},
-	{FaultStreamBreak, 200, "connect/body_error", "chunks", "connection aborted mid-body or after N SSE chunks", stageBack},
+	{FaultStreamBreak, 200, "stream_broken/body_error", "chunks", "connection aborted after N SSE chunks (non-streamed: mid-body)", stageBack},
+	{FaultCutStream, 200, "stream_broken", "after", "N content tokens streamed, then the connection is cut (no finish_reason, no [DONE])", stageBack},
+	{FaultStreamError, 200, "stream_broken", "after", `N content tokens, then data: {"error":{...}} and the stream ends (non-streamed: error body)`, stageBack},
+	{FaultStall, 200, "stream_broken", "after, duration", "N content tokens, then silence on an open connection until the client gives up (or duration)", stageBack},
 }
 
 // FaultTable returns a copy of the fault catalogue in documentation order.
@@ -236,8 +263,8 @@ type FaultSpec struct {
 	// First limits the rule to the first N requests it sees (counted since
 	// the scenario was set or reset); 0 means no limit.
 	First int `json:"first,omitempty" yaml:"first,omitempty"`
-	// Latency is the extra delay: added to the service time for FaultLatency
-	// and for faults answered after the service time, waited before
+	// Latency is the extra delay: added to the time to first token for
+	// FaultLatency and for faults answered after a slot, waited before
 	// answering for the others. Zero means none.
 	Latency Latency `json:"latency,omitzero" yaml:"latency,omitempty"`
 	// RetryAfter is the advertised wait of rate_limited (default 1s) and,
@@ -254,11 +281,18 @@ type FaultSpec struct {
 	// Chunks is the number of SSE chunks stream_break sends before it
 	// aborts; 0 means 2.
 	Chunks int `json:"chunks,omitempty" yaml:"chunks,omitempty"`
-	// Duration is how long slow_drip trickles the body; 0 means 3s.
+	// Duration is how long slow_drip trickles the body (0 means 3s), and
+	// how long stall keeps the connection silent before cutting it (0
+	// means Options.MaxHang).
 	Duration Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
 	// Window is the context window context_length_exceeded checks against;
 	// 0 means half the prompt's estimated tokens (so it always fires).
 	Window int `json:"window,omitempty" yaml:"window,omitempty"`
+	// After is the number of content tokens cut_stream, stream_error and
+	// stall stream before they strike; nil means half the answer's tokens.
+	// 0 strikes before the first content token (after the role chunk and
+	// any reasoning).
+	After *int `json:"after,omitempty" yaml:"after,omitempty"`
 }
 
 // Retry header styles of FaultSpec.RetryHeader.
@@ -316,6 +350,18 @@ func (f FaultSpec) validate(field string, models map[string]bool, errs *errList)
 	if f.Window < 0 {
 		errs.add(join(field, "window"), "must not be negative")
 	}
+	if f.After != nil && *f.After < 0 {
+		errs.add(join(field, "after"), "must not be negative, got %d", *f.After)
+	}
+}
+
+// after returns the number of content tokens a stream fault lets through
+// out of total.
+func (f FaultSpec) after(total int) int {
+	if f.After == nil {
+		return total / 2
+	}
+	return min(*f.After, total)
 }
 
 func (f FaultSpec) matchesModel(model string) bool {

@@ -308,6 +308,25 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("status %d err %v, want 200 then unexpected EOF", r.status, r.err)
 			}
 		}},
+		// The stream faults on a non-streamed answer (TestStreamFaults
+		// streams them).
+		{fault: llmsim.FaultCutStream, outcome: "200", check: func(t *testing.T, r result) {
+			noHTTPError(t, r.err)
+			if r.status != 200 || !errors.Is(r.err, io.ErrUnexpectedEOF) {
+				t.Errorf("status %d err %v, want 200 then unexpected EOF", r.status, r.err)
+			}
+		}},
+		{fault: llmsim.FaultStreamError, outcome: "200", check: func(t *testing.T, r result) {
+			if r.err != nil || r.status != 200 || len(r.resp.Choices) != 0 || r.resp.ID != "" {
+				t.Errorf("err %v status %d resp %+v, want the error body of error_body", r.err, r.status, r.resp)
+			}
+		}},
+		{fault: llmsim.FaultStall, directive: "duration=300ms", outcome: "200", check: func(t *testing.T, r result) {
+			noHTTPError(t, r.err)
+			if r.status != 200 || !errors.Is(r.err, io.ErrUnexpectedEOF) || r.elapsed < 300*time.Millisecond {
+				t.Errorf("status %d err %v after %v, want 200, silence for 300ms, then unexpected EOF", r.status, r.err, r.elapsed)
+			}
+		}},
 	}
 	covered := map[llmsim.Fault]bool{}
 	for _, c := range cases {

@@ -12,8 +12,20 @@ import (
 	"github.com/durable-llm/durable-llm/llmsim"
 )
 
-// start runs a simulator for the test.
+// start runs a simulator for the test. Without a scenario the models are
+// llmsim.InstantModels (answers at once): tests of the generation time
+// use startRealistic or set ttft and tokens_per_second.
 func start(t *testing.T, opts llmsim.Options) *llmsim.Server {
+	t.Helper()
+	if opts.Scenario == nil {
+		opts.Scenario = &llmsim.Scenario{Models: llmsim.InstantModels()}
+	}
+	return startRealistic(t, opts)
+}
+
+// startRealistic runs a simulator on opts as given: without a scenario,
+// the default models with their default generation time.
+func startRealistic(t *testing.T, opts llmsim.Options) *llmsim.Server {
 	t.Helper()
 	s, err := llmsim.NewServer(opts)
 	if err != nil {
@@ -23,12 +35,16 @@ func start(t *testing.T, opts llmsim.Options) *llmsim.Server {
 	return s
 }
 
-// startScenario runs a simulator on a YAML scenario.
+// startScenario runs a simulator on a YAML scenario; one without models
+// gets llmsim.InstantModels.
 func startScenario(t *testing.T, yaml string, opts llmsim.Options) *llmsim.Server {
 	t.Helper()
 	sc, err := llmsim.ParseScenario([]byte(yaml), t.Name()+".yaml")
 	if err != nil {
 		t.Fatalf("ParseScenario: %v", err)
+	}
+	if len(sc.Models) == 0 {
+		sc.Models = llmsim.InstantModels()
 	}
 	opts.Scenario = sc
 	return start(t, opts)

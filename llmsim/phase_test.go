@@ -35,7 +35,7 @@ func TestPhasesChangeOnTime(t *testing.T) {
 	var last llmsim.Record
 	srv := startScenario(t, `
 name: timeline
-models: [{name: qwen-72b}, {name: qwen-14b}]
+models: [{name: qwen-72b, ttft: 0s, itl: 0s}, {name: qwen-14b, ttft: 0s, itl: 0s}]
 phases:
   - {name: healthy, duration: 10s}
   - name: spike

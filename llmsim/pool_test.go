@@ -14,7 +14,7 @@ func TestPoolIsFIFO(t *testing.T) {
 	const service = 40 * time.Millisecond
 	jobs := make([]*job, 4)
 	for i := range jobs {
-		jobs[i] = newJob(service, 0)
+		jobs[i] = newJob(service, 0, 0, false)
 		if ok := p.submit(jobs[i]); ok != (i < 3) {
 			t.Fatalf("job %d accepted = %v", i, ok)
 		}
@@ -53,7 +53,7 @@ func TestPoolLoadFactor(t *testing.T) {
 	p.configure(4, 0, 1)
 	var got []time.Duration
 	for range 4 {
-		j := newJob(40*time.Millisecond, 0)
+		j := newJob(40*time.Millisecond, 0, 0, false)
 		p.submit(j)
 		<-j.started
 		got = append(got, j.service)

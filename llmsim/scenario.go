@@ -63,14 +63,44 @@ type ModelSpec struct {
 	// RejectStatus is the status of a queue_full refusal: 429 (default) or
 	// 503.
 	RejectStatus int `json:"reject_status,omitempty" yaml:"reject_status,omitempty"`
-	// Latency is the base service time (time to the first byte once a slot
-	// is free); zero means none.
+	// TTFT is the time to first token once a slot is free (a duration or a
+	// distribution, like Latency). nil means Latency when that is set, else
+	// DefaultTTFT() (about 300 ms with seeded jitter); an explicit 0 means
+	// the first token comes at once.
+	TTFT *Latency `json:"ttft,omitempty" yaml:"ttft,omitempty"`
+	// Latency is the old name of TTFT (give one or the other). A model that
+	// sets Latency and neither TokensPerSecond nor ITL keeps the meaning
+	// Latency had before generation was simulated: the whole service time,
+	// tokens take no time (ITL 0).
 	Latency Latency `json:"latency,omitzero" yaml:"latency,omitempty"`
-	// LoadFactor stretches the service time with occupancy, as batching on a
-	// GPU does: service × (1 + LoadFactor × busy/slots). 0 means none.
+	// TokensPerSecond is the decode speed: the inter-token latency is
+	// 1/TokensPerSecond. 0 means ITL when set, else DefaultTokensPerSecond
+	// (40, 25 ms per token), except for the Latency-only models above.
+	TokensPerSecond float64 `json:"tokens_per_second,omitempty" yaml:"tokens_per_second,omitempty"`
+	// ITL is the inter-token latency, the time per generated token (another
+	// way to give TokensPerSecond; not both). An explicit 0 makes tokens
+	// free: the answer comes at TTFT.
+	ITL *Duration `json:"itl,omitempty" yaml:"itl,omitempty"`
+	// Reasoning makes the model a reasoning model: it generates
+	// ReasoningTokens of reasoning_content before the answer (streamed as
+	// reasoning_content deltas first). Continuations skip the reasoning.
+	Reasoning bool `json:"reasoning,omitempty" yaml:"reasoning,omitempty"`
+	// ReasoningTokens is the length of the reasoning; 0 means
+	// DefaultReasoningTokens (64). Only with Reasoning.
+	ReasoningTokens int `json:"reasoning_tokens,omitempty" yaml:"reasoning_tokens,omitempty"`
+	// Continuation says what the model does with a request that asks it to
+	// continue its last assistant message (vLLM's continue_final_message,
+	// DeepSeek's prefix): "prefix" (the default) continues the text,
+	// "none" ignores the flags and answers from scratch (as OpenAI's
+	// models do), "reject" refuses them with 400 (as OpenAI's API refuses
+	// unknown arguments).
+	Continuation string `json:"continuation,omitempty" yaml:"continuation,omitempty"`
+	// LoadFactor stretches the generation time (TTFT and every token) with
+	// occupancy, as batching on a GPU does: × (1 + LoadFactor × busy/slots),
+	// busy counted when the request gets its slot. 0 means none.
 	LoadFactor float64 `json:"load_factor,omitempty" yaml:"load_factor,omitempty"`
-	// StreamInterval is the pause between SSE chunks (the slot stays busy
-	// meanwhile); 0 means none.
+	// StreamInterval is an extra pause between SSE chunks, on top of the
+	// inter-token latency (the slot stays busy meanwhile); 0 means none.
 	StreamInterval Duration `json:"stream_interval,omitempty" yaml:"stream_interval,omitempty"`
 	// RateLimit is the gateway's request rate limit in requests per second
 	// (token bucket on the simulator's clock); beyond it requests get 429
@@ -91,9 +121,10 @@ type Phase struct {
 	Start *Duration `json:"start,omitempty" yaml:"start,omitempty"`
 	// Duration of the phase; 0 means until the next phase (or forever).
 	Duration Duration `json:"duration,omitempty" yaml:"duration,omitempty"`
-	// Latency, when set, replaces every model's base latency in this phase.
+	// Latency, when set, replaces every model's time to first token (TTFT)
+	// in this phase; the tokens keep their model's speed.
 	Latency *Latency `json:"latency,omitempty" yaml:"latency,omitempty"`
-	// ModelLatency replaces the base latency of the named models (it wins
+	// ModelLatency replaces the time to first token of the named models (it wins
 	// over Latency).
 	ModelLatency map[string]Latency `json:"model_latency,omitempty" yaml:"model_latency,omitempty"`
 	// Faults are tried in order for each request: latency rules that fire
@@ -124,13 +155,121 @@ const (
 
 var defaultWindows = map[string]int{ModelQwen72B: 32768, ModelQwen14B: 8192, ModelLlama8B: 4096}
 
+// Generation defaults of a model that sets none of TTFT, Latency,
+// TokensPerSecond and ITL.
+const (
+	// DefaultTokensPerSecond is the default decode speed (ITL 25 ms).
+	DefaultTokensPerSecond = 40
+	// DefaultReasoningTokens is the default reasoning length of a
+	// reasoning model.
+	DefaultReasoningTokens = 64
+)
+
+// DefaultTTFT returns the default time to first token: lognormal with a
+// median of 300 ms (sigma 0.2, at most 1 s), drawn from the scenario's
+// seeded RNG.
+func DefaultTTFT() Latency {
+	return Latency{Dist: DistLognormal, Median: Duration(300 * time.Millisecond), Sigma: 0.2, Max: Duration(time.Second)}
+}
+
+// Continuation modes of ModelSpec.Continuation.
+const (
+	ContinuationPrefix = "prefix"
+	ContinuationNone   = "none"
+	ContinuationReject = "reject"
+)
+
+var continuations = []string{ContinuationPrefix, ContinuationNone, ContinuationReject}
+
 // DefaultModels returns the default model set: qwen-72b (32768 tokens),
-// qwen-14b (8192) and llama-8b (4096), unlimited capacity, no latency.
+// qwen-14b (8192) and llama-8b (4096), unlimited capacity, and the default
+// generation: DefaultTTFT() to the first token, then DefaultTokensPerSecond.
 func DefaultModels() []ModelSpec {
 	return []ModelSpec{
 		{Name: ModelQwen72B, ContextWindow: 32768},
 		{Name: ModelQwen14B, ContextWindow: 8192},
 		{Name: ModelLlama8B, ContextWindow: 4096},
+	}
+}
+
+// InstantModels returns DefaultModels with instant generation (TTFT 0, ITL
+// 0): every answer comes at once, as before generation was simulated. For
+// tests and benchmarks that measure something else than the upstream's
+// speed: Options{Scenario: &Scenario{Models: InstantModels()}}.
+func InstantModels() []ModelSpec {
+	ms := DefaultModels()
+	for i := range ms {
+		ms[i].TTFT = &Latency{}
+		ms[i].ITL = new(Duration)
+	}
+	return ms
+}
+
+// ttft returns the resolved time to first token (after resolve).
+func (m ModelSpec) ttft() Latency {
+	if m.TTFT != nil {
+		return *m.TTFT
+	}
+	return m.Latency
+}
+
+// itl returns the resolved inter-token latency (after resolve).
+func (m ModelSpec) itl() time.Duration {
+	if m.ITL != nil {
+		return m.ITL.D()
+	}
+	return 0
+}
+
+// resolveGeneration checks the generation fields of m (at field f) and
+// fills TTFT, ITL and ReasoningTokens with their defaults.
+func (m *ModelSpec) resolveGeneration(f string, errs *errList) {
+	legacy := m.TTFT == nil && !m.Latency.IsZero() && m.ITL == nil && m.TokensPerSecond == 0
+	switch {
+	case m.TTFT != nil && !m.Latency.IsZero():
+		errs.add(f+".ttft", "give ttft or its old name latency, not both")
+	case m.TTFT != nil:
+		m.TTFT.validate(f+".ttft", errs)
+	case !m.Latency.IsZero():
+		m.Latency.validate(f+".latency", errs)
+		l := m.Latency
+		m.TTFT = &l
+	default:
+		l := DefaultTTFT()
+		m.TTFT = &l
+	}
+	switch {
+	case m.TokensPerSecond < 0:
+		errs.add(f+".tokens_per_second", "must be positive (write itl: 0 for tokens that take no time), got %v", m.TokensPerSecond)
+	case m.TokensPerSecond > 0 && m.ITL != nil:
+		errs.add(f+".tokens_per_second", "give tokens_per_second or itl, not both")
+	case m.TokensPerSecond > 0:
+		d := Duration(float64(time.Second) / m.TokensPerSecond)
+		m.ITL = &d
+	case m.ITL != nil:
+		if *m.ITL < 0 {
+			errs.add(f+".itl", "must not be negative")
+		}
+	case legacy:
+		m.ITL = new(Duration)
+	default:
+		d := Duration(time.Second / DefaultTokensPerSecond)
+		m.ITL = &d
+	}
+	switch {
+	case m.ReasoningTokens < 0:
+		errs.add(f+".reasoning_tokens", "must not be negative")
+	case m.ReasoningTokens > 0 && !m.Reasoning:
+		errs.add(f+".reasoning_tokens", "needs reasoning: true")
+	case m.Reasoning && m.ReasoningTokens == 0:
+		m.ReasoningTokens = DefaultReasoningTokens
+	}
+	switch m.Continuation {
+	case "":
+		m.Continuation = ContinuationPrefix
+	case ContinuationPrefix, ContinuationNone, ContinuationReject:
+	default:
+		errs.add(f+".continuation", "unknown mode %q (one of %s)%s", m.Continuation, strings.Join(continuations, ", "), suggest(m.Continuation, continuations))
 	}
 }
 
@@ -204,7 +343,7 @@ func (sc *Scenario) resolve() (*resolved, error) {
 		default:
 			errs.add(f+".reject_status", "must be 429 or 503, got %d", m.RejectStatus)
 		}
-		m.Latency.validate(f+".latency", errs)
+		m.resolveGeneration(f, errs)
 		if m.LoadFactor < 0 {
 			errs.add(f+".load_factor", "must not be negative")
 		}

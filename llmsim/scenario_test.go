@@ -27,7 +27,7 @@ phases:
 phases:
   - faults:
       - {kind: server_error, probabilty: 0.5}
-`, `s.yaml: phases[0].faults[0].probabilty: unknown field (did you mean probability?) (known: kind, model, probability, first, latency, retry_after, retry_header, status, chunks, duration, window)`},
+`, `s.yaml: phases[0].faults[0].probabilty: unknown field (did you mean probability?) (known: kind, model, probability, first, latency, retry_after, retry_header, status, chunks, duration, window, after)`},
 		{"wrong type", "s.yaml", `models: [{name: m, slots: many}]`,
 			`s.yaml: models[0].slots: expected a whole number, got "many"`},
 		{"list expected", "s.yaml", `models: {name: m}`,
@@ -69,6 +69,26 @@ phases:
 		{"invalid json", "s.json", `{"models": [}`, `s.json: invalid JSON: invalid character '}' looking for beginning of value`},
 		{"invalid yaml", "s.yaml", "\nname: x\nmodels: [\n", `s.yaml: invalid YAML: line 3: did not find expected node content`},
 		{"empty", "s.yaml", "  \n", `s.yaml: empty scenario`},
+		{"ttft and latency", "gen.yaml", `models: [{name: m, ttft: 300ms, latency: 300ms}]`,
+			`gen.yaml: models[0].ttft: give ttft or its old name latency, not both`},
+		{"bad ttft", "gen.yaml", `models: [{name: m, ttft: {dist: lognormal, sigma: 0.2}}]`,
+			`gen.yaml: models[0].ttft.median: lognormal needs a positive median`},
+		{"negative tokens_per_second", "gen.yaml", `models: [{name: m, tokens_per_second: -40}]`,
+			`gen.yaml: models[0].tokens_per_second: must be positive (write itl: 0 for tokens that take no time), got -40`},
+		{"tokens_per_second and itl", "gen.yaml", `models: [{name: m, tokens_per_second: 40, itl: 25ms}]`,
+			`gen.yaml: models[0].tokens_per_second: give tokens_per_second or itl, not both`},
+		{"negative itl", "gen.yaml", `models: [{name: m, itl: -25ms}]`,
+			`gen.yaml: models[0].itl: duration must not be negative, got "-25ms"`},
+		{"tokens_per_second type", "gen.json", `{"models":[{"name":"m","tokens_per_second":"fast"}]}`,
+			`gen.json: models[0].tokens_per_second: expected a number, got "fast"`},
+		{"continuation", "gen.yaml", `models: [{name: m, continuation: prefixed}]`,
+			`gen.yaml: models[0].continuation: unknown mode "prefixed" (one of prefix, none, reject) (did you mean prefix?)`},
+		{"reasoning_tokens without reasoning", "gen.yaml", `models: [{name: m, reasoning_tokens: 100}]`,
+			`gen.yaml: models[0].reasoning_tokens: needs reasoning: true`},
+		{"negative after", "gen.yaml", `phases: [{faults: [{kind: cut_stream, after: -1}]}]`,
+			`gen.yaml: phases[0].faults[0].after: must not be negative, got -1`},
+		{"unknown model field", "gen.yaml", `models: [{name: m, tokens_per_sec: 40}]`,
+			`gen.yaml: models[0].tokens_per_sec: unknown field (did you mean tokens_per_second?) (known: name, context_window, slots, queue, reject_status, ttft, latency, tokens_per_second, itl, reasoning, reasoning_tokens, continuation, load_factor, stream_interval, rate_limit, burst)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -172,7 +192,7 @@ func TestBuiltinScenarios(t *testing.T) {
 	}
 	// connect failures (dial, DNS, TLS) happen before any server sees the
 	// request, so no scenario can inject them: tests dial a closed port.
-	upstream := []string{"read_timeout", "timeout", "queue_full", "rate_limited", "context_length_exceeded",
+	upstream := []string{"read_timeout", "stream_broken", "timeout", "queue_full", "rate_limited", "context_length_exceeded",
 		"output_truncated", "service_unavailable", "server_error", "body_error", "invalid_request", "auth",
 		"model_not_found", "content_filter"}
 	for _, class := range upstream {

@@ -28,8 +28,13 @@ type Options struct {
 	OnRequest func(Record)
 	// MaxBodyBytes limits request bodies; 0 means 32 MiB.
 	MaxBodyBytes int64
-	// MaxHang bounds the hang fault; 0 means 10 minutes.
+	// MaxHang bounds the hang fault and the stall fault's silence; 0 means
+	// 10 minutes.
 	MaxHang time.Duration
+	// KeepGenerations is how many of the most recent generations (what
+	// each answer generated and sent, see Generation) the stats keep; 0
+	// means 1000, a negative number none.
+	KeepGenerations int
 }
 
 // Record describes one chat request for Options.OnRequest.
@@ -62,9 +67,21 @@ type Record struct {
 	PromptTokens int
 	// Queued is the time spent waiting for a slot.
 	Queued time.Duration
-	// Service is the simulated service time: base latency plus latency
-	// faults, stretched by the load factor (0 when no slot was taken).
+	// Service is the simulated generation time: FirstToken +
+	// CompletionTokens × PerToken (0 when no slot was taken). A
+	// non-streamed answer is sent when it ends.
 	Service time.Duration
+	// FirstToken is the time from the slot to the first token: the time to
+	// first token plus latency faults, stretched by the load factor.
+	FirstToken time.Duration
+	// PerToken is the inter-token latency, stretched by the load factor.
+	PerToken time.Duration
+	// CompletionTokens is the usage's completion_tokens (reasoning
+	// included); the tokens generated unless the answer is an error.
+	CompletionTokens int
+	// Continuation reports a request that continued its last assistant
+	// message.
+	Continuation bool
 	// Duration is the time from arrival to the end of the response.
 	Duration time.Duration
 }
@@ -113,6 +130,10 @@ func New(opts Options) (*Sim, error) {
 		s.maxHang = 10 * time.Minute
 	}
 	s.stats = newRecorder(s.clock)
+	s.stats.keepGens = opts.KeepGenerations
+	if s.stats.keepGens == 0 {
+		s.stats.keepGens = 1000
+	}
 	sc := opts.Scenario
 	if sc == nil {
 		sc = &Scenario{}
@@ -211,8 +232,27 @@ func (s *Sim) Reset() {
 // ResetStats clears the stats only (not the timeline or fault counters).
 func (s *Sim) ResetStats() { s.stats.reset() }
 
-// Stats returns a snapshot of the stats, with buckets and conversations.
+// Stats returns a snapshot of the stats, with buckets and conversations
+// (without generations: see Generations).
 func (s *Sim) Stats() Stats { return s.snapshot(true, true) }
+
+// Generations returns the generations kept (Options.KeepGenerations) of
+// conversation, or of every conversation when it is "", oldest first.
+func (s *Sim) Generations(conversation string) []Generation {
+	return s.stats.generations(conversation)
+}
+
+// Generated returns the last answer the model generated for conversation:
+// Generation.Answer of its last kept generation (for a continuation, the
+// prefix it continued and the new text, i.e. the whole answer), or "" when
+// none is kept. A test compares it with what a client delivered.
+func (s *Sim) Generated(conversation string) string {
+	gens := s.stats.generations(conversation)
+	if len(gens) == 0 || conversation == "" {
+		return ""
+	}
+	return gens[len(gens)-1].Answer()
+}
 
 func (s *Sim) snapshot(buckets, convs bool) Stats {
 	st := s.stats.snapshot(buckets, convs)
@@ -263,6 +303,18 @@ func (s *Sim) handleStats(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	st := s.snapshot(q.Get("buckets") != "0" && q.Get("buckets") != "false",
 		q.Get("conversations") != "0" && q.Get("conversations") != "false")
+	if g := q.Get("generations"); g != "" && g != "0" && g != "false" {
+		gens := s.Generations(q.Get("conversation"))
+		if gens == nil {
+			gens = []Generation{}
+		}
+		// The list is present, even empty, when asked for.
+		writeJSON(w, http.StatusOK, struct {
+			Stats
+			Generations []Generation `json:"generations"`
+		}{st, gens}, nil)
+		return
+	}
 	writeJSON(w, http.StatusOK, st, nil)
 }
 

@@ -51,7 +51,68 @@ type Stats struct {
 	// Idempotency-Key before its last '/', else a hash of the last user
 	// message).
 	Conversations map[string]Conversation `json:"conversations,omitempty"`
+	// Generations lists what the most recent answers generated, oldest
+	// first; only in GET /stats?generations=1 (see Sim.Generations).
+	Generations []Generation `json:"generations,omitempty"`
 }
+
+// Generation is what one request that got a slot generated and how much
+// of it reached the client (GET /stats?generations=1, Sim.Generations).
+// Text[:SentBytes] is the content the client received.
+type Generation struct {
+	// AtMS is the arrival in milliseconds since Stats.Start.
+	AtMS int64 `json:"at_ms"`
+	// Conversation is the conversation key, Attempt the attempt's number
+	// in it.
+	Conversation string `json:"conversation"`
+	Attempt      int    `json:"attempt"`
+	// RequestID is the X-Request-ID header (or one the simulator made up).
+	RequestID string `json:"request_id,omitempty"`
+	// Model requested; Stream reports stream: true.
+	Model  string `json:"model"`
+	Stream bool   `json:"stream"`
+	// Continuation reports a request that continued its last assistant
+	// message; Prefix is that message's text, PrefixMatched whether it was
+	// the beginning of the model's answer (else the model went on from the
+	// same token position).
+	Continuation  bool   `json:"continuation,omitempty"`
+	Prefix        string `json:"prefix,omitempty"`
+	PrefixMatched bool   `json:"prefix_matched,omitempty"`
+	// Reasoning is the reasoning_content generated (reasoning models).
+	Reasoning string `json:"reasoning,omitempty"`
+	// Text is the content generated: for a continuation, only the new
+	// text (the prefix is not repeated).
+	Text string `json:"text"`
+	// CompletionTokens is the usage's completion_tokens.
+	CompletionTokens int `json:"completion_tokens"`
+	// FinishReason is the finish_reason of the answer generated (whether
+	// or not the client got it).
+	FinishReason string `json:"finish_reason"`
+	// SentBytes and SentTokens measure the prefix of Text the client
+	// received: all of it for a complete answer, what was streamed before
+	// a cut, error or stall, 0 for a non-streamed answer that did not
+	// arrive whole.
+	SentBytes  int `json:"sent_bytes"`
+	SentTokens int `json:"sent_tokens"`
+	// End says how the answer ended: done, client_gone, error,
+	// stream_break, cut_stream, stream_error or stall.
+	End string `json:"end"`
+	// Fault is the injected fault, if any.
+	Fault Fault `json:"fault,omitempty"`
+	// TTFT, ITL and Service are the schedule: the time to first token and
+	// the inter-token latency (load factor and latency faults included) and
+	// the generation time TTFT + CompletionTokens × ITL.
+	TTFT    Duration `json:"ttft"`
+	ITL     Duration `json:"itl"`
+	Service Duration `json:"service"`
+}
+
+// Sent returns the content the client received: Text[:SentBytes].
+func (g Generation) Sent() string { return g.Text[:min(g.SentBytes, len(g.Text))] }
+
+// Answer returns the whole answer this generation completes: Prefix +
+// Text for a continuation, else Text.
+func (g Generation) Answer() string { return g.Prefix + g.Text }
 
 // Counts are the counters of one model, of all models, or of one bucket.
 type Counts struct {
@@ -163,6 +224,9 @@ type recorder struct {
 	convs  map[string]*Conversation
 	// gauges survive resets: they describe work in progress.
 	gauges map[string][2]int
+	// gens holds the last keepGens generations (none when keepGens < 0).
+	gens     []Generation
+	keepGens int
 }
 
 func newRecorder(clock func() time.Time) *recorder {
@@ -181,6 +245,7 @@ func (r *recorder) reset() {
 	r.bucket = nil
 	r.faults = map[string]int{}
 	r.convs = map[string]*Conversation{}
+	r.gens = nil
 	var in, q int
 	for m, g := range r.gauges {
 		c := r.model(m)
@@ -312,6 +377,40 @@ func (r *recorder) abandon(tk ticket) {
 		return
 	}
 	r.update(r.clock(), tk.model, func(c *Counts) { c.Abandoned++ })
+}
+
+// generation records what a request arrived at arrival generated.
+func (r *recorder) generation(tk ticket, arrival time.Time, g Generation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if tk.gen != r.gen || r.keepGens < 0 {
+		return
+	}
+	g.AtMS = arrival.Sub(r.start).Milliseconds()
+	r.gens = append(r.gens, g)
+	if len(r.gens) >= 2*r.keepGens {
+		r.gens = slices.Clone(r.gens[len(r.gens)-r.keepGens:])
+	}
+}
+
+// generations returns the kept generations of conv ("" for all).
+func (r *recorder) generations(conv string) []Generation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gens := r.gens
+	if r.keepGens < 0 {
+		return nil
+	}
+	if len(gens) > r.keepGens {
+		gens = gens[len(gens)-r.keepGens:]
+	}
+	var out []Generation
+	for _, g := range gens {
+		if conv == "" || g.Conversation == conv {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // complete records the end of a request's simulated work.

@@ -63,19 +63,28 @@ func TestParseDirectives(t *testing.T) {
 		t.Errorf("third %+v", ds[2])
 	}
 	bad := []struct{ in, want string }{
-		{"[[sim times=2]]", "fault=<name> is required"},
+		{"[[sim times=2]]", "fault=<name> or tokens=<n> is required"},
 		{"[[sim fault=rate_limt]]", `unknown fault "rate_limt" (did you mean rate_limited?)`},
 		{"[[sim fault=hang tims=2]]", "tims: unknown attribute (did you mean times?)"},
 		{"[[sim fault=hang times=0]]", "times must be at least 1"},
 		{"[[sim fault=hang latency=soon]]", `expected a duration like "1.5s" or "250ms", got "soon"`},
 		{"[[sim fault=hang status=503]]", "status: status 503 not allowed for fault hang"},
 		{"[[sim fault=hang times]]", `"times" is not key=value`},
+		{"[[sim tokens=0]]", "tokens: must be at least 1, got 0"},
+		{"[[sim tokens=many]]", `tokens: strconv.Atoi: parsing "many"`},
+		{"[[sim fault=cut_stream after=-3]]", "after: must not be negative, got -3"},
+		{"[[sim fault=stall aftr=3]]", "aftr: unknown attribute (did you mean after?)"},
 	}
 	for _, b := range bad {
 		_, err := llmsim.ParseDirectives(b.in)
 		if err == nil || !strings.Contains(err.Error(), b.want) {
 			t.Errorf("ParseDirectives(%q) = %v, want %q", b.in, err, b.want)
 		}
+	}
+	ds, err = llmsim.ParseDirectives("Long please [[sim tokens=800]] [[sim fault=cut_stream after=100 tokens=50]]")
+	if err != nil || len(ds) != 2 || ds[0].Tokens != 800 || ds[0].Spec.Kind != llmsim.FaultNone ||
+		ds[1].Tokens != 50 || ds[1].Spec.Kind != llmsim.FaultCutStream || ds[1].Spec.After == nil || *ds[1].Spec.After != 100 {
+		t.Errorf("tokens and after: %+v %v", ds, err)
 	}
 	if ds, err := llmsim.ParseDirectives("no directive [[simulate]] [sim fault=hang]"); err != nil || len(ds) != 0 {
 		t.Errorf("false positives: %v %v", ds, err)

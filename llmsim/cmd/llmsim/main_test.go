@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -123,4 +124,71 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// serve runs the command with args until the test ends and returns its
+// base URL.
+func serve(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--addr", "127.0.0.1:0", "--log-level", "warn"}, args...), &bytes.Buffer{}, &syncBuffer{},
+			func(a net.Addr) { addrc <- a })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case a := <-addrc:
+		return "http://" + a.String()
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	return ""
+}
+
+func TestGenerationFlags(t *testing.T) {
+	cases := []struct {
+		name      string
+		args      []string
+		model     string
+		ttft, itl string
+	}{
+		{"scenario as written", []string{"--scenario", "class-timeout"}, "qwen-14b", "15ms", "0s"},
+		{"ttft and speed", []string{"--scenario", "healthy", "--ttft", "10ms", "--tokens-per-second", "1000"}, "qwen-72b", "10ms", "1ms"},
+		{"speed on a latency-only scenario", []string{"--scenario", "class-timeout", "--tokens-per-second", "500"}, "qwen-14b", "15ms", "2ms"},
+		{"instant", []string{"--scenario", "healthy", "--instant"}, "llama-8b", "0s", "0s"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			base := serve(t, append(c.args, "--keep-generations", "5")...)
+			resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+				strings.NewReader(`{"model":"`+c.model+`","messages":[{"role":"user","content":"hi [[sim tokens=20]]"}]}`))
+			if err != nil || resp.StatusCode != 200 {
+				t.Fatalf("request: %v %v", err, resp)
+			}
+			resp.Body.Close()
+			var st struct {
+				Generations []struct {
+					TTFT, ITL        string
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"generations"`
+			}
+			resp, err = http.Get(base + "/stats?generations=1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+				t.Fatal(err)
+			}
+			if len(st.Generations) != 1 || st.Generations[0].TTFT != c.ttft || st.Generations[0].ITL != c.itl || st.Generations[0].CompletionTokens != 20 {
+				t.Errorf("generations %+v, want ttft %s itl %s", st.Generations, c.ttft, c.itl)
+			}
+		})
+	}
+	err := run(context.Background(), []string{"--addr", "127.0.0.1:0", "--tokens-per-second", "-4"}, &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--tokens-per-second must be positive") {
+		t.Errorf("negative speed: %v", err)
+	}
 }
