@@ -76,6 +76,11 @@ func ask(name, question string) workflows.CallRequest {
 	}
 }
 
+func streamed(req workflows.CallRequest) workflows.CallRequest {
+	req.Stream = true
+	return req
+}
+
 func inScenario(req workflows.CallRequest, scenario string) workflows.CallRequest {
 	req.Scenario = scenario
 	return req
@@ -303,6 +308,27 @@ func paths() []path {
 				return r
 			}(),
 			want: want{fails: string(failure.InvalidRequest)},
+		},
+		{
+			name: "stream-success", doc: "a caller asks to stream: the answer's deltas go through the call's workflow stream",
+			request: streamed(ask("stream-success", "[[sim tokens=60]] "+plainQuestion)),
+			want:    want{decisions: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel},
+		},
+		{
+			name: "stream-resume", doc: "the stream is cut after 20 tokens: the next attempt continues the delivered text",
+			request: streamed(ask("stream-resume", "[[sim fault=cut_stream after=20 times=1]] [[sim tokens=60]] "+plainQuestion)),
+			want: want{decisions: []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel},
+		},
+		{
+			name: "stream-no-continuation", doc: "the stream is cut and no model can continue it: the call ends with the delivered text",
+			policy: func(c *config.Config) {
+				for i := range c.Models {
+					c.Models[i].Continuation = config.ContinueNone
+				}
+			},
+			request: streamed(ask("stream-no-continuation", "[[sim fault=cut_stream after=20 times=1]] [[sim tokens=60]] "+plainQuestion)),
+			want:    want{decisions: []string{"qwen-72b:stream_broken:finish"}, source: workflows.SourceModel},
 		},
 		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
