@@ -36,6 +36,7 @@ var goldenPaths = []string{
 	"model-switch", "breaker-open", "budget-exhausted",
 	"fallback-faq", "fallback-rule", "fallback-placeholder",
 	"handoff", "safe-message", "invalid-request", "cancellation",
+	"stream-success", "stream-resume", "stream-no-continuation",
 }
 
 const historiesDir = "testdata/histories"
