@@ -31,11 +31,23 @@
 //
 // # Modes
 //
-// A plain request waits for the answer. stream: true is answered as SSE
-// chat.completion.chunk events (role, content pieces, a final chunk with
-// finish_reason and x_resilience, a usage chunk when
-// stream_options.include_usage is set, then [DONE]); while the call still
-// retries the stream carries ": keep-alive" comments. Prefer:
+// A plain request waits for the answer. stream: true starts the call with
+// stream: true (it hosts a workflow stream of its deltas) and forwards the
+// deltas as they are generated, as SSE chat.completion.chunk events: a
+// role chunk, a content chunk per delta, a final chunk with finish_reason
+// and x_resilience, a usage chunk when stream_options.include_usage is
+// set, then [DONE]. Each content chunk has an SSE id, "OFFSET:BYTES" (the
+// stream offset and the answer bytes sent so far); a client that
+// reconnects with the same key and a Last-Event-ID header gets the rest of
+// the text, none of it twice, even once the call has ended. Across retries
+// and model switches the text is continued, never repeated; a fallback's
+// answer comes as content at the end. While nothing is sent (first token,
+// backoff) the stream carries ": keep-alive" comments, and a comment per
+// attempt event. The 200 is committed at the first delta or after
+// KeepAlive: a call that fails before is answered with its status code,
+// after it with an SSE error event. All the connections streaming one call
+// share one subscription to its stream (a workflow admits only a few
+// updates in flight). Prefer:
 // respond-async is answered 202 with the workflow ID and a Location,
 // /v1/calls/{id}, that answers 202 with the state so far while the call
 // runs and 200 with the completion when it is done (respond-async wins over
@@ -49,7 +61,8 @@
 //	max_completion_tokens,     max_tokens of the call (max_completion_tokens wins)
 //	max_tokens
 //	temperature, user          temperature; user ID of the derived key
-//	stream, stream_options     SSE answer; include_usage
+//	stream, stream_options     SSE answer; include_usage (a boolean)
+//	Last-Event-ID header       where a reconnecting stream resumes
 //	n                          must be 1 when given
 //	Idempotency-Key header     the caller's key, scoped by tenant
 //	X-Session-Id header        session ID of the derived key

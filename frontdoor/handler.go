@@ -58,10 +58,18 @@ type Options struct {
 	// models, its limits validate requests before any call starts.
 	// Default config.DefaultConfig().
 	Config *config.Config
-	// KeepAlive is how often a stream that waits for a retrying call sends
-	// an SSE comment (": keep-alive"), and how long a stream waits for the
-	// answer before committing to a 200. Default 5s.
+	// KeepAlive is how often a stream that waits (for the first token, or
+	// for a retry) sends an SSE comment (": keep-alive"), and how long a
+	// stream waits for its first delta before committing to a 200. Default
+	// 5s.
 	KeepAlive time.Duration
+	// SubscriptionGrace is how long the subscription to a streamed call's
+	// workflow stream, shared by every connection that streams the call,
+	// outlives its last connection: a client that reconnects within it
+	// (Last-Event-ID) reuses it rather than adding a poll to the workflow,
+	// which admits only a few updates in flight. Default 5s; negative:
+	// closed with the last connection.
+	SubscriptionGrace time.Duration
 	// StartTimeout bounds starting a call; Temporal not answering within it
 	// is a 503. Default 10s.
 	StartTimeout time.Duration
@@ -101,6 +109,7 @@ type Handler struct {
 	mux       *http.ServeMux
 	models    []string
 	namespace string
+	hubs      *hubs // the subscriptions of streamed calls
 }
 
 // New checks o, resolves its defaults and returns the Handler.
@@ -123,6 +132,9 @@ func New(o Options) (*Handler, error) {
 	if o.StartTimeout <= 0 {
 		o.StartTimeout = 10 * time.Second
 	}
+	if o.SubscriptionGrace == 0 {
+		o.SubscriptionGrace = 5 * time.Second
+	}
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 10 * time.Second
 	}
@@ -142,6 +154,9 @@ func New(o Options) (*Handler, error) {
 		o.Now = time.Now
 	}
 	h := &Handler{o: o, mux: http.NewServeMux(), namespace: o.Client.Namespace}
+	h.hubs = newHubs(func(ctx context.Context, id string, yield func(llmclient.StreamItem) error) (workflows.CallResult, error) {
+		return o.Client.Follow(ctx, id, 0, "", yield)
+	}, o.SubscriptionGrace)
 	if h.namespace == "" {
 		h.namespace = "default"
 	}
@@ -161,6 +176,15 @@ func New(o Options) (*Handler, error) {
 			message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}).write(w)
 	})
 	return h, nil
+}
+
+// StreamSubscriptions reports how many subscriptions to the workflow
+// streams of streamed calls the Handler has opened since it was made, and
+// how many are open now. Every connection that streams a call shares the
+// call's one subscription, so opened grows by one per streamed call (and
+// per reconnect after the subscription was closed), not per connection.
+func (h *Handler) StreamSubscriptions() (opened int64, open int) {
+	return h.hubs.opened.Load(), h.hubs.open()
 }
 
 // ServeHTTP serves the front door's routes.
@@ -238,6 +262,18 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		apiErr.write(w)
 		return
 	}
+	async := preferAsync(r.Header)
+	stream := cr.Stream && !async // respond-async wins
+	resume := resumePoint{offset: -1}
+	if stream {
+		var err error
+		if resume, err = parseLastEventID(r.Header.Get(HeaderLastEventID)); err != nil {
+			(&apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: HeaderLastEventID, code: "invalid_value",
+				message: "Invalid request: " + HeaderLastEventID + " header: " + err.Error()}).write(w)
+			return
+		}
+		req.Stream = true // the call hosts a workflow stream of its deltas
+	}
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.o.StartTimeout)
 	run, err := h.o.Client.Start(sctx, req)
@@ -250,13 +286,13 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 	w.Header().Set(HeaderWorkflowID, id)
 
 	switch {
-	case preferAsync(r.Header):
+	case async:
 		w.Header().Set("Location", callURL(id))
 		w.Header().Set("Preference-Applied", "respond-async")
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
-	case cr.Stream:
-		h.stream(w, r, run, cr, created)
+	case stream:
+		h.stream(w, r, id, cr, resume, created)
 	default:
 		var res workflows.CallResult
 		if err := run.Get(r.Context(), &res); err != nil {

@@ -58,6 +58,7 @@ type door struct {
 	c   client.Client
 	sim *llmsim.Server
 	tq  string
+	h   *frontdoor.Handler
 	ts  *httptest.Server
 }
 
@@ -93,6 +94,7 @@ func newDoorWith(t *testing.T, c client.Client, mutate func(*frontdoor.Options))
 	}
 	h, err := frontdoor.New(o)
 	require.NoError(t, err)
+	d.h = h
 	d.ts = httptest.NewServer(h)
 	t.Cleanup(d.ts.Close)
 	return d
@@ -294,44 +296,54 @@ func TestStreamedCallThatFails(t *testing.T) {
 	require.ErrorContains(t, stream.Err(), "The model refused the request as invalid")
 }
 
-// The wire format of a stream that waits: keep-alive comments, then the
-// chunks, then [DONE] (what proxies and every SSE parser see).
+// The wire format of a stream that waits for its first token: the role
+// chunk, keep-alive comments, then a chunk per delta with an id, the final
+// chunk, then [DONE] (what proxies and every SSE parser see).
 func TestStreamWireFormat(t *testing.T) {
 	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 100 * time.Millisecond })
 	body := `{"model":"auto","stream":true,"user":"u-wire","messages":[{"role":"user","content":"[[sim fault=latency latency=1500ms]] Is it raining?"}]}`
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer tok-acme")
+	req.Header.Set("Idempotency-Key", "wire-"+uuid.NewString()[:8])
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, "text/event-stream; charset=utf-8", resp.Header.Get("Content-Type"))
 
-	var events []string
+	var lines []string
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if l := sc.Text(); l != "" {
-			events = append(events, l)
+			lines = append(lines, l)
 		}
 	}
 	require.NoError(t, sc.Err())
-	require.True(t, strings.HasPrefix(events[0], `data: {"id":"chatcmpl-llm-`), events[0])
-	require.Contains(t, events[0], `"delta":{"role":"assistant","content":""}`)
-	require.Equal(t, ": keep-alive", events[1])
-	require.Equal(t, "data: [DONE]", events[len(events)-1])
-	var sawData bool
-	for _, e := range events[1 : len(events)-1] {
+	require.True(t, strings.HasPrefix(lines[0], `data: {"id":"chatcmpl-llm-`), lines[0])
+	require.Contains(t, lines[0], `"delta":{"role":"assistant","content":""}`)
+	require.Equal(t, "data: [DONE]", lines[len(lines)-1])
+	keepAlives, content := 0, 0
+	for i, l := range lines[1 : len(lines)-1] {
 		switch {
-		case e == ": keep-alive":
-			require.False(t, sawData, "a keep-alive after the answer started")
-		case strings.HasPrefix(e, "data: {"):
-			sawData = true
+		case l == ": keep-alive":
+			if content == 0 {
+				keepAlives++
+			}
+		case strings.HasPrefix(l, ": "): // an attempt event
+		case strings.HasPrefix(l, "id: "):
+			content++
+			require.True(t, strings.HasPrefix(lines[i+2], `data: {"id":"chatcmpl-llm-`), "an id line is followed by its chunk")
+			require.Contains(t, lines[i+2], `"delta":{"content":`)
+		case strings.HasPrefix(l, "data: {"):
 		default:
-			t.Fatalf("unexpected line %q", e)
+			t.Fatalf("unexpected line %q", l)
 		}
 	}
-	require.True(t, sawData)
+	require.Positive(t, keepAlives, "keep-alive comments while the first token was awaited")
+	require.Positive(t, content)
+	require.Contains(t, lines[len(lines)-2], `"finish_reason":"stop"`)
+	require.Contains(t, lines[len(lines)-2], `"x_resilience"`)
 }
 
 func TestUpstreamFailureAnsweredByFallback(t *testing.T) {

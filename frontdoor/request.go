@@ -68,15 +68,18 @@ func decodeChatRequest(body []byte) (chatRequest, *fieldError) {
 		return req, err
 	}
 	req.Stream = stream != nil && *stream
-	var so *struct {
-		IncludeUsage *bool `json:"include_usage"`
-	}
+	// stream_options: an object whose include_usage, when given, is a
+	// boolean; its other fields are ignored like the body's.
+	var so map[string]json.RawMessage
 	if err := decodeField(top, "stream_options", &so, "an object"); err != nil {
 		return req, err
 	}
-	if so != nil && so.IncludeUsage != nil {
-		req.IncludeUsage = *so.IncludeUsage
+	var includeUsage *bool
+	if err := decodeField(so, "include_usage", &includeUsage, "a boolean"); err != nil {
+		err.field = "stream_options." + err.field
+		return req, err
 	}
+	req.IncludeUsage = includeUsage != nil && *includeUsage
 	if err := decodeField(top, "temperature", &req.Temperature, "a number"); err != nil {
 		return req, err
 	}

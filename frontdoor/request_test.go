@@ -26,6 +26,16 @@ func TestDecodeChatRequest(t *testing.T) {
 			}, MaxTokens: 100, maxTokensBy: "max_tokens", Temperature: &temp, User: "u-1", Stream: true, IncludeUsage: true},
 		},
 		{
+			name: "stream_options: unknown fields ignored, include_usage false",
+			body: `{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":{"include_usage":false,"include_obfuscation":true}}`,
+			want: chatRequest{Messages: []request.Message{{Role: "user", Content: "Hi"}}, Stream: true},
+		},
+		{
+			name: "stream_options null",
+			body: `{"messages":[{"role":"user","content":"Hi"}],"stream":true,"stream_options":null}`,
+			want: chatRequest{Messages: []request.Message{{Role: "user", Content: "Hi"}}, Stream: true},
+		},
+		{
 			name: "max_completion_tokens wins over max_tokens",
 			body: `{"messages":[{"role":"user","content":"Hi"}],"max_tokens":100,"max_completion_tokens":300}`,
 			want: chatRequest{Messages: []request.Message{{Role: "user", Content: "Hi"}}, MaxTokens: 300, maxTokensBy: "max_completion_tokens"},
@@ -70,6 +80,10 @@ func TestDecodeChatRequestNamesTheField(t *testing.T) {
 		{"temperature a string", `{"temperature":"hot"}`, "temperature", "want a number, got a JSON string"},
 		{"max_tokens fractional", `{"max_tokens":1.5}`, "max_tokens", "want an integer, got a JSON number 1.5"},
 		{"n two", `{"n":2,"messages":[]}`, "n", "2 choices asked"},
+		{"n two with stream", `{"stream":true,"n":2,"messages":[{"role":"user","content":"Hi"}]}`, "n", "2 choices asked"},
+		{"stream_options a boolean", `{"stream":true,"stream_options":true}`, "stream_options", "want an object, got a JSON boolean"},
+		{"stream_options an array", `{"stream":true,"stream_options":[]}`, "stream_options", "want an object, got a JSON array"},
+		{"include_usage a string", `{"stream":true,"stream_options":{"include_usage":"yes"}}`, "stream_options.include_usage", "want a boolean, got a JSON string"},
 		{"messages missing", `{}`, "messages", "missing"},
 		{"messages an object", `{"messages":{}}`, "messages", "want an array"},
 		{"message a string", `{"messages":["hi"]}`, "messages[0]", "want a message object"},

@@ -2,90 +2,228 @@ package frontdoor
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
-
-	"go.temporal.io/sdk/client"
+	"unicode/utf8"
 
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
-// stream answers stream: true. The answer of a durable call exists only
-// once the call ends, so it is sent as chunks then; meanwhile the stream
-// carries SSE comments so that proxies and clients do not time out while
-// the call retries. A call that ends within the first KeepAlive is
-// answered with a proper status code (a 400 for an invalid request);
-// after that the 200 is committed and a failure is sent as an SSE error
-// event, which the official clients raise as an error.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, run client.WorkflowRun, cr chatRequest, created time.Time) {
-	id := run.GetID()
-	type outcome struct {
-		res workflows.CallResult
-		err error
+// HeaderLastEventID is the SSE header of a client that reconnects to a
+// stream (EventSource sends it by itself): the id of the last event it got.
+const HeaderLastEventID = "Last-Event-ID"
+
+// resumePoint is where a reconnecting client's stream stopped: the last
+// stream offset it got (-1: none) and the bytes of answer text it has.
+// Both are in the SSE id of every content chunk, "<offset>:<bytes>". The
+// bytes make a reconnect exact even once the call has ended, when its
+// stream can no longer be read and the rest comes from the result.
+type resumePoint struct {
+	set    bool
+	offset int64
+	bytes  int
+}
+
+func (p resumePoint) id() string {
+	return strconv.FormatInt(p.offset, 10) + ":" + strconv.Itoa(p.bytes)
+}
+
+// parseLastEventID reads a Last-Event-ID header ("" : a new stream).
+func parseLastEventID(v string) (resumePoint, error) {
+	p := resumePoint{offset: -1}
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return p, nil
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		var o outcome
-		o.err = run.Get(r.Context(), &o.res)
-		done <- o
-	}()
+	o, b, ok := strings.Cut(v, ":")
+	off, err1 := strconv.ParseInt(o, 10, 64)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || off < -1 || n < 0 {
+		return p, fmt.Errorf("%q is not an event id of this stream (want OFFSET:BYTES as sent in an id: line)", v)
+	}
+	return resumePoint{set: true, offset: off, bytes: n}, nil
+}
+
+// stream answers stream: true with the call's deltas as they come: a role
+// chunk, a content chunk per delta (its SSE id says where the stream is,
+// for a reconnect with Last-Event-ID), a final chunk with finish_reason and
+// x_resilience, a usage chunk when asked for, then [DONE]. All the
+// connections that stream one call share one subscription (hubs).
+//
+// The 200 is committed at the first delta, or after KeepAlive without one;
+// a call that fails before is answered with a proper status code (a 400
+// for an invalid request), after it with an SSE error event, which the
+// official clients raise as an error. While nothing is sent (the model
+// has not started, the call waits to retry) the stream carries an SSE
+// comment every KeepAlive, and a comment per attempt event.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr chatRequest, resume resumePoint, created time.Time) {
+	hb := h.hubs.join(id)
+	defer hb.leave()
 
 	sw := &sseWriter{w: w, rc: http.NewResponseController(w), id: completionID(id), created: created.Unix()}
-	first := time.NewTimer(h.o.KeepAlive)
-	defer first.Stop()
-	select {
-	case o := <-done:
-		if o.err != nil {
-			if r.Context().Err() == nil {
-				h.callFailed(id, o.err).write(w)
-			}
-			return
-		}
-		w.Header().Set(HeaderSource, string(o.res.Source))
-		w.Header().Set(HeaderDegraded, strconv.FormatBool(o.res.Degraded))
-		sw.commit()
-		sw.role(modelOf(o.res))
-		sw.answer(id, o.res, cr.IncludeUsage)
-		return
-	case <-first.C:
-	case <-r.Context().Done():
-		return // the client left; the call goes on
-	}
-
-	// Still running: commit the 200 now and keep the connection busy.
-	w.Header().Set("Trailer", HeaderSource+", "+HeaderDegraded)
-	sw.commit()
 	model := cr.Model
 	if model == "" || model == AutoModel {
 		model = h.models[0]
 	}
-	sw.role(model)
-	sw.comment("keep-alive")
-	tick := time.NewTicker(h.o.KeepAlive)
-	defer tick.Stop()
+	pos := resumePoint{offset: -1}
+	if resume.set {
+		pos = resume
+	}
+	committed := false
+	var early []string // event comments from before the commit
+	commit := func(res *workflows.CallResult) {
+		if res != nil {
+			w.Header().Set(HeaderSource, string(res.Source))
+			w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+		} else {
+			w.Header().Set("Trailer", HeaderSource+", "+HeaderDegraded)
+		}
+		sw.commit()
+		committed = true
+		if !resume.set {
+			sw.role(model)
+		}
+		for _, c := range early {
+			_ = sw.comment(c)
+		}
+		early = nil
+	}
+
+	keepAlive := time.NewTimer(h.o.KeepAlive)
+	defer keepAlive.Stop()
+	next := 0 // index of the next hub item
 	for {
-		select {
-		case o := <-done:
-			if o.err != nil {
-				if r.Context().Err() == nil {
-					sw.error(h.callFailed(id, o.err))
+		st := hb.from(next)
+		next += len(st.items)
+		wrote := false
+		for _, it := range st.items {
+			switch {
+			case it.Delta != nil:
+				if it.Offset > pos.offset {
+					pos.offset = it.Offset
+				}
+				if it.end <= pos.bytes {
+					continue // the client has this text
+				}
+				skip := runeStart(it.Delta.Text, pos.bytes-it.start)
+				text := it.Delta.Text[skip:]
+				pos.bytes = it.start + skip
+				if it.Delta.Model != "" {
+					model = it.Delta.Model
+				}
+				if !committed {
+					commit(nil)
+				}
+				// A live delta is one chunk; the rest taken from the result
+				// (a whole answer, a fallback's) is cut into pieces.
+				pieces := []string{text}
+				if it.Offset < 0 {
+					pieces = splitContent(text)
+				}
+				for _, piece := range pieces {
+					pos.bytes += len(piece)
+					_ = sw.dataID(pos.id(), sw.chunk(model, delta{Content: &piece}, nil))
+				}
+				pos.bytes = it.end
+				wrote = true
+			case it.Event != nil:
+				if it.Offset >= 0 && it.Offset <= pos.offset {
+					continue // sent before the reconnect
+				}
+				if it.Offset > pos.offset {
+					pos.offset = it.Offset
+				}
+				if it.Event.Model != "" && (it.Event.Type == workflows.EventAttemptStarted || it.Event.Type == workflows.EventResumed) {
+					model = it.Event.Model
+				}
+				switch c := eventComment(it.Event); {
+				case c == "":
+				case committed:
+					_ = sw.comment(c)
+					wrote = true
+				default:
+					early = append(early, c)
+				}
+			}
+		}
+		if st.ended {
+			if st.err != nil {
+				if r.Context().Err() != nil {
+					return // the client left; the call goes on
+				}
+				e := h.callFailed(id, st.err)
+				if committed {
+					sw.error(e)
+				} else {
+					e.write(w)
 				}
 				return
 			}
-			sw.answer(id, o.res, cr.IncludeUsage)
-			w.Header().Set(HeaderSource, string(o.res.Source))
-			w.Header().Set(HeaderDegraded, strconv.FormatBool(o.res.Degraded))
-			return
-		case <-tick.C:
-			if sw.comment("keep-alive") != nil {
-				return // the client left; the call goes on
+			if !committed {
+				model = modelOf(st.res)
+				commit(&st.res)
 			}
-		case <-r.Context().Done():
+			sw.end(id, st.res, cr.IncludeUsage)
+			w.Header().Set(HeaderSource, string(st.res.Source))
+			w.Header().Set(HeaderDegraded, strconv.FormatBool(st.res.Degraded))
 			return
 		}
+		if sw.err != nil {
+			return // the client left; the call goes on
+		}
+		if wrote {
+			keepAlive.Reset(h.o.KeepAlive)
+		}
+		select {
+		case <-st.changed:
+		case <-keepAlive.C:
+			if !committed {
+				commit(nil)
+			}
+			if sw.comment("keep-alive") != nil {
+				return
+			}
+			keepAlive.Reset(h.o.KeepAlive)
+		case <-r.Context().Done():
+			return // the client left; the call goes on
+		}
 	}
+}
+
+// runeStart is the first index of s at or after i that starts a rune (0
+// for i < 0), so that a resumed piece never begins inside a UTF-8 sequence.
+func runeStart(s string, i int) int {
+	if i <= 0 {
+		return 0
+	}
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return min(i, len(s))
+}
+
+// eventComment is the SSE comment that tells of an attempt event ("" for
+// none): people and proxies see the call's progress, clients ignore it.
+func eventComment(e *workflows.Event) string {
+	var s string
+	switch e.Type {
+	case workflows.EventAttemptStarted:
+		s = fmt.Sprintf("attempt %d · %s", e.Attempt, e.Model)
+	case workflows.EventAttemptFailed:
+		s = fmt.Sprintf("attempt %d failed · %s · %s", e.Attempt, e.Class, e.Reason)
+	case workflows.EventWaiting:
+		s = fmt.Sprintf("waiting %d ms · %s", e.DelayMS, e.Reason)
+	case workflows.EventResumed:
+		s = fmt.Sprintf("attempt %d resumes the answer · %s", e.Attempt, e.Model)
+	default:
+		return ""
+	}
+	// A comment is one line.
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // sseWriter writes chat.completion.chunk events.
@@ -113,7 +251,7 @@ func (s *sseWriter) raw(text string) error {
 		s.err = err
 		return err
 	}
-	if err := s.rc.Flush(); err != nil {
+	if err := s.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		s.err = err
 	}
 	return s.err
@@ -121,10 +259,16 @@ func (s *sseWriter) raw(text string) error {
 
 func (s *sseWriter) comment(text string) error { return s.raw(": " + text + "\n\n") }
 
-func (s *sseWriter) data(v any) error {
+func (s *sseWriter) data(v any) error { return s.dataID("", v) }
+
+// dataID sends an event with an SSE id (none when id is "").
+func (s *sseWriter) dataID(id string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
+	}
+	if id != "" {
+		return s.raw("id: " + id + "\ndata: " + string(b) + "\n\n")
 	}
 	return s.raw("data: " + string(b) + "\n\n")
 }
@@ -140,15 +284,10 @@ func (s *sseWriter) role(model string) {
 	_ = s.data(s.chunk(model, delta{Role: "assistant", Content: &empty}, nil))
 }
 
-// answer sends the content chunks, the final chunk (finish_reason and
-// x_resilience), the usage chunk when asked for, and [DONE].
-func (s *sseWriter) answer(id string, res workflows.CallResult, includeUsage bool) {
+// end sends the final chunk (finish_reason and x_resilience), the usage
+// chunk when asked for, and [DONE].
+func (s *sseWriter) end(id string, res workflows.CallResult, includeUsage bool) {
 	model := modelOf(res)
-	for _, piece := range splitContent(res.Content) {
-		if s.data(s.chunk(model, delta{Content: &piece}, nil)) != nil {
-			return
-		}
-	}
 	finish := finishReasonOf(res)
 	last := s.chunk(model, delta{}, &finish)
 	rs := resilienceOf(id, StatusCompleted, res)

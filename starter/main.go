@@ -2,7 +2,7 @@
 // client or an operator runs, one subcommand each, every one a thin layer
 // of flags and environment over a library package:
 //
-//	starter ask [flags] "question"   start (or attach to) a call, wait, print the answer (llmclient)
+//	starter ask [flags] "question"   start (or attach to) a call, wait (or --stream), print the answer (llmclient)
 //	starter show <workflow id>       a call's answer and attempt table, from its history (llmclient)
 //	starter replay FILE… | --query Q replay histories against this build (replay)
 //	starter codec-server [flags]     /encode and /decode for the Web UI and CLI (codec)
@@ -40,7 +40,7 @@ import (
 const usage = `usage: starter <command> [flags]
 
 commands:
-  ask [flags] "question"   start (or attach to) a durable LLM call, wait, print the answer
+  ask [flags] "question"   start (or attach to) a durable LLM call, wait (or --stream), print the answer
   show <workflow id>       print a call's answer and attempt table from its history
   replay FILE… | --query Q replay histories against this build; exit 1 at the first non-determinism
   codec-server [flags]     serve /encode and /decode for the Web UI and CLI (keys from LLM_PAYLOAD_KEYS)
@@ -113,7 +113,8 @@ func ask(ctx context.Context, args []string, out io.Writer) error {
 	deadline := fs.Duration("deadline", 0, "deadline of the whole call (0: the policy's, 60s)")
 	key := fs.String("key", "", "idempotency key (default: derived from user, session and messages)")
 	messages := fs.String("messages", "", "JSON file with the whole messages array (instead of --system and the question)")
-	asJSON := fs.Bool("json", false, "print the CallResult as JSON")
+	asJSON := fs.Bool("json", false, "print the CallResult as JSON (with --stream: a JSON line per stream item, then the result)")
+	stream := fs.Bool("stream", false, "print the answer as it is generated, with the attempt events inline, then the summary")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -148,6 +149,9 @@ func ask(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer closeFn()
+	if *stream {
+		return askStream(ctx, lc, req, *asJSON, out)
+	}
 	run, err := lc.Start(ctx, req)
 	if err != nil {
 		return err

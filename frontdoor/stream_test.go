@@ -1,0 +1,477 @@
+package frontdoor_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// sseEvent is one event of a raw SSE stream: its id and data lines, and
+// the comments before it.
+type sseEvent struct {
+	ID       string
+	Data     string
+	Comments []string
+}
+
+// content is the delta content of a chunk event ("" for other events).
+func (e sseEvent) content(t *testing.T) string {
+	t.Helper()
+	if !strings.HasPrefix(e.Data, "{") {
+		return ""
+	}
+	var c struct {
+		Choices []struct {
+			Delta struct {
+				Content string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(e.Data), &c), e.Data)
+	if len(c.Choices) == 0 {
+		return ""
+	}
+	return c.Choices[0].Delta.Content
+}
+
+// readSSE hands each event of body to fn until fn returns false or the
+// body ends; comments after the last event come as an event without data.
+func readSSE(t *testing.T, body io.Reader, fn func(sseEvent) bool) {
+	t.Helper()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var e sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if e.Data != "" || e.ID != "" {
+				if !fn(e) {
+					return
+				}
+				e = sseEvent{}
+			}
+		case strings.HasPrefix(line, ":"):
+			e.Comments = append(e.Comments, strings.TrimSpace(line[1:]))
+		case strings.HasPrefix(line, "id: "):
+			e.ID = line[len("id: "):]
+		case strings.HasPrefix(line, "data: "):
+			e.Data += line[len("data: "):]
+		default:
+			t.Fatalf("unexpected SSE line %q", line)
+		}
+	}
+	if len(e.Comments) > 0 {
+		fn(e)
+	}
+}
+
+// postStream sends a raw streamed request with tenant acme's token.
+func (d *door) postStream(ctx context.Context, body string, hdr map[string]string) *http.Response {
+	d.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(d.t, err)
+	req.Header.Set("Authorization", "Bearer tok-acme")
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(d.t, err)
+	return resp
+}
+
+func streamBody(user, question string) string {
+	b, _ := json.Marshal(map[string]any{"model": "auto", "stream": true, "user": user,
+		"messages": []map[string]string{{"role": "user", "content": question}}})
+	return string(b)
+}
+
+// running reports whether the call's workflow is still running.
+func (d *door) running(ctx context.Context, id string) bool {
+	d.t.Helper()
+	desc, err := d.c.DescribeWorkflowExecution(ctx, id, "")
+	require.NoError(d.t, err)
+	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
+// result waits for the call's result.
+func (d *door) result(ctx context.Context, id string) workflows.CallResult {
+	d.t.Helper()
+	var res workflows.CallResult
+	require.NoError(d.t, d.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
+	return res
+}
+
+// requireSubscriptionsClosed waits until the front door has no open
+// subscription (the grace period after the last connection).
+func (d *door) requireSubscriptionsClosed() {
+	d.t.Helper()
+	require.Eventually(d.t, func() bool { _, open := d.h.StreamSubscriptions(); return open == 0 },
+		30*time.Second, 50*time.Millisecond, "a subscription stayed open")
+}
+
+// TestStreamForwardsDeltasLive: the official client gets the answer's
+// text while the model is still generating it, and the chunks add up to
+// the call's content.
+func TestStreamForwardsDeltasLive(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	q := "[[sim tokens=200]] Tell me everything about the delivery of order 31."
+	p := params("u-live", q)
+	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	var hr *http.Response
+	key := "live-31-" + uuid.NewString()[:8] // -count=N reuses the dev server
+	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, p,
+		option.WithHeader("Idempotency-Key", key), option.WithResponseInto(&hr))
+	id := request.ScopedKey("acme", key)
+
+	acc := openai.ChatCompletionAccumulator{}
+	var text strings.Builder
+	contentChunks := 0
+	firstWhileRunning := false
+	var last openai.ChatCompletionChunk
+	for stream.Next() {
+		c := stream.Current()
+		acc.AddChunk(c)
+		if len(c.Choices) == 0 {
+			continue
+		}
+		if s := c.Choices[0].Delta.Content; s != "" {
+			contentChunks++
+			text.WriteString(s)
+			if contentChunks == 1 {
+				firstWhileRunning = d.running(ctx, id)
+			}
+		}
+		if c.Choices[0].FinishReason != "" {
+			last = c
+		}
+	}
+	require.NoError(t, stream.Err())
+	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
+	require.True(t, firstWhileRunning, "the first content chunk came while the call was still running")
+	require.Greater(t, contentChunks, 10, "the text came in many chunks, as generated")
+
+	res := d.result(ctx, id)
+	require.Equal(t, res.Content, text.String(), "the chunks add up to the call's content")
+	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 200), res.Content)
+	require.Equal(t, res.Content, acc.Choices[0].Message.Content)
+	require.Equal(t, "chatcmpl-"+id, acc.ID)
+	require.Equal(t, "stop", acc.Choices[0].FinishReason)
+	require.Equal(t, int64(200), acc.Usage.CompletionTokens)
+	r := resilience(t, last.RawJSON())
+	require.Equal(t, "model", r.Source)
+	require.Equal(t, id, r.WorkflowID)
+	require.Equal(t, 1, r.AttemptCount)
+
+	opened, _ := d.h.StreamSubscriptions()
+	require.EqualValues(t, 1, opened)
+	d.requireSubscriptionsClosed()
+}
+
+// TestStreamContinuesACutStream: the upstream cuts its stream after 50
+// tokens; the next attempt continues it and the client gets every token
+// once, the attempt events as SSE comments, and ids that say where the
+// stream is.
+func TestStreamContinuesACutStream(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	q := "[[sim fault=cut_stream after=50 times=1]] [[sim tokens=150]] Where is parcel 9?"
+	resp := d.postStream(ctx, streamBody("u-cut", q), map[string]string{"Idempotency-Key": "cut-" + uuid.NewString()[:8]})
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	id := resp.Header.Get("X-Workflow-Id")
+
+	var text strings.Builder
+	var comments []string
+	var events []sseEvent
+	lastBytes := 0
+	readSSE(t, resp.Body, func(e sseEvent) bool {
+		events = append(events, e)
+		comments = append(comments, e.Comments...)
+		if s := e.content(t); s != "" {
+			text.WriteString(s)
+			off, n, ok := strings.Cut(e.ID, ":")
+			require.True(t, ok, "content chunk without an OFFSET:BYTES id: %q", e.ID)
+			_, err := strconv.ParseInt(off, 10, 64)
+			require.NoError(t, err)
+			b, err := strconv.Atoi(n)
+			require.NoError(t, err)
+			require.Equal(t, text.Len(), b, "the id counts the bytes sent so far")
+			require.Greater(t, b, lastBytes)
+			lastBytes = b
+		}
+		return true
+	})
+	require.Equal(t, "[DONE]", events[len(events)-1].Data)
+	require.Contains(t, events[0].Data, `"delta":{"role":"assistant","content":""}`)
+
+	res := d.result(ctx, id)
+	require.Equal(t, res.Content, text.String(), "nothing repeated, nothing lost")
+	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 150), res.Content)
+	r := resilience(t, events[len(events)-2].Data)
+	require.Equal(t, []string{"stream_broken"}, r.Classes)
+	require.Equal(t, 2, r.AttemptCount)
+
+	all := strings.Join(comments, "\n")
+	require.Contains(t, all, "attempt 1 failed · stream_broken")
+	require.Contains(t, all, "attempt 2 resumes the answer · qwen-72b")
+}
+
+// TestStreamReconnectWithLastEventID: a client that loses the stream and
+// reconnects with the same key and Last-Event-ID gets the rest of the
+// text, none of it twice: while the call runs (through the same
+// subscription) and after it has ended (from the result).
+func TestStreamReconnectWithLastEventID(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	q := "[[sim tokens=200]] Read me the whole returns policy, please."
+	body := streamBody("u-reconnect", q)
+	k := "reconnect-7-" + uuid.NewString()[:8]
+	key := map[string]string{"Idempotency-Key": k}
+	id := request.ScopedKey("acme", k)
+
+	// First connection: five content chunks, then it drops.
+	cctx, cancel := context.WithCancel(ctx)
+	resp := d.postStream(cctx, body, key)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var first strings.Builder
+	lastID, n := "", 0
+	var firstEvents []sseEvent
+	readSSE(t, resp.Body, func(e sseEvent) bool {
+		firstEvents = append(firstEvents, e)
+		if s := e.content(t); s != "" {
+			first.WriteString(s)
+			lastID = e.ID
+			n++
+		}
+		return n < 5
+	})
+	cancel()
+	resp.Body.Close()
+	require.Equal(t, 5, n)
+	require.Contains(t, firstEvents[0].Data, `"role":"assistant"`)
+	require.True(t, d.running(ctx, id), "dropped while the call runs")
+
+	// Reconnect with Last-Event-ID: the rest, no role chunk again.
+	resp = d.postStream(ctx, body, map[string]string{"Idempotency-Key": k, "Last-Event-ID": lastID})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var rest strings.Builder
+	var events []sseEvent
+	readSSE(t, resp.Body, func(e sseEvent) bool {
+		events = append(events, e)
+		rest.WriteString(e.content(t))
+		return true
+	})
+	resp.Body.Close()
+	require.NotContains(t, events[0].Data, `"role":"assistant"`, "a reconnect does not start the message again")
+	require.Equal(t, "[DONE]", events[len(events)-1].Data)
+	res := d.result(ctx, id)
+	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 200), res.Content)
+	require.Equal(t, res.Content, first.String()+rest.String(), "the two connections add up to the content")
+	require.Equal(t, 1, d.upstream(id).Attempts)
+	opened, _ := d.h.StreamSubscriptions()
+	require.EqualValues(t, 1, opened, "the reconnect, within the grace period, reused the subscription")
+
+	// The same after the call ended: the rest comes from the result.
+	resp = d.postStream(ctx, body, map[string]string{"Idempotency-Key": k, "Last-Event-ID": lastID})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	rest.Reset()
+	readSSE(t, resp.Body, func(e sseEvent) bool { rest.WriteString(e.content(t)); return true })
+	resp.Body.Close()
+	require.Equal(t, res.Content, first.String()+rest.String())
+	d.requireSubscriptionsClosed()
+}
+
+// TestStreamConnectionsShareOneSubscription: two clients streaming one
+// call (one key) at once both get the whole text through ONE subscription
+// to the workflow's stream.
+func TestStreamConnectionsShareOneSubscription(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	q := "[[sim tokens=200]] Explain the warranty terms of my kettle."
+	key := "shared-stream-" + uuid.NewString()[:8]
+	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", key))
+	id := request.ScopedKey("acme", key)
+
+	read := func(s interface {
+		Next() bool
+		Current() openai.ChatCompletionChunk
+		Err() error
+	}, firstChunk chan<- struct{}) (string, error) {
+		var text strings.Builder
+		for s.Next() {
+			c := s.Current()
+			if len(c.Choices) > 0 && c.Choices[0].Delta.Content != "" {
+				if text.Len() == 0 && firstChunk != nil {
+					close(firstChunk)
+				}
+				text.WriteString(c.Choices[0].Delta.Content)
+			}
+		}
+		return text.String(), s.Err()
+	}
+	texts := make([]string, 2)
+	errs := make([]error, 2)
+	first0, first1, done0 := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done0)
+		texts[0], errs[0] = read(oc.Chat.Completions.NewStreaming(ctx, params("u-share", q)), first0)
+	}()
+	select {
+	case <-first0:
+	case <-ctx.Done():
+		t.Fatal("no first chunk")
+	}
+	require.True(t, d.running(ctx, id))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		texts[1], errs[1] = read(oc.Chat.Completions.NewStreaming(ctx, params("u-share", q)), first1)
+	}()
+	select {
+	case <-first1:
+	case <-ctx.Done():
+		t.Fatal("no first chunk on the second connection")
+	}
+	select {
+	case <-done0:
+		t.Fatal("the first connection ended before the second got its first chunk: they did not overlap")
+	default:
+	}
+	wg.Wait()
+	<-done0
+	require.NoError(t, errs[0])
+	require.NoError(t, errs[1])
+
+	res := d.result(ctx, id)
+	require.Equal(t, res.Content, texts[0])
+	require.Equal(t, res.Content, texts[1], "the late joiner got the text from the start")
+	opened, _ := d.h.StreamSubscriptions()
+	require.EqualValues(t, 1, opened, "one subscription for two connections")
+	require.Equal(t, 1, d.upstream(id).Attempts)
+	d.requireSubscriptionsClosed()
+}
+
+// TestStreamOfACallStartedWithoutStreaming: a stream that attaches to a
+// call started without stream: true (it hosts no stream) gets the answer
+// from the result when it ends, cut into chunks.
+func TestStreamOfACallStartedWithoutStreaming(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	q := "[[sim tokens=120]] [[sim fault=latency latency=1s]] What is in my basket?"
+	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "plain-then-stream-"+uuid.NewString()[:8]))
+	_, err := oc.Chat.Completions.New(ctx, params("u-late", q), option.WithHeader("Prefer", "respond-async"))
+	require.NoError(t, err)
+
+	stream := oc.Chat.Completions.NewStreaming(ctx, params("u-late", q))
+	acc := openai.ChatCompletionAccumulator{}
+	chunks := 0
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+		chunks++
+	}
+	require.NoError(t, stream.Err())
+	want := llmsim.AnswerTokens("qwen-72b", q, 120)
+	require.Equal(t, want, acc.Choices[0].Message.Content)
+	require.Greater(t, chunks, 4, "role, several pieces, final")
+}
+
+// TestStreamedFallbackAnswer: when the models cannot answer, the
+// fallback's answer is streamed as its text, with the fallback as model.
+func TestStreamedFallbackAnswer(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	sc, err := llmsim.BuiltinScenario("class-service_unavailable")
+	require.NoError(t, err)
+	require.NoError(t, d.sim.SetScenario(sc))
+	var hr *http.Response
+	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, params("u-fbs", "How do I get a refund for my order?"),
+		option.WithHeader("Idempotency-Key", "fallback-"+uuid.NewString()[:8]), option.WithResponseInto(&hr))
+	acc := openai.ChatCompletionAccumulator{}
+	var last openai.ChatCompletionChunk
+	for stream.Next() {
+		c := stream.Current()
+		acc.AddChunk(c)
+		if len(c.Choices) > 0 && c.Choices[0].FinishReason != "" {
+			last = c
+		}
+	}
+	require.NoError(t, stream.Err())
+	res := d.result(ctx, hr.Header.Get("X-Workflow-Id"))
+	require.Equal(t, workflows.SourceFAQ, res.Source)
+	require.Equal(t, res.Content, acc.Choices[0].Message.Content)
+	require.Equal(t, "durable-llm/faq", last.Model)
+	r := resilience(t, last.RawJSON())
+	require.Equal(t, "faq", r.Source)
+	require.True(t, r.Degraded)
+}
+
+// TestStreamBadInput: stream: true with n > 1, a malformed stream_options
+// or Last-Event-ID is a 400 naming the field, and starts nothing.
+func TestStreamBadInput(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	const messages = `"messages":[{"role":"user","content":"Where is it?"}]`
+	for _, tc := range []struct {
+		name, body, lastEventID, param, message string
+	}{
+		{"n above 1", `{"stream":true,"n":2,` + messages + `}`, "", "n", "2 choices asked"},
+		{"stream_options a string", `{"stream":true,"stream_options":"usage",` + messages + `}`, "", "stream_options", "want an object, got a JSON string"},
+		{"include_usage a string", `{"stream":true,"stream_options":{"include_usage":"yes"},` + messages + `}`, "", "stream_options.include_usage", "want a boolean"},
+		{"Last-Event-ID not ours", `{"stream":true,` + messages + `}`, "17", "Last-Event-ID", "OFFSET:BYTES"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hdr := map[string]string{}
+			if tc.lastEventID != "" {
+				hdr["Last-Event-ID"] = tc.lastEventID
+			}
+			resp := d.postStream(ctx, tc.body, hdr)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+			var e struct {
+				Error struct {
+					Message, Type string
+					Param         *string
+				}
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+			require.Equal(t, "invalid_request_error", e.Error.Type)
+			require.NotNil(t, e.Error.Param)
+			require.Equal(t, tc.param, *e.Error.Param)
+			require.Contains(t, e.Error.Message, tc.param)
+			require.Contains(t, e.Error.Message, tc.message)
+		})
+	}
+	// The official client, asking for 3 streamed choices.
+	p := params("u-bad-stream", "Where is it?")
+	p.N = openai.Int(3)
+	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, p)
+	require.False(t, stream.Next())
+	e := apiError(t, stream.Err())
+	require.Equal(t, http.StatusBadRequest, e.StatusCode)
+	require.Equal(t, "n", e.Param)
+	d.requireNoWorkflow(request.Key("acme", "u-bad-stream", "", msgs("Where is it?")))
+	d.requireNoWorkflowOnQueue()
+	opened, _ := d.h.StreamSubscriptions()
+	require.Zero(t, opened)
+}
