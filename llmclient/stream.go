@@ -4,12 +4,38 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/durable-llm/durable-llm/workflows"
 	"github.com/durable-llm/durable-llm/workflowstreams"
 )
+
+// maxPollFailures and pollRetryWait bound how long Follow keeps polling
+// a running call whose polls fail.
+const (
+	maxPollFailures = 20
+	pollRetryWait   = 250 * time.Millisecond
+)
+
+// running reports whether call id is still running.
+func (c *Client) running(ctx context.Context, id string) bool {
+	d, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	return err == nil && d.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
 
 // StreamItem is one item of a streamed call, with its offset in the call's
 // stream: a piece of the answer (Delta) or an event (Event).
@@ -48,33 +74,43 @@ func (c *Client) Follow(ctx context.Context, id string, from int64, seen string,
 	done := false
 	sc := workflowstreams.NewClient(c.Temporal, id, workflowstreams.Options{})
 	dc := converter.GetDefaultDataConverter()
-	for item, err := range sc.Subscribe(ctx, workflowstreams.SubscribeOptions{
-		Topics: []string{workflows.TopicDelta, workflows.TopicEvent}, FromOffset: from,
-	}) {
-		if err != nil {
-			// No stream to poll (a call started without stream: true, or
-			// one that has ended): the result tells the rest.
-			break
-		}
-		si := StreamItem{Offset: item.Offset}
-		switch item.Topic {
-		case workflows.TopicDelta:
-			si.Delta = new(workflows.Delta)
-			if err := dc.FromPayload(item.Data, si.Delta); err != nil {
-				return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
+	next, failures := from, 0
+	for again := true; again; {
+		again = false
+		for item, err := range sc.Subscribe(ctx, workflowstreams.SubscribeOptions{
+			Topics: []string{workflows.TopicDelta, workflows.TopicEvent}, FromOffset: next,
+		}) {
+			if err != nil {
+				// A poll refused for a while (the workflow's limit of updates
+				// in flight, a network blip) is tried again from where it
+				// stopped while the call runs; no stream to poll (a call
+				// started without stream: true, or one that has ended): the
+				// result tells the rest.
+				failures++
+				again = failures <= maxPollFailures && c.running(ctx, id) && sleepCtx(ctx, pollRetryWait)
+				break
 			}
-			text.WriteString(si.Delta.Text)
-		case workflows.TopicEvent:
-			si.Event = new(workflows.Event)
-			if err := dc.FromPayload(item.Data, si.Event); err != nil {
-				return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
+			next, failures = item.Offset+1, 0
+			si := StreamItem{Offset: item.Offset}
+			switch item.Topic {
+			case workflows.TopicDelta:
+				si.Delta = new(workflows.Delta)
+				if err := dc.FromPayload(item.Data, si.Delta); err != nil {
+					return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
+				}
+				text.WriteString(si.Delta.Text)
+			case workflows.TopicEvent:
+				si.Event = new(workflows.Event)
+				if err := dc.FromPayload(item.Data, si.Event); err != nil {
+					return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
+				}
+				done = done || si.Event.Type == workflows.EventDone || si.Event.Type == workflows.EventFailed
+			default:
+				continue
 			}
-			done = done || si.Event.Type == workflows.EventDone
-		default:
-			continue
-		}
-		if err := yield(si); err != nil {
-			return workflows.CallResult{}, err
+			if err := yield(si); err != nil {
+				return workflows.CallResult{}, err
+			}
 		}
 	}
 	res, err := c.Result(ctx, id)

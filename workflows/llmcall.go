@@ -254,7 +254,12 @@ func (c *call) skipped(models []activities.SkippedModel) {
 func (c *call) failed(ctx workflow.Context, att Attempt, class failure.Class, out activities.CallOutcome, step callstate.Step) {
 	att.Class = string(class)
 	att.Decision, att.Reason, att.DelayMS = step.Decision, step.Reason, step.Wait.Delay.Milliseconds()
-	if !out.NotSent {
+	switch {
+	case out.Published > 0:
+		// The text it streamed is part of the answer the caller gets.
+		c.res.Usage.CompletionTokens += out.CompletionTokens
+		c.res.Usage.FailedAttemptTokens += att.PromptTokens
+	case !out.NotSent:
 		c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
 	}
 	c.res.Attempts = append(c.res.Attempts, att)
@@ -385,8 +390,12 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 				c.delivered = c.res.Content
 			}
 		}
-		usage := c.res.Usage
-		c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage})
+		if outcome == OutcomeFailed || outcome == OutcomeCanceled {
+			c.event(ctx, Event{Type: EventFailed, Reason: c.res.Reason})
+		} else {
+			usage := c.res.Usage
+			c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage})
+		}
 	}
 	c.upsert(ctx,
 		SAOutcome.ValueSet(outcome),

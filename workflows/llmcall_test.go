@@ -93,7 +93,7 @@ func newHarnessWithBudget(t *testing.T, cfg *config.Config, budget *guard.RetryB
 				return out, nil
 			}
 			out.Class, out.Status, out.Reason = o.class, o.status, "scripted "+string(o.class)
-			out.Content, out.Published = o.content, o.published
+			out.Content, out.Published, out.CompletionTokens = o.content, o.published, o.published
 			out.RetryAfter, out.HasRetryAfter = o.retryAfter, o.retryAfter > 0
 			return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(o.class),
 				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
@@ -315,6 +315,8 @@ func TestLLMCallPaths(t *testing.T) {
 				require.Equal(t, []string{"", "Your order ", "Your order ships "},
 					[]string{h.calls[0].Continue, h.calls[1].Continue, h.calls[2].Continue})
 				require.Zero(t, res.Attempts[0].DelayMS, "a broken stream resumes at once")
+				require.Equal(t, 3+1+7, res.Usage.CompletionTokens, "the streamed tokens of the broken attempts are part of the answer")
+				require.Equal(t, 40+40, res.Usage.FailedAttemptTokens, "only their prompts were spent in vain")
 			},
 		},
 		{

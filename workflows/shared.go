@@ -79,6 +79,9 @@ const (
 	EventWaiting        = "waiting"
 	EventResumed        = "resumed"
 	EventDone           = "done"
+	// EventFailed ends the stream of a call that fails (an invalid
+	// request) or is cancelled: the result is an error, not an answer.
+	EventFailed = "failed"
 )
 
 // Event is what a streamed call tells its subscribers besides the text.
