@@ -140,7 +140,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 				if it.Event.Model != "" && (it.Event.Type == workflows.EventAttemptStarted || it.Event.Type == workflows.EventResumed) {
 					model = it.Event.Model
 				}
-				switch c := eventComment(it.Event); {
+				switch c := it.Event.String(); {
 				case c == "":
 				case committed:
 					_ = sw.comment(c)
@@ -204,26 +204,6 @@ func runeStart(s string, i int) int {
 		i++
 	}
 	return min(i, len(s))
-}
-
-// eventComment is the SSE comment that tells of an attempt event ("" for
-// none): people and proxies see the call's progress, clients ignore it.
-func eventComment(e *workflows.Event) string {
-	var s string
-	switch e.Type {
-	case workflows.EventAttemptStarted:
-		s = fmt.Sprintf("attempt %d · %s", e.Attempt, e.Model)
-	case workflows.EventAttemptFailed:
-		s = fmt.Sprintf("attempt %d failed · %s · %s", e.Attempt, e.Class, e.Reason)
-	case workflows.EventWaiting:
-		s = fmt.Sprintf("waiting %d ms · %s", e.DelayMS, e.Reason)
-	case workflows.EventResumed:
-		s = fmt.Sprintf("attempt %d resumes the answer · %s", e.Attempt, e.Model)
-	default:
-		return ""
-	}
-	// A comment is one line.
-	return strings.Join(strings.Fields(s), " ")
 }
 
 // sseWriter writes chat.completion.chunk events.

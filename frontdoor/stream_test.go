@@ -233,7 +233,7 @@ func TestStreamContinuesACutStream(t *testing.T) {
 
 	all := strings.Join(comments, "\n")
 	require.Contains(t, all, "attempt 1 failed · stream_broken")
-	require.Contains(t, all, "attempt 2 resumes the answer · qwen-72b")
+	require.Contains(t, all, "attempt 2 · qwen-72b · resuming the answer")
 }
 
 // TestStreamReconnectWithLastEventID: a client that loses the stream and

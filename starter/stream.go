@@ -78,7 +78,7 @@ func (p *streamPrinter) item(it llmclient.StreamItem) error {
 		}
 		p.midLine = !strings.HasSuffix(it.Delta.Text, "\n")
 	case it.Event != nil:
-		line := eventLine(it.Event)
+		line := it.Event.String()
 		if line == "" {
 			return nil
 		}
@@ -96,23 +96,4 @@ func (p *streamPrinter) endLine() {
 		_, _ = io.WriteString(p.w, "\n")
 		p.midLine = false
 	}
-}
-
-// eventLine words an event for people ("" : not shown; done is followed by
-// the summary).
-func eventLine(e *workflows.Event) string {
-	var s string
-	switch e.Type {
-	case workflows.EventAttemptStarted:
-		s = fmt.Sprintf("attempt %d · %s", e.Attempt, e.Model)
-	case workflows.EventAttemptFailed:
-		s = fmt.Sprintf("attempt %d failed · %s: %s", e.Attempt, e.Class, e.Reason)
-	case workflows.EventWaiting:
-		s = fmt.Sprintf("waiting %d ms: %s", e.DelayMS, e.Reason)
-	case workflows.EventResumed:
-		s = fmt.Sprintf("attempt %d · %s · resuming the answer", e.Attempt, e.Model)
-	default:
-		return ""
-	}
-	return strings.Join(strings.Fields(s), " ")
 }

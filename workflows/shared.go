@@ -1,6 +1,9 @@
 package workflows
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"go.temporal.io/sdk/temporal"
@@ -97,6 +100,26 @@ type Event struct {
 	Source   Source `json:"source,omitempty"`
 	Degraded bool   `json:"degraded,omitempty"`
 	Usage    *Usage `json:"usage,omitempty"`
+}
+
+// String words an attempt event for people, on one line ("attempt 2 ·
+// qwen-72b", "waiting 250 ms: …"); "" for done and failed, which the
+// result tells better.
+func (e Event) String() string {
+	var s string
+	switch e.Type {
+	case EventAttemptStarted:
+		s = fmt.Sprintf("attempt %d · %s", e.Attempt, e.Model)
+	case EventAttemptFailed:
+		s = fmt.Sprintf("attempt %d failed · %s: %s", e.Attempt, e.Class, e.Reason)
+	case EventWaiting:
+		s = fmt.Sprintf("waiting %d ms: %s", e.DelayMS, e.Reason)
+	case EventResumed:
+		s = fmt.Sprintf("attempt %d · %s · resuming the answer", e.Attempt, e.Model)
+	default:
+		return ""
+	}
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // Usage sums token usage over the attempts.
