@@ -235,19 +235,8 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 	p := params("u-stream", q)
 	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	var hr *http.Response
-	stream := oc.Chat.Completions.NewStreaming(ctx, p, option.WithResponseInto(&hr))
-	acc := openai.ChatCompletionAccumulator{}
-	chunks := 0
-	var last openai.ChatCompletionChunk
-	for stream.Next() {
-		c := stream.Current()
-		acc.AddChunk(c)
-		chunks++
-		if len(c.Choices) > 0 && c.Choices[0].FinishReason != "" {
-			last = c
-		}
-	}
-	require.NoError(t, stream.Err())
+	a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p, option.WithResponseInto(&hr)), nil)
+	acc := a.acc
 
 	id := request.Key("acme", "u-stream", "", msgs(q))
 	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
@@ -256,13 +245,13 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 	require.Equal(t, want, acc.Choices[0].Message.Content)
 	require.Equal(t, "stop", acc.Choices[0].FinishReason)
 	require.Equal(t, "chatcmpl-"+id, acc.ID)
-	require.Greater(t, chunks, 3, "role, several content pieces, final, usage")
+	require.Greater(t, a.chunks, 3, "role, several content pieces, final, usage")
 	require.Positive(t, acc.Usage.PromptTokens)
 	require.Equal(t, int64(llmsim.EstimateTokens(want)), acc.Usage.CompletionTokens)
 
 	// The source is known only at the end: it comes in the final chunk (and
 	// as an HTTP trailer, which a client that stops at [DONE] may not read).
-	r := resilience(t, last.RawJSON())
+	r := resilience(t, a.last.RawJSON())
 	require.Equal(t, "model", r.Source)
 	require.Equal(t, []string{"rate_limited"}, r.Classes)
 	require.Equal(t, 2, r.AttemptCount)

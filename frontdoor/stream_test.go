@@ -120,6 +120,72 @@ func (d *door) result(ctx context.Context, id string) workflows.CallResult {
 	return res
 }
 
+// sseStream is what a raw streamed request received.
+type sseStream struct {
+	workflowID string // X-Workflow-Id
+	events     []sseEvent
+	text       string // the content of its chunks
+}
+
+// readStream sends a raw streamed request, requires a 200 and reads its
+// events, handing each to more (if not nil) until more returns false.
+func (d *door) readStream(ctx context.Context, body string, hdr map[string]string, more func(sseEvent) bool) sseStream {
+	d.t.Helper()
+	resp := d.postStream(ctx, body, hdr)
+	defer resp.Body.Close()
+	require.Equal(d.t, http.StatusOK, resp.StatusCode)
+	s := sseStream{workflowID: resp.Header.Get("X-Workflow-Id")}
+	var text strings.Builder
+	readSSE(d.t, resp.Body, func(e sseEvent) bool {
+		s.events = append(s.events, e)
+		text.WriteString(e.content(d.t))
+		return more == nil || more(e)
+	})
+	s.text = text.String()
+	return s
+}
+
+// chunkStream is the official client's stream of chunks.
+type chunkStream interface {
+	Next() bool
+	Current() openai.ChatCompletionChunk
+	Err() error
+}
+
+// accumulated is what an official client's stream delivered.
+type accumulated struct {
+	acc    openai.ChatCompletionAccumulator
+	chunks int
+	last   openai.ChatCompletionChunk // the one with the finish_reason
+}
+
+// accumulate reads the official client's stream to its end, handing each
+// chunk to each (if not nil), and requires that it ended without an error.
+func accumulate(t *testing.T, s chunkStream, each func(openai.ChatCompletionChunk)) accumulated {
+	t.Helper()
+	var a accumulated
+	for s.Next() {
+		c := s.Current()
+		a.acc.AddChunk(c)
+		a.chunks++
+		if len(c.Choices) > 0 && c.Choices[0].FinishReason != "" {
+			a.last = c
+		}
+		if each != nil {
+			each(c)
+		}
+	}
+	require.NoError(t, s.Err())
+	return a
+}
+
+// subscriptionsOpened is how many workflow-stream subscriptions the front
+// door has opened.
+func (d *door) subscriptionsOpened() int64 {
+	opened, _ := d.h.StreamSubscriptions()
+	return opened
+}
+
 // requireSubscriptionsClosed waits until the front door has no open
 // subscription (the grace period after the last connection).
 func (d *door) requireSubscriptionsClosed() {
@@ -143,16 +209,12 @@ func TestStreamForwardsDeltasLive(t *testing.T) {
 		option.WithHeader("Idempotency-Key", key), option.WithResponseInto(&hr))
 	id := request.ScopedKey("acme", key)
 
-	acc := openai.ChatCompletionAccumulator{}
 	var text strings.Builder
 	contentChunks := 0
 	firstWhileRunning := false
-	var last openai.ChatCompletionChunk
-	for stream.Next() {
-		c := stream.Current()
-		acc.AddChunk(c)
+	a := accumulate(t, stream, func(c openai.ChatCompletionChunk) {
 		if len(c.Choices) == 0 {
-			continue
+			return
 		}
 		if s := c.Choices[0].Delta.Content; s != "" {
 			contentChunks++
@@ -161,11 +223,7 @@ func TestStreamForwardsDeltasLive(t *testing.T) {
 				firstWhileRunning = d.running(ctx, id)
 			}
 		}
-		if c.Choices[0].FinishReason != "" {
-			last = c
-		}
-	}
-	require.NoError(t, stream.Err())
+	})
 	require.Equal(t, id, hr.Header.Get("X-Workflow-Id"))
 	require.True(t, firstWhileRunning, "the first content chunk came while the call was still running")
 	require.Greater(t, contentChunks, 10, "the text came in many chunks, as generated")
@@ -173,17 +231,16 @@ func TestStreamForwardsDeltasLive(t *testing.T) {
 	res := d.result(ctx, id)
 	require.Equal(t, res.Content, text.String(), "the chunks add up to the call's content")
 	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 200), res.Content)
-	require.Equal(t, res.Content, acc.Choices[0].Message.Content)
-	require.Equal(t, "chatcmpl-"+id, acc.ID)
-	require.Equal(t, "stop", acc.Choices[0].FinishReason)
-	require.Equal(t, int64(200), acc.Usage.CompletionTokens)
-	r := resilience(t, last.RawJSON())
+	require.Equal(t, res.Content, a.acc.Choices[0].Message.Content)
+	require.Equal(t, "chatcmpl-"+id, a.acc.ID)
+	require.Equal(t, "stop", a.acc.Choices[0].FinishReason)
+	require.Equal(t, int64(200), a.acc.Usage.CompletionTokens)
+	r := resilience(t, a.last.RawJSON())
 	require.Equal(t, "model", r.Source)
 	require.Equal(t, id, r.WorkflowID)
 	require.Equal(t, 1, r.AttemptCount)
 
-	opened, _ := d.h.StreamSubscriptions()
-	require.EqualValues(t, 1, opened)
+	require.EqualValues(t, 1, d.subscriptionsOpened())
 	d.requireSubscriptionsClosed()
 }
 
@@ -195,37 +252,30 @@ func TestStreamContinuesACutStream(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	q := "[[sim fault=cut_stream after=50 times=1]] [[sim tokens=150]] Where is parcel 9?"
-	resp := d.postStream(ctx, streamBody("u-cut", q), map[string]string{"Idempotency-Key": "cut-" + uuid.NewString()[:8]})
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	id := resp.Header.Get("X-Workflow-Id")
-
-	var text strings.Builder
 	var comments []string
-	var events []sseEvent
-	lastBytes := 0
-	readSSE(t, resp.Body, func(e sseEvent) bool {
-		events = append(events, e)
+	sent, lastBytes := 0, 0
+	s := d.readStream(ctx, streamBody("u-cut", q), map[string]string{"Idempotency-Key": "cut-" + uuid.NewString()[:8]}, func(e sseEvent) bool {
 		comments = append(comments, e.Comments...)
-		if s := e.content(t); s != "" {
-			text.WriteString(s)
+		if c := e.content(t); c != "" {
+			sent += len(c)
 			off, n, ok := strings.Cut(e.ID, ":")
 			require.True(t, ok, "content chunk without an OFFSET:BYTES id: %q", e.ID)
 			_, err := strconv.ParseInt(off, 10, 64)
 			require.NoError(t, err)
 			b, err := strconv.Atoi(n)
 			require.NoError(t, err)
-			require.Equal(t, text.Len(), b, "the id counts the bytes sent so far")
+			require.Equal(t, sent, b, "the id counts the bytes sent so far")
 			require.Greater(t, b, lastBytes)
 			lastBytes = b
 		}
 		return true
 	})
+	events := s.events
 	require.Equal(t, "[DONE]", events[len(events)-1].Data)
 	require.Contains(t, events[0].Data, `"delta":{"role":"assistant","content":""}`)
 
-	res := d.result(ctx, id)
-	require.Equal(t, res.Content, text.String(), "nothing repeated, nothing lost")
+	res := d.result(ctx, s.workflowID)
+	require.Equal(t, res.Content, s.text, "nothing repeated, nothing lost")
 	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 150), res.Content)
 	r := resilience(t, events[len(events)-2].Data)
 	require.Equal(t, []string{"stream_broken"}, r.Classes)
@@ -251,53 +301,34 @@ func TestStreamReconnectWithLastEventID(t *testing.T) {
 
 	// First connection: five content chunks, then it drops.
 	cctx, cancel := context.WithCancel(ctx)
-	resp := d.postStream(cctx, body, key)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var first strings.Builder
 	lastID, n := "", 0
-	var firstEvents []sseEvent
-	readSSE(t, resp.Body, func(e sseEvent) bool {
-		firstEvents = append(firstEvents, e)
-		if s := e.content(t); s != "" {
-			first.WriteString(s)
+	first := d.readStream(cctx, body, key, func(e sseEvent) bool {
+		if e.content(t) != "" {
 			lastID = e.ID
 			n++
 		}
 		return n < 5
 	})
 	cancel()
-	resp.Body.Close()
 	require.Equal(t, 5, n)
-	require.Contains(t, firstEvents[0].Data, `"role":"assistant"`)
+	require.Contains(t, first.events[0].Data, `"role":"assistant"`)
 	require.True(t, d.running(ctx, id), "dropped while the call runs")
 
 	// Reconnect with Last-Event-ID: the rest, no role chunk again.
-	resp = d.postStream(ctx, body, map[string]string{"Idempotency-Key": k, "Last-Event-ID": lastID})
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var rest strings.Builder
-	var events []sseEvent
-	readSSE(t, resp.Body, func(e sseEvent) bool {
-		events = append(events, e)
-		rest.WriteString(e.content(t))
-		return true
-	})
-	resp.Body.Close()
+	reconnect := map[string]string{"Idempotency-Key": k, "Last-Event-ID": lastID}
+	rest := d.readStream(ctx, body, reconnect, nil)
+	events := rest.events
 	require.NotContains(t, events[0].Data, `"role":"assistant"`, "a reconnect does not start the message again")
 	require.Equal(t, "[DONE]", events[len(events)-1].Data)
 	res := d.result(ctx, id)
 	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 200), res.Content)
-	require.Equal(t, res.Content, first.String()+rest.String(), "the two connections add up to the content")
+	require.Equal(t, res.Content, first.text+rest.text, "the two connections add up to the content")
 	require.Equal(t, 1, d.upstream(id).Attempts)
-	opened, _ := d.h.StreamSubscriptions()
-	require.EqualValues(t, 1, opened, "the reconnect, within the grace period, reused the subscription")
+	require.EqualValues(t, 1, d.subscriptionsOpened(), "the reconnect, within the grace period, reused the subscription")
 
 	// The same after the call ended: the rest comes from the result.
-	resp = d.postStream(ctx, body, map[string]string{"Idempotency-Key": k, "Last-Event-ID": lastID})
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	rest.Reset()
-	readSSE(t, resp.Body, func(e sseEvent) bool { rest.WriteString(e.content(t)); return true })
-	resp.Body.Close()
-	require.Equal(t, res.Content, first.String()+rest.String())
+	rest = d.readStream(ctx, body, reconnect, nil)
+	require.Equal(t, res.Content, first.text+rest.text)
 	d.requireSubscriptionsClosed()
 }
 
@@ -312,11 +343,7 @@ func TestStreamConnectionsShareOneSubscription(t *testing.T) {
 	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", key))
 	id := request.ScopedKey("acme", key)
 
-	read := func(s interface {
-		Next() bool
-		Current() openai.ChatCompletionChunk
-		Err() error
-	}, firstChunk chan<- struct{}) (string, error) {
+	read := func(s chunkStream, firstChunk chan<- struct{}) (string, error) {
 		var text strings.Builder
 		for s.Next() {
 			c := s.Current()
@@ -366,8 +393,7 @@ func TestStreamConnectionsShareOneSubscription(t *testing.T) {
 	res := d.result(ctx, id)
 	require.Equal(t, res.Content, texts[0])
 	require.Equal(t, res.Content, texts[1], "the late joiner got the text from the start")
-	opened, _ := d.h.StreamSubscriptions()
-	require.EqualValues(t, 1, opened, "one subscription for two connections")
+	require.EqualValues(t, 1, d.subscriptionsOpened(), "one subscription for two connections")
 	require.Equal(t, 1, d.upstream(id).Attempts)
 	d.requireSubscriptionsClosed()
 }
@@ -383,17 +409,10 @@ func TestStreamOfACallStartedWithoutStreaming(t *testing.T) {
 	_, err := oc.Chat.Completions.New(ctx, params("u-late", q), option.WithHeader("Prefer", "respond-async"))
 	require.NoError(t, err)
 
-	stream := oc.Chat.Completions.NewStreaming(ctx, params("u-late", q))
-	acc := openai.ChatCompletionAccumulator{}
-	chunks := 0
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-		chunks++
-	}
-	require.NoError(t, stream.Err())
+	a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, params("u-late", q)), nil)
 	want := llmsim.AnswerTokens("qwen-72b", q, 120)
-	require.Equal(t, want, acc.Choices[0].Message.Content)
-	require.Greater(t, chunks, 4, "role, several pieces, final")
+	require.Equal(t, want, a.acc.Choices[0].Message.Content)
+	require.Greater(t, a.chunks, 4, "role, several pieces, final")
 }
 
 // TestStreamedFallbackAnswer: when the models cannot answer, the
@@ -407,21 +426,12 @@ func TestStreamedFallbackAnswer(t *testing.T) {
 	var hr *http.Response
 	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, params("u-fbs", "How do I get a refund for my order?"),
 		option.WithHeader("Idempotency-Key", "fallback-"+uuid.NewString()[:8]), option.WithResponseInto(&hr))
-	acc := openai.ChatCompletionAccumulator{}
-	var last openai.ChatCompletionChunk
-	for stream.Next() {
-		c := stream.Current()
-		acc.AddChunk(c)
-		if len(c.Choices) > 0 && c.Choices[0].FinishReason != "" {
-			last = c
-		}
-	}
-	require.NoError(t, stream.Err())
+	a := accumulate(t, stream, nil)
 	res := d.result(ctx, hr.Header.Get("X-Workflow-Id"))
 	require.Equal(t, workflows.SourceFAQ, res.Source)
-	require.Equal(t, res.Content, acc.Choices[0].Message.Content)
-	require.Equal(t, "durable-llm/faq", last.Model)
-	r := resilience(t, last.RawJSON())
+	require.Equal(t, res.Content, a.acc.Choices[0].Message.Content)
+	require.Equal(t, "durable-llm/faq", a.last.Model)
+	r := resilience(t, a.last.RawJSON())
 	require.Equal(t, "faq", r.Source)
 	require.True(t, r.Degraded)
 }
@@ -472,6 +482,5 @@ func TestStreamBadInput(t *testing.T) {
 	require.Equal(t, "n", e.Param)
 	d.requireNoWorkflow(request.Key("acme", "u-bad-stream", "", msgs("Where is it?")))
 	d.requireNoWorkflowOnQueue()
-	opened, _ := d.h.StreamSubscriptions()
-	require.Zero(t, opened)
+	require.Zero(t, d.subscriptionsOpened())
 }

@@ -78,6 +78,34 @@ func generation(t *testing.T, srv *llmsim.Server, conv string, n int) llmsim.Gen
 	return g
 }
 
+// openStream starts a streamed request on cl; the stream is closed when
+// the test ends.
+func openStream(t *testing.T, ctx context.Context, cl *openai.Client, req openai.ChatCompletionRequest) *openai.ChatCompletionStream {
+	t.Helper()
+	s, err := cl.CreateChatCompletionStream(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// eachChunk hands every chunk of s to fn until the stream ends properly
+// ([DONE]); any other error fails the test.
+func eachChunk(t *testing.T, s *openai.ChatCompletionStream, fn func(openai.ChatCompletionStreamResponse)) {
+	t.Helper()
+	for {
+		r, err := s.Recv()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(r)
+	}
+}
+
 func TestAnswerTokens(t *testing.T) {
 	for _, q := range []string{"Where is my parcel?", "我的包裹在哪里？请告诉我。", ""} {
 		longest := llmsim.AnswerTokens("qwen-72b", q, 5000)
@@ -147,22 +175,11 @@ func TestAnswerLength(t *testing.T) {
 		t.Run(c.name+"/stream", func(t *testing.T) {
 			req := req
 			req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
-			s, err := cl.CreateChatCompletionStream(context.Background(), req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openStream(t, context.Background(), cl, req)
 			var content, finish string
 			var u *openai.Usage
 			chunks := 0
-			for {
-				r, err := s.Recv()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
+			eachChunk(t, s, func(r openai.ChatCompletionStreamResponse) {
 				if r.Usage != nil {
 					u = r.Usage
 					if len(r.Choices) != 0 {
@@ -178,7 +195,7 @@ func TestAnswerLength(t *testing.T) {
 						finish = string(ch.FinishReason)
 					}
 				}
-			}
+			})
 			if content != c.content || finish != string(c.finish) || u == nil || u.CompletionTokens != c.completionToks {
 				t.Errorf("finish %q usage %+v content %q", finish, u, content)
 			}
@@ -220,28 +237,17 @@ models:
 	t.Run("stream", func(t *testing.T) {
 		cl, _ := goClient(srv, 10*time.Second, "Idempotency-Key", "sched-stream/1")
 		begin := time.Now()
-		s, err := cl.CreateChatCompletionStream(context.Background(), ask("slow", "five hundred [[sim tokens=500]]"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStream(t, context.Background(), cl, ask("slow", "five hundred [[sim tokens=500]]"))
 		var first time.Duration
 		var content string
-		for {
-			r, err := s.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachChunk(t, s, func(r openai.ChatCompletionStreamResponse) {
 			for _, ch := range r.Choices {
 				if ch.Delta.Content != "" && first == 0 {
 					first = time.Since(begin)
 				}
 				content += ch.Delta.Content
 			}
-		}
+		})
 		took := time.Since(begin)
 		r := recs.wait(t, "sched-stream/1")
 		if r.Service != 550*time.Millisecond || content != llmsim.AnswerTokens("slow", "five hundred", 500) {
@@ -286,10 +292,7 @@ func TestDefaultGenerationTime(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		cl, _ := goClient(srv, 10*time.Second, "Idempotency-Key", "default-stream/1")
 		begin := time.Now()
-		s, err := cl.CreateChatCompletionStream(context.Background(), ask(llmsim.ModelQwen72B, q))
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := openStream(t, context.Background(), cl, ask(llmsim.ModelQwen72B, q))
 		var got string
 		for got == "" {
 			r, err := s.Recv()
@@ -371,11 +374,7 @@ func TestStreamFaults(t *testing.T) {
 			}
 			req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 			begin := time.Now()
-			s, err := cl.CreateChatCompletionStream(ctx, req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
+			s := openStream(t, ctx, cl, req)
 			content, _, finish, _, err := recvAll(s)
 			took := time.Since(begin)
 			want := llmsim.AnswerTokens(c.model, q, 40)
@@ -504,11 +503,7 @@ func TestContinuation(t *testing.T) {
 		cl, _ := goClient(srv, 10*time.Second, "Idempotency-Key", key+"/1")
 		req := ask(model, user["content"].(string))
 		req.MaxTokens = maxTokens
-		s, err := cl.CreateChatCompletionStream(context.Background(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
+		s := openStream(t, context.Background(), cl, req)
 		content, _, _, _, err := recvAll(s)
 		if !errors.Is(err, io.ErrUnexpectedEOF) || llmsim.EstimateTokens(content) != 25 {
 			t.Fatalf("cut: %v after %q", err, content)
@@ -608,21 +603,10 @@ func TestContinuation(t *testing.T) {
 func TestReasoningModelStreamsReasoningFirst(t *testing.T) {
 	srv := startScenario(t, genScenario, llmsim.Options{})
 	cl, _ := goClient(srv, 10*time.Second)
-	s, err := cl.CreateChatCompletionStream(context.Background(), ask("r1", "Think first."))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStream(t, context.Background(), cl, ask("r1", "Think first."))
 	var order []string
 	var content, reasoning string
-	for {
-		r, err := s.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachChunk(t, s, func(r openai.ChatCompletionStreamResponse) {
 		for _, ch := range r.Choices {
 			if ch.Delta.ReasoningContent != "" && (len(order) == 0 || order[len(order)-1] != "reasoning") {
 				order = append(order, "reasoning")
@@ -633,7 +617,7 @@ func TestReasoningModelStreamsReasoningFirst(t *testing.T) {
 			content += ch.Delta.Content
 			reasoning += ch.Delta.ReasoningContent
 		}
-	}
+	})
 	if strings.Join(order, ",") != "reasoning,content" || reasoning != llmsim.ReasoningTokens("Think first.", 12) || content != llmsim.Answer("r1", "Think first.") {
 		t.Errorf("order %v reasoning %q content %q", order, reasoning, content)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/internal/testenv"
@@ -99,18 +100,7 @@ func TestAskWithoutTemporal(t *testing.T) {
 // Each error names the field, no call stays running, and the upstream
 // never sees a request.
 func TestIntegrationAskRefusesBadRequests(t *testing.T) {
-	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
-	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
-	t.Setenv(codec.EnvKeys, "")
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg}) // task queue llm-calls, as `starter ask` uses
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	srv, sim := askStack(t)
 
 	dir := t.TempDir()
 	file := func(name, content string) string {
@@ -159,6 +149,27 @@ func TestIntegrationAskRefusesBadRequests(t *testing.T) {
 			require.Zero(t, sim.Stats().Totals.Arrivals, "no upstream request for a bad request")
 		})
 	}
+}
+
+// askStack runs what `starter ask` talks to until the test ends: a dev
+// server (TEMPORAL_ADDRESS points at it, no codec keys), llmsim as every
+// model's endpoint, and a worker on the task queue llm-calls, as `starter
+// ask` uses.
+func askStack(t *testing.T) (*testsuite.DevServer, *llmsim.Server) {
+	t.Helper()
+	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
+	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
+	t.Setenv(codec.EnvKeys, "")
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := config.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return srv, sim
 }
 
 // requireNoOpenLLMCalls fails unless visibility soon lists no running

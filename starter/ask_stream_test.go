@@ -14,11 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
-	"github.com/durable-llm/durable-llm/codec"
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -57,18 +53,7 @@ func TestIntegrationAskStream(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
-	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
-	t.Setenv(codec.EnvKeys, "")
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg}) // task queue llm-calls, as `starter ask` uses
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	srv, _ := askStack(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	result := func(id string) workflows.CallResult {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/workflowstreams"
 )
@@ -152,11 +151,7 @@ func requireSame(t *testing.T, goItems []workflowstreams.WorkflowStreamItem, tsI
 // workflow completes.
 func TestTypeScriptSubscriberReadsGoStream(t *testing.T) {
 	node := requireNode(t)
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	srv, c, tq, ctx := setup(t, 2*time.Minute)
 
 	in := StreamInput{Tokens: 40, LiveFirst: 5, Every: 5 * time.Millisecond, Extra: true, Linger: 2 * time.Second}
 	id := "ws-ts-" + uuid.NewString()
@@ -164,19 +159,8 @@ func TestTypeScriptSubscriberReadsGoStream(t *testing.T) {
 	addr := []string{"--address", srv.FrontendHostPort(), "--workflow-id", id}
 	all := runTS(t, ctx, node, append([]string{"subscribe"}, addr...)...)
 	filtered := runTS(t, ctx, node, append([]string{"subscribe", "--topics", "status,extra", "--from", "1"}, addr...)...)
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, StreamWorkflow, in)
-	require.NoError(t, err)
-
-	type goResult struct {
-		items []received
-		raw   []workflowstreams.WorkflowStreamItem
-		err   error
-	}
-	goDone := make(chan goResult, 1)
-	go func() {
-		items, raw, err := subscribeAll(t, ctx, c, id, workflowstreams.SubscribeOptions{}, gate, "go")
-		goDone <- goResult{items, raw, err}
-	}()
+	run := startWorkflow(t, ctx, c, tq, id, StreamWorkflow, in)
+	goDone := subscribeInBackground(t, ctx, c, id, workflowstreams.SubscribeOptions{}, gate, "go")
 
 	tsAll := collectTS(t, all, gate)
 	tsFiltered := collectTS(t, filtered, nil)
@@ -206,16 +190,11 @@ func TestTypeScriptSubscriberReadsGoStream(t *testing.T) {
 // it hands over, and the TypeScript client polls the next run).
 func TestTypeScriptSubscriberFollowsContinueAsNew(t *testing.T) {
 	node := requireNode(t)
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	srv, c, tq, ctx := setup(t, 2*time.Minute)
 
 	in := ChainInput{Runs: 3, PerRun: 4}
 	id := "ws-ts-chain-" + uuid.NewString()
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, ChainWorkflow, in)
-	require.NoError(t, err)
+	startWorkflow(t, ctx, c, tq, id, ChainWorkflow, in)
 	items := collectTS(t, runTS(t, ctx, node, "subscribe", "--address", srv.FrontendHostPort(), "--workflow-id", id), nil)
 	var got []received
 	for _, l := range items {
@@ -230,15 +209,10 @@ func TestTypeScriptSubscriberFollowsContinueAsNew(t *testing.T) {
 // Go subscriber receives every item once, in order.
 func TestTypeScriptPublisherToGoWorkflow(t *testing.T) {
 	node := requireNode(t)
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	srv, c, tq, ctx := setup(t, 2*time.Minute)
 
 	id := "ws-ts-pub-" + uuid.NewString()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, HostWorkflow)
-	require.NoError(t, err)
+	startWorkflow(t, ctx, c, tq, id, HostWorkflow)
 	const n = 25
 	pub := runTS(t, ctx, node, "publish", "--address", srv.FrontendHostPort(), "--workflow-id", id,
 		"--topic", "from-ts", "--count", strconv.Itoa(n), "--prefix", "ts")
@@ -254,21 +228,13 @@ func TestTypeScriptPublisherToGoWorkflow(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, n, offset)
 
-	subCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var got []received
-	for it, err := range sc.Subscribe(subCtx, workflowstreams.SubscribeOptions{Topics: []string{"from-ts"}}) {
-		require.NoError(t, err)
-		got = append(got, received{Offset: it.Offset, Topic: it.Topic, Value: decodeString(t, it)})
-		if len(got) == n {
-			break
-		}
-	}
+	got := subscribeUntil(t, ctx, c, id, workflowstreams.SubscribeOptions{Topics: []string{"from-ts"}}, func(got []received) bool {
+		return len(got) == n
+	})
 	want := make([]received, n)
 	for i := range want {
 		want[i] = received{Offset: int64(i), Topic: "from-ts", Value: fmt.Sprintf("ts-%d", i)}
 	}
 	require.Equal(t, want, got)
-	require.NoError(t, c.SignalWorkflow(ctx, id, "", "finish", nil))
-	require.NoError(t, run.Get(ctx, nil))
+	finish(t, ctx, c, id)
 }

@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -168,6 +169,39 @@ func (g *liveGate) wait(ctx context.Context, value string) error {
 	}
 }
 
+// connect returns the shared dev server, its client and a context that
+// ends with the test (or after timeout).
+func connect(t *testing.T, timeout time.Duration) (*testsuite.DevServer, client.Client, context.Context) {
+	t.Helper()
+	srv := shared.Server(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	return srv, srv.Client(), ctx
+}
+
+// setup is connect and startWorker: it returns the worker's task queue too.
+func setup(t *testing.T, timeout time.Duration) (*testsuite.DevServer, client.Client, string, context.Context) {
+	t.Helper()
+	srv, c, ctx := connect(t, timeout)
+	return srv, c, startWorker(t, c), ctx
+}
+
+// startWorkflow starts the workflow wf with the id id on the task queue tq.
+func startWorkflow(t *testing.T, ctx context.Context, c client.Client, tq, id string, wf any, args ...any) client.WorkflowRun {
+	t.Helper()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, wf, args...)
+	require.NoError(t, err)
+	return run
+}
+
+// finish sends the "finish" signal (HostWorkflow, OrderWorkflow) and waits
+// for the workflow to complete.
+func finish(t *testing.T, ctx context.Context, c client.Client, id string) {
+	t.Helper()
+	require.NoError(t, c.SignalWorkflow(ctx, id, "", "finish", nil))
+	require.NoError(t, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
+}
+
 // startWorker runs a worker for StreamWorkflow and HostWorkflow on a fresh
 // task queue until the test ends.
 func startWorker(t *testing.T, c client.Client) string {
@@ -228,6 +262,42 @@ func subscribeAll(t *testing.T, ctx context.Context, c client.Client, workflowID
 	return out, raw, nil
 }
 
+// subscription is what subscribeAll returned.
+type subscription struct {
+	items []received
+	raw   []workflowstreams.WorkflowStreamItem
+	err   error
+}
+
+// subscribeInBackground runs subscribeAll in a goroutine; its result comes
+// on the channel.
+func subscribeInBackground(t *testing.T, ctx context.Context, c client.Client, workflowID string, opts workflowstreams.SubscribeOptions, gate *liveGate, name string) <-chan subscription {
+	done := make(chan subscription, 1)
+	go func() {
+		items, raw, err := subscribeAll(t, ctx, c, workflowID, opts, gate, name)
+		done <- subscription{items, raw, err}
+	}()
+	return done
+}
+
+// subscribeUntil subscribes to the stream and returns what it received,
+// up to the item after which enough(got) is true; an error fails the test.
+func subscribeUntil(t *testing.T, ctx context.Context, c client.Client, workflowID string, opts workflowstreams.SubscribeOptions, enough func(got []received) bool) []received {
+	t.Helper()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	var got []received
+	sc := workflowstreams.NewClient(c, workflowID, workflowstreams.Options{})
+	for it, err := range sc.Subscribe(ctx, opts) {
+		require.NoError(t, err)
+		got = append(got, received{Offset: it.Offset, Topic: it.Topic, Value: decodeString(t, it)})
+		if enough(got) {
+			break
+		}
+	}
+	return got
+}
+
 // wantStream is what StreamWorkflow publishes, in order.
 func wantStream(in StreamInput) []received {
 	out := []received{{Offset: 0, Topic: "status", Value: "started"}}
@@ -242,19 +312,26 @@ func wantStream(in StreamInput) []received {
 	return append(out, received{Offset: int64(len(out)), Topic: "status", Value: "done"})
 }
 
+// historyNow returns the run's events as they are now.
+func historyNow(t *testing.T, ctx context.Context, c client.Client, workflowID string) []*historypb.HistoryEvent {
+	t.Helper()
+	var events []*historypb.HistoryEvent
+	it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		e, err := it.Next()
+		require.NoError(t, err)
+		events = append(events, e)
+	}
+	return events
+}
+
 // history returns the run's events once no workflow task is pending.
 func history(t *testing.T, ctx context.Context, c client.Client, workflowID string) []*historypb.HistoryEvent {
 	t.Helper()
 	var last []*historypb.HistoryEvent
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		var events []*historypb.HistoryEvent
-		it := c.GetWorkflowHistory(ctx, workflowID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			e, err := it.Next()
-			require.NoError(t, err)
-			events = append(events, e)
-		}
+		events := historyNow(t, ctx, c, workflowID)
 		settled := len(events) > 0 && len(events) == len(last)
 		if n := len(events); n > 0 {
 			switch events[n-1].GetEventType() {

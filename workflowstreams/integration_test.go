@@ -20,28 +20,15 @@ import (
 // arrives once, in order, with its offset, while it is being published,
 // and the subscription ends by itself when the workflow completes.
 func TestGoPublisherToGoSubscriberLive(t *testing.T) {
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	_, c, tq, ctx := setup(t, 2*time.Minute)
 
 	in := StreamInput{Tokens: 120, LiveFirst: 8, Every: 3 * time.Millisecond, Linger: time.Second}
 	id := "ws-live-" + uuid.NewString()
 	gate := newGate(id, "go")
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, StreamWorkflow, in)
-	require.NoError(t, err)
+	run := startWorkflow(t, ctx, c, tq, id, StreamWorkflow, in)
 
 	// A second subscriber reads only "status", from the start.
-	type filtered struct {
-		items []received
-		err   error
-	}
-	statusDone := make(chan filtered, 1)
-	go func() {
-		items, _, err := subscribeAll(t, ctx, c, id, workflowstreams.SubscribeOptions{Topics: []string{"status"}}, nil, "")
-		statusDone <- filtered{items, err}
-	}()
+	statusDone := subscribeInBackground(t, ctx, c, id, workflowstreams.SubscribeOptions{Topics: []string{"status"}}, nil, "")
 
 	got, _, err := subscribeAll(t, ctx, c, id, workflowstreams.SubscribeOptions{}, gate, "go")
 	require.NoError(t, err, "the subscription ends cleanly when the workflow completes")
@@ -70,15 +57,10 @@ func TestGoPublisherToGoSubscriberLive(t *testing.T) {
 // A subscriber that starts after the workflow completed ends at once,
 // without an error and without items.
 func TestSubscribeAfterCompletion(t *testing.T) {
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	_, c, tq, ctx := setup(t, time.Minute)
 
 	id := "ws-after-" + uuid.NewString()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, StreamWorkflow, StreamInput{Tokens: 3})
-	require.NoError(t, err)
+	run := startWorkflow(t, ctx, c, tq, id, StreamWorkflow, StreamInput{Tokens: 3})
 	require.NoError(t, run.Get(ctx, nil))
 
 	start := time.Now()
@@ -91,15 +73,10 @@ func TestSubscribeAfterCompletion(t *testing.T) {
 // What the stream costs in history: events per publish batch, per poll that
 // finds items, per poll that parks, per poll the validator refuses.
 func TestHistoryCostPerBatchAndPoll(t *testing.T) {
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	_, c, tq, ctx := setup(t, 2*time.Minute)
 
 	id := "ws-cost-" + uuid.NewString()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, HostWorkflow)
-	require.NoError(t, err)
+	startWorkflow(t, ctx, c, tq, id, HostWorkflow)
 	n := len(history(t, ctx, c, id))
 	delta := func() (int, map[enumspb.EventType]int) {
 		ev := history(t, ctx, c, id)
@@ -158,23 +135,17 @@ func TestHistoryCostPerBatchAndPoll(t *testing.T) {
 	t.Logf("a poll the validator refuses: %d events", refused)
 	require.Zero(t, refused)
 
-	require.NoError(t, c.SignalWorkflow(ctx, id, "", "finish", nil))
-	require.NoError(t, run.Get(ctx, nil))
+	finish(t, ctx, c, id)
 }
 
 // A subscriber follows the stream across continue-as-new: the state moves to
 // the next run and polling goes on from the same offset.
 func TestSubscriberFollowsContinueAsNew(t *testing.T) {
-	srv := shared.Server(t)
-	c := srv.Client()
-	tq := startWorker(t, c)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	_, c, tq, ctx := setup(t, 2*time.Minute)
 
 	in := ChainInput{Runs: 3, PerRun: 4}
 	id := "ws-chain-" + uuid.NewString()
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, ChainWorkflow, in)
-	require.NoError(t, err)
+	startWorkflow(t, ctx, c, tq, id, ChainWorkflow, in)
 	got, _, err := subscribeAll(t, ctx, c, id, workflowstreams.SubscribeOptions{}, nil, "")
 	require.NoError(t, err)
 	require.Equal(t, wantChain(in), got)
@@ -187,10 +158,7 @@ func TestSubscriberFollowsContinueAsNew(t *testing.T) {
 // workflow task (the workflow worker is down while they happen): the batch
 // still comes before what the workflow publishes when the activity returns.
 func TestActivitysLastBatchComesBeforeTheWorkflowsNextItem(t *testing.T) {
-	srv := shared.Server(t)
-	c := srv.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	_, c, ctx := connect(t, 2*time.Minute)
 
 	tq, actTQ := "ws-order-"+uuid.NewString(), "ws-order-act-"+uuid.NewString()
 	newWorkflowWorker := func() worker.Worker {
@@ -208,8 +176,7 @@ func TestActivitysLastBatchComesBeforeTheWorkflowsNextItem(t *testing.T) {
 	hold := oneItemHold{started: make(chan struct{}), release: make(chan struct{})}
 	oneItemHolds.Store(id, hold)
 	w1 := newWorkflowWorker()
-	_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: tq}, OrderWorkflow, actTQ)
-	require.NoError(t, err)
+	startWorkflow(t, ctx, c, tq, id, OrderWorkflow, actTQ)
 	select {
 	case <-hold.started:
 	case <-ctx.Done():
@@ -220,10 +187,7 @@ func TestActivitysLastBatchComesBeforeTheWorkflowsNextItem(t *testing.T) {
 	close(hold.release)
 	waitForEvent(t, ctx, c, id, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED)
 	var pending []enumspb.EventType // since the last workflow task completed
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		e, err := it.Next()
-		require.NoError(t, err)
+	for _, e := range historyNow(t, ctx, c, id) {
 		pending = append(pending, e.GetEventType())
 		if e.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_COMPLETED {
 			pending = nil
@@ -235,30 +199,18 @@ func TestActivitysLastBatchComesBeforeTheWorkflowsNextItem(t *testing.T) {
 
 	w2 := newWorkflowWorker()
 	defer w2.Stop()
-	subCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var got []received
-	sc := workflowstreams.NewClient(c, id, workflowstreams.Options{})
-	for it, err := range sc.Subscribe(subCtx, workflowstreams.SubscribeOptions{}) {
-		require.NoError(t, err)
-		got = append(got, received{Offset: it.Offset, Topic: it.Topic, Value: decodeString(t, it)})
-		if it.Topic == "wf" {
-			break
-		}
-	}
+	got := subscribeUntil(t, ctx, c, id, workflowstreams.SubscribeOptions{}, func(got []received) bool {
+		return got[len(got)-1].Topic == "wf"
+	})
 	require.Equal(t, []received{{0, "act", "from the activity"}, {1, "wf", "after"}}, got)
-	require.NoError(t, c.SignalWorkflow(ctx, id, "", "finish", nil))
-	require.NoError(t, c.GetWorkflow(ctx, id, "").Get(ctx, nil))
+	finish(t, ctx, c, id)
 }
 
 func waitForEvent(t *testing.T, ctx context.Context, c client.Client, id string, want enumspb.EventType) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-		for it.HasNext() {
-			e, err := it.Next()
-			require.NoError(t, err)
+		for _, e := range historyNow(t, ctx, c, id) {
 			if e.GetEventType() == want {
 				return
 			}
