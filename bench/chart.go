@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"os"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -111,4 +112,63 @@ func mustLine(pts plotter.XYs) plot.Thumbnailer {
 	l, _ := plotter.NewLine(pts)
 	l.LineStyle.Color, l.LineStyle.Width = arrivalColor, vg.Points(0.6)
 	return l
+}
+
+// streamColors are the contenders' colours in the streaming chart.
+var streamColors = []color.Color{
+	color.RGBA{R: 60, G: 60, B: 60, A: 255},
+	color.RGBA{R: 31, G: 90, B: 180, A: 255},
+	color.RGBA{R: 214, G: 110, B: 20, A: 255},
+}
+
+// WriteStreamChart writes a PNG of the time to first token of every
+// streamed call, one line per contender in call order, with llmsim's own
+// time to first token (the same schedule for every contender) dashed.
+func WriteStreamChart(path string, r *StreamReport) error {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Time to first token of a %d-token streamed answer, sequential calls", r.Options.Tokens)
+	p.Title.TextStyle.Font.Size = vg.Points(10)
+	p.X.Label.Text = "call"
+	p.Y.Label.Text = "time to first token (ms)"
+	p.Y.Min = 0
+	p.Add(plotter.NewGrid())
+	for k, row := range r.Rows {
+		var pts plotter.XYs
+		for i, c := range row.Calls {
+			if c.Err == nil {
+				pts = append(pts, plotter.XY{X: float64(i + 1), Y: float64(c.TTFT) / float64(time.Millisecond)})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return err
+		}
+		l.LineStyle.Color, l.LineStyle.Width = streamColors[k%len(streamColors)], vg.Points(1)
+		sc.Color, sc.Radius = streamColors[k%len(streamColors)], vg.Points(1.5)
+		p.Add(l, sc)
+		p.Legend.Add(row.Name, l, sc)
+	}
+	var up plotter.XYs
+	if len(r.Rows) > 0 {
+		for i, c := range r.Rows[0].Calls {
+			if c.Upstream > 0 {
+				up = append(up, plotter.XY{X: float64(i + 1), Y: float64(c.Upstream) / float64(time.Millisecond)})
+			}
+		}
+	}
+	if len(up) > 0 {
+		l, err := plotter.NewLine(up)
+		if err != nil {
+			return err
+		}
+		l.LineStyle.Color, l.LineStyle.Dashes = offeredColor, []vg.Length{vg.Points(4), vg.Points(3)}
+		p.Add(l)
+		p.Legend.Add("llmsim's time to first token (schedule)", l)
+	}
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	return p.Save(20*vg.Centimeter, 10*vg.Centimeter, path)
 }

@@ -258,25 +258,11 @@ type DurableOptions struct {
 // worker (llmworker, default policy pointed at baseURL) on its own task
 // queue of c's server.
 func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, error) {
-	cfg := o.Config
-	if cfg == nil {
-		cfg = config.DefaultConfig()
-	}
-	cfg.OverrideEndpoint(baseURL, "")
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	tq := "bench-durable-" + randomID()
-	wo := o.Worker
-	wo.Config, wo.TaskQueue = cfg, tq
-	w, err := llmworker.New(c, wo)
+	lc, cfg, stop, err := startDurableWorker(c, baseURL, o)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Start(); err != nil {
-		return nil, err
-	}
-	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
+	tq := lc.TaskQueue
 	deadline := o.Deadline
 	if deadline <= 0 {
 		deadline = cfg.Call.Deadline.D()
@@ -296,8 +282,33 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 	return &Contender{
 		Name:  NameDurable,
 		About: "LLMCall workflow via llmclient, default policy",
-		Call:  call, Close: w.Stop,
+		Call:  call, Close: stop,
 	}, nil
+}
+
+// startDurableWorker starts an in-process llmworker (o's policy, default
+// config.DefaultConfig(), pointed at baseURL) on a task queue of its own
+// and returns a client of that queue, the policy and the worker's stop.
+func startDurableWorker(c client.Client, baseURL string, o DurableOptions) (*llmclient.Client, *config.Config, func(), error) {
+	cfg := o.Config
+	if cfg == nil {
+		cfg = config.DefaultConfig()
+	}
+	cfg.OverrideEndpoint(baseURL, "")
+	if err := cfg.Validate(); err != nil {
+		return nil, nil, nil, err
+	}
+	tq := "bench-durable-" + randomID()
+	wo := o.Worker
+	wo.Config, wo.TaskQueue = cfg, tq
+	w, err := llmworker.New(c, wo)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, nil, nil, err
+	}
+	return &llmclient.Client{Temporal: c, TaskQueue: tq}, cfg, w.Stop, nil
 }
 
 // DurableRequest is the CallRequest of call i in a run: the same messages

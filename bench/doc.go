@@ -35,13 +35,39 @@
 // zero-latency llmsim: latency at concurrency 1 (calls interleaved) and
 // throughput with closed-loop callers, and what one call costs in history.
 //
+// The upstream there is llmsim with instant models (llmsim.InstantModels):
+// llmsim generates at a realistic speed by default, and the overhead is
+// everything but the upstream's time.
+//
+// # Streaming
+//
+// RunStream measures what a caller of a streamed answer (500 tokens by
+// default) waits for, one call at a time: the time to the first token, to
+// the last token and to the end of the stream, for go-openai streaming
+// straight from llmsim, for LLMCall with stream: true followed through
+// llmclient.Stream, and for the front door (stream: true, go-openai
+// pointed at it). Every contender has its own llmsim with the same seeded
+// scenario (StreamScenario: the default models at their realistic speed),
+// so call i meets the same upstream time to first token everywhere and the
+// overhead is taken call by call. WriteStreamChart draws every call's
+// time to first token.
+//
+// RunStreamEvents counts the history events of a streamed call
+// (GetWorkflowHistory) per second of upstream generation, for each
+// stream.batch_interval, with a subscriber (llmclient.Stream) and without,
+// and for the same call not streamed.
+//
 // # Memory
 //
 // RunMemory builds ./worker, runs it as a process of its own, holds many
-// calls in flight against a slow llmsim and reads the process's RSS from
-// /proc and its goroutines from its /metrics.
+// calls in flight against a slowly generating llmsim (a long time to the
+// first token, then a slow stream of tokens), streamed (each with a
+// subscriber, as the front door would) and not, and reads the process's
+// RSS from /proc, its goroutines, heap and stacks from its /metrics and
+// its CPU time from /proc.
 //
-// Nothing here runs in `go test` except a short smoke test of the storm
-// harness on the baselines that need no Temporal server; the benchmarks
-// themselves are not timed tests.
+// Nothing here runs in `go test -short` but smoke tests of the storm and
+// streaming harnesses on the contenders that need no Temporal server; a
+// miniature of the streaming benchmarks runs against the dev server in the
+// full test run. The benchmarks themselves are not timed tests.
 package bench

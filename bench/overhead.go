@@ -101,7 +101,9 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 	if o.Window <= 0 {
 		o.Window = 12 * time.Second
 	}
-	sim, err := llmsim.NewServer(llmsim.Options{})
+	// Instant models: llmsim generates at a realistic speed by default,
+	// and this benchmark measures everything but the upstream.
+	sim, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Name: "instant", Models: llmsim.InstantModels()}})
 	if err != nil {
 		return nil, err
 	}

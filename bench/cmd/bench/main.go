@@ -2,9 +2,11 @@
 // baselines, prints a table per benchmark and writes the tables (Markdown)
 // and charts (PNG) to bench/results:
 //
-//	storm     retry storms (latency spike, vLLM slowdown) and a metastable case, five clients
-//	overhead  durable-llm vs a bare one-activity workflow vs a direct call
-//	memory    worker RSS and goroutines with 1,000 calls in flight
+//	storm          retry storms (latency spike, vLLM slowdown) and a metastable case, five clients
+//	overhead       durable-llm vs a bare one-activity workflow vs a direct call
+//	stream         time to first token and total time of a streamed answer: direct vs llmclient.Stream vs the front door
+//	stream-events  history events per second of generation of a streamed call, per stream.batch_interval
+//	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
 //
 // Usage:
 //
@@ -53,11 +55,20 @@ type options struct {
 	window     time.Duration
 	inflight   int
 	raw        bool
+	streamN    int
+	streamCons []string
+	tokens     int
+	eventsN    int
+	memEnv     string
+	memModes   []string
+	memTTFT    time.Duration
+	memTPS     float64
+	memTokens  int
 }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	benches := fs.String("bench", "storm,overhead,memory", "benchmarks to run, comma-separated: storm, overhead, memory")
+	benches := fs.String("bench", "storm,overhead,stream,stream-events,memory", "benchmarks to run, comma-separated: storm, overhead, stream, stream-events, memory")
 	storms := fs.String("storm", strings.Join(bench.StormCaseNames, ","), "storm cases to run: "+strings.Join(bench.StormCaseNames, ", "))
 	contenders := fs.String("contenders", "", "storm contenders to run (default all): "+strings.Join(bench.StormContenders, ", "))
 	short := fs.Bool("short", false, "smoke run: shorter storms, fewer calls, 100 calls in flight for memory")
@@ -68,6 +79,15 @@ func run(args []string) error {
 	window := fs.Duration("overhead-window", 12*time.Second, "overhead: total length of each contender's throughput rounds")
 	inflight := fs.Int("memory-calls", 1000, "memory: calls in flight")
 	raw := fs.Bool("raw", false, "storm: also write every call's outcome to storm-<case>.csv")
+	streamN := fs.Int("stream-calls", 30, "stream: sequential streamed calls per contender")
+	streamCons := fs.String("stream-contenders", "", "stream: contenders to run (default all; the direct call always runs): "+strings.Join(bench.StreamContenders, ", "))
+	tokens := fs.Int("stream-tokens", 500, "stream, stream-events: tokens of every streamed answer")
+	eventsN := fs.Int("events-calls", 3, "stream-events: calls per batch interval and subscriber setting")
+	memEnv := fs.String("memory-env", "defaults", "memory: worker settings to measure, ';'-separated; each is \"defaults\" or space-separated VAR=value added to the worker's environment")
+	memModes := fs.String("memory-modes", "plain,stream", "memory: calls to measure with each setting: plain (not streamed), stream (streamed, one subscriber each)")
+	memTTFT := fs.Duration("memory-ttft", time.Minute, "memory: the upstream's time to first token")
+	memTPS := fs.Float64("memory-tps", 1, "memory: the upstream's tokens per second")
+	memTokens := fs.Int("memory-tokens", 60, "memory: tokens of every answer")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -76,6 +96,8 @@ func run(args []string) error {
 		short: *short, deadline: *deadline, out: *out,
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(args, " ")),
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
+		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
+		memEnv: *memEnv, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens,
 	}
 	if len(args) == 0 {
 		o.command = "make bench  (go run ./bench/cmd/bench)"
@@ -83,6 +105,7 @@ func run(args []string) error {
 	if o.short {
 		o.calls, o.window, o.inflight = min(o.calls, 40), min(o.window, 5*time.Second), min(o.inflight, 100)
 		o.deadline = min(o.deadline, 15*time.Second)
+		o.streamN, o.tokens, o.eventsN = min(o.streamN, 3), min(o.tokens, 80), min(o.eventsN, 1)
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -97,10 +120,14 @@ func run(args []string) error {
 			err = runStorms(ctx, o)
 		case "overhead":
 			err = runOverhead(ctx, o)
+		case "stream":
+			err = runStream(ctx, o)
+		case "stream-events":
+			err = runStreamEvents(ctx, o)
 		case "memory":
 			err = runMemory(ctx, o)
 		default:
-			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, memory)", b)
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, memory)", b)
 		}
 		if err != nil {
 			return err
@@ -180,6 +207,40 @@ func runOverhead(ctx context.Context, o options) error {
 	}
 	return write(o, "overhead.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), nil))
 }
+func runStream(ctx context.Context, o options) error {
+	fmt.Fprintln(os.Stderr, "bench: stream — starting a Temporal dev server")
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	if err != nil {
+		return fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	rep, err := bench.RunStream(ctx, bench.StreamOptions{Temporal: srv.Client(), Contenders: o.streamCons, Calls: o.streamN, Tokens: o.tokens, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	chart := "stream.png"
+	if err := bench.WriteStreamChart(filepath.Join(o.out, chart), rep); err != nil {
+		return err
+	}
+	return write(o, "stream.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), chart))
+}
+
+func runStreamEvents(ctx context.Context, o options) error {
+	fmt.Fprintln(os.Stderr, "bench: stream-events — starting a Temporal dev server")
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	if err != nil {
+		return fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	rep, err := bench.RunStreamEvents(ctx, bench.StreamEventsOptions{Temporal: srv.Client(), Calls: o.eventsN, Tokens: o.tokens, Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	return write(o, "stream-events.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
+}
+
 func runMemory(ctx context.Context, o options) error {
 	fmt.Fprintln(os.Stderr, "bench: memory — starting a Temporal dev server")
 	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
@@ -188,10 +249,29 @@ func runMemory(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: os.Stderr}
+	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: os.Stderr,
+		TTFT: o.memTTFT, TokensPerSecond: o.memTPS, Tokens: o.memTokens}
 	if o.short {
-		mo.Latency = 20 * time.Second
-		mo.Variants = bench.MemoryVariants[:1]
+		mo.TTFT, mo.Tokens = min(mo.TTFT, 15*time.Second), min(mo.Tokens, 10)
+	}
+	for _, set := range strings.Split(o.memEnv, ";") {
+		set = strings.TrimSpace(set)
+		v := bench.MemoryVariant{Name: "defaults"}
+		if set != "" && set != "defaults" {
+			v.Name, v.Env = strings.Join(strings.Fields(set), ", "), strings.Fields(set)
+		}
+		for _, mode := range o.memModes {
+			switch mode {
+			case "plain":
+				mo.Variants = append(mo.Variants, v)
+			case "stream":
+				v.Stream = true
+				mo.Variants = append(mo.Variants, v)
+				v.Stream = false
+			default:
+				return fmt.Errorf("-memory-modes: unknown mode %q (have plain, stream)", mode)
+			}
+		}
 	}
 	rep, err := bench.RunMemory(ctx, mo)
 	if err != nil {
