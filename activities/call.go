@@ -151,7 +151,12 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
 			// This worker is stopping: the attempt is lost, not failed. The
-			// workflow resends it elsewhere, uncharged (worker_lost).
+			// workflow resends it elsewhere, uncharged (worker_lost); text
+			// already streamed to the caller is continued, not repeated.
+			if pub.close(ctx) {
+				out.Content, out.Published = answerText(resp), max(int(tokens.Load()), 1)
+				out.CompletionTokens = out.Published
+			}
 			return out, temporal.NewApplicationErrorWithOptions(
 				"worker shut down during the attempt", string(failure.WorkerLost),
 				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
