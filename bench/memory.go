@@ -167,11 +167,7 @@ func RunMemory(ctx context.Context, o MemoryOptions) (*MemoryReport, error) {
 	if o.Tokens <= 0 {
 		o.Tokens = 60
 	}
-	progress := func(format string, args ...any) {
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, format+"\n", args...)
-		}
-	}
+	progress := progressTo(o.Progress)
 	dir, err := os.MkdirTemp("", "durable-llm-bench-")
 	if err != nil {
 		return nil, err

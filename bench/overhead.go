@@ -122,11 +122,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 	}
 	defer durable.Close()
 	cons := []*Contender{direct, floor, durable}
-	progress := func(format string, args ...any) {
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, format+"\n", args...)
-		}
-	}
+	progress := progressTo(o.Progress)
 
 	// Distinct call numbers per phase, so no idempotency key repeats.
 	next := 0

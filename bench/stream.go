@@ -140,11 +140,7 @@ func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {
 	if o.Tokens <= 0 {
 		o.Tokens = 500
 	}
-	progress := func(format string, args ...any) {
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, format+"\n", args...)
-		}
-	}
+	progress := progressTo(o.Progress)
 	rep := &StreamReport{Options: o, Scenario: StreamScenario()}
 	var cons []*streamContender
 	defer func() {

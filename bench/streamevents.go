@@ -69,11 +69,7 @@ func RunStreamEvents(ctx context.Context, o StreamEventsOptions) (*StreamEventsR
 	if o.Tokens <= 0 {
 		o.Tokens = 500
 	}
-	progress := func(format string, args ...any) {
-		if o.Progress != nil {
-			fmt.Fprintf(o.Progress, format+"\n", args...)
-		}
-	}
+	progress := progressTo(o.Progress)
 	rep := &StreamEventsReport{Options: o}
 	type setting struct {
 		interval           time.Duration
