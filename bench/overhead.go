@@ -314,13 +314,7 @@ func (r *OverheadReport) Targets() []string {
 
 // Markdown renders the report.
 func (r *OverheadReport) Markdown(h Header, notes []string) string {
-	var b strings.Builder
-	b.WriteString(h.Markdown())
-	b.WriteString("\n" + r.Table().Markdown())
-	b.WriteString("\nTargets:\n\n")
-	for _, t := range r.Targets() {
-		b.WriteString("- " + t + "\n")
-	}
+	b := reportHead(h, r.Table(), r.Targets())
 	if len(r.Profiles) > 0 {
 		b.WriteString("\nWhat one call costs in Temporal history (a call answered at the first attempt):\n\n" + r.ProfileTable().Markdown() + "\n")
 		for _, p := range r.Profiles {
@@ -329,7 +323,7 @@ func (r *OverheadReport) Markdown(h Header, notes []string) string {
 	}
 	for _, row := range r.Rows {
 		if row.Failed > 0 {
-			fmt.Fprintf(&b, "\n%s: %d calls failed, e.g. %s\n", row.Name, row.Failed, strings.Join(row.Errors, "; "))
+			fmt.Fprintf(b, "\n%s: %d calls failed, e.g. %s\n", row.Name, row.Failed, strings.Join(row.Errors, "; "))
 		}
 	}
 	if len(notes) > 0 {

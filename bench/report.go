@@ -222,3 +222,15 @@ func progressTo(w io.Writer) func(format string, args ...any) {
 		}
 	}
 }
+
+// reportHead starts a report: its header, its table and its targets.
+func reportHead(h Header, t Table, targets []string) *strings.Builder {
+	b := &strings.Builder{}
+	b.WriteString(h.Markdown())
+	b.WriteString("\n" + t.Markdown())
+	b.WriteString("\nTargets:\n\n")
+	for _, t := range targets {
+		b.WriteString("- " + t + "\n")
+	}
+	return b
+}

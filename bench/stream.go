@@ -457,13 +457,7 @@ func (r *StreamReport) Targets() []string {
 
 // Markdown renders the report.
 func (r *StreamReport) Markdown(h Header, chart string) string {
-	var b strings.Builder
-	b.WriteString(h.Markdown())
-	b.WriteString("\n" + r.Table().Markdown())
-	b.WriteString("\nTargets:\n\n")
-	for _, t := range r.Targets() {
-		b.WriteString("- " + t + "\n")
-	}
+	b := reportHead(h, r.Table(), r.Targets())
 	var up []time.Duration
 	for _, c := range r.Rows[0].Calls {
 		if c.Upstream > 0 {
@@ -471,7 +465,7 @@ func (r *StreamReport) Markdown(h Header, chart string) string {
 		}
 	}
 	if len(up) > 0 {
-		fmt.Fprintf(&b, "\nllmsim's own time to first token (its schedule, the same for every contender): p50 %s, p95 %s.\n", fmtDur(Percentile(up, 0.5)), fmtDur(Percentile(up, 0.95)))
+		fmt.Fprintf(b, "\nllmsim's own time to first token (its schedule, the same for every contender): p50 %s, p95 %s.\n", fmtDur(Percentile(up, 0.5)), fmtDur(Percentile(up, 0.95)))
 	}
 	for _, row := range r.Rows {
 		var errs []string
@@ -481,11 +475,11 @@ func (r *StreamReport) Markdown(h Header, chart string) string {
 			}
 		}
 		if len(errs) > 0 {
-			fmt.Fprintf(&b, "\n%s: %d calls failed, e.g. %s\n", row.Name, len(row.Calls)-len(row.ok()), strings.Join(errs, "; "))
+			fmt.Fprintf(b, "\n%s: %d calls failed, e.g. %s\n", row.Name, len(row.Calls)-len(row.ok()), strings.Join(errs, "; "))
 		}
 	}
 	if chart != "" {
-		fmt.Fprintf(&b, "\n![time to first token per call, by contender](%s)\n", chart)
+		fmt.Fprintf(b, "\n![time to first token per call, by contender](%s)\n", chart)
 	}
 	return b.String()
 }

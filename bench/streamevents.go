@@ -240,13 +240,7 @@ func (r *StreamEventsReport) Targets() []string {
 
 // Markdown renders the report.
 func (r *StreamEventsReport) Markdown(h Header) string {
-	var b strings.Builder
-	b.WriteString(h.Markdown())
-	b.WriteString("\n" + r.Table().Markdown())
-	b.WriteString("\nTargets:\n\n")
-	for _, t := range r.Targets() {
-		b.WriteString("- " + t + "\n")
-	}
+	b := reportHead(h, r.Table(), r.Targets())
 	b.WriteString("\nEvent types per call (the first call of each setting):\n\n")
 	for _, row := range r.Rows {
 		if len(row.Calls) > 0 {
@@ -255,7 +249,7 @@ func (r *StreamEventsReport) Markdown(h Header) string {
 	}
 	for _, row := range r.Rows {
 		if row.Failed > 0 {
-			fmt.Fprintf(&b, "\n%s: %d calls failed, e.g. %s\n", row.label(), row.Failed, strings.Join(row.Errors, "; "))
+			fmt.Fprintf(b, "\n%s: %d calls failed, e.g. %s\n", row.label(), row.Failed, strings.Join(row.Errors, "; "))
 		}
 	}
 	return b.String()
