@@ -17,6 +17,7 @@ import (
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -417,7 +418,7 @@ func (r *StreamReport) Header(command string, m Machine, date time.Time) Header 
 		fmt.Sprintf("upstream: llmsim's default models at their default speed: time to first token lognormal (median 300 ms, σ 0.2), then %d tokens/s, so the answer takes about %s; one llmsim per contender with the same seed, so call i meets the same upstream time to first token everywhere", llmsim.DefaultTokensPerSecond, fmtDur(gen+300*time.Millisecond)),
 		fmt.Sprintf("%d sequential calls per contender (c=1) after 2 warm-up calls, the contenders' calls interleaved; every call asks a different question", o.Calls),
 		"TTFT: from the request to the first piece of answer text the caller gets; last token: to the last piece of text; end of stream: to [DONE] (for llmclient.Stream, the call's result); text arrivals: how many times text arrived (pieces within 10 ms of the previous count once)",
-		"durable-llm: in-process llmworker with the default policy (stream.batch_interval 200 ms: the first delta at once, then one batch per 200 ms), on the bench's Temporal dev server; the front door is frontdoor.Handler on a local HTTP server",
+		fmt.Sprintf("durable-llm: in-process llmworker with the default policy (stream.batch_interval %[1]s: the first delta at once, then one batch per %[1]s), on the bench's Temporal dev server; the front door is frontdoor.Handler on a local HTTP server", fmtDur(config.DefaultConfig().Stream.BatchInterval.D())),
 	}}
 }
 

@@ -61,10 +61,12 @@ func (c *Client) Stream(ctx context.Context, req workflows.CallRequest, yield fu
 // start; a reconnecting caller passes the last offset it got plus one)
 // and hands yield each item in order until the call ends. seen is the
 // answer text the caller already has from earlier deltas ("" from the
-// start). Once the call has ended its stream can no longer be polled, so
-// the text the caller has not seen is then handed over from the result as
-// one last Delta (Offset -1), followed by a done Event when the stream had
-// not sent it: the deltas a caller sees always add up to the content. A
+// start). It returns at the done event, which carries the result, rather
+// than when the call closes (it lingers for its late subscribers). Once
+// the call has ended its stream can no longer be polled, so the text the
+// caller has not seen is then handed over from the result as one last
+// Delta (Offset -1), followed by a done Event when the stream had not
+// sent it: the deltas a caller sees always add up to the content. A
 // call that hosts no stream (it was started without stream: true) is
 // followed the same way, from its result. A yield error stops the
 // subscription and is returned.
@@ -110,6 +112,13 @@ func (c *Client) Follow(ctx context.Context, id string, from int64, seen string,
 			}
 			if err := yield(si); err != nil {
 				return workflows.CallResult{}, err
+			}
+			if si.Event != nil && si.Event.Result != nil {
+				// The done event carries the result: the answer is complete
+				// without waiting for the call to linger and close.
+				res := *si.Event.Result
+				res.Content = text.String()
+				return res, nil
 			}
 		}
 	}

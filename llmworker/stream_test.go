@@ -65,6 +65,11 @@ func TestIntegrationStreamedCall(t *testing.T) {
 	require.Greater(t, got.deltas, 1, "the text came in several deltas")
 	require.True(t, got.firstDelta.Before(ended.Add(-time.Second)), "the first delta came while the model was still generating")
 	require.Equal(t, []string{workflows.EventAttemptStarted, workflows.EventDone}, got.events)
+	// Stream returned at the done event, before the call closed; the result
+	// it carried is the one the call then returned.
+	final, err := s.lc.Result(ctx, res.RequestID)
+	require.NoError(t, err)
+	require.Equal(t, final, res)
 }
 
 // TestIntegrationStreamResumes: a stream cut after 50 tokens is continued

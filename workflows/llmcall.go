@@ -393,8 +393,9 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 		if outcome == OutcomeFailed || outcome == OutcomeCanceled {
 			c.event(ctx, Event{Type: EventFailed, Reason: c.res.Reason})
 		} else {
-			usage := c.res.Usage
-			c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage})
+			usage, res := c.res.Usage, c.res
+			res.Content = ""
+			c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage, Result: &res})
 		}
 	}
 	c.upsert(ctx,

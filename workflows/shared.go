@@ -100,6 +100,11 @@ type Event struct {
 	Source   Source `json:"source,omitempty"`
 	Degraded bool   `json:"degraded,omitempty"`
 	Usage    *Usage `json:"usage,omitempty"`
+	// Result is the call's result without its content (done): the deltas
+	// before this event add up to the content, so a subscriber that has
+	// them has the whole answer and need not wait for the call to close
+	// (it lingers for stream.linger after its last item).
+	Result *CallResult `json:"result,omitempty"`
 }
 
 // String words an attempt event for people, on one line ("attempt 2 ·

@@ -59,6 +59,7 @@ type options struct {
 	streamCons []string
 	tokens     int
 	eventsN    int
+	eventsIv   []time.Duration
 	memEnv     string
 	memModes   []string
 	memTTFT    time.Duration
@@ -71,7 +72,7 @@ func run(args []string) error {
 	benches := fs.String("bench", "storm,overhead,stream,stream-events,memory", "benchmarks to run, comma-separated: storm, overhead, stream, stream-events, memory")
 	storms := fs.String("storm", strings.Join(bench.StormCaseNames, ","), "storm cases to run: "+strings.Join(bench.StormCaseNames, ", "))
 	contenders := fs.String("contenders", "", "storm contenders to run (default all): "+strings.Join(bench.StormContenders, ", "))
-	short := fs.Bool("short", false, "smoke run: shorter storms, fewer calls, 100 calls in flight for memory")
+	short := fs.Bool("short", false, "smoke run: shorter storms, fewer and shorter calls, 100 calls in flight for memory (the worker's defaults only)")
 	deadline := fs.Duration("deadline", 20*time.Second, "per-call deadline in the storm benchmark (every contender)")
 	out := fs.String("out", filepath.Join("bench", "results"), "directory for the tables (.md) and charts (.png)")
 	calls := fs.Int("overhead-calls", 150, "overhead: sequential calls per contender at concurrency 1")
@@ -83,7 +84,8 @@ func run(args []string) error {
 	streamCons := fs.String("stream-contenders", "", "stream: contenders to run (default all; the direct call always runs): "+strings.Join(bench.StreamContenders, ", "))
 	tokens := fs.Int("stream-tokens", 500, "stream, stream-events: tokens of every streamed answer")
 	eventsN := fs.Int("events-calls", 3, "stream-events: calls per batch interval and subscriber setting")
-	memEnv := fs.String("memory-env", "defaults", "memory: worker settings to measure, ';'-separated; each is \"defaults\" or space-separated VAR=value added to the worker's environment")
+	eventsIv := fs.String("events-intervals", "200ms,300ms,400ms,500ms", "stream-events: stream.batch_interval values to measure, comma-separated")
+	memEnv := fs.String("memory-env", "defaults;"+bench.SDKDefaults, "memory: worker settings to measure, ';'-separated; each is \"defaults\" or space-separated VAR=value added to the worker's environment")
 	memModes := fs.String("memory-modes", "plain,stream", "memory: calls to measure with each setting: plain (not streamed), stream (streamed, one subscriber each)")
 	memTTFT := fs.Duration("memory-ttft", time.Minute, "memory: the upstream's time to first token")
 	memTPS := fs.Float64("memory-tps", 1, "memory: the upstream's tokens per second")
@@ -98,6 +100,13 @@ func run(args []string) error {
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
 		memEnv: *memEnv, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens,
+	}
+	for _, v := range split(*eventsIv) {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("-events-intervals: want positive durations such as 300ms, got %q", v)
+		}
+		o.eventsIv = append(o.eventsIv, d)
 	}
 	if len(args) == 0 {
 		o.command = "make bench  (go run ./bench/cmd/bench)"
@@ -234,7 +243,7 @@ func runStreamEvents(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	rep, err := bench.RunStreamEvents(ctx, bench.StreamEventsOptions{Temporal: srv.Client(), Calls: o.eventsN, Tokens: o.tokens, Progress: os.Stderr})
+	rep, err := bench.RunStreamEvents(ctx, bench.StreamEventsOptions{Temporal: srv.Client(), Intervals: o.eventsIv, Calls: o.eventsN, Tokens: o.tokens, Progress: os.Stderr})
 	if err != nil {
 		return err
 	}
@@ -253,12 +262,13 @@ func runMemory(ctx context.Context, o options) error {
 		TTFT: o.memTTFT, TokensPerSecond: o.memTPS, Tokens: o.memTokens}
 	if o.short {
 		mo.TTFT, mo.Tokens = min(mo.TTFT, 15*time.Second), min(mo.Tokens, 10)
+		o.memEnv = strings.Split(o.memEnv, ";")[0]
 	}
 	for _, set := range strings.Split(o.memEnv, ";") {
 		set = strings.TrimSpace(set)
 		v := bench.MemoryVariant{Name: "defaults"}
 		if set != "" && set != "defaults" {
-			v.Name, v.Env = strings.Join(strings.Fields(set), ", "), strings.Fields(set)
+			v.Name, v.Env = strings.Join(strings.Fields(set), " "), strings.Fields(set)
 		}
 		for _, mode := range o.memModes {
 			switch mode {
