@@ -74,7 +74,13 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	if ex != nil && ex.requestID != "" {
 		req = req.Clone(req.Context())
 		req.Header.Set("X-Request-ID", ex.requestID)
-		req.Header.Set("Idempotency-Key", ex.requestID)
+		// Not under the canonical "Idempotency-Key": net/http treats a POST
+		// with that map entry as replayable and silently sends it again
+		// when a reused connection fails after the request was written,
+		// an upstream request no history would record. Header names are
+		// case-insensitive on the wire, so the upstream reads the same key;
+		// net/http still resends a request of which nothing was written.
+		req.Header["idempotency-key"] = []string{ex.requestID}
 	}
 	if ex != nil && ex.continuation != "" && ex.continuation != config.ContinueNone && req.Body != nil {
 		var err error

@@ -2,11 +2,14 @@ package activities
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"io"
 	"net/http"
 	"testing"
 
+	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
 )
 
@@ -55,5 +58,44 @@ func TestWithContinuation(t *testing.T) {
 				c.check(t, b)
 			}
 		})
+	}
+}
+
+// TestNoHiddenResend: a reused keep-alive connection that fails after the
+// request was written surfaces as an error of this attempt; net/http does
+// not resend it behind the workflow's back, although the request carries
+// an idempotency key (the upstream counts one arrival, and still reads the
+// key).
+func TestNoHiddenResend(t *testing.T) {
+	srv, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Models: llmsim.InstantModels()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+	cl := newHTTPClient(config.DefaultConfig(), nil, rand.Float64)
+	post := func(rid, question string) error {
+		body, _ := json.Marshal(map[string]any{"model": "qwen-72b", "messages": []map[string]string{{"role": "user", "content": question}}})
+		ctx := withExchange(context.Background(), &exchange{requestID: rid})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.BaseURL+"/chat/completions", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := cl.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := post("warm/1", "warm the connection"); err != nil {
+		t.Fatal(err)
+	}
+	srv.ResetStats()
+	err = post("conv-reset/1", "reset once [[sim fault=reset times=1]]")
+	st := srv.Stats()
+	if got := st.Models["qwen-72b"].Arrivals; err == nil || got != 1 {
+		t.Fatalf("reset on a reused connection: err %v, %d upstream arrivals; want the error and 1 arrival", err, got)
+	}
+	if cv := st.Conversations["conv-reset"]; cv.Attempts != 1 || len(cv.Requests) != 1 || cv.Requests[0].IdempotencyKey != "conv-reset/1" {
+		t.Errorf("conversation conv-reset upstream: %+v; want one request that carried idempotency key conv-reset/1", cv)
 	}
 }
