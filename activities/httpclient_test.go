@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"math/rand/v2"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"testing"
 
