@@ -26,7 +26,7 @@ import (
 // Workflows reference its methods through a nil *Activities.
 type Activities struct {
 	cfg      *config.Config
-	budget   *guard.RetryBudget
+	budgets  *guard.Budgets
 	breakers *guard.BreakerRegistry
 	classes  *guard.ClassBreaker
 	tokens   *prompt.TokenCounter
@@ -59,15 +59,16 @@ type Options struct {
 	// Transport under the recording, header-timeout HTTP client; default a
 	// clone of http.DefaultTransport.
 	Transport http.RoundTripper
-	// Budget, Breakers and Classes are the per-process retry budget, model
-	// breakers and class breaker; defaults are built from Config (the
-	// breakers then report state changes to Metrics).
-	Budget   *guard.RetryBudget
+	// Budgets, Breakers and Classes are the per-process retry budgets (one
+	// per upstream endpoint), model breakers and class breaker; defaults
+	// are built from Config (the breakers then report state changes to
+	// Metrics).
+	Budgets  *guard.Budgets
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
 }
 
-// New builds the per-process activities: one retry budget, one breaker
+// New builds the per-process activities: the retry budgets, one breaker
 // registry, one class breaker, one token counter, one HTTP client.
 func New(o Options) (*Activities, error) {
 	if o.Config == nil {
@@ -100,9 +101,9 @@ func New(o Options) (*Activities, error) {
 	if err != nil {
 		return nil, fmt.Errorf("activities: token counter: %w", err)
 	}
-	a.budget, a.breakers, a.classes = o.Budget, o.Breakers, o.Classes
-	if a.budget == nil {
-		a.budget = guard.NewRetryBudget(o.Config.Budget)
+	a.budgets, a.breakers, a.classes = o.Budgets, o.Breakers, o.Classes
+	if a.budgets == nil {
+		a.budgets = guard.NewBudgets(o.Config.Budget)
 	}
 	if a.breakers == nil {
 		a.breakers = guard.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to guard.BreakerState, _ time.Time) {
@@ -124,17 +125,14 @@ func invalid(err error) error {
 		temporal.ApplicationErrorOptions{NonRetryable: true})
 }
 
-// Admit validates the request, checks the business rules and counts the
-// request in the retry budget. An invalid request fails with a
+// Admit validates the request and checks the business rules. An invalid
+// request fails with a
 // non-retryable ApplicationError of type invalid_request that names every
 // problem.
 func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission, error) {
 	if err := request.Validate(req, a.cfg); err != nil {
 		return Admission{}, invalid(err)
 	}
-	now := a.now()
-	a.budget.RecordRequest(now)
-	a.metrics.Budget(a.budget.Remaining(now))
 	c := a.cfg.Call
 	ad := Admission{
 		Deadline:         c.Deadline.D(),
@@ -159,9 +157,12 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 }
 
 // PrepareAttempt chooses the model of the next attempt (the state's model,
-// or the next the ladder offers, skipping models whose breaker is open) and
-// cuts the request's messages for it: this is where the prompt is counted,
-// once per attempt.
+// or the next the ladder offers, skipping models whose breaker is open),
+// pays for the request, and cuts the request's messages for it: this is
+// where the prompt is counted, once per attempt. The call's first request
+// counts as a request of its endpoint's retry budget; every later one
+// (retry, resend, switch) is a retry charged to it, and a model whose
+// endpoint has no retry left is skipped like one whose breaker is open.
 func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepared, error) {
 	now := a.now()
 	p := Prepared{State: in.State}
@@ -179,30 +180,42 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		if !ok {
 			p.Reason = "no model left to try"
 			if len(p.Skipped) > 0 {
-				p.Reason = fmt.Sprintf("no model left to try: %d skipped by open breakers", len(p.Skipped))
+				p.Reason = fmt.Sprintf("no model left to try: %d skipped by open breakers or spent retry budgets", len(p.Skipped))
 			}
 			return p, nil
 		}
-		if a.breakers.Allow(m.Name, now, a.rand()) {
-			p.Model, p.Timeout = m.Name, m.Timeout.D()
-			p.State.Model = m.Name
-			p.Prompt = a.cut(in.Request, m, in.State.Shape)
-			return p, nil
+		if !a.breakers.Allow(m.Name, now, a.rand()) {
+			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
+				Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now))})
+			a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
+			continue
 		}
-		p.State = p.State.Skip(m.Name)
-		p.Skipped = append(p.Skipped, SkippedModel{
-			Model:  m.Name,
-			Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now)),
-		})
-		a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
+		b := a.budgets.For(m.Endpoint())
+		if p.State.Requests == 0 {
+			b.RecordRequest(now)
+		} else if !b.TryRetry(now) {
+			// Spent by other calls since this call's step was decided.
+			a.metrics.BudgetRefused()
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Budget: true,
+				Reason: fmt.Sprintf("retry budget of %s spent: no upstream call made", m.Endpoint())})
+			continue
+		}
+		a.metrics.Budget(b.Remaining(now))
+		p.Model, p.Timeout = m.Name, m.Timeout.D()
+		p.State = p.State.Start(m.Name)
+		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
+		p.Prompt = a.cut(in.Request, m, in.State.Shape)
+		return p, nil
 	}
 }
 
 // DecideNext decides the step after a failed attempt: it tells the guards
 // what the attempt taught them (a failed retry of a class, an auth failure
-// that trips the model's breaker), gathers their verdicts, and asks
-// callstate.Next. A retry is paid from the retry budget here; when the
-// budget refuses it, Next decides again without budget.
+// that trips the model's breaker), gathers their verdicts (the endpoints
+// whose retry budget is spent among them), and asks callstate.Next. The
+// next request is paid for when PrepareAttempt starts it.
 func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.Step, error) {
 	now := a.now()
 	s, out := in.State, in.Outcome
@@ -216,24 +229,20 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 	}
 	v := callstate.Verdicts{
 		ClassAllowed: a.classes.Allow(out.Class, now),
-		Budget:       a.budget.Remaining(now) > 0,
 		U:            a.rand(),
 	}
+	endpoints := make([]string, 0, len(a.cfg.Models))
 	for _, m := range a.cfg.Models {
 		if a.breakers.State(m.Name, now) == guard.BreakerOpen {
 			v.Open = append(v.Open, m.Name)
 		}
+		endpoints = append(endpoints, m.Endpoint())
 	}
+	v.Spent = a.budgets.Spent(now, endpoints...)
 	step := callstate.Next(a.cfg, s, out, v)
-	if step.ChargesBudget && !a.budget.TryRetry(now) {
-		// Spent by another call since the verdict was read.
-		v.Budget = false
-		step = callstate.Next(a.cfg, s, out, v)
-	}
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()
 	}
-	a.metrics.Budget(a.budget.Remaining(now))
 	return step, nil
 }
 

@@ -115,6 +115,12 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 
 	info := activity.GetInfo(ctx)
 	ex := &exchange{requestID: fmt.Sprintf("%s/%d", info.WorkflowExecution.ID, in.Attempt)}
+	budget := a.budgets.For(m.Endpoint())
+	ex.mayResend = func(n int) bool {
+		// A resend is a request like any other: within the call's cap and
+		// paid from the endpoint's budget.
+		return n < in.Resends && budget.TryRetry(a.now())
+	}
 	if in.Continue != "" {
 		ex.continuation = m.Continuation
 	}
@@ -151,7 +157,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
 			// This worker is stopping: the attempt is lost, not failed. The
-			// workflow resends it elsewhere, uncharged (worker_lost); text
+			// workflow resends it elsewhere (worker_lost); text
 			// already streamed to the caller is continued, not repeated.
 			if pub.close(ctx) {
 				out.Content, out.Published = answerText(resp), max(int(tokens.Load()), 1)

@@ -31,6 +31,10 @@ type exchange struct {
 	// message as text to continue, the way the model's server expects
 	// (go-openai has no field for it).
 	continuation config.Continuation
+	// mayResend, when set, is asked before the n-th (from 0) network-layer
+	// resend after a failed connect: the call's cap and the endpoint's
+	// budget decide, not only backoff.connect_retries.
+	mayResend func(n int) bool
 
 	mu             sync.Mutex
 	status         int
@@ -90,7 +94,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 	for n := 0; ; n++ {
 		resp, err := t.base.RoundTrip(req)
-		if err != nil && isConnectError(err) && n < t.resends && req.GetBody != nil {
+		if err != nil && isConnectError(err) && n < t.resends && req.GetBody != nil && (ex == nil || ex.mayResend == nil || ex.mayResend(n)) {
 			wait := callstate.FullJitter(n, t.backoff, 4*t.backoff<<n, t.rand())
 			select {
 			case <-req.Context().Done():

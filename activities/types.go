@@ -47,6 +47,9 @@ type PrepareInput struct {
 type SkippedModel struct {
 	Model  string `json:"model"`
 	Reason string `json:"reason"`
+	// Budget is set when the retry budget of the model's endpoint was
+	// spent; else its breaker refused (breaker_open).
+	Budget bool `json:"budget,omitempty"`
 }
 
 // Prepared is the next attempt: its model, the messages it sends and the
@@ -64,6 +67,10 @@ type Prepared struct {
 	Timeout time.Duration `json:"timeout"`
 	// Prompt is what the attempt sends, cut for the model's window.
 	Prompt Prompt `json:"prompt"`
+	// Resends is how many network-layer resends after a failed connect the
+	// call's attempts cap leaves this attempt (each is also charged to the
+	// endpoint's budget).
+	Resends int `json:"resends,omitempty"`
 }
 
 // Prompt is the cut of the request's messages one attempt sends: counted
@@ -95,6 +102,8 @@ type CallInput struct {
 	// sends it as a final assistant message for the model to continue,
 	// and its answer is the rest.
 	Continue string `json:"continue,omitempty"`
+	// Resends bounds the attempt's network-layer resends (Prepared.Resends).
+	Resends int `json:"resends,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the

@@ -166,7 +166,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		var out activities.CallOutcome
 		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
-			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered,
+			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
 		}).Get(ctx, &out)
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
@@ -192,6 +192,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
+				ConnectResends: out.ConnectResends,
 			}}).Get(ctx, &step)
 		if err != nil {
 			return "", err
@@ -221,7 +222,11 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 
 // callOptions are the options of one upstream attempt bounded by timeout.
 func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeout time.Duration) workflow.Context {
-	summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", c.st.Upstream+1, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
+	n := c.st.Requests // this attempt's request, counted by PrepareAttempt
+	if n == 0 {
+		n = c.st.Upstream + 1 // prepared by an older build
+	}
+	summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", n, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
 	if c.st.From.Resend {
 		summary += " · resend"
 	}
@@ -240,11 +245,16 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 	})
 }
 
-// skipped records the models the ladder skipped for open breakers.
+// skipped records the models the ladder skipped for open breakers or
+// spent retry budgets.
 func (c *call) skipped(models []activities.SkippedModel) {
 	for _, s := range models {
+		class := string(failure.BreakerOpen)
+		if s.Budget {
+			class = "" // not a failure of the model
+		}
 		c.res.Attempts = append(c.res.Attempts, Attempt{
-			N: c.st.N, Model: s.Model, Class: string(failure.BreakerOpen),
+			N: c.st.N, Model: s.Model, Class: class,
 			Decision: callstate.Switch.String(), Reason: s.Reason, RetriedFrom: c.st.From.String(),
 		})
 	}

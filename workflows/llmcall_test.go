@@ -61,7 +61,7 @@ func newHarness(t *testing.T, cfg *config.Config, script ...outcome) *harness {
 	return newHarnessWithBudget(t, cfg, nil, script...)
 }
 
-func newHarnessWithBudget(t *testing.T, cfg *config.Config, budget *guard.RetryBudget, script ...outcome) *harness {
+func newHarnessWithBudget(t *testing.T, cfg *config.Config, budgets *guard.Budgets, script ...outcome) *harness {
 	t.Helper()
 	if cfg == nil {
 		cfg = config.DefaultConfig()
@@ -70,7 +70,7 @@ func newHarnessWithBudget(t *testing.T, cfg *config.Config, budget *guard.RetryB
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	brk := guard.NewBreakerRegistry(cfg.Breaker, nil)
-	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budget: budget, Rand: func() float64 { return 0.5 }})
+	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budgets: budgets, Rand: func() float64 { return 0.5 }})
 	require.NoError(t, err)
 	h := &harness{t: t, env: env, acts: acts, brk: brk, script: script}
 	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
@@ -152,7 +152,7 @@ func TestLLMCallPaths(t *testing.T) {
 		source    workflows.Source
 		check     func(t *testing.T, h *harness, res workflows.CallResult)
 		mutateCfg func(cfg *config.Config)
-		budget    func() *guard.RetryBudget
+		budget    func(cfg *config.Config) *guard.Budgets
 	}{
 		{
 			name: "success", script: []outcome{ok("Your order ships today.")},
@@ -266,11 +266,20 @@ func TestLLMCallPaths(t *testing.T) {
 			want:   []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 		},
 		{
-			name:   "auth switches and trips the breaker",
-			script: []outcome{fail(failure.Auth, 401), ok("done")},
-			want:   []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			name:      "auth switches to a rung with another key and trips the breaker",
+			mutateCfg: func(cfg *config.Config) { cfg.Models[1].APIKeyEnv = "OTHER_KEY" },
+			script:    []outcome{fail(failure.Auth, 401), ok("done")},
+			want:      []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, guard.BreakerOpen, h.brk.State("qwen-72b", time.Now()))
+			},
+		},
+		{
+			name:   "auth never sends the refused key to the same endpoint: the FAQ answers",
+			script: []outcome{fail(failure.Auth, 401)},
+			want:   []string{"qwen-72b:auth:fallback"}, source: workflows.SourceFAQ,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Contains(t, res.Attempts[0].Reason, "refused the key of qwen-72b")
 			},
 		},
 		{
@@ -333,19 +342,24 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name: "budget exhausted: no retry, next model at once",
-			budget: func() *guard.RetryBudget {
-				b := guard.NewRetryBudget(config.BudgetConfig{Window: config.Duration(time.Minute), Ratio: 0.0001, Floor: 1})
-				if !b.TryRetry(time.Now()) { // spend the floor
-					panic("budget refused its floor")
-				}
-				return b
-			},
-			script: []outcome{fail(failure.BodyError, 200), ok("done")},
-			want:   []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			name:      "budget of the endpoint spent: no retry there, the model on another endpoint at once",
+			mutateCfg: func(cfg *config.Config) { cfg.Models[1].BaseURL = "http://10.0.0.2:8000/v1" },
+			budget:    spentOnFirstRung,
+			script:    []outcome{fail(failure.BodyError, 200), ok("done")},
+			want:      []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Contains(t, res.Attempts[0].Reason, "retry budget exhausted")
+				require.Contains(t, res.Attempts[0].Reason, "the retry budget of http://127.0.0.1:8000 is spent: switch to qwen-14b")
 				require.Zero(t, res.Attempts[0].DelayMS)
+			},
+		},
+		{
+			name:   "budget of the one shared endpoint spent: no switch onto it either, the FAQ answers",
+			budget: spentOnFirstRung,
+			script: []outcome{fail(failure.BodyError, 200)},
+			want:   []string{"qwen-72b:body_error:fallback"}, source: workflows.SourceFAQ,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Contains(t, res.Attempts[0].Reason, "retry budget of http://127.0.0.1:8000 is spent")
+				require.Len(t, h.calls, 1, "one upstream request")
 			},
 		},
 	}
@@ -355,9 +369,9 @@ func TestLLMCallPaths(t *testing.T) {
 			if tc.mutateCfg != nil {
 				tc.mutateCfg(cfg)
 			}
-			var budget *guard.RetryBudget
+			var budget *guard.Budgets
 			if tc.budget != nil {
-				budget = tc.budget()
+				budget = tc.budget(cfg)
 			}
 			h := newHarnessWithBudget(t, cfg, budget, tc.script...)
 			q := tc.question
@@ -493,4 +507,14 @@ func TestLLMCallTeachesTheClassBreakerOncePerRetry(t *testing.T) {
 	st := classes.Snapshot(time.Now())[failure.Timeout]
 	require.Equal(t, 2, st.Retries)
 	require.Equal(t, 1, st.Failures)
+}
+
+// spentOnFirstRung returns budgets whose first rung's endpoint has spent
+// its one retry (the floor).
+func spentOnFirstRung(cfg *config.Config) *guard.Budgets {
+	bs := guard.NewBudgets(config.BudgetConfig{Window: config.Duration(time.Minute), Ratio: 0.0001, Floor: 1})
+	if !bs.For(cfg.Models[0].Endpoint()).TryRetry(time.Now()) {
+		panic("budget refused its floor")
+	}
+	return bs
 }

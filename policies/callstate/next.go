@@ -16,15 +16,18 @@ const MinAttemptTime = time.Second
 
 // Next decides the step after a failed attempt of the call in state s
 // (README "How it works", step 5): the class's action, vetoed in this order
-// by the class's own verdict (fail, fallback), a business rule, the class's
-// resend limit, the attempts cap, the class's retry limit and switch rule,
-// the class breaker, the remaining deadline and the retry budget. It is a
-// pure function: the clock, randomness and the process-wide guards reach it
-// as out.Elapsed and v.
+// by the class's own verdict (fail, fallback), a business rule, the
+// attempts cap (every request of the call counts), the class's resend,
+// switch and retry limits and switch rule, the class breaker and the
+// remaining deadline. A step that would send another request where it may
+// not (an endpoint whose retry budget is spent; after auth, the same key
+// on the same endpoint) goes to a model where it may, else to the business
+// fallback. It is a pure function: the clock, randomness and the
+// process-wide guards reach it as out.Elapsed and v.
 //
-// Next never asks the budget to spend anything: a step with ChargesBudget
-// set must be paid for by the caller, which calls Next again with
-// v.Budget false when the payment is refused.
+// Next spends nothing: the caller charges each request after the call's
+// first to its endpoint's budget when it starts it (PrepareAttempt), and
+// skips a model whose budget was spent in the meantime.
 //
 // Once text was streamed to the caller (State.Delivered), every further
 // attempt continues it: a retry or resend stays on the model only if it
@@ -35,7 +38,7 @@ const MinAttemptTime = time.Second
 func Next(cfg *config.Config, s State, out Outcome, v Verdicts) Step {
 	d := decider{cfg: cfg, cp: cfg.ClassPolicy(out.Class), out: out, v: v, model: s.Model, next: s.clone()}
 	d.record()
-	st := d.keepDelivered(d.decide())
+	st := d.allowed(d.keepDelivered(d.decide()))
 	d.apply(&st)
 	return st
 }
@@ -65,6 +68,7 @@ func (d *decider) record() {
 		}
 	}
 	n.Delivered += d.out.Delivered
+	n.Requests += d.out.ConnectResends
 	if n.Failures[d.model] == nil {
 		n.Failures[d.model] = map[failure.Class]int{}
 	}
@@ -82,20 +86,23 @@ func (d *decider) decide() Step {
 	if s.NoRetry {
 		return d.fallback("a business rule forbids retries for this call")
 	}
+	if limit := MaxRequests(d.cfg); s.Requests >= limit {
+		return d.fallback(fmt.Sprintf("attempts cap reached (%d/%d upstream requests)", s.Requests, limit))
+	}
 	retries := s.ClassRetries[class]
 	if cp.Action == config.ActionResend {
 		if cp.Max >= 0 && retries >= cp.Max {
 			return d.switchOrFallback(fmt.Sprintf("%s resent %d time(s) already", class, retries))
 		}
 		st := d.step(Resend, Wait{}, "resend")
-		st.Reason = fmt.Sprintf("%s: resend the same attempt (%d/%d), not charged to the budget", class, retries+1, cp.Max)
+		st.Reason = fmt.Sprintf("%s: resend the same attempt (%d/%d)", class, retries+1, cp.Max)
 		return st
-	}
-	if max := d.cfg.Call.MaxAttempts; s.Upstream >= max {
-		return d.fallback(fmt.Sprintf("attempts cap reached (%d/%d)", s.Upstream, max))
 	}
 	onModel := s.FailuresOn(d.model, class)
 	if cp.Action == config.ActionSwitchModel {
+		if n := s.ClassSwitches[class]; cp.Max >= 0 && n >= cp.Max {
+			return d.fallback(fmt.Sprintf("%s on %s: switched %d time(s) for it already (max %d)", class, d.model, n, cp.Max))
+		}
 		return d.switchTo(fixed(cp.Waits, onModel-1), fmt.Sprintf("%s on %s", class, d.model))
 	}
 	if cp.Max >= 0 && retries >= cp.Max {
@@ -115,13 +122,60 @@ func (d *decider) decide() Step {
 	if !d.fits(st.Wait.Delay) {
 		return d.switchOrFallback(fmt.Sprintf("%s: waiting %s would not leave time for an attempt before the deadline", class, FormatDuration(st.Wait.Delay)))
 	}
-	if !d.v.Budget {
-		r := d.switchOrFallback("retry budget exhausted")
-		r.BudgetRefused = true
+	return st
+}
+
+// allowed keeps a step that sends another request only where the call may
+// send it: not to an endpoint whose retry budget is spent, and after an
+// auth failure not with the same key to the same endpoint. Otherwise the
+// call switches to the next model where it may (one that can continue the
+// delivered text, once text was streamed), else falls back (or finishes
+// with the delivered text).
+func (d *decider) allowed(st Step) Step {
+	target := d.model
+	switch st.Kind {
+	case Retry, Resend:
+	case Switch:
+		target = st.Next.Model
+	default:
+		return st
+	}
+	why, budget := d.refuses(target)
+	if why == "" {
+		return st
+	}
+	next := d.nextModelWhere(func(m string) bool {
+		r, _ := d.refuses(m)
+		return r == "" && (d.next.Delivered == 0 || d.canContinue(m))
+	})
+	if next == "" {
+		r := d.keepDelivered(d.fallback(fmt.Sprintf("%s; %s and no other model may take the call", st.Reason, why)))
+		r.BudgetRefused = budget
 		return r
 	}
-	st.ChargesBudget = true
-	return st
+	sw := d.step(Switch, Wait{}, "switch_model")
+	if d.next.Delivered > 0 {
+		sw.Decision += " (continue)"
+	}
+	sw.Next.Model = next
+	sw.BudgetRefused = budget
+	sw.Reason = fmt.Sprintf("%s; %s: switch to %s", st.Reason, why, next)
+	return sw
+}
+
+// refuses says why the call may not send its next request to model (""
+// when it may) and whether that is the retry budget.
+func (d *decider) refuses(model string) (string, bool) {
+	m, _ := d.cfg.Model(model)
+	if d.out.Class == failure.Auth {
+		if f, _ := d.cfg.Model(d.model); f.Endpoint() == m.Endpoint() && f.APIKeyEnv == m.APIKeyEnv {
+			return fmt.Sprintf("%s refused the key of %s", m.Endpoint(), d.model), false
+		}
+	}
+	if slices.Contains(d.v.Spent, m.Endpoint()) {
+		return fmt.Sprintf("the retry budget of %s is spent", m.Endpoint()), true
+	}
+	return "", false
 }
 
 // retry builds the retry the class's action asks for, or the step that
@@ -220,7 +274,7 @@ func (d *decider) keepDelivered(st Step) Step {
 		}
 		sw := d.step(Switch, Wait{}, "switch_model (continue)")
 		sw.Next.Model = next
-		sw.ChargesBudget, sw.BudgetRefused = st.ChargesBudget, st.BudgetRefused
+		sw.BudgetRefused = st.BudgetRefused
 		sw.Reason = fmt.Sprintf("%s; %s cannot continue the %d token(s) delivered: switch to %s, which can", st.Reason, model, n, next)
 		return sw
 	}
@@ -257,6 +311,7 @@ func (d *decider) apply(st *Step) {
 		n.From = from
 		n.N++
 	case Switch:
+		n.ClassSwitches[class]++
 		n.Pending = failure.None // the next model's attempt is not a retry
 		n.Tried = append(n.Tried, d.model)
 		n.From = from

@@ -14,11 +14,16 @@ import (
 // TestNext decides one failed attempt of a call on qwen-72b (the first
 // rung) one second into a 60 s deadline, with the default policy.
 func TestNext(t *testing.T) {
-	cfg := config.DefaultConfig()
+	cfg := config.DefaultConfig() // every rung on one endpoint, with one key
+	// two: qwen-14b on an endpoint of its own, with a key of its own.
+	two := config.DefaultConfig()
+	two.Models[1].BaseURL, two.Models[1].APIKeyEnv = "http://10.0.0.2:8000/v1", "OTHER_KEY"
+	first := cfg.Models[0].Endpoint()
 	tests := []struct {
 		name     string
+		cfg      *config.Config // nil: cfg
 		in       func(s *State, o *Outcome, v *Verdicts)
-		noBudget bool
+		noBudget bool // the first rung's endpoint has no retry left
 		kind     Kind
 		decision string
 		delay    time.Duration
@@ -29,8 +34,8 @@ func TestNext(t *testing.T) {
 		{name: "timeout prunes one stage and waits full jitter", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Timeout },
 			kind: Retry, decision: "prune+retry", delay: 250 * time.Millisecond, model: "qwen-72b",
 			check: func(t *testing.T, s Step) {
-				if s.Next.Shape.PruneStage != 1 || !s.ChargesBudget {
-					t.Errorf("stage %d, charged %v", s.Next.Shape.PruneStage, s.ChargesBudget)
+				if s.Next.Shape.PruneStage != 1 || s.BudgetRefused {
+					t.Errorf("stage %d, budget refused %v", s.Next.Shape.PruneStage, s.BudgetRefused)
 				}
 			}},
 		{name: "full jitter grows with retries", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Backoffs = 3 },
@@ -48,6 +53,11 @@ func TestNext(t *testing.T) {
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "queue full switches after 200 ms", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
 			kind: Switch, decision: "switch_model", delay: 200 * time.Millisecond, model: "qwen-14b"},
+		{name: "queue full after one switch for it: fallback (max 1)", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.QueueFull
+			s.ClassSwitches = map[failure.Class]int{failure.QueueFull: 1}
+		},
+			kind: Fallback, decision: "fallback", reason: "max 1"},
 		{name: "rate limited waits Retry-After exactly", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.RetryAfter, o.HasRetryAfter = failure.RateLimited, 2300*time.Millisecond, true
 		}, kind: Retry, decision: "wait retry-after", delay: 2300 * time.Millisecond, model: "qwen-72b"},
@@ -90,38 +100,57 @@ func TestNext(t *testing.T) {
 			kind: Fallback, decision: "fallback"},
 		{name: "invalid request fails", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.InvalidRequest },
 			kind: Fail, decision: "fail"},
-		{name: "auth switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Auth },
+		{name: "auth never sends the refused key to the same endpoint again", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Auth },
+			kind: Fallback, decision: "fallback", reason: "refused the key of qwen-72b"},
+		{name: "auth switches to a rung with another key", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Auth },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "model not found switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ModelNotFound },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "connect switches", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Connect },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
-		{name: "worker lost resends, uncharged", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
+		{name: "worker lost resends", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
 			kind: Resend, decision: "resend", model: "qwen-72b"},
 		{name: "worker lost twice already switches", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class = failure.WorkerLost
 			s.ClassRetries = map[failure.Class]int{failure.WorkerLost: 2}
 		},
-			noBudget: true, kind: Switch, decision: "switch_model", model: "qwen-14b"},
-		{name: "budget exhausted: next model at once", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError },
-			noBudget: true, kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "retry budget exhausted",
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "worker lost on a spent endpoint: no resend there", noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
+			kind: Fallback, decision: "fallback", reason: "retry budget of " + first + " is spent"},
+		{name: "budget spent on the endpoint: a model on another endpoint at once", cfg: two, noBudget: true,
+			in:   func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError },
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "the retry budget of " + first + " is spent: switch to qwen-14b",
 			check: func(t *testing.T, s Step) {
-				if !s.BudgetRefused || s.ChargesBudget {
-					t.Errorf("refused %v, charged %v", s.BudgetRefused, s.ChargesBudget)
+				if !s.BudgetRefused {
+					t.Error("BudgetRefused not set")
 				}
 			}},
-		{name: "budget exhausted and no model left: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
+		{name: "budget spent: a switch never lands on the same endpoint", noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
+			kind: Fallback, decision: "fallback", reason: "retry budget of " + first,
+			check: func(t *testing.T, s Step) {
+				if !s.BudgetRefused {
+					t.Error("BudgetRefused not set")
+				}
+			}},
+		{name: "budget exhausted and no model left: fallback", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class = failure.BodyError
 			v.Open = []string{"qwen-14b", "llama-8b"}
 		},
-			noBudget: true, kind: Fallback, decision: "fallback", reason: "retry budget exhausted"},
+			noBudget: true, kind: Fallback, decision: "fallback", reason: "retry budget"},
 		{name: "open breakers leave no model: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class = failure.QueueFull
 			v.Open = []string{"qwen-14b", "llama-8b"}
 		},
 			kind: Fallback, decision: "fallback", reason: "no other model"},
-		{name: "attempts cap", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Upstream = 3 },
-			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4)"},
+		{name: "attempts cap", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Requests = 4 },
+			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4 upstream requests)"},
+		{name: "connect resends count against the cap", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.ConnectResends = failure.BodyError, 2
+			s.Requests = 2
+		},
+			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4"},
+		{name: "the cap holds for resends", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost; s.Requests = 4 },
+			kind: Fallback, decision: "fallback", reason: "attempts cap"},
 		{name: "deadline reserve: no time for another attempt", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class = failure.BodyError
 			o.Elapsed = 57 * time.Second
@@ -145,10 +174,17 @@ func TestNext(t *testing.T) {
 			s := New("", Shape{}, 60*time.Second, false)
 			s.Model = "qwen-72b"
 			o := Outcome{Elapsed: time.Second}
-			v := Verdicts{ClassAllowed: true, Budget: !tc.noBudget, U: 0.5}
+			v := Verdicts{ClassAllowed: true, U: 0.5}
+			if tc.noBudget {
+				v.Spent = []string{first}
+			}
 			tc.in(&s, &o, &v)
 			before := s.clone()
-			st := Next(cfg, s, o, v)
+			c := cfg
+			if tc.cfg != nil {
+				c = tc.cfg
+			}
+			st := Next(c, s, o, v)
 			model := st.Next.Model
 			if st.Kind == Fallback || st.Kind == Fail {
 				model = ""
@@ -160,8 +196,8 @@ func TestNext(t *testing.T) {
 			if st.Reason == "" || !strings.Contains(st.Reason, tc.reason) {
 				t.Errorf("reason %q does not say %q", st.Reason, tc.reason)
 			}
-			if st.ChargesBudget && (st.Kind != Retry || tc.noBudget) {
-				t.Errorf("a %s step charges the budget (budget left: %v)", st.Kind, !tc.noBudget)
+			if tc.noBudget && (st.Kind == Retry || st.Kind == Resend || st.Kind == Switch && c.Endpoint(st.Next.Model) == first) {
+				t.Errorf("a %s step to %s, whose endpoint has no retry left", st.Kind, st.Next.Model)
 			}
 			if st.Next.FailuresOn("qwen-72b", o.Class) != before.FailuresOn("qwen-72b", o.Class)+1 {
 				t.Errorf("failure of %s on qwen-72b not counted: %v", o.Class, st.Next.Failures)
@@ -208,25 +244,24 @@ func TestNextSteps(t *testing.T) {
 		// The resend fails with 500 again: the second on this model switches.
 		{3 * time.Second, failure.ServerError, 0,
 			want{Switch, Wait{}, "qwen-14b", 3, 2, 1, failure.None, "2 (server_error)", 1}},
-		// 429 with Retry-After 1.5 s: waited exactly, not a backoff.
+		// 429 with Retry-After 1.5 s on the fourth upstream request (the
+		// resend counts): the cap sends the call to the fallback.
 		{4 * time.Second, failure.RateLimited, 1500 * time.Millisecond,
-			want{Retry, Wait{1500 * time.Millisecond, RetryAfter}, "qwen-14b", 4, 3, 1, failure.RateLimited, "3 (rate_limited)", 1}},
-		// The fourth upstream attempt times out: the cap sends the call to the fallback.
-		{6 * time.Second, failure.Timeout, 0,
-			want{Fallback, Wait{}, "qwen-14b", 4, 4, 1, failure.None, "3 (rate_limited)", 0}},
+			want{Fallback, Wait{}, "qwen-14b", 3, 3, 1, failure.None, "2 (server_error)", 0}},
 	}
 	s := New("", Shape{}, 60*time.Second, false)
 	s.Model = "qwen-72b"
 	for i, st := range steps {
 		out := Outcome{Class: st.class, Elapsed: st.at, RetryAfter: st.ra, HasRetryAfter: st.ra > 0}
-		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
+		s = s.Start(s.Model) // PrepareAttempt
+		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, U: 0.5})
 		s = step.Next
 		got := want{step.Kind, step.Wait, s.Model, s.N, s.Upstream, s.Backoffs, s.Pending, s.From.String(), s.ClassRetries[st.class]}
 		if got != st.want {
 			t.Fatalf("step %d (%s at %v): got %+v (%s), want %+v", i, st.class, st.at, got, step.Reason, st.want)
 		}
 	}
-	if want := []failure.Class{failure.ServerError, failure.WorkerLost, failure.RateLimited, failure.Timeout}; strings.Join(classNames(s.Classes), ",") != strings.Join(classNames(want), ",") {
+	if want := []failure.Class{failure.ServerError, failure.WorkerLost, failure.RateLimited}; strings.Join(classNames(s.Classes), ",") != strings.Join(classNames(want), ",") {
 		t.Errorf("classes %v, want %v", s.Classes, want)
 	}
 	if len(s.Tried) != 1 || s.Tried[0] != "qwen-72b" {
@@ -241,11 +276,11 @@ func TestNextOpenBreakers(t *testing.T) {
 	s := New("", Shape{}, 60*time.Second, false)
 	s.Model = "qwen-72b"
 	out := Outcome{Class: failure.QueueFull, Elapsed: time.Second}
-	step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, Open: []string{"qwen-14b"}})
+	step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Open: []string{"qwen-14b"}})
 	if step.Kind != Switch || step.Next.Model != "llama-8b" || step.Wait != (Wait{200 * time.Millisecond, FixedWait}) {
 		t.Fatalf("got %s to %q after %+v, want a switch to llama-8b after the 200 ms fixed wait", step.Kind, step.Next.Model, step.Wait)
 	}
-	step = Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, Open: []string{"qwen-14b", "llama-8b"}})
+	step = Next(cfg, s, out, Verdicts{ClassAllowed: true, Open: []string{"qwen-14b", "llama-8b"}})
 	if step.Kind != Fallback {
 		t.Fatalf("got %s, want fallback with every other breaker open", step.Kind)
 	}
@@ -269,7 +304,8 @@ func walk(t *testing.T, cfg *config.Config, s State, outs ...Outcome) []Step {
 		if out.Elapsed == 0 {
 			out.Elapsed = time.Duration(i+1) * time.Second
 		}
-		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
+		s = s.Start(s.Model) // PrepareAttempt
+		step := Next(cfg, s, out, Verdicts{ClassAllowed: true, U: 0.5})
 		b, err := json.Marshal(step)
 		if err != nil {
 			t.Fatal(err)
@@ -302,6 +338,8 @@ func TestNextLimitsBySteps(t *testing.T) {
 	}
 
 	t.Run("worker_lost resends twice, then switches and forgets the pending retry", func(t *testing.T) {
+		cfg := config.DefaultConfig()
+		cfg.Call.MaxAttempts = 6 // the cap would stop the fourth request
 		steps := walk(t, cfg, start,
 			Outcome{Class: failure.Timeout}, Outcome{Class: failure.WorkerLost},
 			Outcome{Class: failure.WorkerLost}, Outcome{Class: failure.WorkerLost})
@@ -323,10 +361,29 @@ func TestNextLimitsBySteps(t *testing.T) {
 			t.Fatalf("kinds %s (%s)", got, steps[1].Reason)
 		}
 	})
-	t.Run("an attempt refused before sending does not count upstream", func(t *testing.T) {
+	t.Run("an attempt refused before sending is not sent upstream, but counts against the cap", func(t *testing.T) {
 		steps := walk(t, cfg, start, Outcome{Class: failure.ContextLengthExceeded, NotSent: true})
-		if s := steps[0]; s.Kind != Retry || s.Next.Upstream != 0 || s.Next.Shape.KeepRounds != 3 {
-			t.Fatalf("%s, upstream %d, keep %d; want retry, 0, 3", s.Kind, s.Next.Upstream, s.Next.Shape.KeepRounds)
+		if s := steps[0]; s.Kind != Retry || s.Next.Upstream != 0 || s.Next.Requests != 1 || s.Next.Shape.KeepRounds != 3 {
+			t.Fatalf("%s, upstream %d, requests %d, keep %d; want retry, 0, 1, 3", s.Kind, s.Next.Upstream, s.Next.Requests, s.Next.Shape.KeepRounds)
+		}
+	})
+	t.Run("no class loops past the cap, whatever its max", func(t *testing.T) {
+		cfg := config.DefaultConfig()
+		cp := cfg.Classes[failure.ContextLengthExceeded]
+		cp.Max = -1
+		cfg.Classes[failure.ContextLengthExceeded] = cp
+		var outs []Outcome
+		for range 12 {
+			outs = append(outs, Outcome{Class: failure.ContextLengthExceeded, NotSent: true})
+		}
+		steps := walk(t, cfg, start, outs[:4]...)
+		if got := kinds(steps); got != "retry,retry,retry,fallback" {
+			t.Fatalf("kinds %s", got)
+		}
+		cfg.Call.MaxAttempts = 1000 // Validate refuses it; HardMaxRequests still holds
+		steps = walk(t, cfg, start, outs...)
+		if got := kinds(steps); !strings.HasSuffix(got, "fallback") || len(steps) != 12 || steps[HardMaxRequests-1].Kind != Fallback {
+			t.Fatalf("kinds %s; want a fallback at request %d", got, HardMaxRequests)
 		}
 	})
 	t.Run("only full-jitter retries raise the backoff exponent", func(t *testing.T) {
@@ -342,8 +399,8 @@ func TestNextLimitsBySteps(t *testing.T) {
 	})
 	t.Run("a skipped model ends the pending retry", func(t *testing.T) {
 		s := walk(t, cfg, start, Outcome{Class: failure.Timeout})[0].Next
-		if s.Pending != failure.Timeout || s.Skip("qwen-72b").Pending != failure.None {
-			t.Fatalf("pending %q, after skip %q", s.Pending, s.Skip("qwen-72b").Pending)
+		if s.Pending != failure.Timeout || s.Skip("qwen-72b", failure.BreakerOpen).Pending != failure.None {
+			t.Fatalf("pending %q, after skip %q", s.Pending, s.Skip("qwen-72b", failure.BreakerOpen).Pending)
 		}
 	})
 }
@@ -394,7 +451,7 @@ func TestNextDelivered(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New("", Shape{}, 60*time.Second, false)
 			s.Model, s.Tried = tc.model, tc.tried
-			st := Next(cfg, s, Outcome{Class: tc.class, Elapsed: time.Second, Delivered: tc.delivered}, Verdicts{ClassAllowed: true, Budget: true, U: 0.5})
+			st := Next(cfg, s, Outcome{Class: tc.class, Elapsed: time.Second, Delivered: tc.delivered}, Verdicts{ClassAllowed: true, U: 0.5})
 			if st.Kind != tc.kind || st.Next.Model != tc.next || st.Decision != tc.decision || !strings.Contains(st.Reason, tc.reason) {
 				t.Fatalf("got %s to %s, %q (%s); want %s to %s, %q with %q", st.Kind, st.Next.Model, st.Decision, st.Reason, tc.kind, tc.next, tc.decision, tc.reason)
 			}

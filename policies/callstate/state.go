@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
@@ -23,14 +24,23 @@ type State struct {
 	Shape Shape `json:"shape"`
 	// N numbers the next attempt (1 for the first); a resend keeps it.
 	N int `json:"n"`
-	// Upstream counts the attempts sent upstream (lost-worker resends and
-	// attempts refused before sending excluded): the attempts cap reads it.
+	// Upstream counts the failed attempts that were sent upstream
+	// (lost-worker resends and attempts refused before sending excluded).
 	Upstream int `json:"upstream"`
+	// Requests counts every upstream request the call has started: each
+	// attempt, resend and network-layer connect resend, sent or not. The
+	// attempts cap (call.max_attempts, never above HardMaxRequests) reads
+	// it, and every request after the first is charged to the retry
+	// budget of its endpoint.
+	Requests int `json:"requests,omitempty"`
 	// Backoffs counts the retries that waited a full-jitter backoff: the
 	// exponent n of the next one.
 	Backoffs int `json:"backoffs"`
 	// ClassRetries counts, per class, the retries and resends it caused.
 	ClassRetries map[failure.Class]int `json:"class_retries,omitempty"`
+	// ClassSwitches counts, per class, the model switches its action
+	// (switch_model) caused: the class's max bounds them.
+	ClassSwitches map[failure.Class]int `json:"class_switches,omitempty"`
 	// Failures counts the failed attempts per model and class.
 	Failures map[string]map[failure.Class]int `json:"failures,omitempty"`
 	// Pending is the class the next attempt retries: its outcome tells the
@@ -84,14 +94,37 @@ func New(preferred string, shape Shape, deadline time.Duration, noRetry bool) St
 }
 
 // Skip records that model was skipped without an upstream call (its
-// breaker refused): the call leaves it as if it had switched.
-func (s State) Skip(model string) State {
+// breaker refused, or the retry budget of its endpoint): the call leaves
+// it as if it had switched. class is what refused it (breaker_open), or
+// None for a guard that is not a failure of the model.
+func (s State) Skip(model string, class failure.Class) State {
 	s = s.clone()
 	s.Tried = append(s.Tried, model)
 	s.Model = ""
 	s.Pending = failure.None // the next model's attempt is not that retry
-	s.addClass(failure.BreakerOpen)
+	if class != failure.None {
+		s.addClass(class)
+	}
 	return s
+}
+
+// Start records that the next attempt goes to model: one more upstream
+// request.
+func (s State) Start(model string) State {
+	s = s.clone()
+	s.Model = model
+	s.Requests++
+	return s
+}
+
+// HardMaxRequests bounds the upstream requests of one call whatever the
+// configuration says (config.Validate refuses a larger call.max_attempts;
+// a Config built in code cannot lift it either).
+const HardMaxRequests = 10
+
+// MaxRequests is the attempts cap of a call under cfg.
+func MaxRequests(cfg *config.Config) int {
+	return max(min(cfg.Call.MaxAttempts, HardMaxRequests), 1)
 }
 
 // FailuresOn returns how many attempts on model failed with class.
@@ -104,11 +137,8 @@ func (s State) FailuresOn(model string, class failure.Class) int {
 func (s State) clone() State {
 	s.Tried = slices.Clone(s.Tried)
 	s.Classes = slices.Clone(s.Classes)
-	cr := make(map[failure.Class]int, len(s.ClassRetries)+1)
-	for k, v := range s.ClassRetries {
-		cr[k] = v
-	}
-	s.ClassRetries = cr
+	s.ClassRetries = cloneCounts(s.ClassRetries)
+	s.ClassSwitches = cloneCounts(s.ClassSwitches)
 	f := make(map[string]map[failure.Class]int, len(s.Failures)+1)
 	for m, byClass := range s.Failures {
 		c := make(map[failure.Class]int, len(byClass))
@@ -140,6 +170,9 @@ type Outcome struct {
 	// Delivered is the completion tokens this attempt streamed to the
 	// caller before it failed.
 	Delivered int `json:"delivered,omitempty"`
+	// ConnectResends are the requests the attempt resent at the network
+	// layer after a failed connect (each was paid from the budget).
+	ConnectResends int `json:"connect_resends,omitempty"`
 }
 
 // Verdicts are the answers of the process-wide guards, gathered by the
@@ -149,8 +182,9 @@ type Verdicts struct {
 	// ClassAllowed is false when retries of the class fail too often
 	// across the process (the class breaker).
 	ClassAllowed bool `json:"class_allowed"`
-	// Budget is true when the retry budget has a retry left.
-	Budget bool `json:"budget"`
+	// Spent are the endpoints whose retry budget has no retry left: no
+	// step sends another request there.
+	Spent []string `json:"spent,omitempty"`
 	// Open are the models whose breaker is open: never switched to.
 	Open []string `json:"open,omitempty"`
 	// U is a uniform random number in [0,1) for the jitter.
@@ -164,8 +198,9 @@ type Kind int
 const (
 	// Retry sends the next attempt to the same model after the wait.
 	Retry Kind = iota + 1
-	// Resend sends the same attempt again at once (worker lost); it is
-	// not charged to the retry budget nor to the attempts cap.
+	// Resend sends the same attempt again at once (worker lost); like
+	// every request after the call's first it counts against the attempts
+	// cap and is charged to the retry budget of its endpoint.
 	Resend
 	// Switch sends the next attempt to Next.Model after the wait.
 	Switch
@@ -261,8 +296,16 @@ type Step struct {
 	// Reason one line saying why. Both are for people only.
 	Decision string `json:"decision"`
 	Reason   string `json:"reason"`
-	// ChargesBudget is true when the step spends a retry of the budget;
-	// BudgetRefused when the budget refused the retry the class wanted.
-	ChargesBudget bool `json:"charges_budget,omitempty"`
+	// BudgetRefused is set when a spent retry budget changed the step:
+	// the class wanted another request on an endpoint with none left.
 	BudgetRefused bool `json:"budget_refused,omitempty"`
+}
+
+// cloneCounts copies a count map (never nil, so a step can count into it).
+func cloneCounts(m map[failure.Class]int) map[failure.Class]int {
+	out := make(map[failure.Class]int, len(m)+1)
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
 }

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -283,6 +285,31 @@ func (c *Config) Model(name string) (ModelConfig, bool) {
 		}
 	}
 	return ModelConfig{}, false
+}
+
+// Endpoint is the upstream endpoint of model m: the scheme, host and port
+// of its base URL ("https://api.openai.com:443"). Every model on one
+// endpoint shares its retry budget (guard.Budgets). A base URL that does
+// not parse is its own endpoint (Validate refuses it anyway).
+func (m ModelConfig) Endpoint() string {
+	u, err := url.Parse(m.BaseURL)
+	if err != nil || u.Host == "" {
+		return m.BaseURL
+	}
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// Endpoint is the endpoint of the named model ("" for an unknown one).
+func (c *Config) Endpoint(model string) string {
+	m, ok := c.Model(model)
+	if !ok {
+		return ""
+	}
+	return m.Endpoint()
 }
 
 // ClassPolicy returns the policy of failure class cl: the configured one,

@@ -127,7 +127,7 @@ func (c *Config) validate() []Problem {
 			bad(p+".switch_after", "must be 0 (never) or a positive count, got %d", cp.SwitchAfter)
 		}
 		if cp.Action == ActionResend && cp.Max < 0 {
-			bad(p+".max", "must be 0 (never) or a count up to 10 for action resend (resends are not counted against call.max_attempts), got %d", cp.Max)
+			bad(p+".max", "must be 0 (never) or a count up to 10 for action resend, got %d", cp.Max)
 		}
 		switch {
 		case cp.Action == ActionBumpTokens && cp.MaxTokensIncrease < 1:

@@ -3,6 +3,7 @@ package guard
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -175,4 +176,48 @@ func (r *windowRing) sum(now time.Time) (a, b int) {
 		}
 	}
 	return a, b
+}
+
+// Budgets are the retry budgets of a process, one per upstream endpoint
+// (config.ModelConfig.Endpoint): every model on one endpoint shares its
+// budget, so a call that switches models on a sick endpoint pays from the
+// same window as one that retries. Safe for concurrent use.
+type Budgets struct {
+	cfg config.BudgetConfig
+	mu  sync.Mutex
+	by  map[string]*RetryBudget
+}
+
+// NewBudgets returns per-endpoint budgets with cfg's settings (see
+// NewRetryBudget, which panics on the same settings).
+func NewBudgets(cfg config.BudgetConfig) *Budgets {
+	if err := checkBudget(cfg); err != nil {
+		panic(fmt.Sprintf("guard.NewBudgets: %v", err))
+	}
+	return &Budgets{cfg: cfg, by: map[string]*RetryBudget{}}
+}
+
+// For returns the budget of endpoint, made on first use.
+func (b *Budgets) For(endpoint string) *RetryBudget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.by[endpoint]
+	if !ok {
+		r = NewRetryBudget(b.cfg)
+		b.by[endpoint] = r
+	}
+	return r
+}
+
+// Spent lists, sorted, the endpoints among those given whose budget allows
+// no retry at now.
+func (b *Budgets) Spent(now time.Time, endpoints ...string) []string {
+	var out []string
+	for _, e := range endpoints {
+		if !slices.Contains(out, e) && b.For(e).Remaining(now) <= 0 {
+			out = append(out, e)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
