@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -50,7 +53,9 @@ const (
 	NameBackoff  = "exp backoff, no jitter"
 	NameOpenAIGo = "openai-go defaults"
 	NameTemporal = "Temporal default retry"
+	NameLiteLLM  = "LiteLLM-Router style"
 	NameDurable  = "durable-llm"
+	NameDurable3 = "durable-llm, 3 workers"
 	NameDirect   = "direct go-openai"
 	NameFloor    = "bare 1-activity workflow"
 )
@@ -167,6 +172,75 @@ func newRetryLoop(name, about, baseURL string, timeout, deadline time.Duration, 
 	return &Contender{Name: name, About: about, Call: call, Close: closeIdle}
 }
 
+// NewLiteLLM is a LiteLLM-Router-style policy: each model of the ladder
+// (qwen-72b, then its fallbacks qwen-14b and llama-8b, each at urlFor's
+// base URL) gets 1 + 3 attempts with the per-attempt timeout, waiting
+// between them the upstream's Retry-After when it sent one of at most
+// 60 s, else LiteLLM's exponential backoff 0.5 s·2ⁿ × (1 − U/4) capped at
+// 8 s; when a model's retries are spent, the next model.
+func NewLiteLLM(urlFor func(model string) string, timeout, deadline time.Duration) *Contender {
+	hc, closeIdle := newHTTPClient()
+	models := []string{"qwen-72b", "qwen-14b", "llama-8b"}
+	clients := map[string]*goopenai.Client{}
+	for _, m := range models {
+		clients[m] = goOpenAIClient(urlFor(m), &http.Client{Transport: retryAfterTransport{hc.Transport}})
+	}
+	call := func(ctx context.Context, i int) Result {
+		key := fmt.Sprintf("call-%d", i)
+		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), deadline)
+		defer cancel()
+		var err error
+		for _, m := range models {
+			for n := 0; n <= 3; n++ {
+				ra := new(retryAfter)
+				actx, acancel := context.WithTimeout(context.WithValue(ctx, retryAfterKey{}, ra), timeout)
+				req := chatRequest(i)
+				req.Model = m
+				err = goOpenAIAnswer(clients[m].CreateChatCompletion(actx, req))
+				acancel()
+				if err == nil {
+					return Result{Key: key, Answered: true, ByModel: true}
+				}
+				if ctx.Err() != nil {
+					return Result{Key: key, Err: err}
+				}
+				if n == 3 {
+					break
+				}
+				wait := ra.d
+				if wait <= 0 || wait > time.Minute {
+					wait = min(time.Duration(float64(500*time.Millisecond)*math.Pow(2, float64(n))*(1-rand.Float64()/4)), 8*time.Second)
+				}
+				if !sleepCtx(ctx, wait) {
+					return Result{Key: key, Err: err}
+				}
+			}
+		}
+		return Result{Key: key, Err: err}
+	}
+	return &Contender{Name: NameLiteLLM, About: fmt.Sprintf("go-openai, %s timeout; per model 3 retries (Retry-After, else 0.5 s·2ⁿ backoff), then the next model", fmtDur(timeout)),
+		Call: call, Close: closeIdle}
+}
+
+// retryAfter is the Retry-After of the last response of one attempt.
+type retryAfter struct{ d time.Duration }
+
+type retryAfterKey struct{}
+
+// retryAfterTransport records a response's Retry-After (seconds) in the
+// request context's retryAfter.
+type retryAfterTransport struct{ base http.RoundTripper }
+
+func (t retryAfterTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if ra, ok := r.Context().Value(retryAfterKey{}).(*retryAfter); ok && err == nil {
+		if s, perr := strconv.ParseFloat(resp.Header.Get("Retry-After"), 64); perr == nil && s >= 0 {
+			ra.d = time.Duration(s * float64(time.Second))
+		}
+	}
+	return resp, err
+}
+
 // NewOpenAIGo is the official openai-go/v3 client with its defaults as
 // shipped (2 retries with its own backoff, Retry-After honoured, no
 // per-request timeout); only the call's overall deadline bounds it.
@@ -252,6 +326,12 @@ type DurableOptions struct {
 	Worker llmworker.Options
 	// Deadline is the call's deadline_ms; 0: the policy's default.
 	Deadline time.Duration
+	// Mutate, when set, changes the policy after its models were pointed
+	// at the upstream.
+	Mutate func(*config.Config)
+	// Workers is the number of workers on the task queue, each a process
+	// of its own as far as its guards go; 0 means 1.
+	Workers int
 }
 
 // NewDurable is durable-llm: LLMCall through llmclient on an in-process
@@ -279,11 +359,11 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 		byModel := res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel
 		return Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source)}
 	}
-	return &Contender{
-		Name:  NameDurable,
-		About: "LLMCall workflow via llmclient, default policy",
-		Call:  call, Close: stop,
-	}, nil
+	name, about := NameDurable, "LLMCall workflow via llmclient, default policy"
+	if o.Workers > 1 {
+		name, about = fmt.Sprintf("durable-llm, %d workers", o.Workers), fmt.Sprintf("as durable-llm, with %d workers on the task queue, each with its own guards", o.Workers)
+	}
+	return &Contender{Name: name, About: about, Call: call, Close: stop}, nil
 }
 
 // startDurableWorker starts an in-process llmworker (o's policy, default
@@ -295,20 +375,33 @@ func startDurableWorker(c client.Client, baseURL string, o DurableOptions) (*llm
 		cfg = config.DefaultConfig()
 	}
 	cfg.OverrideEndpoint(baseURL, "")
+	if o.Mutate != nil {
+		o.Mutate(cfg)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, nil, nil, err
 	}
 	tq := "bench-durable-" + randomID()
-	wo := o.Worker
-	wo.Config, wo.TaskQueue = cfg, tq
-	w, err := llmworker.New(c, wo)
-	if err != nil {
-		return nil, nil, nil, err
+	var workers []*llmworker.Worker
+	stop := func() {
+		for _, w := range workers {
+			w.Stop()
+		}
 	}
-	if err := w.Start(); err != nil {
-		return nil, nil, nil, err
+	for range max(o.Workers, 1) {
+		wo := o.Worker
+		wo.Config, wo.TaskQueue = cfg, tq
+		w, err := llmworker.New(c, wo)
+		if err == nil {
+			err = w.Start()
+		}
+		if err != nil {
+			stop()
+			return nil, nil, nil, err
+		}
+		workers = append(workers, w)
 	}
-	return &llmclient.Client{Temporal: c, TaskQueue: tq}, cfg, w.Stop, nil
+	return &llmclient.Client{Temporal: c, TaskQueue: tq}, cfg, stop, nil
 }
 
 // DurableRequest is the CallRequest of call i in a run: the same messages

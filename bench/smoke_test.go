@@ -34,14 +34,14 @@ func TestStormHarness(t *testing.T) {
 		StartToClose: time.Second, Deadline: 10 * time.Second,
 		IncidentStart: 500 * time.Millisecond, IncidentEnd: 2500 * time.Millisecond, Tail: time.Second,
 	}
-	rep, err := RunStorm(context.Background(), c, StormOptions{Contenders: []string{KeyNaive, KeyOpenAIGo}})
+	rep, err := RunStorm(context.Background(), c, StormOptions{Contenders: []string{KeyNaive, KeyOpenAIGo, KeyLiteLLM}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Runs) != 2 {
-		t.Fatalf("%d runs, want 2", len(rep.Runs))
+	if len(rep.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(rep.Runs))
 	}
-	naive, oai := rep.Runs[0].Summary, rep.Runs[1].Summary
+	naive, oai, lite := rep.Runs[0].Summary, rep.Runs[1].Summary, rep.Runs[2].Summary
 	if naive.Calls != 35 || oai.Calls != 35 {
 		t.Errorf("calls %d and %d, want 35 each", naive.Calls, oai.Calls)
 	}
@@ -51,6 +51,11 @@ func TestStormHarness(t *testing.T) {
 	}
 	if naive.ByModelPct == 100 {
 		t.Errorf("naive answered every call, want the spike's calls to fail")
+	}
+	// The LiteLLM-style router retries the spike's timeouts with backoff,
+	// then falls back to the next model, which answers.
+	if lite.AmpIncident <= 1 || lite.ByModelPct != 100 {
+		t.Errorf("LiteLLM style: amplification %.2f over the incident, by model %.1f %%; want > 1, 100 %%", lite.AmpIncident, lite.ByModelPct)
 	}
 	// openai-go waits for the slow answers: one request per call.
 	if oai.AmpIncident != 1 || oai.AmpOverall != 1 || oai.ByModelPct != 100 {
@@ -75,7 +80,7 @@ func TestStormHarness(t *testing.T) {
 		t.Errorf("chart is %v, too small to read", b)
 	}
 	md := rep.Markdown(rep.Header("go test", ThisMachine(), time.Now()), "storm.png")
-	for _, want := range []string{"| naive loop", "| openai-go defaults", "naive loop amplification over the incident ≥ 3", "![upstream arrivals per 100 ms](storm.png)", "phases: healthy"} {
+	for _, want := range []string{"| naive loop", "| openai-go defaults", "| LiteLLM-Router style", "naive loop amplification over the incident ≥ 3", "![upstream arrivals per 100 ms](storm.png)", "phases: healthy"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("report lacks %q:\n%s", want, md)
 		}

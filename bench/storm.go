@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 //go:embed scenarios/*.yaml
@@ -48,15 +49,70 @@ type StormCase struct {
 	// Metastable marks the near-capacity case: its table reports which
 	// contenders stay collapsed after the trigger.
 	Metastable bool
+	// SecondEndpoint lists the models served by a second endpoint (the
+	// same simulator under another host name, so requests are told apart
+	// by model); empty: every model on one endpoint.
+	SecondEndpoint []string
+	// RetryAfter is the Retry-After of a rate-limit burst (0: none): model
+	// answers are due back within it + 2 s of the end of the burst.
+	RetryAfter time.Duration
 }
 
 // StormCaseNames lists the storm cases in the order they run.
-var StormCaseNames = []string{"spike", "vllm", "metastable"}
+var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "two", "queuefull"}
 
 var stormTitles = map[string]string{
 	"spike":      "Storm — a 5-second upstream latency spike",
 	"vllm":       "Storm — a vLLM cluster slows from 800 ms to 2.5 s",
 	"metastable": "Storm — metastability: near-capacity load plus a 2-second trigger",
+	"hang":       "Storm — the one shared endpoint hangs for 10 s",
+	"429":        "Storm — a 429 burst: 60 % refused with Retry-After 1 s for 10 s",
+	"5xx":        "Storm — a 5xx burst: 50 % HTML 502 for 10 s",
+	"slow":       "Storm — a slowdown beyond the first-token timeout for 10 s",
+	"flap":       "Storm — a flapping endpoint: 10 s up, 10 s down, for a minute",
+	"two":        "Storm — two endpoints, one sick",
+	"queuefull":  "Storm — queue_full on the primary model, the smaller one healthy",
+}
+
+// secondEndpoint are the models each case serves from a second endpoint.
+var secondEndpoint = map[string][]string{"two": {"qwen-14b", "llama-8b"}}
+
+// Endpoint names of the storm reports.
+const (
+	EndpointShared = "the endpoint"
+	EndpointA      = "endpoint A"
+	EndpointB      = "endpoint B"
+)
+
+// Endpoints returns the case's endpoints, the sick one first, each with
+// the models it serves.
+func (c StormCase) Endpoints(models []string) []StormEndpoint {
+	if len(c.SecondEndpoint) == 0 {
+		return []StormEndpoint{{Name: EndpointShared, Models: models}}
+	}
+	a := StormEndpoint{Name: EndpointA}
+	for _, m := range models {
+		if !slices.Contains(c.SecondEndpoint, m) {
+			a.Models = append(a.Models, m)
+		}
+	}
+	return []StormEndpoint{a, {Name: EndpointB, Models: c.SecondEndpoint}}
+}
+
+// StormEndpoint is one upstream endpoint of a storm case.
+type StormEndpoint struct {
+	Name   string
+	Models []string
+}
+
+// ModelURL is the base URL a client uses for model: the simulator's, or
+// for a model of the second endpoint the same server under the name
+// localhost.
+func (c StormCase) ModelURL(baseURL, model string) string {
+	if slices.Contains(c.SecondEndpoint, model) {
+		return strings.Replace(baseURL, "127.0.0.1", "localhost", 1)
+	}
+	return baseURL
 }
 
 // LoadStormCase returns the storm case called name with its scenario from
@@ -75,21 +131,40 @@ func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, 
 	if len(sc.Phases) < 2 || sc.Load == nil || sc.Load.Rate <= 0 {
 		return StormCase{}, fmt.Errorf("storm-%s.yaml: needs a healthy phase, an incident phase and load.rate", name)
 	}
+	// The incident is every phase between the first (healthy) and the
+	// last (recovered).
+	incident := sc.Phases[1 : len(sc.Phases)-1]
 	if short {
 		sc.Phases[0].Duration = min(sc.Phases[0].Duration, llmsim.Duration(3*time.Second))
-		sc.Phases[1].Duration = min(sc.Phases[1].Duration, llmsim.Duration(4*time.Second))
-		sc.Load.Duration = sc.Phases[0].Duration + sc.Phases[1].Duration + llmsim.Duration(6*time.Second)
+		total := sc.Phases[0].Duration
+		for i := range incident {
+			incident[i].Duration = min(incident[i].Duration, llmsim.Duration(4*time.Second))
+			total += incident[i].Duration
+		}
+		sc.Load.Duration = total + llmsim.Duration(6*time.Second)
 		if data, err = marshalScenario(sc); err != nil {
 			return StormCase{}, err
 		}
 	}
 	start := sc.Phases[0].Duration.D()
+	end := start
+	for _, p := range incident {
+		end += p.Duration.D()
+	}
 	c := StormCase{
 		Name: name, Title: stormTitles[name], Scenario: data,
 		Rate: sc.Load.Rate, Duration: sc.Load.Duration.D(), ClientTimeout: sc.Load.ClientTimeout.D(),
 		StartToClose: 2 * time.Second, Deadline: deadline,
-		IncidentStart: start, IncidentEnd: start + sc.Phases[1].Duration.D(),
+		IncidentStart: start, IncidentEnd: end,
 		Tail: min(10*time.Second, sc.Load.Duration.D()/3), Metastable: name == "metastable",
+		SecondEndpoint: secondEndpoint[name],
+	}
+	for _, p := range incident {
+		for _, f := range p.Faults {
+			if f.Kind == llmsim.FaultRateLimited {
+				c.RetryAfter = max(c.RetryAfter, f.RetryAfter.D(), time.Second)
+			}
+		}
 	}
 	return c, nil
 }
@@ -105,11 +180,14 @@ const (
 	KeyBackoff  = "backoff"
 	KeyOpenAIGo = "openai-go"
 	KeyTemporal = "temporal"
+	KeyLiteLLM  = "litellm"
 	KeyDurable  = "durable"
+	// KeyDurable3 is durable-llm with three workers on its task queue.
+	KeyDurable3 = "durable3"
 )
 
 // StormContenders lists the storm contenders' keys in the order they run.
-var StormContenders = []string{KeyNaive, KeyBackoff, KeyOpenAIGo, KeyTemporal, KeyDurable}
+var StormContenders = []string{KeyNaive, KeyBackoff, KeyOpenAIGo, KeyLiteLLM, KeyTemporal, KeyDurable, KeyDurable3}
 
 // StormOptions configure RunStorm.
 type StormOptions struct {
@@ -172,6 +250,8 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 	switch key {
 	case KeyNaive:
 		return NewNaive(baseURL, c.ClientTimeout, c.Deadline), nil
+	case KeyLiteLLM:
+		return NewLiteLLM(func(m string) string { return c.ModelURL(baseURL, m) }, c.ClientTimeout, c.Deadline), nil
 	case KeyBackoff:
 		return NewBackoff(baseURL, c.ClientTimeout, c.Deadline), nil
 	case KeyOpenAIGo:
@@ -181,11 +261,19 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 			return nil, err
 		}
 		return NewTemporalDefault(o.Temporal, baseURL, c.StartToClose, c.Deadline)
-	case KeyDurable:
+	case KeyDurable, KeyDurable3:
 		if err := needTemporal(); err != nil {
 			return nil, err
 		}
-		return NewDurable(o.Temporal, baseURL, DurableOptions{Deadline: c.Deadline})
+		do := DurableOptions{Deadline: c.Deadline, Mutate: func(cfg *config.Config) {
+			for i := range cfg.Models {
+				cfg.Models[i].BaseURL = c.ModelURL(cfg.Models[i].BaseURL, cfg.Models[i].Name)
+			}
+		}}
+		if key == KeyDurable3 {
+			do.Workers = 3
+		}
+		return NewDurable(o.Temporal, baseURL, do)
 	}
 	return nil, fmt.Errorf("unknown contender %q (have %s)", key, strings.Join(StormContenders, ", "))
 }
@@ -247,11 +335,27 @@ type StormSummary struct {
 	// TailByModelPct is ByModelPct over the calls started in the case's
 	// tail window (the last seconds of arrivals).
 	TailByModelPct float64
+	// IncidentByModelPct is the share of the calls started during the
+	// incident that a model answered within their deadline (seed 002's
+	// self-heal rate).
+	IncidentByModelPct float64
+	// Endpoints is the load on each endpoint, the sick one first.
+	Endpoints []EndpointLoad
 	// Sources counts durable-llm's answer sources.
 	Sources map[string]int
 	// Upstream counts what llmsim answered: status codes, "499" (client gone
 	// first), "reset".
 	Upstream map[string]int
+}
+
+// EndpointLoad is what one endpoint received in a run.
+type EndpointLoad struct {
+	StormEndpoint
+	// Arrivals are the requests it received; AmpOverall per logical call,
+	// AmpIncident the requests of the calls started during the incident
+	// per such call.
+	Arrivals                int
+	AmpOverall, AmpIncident float64
 }
 
 // Summarize computes a run's storm metrics from the client-side outcomes
@@ -260,6 +364,34 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 	s := StormSummary{Calls: len(outs), Sources: map[string]int{}, Upstream: st.Totals.Responses}
 	if len(outs) == 0 {
 		return s
+	}
+	var models []string
+	if sc, err := c.scenario(); err == nil {
+		for _, m := range sc.Models {
+			models = append(models, m.Name)
+		}
+	}
+	for _, ep := range c.Endpoints(models) {
+		l := EndpointLoad{StormEndpoint: ep}
+		for _, m := range ep.Models {
+			l.Arrivals += st.Models[m].Arrivals
+		}
+		incident, incCalls := 0, 0
+		for _, o := range outs {
+			if o.Start >= c.IncidentStart && o.Start < c.IncidentEnd {
+				incCalls++
+				for _, r := range st.Conversations[o.Key].Requests {
+					if slices.Contains(ep.Models, r.Model) {
+						incident++
+					}
+				}
+			}
+		}
+		l.AmpOverall = float64(l.Arrivals) / float64(len(outs))
+		if incCalls > 0 {
+			l.AmpIncident = float64(incident) / float64(incCalls)
+		}
+		s.Endpoints = append(s.Endpoints, l)
 	}
 	good := func(o Outcome) bool { return o.ByModel && o.Latency <= c.Deadline }
 	answered, byModel := 0, 0
@@ -277,7 +409,13 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 		if o.Start >= c.IncidentStart && o.Start < c.IncidentEnd {
 			s.IncidentCalls++
 			incAttempts += st.Conversations[o.Key].Attempts
+			if good(o) {
+				s.IncidentByModelPct++
+			}
 		}
+	}
+	if s.IncidentCalls > 0 {
+		s.IncidentByModelPct = 100 * s.IncidentByModelPct / float64(s.IncidentCalls)
 	}
 	n := float64(len(outs))
 	s.AnsweredPct, s.ByModelPct = 100*float64(answered)/n, 100*float64(byModel)/n

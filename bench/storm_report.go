@@ -55,6 +55,18 @@ func (r *StormReport) Table() Table {
 	return t
 }
 
+// EndpointTable lists each contender's load on each endpoint.
+func (r *StormReport) EndpointTable() Table {
+	t := Table{Columns: []string{"contender", "endpoint", "models", "requests", "per call (overall)", "per call (incident)"}}
+	for _, run := range r.Runs {
+		for _, ep := range run.Summary.Endpoints {
+			t.Rows = append(t.Rows, []string{run.Name, ep.Name, strings.Join(ep.Models, ", "), fmt.Sprint(ep.Arrivals),
+				fmt.Sprintf("%.2f", ep.AmpOverall), fmt.Sprintf("%.2f", ep.AmpIncident)})
+		}
+	}
+	return t
+}
+
 // State classifies a run after the incident: recovered (≥ 99 % answered
 // by a model from some point on), degraded (not that, but at least half of
 // the calls in the tail window answered by a model) or collapsed.
@@ -139,20 +151,43 @@ func (r *StormReport) Targets() []string {
 		}
 		return "MISSED"
 	}
-	d, n := run(NameDurable), run(NameNaive)
-	if d != nil {
+	def := config.DefaultConfig()
+	n := run(NameNaive)
+	for _, d := range []*StormRun{run(NameDurable), run(NameDurable3)} {
+		if d == nil {
+			continue
+		}
 		s := d.Summary
-		out = append(out, fmt.Sprintf("durable-llm amplification over the incident ≤ 1.10: %.2f — %s", s.AmpIncident, verdict(s.AmpIncident <= 1.10)))
+		if len(s.Endpoints) > 0 && s.Calls > 0 {
+			ep := s.Endpoints[0]
+			bound := 1 + def.Budget.Ratio + float64(def.Budget.Floor)/float64(s.Calls)
+			out = append(out, fmt.Sprintf("%s amplification on %s ≤ %.2f + floor %d ÷ %d calls = %.2f: %.2f over the run (%.2f over the incident) — %s",
+				d.Name, ep.Name, 1+def.Budget.Ratio, def.Budget.Floor, s.Calls, bound, ep.AmpOverall, ep.AmpIncident, verdict(ep.AmpOverall <= bound)))
+		}
+		out = append(out, fmt.Sprintf("%s calls answered within their deadline = 100 %%: %s — %s", d.Name, pct(s.AnsweredPct), verdict(s.AnsweredPct == 100)))
+		limit, after := def.Breaker.OpenFor.D()+5*time.Second, "breaker open time + 5 s"
+		if r.Case.RetryAfter > 0 {
+			limit, after = r.Case.RetryAfter+2*time.Second, "Retry-After + 2 s"
+		}
+		out = append(out, fmt.Sprintf("%s back to ≥ 99 %% model answers within %s (%s) after the incident: %s — %s",
+			d.Name, after, fmtDur(limit), s.RecoveryString(), verdict(s.Recovered && s.Recovery <= limit)))
 	}
 	if n != nil && !r.Case.Metastable {
 		out = append(out, fmt.Sprintf("naive loop amplification over the incident ≥ 3: %.2f — %s", n.Summary.AmpIncident, verdict(n.Summary.AmpIncident >= 3)))
 	}
-	if d != nil {
-		s := d.Summary
-		out = append(out, fmt.Sprintf("durable-llm calls answered within their deadline = 100 %%: %s — %s", pct(s.AnsweredPct), verdict(s.AnsweredPct == 100)))
-		limit := config.DefaultConfig().Breaker.OpenFor.D() + 5*time.Second
-		out = append(out, fmt.Sprintf("durable-llm back to ≥ 99 %% model answers within breaker open time + 5 s (%s) after the incident: %s — %s",
-			fmtDur(limit), s.RecoveryString(), verdict(s.Recovered && s.Recovery <= limit)))
+	switch r.Case.Name {
+	case "5xx":
+		var rates []string
+		for _, run := range r.Runs {
+			rates = append(rates, fmt.Sprintf("%s %s", run.Name, pct(run.Summary.IncidentByModelPct)))
+		}
+		out = append(out, "seed 002's self-heal rate (42 % → 94.8 % there), here the calls started during the burst that a model answered within the deadline: "+strings.Join(rates, ", "))
+	case "queuefull":
+		var fails []string
+		for _, run := range r.Runs {
+			fails = append(fails, fmt.Sprintf("%s %s", run.Name, pct(100-run.Summary.IncidentByModelPct)))
+		}
+		out = append(out, "seed 003's queue_full result (exponential backoff 37 % failures, switching to the smaller model 6.2 % there), here the calls started during the incident not answered by a model within the deadline: "+strings.Join(fails, ", "))
 	}
 	if r.Case.Metastable {
 		var collapsed, recovered []string
@@ -181,6 +216,10 @@ func (r *StormReport) Markdown(h Header, chart string) string {
 	b.WriteString(h.Markdown())
 	b.WriteString("\n")
 	b.WriteString(r.Table().Markdown())
+	if r.Case.SecondEndpoint != nil {
+		b.WriteString("\nLoad per endpoint (requests received; per logical call over the run, and of the calls started during the incident per such call):\n\n")
+		b.WriteString(r.EndpointTable().Markdown())
+	}
 	b.WriteString("\nAmplification (incident): upstream requests made by the calls that started during the incident, per such call. " +
 		"Answered: a model's answer (or, for durable-llm, its fallback) within the deadline; latency: until the caller had its final result, answer or error. " +
 		"Recovery: the first time after the incident from which ≥ 99 % of the calls started were answered by a model.\n")
