@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,9 @@ import (
 type Activities struct {
 	cfg      *config.Config
 	budgets  *guard.Budgets
+	holds    *guard.Holds
+	pacer    *guard.Pacer
+	paces    map[string]limits
 	breakers *guard.BreakerRegistry
 	classes  *guard.ClassBreaker
 	tokens   *prompt.TokenCounter
@@ -63,7 +67,11 @@ type Options struct {
 	// per upstream endpoint), model breakers and class breaker; defaults
 	// are built from Config (the breakers then report state changes to
 	// Metrics).
-	Budgets  *guard.Budgets
+	Budgets *guard.Budgets
+	// Holds are the rate-limit holds and Pacer the rpm/tpm pacing;
+	// defaults: none held, nothing booked.
+	Holds    *guard.Holds
+	Pacer    *guard.Pacer
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
 }
@@ -104,6 +112,14 @@ func New(o Options) (*Activities, error) {
 	a.budgets, a.breakers, a.classes = o.Budgets, o.Breakers, o.Classes
 	if a.budgets == nil {
 		a.budgets = guard.NewBudgets(o.Config.Budget)
+	}
+	a.holds = o.Holds
+	if a.holds == nil {
+		a.holds = guard.NewHolds()
+	}
+	a.pacer, a.paces = o.Pacer, paceLimits(o.Config)
+	if a.pacer == nil {
+		a.pacer = guard.NewPacer()
 	}
 	if a.breakers == nil {
 		a.breakers = guard.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to guard.BreakerState, _ time.Time) {
@@ -157,8 +173,9 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 }
 
 // PrepareAttempt chooses the model of the next attempt (the state's model,
-// or the next the ladder offers, skipping models whose breaker is open),
-// pays for the request, and cuts the request's messages for it: this is
+// or the next the ladder offers, skipping models whose breaker is open or
+// that a rate limit holds for longer than the call can wait; a shorter
+// hold is returned for the workflow to wait), pays for the request, and cuts the request's messages for it: this is
 // where the prompt is counted, once per attempt. The call's first request
 // counts as a request of its endpoint's retry budget; every later one
 // (retry, resend, switch) is a retry charged to it, and a model whose
@@ -191,6 +208,27 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 			a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
 			continue
 		}
+		canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+		scope, left := a.held(m, now)
+		if left > 0 && left > canWait {
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "hold",
+				Reason: fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", scope, callstate.FormatDuration(left))})
+			continue
+		}
+		holdReason := fmt.Sprintf("rate-limit hold on %s", scope)
+		prompt := a.cut(in.Request, m, in.State.Shape)
+		lim := a.paces[m.Scope(m.RateLimitScope)]
+		paced, ok := a.pacer.Reserve(m.Scope(m.RateLimitScope), now, lim.rpm, lim.tpm, prompt.Tokens+a.outputTokens(in.State.Shape), canWait)
+		if !ok {
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "pace",
+				Reason: fmt.Sprintf("paced to %s on %s: its turn comes later than the call can wait", lim, m.Scope(m.RateLimitScope))})
+			continue
+		}
+		if paced > left {
+			left, holdReason = paced, fmt.Sprintf("paced to %s on %s", lim, m.Scope(m.RateLimitScope))
+		}
 		b := a.budgets.For(m.Endpoint())
 		if p.State.Requests == 0 {
 			b.RecordRequest(now)
@@ -198,17 +236,76 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 			// Spent by other calls since this call's step was decided.
 			a.metrics.BudgetRefused()
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Budget: true,
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget",
 				Reason: fmt.Sprintf("retry budget of %s spent: no upstream call made", m.Endpoint())})
 			continue
 		}
 		a.metrics.Budget(b.Remaining(now))
 		p.Model, p.Timeout = m.Name, m.Timeout.D()
+		if left > 0 {
+			p.Hold, p.HoldScope, p.HoldReason = left, scope, holdReason
+		}
 		p.State = p.State.Start(m.Name)
 		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
-		p.Prompt = a.cut(in.Request, m, in.State.Shape)
+		p.Prompt = prompt
 		return p, nil
 	}
+}
+
+// outputTokens is what an attempt of shape sh may generate: its max_tokens,
+// else the policy's reserve.
+func (a *Activities) outputTokens(sh callstate.Shape) int {
+	if sh.MaxTokens > 0 {
+		return sh.MaxTokens
+	}
+	return a.cfg.Pruning.ReserveOutputTokens
+}
+
+// limits are the rpm and tpm that pace one rate-limit scope.
+type limits struct{ rpm, tpm int }
+
+func (l limits) String() string {
+	var parts []string
+	if l.rpm > 0 {
+		parts = append(parts, fmt.Sprintf("%d rpm", l.rpm))
+	}
+	if l.tpm > 0 {
+		parts = append(parts, fmt.Sprintf("%d tpm", l.tpm))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// paceLimits are the limits of each scope of the ladder: the smallest set
+// by the models that share it.
+func paceLimits(cfg *config.Config) map[string]limits {
+	out := map[string]limits{}
+	least := func(a, b int) int {
+		if a <= 0 || (b > 0 && b < a) {
+			return b
+		}
+		return a
+	}
+	for _, m := range cfg.Models {
+		sc := m.Scope(m.RateLimitScope)
+		l := out[sc]
+		l.rpm, l.tpm = least(l.rpm, m.RPM), least(l.tpm, m.TPM)
+		out[sc] = l
+	}
+	return out
+}
+
+// held returns the rate-limit hold on model m at now: the scope held the
+// longest (its rate_limit_scope, or the model's own queue) and how long it
+// is still held; 0 when free.
+func (a *Activities) held(m config.ModelConfig, now time.Time) (string, time.Duration) {
+	scope := m.Scope(m.RateLimitScope)
+	left := a.holds.Left(scope, now)
+	if q := m.Scope(config.ScopeModel); q != scope {
+		if l := a.holds.Left(q, now); l > left {
+			scope, left = q, l
+		}
+	}
+	return scope, left
 }
 
 // DecideNext decides the step after a failed attempt: it tells the guards

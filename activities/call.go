@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -207,7 +209,10 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		}
 	}
 
-	a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
+	a.headroom(m, header)
+	if !a.backpressure(m, v) { // a rate limit alone does not make the model sick
+		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
+	}
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 
 	if v.Class != failure.None && obs.Stream != nil && obs.Stream.Chunks > 0 && len(resp.Choices) > 0 {
@@ -229,6 +234,55 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	return out, temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("%s on %s: %s", v.Class, m.Name, v.Reason), string(v.Class),
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+}
+
+// backpressure holds the scope of a rate-limited attempt (a 429: the
+// model's rate_limit_scope; queue_full: the model's queue) for the
+// upstream's Retry-After, else rate_limit.hold, and reports whether the
+// refusal is backpressure: true until that scope has been held without a
+// break for rate_limit.breaker_after, when it starts to count against the
+// model's breaker.
+func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict) bool {
+	var scope string
+	switch v.Class {
+	case failure.RateLimited:
+		scope = m.Scope(m.RateLimitScope)
+	case failure.QueueFull:
+		scope = m.Scope(config.ScopeModel)
+	default:
+		return false
+	}
+	d := a.cfg.RateLimit.Hold.D()
+	if v.HasRetryAfter && v.RetryAfter > 0 {
+		d = min(v.RetryAfter, a.cfg.Backoff.RetryAfterCap.D())
+	}
+	return a.holds.Hold(scope, a.now(), d) < a.cfg.RateLimit.BreakerAfter.D()
+}
+
+// headroom reads the provider's own rate-limit headers on any response:
+// when x-ratelimit-remaining-requests or -tokens says 0, the model's
+// rate_limit_scope is held until the matching x-ratelimit-reset-* ("1s",
+// "6m0s", "20ms", or seconds), so the next call waits its turn instead of
+// being refused.
+func (a *Activities) headroom(m config.ModelConfig, h http.Header) {
+	now := a.now()
+	for _, kind := range []string{"requests", "tokens"} {
+		if strings.TrimSpace(h.Get("x-ratelimit-remaining-"+kind)) != "0" {
+			continue
+		}
+		reset := strings.TrimSpace(h.Get("x-ratelimit-reset-" + kind))
+		d, err := time.ParseDuration(reset)
+		if err != nil {
+			s, ferr := strconv.ParseFloat(reset, 64)
+			if ferr != nil || s < 0 {
+				continue
+			}
+			d = time.Duration(s * float64(time.Second))
+		}
+		if d > 0 {
+			a.holds.Hold(m.Scope(m.RateLimitScope), now, min(d, a.cfg.Backoff.RetryAfterCap.D()))
+		}
+	}
 }
 
 // answerText is the text of a reply's first choice.

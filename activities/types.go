@@ -41,15 +41,21 @@ type RuleHit struct {
 type PrepareInput struct {
 	Request request.Request `json:"request"`
 	State   callstate.State `json:"state"`
+	// Elapsed since the call started: a rate-limit hold is waited for
+	// only when the deadline allows.
+	Elapsed time.Duration `json:"elapsed,omitempty"`
 }
 
-// SkippedModel is a model the ladder skipped because its breaker is open.
+// SkippedModel is a model the ladder skipped without a request: its
+// breaker is open, its endpoint's retry budget is spent, or it is held by a
+// rate limit for longer than the call can wait.
 type SkippedModel struct {
 	Model  string `json:"model"`
 	Reason string `json:"reason"`
-	// Budget is set when the retry budget of the model's endpoint was
-	// spent; else its breaker refused (breaker_open).
-	Budget bool `json:"budget,omitempty"`
+	// Guard is what skipped it: "budget" (its endpoint's retry budget is
+	// spent), "hold" (a rate limit holds it) or "pace" (its rpm/tpm turn
+	// comes too late); empty: its breaker (breaker_open).
+	Guard string `json:"guard,omitempty"`
 }
 
 // Prepared is the next attempt: its model, the messages it sends and the
@@ -67,6 +73,12 @@ type Prepared struct {
 	Timeout time.Duration `json:"timeout"`
 	// Prompt is what the attempt sends, cut for the model's window.
 	Prompt Prompt `json:"prompt"`
+	// Hold is how long the attempt must wait before it is sent: its model
+	// is held by a rate limit on HoldScope, or paced, for that long;
+	// HoldReason says which.
+	Hold       time.Duration `json:"hold,omitempty"`
+	HoldScope  string        `json:"hold_scope,omitempty"`
+	HoldReason string        `json:"hold_reason,omitempty"`
 	// Resends is how many network-layer resends after a failed connect the
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).

@@ -1,6 +1,7 @@
 package llmsim
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -238,6 +239,20 @@ type tokenBucket struct {
 
 func newTokenBucket(rate float64, burst int, now time.Time) *tokenBucket {
 	return &tokenBucket{rate: rate, burst: float64(burst), tokens: float64(burst), last: now}
+}
+
+// state is the bucket at now as rate-limit headers tell it: the limit per
+// minute, the whole requests left and the time until it is full again.
+func (b *tokenBucket) state(now time.Time) *limitState {
+	tokens := b.tokens
+	if dt := now.Sub(b.last).Seconds(); dt > 0 {
+		tokens = min(b.burst, tokens+dt*b.rate)
+	}
+	return &limitState{
+		perMinute: int(math.Round(b.rate * 60)),
+		remaining: int(math.Floor(tokens)),
+		reset:     time.Duration((b.burst - tokens) / b.rate * float64(time.Second)),
+	}
 }
 
 // take takes one token at now; when none is left it returns false and the

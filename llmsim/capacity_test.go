@@ -249,6 +249,14 @@ func TestRateLimitOnSimClock(t *testing.T) {
 		if err := call(); err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
+		// OpenAI's headers tell the headroom left after each request.
+		_, h := cap.last()
+		want := map[string]string{"x-ratelimit-limit-requests": "120", "x-ratelimit-remaining-requests": fmt.Sprint(1 - i), "x-ratelimit-reset-requests": fmt.Sprint(time.Duration(i+1) * 500 * time.Millisecond)}
+		for k, v := range want {
+			if got := h.Get(k); got != v {
+				t.Errorf("request %d: %s = %q, want %q", i, k, got, v)
+			}
+		}
 	}
 	apiError(t, call(), 429, "rate_limit_exceeded")
 	if _, h := cap.last(); h.Get("Retry-After") != "1" || h.Get("Retry-After-Ms") != "500" {

@@ -40,6 +40,16 @@ type plan struct {
 	fault   FaultSpec     // the deciding fault (Kind "" for none)
 	delay   time.Duration // the deciding fault's own latency
 	source  string
+	// limit is the model's gateway rate limit after this request, for
+	// the x-ratelimit-* headers (nil: the model has none).
+	limit *limitState
+}
+
+// limitState is a rate limiter's state as OpenAI's headers tell it.
+type limitState struct {
+	perMinute int
+	remaining int
+	reset     time.Duration // until the bucket is full again
 }
 
 func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan {
@@ -87,6 +97,7 @@ func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan
 				p.fault = FaultSpec{Kind: FaultRateLimited, RetryAfter: Duration(max(wait.Round(time.Millisecond), time.Millisecond)), RetryHeader: RetryHeaderBoth}
 				p.source = "rate_limit"
 			}
+			p.limit = b.state(arrival)
 		}
 	}
 	if p.fault.Kind == FaultNone && sp != nil {
@@ -249,6 +260,13 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p := s.plan(x.rec.Time, x.req.Model, conv, dirs)
+	if l := p.limit; l != nil {
+		// OpenAI's rate-limit headers, on every response of a limited model.
+		h := x.header()
+		h.Set("x-ratelimit-limit-requests", strconv.Itoa(l.perMinute))
+		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(l.remaining))
+		h.Set("x-ratelimit-reset-requests", l.reset.Round(time.Millisecond).String())
+	}
 	x.rec.Phase = p.phase
 	x.setFault(p.fault.Kind, p.source)
 	if p.fault.Kind == FaultNone && p.latency {

@@ -53,8 +53,14 @@ func TestMain(m *testing.M) {
 
 func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 	t.Helper()
+	return newStackWith(t, llmsim.Options{}, mutate)
+}
+
+// newStackWith is newStack with llmsim started with opts.
+func newStackWith(t *testing.T, opts llmsim.Options, mutate func(*config.Config)) *stack {
+	t.Helper()
 	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
+	sim, err := llmsim.NewServer(opts)
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
 	cfg := config.DefaultConfig()
@@ -129,6 +135,69 @@ func TestIntegrationRateLimitedWaitsRetryAfter(t *testing.T) {
 	require.Contains(t, res.Content, "[qwen-72b]")
 }
 
+// TestIntegrationRateLimitIsBackpressure: a burst of 429s (Retry-After
+// 1 s) on the shared endpoint refuses each of 20 calls once. The rate limit
+// holds the endpoint instead of opening the model's breaker, so every call
+// is answered by the preferred model once the hold is over.
+func TestIntegrationRateLimitIsBackpressure(t *testing.T) {
+	s := newStack(t, func(cfg *config.Config) { cfg.Budget.Floor = 100 }) // the budget is not under test
+	for _, r := range s.burst(20, "[[sim fault=rate_limited retry_after=1s times=1]] burst") {
+		require.Equal(t, workflows.SourceModel, r.Source, "a 429 burst sent a call elsewhere: %v", decisions(r))
+		require.False(t, r.Degraded)
+	}
+	require.Equal(t, 20, s.sim.Stats().Faults["rate_limited"])
+}
+
+// TestIntegrationCallsWaitForARateLimitHold: a call that arrives while
+// another call's 429 holds the endpoint is not sent to be refused: it
+// waits for the hold (Retry-After 2 s), then the model answers it.
+func TestIntegrationCallsWaitForARateLimitHold(t *testing.T) {
+	s := newStack(t, nil)
+	first := make(chan workflows.CallResult, 1)
+	go func() { first <- s.call(question("[[sim fault=rate_limited retry_after=2s times=1]] the first")) }()
+	require.Eventually(t, func() bool { return s.sim.Stats().Faults["rate_limited"] > 0 }, 20*time.Second, 10*time.Millisecond)
+	res := s.call(question("the second, during the hold"))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	held := s.upstream((<-first).RequestID).Requests[0]
+	sent := s.upstream(res.RequestID).Requests[0]
+	gap := time.Duration(sent.AtMS-held.AtMS) * time.Millisecond
+	require.GreaterOrEqual(t, gap, 1800*time.Millisecond, "the second call was sent during the hold")
+	require.Equal(t, 1, s.sim.Stats().Faults["rate_limited"], "only the first call was refused")
+}
+
+// TestIntegrationProviderHeadroomPacesCalls: the upstream's own
+// x-ratelimit-remaining-requests: 0 holds the endpoint until its
+// x-ratelimit-reset-requests, so the next call waits its turn instead of
+// being refused (a gateway limit of 2 requests a second, bucket of 2).
+func TestIntegrationProviderHeadroomPacesCalls(t *testing.T) {
+	sc, err := llmsim.ParseScenario([]byte(`
+models:
+  - {name: qwen-72b, rate_limit: 2, burst: 2, ttft: 0s, itl: 0s}
+  - {name: qwen-14b}
+  - {name: llama-8b}
+`), "headroom.yaml")
+	require.NoError(t, err)
+	s := newStackWith(t, llmsim.Options{Scenario: sc}, nil)
+	held := 0
+	for i := range 6 {
+		res := s.call(question(fmt.Sprintf("paced call %d", i)))
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d", i)
+		iter := s.c.GetWorkflowHistory(context.Background(), res.RequestID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for iter.HasNext() {
+			ev, err := iter.Next()
+			require.NoError(t, err)
+			if ev.GetEventType() == enumspb.EVENT_TYPE_TIMER_STARTED {
+				held++ // a call that fails nothing waits only for a hold
+			}
+		}
+	}
+	st := s.sim.Stats()
+	require.Zero(t, st.Faults["rate_limited"], "a call was sent although the upstream said no request was left")
+	require.Equal(t, 6, st.Models["qwen-72b"].Arrivals)
+	require.Positive(t, held, "no call waited for the upstream's headroom: the test did not exercise it")
+	t.Logf("%d of 6 calls waited for the upstream's x-ratelimit-reset-requests", held)
+}
+
 func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
 	s := newStack(t, nil)
 	req := question("")
@@ -192,6 +261,9 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 	}
 }
 
+// TestIntegrationBurstRetriesStayWithinBudget: every request fails with a
+// 502; the retries and switches of 30 calls at once all come from the one
+// endpoint's budget (floor 3 + 10 % of the calls).
 func TestIntegrationBurstRetriesStayWithinBudget(t *testing.T) {
 	s := newStack(t, func(cfg *config.Config) {
 		cfg.Budget.Floor, cfg.Budget.Ratio = 3, 0.1
@@ -200,32 +272,57 @@ func TestIntegrationBurstRetriesStayWithinBudget(t *testing.T) {
 		cfg.Breaker.Window = 1000
 	})
 	const calls = 30
-	var wg sync.WaitGroup
-	results := make([]workflows.CallResult, calls)
-	for i := 0; i < calls; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			results[i] = s.call(question(fmt.Sprintf("[[sim fault=bad_gateway times=always]] burst %d", i)))
-		}(i)
-	}
-	wg.Wait()
-	retries, upstream := 0, 0
+	results := s.burst(calls, "[[sim fault=bad_gateway times=always]] burst")
+	upstream := 0
 	for _, r := range results {
 		require.True(t, r.Degraded, "every upstream attempt fails: the fallback answers")
-		for _, a := range r.Attempts {
-			if a.Decision == "retry" {
-				retries++
-			}
-		}
 		upstream += s.upstream(r.RequestID).Attempts
 	}
-	allowed := 3 + int(0.1*calls)
-	require.LessOrEqual(t, retries, allowed, "same-model retries beyond the budget (floor 3 + 10%% of %d)", calls)
-	require.Positive(t, retries, "the floor lets a few retries through")
+	limit := calls + int(0.1*calls) + 3
 	require.Equal(t, s.sim.Stats().Totals.Arrivals, upstream)
-	t.Logf("%d calls: %d same-model retries (budget %d), %d upstream attempts (%.2f per call)",
-		calls, retries, allowed, upstream, float64(upstream)/calls)
+	require.LessOrEqual(t, upstream, limit, "upstream requests beyond one per call + the budget (floor 3 + 10%% of %d)", calls)
+	require.Greater(t, upstream, calls, "the floor lets a few retries through")
+	t.Logf("%d calls: %d upstream requests (at most %d; %.2f per call)", calls, upstream, limit, float64(upstream)/calls)
+}
+
+// TestIntegrationSharedEndpointHangNoStorm: every rung on one endpoint,
+// and that endpoint hangs. 40 calls at once make at most 40 × 1.1 + floor
+// upstream requests (switching models on the sick endpoint is charged like
+// a retry), and every call is answered, by the business fallback.
+func TestIntegrationSharedEndpointHangNoStorm(t *testing.T) {
+	s := newStack(t, func(cfg *config.Config) {
+		for i := range cfg.Models {
+			cfg.Models[i].FirstTokenTimeout = config.Duration(2 * time.Second)
+		}
+	})
+	const calls = 40
+	results := s.burst(calls, "[[sim fault=hang times=always]] hang")
+	for _, r := range results {
+		require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, r.Source,
+			"a hung endpoint: the fallback answers (%v)", decisions(r))
+	}
+	b := s.cfg.Budget
+	limit := int(calls*(1+b.Ratio)) + b.Floor
+	arrivals := s.sim.Stats().Totals.Arrivals
+	require.GreaterOrEqual(t, arrivals, calls, "every call sent its first request")
+	require.LessOrEqual(t, arrivals, limit, "upstream requests of %d calls on a hung endpoint (at most %d × %.2f + floor %d)", calls, calls, 1+b.Ratio, b.Floor)
+	t.Logf("%d calls on a hung shared endpoint: %d upstream requests (%.2f×; at most %d)", calls, arrivals, float64(arrivals)/calls, limit)
+}
+
+// burst runs n calls at once, each asking prefix plus its number.
+func (s *stack) burst(n int, prefix string) []workflows.CallResult {
+	s.t.Helper()
+	var wg sync.WaitGroup
+	results := make([]workflows.CallResult, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = s.call(question(fmt.Sprintf("%s %d", prefix, i)))
+		}()
+	}
+	wg.Wait()
+	return results
 }
 
 func TestIntegrationConcurrentDuplicatesMakeOneUpstreamCall(t *testing.T) {

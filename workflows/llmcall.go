@@ -148,7 +148,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		}
 		var prep activities.Prepared
 		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", c.st.N)),
-			a.PrepareAttempt, activities.PrepareInput{Request: c.req, State: c.st}).Get(ctx, &prep)
+			a.PrepareAttempt, activities.PrepareInput{Request: c.req, State: c.st, Elapsed: workflow.Now(ctx).Sub(c.start)}).Get(ctx, &prep)
 		if err != nil {
 			return "", err
 		}
@@ -156,6 +156,14 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		c.st = prep.State
 		if prep.Model == "" {
 			return prep.Reason, nil
+		}
+		if prep.Hold > 0 {
+			// Only when a recorded PrepareAttempt says so: histories of
+			// earlier builds have no hold and replay unchanged.
+			if err := c.hold(ctx, prep); err != nil {
+				return "", err
+			}
+			remaining = c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
 		}
 		if c.delivered != "" {
 			c.event(ctx, Event{Type: EventResumed, Attempt: c.st.N, Model: prep.Model})
@@ -245,17 +253,18 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 	})
 }
 
-// skipped records the models the ladder skipped for open breakers or
-// spent retry budgets.
+// skipped records the models the ladder skipped for open breakers, spent
+// retry budgets or rate-limit holds.
 func (c *call) skipped(models []activities.SkippedModel) {
 	for _, s := range models {
-		class := string(failure.BreakerOpen)
-		if s.Budget {
-			class = "" // not a failure of the model
+		class, decision := string(failure.BreakerOpen), callstate.Switch.String()
+		if s.Guard != "" {
+			// A retry budget or a rate-limit hold: not a failure of the model.
+			class, decision = "", "skip"
 		}
 		c.res.Attempts = append(c.res.Attempts, Attempt{
 			N: c.st.N, Model: s.Model, Class: class,
-			Decision: callstate.Switch.String(), Reason: s.Reason, RetriedFrom: c.st.From.String(),
+			Decision: decision, Reason: s.Reason, RetriedFrom: c.st.From.String(),
 		})
 	}
 }
@@ -275,6 +284,20 @@ func (c *call) failed(ctx workflow.Context, att Attempt, class failure.Class, ou
 	c.res.Attempts = append(c.res.Attempts, att)
 	c.st.Classes = step.Next.Classes
 	c.upsert(ctx, SAAttempts.ValueSet(int64(len(c.res.Attempts))), SAClasses.ValueSet(c.classes()))
+}
+
+// hold waits out the rate-limit hold or the pacing of the attempt's model,
+// on a timer that names the scope and the reason.
+func (c *call) hold(ctx workflow.Context, prep activities.Prepared) error {
+	d := callstate.FormatDuration(prep.Hold)
+	why := prep.HoldReason
+	if why == "" {
+		why = "rate-limit hold on " + prep.HoldScope
+	}
+	reason := fmt.Sprintf("%s: wait %s, then %s", why, d, prep.Model)
+	workflow.SetCurrentDetails(ctx, "waiting "+d+": "+reason)
+	c.event(ctx, Event{Type: EventWaiting, Reason: reason, DelayMS: prep.Hold.Milliseconds()})
+	return workflow.NewTimerWithOptions(ctx, prep.Hold, workflow.TimerOptions{Summary: reason}).Get(ctx, nil)
 }
 
 // wait sleeps the step's wait on a timer whose summary says why.

@@ -55,13 +55,16 @@ type harness struct {
 	script []outcome
 	calls  []activities.CallInput
 	at     []time.Time
+	start  time.Time
 }
 
 func newHarness(t *testing.T, cfg *config.Config, script ...outcome) *harness {
-	return newHarnessWithBudget(t, cfg, nil, script...)
+	return newHarnessWithGuards(t, cfg, nil, nil, nil, script...)
 }
 
-func newHarnessWithBudget(t *testing.T, cfg *config.Config, budgets *guard.Budgets, script ...outcome) *harness {
+// newHarnessWithGuards is newHarness with the given retry budgets,
+// rate-limit holds and pacer (nil: fresh ones).
+func newHarnessWithGuards(t *testing.T, cfg *config.Config, budgets *guard.Budgets, holds *guard.Holds, pacer *guard.Pacer, script ...outcome) *harness {
 	t.Helper()
 	if cfg == nil {
 		cfg = config.DefaultConfig()
@@ -70,7 +73,7 @@ func newHarnessWithBudget(t *testing.T, cfg *config.Config, budgets *guard.Budge
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	brk := guard.NewBreakerRegistry(cfg.Breaker, nil)
-	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budgets: budgets, Rand: func() float64 { return 0.5 }})
+	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budgets: budgets, Holds: holds, Pacer: pacer, Rand: func() float64 { return 0.5 }})
 	require.NoError(t, err)
 	h := &harness{t: t, env: env, acts: acts, brk: brk, script: script}
 	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
@@ -153,6 +156,8 @@ func TestLLMCallPaths(t *testing.T) {
 		check     func(t *testing.T, h *harness, res workflows.CallResult)
 		mutateCfg func(cfg *config.Config)
 		budget    func(cfg *config.Config) *guard.Budgets
+		holds     func(cfg *config.Config) *guard.Holds
+		pacer     func(cfg *config.Config) *guard.Pacer
 	}{
 		{
 			name: "success", script: []outcome{ok("Your order ships today.")},
@@ -353,6 +358,55 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
+			name: "a call that arrives while a rate limit holds its endpoint waits for the hold, then sends",
+			holds: func(cfg *config.Config) *guard.Holds {
+				h := guard.NewHolds()
+				h.Hold(cfg.Models[0].Endpoint(), time.Now(), 3*time.Second)
+				return h
+			},
+			script: []outcome{ok("done")},
+			want:   []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				waited := h.at[0].Sub(h.start)
+				require.Greater(t, waited, 2*time.Second, "the request was sent before the hold ended")
+				require.Less(t, waited, 4*time.Second)
+			},
+		},
+		{
+			name:      "rpm pacing: a call whose turn has not come waits for it on a timer, then sends",
+			mutateCfg: func(cfg *config.Config) { cfg.Models[0].RPM = 60 },
+			pacer: func(cfg *config.Config) *guard.Pacer {
+				p := guard.NewPacer()
+				for range 3 { // three calls sent just now at 60 rpm: the next goes in 3 s
+					p.Reserve(cfg.Models[0].Endpoint(), time.Now(), 60, 0, 0, time.Minute)
+				}
+				return p
+			},
+			script: []outcome{ok("done")},
+			want:   []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				waited := h.at[0].Sub(h.start)
+				require.Greater(t, waited, 2*time.Second, "sent before its turn")
+				require.Less(t, waited, 4*time.Second)
+			},
+		},
+		{
+			name:      "a rate-limit hold longer than the deadline allows: the models on other endpoints",
+			mutateCfg: func(cfg *config.Config) { cfg.Models[2].BaseURL = "http://10.0.0.3:8000/v1" },
+			holds: func(cfg *config.Config) *guard.Holds {
+				h := guard.NewHolds()
+				h.Hold(cfg.Models[0].Endpoint(), time.Now(), 10*time.Minute)
+				return h
+			},
+			script: []outcome{ok("done")},
+			want:   []string{"qwen-72b:ok:skip", "qwen-14b:ok:skip", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Contains(t, res.Attempts[0].Reason, "rate-limit hold on http://127.0.0.1:8000 for")
+				require.Contains(t, res.Attempts[0].Reason, "longer than the call can wait")
+				require.Less(t, h.at[0].Sub(h.start), time.Second, "no wait for a hold it does not meet")
+			},
+		},
+		{
 			name:   "budget of the one shared endpoint spent: no switch onto it either, the FAQ answers",
 			budget: spentOnFirstRung,
 			script: []outcome{fail(failure.BodyError, 200)},
@@ -373,7 +427,16 @@ func TestLLMCallPaths(t *testing.T) {
 			if tc.budget != nil {
 				budget = tc.budget(cfg)
 			}
-			h := newHarnessWithBudget(t, cfg, budget, tc.script...)
+			var holds *guard.Holds
+			if tc.holds != nil {
+				holds = tc.holds(cfg)
+			}
+			var pacer *guard.Pacer
+			if tc.pacer != nil {
+				pacer = tc.pacer(cfg)
+			}
+			h := newHarnessWithGuards(t, cfg, budget, holds, pacer, tc.script...)
+			h.start = h.env.Now()
 			q := tc.question
 			if q == "" {
 				q = "When will my order arrive?"
@@ -395,7 +458,7 @@ func TestLLMCallPaths(t *testing.T) {
 func countSkipped(res workflows.CallResult) int {
 	n := 0
 	for _, a := range res.Attempts {
-		if a.Class == string(failure.BreakerOpen) {
+		if a.Class == string(failure.BreakerOpen) || a.Decision == "skip" {
 			n++
 		}
 	}

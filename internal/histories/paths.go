@@ -54,6 +54,8 @@ type want struct {
 	// stickyTimeout allows workflow tasks that timed out on the sticky
 	// queue of a worker that died (schedule-to-start).
 	stickyTimeout bool
+	// timers, when set, is the number of timers the history must start.
+	timers int
 }
 
 // The outcomes in want.fails beyond failure classes.
@@ -185,7 +187,8 @@ func paths() []path {
 				fails: string(failure.InvalidRequest)},
 		},
 		{
-			name: "class-auth", doc: "401: trip the model's breaker, the next model answers",
+			name: "class-auth", doc: "401: trip the model's breaker, the next model with another key answers",
+			policy:  func(c *config.Config) { c.Models[1].APIKeyEnv = "QWEN_14B_API_KEY" },
 			request: ask("class-auth", "[[sim fault=invalid_api_key model=qwen-72b times=always]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:auth:switch_model", "qwen-14b:ok:answer"},
 				source: workflows.SourceFallbackModel},
@@ -233,19 +236,27 @@ func paths() []path {
 				source: workflows.SourceFallbackModel},
 		},
 		{
-			name: "budget-exhausted", doc: "the retry budget is spent: no retry, the next model at once",
+			name: "budget-exhausted", doc: "the retry budget of the endpoint is spent: no retry, the model on another endpoint at once",
 			policy: func(c *config.Config) {
 				c.Budget.Floor, c.Budget.Ratio = 1, 0.0001
+				// The same simulator by another name: another endpoint.
+				c.Models[1].BaseURL = strings.Replace(c.Models[1].BaseURL, "127.0.0.1", "localhost", 1)
 			},
 			prepare: spendBudget,
 			request: ask("budget-exhausted", "[[sim fault=error_body times=1]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"},
 				source: workflows.SourceFallbackModel, check: func(res workflows.CallResult) error {
-					if !strings.Contains(res.Attempts[0].Reason, "retry budget exhausted") {
+					if !strings.Contains(res.Attempts[0].Reason, "retry budget of") {
 						return fmt.Errorf("reason %q does not say the budget refused the retry", res.Attempts[0].Reason)
 					}
 					return delays(0)(res)
 				}},
+		},
+		{
+			name: "rate-limit-hold", doc: "another call's 429 holds the endpoint: this call waits for the hold, then the model answers",
+			prepare: holdEndpoint,
+			request: ask("rate-limit-hold", plainQuestion),
+			want: want{decisions: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel, timers: 1},
 		},
 		{
 			name: "fallback-faq", doc: "every attempt fails: attempts cap, then the FAQ answers",

@@ -325,6 +325,19 @@ func spendBudget(ctx context.Context, e *env) error {
 	return nil
 }
 
+// holdEndpoint starts a call whose first attempt gets a 429 with
+// Retry-After 3 s, and returns once the simulator has answered it: the
+// worker then holds the endpoint, and the recorded call waits for the hold.
+func holdEndpoint(ctx context.Context, e *env) error {
+	req := ask(e.p.name+"-prep-1", "[[sim fault=rate_limited retry_after=3s times=1]] "+plainQuestion)
+	if _, err := e.lc.Start(ctx, req); err != nil {
+		return err
+	}
+	return waitFor(ctx, "the 429 of the call that holds the endpoint", func() (bool, error) {
+		return e.sim.Stats().Faults["rate_limited"] > 0, nil
+	})
+}
+
 // cancelDuringBackoff starts the call, waits until it waits on its
 // Retry-After timer and cancels it.
 func cancelDuringBackoff(ctx context.Context, e *env, req workflows.CallRequest) (workflows.CallResult, error) {
@@ -474,8 +487,11 @@ func checkHistory(w want, h *historypb.History) error {
 	if last := evs[len(evs)-1].GetEventType(); last != closing {
 		return fmt.Errorf("history ends with %s, want %s", last, closing)
 	}
+	timers := 0
 	for _, ev := range evs {
 		switch ev.GetEventType() {
+		case enumspb.EVENT_TYPE_TIMER_STARTED:
+			timers++
 		case enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED:
 			return fmt.Errorf("workflow task failed (event %d): %s", ev.GetEventId(),
 				ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
@@ -487,6 +503,9 @@ func checkHistory(w want, h *historypb.History) error {
 				return fmt.Errorf("workflow task timed out (event %d, %s): re-record on a quieter machine", ev.GetEventId(), typ)
 			}
 		}
+	}
+	if w.timers > 0 && timers != w.timers {
+		return fmt.Errorf("history starts %d timer(s), want %d", timers, w.timers)
 	}
 	return nil
 }

@@ -22,16 +22,17 @@ type Config struct {
 	// default; an entry that names another action starts from the default
 	// entry of the first class (in failure.AllClasses order) with that
 	// action and keeps its own TripBreaker (see ParseConfig).
-	Classes map[failure.Class]ClassPolicy `yaml:"classes"`
-	Backoff BackoffConfig                 `yaml:"backoff"`
-	Budget  BudgetConfig                  `yaml:"budget"`
-	Breaker BreakerConfig                 `yaml:"breaker"`
-	Pruning PruningConfig                 `yaml:"pruning"`
-	Call    CallConfig                    `yaml:"call"`
-	HTTP    HTTPConfig                    `yaml:"http"`
-	Limits  LimitsConfig                  `yaml:"limits"`
-	FAQ     FAQConfig                     `yaml:"faq"`
-	Stream  StreamConfig                  `yaml:"stream"`
+	Classes   map[failure.Class]ClassPolicy `yaml:"classes"`
+	Backoff   BackoffConfig                 `yaml:"backoff"`
+	Budget    BudgetConfig                  `yaml:"budget"`
+	Breaker   BreakerConfig                 `yaml:"breaker"`
+	RateLimit RateLimitConfig               `yaml:"rate_limit"`
+	Pruning   PruningConfig                 `yaml:"pruning"`
+	Call      CallConfig                    `yaml:"call"`
+	HTTP      HTTPConfig                    `yaml:"http"`
+	Limits    LimitsConfig                  `yaml:"limits"`
+	FAQ       FAQConfig                     `yaml:"faq"`
+	Stream    StreamConfig                  `yaml:"stream"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule
@@ -71,6 +72,18 @@ const (
 	ContinueDeepSeek Continuation = "deepseek"
 )
 
+// RateLimitScope is what a rate limit (429) of a model holds back: its
+// whole endpoint, the requests made with its API key on that endpoint, or
+// the model alone.
+type RateLimitScope string
+
+// The scopes of a rate limit.
+const (
+	ScopeEndpoint RateLimitScope = "endpoint"
+	ScopeKey      RateLimitScope = "key"
+	ScopeModel    RateLimitScope = "model"
+)
+
 // ModelConfig is one rung of the model ladder.
 type ModelConfig struct {
 	// Name is the model name sent upstream and used in the ladder. Required, unique.
@@ -100,6 +113,16 @@ type ModelConfig struct {
 	Continuation Continuation `yaml:"continuation"`
 	// SystemPrompt support: full, partial or none.
 	SystemPrompt SystemPromptSupport `yaml:"system_prompt"`
+	// RateLimitScope: what a 429 of this model holds back for its
+	// Retry-After (endpoint, key or model; see Config.RateLimit), and what
+	// RPM and TPM pace.
+	RateLimitScope RateLimitScope `yaml:"rate_limit_scope"`
+	// RPM and TPM, when positive, pace the requests and tokens (prompt +
+	// max_tokens) sent to the model's rate_limit_scope per minute, so that
+	// a call waits its turn instead of being sent to be refused (the
+	// smallest limit of the models sharing a scope applies).
+	RPM int `yaml:"rpm"`
+	TPM int `yaml:"tpm"`
 	// InputPrice and OutputPrice per million tokens, for reports. Optional.
 	InputPrice  float64 `yaml:"input_price"`
 	OutputPrice float64 `yaml:"output_price"`
@@ -211,6 +234,17 @@ type BreakerConfig struct {
 	ClassFailureRate float64  `yaml:"class_failure_rate"`
 	ClassWindow      Duration `yaml:"class_window"`
 	ClassMinRetries  int      `yaml:"class_min_retries"`
+}
+
+// RateLimitConfig: a rate limit is backpressure, not sickness. A 429
+// (rate_limited) holds its model's RateLimitScope, a queue_full the model,
+// for the upstream's Retry-After (Hold when it sends none): calls that
+// arrive meanwhile wait for the hold when their deadline allows, else
+// take another model. Neither counts against a breaker until the holds
+// of one scope have lasted BreakerAfter without a break.
+type RateLimitConfig struct {
+	Hold         Duration `yaml:"hold"`
+	BreakerAfter Duration `yaml:"breaker_after"`
 }
 
 // PruningConfig drives context pruning.

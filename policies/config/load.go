@@ -303,6 +303,19 @@ func (m ModelConfig) Endpoint() string {
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
+// Scope names what a rate limit of m holds back at scope sc, as holds and
+// reasons show it: "http://127.0.0.1:8000" (endpoint), "… key LLM_API_KEY"
+// (key), "… model qwen-72b" (model).
+func (m ModelConfig) Scope(sc RateLimitScope) string {
+	switch sc {
+	case ScopeKey:
+		return m.Endpoint() + " key " + m.APIKeyEnv
+	case ScopeModel:
+		return m.Endpoint() + " model " + m.Name
+	}
+	return m.Endpoint()
+}
+
 // Endpoint is the endpoint of the named model ("" for an unknown one).
 func (c *Config) Endpoint(model string) string {
 	m, ok := c.Model(model)

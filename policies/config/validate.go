@@ -215,6 +215,8 @@ func (c *Config) validate() []Problem {
 	posDur("http.connect_timeout", c.HTTP.ConnectTimeout)
 	posDur("stream.batch_interval", c.Stream.BatchInterval)
 	posDur("stream.linger", c.Stream.Linger)
+	posDur("rate_limit.hold", c.RateLimit.Hold)
+	posDur("rate_limit.breaker_after", c.RateLimit.BreakerAfter)
 
 	// limits
 	l := c.Limits
@@ -291,6 +293,15 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 	}
 	if !slices.Contains([]Continuation{ContinueNone, ContinueVLLM, ContinueDeepSeek}, m.Continuation) {
 		bad(p+".continuation", "must be one of none, vllm, deepseek, got %q", m.Continuation)
+	}
+	if m.RPM < 0 {
+		bad(p+".rpm", "must be a number of requests per minute ≥ 0 (0: no limit), got %d", m.RPM)
+	}
+	if m.TPM < 0 {
+		bad(p+".tpm", "must be a number of tokens per minute ≥ 0 (0: no limit), got %d", m.TPM)
+	}
+	if !slices.Contains([]RateLimitScope{ScopeEndpoint, ScopeKey, ScopeModel}, m.RateLimitScope) {
+		bad(p+".rate_limit_scope", "must be one of endpoint, key, model, got %q", m.RateLimitScope)
 	}
 	if m.InputPrice < 0 || math.IsNaN(m.InputPrice) {
 		bad(p+".input_price", "must be a price per million tokens ≥ 0, got %v", m.InputPrice)

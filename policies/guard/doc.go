@@ -1,8 +1,9 @@
 // Package guard holds the per-process protections that outlive a single
-// call (README "Failure classes"): the retry budget (RetryBudget), one
-// circuit breaker per model (Breaker, BreakerRegistry) and the per-class
-// breaker (ClassBreaker) that stops retrying a class whose retries keep
-// failing.
+// call (README "Failure classes"): a retry budget per upstream endpoint
+// (RetryBudget, Budgets), one circuit breaker per model (Breaker,
+// BreakerRegistry), the per-class breaker (ClassBreaker) that stops
+// retrying a class whose retries keep failing, and the rate-limit holds
+// (Holds) that make a 429 backpressure rather than sickness.
 //
 // Invariants:
 //   - No Temporal import. The activities hold one of each per process and

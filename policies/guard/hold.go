@@ -1,0 +1,62 @@
+package guard
+
+import (
+	"sync"
+	"time"
+)
+
+// holdGap is how soon after a hold ends a new rate limit must come for
+// the scope to count as held without a break.
+const holdGap = time.Second
+
+// Holds are the rate-limit holds of a process (README "Failure classes"):
+// a scope (an endpoint, a key on an endpoint, a model; see
+// config.ModelConfig.Scope) that answered 429 or queue_full is held until
+// its Retry-After has passed, so that calls arriving meanwhile wait or go
+// elsewhere instead of being sent to be refused. A rate limit is
+// backpressure, not sickness: Hold says how long the scope has been held
+// without a break, and only a hold that lasts (rate_limit.breaker_after)
+// lets the refusals count against a breaker.
+//
+// A Holds is safe for concurrent use; it keeps one entry per scope ever
+// held, and the scopes are those of the ladder.
+type Holds struct {
+	mu sync.Mutex
+	by map[string]*hold
+}
+
+type hold struct {
+	until time.Time // the scope is held before this instant
+	since time.Time // start of the unbroken run of holds
+}
+
+// NewHolds returns holds with no scope held.
+func NewHolds() *Holds { return &Holds{by: map[string]*hold{}} }
+
+// Hold holds scope for d from now (a longer hold already there is kept)
+// and returns how long the scope has been held without a break: since the
+// first rate limit that did not come within holdGap of the end of the
+// previous hold.
+func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	x := h.by[scope]
+	if x == nil || now.After(x.until.Add(holdGap)) {
+		x = &hold{since: now, until: now}
+		h.by[scope] = x
+	}
+	if u := now.Add(d); u.After(x.until) {
+		x.until = u
+	}
+	return max(now.Sub(x.since), 0)
+}
+
+// Left returns how long scope is still held at now; 0 when it is free.
+func (h *Holds) Left(scope string, now time.Time) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if x := h.by[scope]; x != nil && x.until.After(now) {
+		return x.until.Sub(now)
+	}
+	return 0
+}

@@ -1,0 +1,42 @@
+package guard
+
+import (
+	"testing"
+	"time"
+)
+
+func TestHolds(t *testing.T) {
+	h := NewHolds()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	const ep = "http://up:8000"
+
+	if left := h.Left(ep, t0); left != 0 {
+		t.Fatalf("a scope never held is held for %v", left)
+	}
+	if held := h.Hold(ep, t0, 2*time.Second); held != 0 {
+		t.Errorf("first rate limit: held %v without a break, want 0", held)
+	}
+	if left := h.Left(ep, at(500*time.Millisecond)); left != 1500*time.Millisecond {
+		t.Errorf("left %v at 0.5 s, want 1.5 s", left)
+	}
+	if left := h.Left("http://other:8000", at(500*time.Millisecond)); left != 0 {
+		t.Errorf("another scope is held for %v", left)
+	}
+	// A shorter hold never shortens a longer one.
+	h.Hold(ep, at(time.Second), 100*time.Millisecond)
+	if left := h.Left(ep, at(time.Second)); left != time.Second {
+		t.Errorf("left %v after a shorter hold, want 1 s", left)
+	}
+	if left := h.Left(ep, at(2*time.Second)); left != 0 {
+		t.Errorf("left %v when the hold ended, want 0", left)
+	}
+	// A rate limit within holdGap of the end continues the run.
+	if held := h.Hold(ep, at(2500*time.Millisecond), time.Second); held != 2500*time.Millisecond {
+		t.Errorf("held %v without a break, want 2.5 s", held)
+	}
+	// One that comes later starts a new run.
+	if held := h.Hold(ep, at(10*time.Second), time.Second); held != 0 {
+		t.Errorf("held %v after a break, want 0", held)
+	}
+}

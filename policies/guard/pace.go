@@ -1,0 +1,83 @@
+package guard
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Pacer paces the requests and tokens sent to each rate-limit scope to
+// the limits the policy sets (rpm, tpm), so that a call waits its turn in
+// the worker instead of being sent to be refused. Each limit is a token
+// bucket (golang.org/x/time/rate) refilled at limit/60 per second, holding
+// at most one second's worth (at least one request, and at least the
+// tokens of the request being paced). Safe for concurrent use.
+type Pacer struct {
+	mu sync.Mutex
+	by map[string]*pace
+}
+
+type pace struct {
+	rpm, tpm         int
+	requests, tokens *rate.Limiter
+}
+
+// NewPacer returns a pacer with no scope paced yet.
+func NewPacer() *Pacer { return &Pacer{by: map[string]*pace{}} }
+
+// Reserve books one request of tokens on scope at now under the limits rpm
+// and tpm (0: no limit) and returns how long the caller must wait before
+// sending it. When that is longer than maxWait nothing is booked and ok is
+// false. The limits of a scope are those of its first reservation.
+func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWait time.Duration) (wait time.Duration, ok bool) {
+	if rpm <= 0 && tpm <= 0 {
+		return 0, true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.by[scope]
+	if x == nil {
+		x = &pace{rpm: rpm, tpm: tpm}
+		if rpm > 0 {
+			x.requests = rate.NewLimiter(rate.Limit(float64(rpm)/60), perSecond(rpm))
+		}
+		if tpm > 0 {
+			x.tokens = rate.NewLimiter(rate.Limit(float64(tpm)/60), perSecond(tpm))
+		}
+		p.by[scope] = x
+	}
+	var rs []*rate.Reservation
+	cancel := func() {
+		for _, r := range rs {
+			r.CancelAt(now)
+		}
+	}
+	if x.requests != nil {
+		rs = append(rs, x.requests.ReserveN(now, 1))
+	}
+	if x.tokens != nil {
+		if n := max(tokens, 1); n > x.tokens.Burst() {
+			x.tokens.SetBurstAt(now, n) // one request larger than a second's worth still goes, alone
+		}
+		rs = append(rs, x.tokens.ReserveN(now, max(tokens, 1)))
+	}
+	for _, r := range rs {
+		if !r.OK() {
+			cancel()
+			return 0, false
+		}
+		wait = max(wait, r.DelayFrom(now))
+	}
+	if wait > maxWait {
+		cancel()
+		return wait, false
+	}
+	return wait, true
+}
+
+// perSecond is a bucket of one second's worth of a per-minute limit.
+func perSecond(perMinute int) int {
+	return max(int(math.Ceil(float64(perMinute)/60)), 1)
+}

@@ -1,0 +1,41 @@
+package guard
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPacer(t *testing.T) {
+	p := NewPacer()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const ep = "http://up:8000"
+	if w, ok := p.Reserve(ep, t0, 0, 0, 1000, 0); w != 0 || !ok {
+		t.Fatalf("no limits: wait %v ok %v", w, ok)
+	}
+	// 60 rpm: one request a second.
+	if w, ok := p.Reserve(ep, t0, 60, 0, 0, time.Minute); w != 0 || !ok {
+		t.Fatalf("first request waits %v (ok %v)", w, ok)
+	}
+	if w, ok := p.Reserve(ep, t0, 60, 0, 0, time.Minute); w != time.Second || !ok {
+		t.Errorf("second request at once: wait %v (ok %v), want 1 s", w, ok)
+	}
+	// A wait longer than the caller can afford books nothing.
+	if w, ok := p.Reserve(ep, t0, 60, 0, 0, 500*time.Millisecond); ok || w != 2*time.Second {
+		t.Errorf("third request with 0.5 s to spare: wait %v ok %v, want 2 s, refused", w, ok)
+	}
+	if w, _ := p.Reserve(ep, t0, 60, 0, 0, time.Minute); w != 2*time.Second {
+		t.Errorf("after a refused reservation the next waits %v, want 2 s (the refused one booked nothing)", w)
+	}
+	// 6,000 tpm: 100 tokens a second.
+	const key = "http://up:8000 key K"
+	if w, _ := p.Reserve(key, t0, 0, 6000, 100, time.Minute); w != 0 {
+		t.Errorf("first 100 tokens wait %v", w)
+	}
+	if w, _ := p.Reserve(key, t0, 0, 6000, 50, time.Minute); w != 500*time.Millisecond {
+		t.Errorf("next 50 tokens wait %v, want 0.5 s", w)
+	}
+	// One request above a second's worth still goes, after the bucket refills.
+	if w, ok := p.Reserve(key, t0.Add(10*time.Second), 0, 6000, 300, time.Minute); !ok || w != 2*time.Second {
+		t.Errorf("300 tokens: wait %v ok %v, want 2 s", w, ok)
+	}
+}
