@@ -199,6 +199,14 @@ func (b *Breaker) Trip(now time.Time) {
 	b.open(now)
 }
 
+// OpenUntil reports whether the breaker is open at now and until when.
+func (b *Breaker) OpenUntil(now time.Time) (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(now)
+	return b.openUntil, b.state == BreakerOpen
+}
+
 // tick moves an open breaker to half-open once OpenFor has passed.
 func (b *Breaker) tick(now time.Time) {
 	if b.state == BreakerOpen && !now.Before(b.openUntil) {
@@ -288,6 +296,21 @@ type BreakerRegistry struct {
 
 	mu       sync.RWMutex
 	breakers map[string]*Breaker
+	sync     *Sync
+}
+
+// SetSync joins the registry to its fleet: outcomes are reported, and a
+// breaker the fleet opened refuses here too (see Sync).
+func (r *BreakerRegistry) SetSync(s *Sync) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sync = s
+}
+
+func (r *BreakerRegistry) fleet() *Sync {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.sync
 }
 
 // NewBreakerRegistry returns an empty registry whose breakers use cfg,
@@ -326,6 +349,9 @@ func (r *BreakerRegistry) Breaker(model string) *Breaker {
 // State returns the state of model's breaker at now; a model never seen is
 // closed (and no breaker is created for it).
 func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
+	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+		return BreakerOpen
+	}
 	r.mu.RLock()
 	b, ok := r.breakers[model]
 	r.mu.RUnlock()
@@ -335,14 +361,24 @@ func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
 	return b.State(now)
 }
 
-// Allow is Breaker.Allow for model.
+// Allow is Breaker.Allow for model; false while the fleet has it open.
 func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
+	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+		return false
+	}
 	return r.Breaker(model).Allow(now, u)
 }
 
 // Record is Breaker.Record for model.
 func (r *BreakerRegistry) Record(model string, now time.Time, success bool) {
 	r.Breaker(model).Record(now, success)
+	if s := r.fleet(); s != nil {
+		class := failure.ServerError
+		if success {
+			class = failure.None
+		}
+		s.outcome(model, now, class, false)
+	}
 }
 
 // RecordOutcome is Breaker.RecordOutcome for model.
@@ -351,11 +387,17 @@ func (r *BreakerRegistry) RecordOutcome(model string, now time.Time, class failu
 		return // creates no breaker for a class it would ignore
 	}
 	r.Breaker(model).RecordOutcome(now, class)
+	if s := r.fleet(); s != nil {
+		s.outcome(model, now, class, false)
+	}
 }
 
 // Trip is Breaker.Trip for model.
 func (r *BreakerRegistry) Trip(model string, now time.Time) {
 	r.Breaker(model).Trip(now)
+	if s := r.fleet(); s != nil {
+		s.outcome(model, now, failure.None, true)
+	}
 }
 
 // Models returns the models that have a breaker, sorted.

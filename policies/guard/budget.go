@@ -40,6 +40,10 @@ type RetryBudget struct {
 	ratio float64
 	floor int
 	ring  windowRing
+	// endpoint and sync, when set (Budgets.SetSync), make the budget the
+	// fleet's (see Sync).
+	endpoint string
+	sync     *Sync
 }
 
 // BudgetSnapshot is the state of a RetryBudget at one instant.
@@ -86,22 +90,52 @@ func (b *RetryBudget) RecordRequest(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ring.add(now, 1, 0)
+	if b.sync != nil {
+		b.sync.countBudget(b.endpoint, now, 1, 0)
+	}
+}
+
+// add records requests and retries at now (a fleet's reports).
+func (b *RetryBudget) add(now time.Time, requests, retries int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ring.add(now, requests, retries)
 }
 
 // TryRetry reports whether a retry is allowed at now and, when it is,
 // records it, so concurrent callers can never overdraw the budget.
+//
+// A fleet's budget (Budgets.SetSync) decides from the fleet's view while
+// it is fresh, else from this process's window alone.
 func (b *RetryBudget) TryRetry(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.sync != nil {
+		if ok, decided := b.sync.fleetRetry(b.endpoint, now); decided {
+			if ok {
+				b.ring.add(now, 0, 1)
+			}
+			return ok
+		}
+	}
 	if b.snapshot(now).Remaining() <= 0 {
 		return false
 	}
 	b.ring.add(now, 0, 1)
+	if b.sync != nil {
+		b.sync.countBudget(b.endpoint, now, 0, 1)
+	}
 	return true
 }
 
-// Remaining returns how many retries the budget allows at now.
+// Remaining returns how many retries the budget allows at now (the
+// fleet's, while its view is fresh).
 func (b *RetryBudget) Remaining(now time.Time) int {
+	if b.sync != nil {
+		if r, ok := b.sync.fleetRemaining(b.endpoint, now); ok {
+			return r
+		}
+	}
 	return b.Snapshot(now).Remaining()
 }
 
@@ -183,9 +217,22 @@ func (r *windowRing) sum(now time.Time) (a, b int) {
 // budget, so a call that switches models on a sick endpoint pays from the
 // same window as one that retries. Safe for concurrent use.
 type Budgets struct {
-	cfg config.BudgetConfig
-	mu  sync.Mutex
-	by  map[string]*RetryBudget
+	cfg  config.BudgetConfig
+	mu   sync.Mutex
+	by   map[string]*RetryBudget
+	sync *Sync
+}
+
+// SetSync joins the budgets to their fleet (see Sync).
+func (b *Budgets) SetSync(s *Sync) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sync = s
+	for ep, r := range b.by {
+		r.mu.Lock()
+		r.endpoint, r.sync = ep, s
+		r.mu.Unlock()
+	}
 }
 
 // NewBudgets returns per-endpoint budgets with cfg's settings (see
@@ -204,9 +251,22 @@ func (b *Budgets) For(endpoint string) *RetryBudget {
 	r, ok := b.by[endpoint]
 	if !ok {
 		r = NewRetryBudget(b.cfg)
+		r.endpoint, r.sync = endpoint, b.sync
 		b.by[endpoint] = r
 	}
 	return r
+}
+
+// Endpoints lists, sorted, the endpoints that have a budget.
+func (b *Budgets) Endpoints() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]string, 0, len(b.by))
+	for e := range b.by {
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Spent lists, sorted, the endpoints among those given whose budget allows

@@ -21,8 +21,17 @@ const holdGap = time.Second
 // A Holds is safe for concurrent use; it keeps one entry per scope ever
 // held, and the scopes are those of the ladder.
 type Holds struct {
-	mu sync.Mutex
-	by map[string]*hold
+	mu   sync.Mutex
+	by   map[string]*hold
+	sync *Sync
+}
+
+// SetSync joins the holds to their fleet: holds are reported, and a scope
+// the fleet holds is held here too (see Sync).
+func (h *Holds) SetSync(s *Sync) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sync = s
 }
 
 type hold struct {
@@ -48,6 +57,9 @@ func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration
 	if u := now.Add(d); u.After(x.until) {
 		x.until = u
 	}
+	if h.sync != nil {
+		h.sync.hold(scope, now, d)
+	}
 	return max(now.Sub(x.since), 0)
 }
 
@@ -55,8 +67,12 @@ func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration
 func (h *Holds) Left(scope string, now time.Time) time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var left time.Duration
 	if x := h.by[scope]; x != nil && x.until.After(now) {
-		return x.until.Sub(now)
+		left = x.until.Sub(now)
 	}
-	return 0
+	if h.sync != nil {
+		left = max(left, h.sync.fleetHeld(scope, now))
+	}
+	return left
 }

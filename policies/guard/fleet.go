@@ -1,0 +1,157 @@
+package guard
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// Report is what one worker tells the fleet's guard about the requests
+// and outcomes it saw since its previous report. Instants are the
+// worker's; reports are applied once each, by worker and sequence number.
+type Report struct {
+	Worker   string         `json:"worker"`
+	Seq      int64          `json:"seq"`
+	Budget   []BudgetCount  `json:"budget,omitempty"`
+	Outcomes []ModelOutcome `json:"outcomes,omitempty"`
+	Holds    []HoldEvent    `json:"holds,omitempty"`
+}
+
+// Empty reports whether r carries nothing.
+func (r Report) Empty() bool {
+	return len(r.Budget) == 0 && len(r.Outcomes) == 0 && len(r.Holds) == 0
+}
+
+// BudgetCount is the calls' first requests and the retries charged to one
+// endpoint's budget in the second that starts At.
+type BudgetCount struct {
+	Endpoint string    `json:"endpoint"`
+	At       time.Time `json:"at"`
+	Requests int       `json:"requests,omitempty"`
+	Retries  int       `json:"retries,omitempty"`
+}
+
+// ModelOutcome is the outcome of one attempt on Model at At, as a breaker
+// judges it (Class empty: success; Trip: the class trips the breaker).
+type ModelOutcome struct {
+	Model string        `json:"model"`
+	At    time.Time     `json:"at"`
+	Class failure.Class `json:"class,omitempty"`
+	Trip  bool          `json:"trip,omitempty"`
+}
+
+// HoldEvent is a rate limit that held Scope from At for For.
+type HoldEvent struct {
+	Scope string        `json:"scope"`
+	At    time.Time     `json:"at"`
+	For   time.Duration `json:"for"`
+}
+
+// View is what the fleet's guard knows at one instant: each endpoint's
+// budget window, the models whose breaker the fleet's outcomes opened, the
+// scopes held, and the last report applied per worker (so a worker knows
+// which of its counts the view includes).
+type View struct {
+	At      time.Time                 `json:"at"`
+	Budgets map[string]BudgetSnapshot `json:"budgets,omitempty"`
+	// Open maps a model to the end of its open period.
+	Open map[string]time.Time `json:"open,omitempty"`
+	// Holds maps a scope to the end of its hold.
+	Holds map[string]time.Time `json:"holds,omitempty"`
+	Acks  map[string]int64     `json:"acks,omitempty"`
+}
+
+// Fleet is the guard state of every worker of a deployment, built from
+// their reports: one retry budget per endpoint, whose floor is counted
+// once for the fleet; breakers that open on the failures all workers saw;
+// the rate-limit holds. It is deterministic in its inputs (no clock of its
+// own), so it can live in a workflow. Fleet breakers only open: once
+// OpenFor has passed a model's fleet breaker starts closed again, and
+// probing is left to each worker's own breaker. Safe for concurrent use.
+type Fleet struct {
+	budgetCfg  config.BudgetConfig
+	breakerCfg config.BreakerConfig
+
+	mu       sync.Mutex
+	budgets  *Budgets
+	breakers map[string]*Breaker
+	holds    *Holds
+	acks     map[string]int64
+	scopes   []string
+}
+
+// NewFleet returns an empty fleet state with the policy's budget and
+// breaker settings.
+func NewFleet(budget config.BudgetConfig, breaker config.BreakerConfig) *Fleet {
+	return &Fleet{
+		budgetCfg: budget, breakerCfg: breaker,
+		budgets: NewBudgets(budget), breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{},
+	}
+}
+
+// Apply adds a report; one already applied (its Seq not above the
+// worker's last) is ignored, and Apply reports false.
+func (f *Fleet) Apply(r Report) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r.Seq <= f.acks[r.Worker] {
+		return false
+	}
+	f.acks[r.Worker] = r.Seq
+	for _, c := range r.Budget {
+		f.budgets.For(c.Endpoint).add(c.At, c.Requests, c.Retries)
+	}
+	for _, o := range r.Outcomes {
+		b := f.breaker(o.Model, o.At)
+		if o.Trip {
+			b.Trip(o.At)
+		} else if o.Class == failure.None || o.Class.CountsForBreaker() {
+			b.RecordOutcome(o.At, o.Class)
+		}
+	}
+	for _, h := range r.Holds {
+		f.holds.Hold(h.Scope, h.At, h.For)
+		if !slices.Contains(f.scopes, h.Scope) {
+			f.scopes = append(f.scopes, h.Scope)
+		}
+	}
+	return true
+}
+
+// breaker returns the fleet breaker of model at now, starting it closed
+// again once an open period has passed.
+func (f *Fleet) breaker(model string, now time.Time) *Breaker {
+	b := f.breakers[model]
+	if b == nil || b.State(now) == BreakerHalfOpen {
+		b = NewBreaker(f.breakerCfg)
+		f.breakers[model] = b
+	}
+	return b
+}
+
+// View returns the fleet's state at now.
+func (f *Fleet) View(now time.Time) View {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v := View{At: now, Budgets: map[string]BudgetSnapshot{}, Open: map[string]time.Time{}, Holds: map[string]time.Time{}, Acks: map[string]int64{}}
+	for _, ep := range f.budgets.Endpoints() {
+		v.Budgets[ep] = f.budgets.For(ep).Snapshot(now)
+	}
+	for m, b := range f.breakers {
+		if until, open := b.OpenUntil(now); open {
+			v.Open[m] = until
+		}
+	}
+	for _, sc := range f.scopes {
+		if left := f.holds.Left(sc, now); left > 0 {
+			v.Holds[sc] = now.Add(left)
+		}
+	}
+	for w, s := range f.acks {
+		v.Acks[w] = s
+	}
+	return v
+}

@@ -1,0 +1,105 @@
+package guard
+
+import (
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// worker is one process's guards joined to the fleet.
+type worker struct {
+	sync     *Sync
+	budgets  *Budgets
+	breakers *BreakerRegistry
+	holds    *Holds
+}
+
+func newWorker(name string, cfg *config.Config) worker {
+	w := worker{
+		sync:    NewSync(name, time.Second, cfg.Budget),
+		budgets: NewBudgets(cfg.Budget), breakers: NewBreakerRegistry(cfg.Breaker, nil), holds: NewHolds(),
+	}
+	w.budgets.SetSync(w.sync)
+	w.breakers.SetSync(w.sync)
+	w.holds.SetSync(w.sync)
+	return w
+}
+
+// syncAll delivers every worker's report to the fleet, then the fleet's
+// view to every worker, at now.
+func syncAll(f *Fleet, now time.Time, ws ...worker) {
+	for _, w := range ws {
+		if r, ok := w.sync.Cut(); ok {
+			f.Apply(r)
+		}
+	}
+	for _, w := range ws {
+		w.sync.SetView(f.View(now), now)
+	}
+}
+
+func TestFleetSharesGuards(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Budget.Floor, cfg.Budget.Ratio = 2, 0
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := NewFleet(cfg.Budget, cfg.Breaker)
+	a, b := newWorker("a", cfg), newWorker("b", cfg)
+	const ep, model = "http://up:8000", "qwen-72b"
+	syncAll(f, t0, a, b)
+
+	// The floor is the fleet's: two retries in all, not two per worker.
+	if !a.budgets.For(ep).TryRetry(t0) || !a.budgets.For(ep).TryRetry(t0) {
+		t.Fatal("worker a was refused the fleet's floor")
+	}
+	if a.budgets.For(ep).TryRetry(t0) {
+		t.Error("worker a spent a third retry from a floor of two, before any sync")
+	}
+	syncAll(f, t0.Add(500*time.Millisecond), a, b)
+	if b.budgets.For(ep).TryRetry(t0.Add(600 * time.Millisecond)) {
+		t.Error("worker b retried although worker a had spent the fleet's floor")
+	}
+	if got := b.budgets.For(ep).Remaining(t0.Add(600 * time.Millisecond)); got != 0 {
+		t.Errorf("worker b sees %d retries left, want 0", got)
+	}
+
+	// A breaker opened by failures worker a saw refuses in worker b.
+	for i := range cfg.Breaker.ConsecutiveFailures {
+		a.breakers.RecordOutcome(model, t0.Add(time.Duration(i)*time.Millisecond), failure.ServerError)
+	}
+	if !b.breakers.Allow(model, t0.Add(time.Second), 0) {
+		t.Fatal("worker b refused before any sync")
+	}
+	syncAll(f, t0.Add(time.Second), a, b)
+	if b.breakers.Allow(model, t0.Add(1100*time.Millisecond), 0) || b.breakers.State(model, t0.Add(1100*time.Millisecond)) != BreakerOpen {
+		t.Error("worker b let a call through to a model whose breaker the fleet opened")
+	}
+	// Once the fleet's open period has passed, worker b decides alone again.
+	later := t0.Add(cfg.Breaker.OpenFor.D() + 2*time.Second)
+	syncAll(f, later, a, b)
+	if !b.breakers.Allow(model, later, 0) {
+		t.Error("worker b still refuses after the fleet's open period")
+	}
+
+	// A rate limit worker a met holds the scope in worker b.
+	a.holds.Hold(ep, later, 3*time.Second)
+	syncAll(f, later, a, b)
+	if left := b.holds.Left(ep, later.Add(time.Second)); left != 2*time.Second {
+		t.Errorf("worker b: scope held %v more, want 2 s", left)
+	}
+
+	// A stale view is not used: each worker decides from its own window.
+	stale := later.Add(2 * time.Minute)
+	if !b.budgets.For(ep).TryRetry(stale) {
+		t.Error("with a stale view worker b was refused its own floor")
+	}
+	// A report applied twice counts once.
+	r := Report{Worker: "c", Seq: 1, Budget: []BudgetCount{{Endpoint: ep, At: stale, Retries: 1}}}
+	if !f.Apply(r) || f.Apply(r) {
+		t.Error("a report was not applied exactly once")
+	}
+	if got := f.View(stale).Budgets[ep].Retries; got != 1 {
+		t.Errorf("fleet retries %d after one report applied twice, want 1", got)
+	}
+}

@@ -1,0 +1,214 @@
+package guard
+
+import (
+	"maps"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// Sync joins one worker's guards to its fleet (README "Shared guards"). It
+// gathers what the worker's budgets, breakers and holds record into
+// reports (Cut) for the fleet's guard, and overlays the fleet's View on
+// their decisions while the view is fresh: a budget then counts the
+// fleet's requests and retries, so its floor is paid once for the fleet;
+// a breaker the fleet opened refuses here too; a scope the fleet holds is
+// held here. With no fresh view (the guard unreachable, or not yet asked)
+// each guard decides from what this worker saw, as it would alone: a call
+// never waits for the fleet.
+//
+// The counts a view does not include yet (reported after it was taken,
+// or not reported) are added to it, so two decisions in one worker never
+// spend the same retry. Safe for concurrent use.
+type Sync struct {
+	worker string
+	stale  time.Duration
+	budget config.BudgetConfig
+
+	mu      sync.Mutex
+	seq     int64
+	pending Report
+	sent    []Report
+	view    View
+	viewAt  time.Time // when the view arrived here
+}
+
+// NewSync returns the sync of the worker called worker (unique in the
+// fleet); a view older than stale is not used.
+func NewSync(worker string, stale time.Duration, budget config.BudgetConfig) *Sync {
+	return &Sync{worker: worker, stale: stale, budget: budget}
+}
+
+// Worker is the worker's name in reports.
+func (s *Sync) Worker() string { return s.worker }
+
+// Cut returns the next report, with what was recorded since the previous
+// one; false when nothing was.
+func (s *Sync) Cut() (Report, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending.Empty() {
+		return Report{}, false
+	}
+	s.seq++
+	r := s.pending
+	r.Worker, r.Seq = s.worker, s.seq
+	s.pending = Report{}
+	s.sent = append(s.sent, r)
+	return r, true
+}
+
+// Unsent puts back a report that could not be delivered, to go out with
+// the next one.
+func (s *Sync) Unsent(r Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, x := range s.sent {
+		if x.Seq == r.Seq {
+			s.sent = append(s.sent[:i], s.sent[i+1:]...)
+			break
+		}
+	}
+	s.pending.Budget = append(r.Budget, s.pending.Budget...)
+	s.pending.Outcomes = append(r.Outcomes, s.pending.Outcomes...)
+	s.pending.Holds = append(r.Holds, s.pending.Holds...)
+}
+
+// SetView takes the fleet's view, received at now.
+func (s *Sync) SetView(v View, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.view, s.viewAt = v, now
+	acked := v.Acks[s.worker]
+	kept := s.sent[:0]
+	for _, r := range s.sent {
+		if r.Seq > acked {
+			kept = append(kept, r)
+		}
+	}
+	s.sent = kept
+}
+
+// Fresh reports whether the fleet's view is recent enough to use at now.
+func (s *Sync) Fresh(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fresh(now)
+}
+
+func (s *Sync) fresh(now time.Time) bool {
+	return !s.viewAt.IsZero() && now.Sub(s.viewAt) <= s.stale && now.Sub(s.viewAt) >= -s.stale
+}
+
+// countBudget records requests and retries charged to endpoint at now.
+func (s *Sync) countBudget(endpoint string, now time.Time, requests, retries int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.count(endpoint, now, requests, retries)
+}
+
+func (s *Sync) count(endpoint string, now time.Time, requests, retries int) {
+	at := now.Truncate(time.Second)
+	for i := range s.pending.Budget {
+		c := &s.pending.Budget[i]
+		if c.Endpoint == endpoint && c.At.Equal(at) {
+			c.Requests += requests
+			c.Retries += retries
+			return
+		}
+	}
+	s.pending.Budget = append(s.pending.Budget, BudgetCount{Endpoint: endpoint, At: at, Requests: requests, Retries: retries})
+}
+
+// fleetBudget is endpoint's budget at now as the fleet's view has it plus
+// this worker's counts the view does not include yet: the retries it
+// allows and those spent; false without a fresh view. s.mu is held.
+func (s *Sync) fleetBudget(endpoint string, now time.Time) (limit, spent int, ok bool) {
+	if !s.fresh(now) {
+		return 0, 0, false
+	}
+	b := s.view.Budgets[endpoint]
+	req, ret := b.Requests, b.Retries
+	for _, r := range append(slices.Clone(s.sent), s.pending) {
+		for _, c := range r.Budget {
+			if c.Endpoint == endpoint && now.Sub(c.At) < s.budget.Window.D() {
+				req += c.Requests
+				ret += c.Retries
+			}
+		}
+	}
+	return int(math.Floor(s.budget.Ratio*float64(req)+1e-9)) + s.budget.Floor, ret, true
+}
+
+// fleetRetry decides a retry on endpoint at now from the fleet's budget
+// (decided false without a fresh view); a retry allowed is counted.
+func (s *Sync) fleetRetry(endpoint string, now time.Time) (allowed, decided bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit, spent, ok := s.fleetBudget(endpoint, now)
+	if !ok {
+		return false, false
+	}
+	if spent >= limit {
+		return false, true
+	}
+	s.count(endpoint, now, 0, 1)
+	return true, true
+}
+
+// fleetRemaining is the fleet's retries left on endpoint at now; false
+// without a fresh view.
+func (s *Sync) fleetRemaining(endpoint string, now time.Time) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit, spent, ok := s.fleetBudget(endpoint, now)
+	return max(limit-spent, 0), ok
+}
+
+// outcome records an attempt's outcome on model at now.
+func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending.Outcomes = append(s.pending.Outcomes, ModelOutcome{Model: model, At: now, Class: class, Trip: trip})
+}
+
+// fleetOpen reports whether the fleet's view has model's breaker open at
+// now (false without a fresh view).
+func (s *Sync) fleetOpen(model string, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.view.Open[model]
+	return ok && s.fresh(now) && until.After(now)
+}
+
+// hold records a rate limit holding scope from now for d.
+func (s *Sync) hold(scope string, now time.Time, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending.Holds = append(s.pending.Holds, HoldEvent{Scope: scope, At: now, For: d})
+}
+
+// fleetHeld is how long the fleet's view holds scope after now (0 without
+// a fresh view).
+func (s *Sync) fleetHeld(scope string, now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	until, ok := s.view.Holds[scope]
+	if !ok || !s.fresh(now) || !until.After(now) {
+		return 0
+	}
+	return until.Sub(now)
+}
+
+// ViewCopy returns the last view (for status pages and tests).
+func (s *Sync) ViewCopy() (View, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v := s.view
+	v.Budgets, v.Open, v.Holds, v.Acks = maps.Clone(v.Budgets), maps.Clone(v.Open), maps.Clone(v.Holds), maps.Clone(v.Acks)
+	return v, s.viewAt
+}
