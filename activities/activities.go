@@ -72,6 +72,9 @@ type Options struct {
 	// defaults: none held, nothing booked.
 	Holds    *guard.Holds
 	Pacer    *guard.Pacer
+	// Sync joins the budgets, breakers and holds to the fleet's guard
+	// (see guard.Sync); nil: this process decides alone.
+	Sync *guard.Sync
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
 }
@@ -116,6 +119,11 @@ func New(o Options) (*Activities, error) {
 	a.holds = o.Holds
 	if a.holds == nil {
 		a.holds = guard.NewHolds()
+	}
+	if o.Sync != nil {
+		a.budgets.SetSync(o.Sync)
+		a.breakers.SetSync(o.Sync)
+		a.holds.SetSync(o.Sync)
 	}
 	a.pacer, a.paces = o.Pacer, paceLimits(o.Config)
 	if a.pacer == nil {

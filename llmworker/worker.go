@@ -1,21 +1,28 @@
 package llmworker
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"os"
 	"sort"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/workflows"
+	"github.com/google/uuid"
 )
 
 // Options configure New.
@@ -35,6 +42,25 @@ type Options struct {
 	Worker worker.Options
 	// TaskQueue; default workflows.TaskQueue.
 	TaskQueue string
+	// Logger of the worker's own messages (the guard sync); default
+	// slog.Default().
+	Logger *slog.Logger
+	// Guards shares the retry budgets, breakers and rate-limit holds with
+	// the other workers of the task queue (README "Shared guards").
+	Guards GuardOptions
+}
+
+// GuardOptions tune the guards shared by a task queue's workers.
+type GuardOptions struct {
+	// Local keeps this worker's guards to itself.
+	Local bool
+	// Interval between two syncs with the fleet's guard workflow (a
+	// report when there is something to tell, then a query); default
+	// 500 ms.
+	Interval time.Duration
+	// Stale is the age past which the fleet's view is not used (the
+	// guard unreachable: each worker decides alone); default 2 s.
+	Stale time.Duration
 }
 
 // Worker is a registered, not yet started, durable-llm worker.
@@ -42,6 +68,18 @@ type Worker struct {
 	worker.Worker
 	// Activities are the per-process activities (budget, breakers).
 	Activities *activities.Activities
+	// Sync is the worker's link to the fleet's guard; nil with
+	// GuardOptions.Local.
+	Sync *guard.Sync
+
+	client   client.Client
+	tq       string
+	guardID  string
+	input    workflows.GuardInput
+	interval time.Duration
+	logger   *slog.Logger
+	stop     context.CancelFunc
+	done     chan struct{}
 }
 
 // New builds the activities and a Temporal worker with LLMCall and every
@@ -50,8 +88,19 @@ func New(c client.Client, o Options) (*Worker, error) {
 	if o.Config == nil {
 		o.Config = config.DefaultConfig()
 	}
+	if o.Guards.Interval <= 0 {
+		o.Guards.Interval = 500 * time.Millisecond
+	}
+	if o.Guards.Stale <= 0 {
+		o.Guards.Stale = 2 * time.Second
+	}
+	var sync *guard.Sync
+	if !o.Guards.Local {
+		host, _ := os.Hostname()
+		sync = guard.NewSync(fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), o.Guards.Stale, o.Config.Budget)
+	}
 	acts, err := activities.New(activities.Options{
-		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport,
+		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync,
 	})
 	if err != nil {
 		return nil, err
@@ -70,7 +119,103 @@ func New(c client.Client, o Options) (*Worker, error) {
 	w := worker.New(c, tq, o.Worker)
 	w.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterActivity(acts)
-	return &Worker{Worker: w, Activities: acts}, nil
+	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
+	return &Worker{
+		Worker: w, Activities: acts, Sync: sync, client: c, tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
+		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker},
+		logger: cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
+	}, nil
+}
+
+// Start starts the worker and, unless its guards are local, its sync with
+// the fleet's guard.
+func (w *Worker) Start() error {
+	if err := w.Worker.Start(); err != nil {
+		return err
+	}
+	if w.Sync != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		w.stop, w.done = cancel, make(chan struct{})
+		go w.syncGuards(ctx)
+	}
+	return nil
+}
+
+// Run starts the worker and blocks until interruptCh delivers, then stops
+// it (as worker.Worker.Run).
+func (w *Worker) Run(interruptCh <-chan interface{}) error {
+	if err := w.Start(); err != nil {
+		return err
+	}
+	<-interruptCh
+	w.Stop()
+	return nil
+}
+
+// Stop stops the sync, then the worker.
+func (w *Worker) Stop() {
+	if w.stop != nil {
+		w.stop()
+		<-w.done
+		w.stop = nil
+	}
+	w.Worker.Stop()
+}
+
+// syncGuards reports this worker's guards to the fleet's guard workflow
+// and reads the fleet's view, every interval. A report is sent with
+// signal-with-start, so the first worker with something to tell starts
+// the guard; one that cannot be sent goes out with the next. When the
+// guard cannot be reached, the view goes stale and each guard decides
+// from what this worker saw: a call never waits for the fleet.
+func (w *Worker) syncGuards(ctx context.Context) {
+	defer close(w.done)
+	t := time.NewTicker(w.interval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := w.syncOnce(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			w.logger.Warn("the fleet's guard cannot be reached; this worker's guards decide alone until it can", "error", err)
+			failing = true
+		case err == nil && failing:
+			w.logger.Info("the fleet's guard is reachable again")
+			failing = false
+		}
+	}
+}
+
+func (w *Worker) syncOnce(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, w.interval*2)
+	defer cancel()
+	if r, ok := w.Sync.Cut(); ok {
+		_, err := w.client.SignalWithStartWorkflow(ctx, w.guardID, workflows.SignalGuardReport, r,
+			client.StartWorkflowOptions{ID: w.guardID, TaskQueue: w.tq}, workflows.GuardWorkflowName, w.input)
+		if err != nil {
+			w.Sync.Unsent(r)
+			return err
+		}
+	}
+	v, err := w.client.QueryWorkflow(ctx, w.guardID, "", workflows.QueryGuardView)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return nil // no worker has reported yet
+		}
+		return err
+	}
+	var view guard.View
+	if err := v.Get(&view); err != nil {
+		return err
+	}
+	w.Sync.SetView(view, time.Now())
+	return nil
 }
 
 // EnsureSearchAttributes registers the LLM search attributes that the

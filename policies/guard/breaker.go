@@ -199,12 +199,12 @@ func (b *Breaker) Trip(now time.Time) {
 	b.open(now)
 }
 
-// OpenUntil reports whether the breaker is open at now and until when.
+// OpenUntil reports whether the breaker is open at now and until when. It
+// changes nothing (a query may call it).
 func (b *Breaker) OpenUntil(now time.Time) (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.tick(now)
-	return b.openUntil, b.state == BreakerOpen
+	return b.openUntil, b.state == BreakerOpen && now.Before(b.openUntil)
 }
 
 // tick moves an open breaker to half-open once OpenFor has passed.

@@ -201,6 +201,20 @@ func (r *windowRing) add(now time.Time, a, b int) {
 	bk.b += b
 }
 
+// counts returns the counts of the window at now, one per bucket, each
+// at its bucket's start.
+func (r *windowRing) counts(now time.Time) []BudgetCount {
+	i := r.at(now)
+	var out []BudgetCount
+	for _, bk := range r.buckets {
+		if bk.index > i-windowBuckets && bk.index <= i && (bk.a != 0 || bk.b != 0) {
+			out = append(out, BudgetCount{At: r.origin.Add(time.Duration(bk.index) * r.width), Requests: bk.a, Retries: bk.b})
+		}
+	}
+	slices.SortFunc(out, func(x, y BudgetCount) int { return x.At.Compare(y.At) })
+	return out
+}
+
 func (r *windowRing) sum(now time.Time) (a, b int) {
 	i := r.at(now)
 	for _, bk := range r.buckets {

@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -154,4 +155,55 @@ func (f *Fleet) View(now time.Time) View {
 		v.Acks[w] = s
 	}
 	return v
+}
+
+// FleetState is a Fleet in a few bytes, carried across a guard workflow's
+// continue-as-new: the budget windows by bucket, the open breakers (as
+// trips at the instant they opened), the holds and the last report of
+// each worker.
+type FleetState struct {
+	Budget []BudgetCount    `json:"budget,omitempty"`
+	Open   []ModelOutcome   `json:"open,omitempty"`
+	Holds  []HoldEvent      `json:"holds,omitempty"`
+	Acks   map[string]int64 `json:"acks,omitempty"`
+}
+
+// State returns the fleet's state at now.
+func (f *Fleet) State(now time.Time) FleetState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := FleetState{Acks: maps.Clone(f.acks)}
+	for _, ep := range f.budgets.Endpoints() {
+		b := f.budgets.For(ep)
+		b.mu.Lock()
+		for _, c := range b.ring.counts(now) {
+			c.Endpoint = ep
+			st.Budget = append(st.Budget, c)
+		}
+		b.mu.Unlock()
+	}
+	for _, m := range slices.Sorted(maps.Keys(f.breakers)) {
+		if until, open := f.breakers[m].OpenUntil(now); open {
+			st.Open = append(st.Open, ModelOutcome{Model: m, At: until.Add(-f.breakerCfg.OpenFor.D()), Trip: true})
+		}
+	}
+	for _, sc := range f.scopes {
+		if left := f.holds.Left(sc, now); left > 0 {
+			st.Holds = append(st.Holds, HoldEvent{Scope: sc, At: now, For: left})
+		}
+	}
+	return st
+}
+
+// Restore loads a state from State into an empty fleet.
+func (f *Fleet) Restore(st FleetState) {
+	f.mu.Lock()
+	for w, s := range st.Acks {
+		f.acks[w] = s
+	}
+	f.mu.Unlock()
+	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: st.Open, Holds: st.Holds})
+	f.mu.Lock()
+	delete(f.acks, "\x00restore")
+	f.mu.Unlock()
 }

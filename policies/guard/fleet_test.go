@@ -103,3 +103,30 @@ func TestFleetSharesGuards(t *testing.T) {
 		t.Errorf("fleet retries %d after one report applied twice, want 1", got)
 	}
 }
+
+// TestFleetStateRestores: a fleet restored from its State (a guard
+// workflow's continue-as-new) gives the same view.
+func TestFleetStateRestores(t *testing.T) {
+	cfg := config.DefaultConfig()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := NewFleet(cfg.Budget, cfg.Breaker)
+	f.Apply(Report{Worker: "a", Seq: 3,
+		Budget:   []BudgetCount{{Endpoint: "e1", At: t0, Requests: 40, Retries: 3}, {Endpoint: "e2", At: t0.Add(2 * time.Second), Requests: 5}},
+		Outcomes: []ModelOutcome{{Model: "m", At: t0, Trip: true}},
+		Holds:    []HoldEvent{{Scope: "e1", At: t0, For: 5 * time.Second}}})
+	now := t0.Add(3 * time.Second)
+	g := NewFleet(cfg.Budget, cfg.Breaker)
+	g.Restore(f.State(now))
+	want, got := f.View(now), g.View(now)
+	for _, ep := range []string{"e1", "e2"} {
+		if want.Budgets[ep] != got.Budgets[ep] {
+			t.Errorf("budget %s: %+v, want %+v", ep, got.Budgets[ep], want.Budgets[ep])
+		}
+	}
+	if !got.Open["m"].Equal(want.Open["m"]) || !got.Holds["e1"].Equal(want.Holds["e1"]) || got.Acks["a"] != 3 || len(got.Acks) != 1 {
+		t.Errorf("restored view %+v, want %+v", got, want)
+	}
+	if g.Apply(Report{Worker: "a", Seq: 3}) {
+		t.Error("a report applied before the restore was applied again")
+	}
+}

@@ -1,0 +1,73 @@
+package llmworker_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// TestIntegrationSharedGuardAcrossWorkerProcesses: a breaker opened by the
+// failures one worker process saw is honoured by another process that
+// never saw them, through the task queue's guard workflow. Worker A
+// answers calls whose first model fails until its breaker opens; then A
+// stops and worker B, fresh, takes the next call: it skips the model
+// without sending it a request.
+func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
+	srv := shared.Server(t)
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	c := srv.Client()
+	tq := "llm-guard-" + uuid.NewString()[:8]
+	bin := buildWorker(t)
+	env := []string{"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "LLM_BASE_URL=" + sim.BaseURL, "WORKER_TASK_QUEUE=" + tq}
+	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
+	ask := func(i int) workflows.CallResult {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		res, err := lc.Call(ctx, question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
+		require.NoError(t, err)
+		return res
+	}
+
+	a := startWorkerProc(t, bin, env...)
+	waitForPoller(t, c, tq, a.pid())
+	opened := time.Time{}
+	for i := 0; opened.IsZero(); i++ {
+		require.Less(t, i, 10, "worker A's breaker of qwen-72b never opened")
+		if d := decisions(ask(i)); slices.Contains(d, "qwen-72b:breaker_open:switch_model") {
+			opened = time.Now()
+		}
+	}
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+	<-a.exited
+
+	b := startWorkerProc(t, bin, env...)
+	waitForPoller(t, c, tq, b.pid())
+	time.Sleep(1500 * time.Millisecond) // three sync intervals: B has read the fleet's view
+	before := sim.Stats().Models["qwen-72b"].Arrivals
+	res := ask(100)
+	require.Equal(t, "qwen-72b:breaker_open:switch_model", decisions(res)[0], "worker B sent a request to the model whose breaker the fleet opened: %v", decisions(res))
+	require.Equal(t, before, sim.Stats().Models["qwen-72b"].Arrivals, "worker B sent a request to qwen-72b")
+	t.Logf("worker B (pid %d) honoured the breaker worker A (pid %d) opened, %v after A saw it open", b.pid(), a.pid(), time.Since(opened).Round(10*time.Millisecond))
+}
+
+// waitForPoller waits until the worker process pid polls tq's workflow
+// tasks.
+func waitForPoller(t *testing.T, c client.Client, tq string, pid int) {
+	t.Helper()
+	require.Eventually(t, func() bool { return pollerPIDs(t, c, tq, enumspb.TASK_QUEUE_TYPE_WORKFLOW)[pid] },
+		60*time.Second, 100*time.Millisecond, "worker pid %d never polled %s", pid, tq)
+}

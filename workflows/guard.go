@@ -1,0 +1,90 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
+)
+
+// The shared guards of a fleet of workers (README "Shared guards").
+const (
+	// GuardWorkflowName is the workflow type of the fleet's guard: one
+	// run per task queue, ID GuardID(task queue).
+	GuardWorkflowName = "LLMGuard"
+	// SignalGuardReport carries a worker's guard.Report.
+	SignalGuardReport = "report"
+	// QueryGuardView returns the fleet's guard.View.
+	QueryGuardView = "view"
+	// guardReportsPerRun bounds a run's history (about 4 events a report)
+	// before it continues as new with its state.
+	guardReportsPerRun = 200
+)
+
+// GuardID is the workflow ID of the guard of the workers of taskQueue.
+func GuardID(taskQueue string) string { return "llm-guard:" + taskQueue }
+
+// GuardInput starts a guard: the policy's budget and breaker settings (of
+// the worker that started it), and the state a previous run carried.
+type GuardInput struct {
+	Budget  config.BudgetConfig  `json:"budget"`
+	Breaker config.BreakerConfig `json:"breaker"`
+	State   guard.FleetState     `json:"state"`
+}
+
+// LLMGuard keeps the guard state of every worker of a task queue: each
+// worker signals what its budgets, breakers and rate-limit holds saw
+// (SignalGuardReport, at most every sync interval, only when it saw
+// something) and queries the fleet's view (QueryGuardView, which writes no
+// history). The state is a pure function of the reports and their
+// instants, so the workflow is deterministic; after guardReportsPerRun
+// reports it continues as new with its state in a few bytes.
+func LLMGuard(ctx workflow.Context, in GuardInput) error {
+	// The Fleet ranges over maps only to fill maps or sorted lists, so its
+	// results never depend on the order (hence the workflowcheck:ignore).
+	f := guard.NewFleet(in.Budget, in.Breaker)
+	//workflowcheck:ignore
+	f.Restore(in.State)
+	if err := workflow.SetQueryHandler(ctx, QueryGuardView, func() (guard.View, error) {
+		//workflowcheck:ignore
+		return f.View(workflow.Now(ctx)), nil
+	}); err != nil {
+		return err
+	}
+	reports := workflow.GetSignalChannel(ctx, SignalGuardReport)
+	var latest time.Time
+	apply := func(r guard.Report) {
+		f.Apply(r)
+		for _, c := range r.Budget {
+			latest = later(latest, c.At)
+		}
+		for _, o := range r.Outcomes {
+			latest = later(latest, o.At)
+		}
+	}
+	for range guardReportsPerRun {
+		var r guard.Report
+		reports.Receive(ctx, &r)
+		apply(r)
+	}
+	for {
+		var r guard.Report
+		if !reports.ReceiveAsync(&r) {
+			break
+		}
+		apply(r)
+	}
+	at := later(latest, workflow.Now(ctx))
+	//workflowcheck:ignore
+	st := f.State(at)
+	return workflow.NewContinueAsNewError(ctx, GuardWorkflowName, GuardInput{Budget: in.Budget, Breaker: in.Breaker, State: st})
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
