@@ -209,7 +209,7 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 			}
 			return p, nil
 		}
-		if !a.breakers.Allow(m.Name, now, a.rand()) {
+		if !a.breakers.Permit(m.Name, now, a.rand()) {
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
 				Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now))})

@@ -108,6 +108,14 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if !ok {
 		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))
 	}
+	if !a.breakers.Admit(m.Name, a.now()) {
+		// The breaker opened where this attempt runs since it was planned
+		// (another worker, or other calls): no request.
+		out := CallOutcome{Class: failure.BreakerOpen, NotSent: true, Reason: fmt.Sprintf("breaker of %s open: no upstream call made", m.Name)}
+		a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
+		return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(failure.BreakerOpen),
+			temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+	}
 	msgs := prompt.Build(in.Request.Messages, in.Prompt.Keep, m.SystemPrompt)
 	if in.Continue != "" {
 		msgs = append(msgs, request.Message{Role: request.RoleAssistant, Content: in.Continue})

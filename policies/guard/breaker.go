@@ -162,6 +162,32 @@ func (b *Breaker) Allow(now time.Time, u float64) bool {
 	return false
 }
 
+// Permit is Allow without taking a probe: it tells the worker that plans
+// an attempt whether to plan it here (u as in Allow); Admit then takes the
+// probe where the attempt runs, which also records its outcome.
+func (b *Breaker) Permit(now time.Time, u float64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(now)
+	return b.state == BreakerClosed || b.state == BreakerHalfOpen && u < b.cfg.ProbeFraction
+}
+
+// Admit lets an attempt that was permitted through at now: always when
+// closed (and when half-open, as a probe), never when open.
+func (b *Breaker) Admit(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(now)
+	switch b.state {
+	case BreakerClosed:
+		return true
+	case BreakerHalfOpen:
+		b.probesAllowed++
+		return true
+	}
+	return false
+}
+
 // Record records the outcome of a call at now.
 func (b *Breaker) Record(now time.Time, success bool) {
 	b.mu.Lock()
@@ -367,6 +393,25 @@ func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
 		return false
 	}
 	return r.Breaker(model).Allow(now, u)
+}
+
+// Permit is Breaker.Permit for model; false while the fleet has it open.
+func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
+	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+		return false
+	}
+	r.mu.RLock()
+	b, ok := r.breakers[model]
+	r.mu.RUnlock()
+	return !ok || b.Permit(now, u)
+}
+
+// Admit is Breaker.Admit for model; false while the fleet has it open.
+func (r *BreakerRegistry) Admit(model string, now time.Time) bool {
+	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+		return false
+	}
+	return r.Breaker(model).Admit(now)
 }
 
 // Record is Breaker.Record for model.

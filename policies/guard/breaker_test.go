@@ -597,3 +597,36 @@ func TestClassBreakerConcurrent(t *testing.T) {
 		t.Errorf("recorded %d retries, want %d", total, 16*100)
 	}
 }
+
+// TestBreakerPermitAdmit: the worker that plans an attempt asks Permit
+// (no probe taken); the worker that runs it Admits it, which takes the
+// probe whose outcome it then records, so half-open probes are counted
+// where their results arrive.
+func TestBreakerPermitAdmit(t *testing.T) {
+	cfg := config.DefaultConfig().Breaker
+	cfg.Probes = 1
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	planner, runner := NewBreaker(cfg), NewBreaker(cfg)
+	planner.Trip(t0)
+	runner.Trip(t0)
+	half := t0.Add(cfg.OpenFor.D() + time.Second)
+	if planner.Permit(t0, 0) || runner.Admit(t0) {
+		t.Fatal("an open breaker permitted or admitted an attempt")
+	}
+	if planner.Permit(half, cfg.ProbeFraction) || !planner.Permit(half, cfg.ProbeFraction/2) {
+		t.Error("half-open Permit does not follow the probe fraction")
+	}
+	if planner.State(half) != BreakerHalfOpen {
+		t.Fatalf("planner %s, want half-open", planner.State(half))
+	}
+	if !runner.Admit(half) {
+		t.Fatal("a half-open breaker did not admit a permitted probe")
+	}
+	runner.Record(half, true)
+	if runner.State(half) != BreakerClosed {
+		t.Errorf("the probe admitted where it ran did not count: %s, want closed", runner.State(half))
+	}
+	if planner.State(half) != BreakerHalfOpen {
+		t.Errorf("Permit took a probe in the planner: %s", planner.State(half))
+	}
+}
