@@ -70,11 +70,11 @@ type Options struct {
 	Budgets *guard.Budgets
 	// Holds are the rate-limit holds and Pacer the rpm/tpm pacing;
 	// defaults: none held, nothing booked.
-	Holds    *guard.Holds
-	Pacer    *guard.Pacer
+	Holds *guard.Holds
+	Pacer *guard.Pacer
 	// Sync joins the budgets, breakers and holds to the fleet's guard
 	// (see guard.Sync); nil: this process decides alone.
-	Sync *guard.Sync
+	Sync     *guard.Sync
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
 }
