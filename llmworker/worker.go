@@ -61,6 +61,9 @@ type GuardOptions struct {
 	// Stale is the age past which the fleet's view is not used (the
 	// guard unreachable: each worker decides alone); default 2 s.
 	Stale time.Duration
+	// ReportsPerRun is how many reports a guard run takes before it
+	// continues as new, when this worker starts it; default 200.
+	ReportsPerRun int
 }
 
 // Worker is a registered, not yet started, durable-llm worker.
@@ -96,8 +99,12 @@ func New(c client.Client, o Options) (*Worker, error) {
 	}
 	var sync *guard.Sync
 	if !o.Guards.Local {
-		host, _ := os.Hostname()
-		sync = guard.NewSync(fmt.Sprintf("%s/%d/%s", host, os.Getpid(), uuid.NewString()[:8]), o.Guards.Stale, o.Config.Budget)
+		name := o.Worker.Identity
+		if name == "" {
+			host, _ := os.Hostname()
+			name = fmt.Sprintf("%d@%s", os.Getpid(), host)
+		}
+		sync = guard.NewSync(name+"/"+uuid.NewString()[:8], o.Guards.Stale, o.Config.Budget)
 	}
 	acts, err := activities.New(activities.Options{
 		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync,
@@ -122,7 +129,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
 	return &Worker{
 		Worker: w, Activities: acts, Sync: sync, client: c, tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
-		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker},
+		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
 		logger: cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
 	}, nil
 }

@@ -120,9 +120,11 @@ func New(o Options) (*Checker, error) {
 	return &Checker{replayer: r, dc: o.Replayer.DataConverter, out: o.Out, logger: o.Logger}, nil
 }
 
-// RegisterThisBuild registers this build's LLMCall under its name.
+// RegisterThisBuild registers this build's workflows under their names:
+// LLMCall and the fleet's LLMGuard.
 func RegisterThisBuild(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
 }
 
 // Status words of the report lines.

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -32,6 +33,8 @@ type GuardInput struct {
 	Budget  config.BudgetConfig  `json:"budget"`
 	Breaker config.BreakerConfig `json:"breaker"`
 	State   guard.FleetState     `json:"state"`
+	// ReportsPerRun before continuing as new; 0: 200.
+	ReportsPerRun int `json:"reports_per_run,omitempty"`
 }
 
 // LLMGuard keeps the guard state of every worker of a task queue: each
@@ -64,7 +67,7 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 			latest = later(latest, o.At)
 		}
 	}
-	for range guardReportsPerRun {
+	for range cmp.Or(in.ReportsPerRun, guardReportsPerRun) {
 		var r guard.Report
 		reports.Receive(ctx, &r)
 		apply(r)
@@ -79,7 +82,8 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 	at := later(latest, workflow.Now(ctx))
 	//workflowcheck:ignore
 	st := f.State(at)
-	return workflow.NewContinueAsNewError(ctx, GuardWorkflowName, GuardInput{Budget: in.Budget, Breaker: in.Breaker, State: st})
+	in.State = st
+	return workflow.NewContinueAsNewError(ctx, GuardWorkflowName, in)
 }
 
 func later(a, b time.Time) time.Time {

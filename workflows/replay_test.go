@@ -54,7 +54,7 @@ func golden(t *testing.T) map[string]string {
 		got[name] = f
 		names = append(names, name)
 	}
-	want := slices.Clone(goldenPaths)
+	want := append(slices.Clone(goldenPaths), guardGolden)
 	slices.Sort(want)
 	slices.Sort(names)
 	require.Equal(t, want, names, "the histories in %s are not the recorded paths: run `make histories`", historiesDir)
@@ -100,6 +100,21 @@ func TestReplayGoldenHistories(t *testing.T) {
 			require.NoError(t, err, "%s no longer replays against LLMCall: guard the change with workflow.GetVersion, or re-record with `make histories` if no such call can be running", name)
 		})
 	}
+}
+
+// guardGolden is the recorded run of the fleet's guard (LLMGuard): started
+// from a previous run's state, fed reports, continued as new.
+const guardGolden = "guard"
+
+// TestReplayGuardHistory replays the recorded guard run against this
+// build's LLMGuard.
+func TestReplayGuardHistory(t *testing.T) {
+	files := golden(t)
+	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
+	require.NoError(t, err)
+	r.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
+	err = r.ReplayWorkflowHistoryFromJSONFile(quietLog, files[guardGolden])
+	require.NoError(t, err, "the guard's recorded run no longer replays against LLMGuard: guard the change with workflow.GetVersion, or re-record with `make histories ONLY=guard` if no guard can be running")
 }
 
 // extraStepFirst is LLMCall with one step added before everything else:

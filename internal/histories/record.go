@@ -88,9 +88,14 @@ func Record(ctx context.Context, o Options) error {
 	if all == nil {
 		all = paths()
 	}
-	todo, err := selectPaths(all, o.Only)
+	guardToo := len(o.Only) == 0 || slices.Contains(o.Only, GuardPath)
+	only := slices.DeleteFunc(slices.Clone(o.Only), func(n string) bool { return n == GuardPath })
+	todo, err := selectPaths(all, only)
 	if err != nil {
 		return err
+	}
+	if len(o.Only) > 0 && len(only) == 0 {
+		todo = nil
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return err
@@ -122,6 +127,15 @@ func Record(ctx context.Context, o Options) error {
 		}
 		fmt.Fprintf(o.Log, "saved  %-30s %3d events  %5s  %s\n", p.name, events,
 			time.Since(start).Round(100*time.Millisecond), p.doc)
+	}
+	if guardToo && o.paths == nil {
+		start := time.Now()
+		events, err := recordGuard(ctx, c, o)
+		if err != nil {
+			return fmt.Errorf("histories: path %s: %w", GuardPath, err)
+		}
+		fmt.Fprintf(o.Log, "saved  %-30s %3d events  %5s  %s\n", GuardPath, events,
+			time.Since(start).Round(100*time.Millisecond), "the fleet's guard: a run restored from the previous run's state, reports, continue-as-new")
 	}
 	return nil
 }
