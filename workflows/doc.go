@@ -17,6 +17,10 @@
 // with Temporal retries off (MaximumAttempts 1): the workflow owns every
 // retry.
 //
+// LLMGuard (guard.go) is the other workflow: one long-running run per task
+// queue that keeps the retry budgets, breakers and rate-limit holds of all
+// its workers (README "Shared guards"), fed by signals and read by query.
+//
 // Changing this workflow: runs may be in flight. Any change to the sequence
 // of commands (activities, timers, local activities, search-attribute
 // upserts) must be guarded with workflow.GetVersion, and `starter replay`
