@@ -15,15 +15,13 @@
 // LLM_PAYLOAD_KEYS, when set, encrypts every payload the worker writes
 // (see package codec).
 // WORKER_STICKY_CACHE_SIZE caps the workflows kept in memory between their
-// tasks (default 128; the SDK's is 10,000): a small cache saves memory when
-// many calls wait on slow upstreams, at the cost of replaying a call's
-// history when its attempt ends, or at each batch of deltas of a streamed
-// call that was evicted. GOMEMLIMIT, Go's soft memory limit, defaults to
-// 180MiB (GOMEMLIMIT=off: none). Both defaults were chosen with
-// `go run ./bench/cmd/bench -bench memory` (README "Benchmarks"): with them
-// the worker stays under 200 MB of RSS with 1,000 calls in flight, the
-// most it runs at once (the SDK's default of 1,000 concurrent activities).
-// A worker allowed more concurrent calls needs a larger limit.
+// tasks (default 1,000, the calls the worker runs at once; the SDK's is
+// 10,000). A smaller cache saves memory when many calls wait on slow
+// upstreams, but a streamed call that is evicted replays its history at
+// each batch of deltas: with 1,000 streams in flight a cache of 128 cost
+// 23 % of them their model's answer (`go run ./bench/cmd/bench -bench
+// memory`, README "Benchmarks"). GOMEMLIMIT, Go's soft memory limit, is
+// not set by default.
 package main
 
 import (
@@ -31,6 +29,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/url"
 	"os"
 	"os/signal"
@@ -134,9 +133,6 @@ func run(args []string) error {
 		cache = n
 	}
 	worker.SetStickyWorkflowCacheSize(cache)
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(defaultMemoryLimit) // else the runtime has read it
-	}
 	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger})
 	if err != nil {
 		return err
@@ -147,7 +143,7 @@ func run(args []string) error {
 	}
 	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
 		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr,
-		"sticky_cache", cache, "memory_limit_mib", debug.SetMemoryLimit(-1)>>20)
+		"sticky_cache", cache, "memory_limit", memoryLimit())
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -164,22 +160,18 @@ func run(args []string) error {
 	return nil
 }
 
-// Process defaults, chosen with the memory benchmark (README "Benchmarks";
-// bench/results/memory.md). With the SDK's (a sticky cache of 10,000
-// workflows, no memory limit) the worker held 1,000 calls in 202 MB of RSS
-// (251 MB streamed) and peaked at 273 MB (400 MB streamed) as the answers
-// came in. A cache of 128 workflows evicts the calls that wait on their
-// upstream (about 14 KB each, 70 KB streamed with a subscriber) and still
-// keeps the calls that stream at once hot (a streamed call that is evicted
-// replays its history at each batch of deltas: about twice the worker's CPU
-// with 20 fast streams on a cache of 10). The soft memory limit trims the
-// garbage of answers arriving together; set near the live heap it costs
-// CPU (GOMEMLIMIT=150MiB with the SDK's cache: 5× the CPU), so it sits
-// above what 1,000 calls keep alive with this cache (about 150 MB).
-const (
-	defaultStickyCacheSize       = 128
-	defaultMemoryLimit     int64 = 180 << 20
-)
+// memoryLimit words the Go runtime's soft memory limit (GOMEMLIMIT).
+func memoryLimit() string {
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		return fmt.Sprintf("%d MiB", l>>20)
+	}
+	return "none"
+}
+
+// defaultStickyCacheSize keeps every call the worker runs at once in its
+// cache (the SDK's default of 1,000 concurrent activities): see the
+// package doc for why not fewer.
+const defaultStickyCacheSize = 1000
 
 func hostPort(o client.Options) string {
 	if o.HostPort == "" {
