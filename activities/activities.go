@@ -120,11 +120,6 @@ func New(o Options) (*Activities, error) {
 	if a.holds == nil {
 		a.holds = guard.NewHolds()
 	}
-	if o.Sync != nil {
-		a.budgets.SetSync(o.Sync)
-		a.breakers.SetSync(o.Sync)
-		a.holds.SetSync(o.Sync)
-	}
 	a.pacer, a.paces = o.Pacer, paceLimits(o.Config)
 	if a.pacer == nil {
 		a.pacer = guard.NewPacer()
@@ -133,6 +128,11 @@ func New(o Options) (*Activities, error) {
 		a.breakers = guard.NewBreakerRegistry(o.Config.Breaker, func(model string, _, to guard.BreakerState, _ time.Time) {
 			a.metrics.BreakerState(model, to)
 		})
+	}
+	if o.Sync != nil {
+		a.budgets.SetSync(o.Sync)
+		a.breakers.SetSync(o.Sync)
+		a.holds.SetSync(o.Sync)
 	}
 	if a.classes == nil {
 		a.classes = guard.NewClassBreaker(o.Config.Breaker)
