@@ -212,8 +212,9 @@ func (w *Worker) syncOnce(ctx context.Context) error {
 	v, err := w.client.QueryWorkflow(ctx, w.guardID, "", workflows.QueryGuardView)
 	if err != nil {
 		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return nil // no worker has reported yet
+		var notReady *serviceerror.WorkflowNotReady
+		if errors.As(err, &nf) || errors.As(err, &notReady) {
+			return nil // no worker has reported yet, or the guard is just starting
 		}
 		return err
 	}
