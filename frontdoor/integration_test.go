@@ -582,7 +582,7 @@ func (d *door) requireNoWorkflowOnQueue() {
 func (d *door) workflowsOnQueue() int64 {
 	d.t.Helper()
 	n, err := d.c.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
-		Namespace: "default", Query: fmt.Sprintf("TaskQueue = %q", d.tq)})
+		Namespace: "default", Query: fmt.Sprintf("TaskQueue = %q AND WorkflowType = %q", d.tq, workflows.WorkflowName)})
 	require.NoError(d.t, err)
 	return n.GetCount()
 }
