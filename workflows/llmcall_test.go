@@ -366,11 +366,7 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 			script: []outcome{ok("done")},
 			want:   []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel,
-			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				waited := h.at[0].Sub(h.start)
-				require.Greater(t, waited, 2*time.Second, "the request was sent before the hold ended")
-				require.Less(t, waited, 4*time.Second)
-			},
+			check: sentAfter(2*time.Second, 4*time.Second, "the request was sent before the hold ended"),
 		},
 		{
 			name:      "rpm pacing: a call whose turn has not come waits for it on a timer, then sends",
@@ -384,11 +380,7 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 			script: []outcome{ok("done")},
 			want:   []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel,
-			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				waited := h.at[0].Sub(h.start)
-				require.Greater(t, waited, 2*time.Second, "sent before its turn")
-				require.Less(t, waited, 4*time.Second)
-			},
+			check: sentAfter(2*time.Second, 4*time.Second, "sent before its turn"),
 		},
 		{
 			name:      "a rate-limit hold longer than the deadline allows: the models on other endpoints",
@@ -580,4 +572,14 @@ func spentOnFirstRung(cfg *config.Config) *guard.Budgets {
 		panic("budget refused its floor")
 	}
 	return bs
+}
+
+// sentAfter checks that the first upstream request went out between lo and
+// hi after the call started (workflow time).
+func sentAfter(lo, hi time.Duration, early string) func(t *testing.T, h *harness, res workflows.CallResult) {
+	return func(t *testing.T, h *harness, res workflows.CallResult) {
+		waited := h.at[0].Sub(h.start)
+		require.Greater(t, waited, lo, early)
+		require.Less(t, waited, hi)
+	}
 }

@@ -150,16 +150,7 @@ func (b *Breaker) Allow(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	switch b.state {
-	case BreakerClosed:
-		return true
-	case BreakerHalfOpen:
-		if u < b.cfg.ProbeFraction {
-			b.probesAllowed++
-			return true
-		}
-	}
-	return false
+	return b.permit(u) && b.admit()
 }
 
 // Permit is Allow without taking a probe: it tells the worker that plans
@@ -169,6 +160,10 @@ func (b *Breaker) Permit(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
+	return b.permit(u)
+}
+
+func (b *Breaker) permit(u float64) bool {
 	return b.state == BreakerClosed || b.state == BreakerHalfOpen && u < b.cfg.ProbeFraction
 }
 
@@ -178,6 +173,10 @@ func (b *Breaker) Admit(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
+	return b.admit()
+}
+
+func (b *Breaker) admit() bool {
 	switch b.state {
 	case BreakerClosed:
 		return true
