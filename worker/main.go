@@ -14,14 +14,16 @@
 // OpenAI-compatible endpoint.
 // LLM_PAYLOAD_KEYS, when set, encrypts every payload the worker writes
 // (see package codec).
-// WORKER_STICKY_CACHE_SIZE caps the workflows kept in memory between their
-// tasks (default 1,000, the calls the worker runs at once; the SDK's is
+// WORKER_MAX_CALLS caps the upstream attempts the worker runs at once
+// (default 1,000); memory grows with it, about 170 KB per call in flight
+// (215 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
+// memory between their tasks (default WORKER_MAX_CALLS; the SDK's is
 // 10,000). A smaller cache saves memory when many calls wait on slow
 // upstreams, but a streamed call that is evicted replays its history at
 // each batch of deltas: with 1,000 streams in flight a cache of 128 cost
-// 23 % of them their model's answer (`go run ./bench/cmd/bench -bench
-// memory`, README "Benchmarks"). GOMEMLIMIT, Go's soft memory limit, is
-// not set by default.
+// 10–23 % of them their model's answer in two runs (`go run
+// ./bench/cmd/bench -bench memory`, README "Benchmarks"). GOMEMLIMIT, Go's
+// soft memory limit, is not set by default.
 package main
 
 import (
@@ -124,16 +126,17 @@ func run(args []string) error {
 		return err
 	}
 
-	cache := defaultStickyCacheSize
-	if v := os.Getenv("WORKER_STICKY_CACHE_SIZE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			return fmt.Errorf("WORKER_STICKY_CACHE_SIZE: want a positive number of cached workflows, got %q", v)
-		}
-		cache = n
+	calls, err := positiveEnv("WORKER_MAX_CALLS", defaultMaxCalls, "calls in flight")
+	if err != nil {
+		return err
+	}
+	cache, err := positiveEnv("WORKER_STICKY_CACHE_SIZE", calls, "cached workflows")
+	if err != nil {
+		return err
 	}
 	worker.SetStickyWorkflowCacheSize(cache)
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger})
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger,
+		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}})
 	if err != nil {
 		return err
 	}
@@ -143,7 +146,7 @@ func run(args []string) error {
 	}
 	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
 		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr,
-		"sticky_cache", cache, "memory_limit", memoryLimit())
+		"max_calls", calls, "sticky_cache", cache, "memory_limit", memoryLimit())
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -168,10 +171,24 @@ func memoryLimit() string {
 	return "none"
 }
 
-// defaultStickyCacheSize keeps every call the worker runs at once in its
-// cache (the SDK's default of 1,000 concurrent activities): see the
-// package doc for why not fewer.
-const defaultStickyCacheSize = 1000
+// defaultMaxCalls is the calls (upstream attempts) a worker runs at once,
+// the SDK's default of concurrent activities; the sticky cache holds as
+// many workflows by default (see the package doc for why not fewer).
+const defaultMaxCalls = 1000
+
+// positiveEnv reads a positive count from the environment variable name,
+// def when it is unset.
+func positiveEnv(name string, def int, what string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: want a positive number of %s, got %q", name, what, v)
+	}
+	return n, nil
+}
 
 func hostPort(o client.Options) string {
 	if o.HostPort == "" {

@@ -96,7 +96,7 @@ func run(args []string) error {
 	o := options{
 		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
 		short: *short, deadline: *deadline, out: *out,
-		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(args, " ")),
+		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
 		memEnv: *memEnv, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens,
@@ -144,6 +144,22 @@ func run(args []string) error {
 	}
 	fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
 	return nil
+}
+
+// withoutOut drops -out and its value from the command the reports show:
+// where the results were written is not part of how they were made.
+func withoutOut(args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		switch a := args[i]; {
+		case a == "-out" || a == "--out":
+			i++
+		case strings.HasPrefix(a, "-out=") || strings.HasPrefix(a, "--out="):
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 func split(s string) []string {
