@@ -19,7 +19,7 @@ func (r *StormReport) Header(command string, m Machine, date time.Time) Header {
 		fmt.Sprintf("load: %g calls/s, constant arrival rate (open loop: a ticker starts calls whether or not earlier ones finished), for %s; each contender against its own fresh llmsim with the same scenario and seed, one after another",
 			c.Rate, fmtDur(c.Duration)),
 		fmt.Sprintf("incident window: %s → %s after the start; deadline per call: %s (every contender)", fmtDur(c.IncidentStart), fmtDur(c.IncidentEnd), fmtDur(c.Deadline)),
-		fmt.Sprintf("naive and backoff per-attempt timeout: %s; Temporal baseline StartToClose: %s", fmtDur(c.ClientTimeout), fmtDur(c.StartToClose)),
+		fmt.Sprintf("naive, backoff and LiteLLM-style per-attempt timeout: %s; Temporal baseline StartToClose: %s", fmtDur(c.ClientTimeout), fmtDur(c.StartToClose)),
 	}
 	if sc, err := c.scenario(); err == nil {
 		params = append(params, "scenario `"+sc.Name+"` (bench/scenarios/storm-"+c.Name+".yaml): "+strings.Join(strings.Fields(sc.Description), " "))
