@@ -159,14 +159,18 @@ func (w *Worker) Run(interruptCh <-chan interface{}) error {
 	return nil
 }
 
-// Stop stops the sync, then the worker.
+// Stop stops the worker, then its sync after one last report of what the
+// worker's guards saw.
 func (w *Worker) Stop() {
+	w.Worker.Stop()
 	if w.stop != nil {
 		w.stop()
 		<-w.done
 		w.stop = nil
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = w.syncOnce(ctx)
+		cancel()
 	}
-	w.Worker.Stop()
 }
 
 // syncGuards reports this worker's guards to the fleet's guard workflow
@@ -199,7 +203,7 @@ func (w *Worker) syncGuards(ctx context.Context) {
 }
 
 func (w *Worker) syncOnce(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, w.interval*2)
+	ctx, cancel := context.WithTimeout(ctx, max(w.interval*2, 5*time.Second))
 	defer cancel()
 	if r, ok := w.Sync.Cut(); ok {
 		_, err := w.client.SignalWithStartWorkflow(ctx, w.guardID, workflows.SignalGuardReport, r,

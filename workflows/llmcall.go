@@ -164,6 +164,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				return "", err
 			}
 			remaining = c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
+			if remaining < callstate.MinAttemptTime {
+				return fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",
+					prep.Model, callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
+			}
 		}
 		if c.delivered != "" {
 			c.event(ctx, Event{Type: EventResumed, Attempt: c.st.N, Model: prep.Model})

@@ -284,6 +284,20 @@ func (b *Breaker) recordProbe(now time.Time, success bool) {
 	}
 }
 
+// adopt opens the breaker until until (an open period the fleet decided),
+// unless it is already open at least that long.
+func (b *Breaker) adopt(until, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(now)
+	if b.state == BreakerOpen && !b.openUntil.Before(until) {
+		return
+	}
+	b.resetClosed()
+	b.openUntil = until
+	b.set(BreakerOpen, now)
+}
+
 func (b *Breaker) open(now time.Time) {
 	b.openUntil = now.Add(b.cfg.OpenFor.D())
 	b.resetClosed()
@@ -338,6 +352,21 @@ func (r *BreakerRegistry) fleet() *Sync {
 	return r.sync
 }
 
+// fleetOpen reports whether the fleet has model's breaker open at now; the
+// local breaker then takes the fleet's open period, so that it half-opens
+// and probes when the fleet's ends instead of letting everything through.
+func (r *BreakerRegistry) fleetOpen(model string, now time.Time) bool {
+	s := r.fleet()
+	if s == nil {
+		return false
+	}
+	until, open := s.fleetOpen(model, now)
+	if open {
+		r.Breaker(model).adopt(until, now)
+	}
+	return open
+}
+
 // NewBreakerRegistry returns an empty registry whose breakers use cfg,
 // taken as given. onStateChange may be nil. Like NewBreaker, it panics
 // when cfg's model-breaker settings are ones config.Validate refuses (here,
@@ -374,7 +403,7 @@ func (r *BreakerRegistry) Breaker(model string) *Breaker {
 // State returns the state of model's breaker at now; a model never seen is
 // closed (and no breaker is created for it).
 func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
-	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+	if r.fleetOpen(model, now) {
 		return BreakerOpen
 	}
 	r.mu.RLock()
@@ -388,7 +417,7 @@ func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
 
 // Allow is Breaker.Allow for model; false while the fleet has it open.
 func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
-	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+	if r.fleetOpen(model, now) {
 		return false
 	}
 	return r.Breaker(model).Allow(now, u)
@@ -396,7 +425,7 @@ func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
 
 // Permit is Breaker.Permit for model; false while the fleet has it open.
 func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
-	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+	if r.fleetOpen(model, now) {
 		return false
 	}
 	r.mu.RLock()
@@ -407,7 +436,7 @@ func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
 
 // Admit is Breaker.Admit for model; false while the fleet has it open.
 func (r *BreakerRegistry) Admit(model string, now time.Time) bool {
-	if s := r.fleet(); s != nil && s.fleetOpen(model, now) {
+	if r.fleetOpen(model, now) {
 		return false
 	}
 	return r.Breaker(model).Admit(now)

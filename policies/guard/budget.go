@@ -95,6 +95,15 @@ func (b *RetryBudget) RecordRequest(now time.Time) {
 	}
 }
 
+// peek is Snapshot without changing the budget (a query may call it).
+func (b *RetryBudget) peek(now time.Time) BudgetSnapshot {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	req, ret := b.ring.sumAt(b.ring.peek(now))
+	allowed := int(math.Floor(b.ratio*float64(req)+1e-9)) + b.floor
+	return BudgetSnapshot{Requests: req, Retries: ret, Allowed: allowed}
+}
+
 // add records requests and retries at now (a fleet's reports).
 func (b *RetryBudget) add(now time.Time, requests, retries int) {
 	b.mu.Lock()
@@ -182,13 +191,21 @@ func (r *windowRing) at(now time.Time) int64 {
 	if !r.started {
 		r.origin, r.started = now, true
 	}
+	r.latest = r.peek(now)
+	return r.latest
+}
+
+// peek is at without changing the ring (a query may call it).
+func (r *windowRing) peek(now time.Time) int64 {
+	if !r.started {
+		return 0
+	}
 	d := now.Sub(r.origin)
 	i := int64(d / r.width)
 	if d < 0 && d%r.width != 0 {
 		i-- // floor, not truncation
 	}
-	r.latest = max(r.latest, i)
-	return r.latest
+	return max(r.latest, i)
 }
 
 func (r *windowRing) add(now time.Time, a, b int) {
@@ -216,7 +233,11 @@ func (r *windowRing) counts(now time.Time) []BudgetCount {
 }
 
 func (r *windowRing) sum(now time.Time) (a, b int) {
-	i := r.at(now)
+	return r.sumAt(r.at(now))
+}
+
+// sumAt sums the window that ends at bucket i.
+func (r *windowRing) sumAt(i int64) (a, b int) {
 	for _, bk := range r.buckets {
 		if bk.index > i-windowBuckets && bk.index <= i {
 			a += bk.a

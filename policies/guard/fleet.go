@@ -81,15 +81,21 @@ type Fleet struct {
 	breakers map[string]*Breaker
 	holds    *Holds
 	acks     map[string]int64
+	seen     map[string]time.Time // the latest instant in each worker's reports
 	scopes   []string
 }
+
+// ackKeep is how long a worker's last report number is kept after its
+// last report: a worker gone that long (restarted under a new name) is
+// forgotten.
+const ackKeep = 10 * time.Minute
 
 // NewFleet returns an empty fleet state with the policy's budget and
 // breaker settings.
 func NewFleet(budget config.BudgetConfig, breaker config.BreakerConfig) *Fleet {
 	return &Fleet{
 		budgetCfg: budget, breakerCfg: breaker,
-		budgets: NewBudgets(budget), breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{},
+		budgets: NewBudgets(budget), breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{}, seen: map[string]time.Time{},
 	}
 }
 
@@ -102,10 +108,16 @@ func (f *Fleet) Apply(r Report) bool {
 		return false
 	}
 	f.acks[r.Worker] = r.Seq
+	seen := f.seen[r.Worker]
 	for _, c := range r.Budget {
 		f.budgets.For(c.Endpoint).add(c.At, c.Requests, c.Retries)
+		seen = later(seen, c.At)
+	}
+	for _, h := range r.Holds {
+		seen = later(seen, h.At)
 	}
 	for _, o := range r.Outcomes {
+		seen = later(seen, o.At)
 		b := f.breaker(o.Model, o.At)
 		if o.Trip {
 			b.Trip(o.At)
@@ -113,6 +125,7 @@ func (f *Fleet) Apply(r Report) bool {
 			b.RecordOutcome(o.At, o.Class)
 		}
 	}
+	f.seen[r.Worker] = seen
 	for _, h := range r.Holds {
 		f.holds.Hold(h.Scope, h.At, h.For)
 		if !slices.Contains(f.scopes, h.Scope) {
@@ -139,7 +152,7 @@ func (f *Fleet) View(now time.Time) View {
 	defer f.mu.Unlock()
 	v := View{At: now, Budgets: map[string]BudgetSnapshot{}, Open: map[string]time.Time{}, Holds: map[string]time.Time{}, Acks: map[string]int64{}}
 	for _, ep := range f.budgets.Endpoints() {
-		v.Budgets[ep] = f.budgets.For(ep).Snapshot(now)
+		v.Budgets[ep] = f.budgets.For(ep).peek(now)
 	}
 	for m, b := range f.breakers {
 		if until, open := b.OpenUntil(now); open {
@@ -166,13 +179,20 @@ type FleetState struct {
 	Open   []ModelOutcome   `json:"open,omitempty"`
 	Holds  []HoldEvent      `json:"holds,omitempty"`
 	Acks   map[string]int64 `json:"acks,omitempty"`
+	// Seen is the latest instant of each acknowledged worker's reports.
+	Seen map[string]time.Time `json:"seen,omitempty"`
 }
 
 // State returns the fleet's state at now.
 func (f *Fleet) State(now time.Time) FleetState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := FleetState{Acks: maps.Clone(f.acks)}
+	st := FleetState{Acks: map[string]int64{}, Seen: map[string]time.Time{}}
+	for w, s := range f.acks {
+		if now.Sub(f.seen[w]) < ackKeep {
+			st.Acks[w], st.Seen[w] = s, f.seen[w]
+		}
+	}
 	for _, ep := range f.budgets.Endpoints() {
 		b := f.budgets.For(ep)
 		b.mu.Lock()
@@ -199,11 +219,19 @@ func (f *Fleet) State(now time.Time) FleetState {
 func (f *Fleet) Restore(st FleetState) {
 	f.mu.Lock()
 	for w, s := range st.Acks {
-		f.acks[w] = s
+		f.acks[w], f.seen[w] = s, st.Seen[w]
 	}
 	f.mu.Unlock()
 	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: st.Open, Holds: st.Holds})
 	f.mu.Lock()
 	delete(f.acks, "\x00restore")
+	delete(f.seen, "\x00restore")
 	f.mu.Unlock()
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

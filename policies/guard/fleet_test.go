@@ -78,8 +78,11 @@ func TestFleetSharesGuards(t *testing.T) {
 	// Once the fleet's open period has passed, worker b decides alone again.
 	later := t0.Add(cfg.Breaker.OpenFor.D() + 2*time.Second)
 	syncAll(f, later, a, b)
+	if st := b.breakers.State(model, later); st != BreakerHalfOpen {
+		t.Errorf("worker b's breaker is %s after the fleet's open period, want half_open (probes, not everything)", st)
+	}
 	if !b.breakers.Allow(model, later, 0) {
-		t.Error("worker b still refuses after the fleet's open period")
+		t.Error("worker b refuses a probe after the fleet's open period")
 	}
 
 	// A rate limit worker a met holds the scope in worker b.
@@ -128,5 +131,32 @@ func TestFleetStateRestores(t *testing.T) {
 	}
 	if g.Apply(Report{Worker: "a", Seq: 3}) {
 		t.Error("a report applied before the restore was applied again")
+	}
+}
+
+// TestSyncResendsAFailedReportUnchanged: a report whose delivery failed
+// (it may still have arrived) goes out again under its own number, so the
+// guard counts it once.
+func TestSyncResendsAFailedReportUnchanged(t *testing.T) {
+	cfg := config.DefaultConfig()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := NewFleet(cfg.Budget, cfg.Breaker)
+	w := newWorker("w", cfg)
+	for range 3 {
+		w.budgets.For("e").TryRetry(t0)
+	}
+	r, _ := w.sync.Cut()
+	f.Apply(r) // it arrived, but the sender timed out
+	w.sync.Unsent(r)
+	w.budgets.For("e").RecordRequest(t0)
+	again, _ := w.sync.Cut()
+	if again.Seq != r.Seq {
+		t.Fatalf("the failed report went out again as %d, want %d", again.Seq, r.Seq)
+	}
+	f.Apply(again)
+	next, _ := w.sync.Cut()
+	f.Apply(next)
+	if got := f.View(t0).Budgets["e"]; got.Retries != 3 || got.Requests != 1 {
+		t.Errorf("fleet counts %+v, want 3 retries and 1 request", got)
 	}
 }

@@ -33,8 +33,12 @@ type Sync struct {
 	seq     int64
 	pending Report
 	sent    []Report
-	view    View
-	viewAt  time.Time // when the view arrived here
+	// unsent are reports whose delivery failed: sent again, unchanged
+	// (same Seq), before any new one, so a report the guard did receive
+	// counts once.
+	unsent []Report
+	view   View
+	viewAt time.Time // when the view arrived here
 }
 
 // NewSync returns the sync of the worker called worker (unique in the
@@ -46,11 +50,21 @@ func NewSync(worker string, stale time.Duration, budget config.BudgetConfig) *Sy
 // Worker is the worker's name in reports.
 func (s *Sync) Worker() string { return s.worker }
 
-// Cut returns the next report, with what was recorded since the previous
-// one; false when nothing was.
+// maxSent bounds the reports kept until a view acknowledges them (a guard
+// that takes reports but cannot be queried).
+const maxSent = 120
+
+// Cut returns the next report to deliver: one whose delivery failed, as it
+// was, else what was recorded since the previous report; false when there
+// is nothing.
 func (s *Sync) Cut() (Report, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if len(s.unsent) > 0 {
+		r := s.unsent[0]
+		s.unsent = s.unsent[1:]
+		return r, true
+	}
 	if s.pending.Empty() {
 		return Report{}, false
 	}
@@ -59,23 +73,19 @@ func (s *Sync) Cut() (Report, bool) {
 	r.Worker, r.Seq = s.worker, s.seq
 	s.pending = Report{}
 	s.sent = append(s.sent, r)
+	if len(s.sent) > maxSent {
+		s.sent = s.sent[len(s.sent)-maxSent:]
+	}
 	return r, true
 }
 
-// Unsent puts back a report that could not be delivered, to go out with
-// the next one.
+// Unsent returns a report whose delivery failed (it may still have
+// arrived): the next Cut returns it again, unchanged, so the guard, which
+// applies a worker's reports once by Seq, never counts it twice.
 func (s *Sync) Unsent(r Report) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, x := range s.sent {
-		if x.Seq == r.Seq {
-			s.sent = append(s.sent[:i], s.sent[i+1:]...)
-			break
-		}
-	}
-	s.pending.Budget = append(r.Budget, s.pending.Budget...)
-	s.pending.Outcomes = append(r.Outcomes, s.pending.Outcomes...)
-	s.pending.Holds = append(r.Holds, s.pending.Holds...)
+	s.unsent = append([]Report{r}, s.unsent...)
 }
 
 // SetView takes the fleet's view, received at now.
@@ -177,12 +187,12 @@ func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip bo
 }
 
 // fleetOpen reports whether the fleet's view has model's breaker open at
-// now (false without a fresh view).
-func (s *Sync) fleetOpen(model string, now time.Time) bool {
+// now, and until when (false without a fresh view).
+func (s *Sync) fleetOpen(model string, now time.Time) (time.Time, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	until, ok := s.view.Open[model]
-	return ok && s.fresh(now) && until.After(now)
+	return until, ok && s.fresh(now) && until.After(now)
 }
 
 // hold records a rate limit holding scope from now for d.
