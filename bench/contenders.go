@@ -361,7 +361,7 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 	}
 	name, about := NameDurable, "LLMCall workflow via llmclient, default policy"
 	if o.Workers > 1 {
-		name, about = fmt.Sprintf("durable-llm, %d workers", o.Workers), fmt.Sprintf("as durable-llm, with %d workers on the task queue, each with its own guards", o.Workers)
+		name, about = fmt.Sprintf("durable-llm, %d workers", o.Workers), fmt.Sprintf("as durable-llm, with %d workers on the task queue sharing their guards through the guard workflow", o.Workers)
 	}
 	return &Contender{Name: name, About: about, Call: call, Close: stop}, nil
 }
