@@ -99,9 +99,7 @@ func (b *RetryBudget) RecordRequest(now time.Time) {
 func (b *RetryBudget) peek(now time.Time) BudgetSnapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	req, ret := b.ring.sumAt(b.ring.peek(now))
-	allowed := int(math.Floor(b.ratio*float64(req)+1e-9)) + b.floor
-	return BudgetSnapshot{Requests: req, Retries: ret, Allowed: allowed}
+	return b.of(b.ring.sumAt(b.ring.peek(now)))
 }
 
 // add records requests and retries at now (a fleet's reports).
@@ -156,10 +154,19 @@ func (b *RetryBudget) Snapshot(now time.Time) BudgetSnapshot {
 }
 
 func (b *RetryBudget) snapshot(now time.Time) BudgetSnapshot {
-	req, ret := b.ring.sum(now)
-	// The epsilon keeps float noise (0.29 × 100 = 28.999…) from losing a retry.
-	allowed := int(math.Floor(b.ratio*float64(req)+1e-9)) + b.floor
-	return BudgetSnapshot{Requests: req, Retries: ret, Allowed: allowed}
+	return b.of(b.ring.sum(now))
+}
+
+// of is the snapshot of a window with req requests and ret retries.
+func (b *RetryBudget) of(req, ret int) BudgetSnapshot {
+	return BudgetSnapshot{Requests: req, Retries: ret, Allowed: allowance(b.ratio, b.floor, req)}
+}
+
+// allowance is the retries a window of req requests allows:
+// floor(ratio × req) + floor. The epsilon keeps float noise
+// (0.29 × 100 = 28.999…) from losing a retry.
+func allowance(ratio float64, floor, req int) int {
+	return int(math.Floor(ratio*float64(req)+1e-9)) + floor
 }
 
 // windowRing counts two kinds of events over a sliding time window in

@@ -2,7 +2,6 @@ package guard
 
 import (
 	"maps"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -151,7 +150,7 @@ func (s *Sync) fleetBudget(endpoint string, now time.Time) (limit, spent int, ok
 			}
 		}
 	}
-	return int(math.Floor(s.budget.Ratio*float64(req)+1e-9)) + s.budget.Floor, ret, true
+	return allowance(s.budget.Ratio, s.budget.Floor, req), ret, true
 }
 
 // fleetRetry decides a retry on endpoint at now from the fleet's budget
