@@ -201,8 +201,16 @@ func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {
 	for i := warm; i < warm+o.Calls; i++ {
 		for k, c := range cons {
 			sc, key := c.call(ctx, i)
-			if gs := c.sim.Generations(key); len(gs) > 0 {
-				sc.Upstream = gs[0].TTFT.D()
+			// llmsim files the generation when its handler returns, which
+			// can be just after the client read the end of the stream.
+			for wait := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				if gs := c.sim.Generations(key); len(gs) > 0 {
+					sc.Upstream = gs[0].TTFT.D()
+					break
+				}
+				if time.Now().After(wait) {
+					break
+				}
 			}
 			rep.Rows[k].Calls = append(rep.Rows[k].Calls, sc)
 		}

@@ -417,3 +417,17 @@ func TestIntegrationCancelCancelsTheHTTPRequest(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus())
 }
+
+// TestIntegrationOneCapOverAllLayers: a class allowed to retry without
+// limit (body_error, max -1) on every rung still stops at the attempts
+// cap: 4 upstream requests in all, then the fallback.
+func TestIntegrationOneCapOverAllLayers(t *testing.T) {
+	s := newStack(t, func(cfg *config.Config) {
+		cfg.Budget.Floor = 100 // the budget is not under test
+		cfg.Backoff.Base = config.Duration(10 * time.Millisecond)
+	})
+	res := s.call(question("[[sim fault=error_body times=always]] where is my order?"))
+	require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, res.Source, "%v", decisions(res))
+	require.Equal(t, s.cfg.Call.MaxAttempts, s.upstream(res.RequestID).Attempts, "upstream requests of one call")
+	require.Contains(t, res.Attempts[len(res.Attempts)-1].Reason, "attempts cap reached (4/4 upstream requests)")
+}
