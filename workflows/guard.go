@@ -2,7 +2,6 @@ package workflows
 
 import (
 	"cmp"
-	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -57,38 +56,27 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 		return err
 	}
 	reports := workflow.GetSignalChannel(ctx, SignalGuardReport)
-	var latest time.Time
-	apply := func(r guard.Report) {
-		f.Apply(r)
-		for _, c := range r.Budget {
-			latest = later(latest, c.At)
-		}
-		for _, o := range r.Outcomes {
-			latest = later(latest, o.At)
-		}
-	}
 	for range cmp.Or(in.ReportsPerRun, guardReportsPerRun) {
 		var r guard.Report
 		reports.Receive(ctx, &r)
-		apply(r)
+		//workflowcheck:ignore
+		f.Apply(r)
 	}
 	for {
 		var r guard.Report
 		if !reports.ReceiveAsync(&r) {
 			break
 		}
-		apply(r)
+		//workflowcheck:ignore
+		f.Apply(r)
 	}
-	at := later(latest, workflow.Now(ctx))
+	//workflowcheck:ignore
+	at := f.Latest()
+	if now := workflow.Now(ctx); now.After(at) {
+		at = now
+	}
 	//workflowcheck:ignore
 	st := f.State(at)
 	in.State = st
 	return workflow.NewContinueAsNewError(ctx, GuardWorkflowName, in)
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
 }

@@ -82,7 +82,6 @@ type Fleet struct {
 	holds    *Holds
 	acks     map[string]int64
 	seen     map[string]time.Time // the latest instant in each worker's reports
-	scopes   []string
 }
 
 // ackKeep is how long a worker's last report number is kept after its
@@ -128,9 +127,6 @@ func (f *Fleet) Apply(r Report) bool {
 	f.seen[r.Worker] = seen
 	for _, h := range r.Holds {
 		f.holds.Hold(h.Scope, h.At, h.For)
-		if !slices.Contains(f.scopes, h.Scope) {
-			f.scopes = append(f.scopes, h.Scope)
-		}
 	}
 	return true
 }
@@ -146,6 +142,17 @@ func (f *Fleet) breaker(model string, now time.Time) *Breaker {
 	return b
 }
 
+// Latest is the latest instant of any report applied (zero before one).
+func (f *Fleet) Latest() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var t time.Time
+	for _, s := range f.seen {
+		t = later(t, s)
+	}
+	return t
+}
+
 // View returns the fleet's state at now.
 func (f *Fleet) View(now time.Time) View {
 	f.mu.Lock()
@@ -159,7 +166,7 @@ func (f *Fleet) View(now time.Time) View {
 			v.Open[m] = until
 		}
 	}
-	for _, sc := range f.scopes {
+	for _, sc := range f.holds.Scopes() {
 		if left := f.holds.Left(sc, now); left > 0 {
 			v.Holds[sc] = now.Add(left)
 		}
@@ -207,7 +214,7 @@ func (f *Fleet) State(now time.Time) FleetState {
 			st.Open = append(st.Open, ModelOutcome{Model: m, At: until.Add(-f.breakerCfg.OpenFor.D()), Trip: true})
 		}
 	}
-	for _, sc := range f.scopes {
+	for _, sc := range f.holds.Scopes() {
 		if left := f.holds.Left(sc, now); left > 0 {
 			st.Holds = append(st.Holds, HoldEvent{Scope: sc, At: now, For: left})
 		}

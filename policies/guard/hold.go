@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -61,6 +63,13 @@ func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration
 		h.sync.hold(scope, now, d)
 	}
 	return max(now.Sub(x.since), 0)
+}
+
+// Scopes lists, sorted, the scopes ever held.
+func (h *Holds) Scopes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.by))
 }
 
 // Left returns how long scope is still held at now; 0 when it is free.

@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -45,9 +44,6 @@ type Sync struct {
 func NewSync(worker string, stale time.Duration, budget config.BudgetConfig) *Sync {
 	return &Sync{worker: worker, stale: stale, budget: budget}
 }
-
-// Worker is the worker's name in reports.
-func (s *Sync) Worker() string { return s.worker }
 
 // maxSent bounds the reports kept until a view acknowledges them (a guard
 // that takes reports but cannot be queried).
@@ -100,13 +96,6 @@ func (s *Sync) SetView(v View, now time.Time) {
 		}
 	}
 	s.sent = kept
-}
-
-// Fresh reports whether the fleet's view is recent enough to use at now.
-func (s *Sync) Fresh(now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.fresh(now)
 }
 
 func (s *Sync) fresh(now time.Time) bool {
@@ -211,13 +200,4 @@ func (s *Sync) fleetHeld(scope string, now time.Time) time.Duration {
 		return 0
 	}
 	return until.Sub(now)
-}
-
-// ViewCopy returns the last view (for status pages and tests).
-func (s *Sync) ViewCopy() (View, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.view
-	v.Budgets, v.Open, v.Holds, v.Acks = maps.Clone(v.Budgets), maps.Clone(v.Open), maps.Clone(v.Holds), maps.Clone(v.Acks)
-	return v, s.viewAt
 }
