@@ -84,6 +84,42 @@ const (
 	ScopeModel    RateLimitScope = "model"
 )
 
+// StandardFields are the top-level fields of a chat-completions request
+// that the call sends (or deliberately ignores) itself; a model's
+// passthrough list may not name them.
+var StandardFields = []string{
+	"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+	"temperature", "n", "user", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+	"stop", "seed", "top_p", "presence_penalty", "frequency_penalty", "logit_bias", "logprobs",
+	"top_logprobs", "reasoning_effort", "functions", "function_call", "store", "metadata",
+	"service_tier", "prediction", "modalities", "audio", "web_search_options", "verbosity",
+	"safety_identifier", "prompt_cache_key",
+}
+
+// Capability is something a model can serve that not every model can.
+type Capability string
+
+// The capabilities a request may need (README "Agents").
+const (
+	CapTools      Capability = "tools"       // function tools and tool calls
+	CapJSONSchema Capability = "json_schema" // response_format json_object / json_schema
+	CapVision     Capability = "vision"      // image parts
+	CapReasoning  Capability = "reasoning"   // reasoning_effort
+)
+
+// KnownCapabilities lists the capabilities a policy may name.
+var KnownCapabilities = []Capability{CapTools, CapJSONSchema, CapVision, CapReasoning}
+
+// Can reports whether m has capability c.
+func (m ModelConfig) Can(c Capability) bool {
+	for _, have := range m.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
 // ModelConfig is one rung of the model ladder.
 type ModelConfig struct {
 	// Name is the model name sent upstream and used in the ladder. Required, unique.
@@ -123,6 +159,15 @@ type ModelConfig struct {
 	// smallest limit of the models sharing a scope applies).
 	RPM int `yaml:"rpm"`
 	TPM int `yaml:"tpm"`
+	// Capabilities are what the model can serve (tools, json_schema,
+	// vision, reasoning): a request that needs one the model lacks skips
+	// the rung with a recorded reason, never sent a request it cannot
+	// serve.
+	Capabilities []Capability `yaml:"capabilities"`
+	// Passthrough names provider-specific top-level request fields
+	// (vLLM's top_k, …) that a request may carry and that are forwarded to
+	// this model byte for byte.
+	Passthrough []string `yaml:"passthrough"`
 	// InputPrice and OutputPrice per million tokens, for reports. Optional.
 	InputPrice  float64 `yaml:"input_price"`
 	OutputPrice float64 `yaml:"output_price"`
@@ -157,6 +202,11 @@ const (
 	ActionFallback Action = "fallback"
 	// ActionFail ends the call with a clear, non-retryable error.
 	ActionFail Action = "fail"
+	// ActionRepair sends the next attempt at once to the same model with
+	// the temperature lowered to at most Temperature and a short
+	// instruction that says what was wrong with the answer (bad_tool_call,
+	// schema_mismatch); after Max repairs it switches model.
+	ActionRepair Action = "repair"
 	// ActionResume sends the next attempt at once to the same model (after
 	// SwitchAfter failures on it, the next): when text was already
 	// delivered to a streaming caller, that attempt continues it (see
@@ -167,7 +217,7 @@ const (
 // knownActions are the actions a policy file may name; a new action is
 // added here and decided in callstate.Next.
 var knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
-	ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail, ActionResume}
+	ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail, ActionResume, ActionRepair}
 
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
@@ -296,6 +346,11 @@ type LimitsConfig struct {
 	MaxMessages    int     `yaml:"max_messages"`
 	MaxTokens      int     `yaml:"max_tokens"` // largest max_tokens a request may ask
 	MaxTemperature float64 `yaml:"max_temperature"`
+	// MaxImages per request, and MaxImageBytes per image sent inline as
+	// a data URI (every attempt's input, image included, is written to
+	// history).
+	MaxImages     int `yaml:"max_images"`
+	MaxImageBytes int `yaml:"max_image_bytes"`
 }
 
 // FAQConfig points at the FAQ knowledge base.

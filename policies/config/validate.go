@@ -32,6 +32,7 @@ var (
 	knownRuleActions = []RuleAction{RuleHandoff, RuleSafeMessage, RuleNoRetry}
 	knownEncodings   = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "p50k_edit"}
 	envNameRE        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	passthroughRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // maxPromptBytesLimit keeps the prompt well under Temporal's 2 MB payload
@@ -139,6 +140,10 @@ func (c *Config) validate() []Problem {
 			bad(p+".temperature", "must be a temperature in [0,2], got %v", *cp.Temperature)
 		}
 		switch {
+		case cp.Action == ActionRepair && cp.Temperature == nil:
+			bad(p+".temperature", "must be the highest temperature of a repair (for example 0.3) for action repair")
+		}
+		switch {
 		case cp.Action == ActionPruneResend && cp.KeepRounds < 1:
 			bad(p+".keep_rounds", "must be a positive number of rounds for action prune_resend, got %d", cp.KeepRounds)
 		case cp.KeepRounds < 0:
@@ -229,6 +234,9 @@ func (c *Config) validate() []Problem {
 		bad("limits.max_temperature", "must be a temperature in (0,2], got %v", l.MaxTemperature)
 	}
 
+	posInt("limits.max_images", l.MaxImages, "number of images")
+	posInt("limits.max_image_bytes", l.MaxImageBytes, "size in bytes")
+
 	// faq
 	fraction("faq.threshold", c.FAQ.Threshold, true)
 
@@ -302,6 +310,19 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 	}
 	if !slices.Contains([]RateLimitScope{ScopeEndpoint, ScopeKey, ScopeModel}, m.RateLimitScope) {
 		bad(p+".rate_limit_scope", "must be one of endpoint, key, model, got %q", m.RateLimitScope)
+	}
+	for i, c := range m.Capabilities {
+		if !slices.Contains(KnownCapabilities, c) {
+			bad(fmt.Sprintf("%s.capabilities[%d]", p, i), "must be one of %s, got %q", joinEnum(KnownCapabilities), c)
+		}
+	}
+	for i, f := range m.Passthrough {
+		switch {
+		case !passthroughRE.MatchString(f):
+			bad(fmt.Sprintf("%s.passthrough[%d]", p, i), "must be a top-level request field name (letters, digits, _), got %q", f)
+		case slices.Contains(StandardFields, f):
+			bad(fmt.Sprintf("%s.passthrough[%d]", p, i), "%q is a field of the chat-completions request that the call already sends; list only provider-specific fields", f)
+		}
 	}
 	if m.InputPrice < 0 || math.IsNaN(m.InputPrice) {
 		bad(p+".input_price", "must be a price per million tokens ≥ 0, got %v", m.InputPrice)

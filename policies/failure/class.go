@@ -26,6 +26,13 @@ const (
 	ContentFilter         Class = "content_filter"
 	BreakerOpen           Class = "breaker_open"
 	WorkerLost            Class = "worker_lost"
+	// BadToolCall: a tool call whose arguments are not a JSON object, or
+	// that names a tool the request did not offer (or not the one it
+	// forced).
+	BadToolCall Class = "bad_tool_call"
+	// SchemaMismatch: an answer asked for as JSON that does not parse, or
+	// does not validate against the request's JSON schema.
+	SchemaMismatch Class = "schema_mismatch"
 )
 
 // AllClasses lists every failure class in the order of README "Failure classes".
@@ -34,6 +41,7 @@ var AllClasses = []Class{
 	ContextLengthExceeded, OutputTruncated, ServiceUnavailable,
 	ServerError, BodyError, InvalidRequest, Auth,
 	ModelNotFound, ContentFilter, BreakerOpen, WorkerLost,
+	BadToolCall, SchemaMismatch,
 }
 
 // Valid reports whether c is one of the known failure classes.
@@ -49,7 +57,9 @@ func (c Class) Valid() bool {
 // CountsForBreaker reports whether a failure of this class says something
 // about the upstream's health and so counts against the model's breaker.
 // Client mistakes (invalid_request, content_filter, context length,
-// truncated output) and our own states (breaker_open, worker_lost) do not.
+// truncated output), answers of the wrong shape (bad_tool_call,
+// schema_mismatch: the model is up, it answered badly) and our own states
+// (breaker_open, worker_lost) do not.
 func (c Class) CountsForBreaker() bool {
 	switch c {
 	case Connect, ReadTimeout, StreamBroken, Timeout, QueueFull, RateLimited,

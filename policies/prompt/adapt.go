@@ -36,8 +36,8 @@ func adaptOwned(msgs []request.Message, support config.SystemPromptSupport) []re
 	out := msgs[:0]
 	for _, m := range msgs {
 		if pruneIsSystem(m.Role) {
-			if strings.TrimSpace(m.Content) != "" {
-				texts = append(texts, m.Content)
+			if t := m.Text(); strings.TrimSpace(t) != "" {
+				texts = append(texts, t)
 			}
 			continue
 		}
@@ -62,7 +62,10 @@ func adaptOwned(msgs []request.Message, support config.SystemPromptSupport) []re
 	if target < 0 {
 		return slices.Insert(out, 0, request.Message{Role: request.RoleUser, Content: system})
 	}
-	if out[target].Content == "" {
+	if len(out[target].Parts) > 0 {
+		// An image message: the system text goes first, as a text part.
+		out[target].Parts = slices.Insert(slices.Clone(out[target].Parts), 0, request.Part{Type: request.PartText, Text: system})
+	} else if out[target].Content == "" {
 		out[target].Content = system
 	} else {
 		out[target].Content = system + "\n\n" + out[target].Content

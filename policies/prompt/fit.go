@@ -217,14 +217,14 @@ func (f *fitter) init() {
 		msg := &f.msgs[i]
 		m.folded = f.fold && pruneIsSystem(msg.Role)
 		switch {
-		case m.folded && strings.TrimSpace(msg.Content) == "":
+		case m.folded && strings.TrimSpace(msg.Text()) == "":
 			m.counted = true // dropped: costs nothing
 		case m.folded:
-			e := EstimateTokens(msg.Content)
+			e := EstimateTokens(msg.Text())
 			m.est = e
 			m.up, m.low, m.floor = estUpper(e)+1+fitJoinUp, lower(e)+1-fitJoinDown, estFloor(e)+1-fitJoinDown
 		default:
-			fixed := TokensPerMessage + f.tc.roleTokens(msg.Role)
+			fixed := TokensPerMessage + f.tc.roleTokens(msg.Role) + imageTokens(*msg)
 			m.est = fixed
 			m.up, m.low, m.floor = fixed, fixed, fixed
 			add := func(s string) {
@@ -234,7 +234,7 @@ func (f *fitter) init() {
 				m.low += lower(e)
 				m.floor += estFloor(e)
 			}
-			add(msg.Content)
+			add(msg.Text())
 			if msg.Name != "" {
 				m.up, m.low, m.floor = m.up+TokensPerName, m.low+TokensPerName, m.floor+TokensPerName
 				add(msg.Name)
@@ -263,7 +263,7 @@ func (f *fitter) init() {
 func (f *fitter) count(i int) {
 	m := &f.m[i]
 	if m.folded {
-		x := f.tc.Count(f.msgs[i].Content)
+		x := f.tc.Count(f.msgs[i].Text())
 		m.up, m.low, m.floor = x+1+fitJoinUp, max(x+1-fitJoinDown, 0), max(x+1-fitJoinDown, 0)
 	} else {
 		x := f.tc.CountMessage(f.msgs[i])

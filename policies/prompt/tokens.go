@@ -24,7 +24,27 @@ const (
 	TokensPerName      = 1
 	TokensReplyPriming = 3
 	TokensPerToolCall  = 3
+	// TokensPerImage is what one image part is counted as: OpenAI's cost
+	// of a 512×512 tile at high detail plus the base (85 + 170·4 = 765),
+	// an upper bound for most images a chat sends; low detail costs 85.
+	TokensPerImage    = 765
+	TokensPerLowImage = 85
 )
+
+// imageTokens counts the image parts of m.
+func imageTokens(m request.Message) int {
+	n := 0
+	for _, p := range m.Parts {
+		if p.Type == request.PartImageURL {
+			if p.ImageURL != nil && p.ImageURL.Detail == "low" {
+				n += TokensPerLowImage
+			} else {
+				n += TokensPerImage
+			}
+		}
+	}
+	return n
+}
 
 // TokenCounter counts tokens with an offline BPE tokenizer whose
 // vocabularies are embedded in the binary; nothing is downloaded. Build it
@@ -161,7 +181,7 @@ func EstimateMessages(msgs []request.Message) int {
 }
 
 func tokMessage(m request.Message, count func(string) int) int {
-	n := TokensPerMessage + count(m.Role) + count(m.Content)
+	n := TokensPerMessage + count(m.Role) + count(m.Text()) + imageTokens(m)
 	if m.Name != "" {
 		n += TokensPerName + count(m.Name)
 	}

@@ -45,12 +45,17 @@ var ErrInvalidKey = errors.New("invalid idempotency key")
 // passes ValidateKey. A starter in another language reproduces it by encoding the
 // same array the same way.
 func Key(tenant, userID, sessionID string, msgs []Message) string {
-	sum := sha256.Sum256(canonicalJSON(tenant, userID, sessionID, msgs))
+	return keyOf(canonicalJSON(tenant, userID, sessionID, msgs, nil))
+}
+
+func keyOf(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
 	return KeyPrefix + hex.EncodeToString(sum[:])
 }
 
-// canonicalJSON is the array Key hashes, without a trailing newline.
-func canonicalJSON(tenant, userID, sessionID string, msgs []Message) []byte {
+// canonicalJSON is the array Key hashes, without a trailing newline; shape,
+// when not nil, is its fifth element (see KeyFor).
+func canonicalJSON(tenant, userID, sessionID string, msgs []Message, shape *answerShape) []byte {
 	canon := make([]canonicalMessage, len(msgs))
 	for i, m := range msgs {
 		canon[i] = canonicalMessage(m)
@@ -59,8 +64,49 @@ func canonicalJSON(tenant, userID, sessionID string, msgs []Message) []byte {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	// Encoding strings and plain structs cannot fail.
-	_ = enc.Encode([]any{tenant, userID, sessionID, canon})
+	elems := []any{tenant, userID, sessionID, canon}
+	if shape != nil {
+		elems = append(elems, shape)
+	}
+	_ = enc.Encode(elems)
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// answerShape are the fields of a request besides its messages that
+// change what the answer may be: two requests that differ in them are two
+// calls. Its JSON is the request's, keys in this order (maps by sorted key).
+type answerShape struct {
+	Tools             []Tool                     `json:"tools,omitempty"`
+	ToolChoice        *ToolChoice                `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool                      `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    *ResponseFormat            `json:"response_format,omitempty"`
+	Stop              Stop                       `json:"stop,omitempty"`
+	Seed              *int64                     `json:"seed,omitempty"`
+	TopP              *float64                   `json:"top_p,omitempty"`
+	PresencePenalty   *float64                   `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64                   `json:"frequency_penalty,omitempty"`
+	LogitBias         map[string]int             `json:"logit_bias,omitempty"`
+	Logprobs          bool                       `json:"logprobs,omitempty"`
+	TopLogprobs       *int                       `json:"top_logprobs,omitempty"`
+	ReasoningEffort   string                     `json:"reasoning_effort,omitempty"`
+	Passthrough       map[string]json.RawMessage `json:"passthrough,omitempty"`
+}
+
+// shapeOf is r's answer shape, nil when r sets none of its fields (so the
+// keys of plain chat requests never changed).
+func shapeOf(r Request) *answerShape {
+	s := answerShape{
+		Tools: r.Tools, ToolChoice: r.ToolChoice, ParallelToolCalls: r.ParallelToolCalls,
+		ResponseFormat: r.ResponseFormat, Stop: r.Stop, Seed: r.Seed, TopP: r.TopP,
+		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
+		LogitBias: r.LogitBias, Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs,
+		ReasoningEffort: r.ReasoningEffort, Passthrough: r.Passthrough,
+	}
+	b, _ := json.Marshal(s)
+	if string(b) == "{}" {
+		return nil
+	}
+	return &s
 }
 
 // canonicalMessage freezes the JSON shape of a message inside the key, so a
@@ -69,6 +115,7 @@ func canonicalJSON(tenant, userID, sessionID string, msgs []Message) []byte {
 type canonicalMessage struct {
 	Role       string     `json:"role"`
 	Content    string     `json:"content"`
+	Parts      []Part     `json:"parts,omitempty"` // image messages only
 	Name       string     `json:"name,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty"`
@@ -77,7 +124,12 @@ type canonicalMessage struct {
 // KeyFor returns the workflow ID of r: r.IdempotencyKey when set and valid
 // (scoped by r.Tenant with ScopedKey when a tenant is set, so two tenants
 // sending the same key never reach each other's call), else
-// Key(r.Tenant, r.UserID, r.SessionID, r.Messages). Validate refuses
+// Key(r.Tenant, r.UserID, r.SessionID, r.Messages) — with, when r sets any
+// field that shapes the answer (tools, tool_choice, parallel_tool_calls,
+// response_format, stop, seed, top_p, the penalties, logit_bias, logprobs,
+// top_logprobs, reasoning_effort, passthrough), those fields as a fifth
+// element of the hashed array, an object with the request's JSON names in
+// that order (compact, map keys sorted). Validate refuses
 // an invalid IdempotencyKey; should one reach KeyFor anyway it is ignored
 // and the derived key returned, so the result is always a valid workflow ID.
 func KeyFor(r Request) string {
@@ -87,7 +139,7 @@ func KeyFor(r Request) string {
 		}
 		return r.IdempotencyKey
 	}
-	return Key(r.Tenant, r.UserID, r.SessionID, r.Messages)
+	return keyOf(canonicalJSON(r.Tenant, r.UserID, r.SessionID, r.Messages, shapeOf(r)))
 }
 
 // ScopedKey turns a key supplied by a tenant's caller (the front door's

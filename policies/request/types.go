@@ -1,10 +1,15 @@
 package request
 
+import "encoding/json"
+
 // Message is one chat message in the OpenAI chat-completions shape. It is
 // plain JSON so that starters in any language can build it.
 type Message struct {
-	Role       string     `json:"role" yaml:"role"`
+	Role string `json:"role" yaml:"role"`
+	// Content is the message's text. A message with image parts has them
+	// in Parts instead (content is then an array on the wire; see Text).
 	Content    string     `json:"content" yaml:"content"`
+	Parts      []Part     `json:"-" yaml:"parts,omitempty"`
 	Name       string     `json:"name,omitempty" yaml:"name,omitempty"`
 	ToolCalls  []ToolCall `json:"tool_calls,omitempty" yaml:"tool_calls,omitempty"`
 	ToolCallID string     `json:"tool_call_id,omitempty" yaml:"tool_call_id,omitempty"`
@@ -58,4 +63,24 @@ type Request struct {
 	// Stream asks for the answer's tokens live, through the call's
 	// workflow stream (README "Streaming"); the result is the same.
 	Stream bool `json:"stream,omitempty"`
+
+	// The chat-completions fields agents use (README "Agents"), sent
+	// upstream as given; nil or zero: not sent.
+	Tools             []Tool          `json:"tools,omitempty"`
+	ToolChoice        *ToolChoice     `json:"tool_choice,omitempty"`
+	ParallelToolCalls *bool           `json:"parallel_tool_calls,omitempty"`
+	ResponseFormat    *ResponseFormat `json:"response_format,omitempty"`
+	Stop              Stop            `json:"stop,omitempty"`
+	Seed              *int64          `json:"seed,omitempty"`
+	TopP              *float64        `json:"top_p,omitempty"`
+	PresencePenalty   *float64        `json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty,omitempty"`
+	LogitBias         map[string]int  `json:"logit_bias,omitempty"`
+	Logprobs          bool            `json:"logprobs,omitempty"`
+	TopLogprobs       *int            `json:"top_logprobs,omitempty"`
+	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
+	// Passthrough are provider-specific top-level fields (vLLM's top_k,
+	// …), forwarded byte for byte to the models whose policy lists them
+	// (passthrough); a field no model lists is refused.
+	Passthrough map[string]json.RawMessage `json:"passthrough,omitempty"`
 }

@@ -18,13 +18,20 @@ const DefaultMaxPromptBytes = 1 << 20
 
 // PromptBytes is the size of a prompt as every prompt limit counts it (the
 // worker's Validate, the front door's 413, llmclient's check before
-// starting): the bytes of each message's role, content, name and
+// starting): the bytes of each message's role, content (text parts and
+// image URLs included), name and
 // tool_call_id and of each tool call's id, type, function name and
 // arguments. JSON framing adds little.
 func PromptBytes(msgs []Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += len(m.Role) + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, p := range m.Parts {
+			n += len(p.Text)
+			if p.ImageURL != nil {
+				n += len(p.ImageURL.URL)
+			}
+		}
 		for _, tc := range m.ToolCalls {
 			n += len(tc.ID) + len(tc.Type) + len(tc.Function.Name) + len(tc.Function.Arguments)
 		}
@@ -126,6 +133,8 @@ type reqLimits struct {
 	maxTokens      int
 	maxTemperature float64
 	maxDeadline    time.Duration
+	maxImages      int
+	maxImageBytes  int
 	models         []string
 }
 
@@ -137,6 +146,8 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 		maxTokens:      reqDefaultMaxTokens,
 		maxTemperature: reqDefaultMaxTemperature,
 		maxDeadline:    reqDefaultMaxDeadline,
+		maxImages:      DefaultMaxImages,
+		maxImageBytes:  DefaultMaxImageBytes,
 	}
 	if cfg == nil {
 		return l
@@ -150,6 +161,12 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 	}
 	if v := cfg.Limits.MaxTemperature; v > 0 {
 		l.maxTemperature = v
+	}
+	if v := cfg.Limits.MaxImages; v > 0 {
+		l.maxImages = v
+	}
+	if v := cfg.Limits.MaxImageBytes; v > 0 {
+		l.maxImageBytes = v
 	}
 	if v := cfg.Call.MaxDeadline.D(); v > 0 {
 		l.maxDeadline = v
@@ -167,7 +184,8 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 //     each with a known role (system, developer, user, assistant, tool);
 //     tool messages with a tool_call_id answering a tool call of an earlier
 //     assistant message; tool calls only on assistant messages, each with an
-//     id and a function name; the last message from the user and not blank.
+//     id and a function name; the last message from the user and not blank,
+//     or a tool message (an agent sending its tool results).
 //   - the prompt (PromptBytes) at most Limits.MaxPromptBytes
 //     (default DefaultMaxPromptBytes, 1 MiB).
 //   - model: empty or one of cfg.Models (when the config has models).
@@ -176,6 +194,15 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 //   - temperature: unset or a number in 0..Limits.MaxTemperature (default 2).
 //   - deadline_ms: 0 (the policy's default) or MinRequestDeadline..Call.MaxDeadline
 //     (default 10 min).
+//   - the agent fields (README "Agents"): tools (functions with unique
+//     names and parameters that compile as JSON Schema), tool_choice
+//     (a mode, or a function that is offered), response_format (a schema
+//     that compiles), stop, top_p, penalties, logit_bias, top_logprobs,
+//     reasoning_effort in OpenAI's ranges; image parts in user messages,
+//     http(s) or data URIs within Limits.MaxImages / MaxImageBytes;
+//     passthrough fields that a model's policy lists; and a model that
+//     can serve what the request needs (Needs: the preferred one, else
+//     at least one rung).
 //   - idempotency_key: empty or valid for ValidateKey.
 //   - every string valid UTF-8.
 //
@@ -245,6 +272,8 @@ func Validate(r Request, cfg *config.Config) error {
 		}
 	}
 
+	validateAgent(e, r, cfg, lim)
+
 	if r.IdempotencyKey != "" {
 		if p := keyProblem(r.IdempotencyKey); p != "" {
 			e.add("idempotency_key", "%s", p)
@@ -312,9 +341,12 @@ func validateMessages(e *ValidationError, msgs []Message, lim reqLimits) {
 
 	last := len(msgs) - 1
 	switch lm := msgs[last]; {
+	case lm.Role == RoleTool:
+		// An agent's turn: the results of the tool calls the model asked
+		// for; the model answers them.
 	case lm.Role != RoleUser:
-		e.add(fmt.Sprintf("messages[%d].role", last), "the last message is from %q (want user: the last message is the question)", lm.Role)
-	case strings.TrimSpace(lm.Content) == "":
+		e.add(fmt.Sprintf("messages[%d].role", last), "the last message is from %q (want user, the question, or tool, the results of the model's tool calls)", lm.Role)
+	case strings.TrimSpace(lm.Text()) == "" && lm.Images() == 0:
 		e.add(fmt.Sprintf("messages[%d].content", last), "empty (the last user message is the question)")
 	}
 
