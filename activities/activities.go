@@ -19,6 +19,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/rules"
+	"github.com/durable-llm/durable-llm/policies/structured"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -34,6 +35,7 @@ type Activities struct {
 	breakers *guard.BreakerRegistry
 	classes  *guard.ClassBreaker
 	tokens   *prompt.TokenCounter
+	schemas  *structured.Cache
 	faq      *faq.FAQ
 	metrics  Metrics
 	getenv   func(string) string
@@ -87,7 +89,7 @@ func New(o Options) (*Activities, error) {
 	}
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*modelClient{},
+		clients: map[string]*modelClient{}, schemas: structured.NewCache(),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -205,9 +207,15 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		if !ok {
 			p.Reason = "no model left to try"
 			if len(p.Skipped) > 0 {
-				p.Reason = fmt.Sprintf("no model left to try: %d skipped by open breakers or spent retry budgets", len(p.Skipped))
+				p.Reason = fmt.Sprintf("no model left to try: %d skipped (open breakers, spent retry budgets, rate limits or missing capabilities)", len(p.Skipped))
 			}
 			return p, nil
+		}
+		if lack := request.Lacks(m, in.Request.Needs()); len(lack) > 0 {
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "capability",
+				Reason: fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", m.Name, joinCaps(lack))})
+			continue
 		}
 		if !a.breakers.Permit(m.Name, now, a.rand()) {
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
@@ -371,11 +379,19 @@ func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAn
 	return FallbackAnswer{Content: a.cfg.Placeholder, Source: "placeholder"}, nil
 }
 
+func joinCaps(cs []config.Capability) string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c)
+	}
+	return strings.Join(out, ", ")
+}
+
 // question is the text of the last user message.
 func question(msgs []request.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == request.RoleUser {
-			return msgs[i].Content
+			return msgs[i].Text()
 		}
 	}
 	return ""

@@ -3,6 +3,7 @@ package activities
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -134,6 +135,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if in.Continue != "" {
 		ex.continuation = m.Continuation
 	}
+	ex.extra = passthrough(m, in.Request)
 	timeout := in.Timeout
 	if timeout <= 0 {
 		timeout = m.Timeout.D()
@@ -150,14 +152,21 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
+	var logprobs json.RawMessage
 	obs := classify.Observation{PromptTokens: in.Prompt.Tokens, ContextWindow: m.ContextWindow}
 	if fits {
 		obs.PromptTokens, obs.ContextWindow = 0, 0 // fits: let the upstream judge
-		req := chatRequest(m.Name, msgs, in.Shape.MaxTokens, in.Shape.Temperature)
+		req := chatRequest(m, in.Request, msgs, in.Shape)
 		if m.Stream {
+			live := pub.text
+			if in.Request.JSONAnswer() {
+				// A JSON answer reaches the caller once it is checked: an
+				// agent must never parse text a repair replaces.
+				live = nil
+			}
 			st := stream(callCtx, a.client(m), req, streamTimeouts{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D()},
-				func(n int) { tokens.Store(int64(n)) }, pub.text)
-			resp, err, obs.Stream = st.resp, st.err, st.obs
+				func(n int) { tokens.Store(int64(n)) }, live)
+			resp, err, obs.Stream, logprobs = st.resp, st.err, st.obs, st.logprobs
 		} else {
 			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
 		}
@@ -202,6 +211,17 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	key := a.apiKey(m)
 	redact(&obs, key)
 	v := classify.Classify(obs)
+	if v.Class == failure.None {
+		// A well-formed reply: is it the answer the request asked for?
+		msg := resp.Choices[0].Message
+		toolErr, schemaErr := in.Request.CheckAnswer(a.schemas, answerText(resp), toolCalls(msg.ToolCalls))
+		switch {
+		case toolErr != nil:
+			v.Class, v.Reason = failure.BadToolCall, toolErr.Error()
+		case schemaErr != nil:
+			v.Class, v.Reason = failure.SchemaMismatch, schemaErr.Error()
+		}
+	}
 	v.Reason = redactString(v.Reason, key)
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	out.RetryAfter, out.HasRetryAfter = v.RetryAfter, v.HasRetryAfter
@@ -227,16 +247,25 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		// The text that arrived before the attempt failed.
 		out.Content, out.CompletionTokens = resp.Choices[0].Message.Content, obs.Stream.Tokens
 	}
-	if v.Class == failure.None && !m.Stream {
-		// A model that cannot stream: its answer is one delta.
+	if v.Class == failure.None && (!m.Stream || in.Request.JSONAnswer()) {
+		// A model that cannot stream, or a checked JSON answer: one delta.
 		pub.text(answerText(resp))
+	}
+	if v.Class == failure.None {
+		pub.toolCalls(toolCalls(resp.Choices[0].Message.ToolCalls))
 	}
 	if pub.close(ctx) {
 		out.Published = max(out.CompletionTokens, 1)
 	}
 	if v.Class == failure.None {
+		ch := resp.Choices[0]
 		out.Content = answerText(resp)
-		out.FinishReason = string(resp.Choices[0].FinishReason)
+		out.FinishReason = string(ch.FinishReason)
+		out.ToolCalls = toolCalls(ch.Message.ToolCalls)
+		out.Logprobs = logprobs
+		if ch.LogProbs != nil {
+			out.Logprobs, _ = json.Marshal(ch.LogProbs)
+		}
 		return out, nil
 	}
 	return out, temporal.NewApplicationErrorWithOptions(
@@ -316,33 +345,124 @@ func classLabel(c failure.Class) string {
 	return string(c)
 }
 
-func chatRequest(model string, msgs []request.Message, maxTokens int, temperature *float64) openai.ChatCompletionRequest {
-	req := openai.ChatCompletionRequest{Model: model, MaxTokens: maxTokens}
-	if temperature != nil {
-		req.Temperature = float32(*temperature)
+// chatRequest is the upstream request of one attempt on model m: the
+// request's fields (README "Agents"), the attempt's messages and shape.
+func chatRequest(m config.ModelConfig, r request.Request, msgs []request.Message, sh callstate.Shape) openai.ChatCompletionRequest {
+	req := openai.ChatCompletionRequest{Model: m.Name, MaxTokens: sh.MaxTokens}
+	if sh.Temperature != nil {
+		req.Temperature = float32(*sh.Temperature)
 		if req.Temperature == 0 {
 			// go-openai omits a zero temperature; this is its documented
 			// way to send 0.
 			req.Temperature = math.SmallestNonzeroFloat32
 		}
 	}
+	if r.NeedsTools() || (len(r.Tools) > 0 && m.Can(config.CapTools)) {
+		for _, t := range r.Tools {
+			fd := &openai.FunctionDefinition{Name: t.Function.Name, Description: t.Function.Description}
+			if len(t.Function.Parameters) > 0 {
+				fd.Parameters = t.Function.Parameters
+			}
+			if t.Function.Strict != nil {
+				fd.Strict = *t.Function.Strict
+			}
+			req.Tools = append(req.Tools, openai.Tool{Type: openai.ToolTypeFunction, Function: fd})
+		}
+		if c := r.ToolChoice; c != nil {
+			if c.Function != "" {
+				req.ToolChoice = openai.ToolChoice{Type: openai.ToolTypeFunction, Function: openai.ToolFunction{Name: c.Function}}
+			} else {
+				req.ToolChoice = c.Mode
+			}
+		}
+		if r.ParallelToolCalls != nil {
+			req.ParallelToolCalls = *r.ParallelToolCalls
+		}
+	}
+	if f := r.ResponseFormat; f != nil {
+		req.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatType(f.Type)}
+		if s := f.JSONSchema; s != nil {
+			js := &openai.ChatCompletionResponseFormatJSONSchema{Name: s.Name, Description: s.Description, Schema: s.Schema}
+			if s.Strict != nil {
+				js.Strict = *s.Strict
+			}
+			req.ResponseFormat.JSONSchema = js
+		}
+	}
+	req.Stop = r.Stop
+	if r.Seed != nil {
+		seed := int(*r.Seed)
+		req.Seed = &seed
+	}
+	f32 := func(v *float64) float32 {
+		if v == nil {
+			return 0
+		}
+		return float32(*v)
+	}
+	req.TopP, req.PresencePenalty, req.FrequencyPenalty = f32(r.TopP), f32(r.PresencePenalty), f32(r.FrequencyPenalty)
+	req.LogitBias, req.LogProbs, req.ReasoningEffort = r.LogitBias, r.Logprobs, r.ReasoningEffort
+	if r.TopLogprobs != nil {
+		req.TopLogProbs = *r.TopLogprobs
+	}
 	if openai.NewReasoningValidator().Validate(req) != nil {
 		// Reasoning models take max_completion_tokens and a fixed
 		// temperature: adapt rather than fail the attempt before sending.
 		req.MaxCompletionTokens, req.MaxTokens, req.Temperature = req.MaxTokens, 0, 0
 	}
-	req.Messages = make([]openai.ChatCompletionMessage, len(msgs))
-	for i, m := range msgs {
+	req.Messages = make([]openai.ChatCompletionMessage, 0, len(msgs)+1)
+	for _, m := range msgs {
 		cm := openai.ChatCompletionMessage{Role: m.Role, Content: m.Content, Name: m.Name, ToolCallID: m.ToolCallID}
+		for _, p := range m.Parts {
+			part := openai.ChatMessagePart{Type: openai.ChatMessagePartType(p.Type), Text: p.Text}
+			if p.ImageURL != nil {
+				part.ImageURL = &openai.ChatMessageImageURL{URL: p.ImageURL.URL, Detail: openai.ImageURLDetail(p.ImageURL.Detail)}
+			}
+			cm.MultiContent = append(cm.MultiContent, part)
+		}
+		if len(cm.MultiContent) > 0 {
+			cm.Content = ""
+		}
 		for _, tc := range m.ToolCalls {
 			cm.ToolCalls = append(cm.ToolCalls, openai.ToolCall{
 				ID: tc.ID, Type: openai.ToolType(tc.Type),
 				Function: openai.FunctionCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments},
 			})
 		}
-		req.Messages[i] = cm
+		req.Messages = append(req.Messages, cm)
+	}
+	if sh.Repair != "" {
+		// A repair: the model is told what was wrong with its last answer.
+		req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: openai.ChatMessageRoleUser, Content: sh.Repair})
 	}
 	return req
+}
+
+// passthrough are the request's passthrough fields that model m forwards.
+func passthrough(m config.ModelConfig, r request.Request) map[string]json.RawMessage {
+	var out map[string]json.RawMessage
+	for _, f := range m.Passthrough {
+		if v, ok := r.Passthrough[f]; ok {
+			if out == nil {
+				out = map[string]json.RawMessage{}
+			}
+			out[f] = v
+		}
+	}
+	return out
+}
+
+// toolCalls converts a reply's tool calls.
+func toolCalls(calls []openai.ToolCall) []request.ToolCall {
+	var out []request.ToolCall
+	for _, c := range calls {
+		typ := string(c.Type)
+		if typ == "" {
+			typ = "function"
+		}
+		out = append(out, request.ToolCall{ID: c.ID, Type: typ, Function: request.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
+	}
+	return out
 }
 
 // Progress is the call activity's heartbeat: the attempt and the

@@ -31,6 +31,9 @@ type exchange struct {
 	// message as text to continue, the way the model's server expects
 	// (go-openai has no field for it).
 	continuation config.Continuation
+	// extra are top-level fields added to the request body as they are
+	// (the request's passthrough fields the model forwards).
+	extra map[string]json.RawMessage
 	// mayResend, when set, is asked before the n-th (from 0) network-layer
 	// resend after a failed connect: the call's cap and the endpoint's
 	// budget decide, not only backoff.connect_retries.
@@ -86,9 +89,9 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		// net/http still resends a request of which nothing was written.
 		req.Header["idempotency-key"] = []string{ex.requestID}
 	}
-	if ex != nil && ex.continuation != "" && ex.continuation != config.ContinueNone && req.Body != nil {
+	if ex != nil && req.Body != nil && ((ex.continuation != "" && ex.continuation != config.ContinueNone) || len(ex.extra) > 0) {
 		var err error
-		if req, err = withContinuation(req, ex.continuation); err != nil {
+		if req, err = rewriteBody(req, ex.continuation, ex.extra); err != nil {
 			return nil, err
 		}
 	}
@@ -134,12 +137,13 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 	}
 }
 
-// withContinuation rewrites a chat request's JSON body so that the server
-// continues its final assistant message: vLLM's top-level
+// rewriteBody rewrites a chat request's JSON body, keeping every other
+// field: extra fields are added at the top level as they are (passthrough
+// fields go-openai has no place for), and with a continuation style the
+// server continues the final assistant message: vLLM's top-level
 // "continue_final_message": true and "add_generation_prompt": false, or
-// DeepSeek's "prefix": true on that message. Every other byte of the
-// request is kept.
-func withContinuation(req *http.Request, style config.Continuation) (*http.Request, error) {
+// DeepSeek's "prefix": true on that message.
+func rewriteBody(req *http.Request, style config.Continuation, extra map[string]json.RawMessage) (*http.Request, error) {
 	raw, err := io.ReadAll(req.Body)
 	req.Body.Close()
 	if err != nil {
@@ -147,7 +151,10 @@ func withContinuation(req *http.Request, style config.Continuation) (*http.Reque
 	}
 	var body map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &body); err != nil {
-		return nil, fmt.Errorf("continuation: request body is not a JSON object: %w", err)
+		return nil, fmt.Errorf("request body is not a JSON object: %w", err)
+	}
+	for k, v := range extra {
+		body[k] = v
 	}
 	switch style {
 	case config.ContinueVLLM:
@@ -163,10 +170,13 @@ func withContinuation(req *http.Request, style config.Continuation) (*http.Reque
 			return nil, err
 		}
 	}
-	out, err := json.Marshal(body)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false) // the fields as the caller wrote them
+	if err := enc.Encode(body); err != nil {
 		return nil, err
 	}
+	out := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	req = req.Clone(req.Context())
 	req.Body = io.NopCloser(bytes.NewReader(out))
 	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(out)), nil }

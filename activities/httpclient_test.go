@@ -38,7 +38,7 @@ func TestWithContinuation(t *testing.T) {
 	for _, c := range cases {
 		t.Run(string(c.style), func(t *testing.T) {
 			req, _ := http.NewRequest("POST", "http://x/v1/chat/completions", bytes.NewBufferString(body))
-			out, err := withContinuation(req, c.style)
+			out, err := rewriteBody(req, c.style, map[string]json.RawMessage{"top_k": json.RawMessage(`40`), "guided": json.RawMessage(`{"regex":"<a&b>"}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,6 +54,9 @@ func TestWithContinuation(t *testing.T) {
 				}
 				if b["model"] != "m" || b["stream"] != true {
 					t.Errorf("other fields lost: %v", b)
+				}
+				if !bytes.Contains(raw, []byte(`"top_k":40`)) || !bytes.Contains(raw, []byte(`"guided":{"regex":"<a&b>"}`)) {
+					t.Errorf("passthrough fields not sent as written: %s", raw)
 				}
 				c.check(t, b)
 			}

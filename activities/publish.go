@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/activity"
 
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflowstreams"
 )
 
@@ -48,6 +49,15 @@ func (p *callPublisher) text(t string) {
 		return
 	}
 	p.deltas.Publish(Delta{Attempt: p.attempt, Model: p.model, Text: t}, false)
+	p.any = true
+}
+
+// toolCalls publishes an answer's tool calls, whole, as one delta.
+func (p *callPublisher) toolCalls(calls []request.ToolCall) {
+	if p == nil || len(calls) == 0 || p.closed {
+		return
+	}
+	p.deltas.Publish(Delta{Attempt: p.attempt, Model: p.model, ToolCalls: calls}, false)
 	p.any = true
 }
 

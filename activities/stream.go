@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"strings"
@@ -29,6 +30,8 @@ type streamed struct {
 	// opened (err is then go-openai's error, judged as a non-streamed one).
 	obs *classify.Stream
 	err error
+	// logprobs of the content tokens, when the request asked for them.
+	logprobs json.RawMessage
 }
 
 // streamTimeouts bound one streamed attempt.
@@ -108,6 +111,10 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 	out := streamed{obs: obs}
 	var content, reasoning strings.Builder
 	var finish openai.FinishReason
+	// calls gathers streamed tool calls by index: the first delta of a
+	// call brings its id and name, later ones pieces of its arguments.
+	var calls []openai.ToolCall
+	var logprobs []openai.ChatCompletionTokenLogprob
 	for {
 		chunk, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -137,6 +144,29 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 				onText(d.Content)
 			}
 			reasoning.WriteString(d.ReasoningContent)
+			for _, tc := range d.ToolCalls {
+				i := len(calls)
+				if tc.Index != nil {
+					i = *tc.Index
+				} else if tc.ID == "" && len(calls) > 0 {
+					i = len(calls) - 1 // a continuation without an index
+				}
+				for len(calls) <= i {
+					calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})
+				}
+				c := &calls[i]
+				if tc.ID != "" {
+					c.ID = tc.ID
+				}
+				if tc.Type != "" {
+					c.Type = tc.Type
+				}
+				c.Function.Name += tc.Function.Name
+				c.Function.Arguments += tc.Function.Arguments
+			}
+			if ch.Logprobs != nil {
+				logprobs = append(logprobs, ch.Logprobs.Content...)
+			}
 			if ch.FinishReason != "" {
 				finish = ch.FinishReason
 				obs.Finished = true
@@ -153,11 +183,19 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 		obs.Tokens = out.resp.Usage.CompletionTokens
 	}
 	out.resp.Object = "chat.completion"
+	for i := range calls {
+		calls[i].Index = nil
+	}
 	out.resp.Choices = []openai.ChatCompletionChoice{{
 		Message: openai.ChatCompletionMessage{
 			Role: openai.ChatMessageRoleAssistant, Content: content.String(), ReasoningContent: reasoning.String(),
+			ToolCalls: calls,
 		},
 		FinishReason: finish,
 	}}
+	if len(logprobs) > 0 {
+		// The shape of a non-streamed reply's logprobs.
+		out.logprobs, _ = json.Marshal(map[string]any{"content": logprobs})
+	}
 	return out
 }

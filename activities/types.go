@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
@@ -138,6 +139,11 @@ type CallOutcome struct {
 	// NotSent is set when the attempt was refused before any request (the
 	// prompt cannot fit the model's window even pruned).
 	NotSent bool `json:"not_sent,omitempty"`
+	// ToolCalls of an answer that calls tools (checked against the
+	// request's tools), and Logprobs as the upstream sent them (when the
+	// request asked for them).
+	ToolCalls []request.ToolCall `json:"tool_calls,omitempty"`
+	Logprobs  json.RawMessage    `json:"logprobs,omitempty"`
 	// Published is the completion tokens of Content streamed to the
 	// caller (0 when the caller did not ask to stream, or the stream could
 	// not take it: the workflow then publishes what is missing).
@@ -182,4 +188,7 @@ type Delta struct {
 	Attempt int    `json:"attempt"`
 	Model   string `json:"model"`
 	Text    string `json:"text"`
+	// ToolCalls are the answer's tool calls, whole and checked: they come
+	// once, in the answering attempt's last delta.
+	ToolCalls []request.ToolCall `json:"tool_calls,omitempty"`
 }

@@ -108,7 +108,9 @@ type Handler struct {
 	o         Options
 	mux       *http.ServeMux
 	models    []string
-	namespace string
+	// passthrough are the fields some model of the policy forwards.
+	passthrough map[string]bool
+	namespace   string
 	hubs      *hubs // the subscriptions of streamed calls
 }
 
@@ -160,8 +162,12 @@ func New(o Options) (*Handler, error) {
 	if h.namespace == "" {
 		h.namespace = "default"
 	}
+	h.passthrough = map[string]bool{}
 	for _, m := range o.Config.Models {
 		h.models = append(h.models, m.Name)
+		for _, f := range m.Passthrough {
+			h.passthrough[f] = true
+		}
 	}
 	h.mux.HandleFunc("/v1/chat/completions", h.authed(http.MethodPost, h.chatCompletions))
 	h.mux.HandleFunc("/v1/models", h.authed(http.MethodGet, h.listModels))
@@ -327,7 +333,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		return req, chatRequest{}, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
 			message: "Cannot read the request body: " + err.Error()}
 	}
-	cr, ferr := decodeChatRequest(body)
+	cr, ferr := decodeChatRequest(body, h.passthrough)
 	if ferr != nil {
 		code := "invalid_value"
 		if ferr.field == "" {
@@ -345,12 +351,11 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		return req, cr, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "model", code: "model_not_found",
 			message: fmt.Sprintf("Invalid request: model: unknown model %q (want %q or one of %s).", cr.Model, AutoModel, strings.Join(h.models, ", "))}
 	}
-	req = workflows.CallRequest{
-		Tenant: tenant, UserID: cr.User, SessionID: r.Header.Get(HeaderSessionID),
-		Scenario: r.Header.Get(HeaderScenario), Model: model, Messages: cr.Messages,
-		MaxTokens: cr.MaxTokens, Temperature: cr.Temperature,
-		IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
-	}
+	req = cr.Agent
+	req.Tenant, req.UserID, req.SessionID = tenant, cr.User, r.Header.Get(HeaderSessionID)
+	req.Scenario, req.Model, req.Messages = r.Header.Get(HeaderScenario), model, cr.Messages
+	req.MaxTokens, req.Temperature = cr.MaxTokens, cr.Temperature
+	req.IdempotencyKey = r.Header.Get(HeaderIdempotencyKey)
 	if v := r.Header.Get(HeaderDeadlineMS); v != "" {
 		ms, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
@@ -385,7 +390,7 @@ func validationError(err error, cr chatRequest) *apiError {
 	problems := make([]string, 0, len(ve.Problems))
 	param := ""
 	for i, p := range ve.Problems {
-		field := p.Field
+		field := strings.TrimPrefix(p.Field, "passthrough.") // a top-level field at the front door
 		if n, ok := rename[field]; ok && n != "" {
 			field = n
 		}
@@ -473,6 +478,13 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 		rs := resilienceOf(id, StatusFailed, res)
 		e := &apiError{status: http.StatusInternalServerError, typ: typeServer, code: appErr.Type(),
 			message: "The call failed: " + appErr.Message(), resilience: &rs}
+		if appErr.Type() == workflows.ErrFallbackUnavailable {
+			// The request needs a model's answer (a tool call, a JSON
+			// schema) and none came: try again later, not a text fallback.
+			e.status, e.typ, e.code, e.retryAfter = http.StatusServiceUnavailable, typeUnavailable, workflows.ErrFallbackUnavailable, h.o.RetryAfter
+			e.message = "No model could answer and this request needs a model's answer: " + appErr.Message()
+			return e
+		}
 		switch failure.Class(appErr.Type()) {
 		case failure.InvalidRequest:
 			e.status, e.typ, e.code = http.StatusBadRequest, typeInvalidRequest, "upstream_invalid_request"

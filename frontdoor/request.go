@@ -5,13 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"slices"
 
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
 // chatRequest is what the front door takes from an OpenAI chat-completions
-// body. Fields it does not know are ignored, as OpenAI clients send many.
+// body. A field it does not know is refused, naming it, except the ones
+// stock SDKs send that do not change the answer (IgnoredFields) and the
+// passthrough fields of the policy's models.
 type chatRequest struct {
 	Model        string
 	Messages     []request.Message
@@ -21,6 +23,31 @@ type chatRequest struct {
 	User         string
 	Stream       bool
 	IncludeUsage bool
+	// Agent are the agent fields (tools, response_format, …), in the
+	// CallRequest's shape.
+	Agent request.Request
+}
+
+// IgnoredFields are request fields that stock OpenAI SDKs and agent
+// frameworks send and that do not change the answer: accepted and not
+// sent upstream (README "Agents").
+var IgnoredFields = []string{"store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier"}
+
+// handledFields are the fields decodeChatRequest reads.
+var handledFields = []string{"model", "messages", "stream", "stream_options", "temperature", "n",
+	"max_tokens", "max_completion_tokens", "user", "tools", "tool_choice", "parallel_tool_calls",
+	"response_format", "stop", "seed", "top_p", "presence_penalty", "frequency_penalty", "logit_bias",
+	"logprobs", "top_logprobs", "reasoning_effort"}
+
+// unsupported explains fields of the OpenAI API the front door refuses.
+var unsupported = map[string]string{
+	"functions":          "deprecated by OpenAI: send tools instead",
+	"function_call":      "deprecated by OpenAI: send tool_choice instead",
+	"modalities":         "only text (and image input) is supported",
+	"audio":              "audio output is not supported",
+	"prediction":         "predicted outputs are not supported",
+	"web_search_options": "web search is not supported",
+	"verbosity":          "not supported (it changes the answer; a model's passthrough list can forward it)",
 }
 
 // fieldError is a problem with one field of the request body.
@@ -36,8 +63,9 @@ func (e *fieldError) Error() string {
 }
 
 // decodeChatRequest decodes an OpenAI chat-completions body, naming the
-// field of every problem (messages[1].content, temperature, …).
-func decodeChatRequest(body []byte) (chatRequest, *fieldError) {
+// field of every problem (messages[1].content, temperature, …); passthrough
+// are the fields the policy's models forward as they are.
+func decodeChatRequest(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
 	var req chatRequest
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(body, &top); err != nil {
@@ -57,6 +85,27 @@ func decodeChatRequest(body []byte) (chatRequest, *fieldError) {
 		return req, &fieldError{problem: "the request body is null, want a JSON object"}
 	}
 
+	for _, name := range sortedFields(top) {
+		switch {
+		case slices.Contains(handledFields, name), slices.Contains(IgnoredFields, name):
+		case passthrough[name]:
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, top[name]); err != nil {
+				return req, &fieldError{name, "not valid JSON"}
+			}
+			if req.Agent.Passthrough == nil {
+				req.Agent.Passthrough = map[string]json.RawMessage{}
+			}
+			req.Agent.Passthrough[name] = buf.Bytes()
+		case unsupported[name] != "":
+			return req, &fieldError{name, unsupported[name]}
+		default:
+			return req, &fieldError{name, "unknown field (not sent upstream, so not accepted; a model's passthrough list in the policy can forward provider-specific fields)"}
+		}
+	}
+	if err := decodeAgent(top, &req.Agent); err != nil {
+		return req, err
+	}
 	if err := decodeString(top, "model", &req.Model); err != nil {
 		return req, err
 	}
@@ -135,11 +184,11 @@ func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError
 			return m, err
 		}
 	}
-	content, err := decodeContent(obj["content"], at+".content")
+	parts, err := decodeContent(obj["content"], at+".content")
 	if err != nil {
 		return m, err
 	}
-	m.Content = content
+	m.SetParts(parts)
 	if tc, ok := obj["tool_calls"]; ok && !isNull(tc) {
 		var calls []struct {
 			ID       string `json:"id"`
@@ -167,37 +216,114 @@ func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError
 	return m, nil
 }
 
-// decodeContent accepts "text", null, or [{"type":"text","text":"…"}, …].
-func decodeContent(raw json.RawMessage, at string) (string, *fieldError) {
+// decodeContent accepts "text", null, or an array of parts: text, and
+// image_url ({url, detail}).
+func decodeContent(raw json.RawMessage, at string) ([]request.Part, *fieldError) {
 	if raw == nil || isNull(raw) {
-		return "", nil
+		return nil, nil
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
+		return []request.Part{{Type: request.PartText, Text: s}}, nil
 	}
 	var parts []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", &fieldError{at, "want a string or an array of text parts"}
+		return nil, &fieldError{at, "want a string or an array of content parts"}
 	}
-	texts := make([]string, 0, len(parts))
+	out := make([]request.Part, 0, len(parts))
 	for j, p := range parts {
 		pat := fmt.Sprintf("%s[%d]", at, j)
-		var typ, text string
+		var typ string
 		if err := decodeString(p, "type", &typ); err != nil {
 			err.field = pat + "." + err.field
-			return "", err
+			return nil, err
 		}
-		if typ != "text" {
-			return "", &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want \"text\")", typ)}
+		part := request.Part{Type: typ}
+		switch typ {
+		case request.PartText:
+			if err := decodeString(p, "text", &part.Text); err != nil {
+				err.field = pat + "." + err.field
+				return nil, err
+			}
+		case request.PartImageURL:
+			var img map[string]json.RawMessage
+			if err := decodeField(p, "image_url", &img, "an object {url, detail}"); err != nil {
+				err.field = pat + "." + err.field
+				return nil, err
+			}
+			part.ImageURL = &request.ImageURL{}
+			for _, f := range []struct {
+				name string
+				dst  *string
+			}{{"url", &part.ImageURL.URL}, {"detail", &part.ImageURL.Detail}} {
+				if err := decodeString(img, f.name, f.dst); err != nil {
+					err.field = pat + ".image_url." + err.field
+					return nil, err
+				}
+			}
+		default:
+			return nil, &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want \"text\" or \"image_url\")", typ)}
 		}
-		if err := decodeString(p, "text", &text); err != nil {
-			err.field = pat + "." + err.field
-			return "", err
-		}
-		texts = append(texts, text)
+		out = append(out, part)
 	}
-	return strings.Join(texts, "\n"), nil
+	return out, nil
+}
+
+// decodeAgent decodes the agent fields (README "Agents") into r, naming
+// the field of a value of the wrong type; Validate checks the values.
+func decodeAgent(top map[string]json.RawMessage, r *request.Request) *fieldError {
+	fields := []struct {
+		name, want string
+		dst        any
+	}{
+		{"tools", "an array of {type: \"function\", function: {name, description, parameters, strict}}", &r.Tools},
+		{"parallel_tool_calls", "a boolean", &r.ParallelToolCalls},
+		{"response_format", "an object {type, json_schema: {name, schema, strict}}", &r.ResponseFormat},
+		{"seed", "an integer", &r.Seed},
+		{"top_p", "a number", &r.TopP},
+		{"presence_penalty", "a number", &r.PresencePenalty},
+		{"frequency_penalty", "a number", &r.FrequencyPenalty},
+		{"logit_bias", "an object of token ids to integer biases", &r.LogitBias},
+		{"top_logprobs", "an integer", &r.TopLogprobs},
+		{"reasoning_effort", "a string", &r.ReasoningEffort},
+	}
+	for _, f := range fields {
+		if raw, ok := top[f.name]; ok && isNull(raw) {
+			continue
+		}
+		if err := decodeField(top, f.name, f.dst, f.want); err != nil {
+			return err
+		}
+	}
+	var logprobs *bool
+	if err := decodeField(top, "logprobs", &logprobs, "a boolean"); err != nil {
+		return err
+	}
+	r.Logprobs = logprobs != nil && *logprobs
+	if raw, ok := top["tool_choice"]; ok && !isNull(raw) {
+		var c request.ToolChoice
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return &fieldError{"tool_choice", err.Error()}
+		}
+		r.ToolChoice = &c
+	}
+	if raw, ok := top["stop"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &r.Stop); err != nil {
+			return &fieldError{"stop", err.Error()}
+		}
+	}
+	return nil
+}
+
+// sortedFields are the keys of obj, sorted, so the first problem named is
+// the same on every run.
+func sortedFields(obj map[string]json.RawMessage) []string {
+	out := make([]string, 0, len(obj))
+	for k := range obj {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // decodeString decodes an optional string field (null: empty).

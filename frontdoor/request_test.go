@@ -10,20 +10,21 @@ import (
 )
 
 func TestDecodeChatRequest(t *testing.T) {
-	temp := 0.2
+	temp, topP := 0.2, 0.9
 	for _, tc := range []struct {
 		name string
 		body string
 		want chatRequest
 	}{
 		{
-			name: "OpenAI fields, unknown ones ignored",
+			name: "OpenAI fields, ignore-listed ones accepted",
 			body: `{"model":"qwen-14b","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi","name":"ann"}],
 				"max_tokens":100,"temperature":0.2,"user":"u-1","stream":true,"stream_options":{"include_usage":true},
-				"n":1,"top_p":0.9,"tools":[],"response_format":{"type":"text"},"metadata":{"a":"b"}}`,
+				"n":1,"top_p":0.9,"tools":[],"response_format":{"type":"text"},"metadata":{"a":"b"},"store":false,"service_tier":"auto"}`,
 			want: chatRequest{Model: "qwen-14b", Messages: []request.Message{
 				{Role: "system", Content: "Be brief."}, {Role: "user", Content: "Hi", Name: "ann"},
-			}, MaxTokens: 100, maxTokensBy: "max_tokens", Temperature: &temp, User: "u-1", Stream: true, IncludeUsage: true},
+			}, MaxTokens: 100, maxTokensBy: "max_tokens", Temperature: &temp, User: "u-1", Stream: true, IncludeUsage: true,
+				Agent: request.Request{Tools: []request.Tool{}, TopP: &topP, ResponseFormat: &request.ResponseFormat{Type: "text"}}},
 		},
 		{
 			name: "stream_options: unknown fields ignored, include_usage false",
@@ -55,7 +56,7 @@ func TestDecodeChatRequest(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeChatRequest([]byte(tc.body))
+			got, err := decodeChatRequest([]byte(tc.body), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,14 +89,21 @@ func TestDecodeChatRequestNamesTheField(t *testing.T) {
 		{"messages an object", `{"messages":{}}`, "messages", "want an array"},
 		{"message a string", `{"messages":["hi"]}`, "messages[0]", "want a message object"},
 		{"role a number", `{"messages":[{"role":1}]}`, "messages[0].role", "want a string"},
-		{"content an object", `{"messages":[{"role":"user","content":{}}]}`, "messages[0].content", "want a string or an array of text parts"},
-		{"image part", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, "messages[0].content[0].type", `"image_url" parts are not supported`},
+		{"content an object", `{"messages":[{"role":"user","content":{}}]}`, "messages[0].content", "want a string or an array of content parts"},
+		{"audio part", `{"messages":[{"role":"user","content":[{"type":"input_audio"}]}]}`, "messages[0].content[0].type", `"input_audio" parts are not supported (want "text" or "image_url")`},
+		{"image_url a string", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":"https://x/y.png"}]}]}`, "messages[0].content[0].image_url", "want an object {url, detail}"},
+		{"unknown field", `{"messages":[],"toolz":[]}`, "toolz", "unknown field"},
+		{"deprecated functions", `{"messages":[],"functions":[]}`, "functions", "send tools instead"},
+		{"tools an object", `{"messages":[],"tools":{}}`, "tools", "want an array of {type"},
+		{"tool_choice a number", `{"messages":[],"tool_choice":3}`, "tool_choice", "want \"none\", \"auto\""},
+		{"stop a number", `{"messages":[],"stop":3}`, "stop", "want a string or an array of strings"},
+		{"seed a string", `{"messages":[],"seed":"x"}`, "seed", "want an integer"},
 		{"part text a number", `{"messages":[{"role":"user","content":[{"type":"text","text":1}]}]}`, "messages[0].content[0].text", "want a string"},
 		{"tool call without function", `{"messages":[{"role":"assistant","tool_calls":[{"id":"x"}]}]}`, "messages[0].tool_calls[0].function", "missing"},
 		{"tool calls a string", `{"messages":[{"role":"assistant","tool_calls":"x"}]}`, "messages[0].tool_calls", "want an array"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := decodeChatRequest([]byte(tc.body))
+			_, err := decodeChatRequest([]byte(tc.body), nil)
 			if err == nil {
 				t.Fatal("no error")
 			}

@@ -91,9 +91,48 @@ type choice struct {
 }
 
 type message struct {
-	Role    string          `json:"role"`
-	Content string          `json:"content"`
-	Refusal json.RawMessage `json:"refusal"`
+	Role string `json:"role"`
+	// Content is null for an answer that only calls tools.
+	Content   *string          `json:"content"`
+	Refusal   json.RawMessage  `json:"refusal"`
+	ToolCalls []toolCallObject `json:"tool_calls,omitempty"`
+}
+
+// toolCallObject is a tool call of an answer; Index is set in a chunk's
+// delta only.
+type toolCallObject struct {
+	Index    *int   `json:"index,omitempty"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// toolCallsOf is the tool calls of res, with their index when indexed.
+func toolCallsOf(res workflows.CallResult, indexed bool) []toolCallObject {
+	var out []toolCallObject
+	for i, c := range res.ToolCalls {
+		o := toolCallObject{ID: c.ID, Type: c.Type}
+		if o.Type == "" {
+			o.Type = "function"
+		}
+		o.Function.Name, o.Function.Arguments = c.Function.Name, c.Function.Arguments
+		if indexed {
+			o.Index = &i
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// logprobsOf is the answer's logprobs as the model sent them, else null.
+func logprobsOf(res workflows.CallResult) json.RawMessage {
+	if len(res.Logprobs) > 0 {
+		return res.Logprobs
+	}
+	return jsonNull
 }
 
 type usage struct {
@@ -137,12 +176,23 @@ func newCompletion(id string, created time.Time, res workflows.CallResult) compl
 	return completion{
 		ID: completionID(id), Object: "chat.completion", Created: created.Unix(), Model: modelOf(res),
 		Choices: []choice{{
-			Message:  message{Role: "assistant", Content: res.Content, Refusal: jsonNull},
-			Logprobs: jsonNull, FinishReason: finishReasonOf(res),
+			Message:  messageOf(res),
+			Logprobs: logprobsOf(res), FinishReason: finishReasonOf(res),
 		}},
 		Usage:      usageOf(res),
 		Resilience: resilienceOf(id, StatusCompleted, res),
 	}
+}
+
+// messageOf is the assistant message of res: its content (null when it
+// only calls tools) and tool calls.
+func messageOf(res workflows.CallResult) message {
+	m := message{Role: "assistant", Refusal: jsonNull, ToolCalls: toolCallsOf(res, false)}
+	if res.Content != "" || len(m.ToolCalls) == 0 {
+		content := res.Content
+		m.Content = &content
+	}
+	return m
 }
 
 // chunk is OpenAI's chat.completion.chunk object.
@@ -164,8 +214,9 @@ type chunkChoice struct {
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string           `json:"role,omitempty"`
+	Content   *string          `json:"content,omitempty"`
+	ToolCalls []toolCallObject `json:"tool_calls,omitempty"`
 }
 
 // chunkSize is the most bytes of answer text in one content chunk.

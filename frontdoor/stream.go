@@ -268,6 +268,10 @@ func (s *sseWriter) role(model string) {
 // chunk when asked for, and [DONE].
 func (s *sseWriter) end(id string, res workflows.CallResult, includeUsage bool) {
 	model := modelOf(res)
+	if calls := toolCallsOf(res, true); len(calls) > 0 {
+		// Tool calls come whole, once checked: one chunk.
+		_ = s.data(s.chunk(model, delta{ToolCalls: calls}, nil))
+	}
 	finish := finishReasonOf(res)
 	last := s.chunk(model, delta{}, &finish)
 	rs := resilienceOf(id, StatusCompleted, res)

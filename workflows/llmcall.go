@@ -64,6 +64,8 @@ type call struct {
 	// delivered is the text already streamed to the caller: later
 	// attempts continue it and the answer starts with it.
 	delivered string
+	// toolCallsPublished: the answering attempt streamed its tool calls.
+	toolCallsPublished bool
 	// stream is the call's workflow stream when the caller asked to
 	// stream, else nil.
 	stream *workflowstreams.WorkflowStream
@@ -204,7 +206,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
-				ConnectResends: out.ConnectResends,
+				ConnectResends: out.ConnectResends, Detail: out.Reason,
 			}}).Get(ctx, &step)
 		if err != nil {
 			return "", err
@@ -380,6 +382,8 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 		c.delivered = content
 	}
 	c.res.Content, c.res.Model, c.res.FinishReason = content, att.Model, out.FinishReason
+	c.res.ToolCalls, c.res.Logprobs = out.ToolCalls, out.Logprobs
+	c.toolCallsPublished = out.Published > 0
 	c.res.Usage.PromptTokens += out.PromptTokens
 	c.res.Usage.CompletionTokens += out.CompletionTokens
 	c.res.Source = SourceModel
@@ -395,9 +399,22 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	c.finish(ctx, OutcomeAnswered)
 }
 
-// fallback answers from the business fallback.
+// fallback answers from the business fallback; a request only a model can
+// answer (Structured) fails with ErrFallbackUnavailable instead.
 func (c *call) fallback(ctx workflow.Context, reason string) (CallResult, error) {
 	var a *activities.Activities
+	if c.req.Structured() && workflow.GetVersion(ctx, "structured-fallback", workflow.DefaultVersion, 1) == 1 {
+		// Versioned: a run started by an older build (which ignored these
+		// request fields) keeps answering from the FAQ when it replays.
+		need := "a JSON answer matching its schema"
+		if c.req.RequiresToolCall() {
+			need = "a tool call (tool_choice " + c.req.ToolChoice.String() + ")"
+		}
+		c.res.Reason = fmt.Sprintf("no model answered (%s) and the request needs %s, which the FAQ cannot give", reason, need)
+		c.finish(ctx, OutcomeFailed)
+		return c.res, temporal.NewApplicationErrorWithOptions(c.res.Reason, ErrFallbackUnavailable,
+			temporal.ApplicationErrorOptions{Details: []any{c.res}})
+	}
 	workflow.SetCurrentDetails(ctx, "business fallback: "+reason)
 	var ans activities.FallbackAnswer
 	err := workflow.ExecuteLocalActivity(localOptions(ctx, "fallback: FAQ → rule card → placeholder"),
@@ -425,6 +442,11 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 		if rest, ok := strings.CutPrefix(c.res.Content, c.delivered); ok && rest != "" {
 			if err := c.stream.Topic(TopicDelta).Publish(Delta{Model: c.res.Model, Text: rest}); err == nil {
 				c.delivered = c.res.Content
+			}
+		}
+		if len(c.res.ToolCalls) > 0 && !c.toolCallsPublished {
+			if err := c.stream.Topic(TopicDelta).Publish(Delta{Model: c.res.Model, ToolCalls: c.res.ToolCalls}); err == nil {
+				c.toolCallsPublished = true
 			}
 		}
 		if outcome == OutcomeFailed || outcome == OutcomeCanceled {

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -21,6 +22,12 @@ type CallRequest = request.Request
 
 // Message is one chat message of a CallRequest.
 type Message = request.Message
+
+// ErrFallbackUnavailable is the error type of a call whose request only a
+// model can answer (a required tool call, a JSON schema) when no model
+// did: the FAQ's text is no answer an agent can parse. It is retryable:
+// the caller may try again later.
+const ErrFallbackUnavailable = "fallback_unavailable"
 
 // Source says who answered a call.
 type Source string
@@ -54,7 +61,12 @@ type CallResult struct {
 	Model        string `json:"model,omitempty"`
 	Degraded     bool   `json:"degraded"`
 	FinishReason string `json:"finish_reason,omitempty"`
-	Usage        Usage  `json:"usage"`
+	// ToolCalls of an answer that calls tools (finish_reason tool_calls),
+	// checked against the request's tools; Logprobs as the model sent
+	// them, when the request asked for them.
+	ToolCalls []request.ToolCall `json:"tool_calls,omitempty"`
+	Logprobs  json.RawMessage    `json:"logprobs,omitempty"`
+	Usage     Usage              `json:"usage"`
 	// FAQID is the matched FAQ entry, RuleID the business rule that
 	// answered or forbade retries, Flag a rule's flag (e.g. risk_review).
 	FAQID  string `json:"faq_id,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
@@ -69,6 +70,7 @@ func (d *decider) record() {
 	}
 	n.Delivered += d.out.Delivered
 	n.Requests += d.out.ConnectResends
+	n.Shape.Repair = "" // only a repair step asks for one
 	if n.Failures[d.model] == nil {
 		n.Failures[d.model] = map[failure.Class]int{}
 	}
@@ -241,6 +243,11 @@ func (d *decider) retry() (Step, *Step) {
 		st.Next.Shape.MaxTokens, st.Next.Shape.Temperature = bumped, cp.Temperature
 		st.Reason = fmt.Sprintf("%s: max_tokens %d→%d, temperature %.1f, retry after %s",
 			class, sh.MaxTokens, bumped, deref(cp.Temperature), FormatDuration(w.Delay))
+	case config.ActionRepair:
+		st = d.step(Retry, Wait{}, "repair")
+		st.Next.Shape.Temperature = cooler(sh.Temperature, cp.Temperature)
+		st.Next.Shape.Repair = RepairInstruction(class, d.out.Detail)
+		st.Reason = fmt.Sprintf("%s: ask %s again at once, temperature %.1f, told what was wrong", class, d.model, deref(st.Next.Shape.Temperature))
 	default:
 		r := d.fallback(fmt.Sprintf("%s: action %q has no decision", class, cp.Action))
 		return Step{}, &r
@@ -402,6 +409,40 @@ func fixed(waits []config.Duration, n int) Wait {
 		return Wait{}
 	}
 	return Wait{Delay: w, Reason: FixedWait}
+}
+
+// cooler is the temperature of a repair: the request's, at most limit
+// (unset: limit).
+func cooler(t, limit *float64) *float64 {
+	if limit == nil || (t != nil && *t <= *limit) {
+		return t
+	}
+	v := *limit
+	return &v
+}
+
+// maxRepairDetail bounds the detail a repair instruction quotes.
+const maxRepairDetail = 600
+
+// RepairInstruction is the short message a repair attempt adds after the
+// request's messages, telling the model what was wrong with its answer.
+func RepairInstruction(class failure.Class, detail string) string {
+	if len(detail) > maxRepairDetail {
+		cut := maxRepairDetail
+		for cut > 0 && !utf8.RuneStart(detail[cut]) {
+			cut--
+		}
+		detail = detail[:cut] + "…"
+	}
+	switch class {
+	case failure.BadToolCall:
+		return "Your previous reply could not be used: " + detail +
+			". Call only the tools offered, with arguments that are one JSON object matching the tool's parameters."
+	case failure.SchemaMismatch:
+		return "Your previous reply could not be used: " + detail +
+			". Reply with only JSON that matches the required schema, no other text."
+	}
+	return "Your previous reply could not be used: " + detail + "."
 }
 
 func deref(t *float64) float64 {

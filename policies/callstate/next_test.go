@@ -42,6 +42,40 @@ func TestNext(t *testing.T) {
 			kind: Retry, decision: "retry", delay: 2 * time.Second, model: "qwen-72b"},
 		{name: "full jitter is capped", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Backoffs = 10; v.U = 0.999 },
 			kind: Retry, decision: "retry", delay: 7992 * time.Millisecond, model: "qwen-72b"},
+		{name: "bad tool call: repair on the model at once, cooler, told what was wrong", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.Detail = failure.BadToolCall, `tool_calls[0] calls "delete_db", which was not offered (offered: lookup_order)`
+			hot := 0.9
+			s.Shape.Temperature = &hot
+		},
+			kind: Retry, decision: "repair", model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				sh := s.Next.Shape
+				if sh.Temperature == nil || *sh.Temperature != 0.3 || !strings.Contains(sh.Repair, `calls "delete_db", which was not offered`) || !strings.Contains(sh.Repair, "Call only the tools offered") {
+					t.Errorf("shape %+v (temperature %v)", sh, sh.Temperature)
+				}
+			}},
+		{name: "schema mismatch: a cooler request keeps its temperature", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.Detail = failure.SchemaMismatch, "at /order_id: got number, want string"
+			cold := 0.1
+			s.Shape.Temperature = &cold
+		},
+			kind: Retry, decision: "repair", model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				if sh := s.Next.Shape; *sh.Temperature != 0.1 || !strings.Contains(sh.Repair, "at /order_id: got number, want string. Reply with only JSON") {
+					t.Errorf("shape %+v", sh)
+				}
+			}},
+		{name: "schema mismatch after its repair: switch, the instruction dropped", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.Detail = failure.SchemaMismatch, "the answer is not valid JSON"
+			s.ClassRetries = map[failure.Class]int{failure.SchemaMismatch: 1}
+			s.Shape.Repair = "Your previous reply could not be used: …"
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b",
+			check: func(t *testing.T, s Step) {
+				if s.Next.Shape.Repair != "" {
+					t.Errorf("the switch keeps the repair instruction %q", s.Next.Shape.Repair)
+				}
+			}},
 		{name: "read timeout switches after one failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },

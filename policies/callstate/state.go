@@ -70,6 +70,9 @@ type Shape struct {
 	// MaxTokens and Temperature sent upstream (0 / nil: upstream default).
 	MaxTokens   int      `json:"max_tokens,omitempty"`
 	Temperature *float64 `json:"temperature,omitempty"`
+	// Repair is the instruction a repair attempt adds after the request's
+	// messages: what was wrong with the model's last answer.
+	Repair string `json:"repair,omitempty"`
 }
 
 // From names the attempt a later attempt comes from and why.
@@ -173,6 +176,9 @@ type Outcome struct {
 	// ConnectResends are the requests the attempt resent at the network
 	// layer after a failed connect (each was paid from the budget).
 	ConnectResends int `json:"connect_resends,omitempty"`
+	// Detail says what was wrong with the answer (bad_tool_call,
+	// schema_mismatch): a repair tells the model.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Verdicts are the answers of the process-wide guards, gathered by the

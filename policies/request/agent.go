@@ -188,14 +188,15 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(raw, &parts); err != nil {
 			return fmt.Errorf("content: want a string or an array of parts: %w", err)
 		}
-		m.setParts(parts)
+		m.SetParts(parts)
 		return nil
 	}
 	return fmt.Errorf("content: want a string or an array of parts, got %s", raw)
 }
 
-// setParts stores parts: text only becomes Content, else Parts.
-func (m *Message) setParts(parts []Part) {
+// SetParts stores content parts: text only becomes Content (joined by
+// newlines), parts with an image stay in Parts.
+func (m *Message) SetParts(parts []Part) {
 	for _, p := range parts {
 		if p.Type != PartText {
 			m.Parts = parts
