@@ -105,13 +105,13 @@ type Options struct {
 //
 // It is safe for concurrent use.
 type Handler struct {
-	o         Options
-	mux       *http.ServeMux
-	models    []string
+	o      Options
+	mux    *http.ServeMux
+	models []string
 	// passthrough are the fields some model of the policy forwards.
 	passthrough map[string]bool
 	namespace   string
-	hubs      *hubs // the subscriptions of streamed calls
+	hubs        *hubs // the subscriptions of streamed calls
 }
 
 // New checks o, resolves its defaults and returns the Handler.
