@@ -94,6 +94,12 @@ type chatRequest struct {
 	// vLLM's chat-template flags: continue the final assistant message.
 	ContinueFinalMessage *bool `json:"continue_final_message"`
 	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
+	// Tools, tool_choice and response_format (see renderAgent);
+	// temperature as sent.
+	Tools          []tool          `json:"tools"`
+	ToolChoice     json.RawMessage `json:"tool_choice"`
+	ResponseFormat *responseFormat `json:"response_format"`
+	Temperature    *float64        `json:"temperature"`
 }
 
 // continuation describes a request to continue the last assistant message.
@@ -148,8 +154,15 @@ func (r *chatRequest) maxTokens() int {
 	return 0
 }
 
-// question returns the last user message, or "".
+// question returns the current turn's question: its first user message
+// (later ones, like a client's note on a rejected answer, and tool
+// results do not change what is asked), else the last user message, else "".
 func (r *chatRequest) question() string {
+	for _, m := range r.Messages[r.turn():] {
+		if m.Role == "user" {
+			return m.Content
+		}
+	}
 	for i := len(r.Messages) - 1; i >= 0; i-- {
 		if r.Messages[i].Role == "user" {
 			return r.Messages[i].Content
@@ -177,9 +190,10 @@ type choice struct {
 }
 
 type respMessage struct {
-	Role             string  `json:"role,omitempty"`
-	Content          *string `json:"content,omitempty"`
-	ReasoningContent string  `json:"reasoning_content,omitempty"`
+	Role             string        `json:"role,omitempty"`
+	Content          *string       `json:"content,omitempty"`
+	ReasoningContent string        `json:"reasoning_content,omitempty"`
+	ToolCalls        []simToolCall `json:"tool_calls,omitempty"`
 }
 
 type usage struct {

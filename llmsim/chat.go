@@ -143,6 +143,8 @@ type exchange struct {
 	done   bool
 	nextID uint64
 	gen    *genState // what the request generates, once it got a slot
+	// extra are the request's top-level fields the simulator does not know.
+	extra map[string]json.RawMessage
 }
 
 func (x *exchange) header() http.Header { return x.w.Header() }
@@ -214,6 +216,7 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err == nil {
 		err = json.Unmarshal(body, &x.req)
+		x.extra = extraFields(body)
 	}
 	question := x.req.question()
 	conv := ""

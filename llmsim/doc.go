@@ -129,6 +129,19 @@
 //	cut_stream               200     stream_broken            after (half)              N content tokens streamed, then the connection is cut
 //	stream_error             200     stream_broken            after (half)              N content tokens, then data: {"error":…}, stream ends
 //	stall                    200     stream_broken            after (half), duration    N content tokens, then silence on an open connection
+//	bad_tool_args            200     bad_tool_call            -                         a tool call whose arguments are cut JSON
+//	unknown_tool             200     bad_tool_call            -                         a tool call naming a tool that was not offered
+//	bad_json                 200     schema_mismatch          -                         a JSON answer with prose before cut JSON
+//
+// Tools and structured outputs: a request that offers tools (tool_choice
+// not "none") is answered with a tool call (streamed as tool-call deltas)
+// until its current turn holds tool results, then from the results;
+// tool_choice "required" always calls, a named function calls that one,
+// auto picks the tool whose name shares most words with the question.
+// Arguments, and the answer to a json_object or json_schema
+// response_format, are JSON built from the schema (a property named like
+// an id takes the question's first number). The three faults above apply
+// only to such answers (otherwise the answer is normal).
 //
 // The three stream faults strike after "after" content tokens were
 // streamed (default half the answer; 0: before the first content token),

@@ -116,6 +116,15 @@ const (
 	// the body, then the stall. Class stream_broken (the client's idle
 	// timeout).
 	FaultStall Fault = "stall"
+	// FaultBadToolArgs answers a tool call whose arguments are cut JSON
+	// (requests that offer tools). Class bad_tool_call.
+	FaultBadToolArgs Fault = "bad_tool_args"
+	// FaultUnknownTool answers a tool call naming a tool that was not
+	// offered. Class bad_tool_call.
+	FaultUnknownTool Fault = "unknown_tool"
+	// FaultBadJSON answers a json_object / json_schema request with prose
+	// and cut JSON. Class schema_mismatch.
+	FaultBadJSON Fault = "bad_json"
 )
 
 // streamFault reports the faults that cut a stream after some tokens.
@@ -183,6 +192,9 @@ var faultTable = []FaultInfo{
 	{FaultCutStream, 200, "stream_broken", "after", "N content tokens streamed, then the connection is cut (no finish_reason, no [DONE])", stageBack},
 	{FaultStreamError, 200, "stream_broken", "after", `N content tokens, then data: {"error":{...}} and the stream ends (non-streamed: error body)`, stageBack},
 	{FaultStall, 200, "stream_broken", "after, duration", "N content tokens, then silence on an open connection until the client gives up (or duration)", stageBack},
+	{FaultBadToolArgs, 200, "bad_tool_call", "", "a tool call whose arguments are cut JSON (requests with tools)", stageBack},
+	{FaultUnknownTool, 200, "bad_tool_call", "", "a tool call naming a tool that was not offered", stageBack},
+	{FaultBadJSON, 200, "schema_mismatch", "", "prose and cut JSON for a json_object / json_schema answer", stageBack},
 }
 
 // FaultTable returns a copy of the fault catalogue in documentation order.

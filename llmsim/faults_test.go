@@ -2,6 +2,7 @@ package llmsim_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -100,6 +101,8 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 		timeout   time.Duration
 		outcome   string
 		check     func(t *testing.T, r result)
+		// edit changes the request (tools, response_format).
+		edit func(r *openai.ChatCompletionRequest)
 	}{
 		{fault: llmsim.FaultLatency, directive: "latency=300ms", outcome: "200", check: func(t *testing.T, r result) {
 			c := choice(t, r)
@@ -321,6 +324,24 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("err %v status %d resp %+v, want the error body of error_body", r.err, r.status, r.resp)
 			}
 		}},
+		{fault: llmsim.FaultBadToolArgs, outcome: "200", edit: offerTools, check: func(t *testing.T, r result) {
+			c := choice(t, r)
+			if c.FinishReason != openai.FinishReasonToolCalls || len(c.Message.ToolCalls) != 1 || json.Valid([]byte(c.Message.ToolCalls[0].Function.Arguments)) {
+				t.Errorf("finish %q calls %+v, want one call with cut arguments", c.FinishReason, c.Message.ToolCalls)
+			}
+		}},
+		{fault: llmsim.FaultUnknownTool, outcome: "200", edit: offerTools, check: func(t *testing.T, r result) {
+			c := choice(t, r)
+			if len(c.Message.ToolCalls) != 1 || c.Message.ToolCalls[0].Function.Name != "unknown_lookup_order" {
+				t.Errorf("calls %+v, want one call to a tool not offered", c.Message.ToolCalls)
+			}
+		}},
+		{fault: llmsim.FaultBadJSON, outcome: "200", edit: askJSON, check: func(t *testing.T, r result) {
+			c := choice(t, r)
+			if json.Valid([]byte(c.Message.Content)) || !strings.HasPrefix(c.Message.Content, "Sure! ") {
+				t.Errorf("content %q, want prose and cut JSON", c.Message.Content)
+			}
+		}},
 		{fault: llmsim.FaultStall, directive: "duration=300ms", outcome: "200", check: func(t *testing.T, r result) {
 			noHTTPError(t, r.err)
 			if r.status != 200 || !errors.Is(r.err, io.ErrUnexpectedEOF) || r.elapsed < 300*time.Millisecond {
@@ -352,7 +373,11 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 			cl, cap := goClient(srv, timeout, "Idempotency-Key", key+"/1")
 			q := fmt.Sprintf("What does %s look like? [[sim fault=%s %s]]", name, c.fault, c.directive)
 			begin := time.Now()
-			resp, err := cl.CreateChatCompletion(context.Background(), ask("qwen-72b", q))
+			req := ask("qwen-72b", q)
+			if c.edit != nil {
+				c.edit(&req)
+			}
+			resp, err := cl.CreateChatCompletion(context.Background(), req)
 			r := result{q: q, resp: resp, err: err, elapsed: time.Since(begin)}
 			r.status, r.header = cap.last()
 			if r.header == nil {
@@ -375,6 +400,17 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// offerTools offers lookup_order.
+func offerTools(r *openai.ChatCompletionRequest) {
+	r.Tools = []openai.Tool{{Type: openai.ToolTypeFunction, Function: &openai.FunctionDefinition{Name: "lookup_order",
+		Parameters: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}}}
+}
+
+// askJSON asks for a JSON object.
+func askJSON(r *openai.ChatCompletionRequest) {
+	r.ResponseFormat = &openai.ChatCompletionResponseFormat{Type: openai.ChatCompletionResponseFormatTypeJSONObject}
 }
 
 func TestUnknownModelAndBadRequests(t *testing.T) {

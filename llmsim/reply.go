@@ -12,6 +12,8 @@ import (
 // rendered is the content of a 200 answer.
 type rendered struct {
 	content, reasoning string
+	// toolCalls answer instead of content (finish_reason tool_calls).
+	toolCalls          []simToolCall
 	finish             string
 	noChoices          bool
 	prompt, completion int
@@ -72,6 +74,21 @@ func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f F
 		}
 	}
 	generated := true
+	switch f {
+	case FaultErrorBody, FaultMalformedJSON, FaultServerError, FaultGatewayTimeout, FaultNoChoices, FaultContentFilter:
+	default:
+		var calls []simToolCall
+		var isCall bool
+		content, calls, isCall = renderAgent(req, content, f)
+		if isCall {
+			rd.toolCalls, rd.finish = calls, "tool_calls"
+			for _, c := range calls {
+				rd.completion += EstimateTokens(c.Function.Name) + EstimateTokens(c.Function.Arguments)
+			}
+			rd.tokens = rd.completion
+			return rd
+		}
+	}
 	switch f {
 	case FaultLength:
 		n := max(1, EstimateTokens(content)/2)
@@ -158,7 +175,13 @@ func (x *exchange) recordGeneration() {
 		Prefix: g.rd.prefix, PrefixMatched: g.rd.prefixMatched,
 		Reasoning: g.rd.reasoning, Text: g.rd.content, CompletionTokens: g.rd.completion,
 		FinishReason: g.rd.finish, SentBytes: g.sentBytes, SentTokens: g.sentTokens,
-		End: g.end, Fault: x.rec.Fault,
+		End: g.end, Fault: x.rec.Fault, Temperature: x.req.Temperature, Extra: x.extra,
+	}
+	if n := len(x.req.Messages); n > 0 {
+		gen.Last = x.req.Messages[n-1].Content
+	}
+	for _, c := range g.rd.toolCalls {
+		gen.ToolCalls = append(gen.ToolCalls, GeneratedToolCall{ID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	select {
 	case <-g.job.started:
@@ -174,7 +197,11 @@ func (x *exchange) complete(rd rendered, p plan, j *job) {
 		Choices: []choice{}, Usage: x.usage(rd), SystemFingerprint: "llmsim"}
 	if !rd.noChoices {
 		fr := rd.finish
-		resp.Choices = append(resp.Choices, choice{Message: &respMessage{Role: "assistant", Content: strp(rd.content), ReasoningContent: rd.reasoning}, FinishReason: &fr})
+		msg := &respMessage{Role: "assistant", Content: strp(rd.content), ReasoningContent: rd.reasoning, ToolCalls: rd.toolCalls}
+		if len(rd.toolCalls) > 0 {
+			msg.Content = nil
+		}
+		resp.Choices = append(resp.Choices, choice{Message: msg, FinishReason: &fr})
 	}
 	var b []byte
 	switch x.rec.Fault {
@@ -280,6 +307,19 @@ func (x *exchange) chunks(rd rendered) []event {
 	for _, piece := range tokenPieces(rd.reasoning) {
 		tok++
 		out = append(out, event{data: mk([]choice{{Delta: &respMessage{ReasoningContent: piece}}}, nil), tok: tok})
+	}
+	for i, c := range rd.toolCalls {
+		// The call's id and name first, then its arguments token by token.
+		head := simToolCall{Index: &i, ID: c.ID, Type: c.Type}
+		head.Function.Name = c.Function.Name
+		tok++
+		out = append(out, event{data: mk([]choice{{Delta: &respMessage{ToolCalls: []simToolCall{head}}}}, nil), tok: tok})
+		for _, piece := range tokenPieces(c.Function.Arguments) {
+			d := simToolCall{Index: &i}
+			d.Function.Arguments = piece
+			tok++
+			out = append(out, event{data: mk([]choice{{Delta: &respMessage{ToolCalls: []simToolCall{d}}}}, nil), tok: tok})
+		}
 	}
 	content, bytes := 0, 0
 	for _, piece := range tokenPieces(rd.content) {

@@ -1,6 +1,7 @@
 package llmsim
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -99,12 +100,28 @@ type Generation struct {
 	End string `json:"end"`
 	// Fault is the injected fault, if any.
 	Fault Fault `json:"fault,omitempty"`
+	// ToolCalls are the tool calls answered (Text is then empty).
+	ToolCalls []GeneratedToolCall `json:"tool_calls,omitempty"`
+	// Temperature as the request sent it; Last is the text of the
+	// request's last message (a client's note on a rejected answer shows
+	// here); Extra are the top-level request fields the simulator does not
+	// know, as received (provider-specific passthrough fields).
+	Temperature *float64                   `json:"temperature,omitempty"`
+	Last        string                     `json:"last,omitempty"`
+	Extra       map[string]json.RawMessage `json:"extra,omitempty"`
 	// TTFT, ITL and Service are the schedule: the time to first token and
 	// the inter-token latency (load factor and latency faults included) and
 	// the generation time TTFT + CompletionTokens × ITL.
 	TTFT    Duration `json:"ttft"`
 	ITL     Duration `json:"itl"`
 	Service Duration `json:"service"`
+}
+
+// GeneratedToolCall is a tool call the simulator answered with.
+type GeneratedToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Sent returns the content the client received: Text[:SentBytes].
