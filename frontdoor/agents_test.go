@@ -1,0 +1,203 @@
+package frontdoor_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	oshared "github.com/openai/openai-go/v3/shared"
+	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+)
+
+// lookupOrder is the tool the agent tests offer.
+func lookupOrder() openai.ChatCompletionToolUnionParam {
+	return openai.ChatCompletionFunctionTool(oshared.FunctionDefinitionParam{
+		Name:        "lookup_order",
+		Description: openai.String("Find an order by its id"),
+		Parameters: oshared.FunctionParameters{
+			"type":       "object",
+			"properties": map[string]any{"order_id": map[string]any{"type": "string"}},
+			"required":   []string{"order_id"},
+		},
+	})
+}
+
+func agentParams(user, question string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{
+		Model:    "auto",
+		User:     openai.String(user),
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(question)},
+		Tools:    []openai.ChatCompletionToolUnionParam{lookupOrder()},
+	}
+}
+
+// TestToolCallingRoundTrip: with the official client, an agent offers a
+// tool, gets a tool call, sends the tool result and gets the final
+// answer, streamed and not.
+func TestToolCallingRoundTrip(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	for _, streamed := range []bool{false, true} {
+		user := "u-agent-plain"
+		if streamed {
+			user = "u-agent-stream"
+		}
+		p := agentParams(user, "Where is order 42?")
+		var msg openai.ChatCompletionMessage
+		var finish string
+		if streamed {
+			a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p), nil)
+			msg, finish = a.acc.Choices[0].Message, a.acc.Choices[0].FinishReason
+			require.Equal(t, "model", resilience(t, a.last.RawJSON()).Source)
+		} else {
+			resp, err := oc.Chat.Completions.New(ctx, p)
+			require.NoError(t, err)
+			msg, finish = resp.Choices[0].Message, resp.Choices[0].FinishReason
+			require.Contains(t, resp.RawJSON(), `"content":null`, "a tool call has null content")
+		}
+		require.Equal(t, "tool_calls", finish, "streamed=%v", streamed)
+		require.Empty(t, msg.Content)
+		require.Len(t, msg.ToolCalls, 1)
+		call := msg.ToolCalls[0]
+		require.NotEmpty(t, call.ID)
+		require.Equal(t, "lookup_order", call.Function.Name)
+		require.JSONEq(t, `{"order_id":"42"}`, call.Function.Arguments)
+
+		p.Messages = append(p.Messages, msg.ToParam(), openai.ToolMessage("shipped on Monday", call.ID))
+		if streamed {
+			a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p), nil)
+			msg, finish = a.acc.Choices[0].Message, a.acc.Choices[0].FinishReason
+		} else {
+			resp, err := oc.Chat.Completions.New(ctx, p)
+			require.NoError(t, err)
+			msg, finish = resp.Choices[0].Message, resp.Choices[0].FinishReason
+		}
+		require.Equal(t, "stop", finish)
+		require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", msg.Content)
+		require.Empty(t, msg.ToolCalls)
+	}
+}
+
+// TestPassthroughAndIgnoredFields: a policy passthrough field reaches the
+// upstream as written; the fields stock SDKs send and that do not change
+// the answer are accepted; an unknown field is refused by name.
+func TestPassthroughAndIgnoredFields(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	p := params("u-pass", "Tell me about passthrough.")
+	p.Store = openai.Bool(false)
+	p.Metadata = oshared.Metadata{"trace": "abc"}
+	resp, err := oc.Chat.Completions.New(ctx, p,
+		option.WithJSONSet("top_k", 40), option.WithJSONSet("repetition_penalty", json.RawMessage(`{ "value" : 1.05 }`)))
+	require.NoError(t, err)
+	require.Equal(t, "model", resilience(t, resp.RawJSON()).Source)
+	var gen *llmsim.Generation
+	for _, g := range d.sim.Generations("") {
+		if g.Last == "Tell me about passthrough." {
+			gen = &g
+		}
+	}
+	require.NotNil(t, gen, "no generation for the request")
+	require.Equal(t, "40", string(gen.Extra["top_k"]))
+	require.Equal(t, `{"value":1.05}`, string(gen.Extra["repetition_penalty"]))
+	require.NotContains(t, gen.Extra, "store", "an ignored field was sent upstream")
+	require.NotContains(t, gen.Extra, "metadata")
+
+	_, err = oc.Chat.Completions.New(ctx, params("u-pass", "x"), option.WithJSONSet("mirostat", 2))
+	e := apiError(t, err)
+	require.Equal(t, http.StatusBadRequest, e.StatusCode)
+	require.Equal(t, "mirostat", e.Param)
+	require.Contains(t, e.Message, "unknown field")
+}
+
+// TestJSONSchemaRepair: an answer that does not match the schema is
+// repaired once on the same model, cooler and told what was wrong; the
+// caller gets the valid answer, and the schema error is in the attempt's
+// reason.
+func TestJSONSchemaRepair(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	p := params("u-json", "Status of order 42? [[sim fault=bad_json times=1]]")
+	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &oshared.ResponseFormatJSONSchemaParam{
+		JSONSchema: oshared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "order", Strict: openai.Bool(true), Schema: map[string]any{
+			"type": "object", "required": []string{"order_id", "status"},
+			"properties": map[string]any{"order_id": map[string]any{"type": "string"}, "status": map[string]any{"type": "string", "enum": []string{"shipped", "pending"}}},
+		}}}}
+	resp, err := oc.Chat.Completions.New(ctx, p)
+	require.NoError(t, err)
+	var order struct {
+		OrderID string `json:"order_id"`
+		Status  string `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(resp.Choices[0].Message.Content), &order), resp.Choices[0].Message.Content)
+	require.Equal(t, "42", order.OrderID)
+
+	r := resilience(t, resp.RawJSON())
+	require.Equal(t, "model", r.Source)
+	require.Len(t, r.Attempts, 2, "%+v", r.Attempts)
+	a := r.Attempts[0]
+	require.Equal(t, "schema_mismatch", a.Class)
+	require.Equal(t, "repair", a.Decision)
+	require.Equal(t, "qwen-72b", r.Attempts[1].Model, "the repair stays on the model")
+
+	gens := d.sim.Generations("")
+	last := gens[len(gens)-1]
+	require.NotNil(t, last.Temperature)
+	require.LessOrEqual(t, *last.Temperature, 0.3+1e-6)
+	require.Contains(t, last.Last, "Your previous reply could not be used: the answer is not valid JSON")
+}
+
+// TestRequiredToolNeverGetsFAQText: when no model can answer a request
+// that requires a tool call, the caller gets a retryable 503, not an FAQ
+// text it would try to parse.
+func TestRequiredToolNeverGetsFAQText(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	p := agentParams("u-required", "Where is order 42? [[sim fault=maintenance times=always]]")
+	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
+	_, err := oc.Chat.Completions.New(ctx, p)
+	e := apiError(t, err)
+	require.Equal(t, http.StatusServiceUnavailable, e.StatusCode, e.RawJSON())
+	require.Equal(t, "fallback_unavailable", e.Code)
+	require.NotEmpty(t, e.Response.Header.Get("Retry-After"))
+	require.Contains(t, e.Message, "a tool call (tool_choice required)")
+
+	// Optional tools: the FAQ may still answer, as assistant content.
+	p = agentParams("u-optional", "How do I reset my password? [[sim fault=maintenance times=always]]")
+	resp, err := oc.Chat.Completions.New(ctx, p)
+	require.NoError(t, err)
+	require.Equal(t, "faq", resilience(t, resp.RawJSON()).Source)
+	require.NotEmpty(t, resp.Choices[0].Message.Content)
+}
+
+// TestRungWithoutToolsIsSkipped: a request with tools never reaches a
+// model that cannot call them; the skip is in the attempts.
+func TestRungWithoutToolsIsSkipped(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	resp, err := oc.Chat.Completions.New(ctx, agentParams("u-skip", "Where is order 7? [[sim fault=model_not_found times=always]]"))
+	require.NoError(t, err)
+	r := resilience(t, resp.RawJSON())
+	var skip *string
+	for _, a := range r.Attempts {
+		if a.Model == "llama-8b" {
+			require.Equal(t, "skip", a.Decision)
+			skip = &a.Reason
+		}
+	}
+	require.NotNil(t, skip, "llama-8b not in the attempts: %+v", r.Attempts)
+	require.Contains(t, *skip, "llama-8b lacks tools")
+	for _, g := range d.sim.Generations("") {
+		require.False(t, g.Model == "llama-8b" && strings.Contains(g.Last, "order 7"), "llama-8b got a request with tools")
+	}
+}
