@@ -169,7 +169,7 @@ func instance(schema json.RawMessage, question, text string) any {
 	if json.Unmarshal(schema, &s) != nil {
 		return map[string]any{}
 	}
-	return fill(s, "", question, text, 0)
+	return fill(s, "", StripDirectives(question), text, 0)
 }
 
 func fill(s map[string]any, name, question, text string, depth int) any {

@@ -37,6 +37,7 @@ var goldenPaths = []string{
 	"fallback-faq", "fallback-rule", "fallback-placeholder",
 	"handoff", "safe-message", "invalid-request", "cancellation",
 	"stream-success", "stream-resume", "stream-no-continuation",
+	"tool-call", "stream-tool-call", "class-bad_tool_call", "class-schema_mismatch", "capability-skip", "fallback-unavailable",
 }
 
 const historiesDir = "testdata/histories"

@@ -2,6 +2,7 @@ package histories
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"strings"
@@ -342,12 +343,79 @@ func paths() []path {
 			want:    want{decisions: []string{"qwen-72b:stream_broken:finish"}, source: workflows.SourceModel},
 		},
 		{
+			name: "tool-call", doc: "an agent offers a tool: the model's tool call is the answer",
+			request: withTools(ask("tool-call", "Where is order 42?")),
+			want:    want{decisions: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel, check: calledLookup},
+		},
+		{
+			name: "stream-tool-call", doc: "a streamed agent call: the tool call reaches the stream whole, once checked",
+			request: streamed(withTools(ask("stream-tool-call", "Where is order 42?"))),
+			want:    want{decisions: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel, check: calledLookup},
+		},
+		{
+			name: "class-bad_tool_call", doc: "a call to a tool that was not offered: repaired once on the model, cooler",
+			request: withTools(ask("class-bad_tool_call", "[[sim fault=unknown_tool times=1]] Where is order 42?")),
+			want: want{decisions: []string{"qwen-72b:bad_tool_call:repair", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+				check: calledLookup},
+		},
+		{
+			name: "class-schema_mismatch", doc: "an answer that is not JSON for a json_schema request: one repair with the error",
+			request: withSchema(ask("class-schema_mismatch", "[[sim fault=bad_json times=1]] Status of order 42?")),
+			want: want{decisions: []string{"qwen-72b:schema_mismatch:repair", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+				check: func(res workflows.CallResult) error {
+					if !strings.Contains(res.Attempts[0].Reason, "not valid JSON") || !strings.HasPrefix(res.Content, "{") {
+						return fmt.Errorf("reason %q, content %q", res.Attempts[0].Reason, res.Content)
+					}
+					return nil
+				}},
+		},
+		{
+			name: "capability-skip", doc: "a request with tools: the rung without tools is skipped, never sent; the FAQ answers",
+			request: withTools(ask("capability-skip", "How do I reset my password? [[sim fault=model_not_found times=always]]")),
+			want: want{decisions: []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:model_not_found:switch_model",
+				"llama-8b:ok:skip"}, source: workflows.SourceFAQ, check: faqAnswered},
+		},
+		{
+			name: "fallback-unavailable", doc: "a required tool call and no model answers: the call fails, retryable, no FAQ text",
+			request: requireTool(withTools(ask("fallback-unavailable", "[[sim fault=maintenance times=always]] "+faqQuestion))),
+			want:    want{decisions: []string{"qwen-72b:service_unavailable:fallback"}, fails: workflows.ErrFallbackUnavailable},
+		},
+		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
 			request: ask("cancellation", "[[sim fault=rate_limited retry_after=30s times=1]] "+plainQuestion),
 			drive:   cancelDuringBackoff,
 			want:    want{decisions: []string{"qwen-72b:rate_limited:wait retry-after"}, fails: failsCanceled},
 		},
 	}
+}
+
+// withTools offers the lookup_order tool.
+func withTools(req workflows.CallRequest) workflows.CallRequest {
+	req.Tools = []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "lookup_order",
+		Description: "Find an order by its id",
+		Parameters:  json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`)}}}
+	return req
+}
+
+// requireTool makes a tool call the only valid answer.
+func requireTool(req workflows.CallRequest) workflows.CallRequest {
+	req.ToolChoice = &request.ToolChoice{Mode: request.ToolChoiceRequired}
+	return req
+}
+
+// withSchema asks for JSON matching an order schema.
+func withSchema(req workflows.CallRequest) workflows.CallRequest {
+	req.ResponseFormat = &request.ResponseFormat{Type: request.FormatJSONSchema, JSONSchema: &request.JSONSchema{Name: "order",
+		Schema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},"status":{"type":"string","enum":["shipped","pending"]}},"required":["order_id","status"]}`)}}
+	return req
+}
+
+// calledLookup checks that the answer is the lookup_order call.
+func calledLookup(res workflows.CallResult) error {
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Function.Name != "lookup_order" || res.FinishReason != "tool_calls" {
+		return fmt.Errorf("tool calls %+v, finish %q: want one lookup_order call", res.ToolCalls, res.FinishReason)
+	}
+	return nil
 }
 
 // refusingURL is the base URL of a local port nobody listens on: a dial

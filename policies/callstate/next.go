@@ -3,6 +3,7 @@ package callstate
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -247,7 +248,7 @@ func (d *decider) retry() (Step, *Step) {
 		st = d.step(Retry, Wait{}, "repair")
 		st.Next.Shape.Temperature = cooler(sh.Temperature, cp.Temperature)
 		st.Next.Shape.Repair = RepairInstruction(class, d.out.Detail)
-		st.Reason = fmt.Sprintf("%s: ask %s again at once, temperature %.1f, told what was wrong", class, d.model, deref(st.Next.Shape.Temperature))
+		st.Reason = fmt.Sprintf("%s: %s; ask %s again at once, temperature %.1f, told what was wrong", class, oneLine(d.out.Detail, 300), d.model, deref(st.Next.Shape.Temperature))
 	default:
 		r := d.fallback(fmt.Sprintf("%s: action %q has no decision", class, cp.Action))
 		return Step{}, &r
@@ -421,19 +422,25 @@ func cooler(t, limit *float64) *float64 {
 	return &v
 }
 
+// oneLine is s on one line, cut to at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 // maxRepairDetail bounds the detail a repair instruction quotes.
 const maxRepairDetail = 600
 
 // RepairInstruction is the short message a repair attempt adds after the
 // request's messages, telling the model what was wrong with its answer.
 func RepairInstruction(class failure.Class, detail string) string {
-	if len(detail) > maxRepairDetail {
-		cut := maxRepairDetail
-		for cut > 0 && !utf8.RuneStart(detail[cut]) {
-			cut--
-		}
-		detail = detail[:cut] + "…"
-	}
+	detail = oneLine(detail, maxRepairDetail)
 	switch class {
 	case failure.BadToolCall:
 		return "Your previous reply could not be used: " + detail +
