@@ -3,6 +3,9 @@ package frontdoor_test
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -199,5 +202,47 @@ func TestRungWithoutToolsIsSkipped(t *testing.T) {
 	require.Contains(t, *skip, "llama-8b lacks tools")
 	for _, g := range d.sim.Generations("") {
 		require.False(t, g.Model == "llama-8b" && strings.Contains(g.Last, "order 7"), "llama-8b got a request with tools")
+	}
+}
+
+// TestAgentWithTypeScriptClient: the same tool round trip with the
+// official OpenAI JavaScript client (testdata/openai-ts, pinned in its
+// package-lock.json), streamed and not.
+func TestAgentWithTypeScriptClient(t *testing.T) {
+	dir, err := filepath.Abs("testdata/openai-ts")
+	require.NoError(t, err)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH (Node 20 or later is needed)")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
+		t.Skipf("the OpenAI JavaScript client is not installed: npm ci --prefix %s", dir)
+	}
+	d := newDoor(t, nil)
+	cmd := exec.CommandContext(ctxT(t), node, "agent.mjs", d.ts.URL+"/v1", "tok-acme", "u-ts-agent")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var got map[string]struct {
+		FirstFinish   string  `json:"first_finish"`
+		FirstContent  *string `json:"first_content"`
+		Tool          string  `json:"tool"`
+		Arguments     string  `json:"arguments"`
+		ID            string  `json:"id"`
+		SecondFinish  string  `json:"second_finish"`
+		SecondContent string  `json:"second_content"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	for _, mode := range []string{"plain", "streamed"} {
+		r := got[mode]
+		require.Equal(t, "tool_calls", r.FirstFinish, "%s: %s", mode, out)
+		require.True(t, r.FirstContent == nil || *r.FirstContent == "", "%s: content %v", mode, r.FirstContent)
+		require.Equal(t, "lookup_order", r.Tool, mode)
+		require.JSONEq(t, `{"order_id":"42"}`, r.Arguments, mode)
+		require.NotEmpty(t, r.ID, mode)
+		require.Equal(t, "stop", r.SecondFinish, mode)
+		require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", r.SecondContent, mode)
 	}
 }
