@@ -500,3 +500,36 @@ func BenchmarkFitWindow(b *testing.B) {
 		FitWindow(conv, window, 256, tc)
 	}
 }
+
+// TestPruneKeepsTheAgentsLatestToolExchange: an agent's turn ends with
+// tool results (the model's calls and their answers after the question);
+// every stage, and fitting a small window, keeps that exchange whole with
+// the question, and drops older exchanges only whole.
+func TestPruneKeepsTheAgentsLatestToolExchange(t *testing.T) {
+	call := func(id, name string) request.Message {
+		return request.Message{Role: request.RoleAssistant, ToolCalls: []request.ToolCall{{ID: id, Type: "function",
+			Function: request.FunctionCall{Name: name, Arguments: `{"order_id":"` + id + `"}`}}}}
+	}
+	result := func(id string) request.Message {
+		return request.Message{Role: request.RoleTool, ToolCallID: id, Content: strings.Repeat("order "+id+" details ", 40)}
+	}
+	msgs := []request.Message{
+		{Role: request.RoleSystem, Content: "You are a support agent."},
+		{Role: request.RoleUser, Content: "Where is order 1?"}, call("1", "lookup_order"), result("1"),
+		{Role: request.RoleAssistant, Content: "Order 1 shipped."},
+		{Role: request.RoleUser, Content: "And order 2, and can you cancel 3?"},
+		call("2", "lookup_order"), result("2"), call("3", "cancel_order"), result("3"),
+	}
+	latest := msgs[5:]
+	for stage := 0; stage <= LastPruneStage; stage++ {
+		got := PruneForAttempt(msgs, stage, 0.5).Messages
+		if !slices.EqualFunc(got[len(got)-len(latest):], latest, func(a, b request.Message) bool { return reflect.DeepEqual(a, b) }) {
+			t.Errorf("stage %d dropped part of the latest tool exchange: %d messages kept", stage, len(got))
+		}
+	}
+	var tc *TokenCounter
+	fit := FitWindow(msgs, tc.CountMessages(append([]request.Message{msgs[0]}, latest...))+10, 0, nil)
+	if len(fit.Messages) != 1+len(latest) || !fit.Fits {
+		t.Errorf("FitWindow kept %d messages (fits %v), want the system prompt and the latest exchange (%d)", len(fit.Messages), fit.Fits, 1+len(latest))
+	}
+}
