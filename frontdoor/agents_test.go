@@ -11,6 +11,7 @@ import (
 
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	oshared "github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/require"
 
@@ -207,7 +208,8 @@ func TestRungWithoutToolsIsSkipped(t *testing.T) {
 
 // TestAgentWithTypeScriptClient: the same tool round trip with the
 // official OpenAI JavaScript client (testdata/openai-ts, pinned in its
-// package-lock.json), streamed and not.
+// package-lock.json), streamed and not, through chat completions and
+// through the Responses API.
 func TestAgentWithTypeScriptClient(t *testing.T) {
 	dir, err := filepath.Abs("testdata/openai-ts")
 	require.NoError(t, err)
@@ -235,7 +237,7 @@ func TestAgentWithTypeScriptClient(t *testing.T) {
 		SecondContent string  `json:"second_content"`
 	}
 	require.NoError(t, json.Unmarshal(out, &got), string(out))
-	for _, mode := range []string{"plain", "streamed"} {
+	for _, mode := range []string{"plain", "streamed", "responses", "responses_streamed"} {
 		r := got[mode]
 		require.Equal(t, "tool_calls", r.FirstFinish, "%s: %s", mode, out)
 		require.True(t, r.FirstContent == nil || *r.FirstContent == "", "%s: content %v", mode, r.FirstContent)
@@ -245,4 +247,77 @@ func TestAgentWithTypeScriptClient(t *testing.T) {
 		require.Equal(t, "stop", r.SecondFinish, mode)
 		require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", r.SecondContent, mode)
 	}
+}
+
+// TestResponsesAPIToolRoundTrip: the Responses API (the Agents SDK's
+// default) with the official Go client: a function tool, its call, the
+// call's output in the next input, the final answer; streamed and not.
+func TestResponsesAPIToolRoundTrip(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup_order",
+		Description: openai.String("Find an order by its id"), Strict: openai.Bool(false),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []string{"order_id"}}}}
+	for _, streamed := range []bool{false, true} {
+		question := "Where is order 42?"
+		if streamed {
+			question += " (streamed)"
+		}
+		input := responses.ResponseInputParam{responses.ResponseInputItemParamOfMessage(question, responses.EasyInputMessageRoleUser)}
+		p := responses.ResponseNewParams{Model: "auto", Instructions: openai.String("You are a support agent."),
+			Tools: []responses.ToolUnionParam{tool}, Store: openai.Bool(false),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: input}}
+		send := func() *responses.Response {
+			t.Helper()
+			if !streamed {
+				r, err := oc.Responses.New(ctx, p)
+				require.NoError(t, err)
+				return r
+			}
+			s := oc.Responses.NewStreaming(ctx, p)
+			var done *responses.Response
+			var types []string
+			for s.Next() {
+				ev := s.Current()
+				types = append(types, ev.Type)
+				if ev.Type == "response.completed" {
+					r := ev.Response
+					done = &r
+				}
+			}
+			require.NoError(t, s.Err())
+			require.NotNil(t, done, "no response.completed among %v", types)
+			require.Equal(t, "response.created", types[0])
+			return done
+		}
+		r := send()
+		require.Equal(t, "completed", string(r.Status))
+		var call *responses.ResponseFunctionToolCall
+		for _, item := range r.Output {
+			if item.Type == "function_call" {
+				c := item.AsFunctionCall()
+				call = &c
+			}
+		}
+		require.NotNil(t, call, "streamed=%v: no function_call in %s", streamed, r.RawJSON())
+		require.Equal(t, "lookup_order", call.Name)
+		require.JSONEq(t, `{"order_id":"42"}`, call.Arguments)
+		require.NotEmpty(t, call.CallID)
+
+		out := responses.ResponseInputItemParamOfFunctionCallOutput("shipped on Monday")
+		out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+		p.Input.OfInputItemList = append(input, responses.ResponseInputItemParamOfFunctionCall(call.Arguments, call.CallID, call.Name), out)
+		r = send()
+		require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", r.OutputText(), "streamed=%v", streamed)
+		require.Positive(t, r.Usage.OutputTokens)
+	}
+
+	// A stored response cannot be continued: the 400 says what to send.
+	_, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", PreviousResponseID: openai.String("resp_x"),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And then?")}})
+	e := apiError(t, err)
+	require.Equal(t, http.StatusBadRequest, e.StatusCode)
+	require.Equal(t, "previous_response_id", e.Param)
+	require.Contains(t, e.Message, "send the whole conversation as input")
 }

@@ -81,7 +81,7 @@ func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string)
 	if t := info.GetCloseTime(); t != nil {
 		created = t.AsTime()
 	}
-	h.writeCompletion(w, id, created, res)
+	writeCompletion(w, id, created, res)
 }
 
 // owner returns the tenant of the call with this workflow ID, read from

@@ -98,6 +98,7 @@ type Options struct {
 // Handler is the OpenAI-compatible front door: an http.Handler that serves
 //
 //	POST /v1/chat/completions   start or attach to a durable call
+//	POST /v1/responses          the same, in the Responses API (stateless subset)
 //	GET  /v1/models             the ladder's models
 //	GET  /v1/models/{model}     one of them
 //	GET  /v1/calls/{id}         a call started with Prefer: respond-async
@@ -170,6 +171,7 @@ func New(o Options) (*Handler, error) {
 		}
 	}
 	h.mux.HandleFunc("/v1/chat/completions", h.authed(http.MethodPost, h.chatCompletions))
+	h.mux.HandleFunc("/v1/responses", h.authed(http.MethodPost, h.responses))
 	h.mux.HandleFunc("/v1/models", h.authed(http.MethodGet, h.listModels))
 	h.mux.HandleFunc("/v1/models/{model}", h.authed(http.MethodGet, h.getModel))
 	h.mux.HandleFunc("/v1/calls/{id}", h.authed(http.MethodGet, h.getCall))
@@ -260,10 +262,43 @@ func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Req
 	}
 }
 
+// api is one of the OpenAI APIs the front door serves on top of the same
+// durable call: chat completions, responses.
+type api interface {
+	// decode reads a request body (see decodeChatRequest).
+	decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError)
+	// write answers a finished call with 200.
+	write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult)
+	// stream is the format of a streamed answer.
+	stream(sw *sseWriter, cr chatRequest) streamFormat
+	// objectID is the API object's id for a call's workflow ID.
+	objectID(workflowID string) string
+}
+
+// chatAPI is POST /v1/chat/completions.
+type chatAPI struct{}
+
+func (chatAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	return decodeChatRequest(body, passthrough)
+}
+func (chatAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
+	writeCompletion(w, id, created, res)
+}
+func (chatAPI) stream(sw *sseWriter, cr chatRequest) streamFormat {
+	return chatFormat{sw: sw, includeUsage: cr.IncludeUsage}
+}
+func (chatAPI) objectID(id string) string { return completionID(id) }
+
 // chatCompletions serves POST /v1/chat/completions.
 func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.serveCall(w, r, tenant, chatAPI{})
+}
+
+// serveCall starts or attaches to the durable call of a request of api and
+// answers it: at once (Prefer: respond-async), streamed, or when it ends.
+func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant string, a api) {
 	created := h.o.Now()
-	req, cr, apiErr := h.callRequest(w, r, tenant)
+	req, cr, apiErr := h.callRequest(w, r, tenant, a)
 	if apiErr != nil {
 		apiErr.write(w)
 		return
@@ -298,7 +333,8 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 		w.Header().Set("Retry-After", "1")
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
 	case stream:
-		h.stream(w, r, id, cr, resume, created)
+		sw := newSSEWriter(w, a.objectID(id), created)
+		h.stream(w, r, id, cr, resume, sw, a.stream(sw, cr))
 	default:
 		var res workflows.CallResult
 		if err := run.Get(r.Context(), &res); err != nil {
@@ -308,11 +344,15 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 			h.callFailed(id, err).write(w)
 			return
 		}
-		h.writeCompletion(w, id, created, res)
+		w.Header().Set(HeaderWorkflowID, id)
+		w.Header().Set(HeaderSource, string(res.Source))
+		w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+		a.write(w, id, created, res)
 	}
 }
 
-func (h *Handler) writeCompletion(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
+// writeCompletion answers a finished call with its chat.completion.
+func writeCompletion(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
 	w.Header().Set(HeaderWorkflowID, id)
 	w.Header().Set(HeaderSource, string(res.Source))
 	w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
@@ -321,7 +361,7 @@ func (h *Handler) writeCompletion(w http.ResponseWriter, id string, created time
 
 // callRequest reads, decodes and validates the body into a CallRequest. No
 // call starts for a request it refuses.
-func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant string) (workflows.CallRequest, chatRequest, *apiError) {
+func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant string, a api) (workflows.CallRequest, chatRequest, *apiError) {
 	var req workflows.CallRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
 	if err != nil {
@@ -333,7 +373,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		return req, chatRequest{}, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
 			message: "Cannot read the request body: " + err.Error()}
 	}
-	cr, ferr := decodeChatRequest(body, h.passthrough)
+	cr, ferr := a.decode(body, h.passthrough)
 	if ferr != nil {
 		code := "invalid_value"
 		if ferr.field == "" {
@@ -387,12 +427,16 @@ func validationError(err error, cr chatRequest) *apiError {
 		"deadline_ms": HeaderDeadlineMS + " header", "idempotency_key": HeaderIdempotencyKey + " header",
 		"max_tokens": cr.maxTokensBy,
 	}
+
 	problems := make([]string, 0, len(ve.Problems))
 	param := ""
 	for i, p := range ve.Problems {
 		field := strings.TrimPrefix(p.Field, "passthrough.") // a top-level field at the front door
 		if n, ok := rename[field]; ok && n != "" {
 			field = n
+		}
+		if cr.fieldOf != nil {
+			field = cr.fieldOf(field)
 		}
 		if i == 0 {
 			param = strings.TrimSuffix(field, " header")

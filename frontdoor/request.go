@@ -26,6 +26,9 @@ type chatRequest struct {
 	// Agent are the agent fields (tools, response_format, …), in the
 	// CallRequest's shape.
 	Agent request.Request
+	// fieldOf, when set, names a CallRequest field as the client's API
+	// spells it (the Responses API's input[3] for messages[2]).
+	fieldOf func(field string) string
 }
 
 // IgnoredFields are request fields that stock OpenAI SDKs and agent

@@ -60,11 +60,10 @@ func parseLastEventID(v string) (resumePoint, error) {
 // official clients raise as an error. While nothing is sent (the model
 // has not started, the call waits to retry) the stream carries an SSE
 // comment every KeepAlive, and a comment per attempt event.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr chatRequest, resume resumePoint, created time.Time) {
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr chatRequest, resume resumePoint, sw *sseWriter, f streamFormat) {
 	hb := h.hubs.join(id)
 	defer hb.leave()
 
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w), id: completionID(id), created: created.Unix()}
 	model := cr.Model
 	if model == "" || model == AutoModel {
 		model = h.models[0]
@@ -85,7 +84,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 		sw.commit()
 		committed = true
 		if !resume.set {
-			sw.role(model)
+			f.start(model)
 		}
 		for _, c := range early {
 			_ = sw.comment(c)
@@ -126,7 +125,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 				}
 				for _, piece := range pieces {
 					pos.bytes += len(piece)
-					_ = sw.dataID(pos.id(), sw.chunk(model, delta{Content: &piece}, nil))
+					f.text(pos.id(), model, piece)
 				}
 				pos.bytes = it.end
 				wrote = true
@@ -157,7 +156,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 				}
 				e := h.callFailed(id, st.err)
 				if committed {
-					sw.error(e)
+					f.fail(e)
 				} else {
 					e.write(w)
 				}
@@ -167,7 +166,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 				model = modelOf(st.res)
 				commit(&st.res)
 			}
-			sw.end(id, st.res, cr.IncludeUsage)
+			f.end(id, st.res)
 			w.Header().Set(HeaderSource, string(st.res.Source))
 			w.Header().Set(HeaderDegraded, strconv.FormatBool(st.res.Degraded))
 			return
@@ -206,13 +205,45 @@ func runeStart(s string, i int) int {
 	return min(i, len(s))
 }
 
-// sseWriter writes chat.completion.chunk events.
+// streamFormat writes the events of one API's stream (chat completion
+// chunks, Responses API events) through an sseWriter.
+type streamFormat interface {
+	// start opens a new stream (not a resumed one) for model.
+	start(model string)
+	// text sends one piece of the answer; id is the SSE id a reconnect
+	// resumes from.
+	text(id, model, piece string)
+	// end sends what ends a stream: the result's tool calls, finish,
+	// usage.
+	end(id string, res workflows.CallResult)
+	// fail sends a failure after the 200 was committed.
+	fail(e *apiError)
+}
+
+// chatFormat streams chat.completion.chunk events.
+type chatFormat struct {
+	sw           *sseWriter
+	includeUsage bool
+}
+
+func (f chatFormat) start(model string) { f.sw.role(model) }
+func (f chatFormat) text(id, model, piece string) {
+	_ = f.sw.dataID(id, f.sw.chunk(model, delta{Content: &piece}, nil))
+}
+func (f chatFormat) end(id string, res workflows.CallResult) { f.sw.end(id, res, f.includeUsage) }
+func (f chatFormat) fail(e *apiError)                        { f.sw.error(e) }
+
+// sseWriter writes server-sent events.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	id      string
 	created int64
 	err     error
+}
+
+func newSSEWriter(w http.ResponseWriter, id string, created time.Time) *sseWriter {
+	return &sseWriter{w: w, rc: http.NewResponseController(w), id: id, created: created.Unix()}
 }
 
 func (s *sseWriter) commit() {

@@ -47,4 +47,31 @@ for (const stream of [false, true]) {
     second_content: second.message.content,
   };
 }
+// The same through the Responses API (the Agents SDK's default).
+const respTools = [{ type: "function", name: "lookup_order", description: "Find an order by its id", strict: false,
+  parameters: tools[0].function.parameters }];
+
+async function respond(input, stream) {
+  const params = { model: "auto", instructions: "You are a support agent.", input, tools: respTools, store: false, user };
+  if (!stream) return client.responses.create(params);
+  return client.responses.stream(params).finalResponse();
+}
+
+for (const stream of [false, true]) {
+  const input = [{ role: "user", content: `Where is order 42? (responses${stream ? ", streamed" : ""})` }];
+  const first = await respond(input, stream);
+  const call = first.output.find((item) => item.type === "function_call");
+  input.push({ type: "function_call", call_id: call?.call_id, name: call?.name, arguments: call?.arguments });
+  input.push({ type: "function_call_output", call_id: call?.call_id, output: "shipped on Monday" });
+  const second = await respond(input, stream);
+  out[stream ? "responses_streamed" : "responses"] = {
+    first_finish: call ? "tool_calls" : first.status,
+    first_content: first.output_text,
+    tool: call?.name,
+    arguments: call?.arguments,
+    id: call?.call_id,
+    second_finish: second.status === "completed" ? "stop" : second.status,
+    second_content: second.output_text,
+  };
+}
 console.log(JSON.stringify(out));

@@ -1,0 +1,599 @@
+package frontdoor
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// The Responses API (POST /v1/responses), the default API of OpenAI's
+// Agents SDK, for its stateless subset: input items (messages with text
+// and images, function calls and their outputs), instructions, function
+// tools, structured outputs (text.format), streaming events. It maps onto
+// the same LLMCall as chat completions. previous_response_id is refused:
+// send the whole conversation as input (store: false), as the Agents SDK
+// does when it keeps the history itself.
+
+// responsesHandled are the request fields decodeResponsesRequest reads.
+var responsesHandled = []string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+	"text", "max_output_tokens", "temperature", "top_p", "stream", "user", "reasoning", "top_logprobs",
+	"previous_response_id", "truncation", "stream_options"}
+
+// responsesIgnored are Responses API fields that do not change the answer.
+var responsesIgnored = []string{"store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier", "include"}
+
+// responsesUnsupported explains Responses API fields the front door refuses.
+var responsesUnsupported = map[string]string{
+	"conversation":   "stored conversations are not supported: send the conversation as input",
+	"background":     "use the Prefer: respond-async header and GET /v1/calls/{id}",
+	"prompt":         "stored prompts are not supported: send instructions and input",
+	"max_tool_calls": "not supported",
+}
+
+// responsesAPI is POST /v1/responses.
+type responsesAPI struct{}
+
+func (responsesAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	return decodeResponsesRequest(body, passthrough)
+}
+func (responsesAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
+	writeJSON(w, http.StatusOK, newResponseObject(id, created, res, "completed"))
+}
+func (responsesAPI) stream(sw *sseWriter, cr chatRequest) streamFormat {
+	return &responsesFormat{sw: sw, respID: sw.id}
+}
+func (responsesAPI) objectID(id string) string { return responseID(id) }
+
+// responses serves POST /v1/responses.
+func (h *Handler) responses(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.serveCall(w, r, tenant, responsesAPI{})
+}
+
+// responseID is the id of a call's response object.
+func responseID(workflowID string) string { return "resp_" + workflowID }
+
+// decodeResponsesRequest decodes a Responses API body into the chat
+// request it asks for, naming the field of every problem as the client
+// sent it (input[2].content[0].image_url, text.format, …).
+func decodeResponsesRequest(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	var req chatRequest
+	top, ferr := decodeTop(body)
+	if ferr != nil {
+		return req, ferr
+	}
+	for _, name := range sortedFields(top) {
+		switch {
+		case slices.Contains(responsesHandled, name), slices.Contains(responsesIgnored, name):
+		case passthrough[name]:
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, top[name]); err != nil {
+				return req, &fieldError{name, "not valid JSON"}
+			}
+			if req.Agent.Passthrough == nil {
+				req.Agent.Passthrough = map[string]json.RawMessage{}
+			}
+			req.Agent.Passthrough[name] = buf.Bytes()
+		case responsesUnsupported[name] != "":
+			return req, &fieldError{name, responsesUnsupported[name]}
+		default:
+			return req, &fieldError{name, "unknown field (not sent upstream, so not accepted; a model's passthrough list in the policy can forward provider-specific fields)"}
+		}
+	}
+	var prev *string
+	if err := decodeField(top, "previous_response_id", &prev, "a string"); err != nil {
+		return req, err
+	}
+	if prev != nil && *prev != "" {
+		return req, &fieldError{"previous_response_id", "responses are not stored: send the whole conversation as input (the Agents SDK does with store: false)"}
+	}
+	var truncation *string
+	if err := decodeField(top, "truncation", &truncation, "a string"); err != nil {
+		return req, err
+	}
+	if truncation != nil && *truncation != "disabled" {
+		return req, &fieldError{"truncation", fmt.Sprintf("%q is not supported (want \"disabled\"; the call prunes the context itself when a model's window is exceeded)", *truncation)}
+	}
+	for _, f := range []struct {
+		name, want string
+		dst        any
+	}{
+		{"model", "a string", &req.Model}, {"user", "a string", &req.User},
+		{"temperature", "a number", &req.Temperature}, {"top_p", "a number", &req.Agent.TopP},
+		{"parallel_tool_calls", "a boolean", &req.Agent.ParallelToolCalls},
+		{"top_logprobs", "an integer", &req.Agent.TopLogprobs},
+	} {
+		if raw, ok := top[f.name]; ok && isNull(raw) {
+			continue
+		}
+		if err := decodeField(top, f.name, f.dst, f.want); err != nil {
+			return req, err
+		}
+	}
+	if req.Agent.TopLogprobs != nil {
+		req.Agent.Logprobs = true
+	}
+	var stream *bool
+	if err := decodeField(top, "stream", &stream, "a boolean"); err != nil {
+		return req, err
+	}
+	req.Stream = stream != nil && *stream
+	var maxOut *int
+	if err := decodeField(top, "max_output_tokens", &maxOut, "an integer"); err != nil {
+		return req, err
+	}
+	if maxOut != nil {
+		req.MaxTokens, req.maxTokensBy = *maxOut, "max_output_tokens"
+	}
+	var reasoning map[string]json.RawMessage
+	if err := decodeField(top, "reasoning", &reasoning, "an object {effort}"); err != nil {
+		return req, err
+	}
+	if err := decodeString(reasoning, "effort", &req.Agent.ReasoningEffort); err != nil {
+		err.field = "reasoning." + err.field
+		return req, err
+	}
+	if err := decodeResponseTools(top, &req.Agent); err != nil {
+		return req, err
+	}
+	if err := decodeTextFormat(top, &req.Agent); err != nil {
+		return req, err
+	}
+
+	var paths []string // the input path of each message
+	var instructions string
+	if err := decodeString(top, "instructions", &instructions); err != nil {
+		return req, err
+	}
+	if instructions != "" {
+		req.Messages = append(req.Messages, request.Message{Role: request.RoleSystem, Content: instructions})
+		paths = append(paths, "instructions")
+	}
+	raw, ok := top["input"]
+	if !ok || isNull(raw) {
+		return req, &fieldError{"input", "missing (want a string or an array of input items)"}
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		req.Messages = append(req.Messages, request.Message{Role: request.RoleUser, Content: s})
+		paths = append(paths, "input")
+	} else {
+		var items []json.RawMessage
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return req, &fieldError{"input", "want a string or an array of input items"}
+		}
+		for i, it := range items {
+			at := fmt.Sprintf("input[%d]", i)
+			if err := decodeInputItem(it, at, &req.Messages, &paths); err != nil {
+				return req, err
+			}
+		}
+	}
+	req.fieldOf = func(field string) string { return responsesField(field, paths) }
+	return req, nil
+}
+
+// responsesField names a CallRequest field as the Responses API spells it.
+func responsesField(field string, paths []string) string {
+	if rest, ok := strings.CutPrefix(field, "messages["); ok {
+		if n, tail, ok := strings.Cut(rest, "]"); ok {
+			if i, err := strconv.Atoi(n); err == nil && i < len(paths) {
+				return paths[i] + tail
+			}
+		}
+		return "input"
+	}
+	switch {
+	case field == "messages":
+		return "input"
+	case field == "max_tokens":
+		return "max_output_tokens"
+	case field == "reasoning_effort":
+		return "reasoning.effort"
+	case strings.HasPrefix(field, "response_format"):
+		return "text.format"
+	case strings.HasPrefix(field, "tools["):
+		return strings.Replace(field, ".function.", ".", 1)
+	}
+	return field
+}
+
+// decodeTop decodes a body into its top-level fields.
+func decodeTop(body []byte) (map[string]json.RawMessage, *fieldError) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil || top == nil {
+		if len(bytes.TrimSpace(body)) == 0 {
+			return nil, &fieldError{problem: "the request body is empty (want a JSON object)"}
+		}
+		return nil, &fieldError{problem: "malformed JSON: want a JSON object"}
+	}
+	return top, nil
+}
+
+// decodeResponseTools reads function tools ({type, name, description,
+// parameters, strict}) and tool_choice.
+func decodeResponseTools(top map[string]json.RawMessage, r *request.Request) *fieldError {
+	if raw, ok := top["tools"]; ok && !isNull(raw) {
+		var tools []struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Parameters  json.RawMessage `json:"parameters"`
+			Strict      *bool           `json:"strict"`
+		}
+		if err := json.Unmarshal(raw, &tools); err != nil {
+			return &fieldError{"tools", "want an array of {type: \"function\", name, description, parameters, strict}"}
+		}
+		r.Tools = []request.Tool{}
+		for i, t := range tools {
+			if t.Type != "function" {
+				return &fieldError{fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("%q tools are not supported (want \"function\")", t.Type)}
+			}
+			r.Tools = append(r.Tools, request.Tool{Type: "function", Function: request.FunctionTool{
+				Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}})
+		}
+	}
+	if raw, ok := top["tool_choice"]; ok && !isNull(raw) {
+		var mode string
+		if json.Unmarshal(raw, &mode) == nil {
+			r.ToolChoice = &request.ToolChoice{Mode: mode}
+			return nil
+		}
+		var named struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(raw, &named); err != nil || named.Type != "function" || named.Name == "" {
+			return &fieldError{"tool_choice", "want \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": …}"}
+		}
+		r.ToolChoice = &request.ToolChoice{Function: named.Name}
+	}
+	return nil
+}
+
+// decodeTextFormat reads text.format into response_format.
+func decodeTextFormat(top map[string]json.RawMessage, r *request.Request) *fieldError {
+	var text map[string]json.RawMessage
+	if err := decodeField(top, "text", &text, "an object {format}"); err != nil {
+		return err
+	}
+	raw, ok := text["format"]
+	if !ok || isNull(raw) {
+		return nil
+	}
+	var f struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return &fieldError{"text.format", "want an object {type, name, schema, strict}"}
+	}
+	r.ResponseFormat = &request.ResponseFormat{Type: f.Type}
+	if f.Type == request.FormatJSONSchema {
+		r.ResponseFormat.JSONSchema = &request.JSONSchema{Name: f.Name, Description: f.Description, Schema: f.Schema, Strict: f.Strict}
+	}
+	return nil
+}
+
+// decodeInputItem appends what one input item says to msgs: a message, a
+// function call (joined to the assistant message before it) or a
+// function call's output (a tool message). Reasoning items are skipped.
+func decodeInputItem(raw json.RawMessage, at string, msgs *[]request.Message, paths *[]string) *fieldError {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return &fieldError{at, "want an input item object"}
+	}
+	var typ, role string
+	if err := decodeString(obj, "type", &typ); err != nil {
+		err.field = at + "." + err.field
+		return err
+	}
+	if err := decodeString(obj, "role", &role); err != nil {
+		err.field = at + "." + err.field
+		return err
+	}
+	str := func(name string, dst *string) *fieldError {
+		if err := decodeString(obj, name, dst); err != nil {
+			err.field = at + "." + err.field
+			return err
+		}
+		return nil
+	}
+	switch {
+	case typ == "message" || (typ == "" && role != ""):
+		parts, err := decodeInputContent(obj["content"], at+".content")
+		if err != nil {
+			return err
+		}
+		m := request.Message{Role: role}
+		m.SetParts(parts)
+		*msgs = append(*msgs, m)
+		*paths = append(*paths, at)
+	case typ == "function_call":
+		var c request.ToolCall
+		c.Type = "function"
+		for _, f := range []struct {
+			name string
+			dst  *string
+		}{{"call_id", &c.ID}, {"name", &c.Function.Name}, {"arguments", &c.Function.Arguments}} {
+			if err := str(f.name, f.dst); err != nil {
+				return err
+			}
+		}
+		if n := len(*msgs); n > 0 && (*msgs)[n-1].Role == request.RoleAssistant {
+			(*msgs)[n-1].ToolCalls = append((*msgs)[n-1].ToolCalls, c)
+			return nil
+		}
+		*msgs = append(*msgs, request.Message{Role: request.RoleAssistant, ToolCalls: []request.ToolCall{c}})
+		*paths = append(*paths, at)
+	case typ == "function_call_output":
+		m := request.Message{Role: request.RoleTool}
+		if err := str("call_id", &m.ToolCallID); err != nil {
+			return err
+		}
+		parts, err := decodeInputContent(obj["output"], at+".output")
+		if err != nil {
+			return err
+		}
+		m.SetParts(parts)
+		if len(m.Parts) > 0 {
+			return &fieldError{at + ".output", "images in a function call's output are not supported"}
+		}
+		*msgs = append(*msgs, m)
+		*paths = append(*paths, at)
+	case typ == "reasoning":
+		// The model's reasoning from an earlier turn: not sent again.
+	case typ == "":
+		return &fieldError{at + ".type", "missing (want message, function_call or function_call_output)"}
+	default:
+		return &fieldError{at + ".type", fmt.Sprintf("%q items are not supported (want message, function_call, function_call_output or reasoning)", typ)}
+	}
+	return nil
+}
+
+// decodeInputContent reads a message's content: a string, or an array of
+// input_text, output_text, refusal and input_image parts.
+func decodeInputContent(raw json.RawMessage, at string) ([]request.Part, *fieldError) {
+	if raw == nil || isNull(raw) {
+		return nil, nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return []request.Part{{Type: request.PartText, Text: s}}, nil
+	}
+	var parts []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, &fieldError{at, "want a string or an array of content parts"}
+	}
+	out := make([]request.Part, 0, len(parts))
+	for j, p := range parts {
+		pat := fmt.Sprintf("%s[%d]", at, j)
+		var typ string
+		if err := decodeString(p, "type", &typ); err != nil {
+			err.field = pat + "." + err.field
+			return nil, err
+		}
+		str := func(name string, dst *string) *fieldError {
+			if err := decodeString(p, name, dst); err != nil {
+				err.field = pat + "." + err.field
+				return err
+			}
+			return nil
+		}
+		switch typ {
+		case "input_text", "output_text":
+			part := request.Part{Type: request.PartText}
+			if err := str("text", &part.Text); err != nil {
+				return nil, err
+			}
+			out = append(out, part)
+		case "refusal":
+			part := request.Part{Type: request.PartText}
+			if err := str("refusal", &part.Text); err != nil {
+				return nil, err
+			}
+			out = append(out, part)
+		case "input_image":
+			img := &request.ImageURL{}
+			if err := str("image_url", &img.URL); err != nil {
+				return nil, err
+			}
+			if err := str("detail", &img.Detail); err != nil {
+				return nil, err
+			}
+			if img.URL == "" {
+				return nil, &fieldError{pat + ".image_url", "missing (file_id images are not supported: send an image URL or a data URI)"}
+			}
+			out = append(out, request.Part{Type: request.PartImageURL, ImageURL: img})
+		default:
+			return nil, &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want input_text or input_image)", typ)}
+		}
+	}
+	return out, nil
+}
+
+// responseObject is the Responses API's response object plus x_resilience.
+type responseObject struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	CreatedAt         int64           `json:"created_at"`
+	Status            string          `json:"status"`
+	Model             string          `json:"model"`
+	Output            []any           `json:"output"`
+	Error             json.RawMessage `json:"error"`
+	IncompleteDetails json.RawMessage `json:"incomplete_details"`
+	ParallelToolCalls bool            `json:"parallel_tool_calls"`
+	Tools             []any           `json:"tools"`
+	Usage             *responseUsage  `json:"usage,omitempty"`
+	Metadata          map[string]any  `json:"metadata"`
+	Resilience        *Resilience     `json:"x_resilience,omitempty"`
+}
+
+type responseUsage struct {
+	InputTokens         int            `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int            `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int            `json:"total_tokens"`
+}
+
+// outputText is an output_text content part.
+type outputText struct {
+	Type        string `json:"type"`
+	Text        string `json:"text"`
+	Annotations []any  `json:"annotations"`
+	Logprobs    []any  `json:"logprobs"`
+}
+
+// messageItem is an assistant message output item.
+type messageItem struct {
+	Type    string       `json:"type"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Role    string       `json:"role"`
+	Content []outputText `json:"content"`
+}
+
+// functionCallItem is a function call output item.
+type functionCallItem struct {
+	Type      string `json:"type"`
+	ID        string `json:"id"`
+	CallID    string `json:"call_id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+	Status    string `json:"status"`
+}
+
+func msgItemID(id string) string       { return "msg_" + id }
+func fnItemID(id string, i int) string { return fmt.Sprintf("fc_%s_%d", id, i) }
+func textPart(text string) outputText {
+	return outputText{Type: "output_text", Text: text, Annotations: []any{}, Logprobs: []any{}}
+}
+func respMessage(id, text, status string) messageItem {
+	content := []outputText{}
+	if status == "completed" {
+		content = []outputText{textPart(text)}
+	}
+	return messageItem{Type: "message", ID: msgItemID(id), Status: status, Role: "assistant", Content: content}
+}
+
+// newResponseObject is the response object of a call (res may be empty
+// while in progress).
+func newResponseObject(id string, created time.Time, res workflows.CallResult, status string) responseObject {
+	o := responseObject{ID: responseID(id), Object: "response", CreatedAt: created.Unix(), Status: status,
+		Model: modelOf(res), Output: []any{}, Error: jsonNull, IncompleteDetails: jsonNull, ParallelToolCalls: true,
+		Tools: []any{}, Metadata: map[string]any{}}
+	if status != "completed" {
+		return o
+	}
+	if res.Content != "" || len(res.ToolCalls) == 0 {
+		o.Output = append(o.Output, respMessage(id, res.Content, "completed"))
+	}
+	for i, c := range res.ToolCalls {
+		o.Output = append(o.Output, functionCallItem{Type: "function_call", ID: fnItemID(id, i), CallID: c.ID,
+			Name: c.Function.Name, Arguments: c.Function.Arguments, Status: "completed"})
+	}
+	if res.FinishReason == "length" {
+		o.Status, o.IncompleteDetails = "incomplete", json.RawMessage(`{"reason":"max_output_tokens"}`)
+	}
+	u := res.Usage
+	o.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
+		InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
+	rs := resilienceOf(id, StatusCompleted, res)
+	o.Resilience = &rs
+	return o
+}
+
+// responsesFormat streams Responses API events: response.created, the
+// message item and its output_text deltas, function call items, and
+// response.completed (or an error event).
+type responsesFormat struct {
+	sw      *sseWriter
+	respID  string
+	seq     int
+	msgOpen bool
+}
+
+// event sends one typed event with its sequence number.
+func (f *responsesFormat) event(id, typ string, fields map[string]any) {
+	fields["type"] = typ
+	fields["sequence_number"] = f.seq
+	f.seq++
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return
+	}
+	text := "event: " + typ + "\ndata: " + string(b) + "\n\n"
+	if id != "" {
+		text = "id: " + id + "\n" + text
+	}
+	_ = f.sw.raw(text)
+}
+
+func (f *responsesFormat) workflowID() string { return strings.TrimPrefix(f.respID, "resp_") }
+
+func (f *responsesFormat) start(model string) {
+	o := newResponseObject(f.workflowID(), time.Unix(f.sw.created, 0), workflows.CallResult{Model: model}, "in_progress")
+	f.event("", "response.created", map[string]any{"response": o})
+	f.event("", "response.in_progress", map[string]any{"response": o})
+}
+
+// open starts the message item, once.
+func (f *responsesFormat) open() {
+	if f.msgOpen {
+		return
+	}
+	f.msgOpen = true
+	id := f.workflowID()
+	f.event("", "response.output_item.added", map[string]any{"output_index": 0, "item": respMessage(id, "", "in_progress")})
+	f.event("", "response.content_part.added", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0, "part": textPart("")})
+}
+
+func (f *responsesFormat) text(sseID, model, piece string) {
+	f.open()
+	f.event(sseID, "response.output_text.delta", map[string]any{"item_id": msgItemID(f.workflowID()), "output_index": 0,
+		"content_index": 0, "delta": piece, "logprobs": []any{}})
+}
+
+func (f *responsesFormat) end(id string, res workflows.CallResult) {
+	idx := 0
+	if res.Content != "" || len(res.ToolCalls) == 0 {
+		if !f.msgOpen {
+			f.open()
+			f.event("", "response.output_text.delta", map[string]any{"item_id": msgItemID(id), "output_index": 0,
+				"content_index": 0, "delta": res.Content, "logprobs": []any{}})
+		}
+		f.event("", "response.output_text.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
+			"text": res.Content, "logprobs": []any{}})
+		f.event("", "response.content_part.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
+			"part": textPart(res.Content)})
+		f.event("", "response.output_item.done", map[string]any{"output_index": 0, "item": respMessage(id, res.Content, "completed")})
+		idx++
+	}
+	for i, c := range res.ToolCalls {
+		item := functionCallItem{Type: "function_call", ID: fnItemID(id, i), CallID: c.ID, Name: c.Function.Name, Status: "in_progress"}
+		f.event("", "response.output_item.added", map[string]any{"output_index": idx, "item": item})
+		f.event("", "response.function_call_arguments.delta", map[string]any{"item_id": item.ID, "output_index": idx, "delta": c.Function.Arguments})
+		f.event("", "response.function_call_arguments.done", map[string]any{"item_id": item.ID, "output_index": idx,
+			"name": c.Function.Name, "arguments": c.Function.Arguments})
+		item.Arguments, item.Status = c.Function.Arguments, "completed"
+		f.event("", "response.output_item.done", map[string]any{"output_index": idx, "item": item})
+		idx++
+	}
+	f.event("", "response.completed", map[string]any{"response": newResponseObject(id, time.Unix(f.sw.created, 0), res, "completed")})
+}
+
+func (f *responsesFormat) fail(e *apiError) {
+	b := e.body()
+	f.event("", "error", map[string]any{"code": b.Error.Code, "message": b.Error.Message, "param": b.Error.Param})
+}
