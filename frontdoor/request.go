@@ -88,23 +88,8 @@ func decodeChatRequest(body []byte, passthrough map[string]bool) (chatRequest, *
 		return req, &fieldError{problem: "the request body is null, want a JSON object"}
 	}
 
-	for _, name := range sortedFields(top) {
-		switch {
-		case slices.Contains(handledFields, name), slices.Contains(IgnoredFields, name):
-		case passthrough[name]:
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, top[name]); err != nil {
-				return req, &fieldError{name, "not valid JSON"}
-			}
-			if req.Agent.Passthrough == nil {
-				req.Agent.Passthrough = map[string]json.RawMessage{}
-			}
-			req.Agent.Passthrough[name] = buf.Bytes()
-		case unsupported[name] != "":
-			return req, &fieldError{name, unsupported[name]}
-		default:
-			return req, &fieldError{name, "unknown field (not sent upstream, so not accepted; a model's passthrough list in the policy can forward provider-specific fields)"}
-		}
+	if err := sortFields(top, fieldSet{handledFields, IgnoredFields, unsupported}, passthrough, &req.Agent); err != nil {
+		return req, err
 	}
 	if err := decodeAgent(top, &req.Agent); err != nil {
 		return req, err
@@ -313,6 +298,39 @@ func decodeAgent(top map[string]json.RawMessage, r *request.Request) *fieldError
 	if raw, ok := top["stop"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &r.Stop); err != nil {
 			return &fieldError{"stop", err.Error()}
+		}
+	}
+	return nil
+}
+
+// fieldSet is what one API makes of top-level request fields: the ones
+// it reads, the ones it ignores, and the ones it refuses with a reason.
+type fieldSet struct {
+	handled, ignored []string
+	unsupported      map[string]string
+}
+
+// sortFields checks every top-level field of a body against an API's
+// fieldSet: a passthrough field (one the policy's models forward) goes to
+// r.Passthrough compacted, an unsupported or unknown one is refused by
+// name, in sorted order so the same body always names the same field.
+func sortFields(top map[string]json.RawMessage, fs fieldSet, passthrough map[string]bool, r *request.Request) *fieldError {
+	for _, name := range sortedFields(top) {
+		switch {
+		case slices.Contains(fs.handled, name), slices.Contains(fs.ignored, name):
+		case passthrough[name]:
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, top[name]); err != nil {
+				return &fieldError{name, "not valid JSON"}
+			}
+			if r.Passthrough == nil {
+				r.Passthrough = map[string]json.RawMessage{}
+			}
+			r.Passthrough[name] = buf.Bytes()
+		case fs.unsupported[name] != "":
+			return &fieldError{name, fs.unsupported[name]}
+		default:
+			return &fieldError{name, "unknown field (not sent upstream, so not accepted; a model's passthrough list in the policy can forward provider-specific fields)"}
 		}
 	}
 	return nil

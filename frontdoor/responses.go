@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,23 +68,8 @@ func decodeResponsesRequest(body []byte, passthrough map[string]bool) (chatReque
 	if ferr != nil {
 		return req, ferr
 	}
-	for _, name := range sortedFields(top) {
-		switch {
-		case slices.Contains(responsesHandled, name), slices.Contains(responsesIgnored, name):
-		case passthrough[name]:
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, top[name]); err != nil {
-				return req, &fieldError{name, "not valid JSON"}
-			}
-			if req.Agent.Passthrough == nil {
-				req.Agent.Passthrough = map[string]json.RawMessage{}
-			}
-			req.Agent.Passthrough[name] = buf.Bytes()
-		case responsesUnsupported[name] != "":
-			return req, &fieldError{name, responsesUnsupported[name]}
-		default:
-			return req, &fieldError{name, "unknown field (not sent upstream, so not accepted; a model's passthrough list in the policy can forward provider-specific fields)"}
-		}
+	if err := sortFields(top, fieldSet{responsesHandled, responsesIgnored, responsesUnsupported}, passthrough, &req.Agent); err != nil {
+		return req, err
 	}
 	var prev *string
 	if err := decodeField(top, "previous_response_id", &prev, "a string"); err != nil {
