@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -474,25 +475,37 @@ type Progress struct {
 
 // heartbeat records heartbeats with details() until stop is called, often
 // enough for the heartbeat timeout; it also delivers cancellation to ctx.
+// It is a timer, not a goroutine: a worker runs up to WORKER_MAX_CALLS
+// attempts at once, most of them waiting on the upstream, and a parked
+// goroutine per attempt is memory (README "Benchmarks", memory).
 func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (stop func()) {
 	if timeout <= 0 {
 		return func() {}
 	}
 	every := max(timeout/3, 100*time.Millisecond)
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				activity.RecordHeartbeat(ctx, details())
-			}
+	var mu sync.Mutex
+	stopped := false
+	var t *time.Timer
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		done := stopped || ctx.Err() != nil
+		mu.Unlock()
+		if done {
+			return
 		}
-	}()
-	return func() { close(done) }
+		activity.RecordHeartbeat(ctx, details())
+		mu.Lock()
+		if !stopped {
+			t.Reset(every)
+		}
+		mu.Unlock()
+	})
+	return func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 }
