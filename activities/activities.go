@@ -350,6 +350,9 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 			v.Open = append(v.Open, m.Name)
 		}
 		endpoints = append(endpoints, m.Endpoint())
+		if len(request.Lacks(m, in.Needs)) > 0 {
+			v.Unable = append(v.Unable, m.Name)
+		}
 	}
 	v.Spent = a.budgets.Spent(now, endpoints...)
 	step := callstate.Next(a.cfg, s, out, v)

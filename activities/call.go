@@ -3,6 +3,8 @@ package activities
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -90,14 +92,33 @@ func (a *Activities) cut(req request.Request, m config.ModelConfig, sh callstate
 	if reserve <= 0 {
 		reserve = a.cfg.Pruning.ReserveOutputTokens
 	}
+	// Tools and a JSON schema are prompt too: the window keeps room for
+	// them, and the attempt counts them.
+	defs := a.definitionTokens(req)
 	f := prompt.Fit(req.Messages, prompt.Shape{
 		Stage: sh.PruneStage, KeepRounds: sh.KeepRounds, Factor: a.cfg.Pruning.Factor,
-		Window: m.ContextWindow, Reserve: reserve, Support: m.SystemPrompt,
+		Window: m.ContextWindow, Reserve: reserve + defs, Support: m.SystemPrompt,
 	}, a.tokens)
 	return Prompt{
-		Keep: f.Keep, Before: f.Before, Tokens: f.Tokens, Exact: f.Exact, Fits: f.Fits,
+		Keep: f.Keep, Before: f.Before, Tokens: f.Tokens + defs, Exact: f.Exact, Fits: f.Fits,
 		Messages: len(prompt.Build(req.Messages, f.Keep, m.SystemPrompt)),
 	}
+}
+
+// definitionTokens counts the tools and the response schema of req as the
+// upstream reads them: their JSON, tokenized.
+func (a *Activities) definitionTokens(req request.Request) int {
+	if len(req.Tools) == 0 && req.Schema() == nil {
+		return 0
+	}
+	b, err := json.Marshal(struct {
+		Tools  []request.Tool  `json:"tools,omitempty"`
+		Schema json.RawMessage `json:"schema,omitempty"`
+	}{req.Tools, req.Schema()})
+	if err != nil {
+		return 0
+	}
+	return a.tokens.Count(string(b))
 }
 
 // CallModel makes one upstream attempt. It heartbeats while it waits, so a
@@ -160,9 +181,10 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		req := chatRequest(m, in.Request, msgs, in.Shape)
 		if m.Stream {
 			live := pub.text
-			if in.Request.JSONAnswer() {
-				// A JSON answer reaches the caller once it is checked: an
-				// agent must never parse text a repair replaces.
+			if checked(in.Request) {
+				// An answer that may be repaired reaches the caller once
+				// it is checked: an agent must never act on text a repair
+				// replaces, nor see it twice.
 				live = nil
 			}
 			st := stream(callCtx, a.client(m), req, streamTimeouts{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D()},
@@ -212,10 +234,11 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	key := a.apiKey(m)
 	redact(&obs, key)
 	v := classify.Classify(obs)
+	var calls []request.ToolCall
 	if v.Class == failure.None {
 		// A well-formed reply: is it the answer the request asked for?
-		msg := resp.Choices[0].Message
-		toolErr, schemaErr := in.Request.CheckAnswer(a.schemas, answerText(resp), toolCalls(msg.ToolCalls))
+		calls = toolCalls(resp.Choices[0].Message.ToolCalls, ex.requestID)
+		toolErr, schemaErr := in.Request.CheckAnswer(a.schemas, answerText(resp), calls)
 		switch {
 		case toolErr != nil:
 			v.Class, v.Reason = failure.BadToolCall, toolErr.Error()
@@ -248,12 +271,12 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		// The text that arrived before the attempt failed.
 		out.Content, out.CompletionTokens = resp.Choices[0].Message.Content, obs.Stream.Tokens
 	}
-	if v.Class == failure.None && (!m.Stream || in.Request.JSONAnswer()) {
-		// A model that cannot stream, or a checked JSON answer: one delta.
+	if v.Class == failure.None && (!m.Stream || checked(in.Request)) {
+		// A model that cannot stream, or a checked answer: one delta.
 		pub.text(answerText(resp))
 	}
 	if v.Class == failure.None {
-		pub.toolCalls(toolCalls(resp.Choices[0].Message.ToolCalls))
+		pub.toolCalls(calls)
 	}
 	if pub.close(ctx) {
 		out.Published = max(out.CompletionTokens, 1)
@@ -262,7 +285,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		ch := resp.Choices[0]
 		out.Content = answerText(resp)
 		out.FinishReason = string(ch.FinishReason)
-		out.ToolCalls = toolCalls(ch.Message.ToolCalls)
+		out.ToolCalls = calls
 		out.Logprobs = logprobs
 		if ch.LogProbs != nil {
 			out.Logprobs, _ = json.Marshal(ch.LogProbs)
@@ -399,6 +422,10 @@ func chatRequest(m config.ModelConfig, r request.Request, msgs []request.Message
 		if v == nil {
 			return 0
 		}
+		if *v == 0 {
+			// go-openai omits a zero; its documented way to send 0.
+			return math.SmallestNonzeroFloat32
+		}
 		return float32(*v)
 	}
 	req.TopP, req.PresencePenalty, req.FrequencyPenalty = f32(r.TopP), f32(r.PresencePenalty), f32(r.FrequencyPenalty)
@@ -410,6 +437,9 @@ func chatRequest(m config.ModelConfig, r request.Request, msgs []request.Message
 		// Reasoning models take max_completion_tokens and a fixed
 		// temperature: adapt rather than fail the attempt before sending.
 		req.MaxCompletionTokens, req.MaxTokens, req.Temperature = req.MaxTokens, 0, 0
+		// They take no logprobs and only the default sampling either
+		// (go-openai refuses such a request before sending it).
+		req.LogProbs, req.TopLogProbs, req.TopP, req.PresencePenalty, req.FrequencyPenalty = false, 0, 0, 0, 0
 	}
 	req.Messages = make([]openai.ChatCompletionMessage, 0, len(msgs)+1)
 	for _, m := range msgs {
@@ -453,18 +483,29 @@ func passthrough(m config.ModelConfig, r request.Request) map[string]json.RawMes
 	return out
 }
 
-// toolCalls converts a reply's tool calls.
-func toolCalls(calls []openai.ToolCall) []request.ToolCall {
+// toolCalls converts a reply's tool calls. A call without an id (some
+// servers send none) gets one made from the attempt's request ID, so the
+// agent can answer it in its next turn, and a resend names it alike.
+func toolCalls(calls []openai.ToolCall, requestID string) []request.ToolCall {
 	var out []request.ToolCall
-	for _, c := range calls {
+	for i, c := range calls {
 		typ := string(c.Type)
 		if typ == "" {
 			typ = "function"
 		}
-		out = append(out, request.ToolCall{ID: c.ID, Type: typ, Function: request.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
+		id := c.ID
+		if id == "" {
+			sum := sha256.Sum256([]byte(requestID))
+			id = fmt.Sprintf("call_%s_%d", hex.EncodeToString(sum[:8]), i)
+		}
+		out = append(out, request.ToolCall{ID: id, Type: typ, Function: request.FunctionCall{Name: c.Function.Name, Arguments: c.Function.Arguments}})
 	}
 	return out
 }
+
+// checked reports whether an answer to r is checked before the caller sees
+// any of it: tool calls and JSON answers may be repaired.
+func checked(r request.Request) bool { return r.NeedsTools() || r.JSONAnswer() }
 
 // Progress is the call activity's heartbeat: the attempt and the
 // completion tokens received so far (streamed attempts).

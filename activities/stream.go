@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"strings"
@@ -20,6 +21,10 @@ var (
 	errFirstToken = errors.New("no first token within the first-token timeout")
 	errIdle       = errors.New("no chunk within the idle timeout")
 )
+
+// maxToolCallGap bounds how far past the tool calls so far a chunk's
+// tool-call index may point (servers number them 0, 1, 2, …).
+const maxToolCallGap = 16
 
 // streamed is what one streamed attempt produced.
 type streamed struct {
@@ -115,6 +120,7 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 	// call brings its id and name, later ones pieces of its arguments.
 	var calls []openai.ToolCall
 	var logprobs []openai.ChatCompletionTokenLogprob
+read:
 	for {
 		chunk, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -150,6 +156,10 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 					i = *tc.Index
 				} else if tc.ID == "" && len(calls) > 0 {
 					i = len(calls) - 1 // a continuation without an index
+				}
+				if i < 0 || i > len(calls)+maxToolCallGap {
+					obs.Err = fmt.Errorf("malformed chunk: tool call index %d after %d call(s)", i, len(calls))
+					break read
 				}
 				for len(calls) <= i {
 					calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})

@@ -143,3 +143,53 @@ func content(r openai.ChatCompletionResponse) string {
 	}
 	return r.Choices[0].Message.Content
 }
+
+func toolDelta(index int, id, name, args string) string {
+	return fmt.Sprintf(`{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":%d,"id":%q,"type":"function","function":{"name":%q,"arguments":%q}}]}}]}`, index, id, name, args)
+}
+
+// TestStreamToolCalls: streamed tool calls are put together by index
+// (the id and name first, the arguments in pieces) into a successful
+// answer; an index no server sends breaks the stream instead of growing
+// the calls without bound.
+func TestStreamToolCalls(t *testing.T) {
+	timeouts := streamTimeouts{firstToken: time.Second, idle: time.Second}
+	run := func(events ...string) (streamed, classify.Verdict) {
+		t.Helper()
+		s := sse{done: true}
+		for _, e := range events {
+			s.events = append(s.events, sseEvent{0, e})
+		}
+		srv := httptest.NewServer(http.HandlerFunc(s.serve))
+		defer srv.Close()
+		oc := openai.DefaultConfig("")
+		oc.BaseURL = srv.URL + "/v1"
+		st := stream(context.Background(), openai.NewClientWithConfig(oc), openai.ChatCompletionRequest{Model: "m",
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}, timeouts, func(int) {}, nil)
+		obs := classify.Observation{Err: st.err, Status: 200, Stream: st.obs}
+		if st.err == nil {
+			obs.Response = &st.resp
+		}
+		return st, classify.Classify(obs)
+	}
+	st, v := run(toolDelta(0, "call_a", "lookup_order", ""), toolDelta(0, "", "", `{"order_`), toolDelta(0, "", "", `id":"42"}`),
+		toolDelta(1, "call_b", "cancel_order", `{}`), finish("tool_calls"))
+	calls := toolCalls(st.resp.Choices[0].Message.ToolCalls, "wf/1")
+	if v.Class != failure.None || len(calls) != 2 || calls[0].ID != "call_a" || calls[0].Function.Arguments != `{"order_id":"42"}` ||
+		calls[1].Function.Name != "cancel_order" || st.resp.Choices[0].FinishReason != "tool_calls" {
+		t.Errorf("class %q (%s), calls %+v", v.Class, v.Reason, calls)
+	}
+	for _, bad := range []int{-1, 1000000} {
+		_, v := run(toolDelta(0, "call_a", "f", "{}"), toolDelta(bad, "call_x", "f", "{}"), finish("tool_calls"))
+		if v.Class != failure.StreamBroken || !strings.Contains(v.Reason, "tool call index") {
+			t.Errorf("index %d: class %q (%s), want stream_broken naming the index", bad, v.Class, v.Reason)
+		}
+	}
+	// A server that sends no ids: the calls get ids the agent can answer,
+	// the same for a resend of the attempt.
+	a := toolCalls([]openai.ToolCall{{Function: openai.FunctionCall{Name: "f"}}, {Function: openai.FunctionCall{Name: "g"}}}, "wf/2")
+	b := toolCalls([]openai.ToolCall{{Function: openai.FunctionCall{Name: "f"}}}, "wf/2")
+	if a[0].ID == "" || a[0].ID == a[1].ID || a[0].ID != b[0].ID || a[0].Type != "function" {
+		t.Errorf("made-up ids %q %q %q", a[0].ID, a[1].ID, b[0].ID)
+	}
+}

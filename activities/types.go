@@ -154,6 +154,9 @@ type CallOutcome struct {
 type DecideInput struct {
 	State   callstate.State   `json:"state"`
 	Outcome callstate.Outcome `json:"outcome"`
+	// Needs are the capabilities the request needs (request.Needs): a
+	// model without one is never switched to.
+	Needs []config.Capability `json:"needs,omitempty"`
 }
 
 // FallbackInput asks for the business fallback answer.

@@ -269,8 +269,9 @@ type api interface {
 	decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError)
 	// write answers a finished call with 200.
 	write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult)
-	// stream is the format of a streamed answer.
-	stream(sw *sseWriter, cr chatRequest) streamFormat
+	// stream is the format of a streamed answer; resume is where a
+	// reconnecting client's stream stopped.
+	stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat
 	// objectID is the API object's id for a call's workflow ID.
 	objectID(workflowID string) string
 }
@@ -284,7 +285,7 @@ func (chatAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *f
 func (chatAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
 	writeCompletion(w, id, created, res)
 }
-func (chatAPI) stream(sw *sseWriter, cr chatRequest) streamFormat {
+func (chatAPI) stream(sw *sseWriter, cr chatRequest, _ resumePoint) streamFormat {
 	return chatFormat{sw: sw, includeUsage: cr.IncludeUsage}
 }
 func (chatAPI) objectID(id string) string { return completionID(id) }
@@ -334,7 +335,7 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
 	case stream:
 		sw := newSSEWriter(w, a.objectID(id), created)
-		h.stream(w, r, id, cr, resume, sw, a.stream(sw, cr))
+		h.stream(w, r, id, cr, resume, sw, a.stream(sw, cr, resume))
 	default:
 		var res workflows.CallResult
 		if err := run.Get(r.Context(), &res); err != nil {

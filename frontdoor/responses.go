@@ -46,8 +46,9 @@ func (responsesAPI) decode(body []byte, passthrough map[string]bool) (chatReques
 func (responsesAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
 	writeJSON(w, http.StatusOK, newResponseObject(id, created, res, "completed"))
 }
-func (responsesAPI) stream(sw *sseWriter, cr chatRequest) streamFormat {
-	return &responsesFormat{sw: sw, respID: sw.id}
+func (responsesAPI) stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat {
+	// A client that reconnects after some text has the message item open.
+	return &responsesFormat{sw: sw, respID: sw.id, msgOpen: resume.set && resume.bytes > 0}
 }
 func (responsesAPI) objectID(id string) string { return responseID(id) }
 

@@ -207,7 +207,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
 				ConnectResends: out.ConnectResends, Detail: out.Reason,
-			}}).Get(ctx, &step)
+			}, Needs: c.req.Needs()}).Get(ctx, &step)
 		if err != nil {
 			return "", err
 		}

@@ -338,7 +338,8 @@ func (d *decider) backoff() Wait {
 }
 
 // nextModel is the model the ladder offers after the failed one, skipping
-// models already tried and models whose breaker is open; "" when none.
+// models already tried, models whose breaker is open and models that
+// cannot serve the request; "" when none.
 func (d *decider) nextModel() string {
 	return d.nextModelWhere(func(string) bool { return true })
 }
@@ -347,7 +348,7 @@ func (d *decider) nextModel() string {
 func (d *decider) nextModelWhere(ok func(model string) bool) string {
 	tried := append(slices.Clone(d.next.Tried), d.model)
 	m, found := NextModel(d.cfg.Models, d.next.Preferred, tried, func(model string) bool {
-		return !slices.Contains(d.v.Open, model) && ok(model)
+		return !slices.Contains(d.v.Open, model) && !slices.Contains(d.v.Unable, model) && ok(model)
 	})
 	if !found {
 		return ""

@@ -76,6 +76,16 @@ func TestNext(t *testing.T) {
 					t.Errorf("the switch keeps the repair instruction %q", s.Next.Shape.Repair)
 				}
 			}},
+		{name: "a switch skips the rungs that cannot serve the request", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.ModelNotFound
+			v.Unable = []string{"qwen-14b"}
+		},
+			kind: Switch, decision: "switch_model", model: "llama-8b"},
+		{name: "no rung can serve it after the failed one: fall back, no switch named", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.ModelNotFound
+			v.Unable = []string{"qwen-14b", "llama-8b"}
+		},
+			kind: Fallback, decision: "fallback", reason: "no other model available"},
 		{name: "read timeout switches after one failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },

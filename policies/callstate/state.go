@@ -193,6 +193,9 @@ type Verdicts struct {
 	Spent []string `json:"spent,omitempty"`
 	// Open are the models whose breaker is open: never switched to.
 	Open []string `json:"open,omitempty"`
+	// Unable are the models that cannot serve the request (they lack a
+	// capability it needs): never switched to.
+	Unable []string `json:"unable,omitempty"`
 	// U is a uniform random number in [0,1) for the jitter.
 	U float64 `json:"u"`
 }

@@ -110,6 +110,10 @@ type Stop []string
 
 // UnmarshalJSON accepts a string, an array of strings or null.
 func (s *Stop) UnmarshalJSON(b []byte) error {
+	if string(bytes.TrimSpace(b)) == "null" {
+		*s = nil
+		return nil
+	}
 	var one string
 	if err := json.Unmarshal(b, &one); err == nil {
 		*s = Stop{one}

@@ -120,3 +120,22 @@ func TestMessageJSON(t *testing.T) {
 		t.Error("content 42 accepted")
 	}
 }
+
+// TestNullFieldsAreUnset: a starter that writes null for an optional
+// field sets nothing.
+func TestNullFieldsAreUnset(t *testing.T) {
+	var r Request
+	body := `{"messages":[{"role":"user","content":"hi"}],"stop":null,"tools":null,"tool_choice":null,"response_format":null,"top_p":null}`
+	if err := json.Unmarshal([]byte(body), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Stop != nil || r.Tools != nil || r.ToolChoice != nil || r.ResponseFormat != nil || r.TopP != nil {
+		t.Errorf("null fields set: %+v", r)
+	}
+	if err := Validate(r, nil); err != nil {
+		t.Errorf("Validate = %v", err)
+	}
+	if err := json.Unmarshal([]byte(`{"stop":"END"}`), &r); err != nil || len(r.Stop) != 1 || r.Stop[0] != "END" {
+		t.Errorf("stop as one string: %v %v", r.Stop, err)
+	}
+}
