@@ -3,8 +3,8 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
