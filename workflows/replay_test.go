@@ -17,10 +17,12 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -284,4 +286,37 @@ func TestReplayFailsOnAlteredWorkflow(t *testing.T) {
 	}
 	require.True(t, timers >= 5 && timers <= len(histories)-5, "%d of %d histories wait on a timer", timers, len(histories))
 	require.True(t, fallbacks >= 5 && fallbacks <= len(histories)-5, "%d of %d histories fall back", fallbacks, len(histories))
+}
+
+// TestReplayStructuredFallbackOfAnOlderBuild: a run started before agents
+// were supported, whose request carried a required tool (an older worker
+// ignored the field) and ended in the FAQ, still replays: the
+// fallback_unavailable branch is versioned, and without its marker the
+// call takes the FAQ as it did. The same history with the field but the
+// new branch taken would fail.
+func TestReplayStructuredFallbackOfAnOlderBuild(t *testing.T) {
+	h := loadHistory(t, golden(t)["fallback-faq"])
+	attrs := h.Events[0].GetWorkflowExecutionStartedEventAttributes()
+	require.NotNil(t, attrs)
+	dc := converter.GetDefaultDataConverter()
+	var req workflows.CallRequest
+	require.NoError(t, dc.FromPayload(attrs.Input.Payloads[0], &req))
+	req.Tools = []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "lookup_order"}}}
+	req.ToolChoice = &request.ToolChoice{Mode: request.ToolChoiceRequired}
+	p, err := dc.ToPayload(req)
+	require.NoError(t, err)
+	attrs.Input.Payloads[0] = p
+
+	r := replayer(t, workflows.LLMCall, worker.WorkflowReplayerOptions{})
+	require.NoError(t, r.ReplayWorkflowHistory(quietLog, h), "a run of an older build with a required tool no longer replays")
+
+	unversioned := func(ctx workflow.Context, req workflows.CallRequest) (workflows.CallResult, error) {
+		// The new branch without its version check: fails on that run.
+		if req.Structured() {
+			return workflows.CallResult{}, temporal.NewApplicationError("no fallback", workflows.ErrFallbackUnavailable)
+		}
+		return workflows.LLMCall(ctx, req)
+	}
+	r = replayer(t, unversioned, worker.WorkflowReplayerOptions{})
+	require.Error(t, r.ReplayWorkflowHistory(quietLog, h), "the unversioned change replays: the test cannot tell")
 }
