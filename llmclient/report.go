@@ -11,7 +11,16 @@ import (
 
 // WriteReport prints a call's answer, source and attempt table for people.
 func WriteReport(w io.Writer, res workflows.CallResult) error {
-	fmt.Fprintf(w, "%s\n\n", strings.TrimSpace(res.Content))
+	if text := strings.TrimSpace(res.Content); text != "" || len(res.ToolCalls) == 0 {
+		fmt.Fprintf(w, "%s\n\n", text)
+	}
+	for _, c := range res.ToolCalls {
+		// A tool call is the answer an agent acts on.
+		fmt.Fprintf(w, "tool call %s: %s(%s)\n", c.ID, c.Function.Name, c.Function.Arguments)
+	}
+	if len(res.ToolCalls) > 0 {
+		fmt.Fprintln(w)
+	}
 	src := string(res.Source)
 	if res.Model != "" {
 		src += " (" + res.Model + ")"
