@@ -47,6 +47,10 @@ type MemoryOptions struct {
 	// Variants are the worker settings to measure, one worker process
 	// each; default MemoryVariants.
 	Variants []MemoryVariant
+	// ProfileDir, when set, receives the worker's heap and goroutine
+	// profiles taken with the calls in flight (<variant>-heap.pb.gz,
+	// <variant>-goroutines.txt; the worker runs with WORKER_PPROF=1).
+	ProfileDir string
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
 }
@@ -231,6 +235,9 @@ func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin
 		"POLICY_FILE="+policy, "LLM_BASE_URL="+sim.BaseURL, "LLM_API_KEY=",
 		"WORKER_TASK_QUEUE="+tq, "METRICS_ADDR="+metricsAddr, "LOG_LEVEL=warn")
 	cmd.Env = append(cmd.Env, v.Env...)
+	if o.ProfileDir != "" {
+		cmd.Env = append(cmd.Env, "WORKER_PPROF=1")
+	}
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -314,6 +321,15 @@ func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin
 		state = fmt.Sprintf("most calls in flight reached (%d of %d)", rep.MaxInFlight, o.Calls)
 	}
 	progress("memory: %s after %s", state, fmtDur(time.Since(begin)))
+	if o.ProfileDir != "" {
+		name := strings.NewReplacer(" ", "_", "=", "-", ",", "").Replace(v.Name + "-" + v.Calls())
+		for file, path := range map[string]string{name + "-heap.pb.gz": "/debug/pprof/heap", name + "-goroutines.txt": "/debug/pprof/goroutine?debug=1"} {
+			if err := fetchTo(ctx, "http://"+metricsAddr+path, filepath.Join(o.ProfileDir, file)); err != nil {
+				return nil, fmt.Errorf("profile %s: %w", path, err)
+			}
+		}
+		progress("memory: profiles in %s", o.ProfileDir)
+	}
 	// Five samples a second apart; report the largest.
 	best := MemorySample{}
 	for k := 0; k < 5; k++ {
@@ -692,4 +708,25 @@ func (r *MemoryReport) Markdown(h Header) string {
 		fmt.Fprintf(&b, "- %s: %s with %d in flight (peak over the run %s) — %s\n", run.label(), mb(l.RSS), l.InFlight, mb(run.PeakRSS), verdict)
 	}
 	return b.String()
+}
+
+// fetchTo saves the body of GET url in file.
+func fetchTo(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, b, 0o644)
 }

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"os"
 	"time"
 	"unicode"
 
@@ -77,7 +79,8 @@ func NewMetrics(logger *slog.Logger) (*Metrics, error) {
 }
 
 // StartMetrics builds the metrics and serves them on addr at /metrics
-// (addr "" builds them without serving).
+// (addr "" builds them without serving), with Go's profiles at /debug/pprof/
+// when WORKER_PPROF=1.
 func StartMetrics(addr string, logger *slog.Logger) (*Metrics, error) {
 	m, err := NewMetrics(logger)
 	if err != nil || addr == "" {
@@ -89,6 +92,13 @@ func StartMetrics(addr string, logger *slog.Logger) (*Metrics, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.HTTPHandler())
+	if os.Getenv("WORKER_PPROF") == "1" {
+		// Go's profiles, for a memory or CPU investigation: opt-in, as
+		// they show code paths and can be expensive to take.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	}
 	m.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	m.Addr = ln.Addr().String()
 	go func() {

@@ -135,12 +135,7 @@ func run(args []string) error {
 		return err
 	}
 	worker.SetStickyWorkflowCacheSize(cache)
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
-		// The Go runtime read no limit: size one to the calls in flight,
-		// so the collector returns garbage before it doubles the heap
-		// (GOMEMLIMIT, even "off", wins).
-		debug.SetMemoryLimit(defaultMemoryLimit(calls))
-	}
+
 	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger,
 		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}})
 	if err != nil {
@@ -181,18 +176,6 @@ func memoryLimit() string {
 // the SDK's default of concurrent activities; the sticky cache holds as
 // many workflows by default (see the package doc for why not fewer).
 const defaultMaxCalls = 1000
-
-// defaultMemoryLimit is the soft memory limit of a worker that runs calls
-// attempts at once when GOMEMLIMIT is unset: a base for the SDK, the
-// caches and the near-idle worker, and room for each call in flight (its
-// workflow, its activity and its upstream connection).
-func defaultMemoryLimit(calls int) int64 {
-	const (
-		base    = 48 << 20
-		perCall = 128 << 10
-	)
-	return base + int64(calls)*perCall
-}
 
 // positiveEnv reads a positive count from the environment variable name,
 // def when it is unset.

@@ -61,6 +61,7 @@ type options struct {
 	eventsN    int
 	eventsIv   []time.Duration
 	memEnv     string
+	memProfile string
 	memModes   []string
 	memTTFT    time.Duration
 	memTPS     float64
@@ -85,6 +86,7 @@ func run(args []string) error {
 	tokens := fs.Int("stream-tokens", 500, "stream, stream-events: tokens of every streamed answer")
 	eventsN := fs.Int("events-calls", 3, "stream-events: calls per batch interval and subscriber setting")
 	eventsIv := fs.String("events-intervals", "200ms,300ms,400ms,500ms", "stream-events: stream.batch_interval values to measure, comma-separated")
+	memProfiles := fs.String("memory-profiles", "", "memory: save the worker's heap and goroutine profiles, taken with the calls in flight, in this folder")
 	memEnv := fs.String("memory-env", "defaults;"+bench.SDKDefaults, "memory: worker settings to measure, ';'-separated; each is \"defaults\" or space-separated VAR=value added to the worker's environment")
 	memModes := fs.String("memory-modes", "plain,stream", "memory: calls to measure with each setting: plain (not streamed), stream (streamed, one subscriber each)")
 	memTTFT := fs.Duration("memory-ttft", time.Minute, "memory: the upstream's time to first token")
@@ -99,7 +101,7 @@ func run(args []string) error {
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
-		memEnv: *memEnv, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens,
+		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens,
 	}
 	for _, v := range split(*eventsIv) {
 		d, err := time.ParseDuration(v)
@@ -275,7 +277,7 @@ func runMemory(ctx context.Context, o options) error {
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
 	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: os.Stderr,
-		TTFT: o.memTTFT, TokensPerSecond: o.memTPS, Tokens: o.memTokens}
+		TTFT: o.memTTFT, TokensPerSecond: o.memTPS, Tokens: o.memTokens, ProfileDir: o.memProfile}
 	if o.short {
 		mo.TTFT, mo.Tokens = min(mo.TTFT, 15*time.Second), min(mo.Tokens, 10)
 		o.memEnv = strings.Split(o.memEnv, ";")[0]
