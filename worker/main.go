@@ -15,15 +15,17 @@
 // LLM_PAYLOAD_KEYS, when set, encrypts every payload the worker writes
 // (see package codec).
 // WORKER_MAX_CALLS caps the upstream attempts the worker runs at once
-// (default 1,000); memory grows with it, about 170 KB per call in flight
-// (215 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
+// (default 1,000); memory grows with it, about 155 KB per call in flight
+// (195–250 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
 // memory between their tasks (default WORKER_MAX_CALLS; the SDK's is
 // 10,000). A smaller cache saves memory when many calls wait on slow
 // upstreams, but a streamed call that is evicted replays its history at
-// each batch of deltas: with 1,000 streams in flight a cache of 128 cost
-// 10–23 % of them their model's answer in two runs (`go run
-// ./bench/cmd/bench -bench memory`, README "Benchmarks"). GOMEMLIMIT, Go's
-// soft memory limit, is not set by default.
+// each batch of deltas. GOMEMLIMIT, Go's soft memory limit, is not set by
+// default: one sized to the calls made the collector starve heartbeats
+// with 1,000 streams in flight, and 18 % of them lost their answer (`go
+// run ./bench/cmd/bench -bench memory`, README "Benchmarks").
+// WORKER_PPROF=1 serves Go's profiles at /debug/pprof/ on the metrics
+// address.
 package main
 
 import (
