@@ -370,10 +370,18 @@ func paths() []path {
 				}},
 		},
 		{
-			name: "capability-skip", doc: "a request with tools: the rung without tools is skipped, never sent; the FAQ answers",
-			request: withTools(ask("capability-skip", "How do I reset my password? [[sim fault=model_not_found times=always]]")),
-			want: want{decisions: []string{"qwen-72b:model_not_found:switch_model", "qwen-14b:model_not_found:switch_model",
-				"llama-8b:ok:skip"}, source: workflows.SourceFAQ, check: faqAnswered},
+			name: "capability-skip", doc: "a request with tools and a first rung without them: it is skipped, never sent; the next answers",
+			policy: func(c *config.Config) {
+				c.Models[0].Capabilities = nil
+			},
+			request: withTools(ask("capability-skip", "Where is order 42?")),
+			want: want{decisions: []string{"qwen-72b:ok:skip", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+				check: func(res workflows.CallResult) error {
+					if !strings.Contains(res.Attempts[0].Reason, "qwen-72b lacks tools") {
+						return fmt.Errorf("skip reason %q", res.Attempts[0].Reason)
+					}
+					return calledLookup(res)
+				}},
 		},
 		{
 			name: "fallback-unavailable", doc: "a required tool call and no model answers: the call fails, retryable, no FAQ text",

@@ -356,6 +356,17 @@ func (d *decider) nextModelWhere(ok func(model string) bool) string {
 	return m.Name
 }
 
+// unableLeft are the models not tried yet that cannot serve the request.
+func (d *decider) unableLeft() []string {
+	var out []string
+	for _, m := range d.v.Unable {
+		if m != d.model && !slices.Contains(d.next.Tried, m) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // remaining is the time left for attempts, the fallback reserve excluded.
 func (d *decider) remaining() time.Duration {
 	return d.next.Deadline - d.out.Elapsed - d.cfg.Call.FallbackReserve.D()
@@ -383,7 +394,11 @@ func (d *decider) fail(reason string) Step {
 func (d *decider) switchTo(w Wait, why string) Step {
 	model := d.nextModel()
 	if model == "" {
-		return d.fallback(why + "; no other model available")
+		why += "; no other model available"
+		if u := d.unableLeft(); len(u) > 0 {
+			why += fmt.Sprintf(" (%s cannot serve the request: it lacks a capability the request needs)", strings.Join(u, ", "))
+		}
+		return d.fallback(why)
 	}
 	if !d.fits(w.Delay) {
 		return d.fallback(why + "; no time left before the deadline")

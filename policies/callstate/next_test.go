@@ -85,7 +85,7 @@ func TestNext(t *testing.T) {
 			o.Class = failure.ModelNotFound
 			v.Unable = []string{"qwen-14b", "llama-8b"}
 		},
-			kind: Fallback, decision: "fallback", reason: "no other model available"},
+			kind: Fallback, decision: "fallback", reason: "no other model available (qwen-14b, llama-8b cannot serve the request: it lacks a capability the request needs)"},
 		{name: "read timeout switches after one failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },
