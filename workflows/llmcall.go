@@ -406,7 +406,10 @@ func (c *call) fallback(ctx workflow.Context, reason string) (CallResult, error)
 	if c.req.Structured() && workflow.GetVersion(ctx, "structured-fallback", workflow.DefaultVersion, 1) == 1 {
 		// Versioned: a run started by an older build (which ignored these
 		// request fields) keeps answering from the FAQ when it replays.
-		need := "a JSON answer matching its schema"
+		need := "a JSON object"
+		if c.req.Schema() != nil {
+			need = "a JSON answer matching its schema"
+		}
 		if c.req.RequiresToolCall() {
 			need = "a tool call (tool_choice " + c.req.ToolChoice.String() + ")"
 		}

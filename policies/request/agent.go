@@ -266,10 +266,11 @@ func (r Request) Schema() json.RawMessage {
 }
 
 // Structured reports whether a text answer that is not a model's cannot
-// answer r: it requires a tool call or a JSON schema (README "Agents":
-// the FAQ is no answer to an agent that must parse it).
+// answer r: it requires a tool call, or a JSON answer (json_object or
+// json_schema) (README "Agents": the FAQ is no answer to an agent that
+// must parse it).
 func (r Request) Structured() bool {
-	return r.RequiresToolCall() || r.Schema() != nil
+	return r.RequiresToolCall() || r.JSONAnswer()
 }
 
 // HasTool reports whether r offers a function named name.

@@ -82,3 +82,26 @@ func TestAnswerResponseFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestStructured: only a model's answer can answer a required tool call
+// or a JSON answer; optional tools and text formats can take the FAQ.
+func TestStructured(t *testing.T) {
+	tools := []Tool{{Type: "function", Function: FunctionTool{Name: "f"}}}
+	for _, c := range []struct {
+		name string
+		r    Request
+		want bool
+	}{
+		{"plain", Request{}, false},
+		{"optional tools", Request{Tools: tools}, false},
+		{"required tool", Request{Tools: tools, ToolChoice: &ToolChoice{Mode: ToolChoiceRequired}}, true},
+		{"named tool", Request{Tools: tools, ToolChoice: &ToolChoice{Function: "f"}}, true},
+		{"json_object", Request{ResponseFormat: &ResponseFormat{Type: FormatJSONObject}}, true},
+		{"json_schema", Request{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema, JSONSchema: &JSONSchema{Name: "s", Schema: json.RawMessage(`{}`)}}}, true},
+		{"text format", Request{ResponseFormat: &ResponseFormat{Type: FormatText}}, false},
+	} {
+		if got := c.r.Structured(); got != c.want {
+			t.Errorf("%s: Structured() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
