@@ -166,7 +166,7 @@ type ModelConfig struct {
 	Capabilities []Capability `yaml:"capabilities"`
 	// Passthrough names provider-specific top-level request fields
 	// (vLLM's top_k, …) that a request may carry and that are forwarded to
-	// this model byte for byte.
+	// this model as written (JSON whitespace aside).
 	Passthrough []string `yaml:"passthrough"`
 	// InputPrice and OutputPrice per million tokens, for reports. Optional.
 	InputPrice  float64 `yaml:"input_price"`

@@ -80,7 +80,7 @@ type Request struct {
 	TopLogprobs       *int            `json:"top_logprobs,omitempty"`
 	ReasoningEffort   string          `json:"reasoning_effort,omitempty"`
 	// Passthrough are provider-specific top-level fields (vLLM's top_k,
-	// …), forwarded byte for byte to the models whose policy lists them
+	// …), forwarded as written to the models whose policy lists them
 	// (passthrough); a field no model lists is refused.
 	Passthrough map[string]json.RawMessage `json:"passthrough,omitempty"`
 }
