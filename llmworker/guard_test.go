@@ -15,6 +15,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -56,7 +57,17 @@ func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 
 	b := startWorkerProc(t, bin, env...)
 	waitForPoller(t, c, tq, b.pid())
-	time.Sleep(1500 * time.Millisecond) // three sync intervals: B has read the fleet's view
+	// The fleet's view holds the open breaker once the guard workflow has
+	// taken A's last report (B's worker runs it now that A is gone); then
+	// three sync intervals later B has read that view.
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		v, err := c.QueryWorkflow(ctx, workflows.GuardID(tq), "", workflows.QueryGuardView)
+		var view guard.View
+		return err == nil && v.Get(&view) == nil && view.Open["qwen-72b"].After(time.Now())
+	}, 20*time.Second, 100*time.Millisecond, "the fleet's view never showed qwen-72b's breaker open")
+	time.Sleep(1500 * time.Millisecond)
 	before := sim.Stats().Models["qwen-72b"].Arrivals
 	res := ask(100)
 	require.Equal(t, "qwen-72b:breaker_open:switch_model", decisions(res)[0], "worker B sent a request to the model whose breaker the fleet opened: %v", decisions(res))
