@@ -36,6 +36,7 @@ type Activities struct {
 	classes  *guard.ClassBreaker
 	tokens   *prompt.TokenCounter
 	schemas  *structured.Cache
+	keys     *keyPools
 	faq      *faq.FAQ
 	metrics  Metrics
 	getenv   func(string) string
@@ -89,7 +90,7 @@ func New(o Options) (*Activities, error) {
 	}
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*modelClient{}, schemas: structured.NewCache(),
+		clients: map[string]*modelClient{}, schemas: structured.NewCache(), keys: newKeyPools(),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -224,6 +225,14 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 			a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
 			continue
 		}
+		key, ok := a.pickKey(m, now)
+		if !ok {
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "key",
+				Reason: fmt.Sprintf("every key of %s is parked after a refusal: no upstream call made", m.Name)})
+			continue
+		}
+		m = m.WithKey(key)
 		canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
 		scope, left := a.held(m, now)
 		if left > 0 && left > canWait {
@@ -261,7 +270,10 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		if left > 0 {
 			p.Hold, p.HoldScope, p.HoldReason = left, scope, holdReason
 		}
-		p.State = p.State.Start(m.Name)
+		if m.Pooled() {
+			p.Key = key
+		}
+		p.State = p.State.StartWith(m.Name, p.Key)
 		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
 		p.Prompt = prompt
 		return p, nil
@@ -336,9 +348,15 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 		// The failed attempt was a retry of that class: it did not work.
 		a.classes.Record(s.Pending, now, false)
 	}
+	m, _ := a.cfg.Model(s.Model)
 	if a.cfg.ClassPolicy(out.Class).TripBreaker {
-		// auth: never send to this model again until its breaker heals.
-		a.breakers.Trip(s.Model, now)
+		if m.Pooled() && s.Key != "" && a.unparkedOther(m, s.Key, now) {
+			// One key of a pool was refused: leave it out, not the model.
+			a.keys.park(m.Name, s.Key, now.Add(m.KeyPark.D()))
+		} else {
+			// auth: never send to this model again until its breaker heals.
+			a.breakers.Trip(s.Model, now)
+		}
 	}
 	v := callstate.Verdicts{
 		ClassAllowed: a.classes.Allow(out.Class, now),
@@ -355,6 +373,10 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 		}
 	}
 	v.Spent = a.budgets.Spent(now, endpoints...)
+	if out.Class == failure.RateLimited && s.Key != "" {
+		// The 429 held only its key (backpressure, in CallModel).
+		v.OtherKey = a.otherKey(m, s.Key, now)
+	}
 	step := callstate.Next(a.cfg, s, out, v)
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()

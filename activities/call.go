@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -130,6 +131,12 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	m, ok := a.cfg.Model(in.Model)
 	if !ok {
 		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))
+	}
+	if in.Key != "" {
+		if !slices.Contains(m.Keys(), in.Key) {
+			return CallOutcome{}, invalid(fmt.Errorf("key %q is not in the pool of %s", in.Key, m.Name))
+		}
+		m = m.WithKey(in.Key) // its key, its client, its rate-limit holds
 	}
 	if !a.breakers.Admit(m.Name, a.now()) {
 		// The breaker opened where this attempt runs since it was planned
@@ -266,6 +273,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	}
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
+	a.keyAttempt(m.Name, in.Key, classLabel(v.Class))
 
 	if v.Class != failure.None && obs.Stream != nil && obs.Stream.Chunks > 0 && len(resp.Choices) > 0 {
 		// The text that arrived before the attempt failed.

@@ -80,6 +80,9 @@ type Prepared struct {
 	Hold       time.Duration `json:"hold,omitempty"`
 	HoldScope  string        `json:"hold_scope,omitempty"`
 	HoldReason string        `json:"hold_reason,omitempty"`
+	// Key is the id (environment variable) of the key of the model's pool
+	// the attempt uses; "" for a model with one key.
+	Key string `json:"key,omitempty"`
 	// Resends is how many network-layer resends after a failed connect the
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).
@@ -117,6 +120,8 @@ type CallInput struct {
 	Continue string `json:"continue,omitempty"`
 	// Resends bounds the attempt's network-layer resends (Prepared.Resends).
 	Resends int `json:"resends,omitempty"`
+	// Key is the key of the model's pool to send with (Prepared.Key).
+	Key string `json:"key,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the

@@ -147,6 +147,7 @@ type promActivityMetrics struct {
 	refusals  prom.Counter
 	remaining *prom.GaugeVec // no labels: absent until known, never a false 0
 	breaker   *prom.GaugeVec
+	keys      *prom.CounterVec
 }
 
 func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
@@ -172,9 +173,18 @@ func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
 			Name: "llm_breaker_state",
 			Help: "Circuit breaker state per model: 0 closed, 1 half-open, 2 open.",
 		}, []string{"model"}),
+		keys: prom.NewCounterVec(prom.CounterOpts{
+			Name: "llm_key_attempts_total",
+			Help: "Upstream attempts on models with a key pool, by model, key id (the environment variable that holds it, never the key) and class.",
+		}, []string{"model", "key", "class"}),
 	}
-	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker)
+	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker, m.keys)
 	return m
+}
+
+// KeyAttempt implements activities.KeyMetrics.
+func (m *promActivityMetrics) KeyAttempt(model, key, class string) {
+	m.keys.WithLabelValues(model, key, class).Inc()
 }
 
 func (m *promActivityMetrics) Attempt(model, class string, d time.Duration) {

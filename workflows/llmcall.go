@@ -181,6 +181,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
+			Key: prep.Key,
 		}).Get(ctx, &out)
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
@@ -190,7 +191,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			class = classOf(err, &out) // fills out from the error's details
 		}
 		att := Attempt{
-			N: c.st.N, Model: prep.Model, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
+			N: c.st.N, Model: prep.Model, Key: prep.Key, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
 			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: c.st.From.String(),
 		}
 		if out.Messages > 0 {
@@ -241,6 +242,9 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 		n = c.st.Upstream + 1 // prepared by an older build
 	}
 	summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", n, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
+	if prep.Key != "" {
+		summary += " · key " + prep.Key
+	}
 	if c.st.From.Resend {
 		summary += " · resend"
 	}

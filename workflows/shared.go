@@ -150,8 +150,11 @@ type Usage struct {
 // Attempt is one upstream attempt (or a model skipped by its breaker) and
 // the decision that followed it.
 type Attempt struct {
-	N            int    `json:"n"`
-	Model        string `json:"model"`
+	N     int    `json:"n"`
+	Model string `json:"model"`
+	// Key is the id (environment variable) of the pooled key the attempt
+	// used; empty for a model with one key.
+	Key          string `json:"key,omitempty"`
 	Class        string `json:"class,omitempty"`
 	Status       int    `json:"status,omitempty"`
 	DurationMS   int64  `json:"duration_ms"`

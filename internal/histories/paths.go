@@ -389,6 +389,20 @@ func paths() []path {
 			want:    want{decisions: []string{"qwen-72b:service_unavailable:fallback"}, fails: workflows.ErrFallbackUnavailable},
 		},
 		{
+			name: "key-pool", doc: "a 429 on one key of the model's pool: the next attempt takes the other key at once",
+			policy: func(c *config.Config) {
+				c.Models[0].APIKeyEnv, c.Models[0].APIKeyEnvs = "", []string{"HISTORY_KEY_A", "HISTORY_KEY_B"}
+			},
+			request: ask("key-pool", "[[sim fault=rate_limited retry_after=5s model=qwen-72b times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:rate_limited:retry (another key)", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+				check: func(res workflows.CallResult) error {
+					if a, b := res.Attempts[0].Key, res.Attempts[1].Key; a == "" || a == b || res.Attempts[0].DelayMS != 0 {
+						return fmt.Errorf("keys %q then %q after %d ms: want two keys, no wait", a, b, res.Attempts[0].DelayMS)
+					}
+					return nil
+				}},
+		},
+		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
 			request: ask("cancellation", "[[sim fault=rate_limited retry_after=30s times=1]] "+plainQuestion),
 			drive:   cancelDuringBackoff,

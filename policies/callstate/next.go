@@ -171,7 +171,12 @@ func (d *decider) allowed(st Step) Step {
 func (d *decider) refuses(model string) (string, bool) {
 	m, _ := d.cfg.Model(model)
 	if d.out.Class == failure.Auth {
-		if f, _ := d.cfg.Model(d.model); f.Endpoint() == m.Endpoint() && f.APIKeyEnv == m.APIKeyEnv {
+		f, _ := d.cfg.Model(d.model)
+		failed := f.APIKeyEnv
+		if d.next.Key != "" {
+			failed = d.next.Key // the pooled key the attempt used
+		}
+		if f.Endpoint() == m.Endpoint() && !slices.ContainsFunc(m.Keys(), func(k string) bool { return k != failed }) {
 			return fmt.Sprintf("%s refused the key of %s", m.Endpoint(), d.model), false
 		}
 	}
@@ -208,6 +213,13 @@ func (d *decider) retry() (Step, *Step) {
 		st.Next.Shape.KeepRounds = keep
 		st.Reason = fmt.Sprintf("%s: keep the last %d rounds + the question, resend at once", class, keep)
 	case config.ActionRetryAfter:
+		if k := d.v.OtherKey; k != "" && d.out.Class == failure.RateLimited {
+			// A pool spreads rate limits: the limit held this key, not the
+			// model.
+			st = d.step(Retry, Wait{}, "retry (another key)")
+			st.Reason = fmt.Sprintf("%s on key %s of %s: key %s at once, no wait", class, d.next.Key, d.model, k)
+			break
+		}
 		if !d.out.HasRetryAfter {
 			w := d.backoff()
 			st = d.step(Retry, w, "retry")

@@ -86,6 +86,11 @@ func TestNext(t *testing.T) {
 			v.Unable = []string{"qwen-14b", "llama-8b"}
 		},
 			kind: Fallback, decision: "fallback", reason: "no other model available (qwen-14b, llama-8b cannot serve the request: it lacks a capability the request needs)"},
+		{name: "429 on one key of a pool: another key at once, no wait", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.RetryAfter, o.HasRetryAfter = failure.RateLimited, 5*time.Second, true
+			s.Key, v.OtherKey = "KEY_A", "KEY_B"
+		},
+			kind: Retry, decision: "retry (another key)", model: "qwen-72b", reason: "rate_limited on key KEY_A of qwen-72b: key KEY_B at once, no wait"},
 		{name: "read timeout switches after one failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },

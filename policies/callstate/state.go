@@ -18,6 +18,9 @@ type State struct {
 	Preferred string `json:"preferred,omitempty"`
 	// Model of the next attempt ("" before the first: the ladder decides).
 	Model string `json:"model,omitempty"`
+	// Key is the id (environment variable) of the key of the model's pool
+	// the attempt uses; "" for a model with one key.
+	Key string `json:"key,omitempty"`
 	// Tried are the models this call has left, in order.
 	Tried []string `json:"tried,omitempty"`
 	// Shape is how the next attempt cuts and parameterises the request.
@@ -114,8 +117,13 @@ func (s State) Skip(model string, class failure.Class) State {
 // Start records that the next attempt goes to model: one more upstream
 // request.
 func (s State) Start(model string) State {
+	return s.StartWith(model, "")
+}
+
+// StartWith is Start with the key (of a pool) the attempt uses.
+func (s State) StartWith(model, key string) State {
 	s = s.clone()
-	s.Model = model
+	s.Model, s.Key = model, key
 	s.Requests++
 	return s
 }
@@ -196,6 +204,10 @@ type Verdicts struct {
 	// Unable are the models that cannot serve the request (they lack a
 	// capability it needs): never switched to.
 	Unable []string `json:"unable,omitempty"`
+	// OtherKey: the failed attempt's model has another key in its pool
+	// that no rate limit holds and no refusal parked: a rate limit on one
+	// key is then no reason to wait.
+	OtherKey string `json:"other_key,omitempty"`
 	// U is a uniform random number in [0,1) for the jitter.
 	U float64 `json:"u"`
 }

@@ -129,6 +129,16 @@ type ModelConfig struct {
 	// APIKeyEnv names the environment variable holding the API key. The key
 	// itself never appears in the file, in workflow input, history or logs.
 	APIKeyEnv string `yaml:"api_key_env"`
+	// APIKeyEnvs, when set, is a pool of keys for the model, each named
+	// by its environment variable (it replaces APIKeyEnv): calls rotate
+	// over them, a rate limit holds only the key it hit and the next
+	// attempt takes another key at once, and a key refused as
+	// unauthorized or out of quota is parked for KeyPark. The variable's
+	// name is the key's id in history and metrics.
+	APIKeyEnvs []string `yaml:"api_key_envs"`
+	// KeyPark is how long a key of a pool is left out after an auth or
+	// quota failure.
+	KeyPark Duration `yaml:"key_park"`
 	// ContextWindow in tokens; prompts are pruned to fit.
 	ContextWindow int `yaml:"context_window"`
 	// Timeout of one attempt on this model, the whole answer included (the

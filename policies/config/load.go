@@ -316,6 +316,29 @@ func (m ModelConfig) Scope(sc RateLimitScope) string {
 	return m.Endpoint()
 }
 
+// Keys are the names of the environment variables of m's keys: its pool
+// (APIKeyEnvs), else its one key (APIKeyEnv, "" for none).
+func (m ModelConfig) Keys() []string {
+	if len(m.APIKeyEnvs) > 0 {
+		return m.APIKeyEnvs
+	}
+	return []string{m.APIKeyEnv}
+}
+
+// Pooled reports whether m has a pool of several keys.
+func (m ModelConfig) Pooled() bool { return len(m.APIKeyEnvs) > 1 }
+
+// WithKey is m as one attempt sends it, with the key named env: a pooled
+// model's rate limits are then held per key (a pool exists to spread
+// them), whatever its rate_limit_scope says.
+func (m ModelConfig) WithKey(env string) ModelConfig {
+	if m.Pooled() && m.RateLimitScope == ScopeEndpoint {
+		m.RateLimitScope = ScopeKey
+	}
+	m.APIKeyEnv = env
+	return m
+}
+
 // Endpoint is the endpoint of the named model ("" for an unknown one).
 func (c *Config) Endpoint(model string) string {
 	m, ok := c.Model(model)
@@ -351,7 +374,7 @@ func (c *Config) OverrideEndpoint(baseURL, apiKeyEnv string) {
 			c.Models[i].BaseURL = baseURL
 		}
 		if apiKeyEnv != "" {
-			c.Models[i].APIKeyEnv = apiKeyEnv
+			c.Models[i].APIKeyEnv, c.Models[i].APIKeyEnvs = apiKeyEnv, nil
 		}
 	}
 }

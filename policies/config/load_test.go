@@ -238,6 +238,10 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 		{"system prompt", "models:\n  - {name: a, base_url: http://x/v1, system_prompt: some}\n", []string{`models[0].system_prompt: must be one of full, partial, none, got "some"`}, ""},
 		{"key pasted instead of variable name", "models:\n  - {name: a, base_url: http://x/v1, api_key_env: sk-secret-123}\n",
 			[]string{"models[0].api_key_env: must be the NAME of the environment variable"}, "sk-secret"},
+		{"key pasted into a pool", "models:\n  - {name: a, base_url: http://x/v1, api_key_envs: [KEY_A, sk-secret-456]}\n",
+			[]string{"models[0].api_key_envs[1]: must be the NAME of the environment variable"}, "sk-secret"},
+		{"a pool naming a key twice, and a key beside it", "models:\n  - {name: a, base_url: http://x/v1, api_key_env: OTHER, api_key_envs: [KEY_A, KEY_A]}\n",
+			[]string{"models[0].api_key_envs[1]: names KEY_A twice", "models[0].api_key_env: must be left out when api_key_envs lists"}, ""},
 		{"price", "models:\n  - {name: a, base_url: http://x/v1, input_price: -1}\n", []string{"models[0].input_price: must be a price"}, ""},
 		{"model_defaults with a name", "model_defaults: {name: x}\n" + minimal, []string{`model_defaults.name: must be left out (each model names itself), got "x" (line 1)`}, ""},
 		{"bad model_defaults", "model_defaults:\n  context_window: 0\n" + minimal,
@@ -334,7 +338,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, faq, stream, rules, placeholder (line 8)"},
-		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
+		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
 		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds (line 10)"},
 		{"in a section", minimal + "budget:\n  ratios: 0.2\n", "bad.yaml: budget.ratios: unknown field; expected one of window, ratio, floor (line 9)"},
@@ -424,8 +428,8 @@ func TestParseConfigModelDefaults(t *testing.T) {
 		want []ModelConfig
 	}{
 		{"entries start from model_defaults", minimal, []ModelConfig{
-			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough},
-			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough},
+			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
 		}},
 		{"the file's model_defaults, written after the models", `
 models:
@@ -438,8 +442,8 @@ model_defaults:
   api_key_env: GW_KEY
   timeout: 5s
 `, []ModelConfig{
-			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough},
-			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough},
+			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
 		}},
 		{"the default ladder is as written, whatever model_defaults says", "model_defaults: {timeout: 1s, base_url: https://gw.example.com/v1}\n", def.Models},
 	}

@@ -1,0 +1,124 @@
+package activities
+
+import (
+	"sync"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+// keyPools keeps, per pooled model, where the rotation over its keys is
+// and which keys are parked after a refusal (README "Key pools"). Safe for
+// concurrent use.
+type keyPools struct {
+	mu     sync.Mutex
+	next   map[string]int       // model → the rotation's next index
+	parked map[string]time.Time // model + "\x00" + key → parked until
+}
+
+func newKeyPools() *keyPools {
+	return &keyPools{next: map[string]int{}, parked: map[string]time.Time{}}
+}
+
+func parkID(model, key string) string { return model + "\x00" + key }
+
+// park leaves key of model out until until.
+func (k *keyPools) park(model, key string, until time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.parked[parkID(model, key)] = until
+}
+
+// isParked reports whether key of model is parked at now.
+func (k *keyPools) isParked(model, key string, now time.Time) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	until, ok := k.parked[parkID(model, key)]
+	if ok && !now.Before(until) {
+		delete(k.parked, parkID(model, key))
+		return false
+	}
+	return ok
+}
+
+// order is model's keys in this call's rotation order: the next key
+// first, so calls spread over the pool.
+func (k *keyPools) order(m config.ModelConfig) []string {
+	keys := m.Keys()
+	k.mu.Lock()
+	start := k.next[m.Name] % len(keys)
+	k.next[m.Name] = start + 1
+	k.mu.Unlock()
+	out := make([]string, 0, len(keys))
+	for i := range keys {
+		out = append(out, keys[(start+i)%len(keys)])
+	}
+	return out
+}
+
+// pickKey chooses the key of an attempt on m: the next key of the
+// rotation that is neither parked nor held by a rate limit; when every
+// unparked key is held, the one free soonest (the attempt then waits for
+// it or takes another model); ok is false when every key is parked. A
+// model with one key always gets it.
+func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, ok bool) {
+	if !m.Pooled() {
+		return m.Keys()[0], true
+	}
+	best, bestLeft := "", time.Duration(-1)
+	for _, k := range a.keys.order(m) {
+		if a.keys.isParked(m.Name, k, now) {
+			continue
+		}
+		mk := m.WithKey(k)
+		_, left := a.held(mk, now)
+		if left <= 0 {
+			return k, true
+		}
+		if bestLeft < 0 || left < bestLeft {
+			best, bestLeft = k, left
+		}
+	}
+	return best, best != ""
+}
+
+// otherKey is a key of m's pool other than key that is free now (not
+// parked, not held), or "".
+func (a *Activities) otherKey(m config.ModelConfig, key string, now time.Time) string {
+	if !m.Pooled() {
+		return ""
+	}
+	for _, k := range m.Keys() {
+		if k == key || a.keys.isParked(m.Name, k, now) {
+			continue
+		}
+		if _, left := a.held(m.WithKey(k), now); left <= 0 {
+			return k
+		}
+	}
+	return ""
+}
+
+// KeyMetrics is implemented by a Metrics that counts attempts per key of a
+// pool (by the key's id, its environment variable; never the key).
+type KeyMetrics interface {
+	KeyAttempt(model, key, class string)
+}
+
+// keyAttempt counts an attempt on a pooled key when the metrics can.
+func (a *Activities) keyAttempt(model, key, class string) {
+	if km, ok := a.metrics.(KeyMetrics); ok && key != "" {
+		km.KeyAttempt(model, key, class)
+	}
+}
+
+// unparkedOther reports whether m's pool has a key other than key that is
+// not parked (held by a rate limit or not).
+func (a *Activities) unparkedOther(m config.ModelConfig, key string, now time.Time) bool {
+	for _, k := range m.Keys() {
+		if k != key && !a.keys.isParked(m.Name, k, now) {
+			return true
+		}
+	}
+	return false
+}

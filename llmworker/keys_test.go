@@ -1,0 +1,51 @@
+package llmworker_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+// TestIntegrationKeyPool: a model with a pool of keys. A 429 on one key
+// sends the next attempt to the other key at once (no Retry-After wait),
+// and the next call starts on the free key; a key refused as invalid is
+// parked, so the model stays open for calls on its other key.
+func TestIntegrationKeyPool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	t.Setenv("POOL_KEY_A", "sk-pool-a")
+	t.Setenv("POOL_KEY_B", "sk-pool-b")
+	s := newStack(t, func(c *config.Config) {
+		c.Models[0].APIKeyEnv, c.Models[0].APIKeyEnvs = "", []string{"POOL_KEY_A", "POOL_KEY_B"}
+	})
+
+	start := time.Now()
+	res := s.call(question("[[sim fault=rate_limited retry_after=5s model=qwen-72b times=1]] Where is my order?"))
+	took := time.Since(start)
+	require.Equal(t, []string{"qwen-72b:rate_limited:retry (another key)", "qwen-72b:ok:answer"}, decisions(res))
+	first, second := res.Attempts[0].Key, res.Attempts[1].Key
+	require.NotEmpty(t, first)
+	require.NotEqual(t, first, second, "the retry went to the same key")
+	require.Zero(t, res.Attempts[0].DelayMS, "the retry waited")
+	require.Less(t, took, 5*time.Second, "the call waited out the Retry-After of the key that was limited")
+
+	// The limited key is held for its Retry-After: the next call takes the other.
+	res = s.call(question("Where is my parcel?"))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, second, res.Attempts[0].Key)
+
+	// An invalid key is parked, not the model: this call switches, the next
+	// one is answered by qwen-72b on its other key.
+	res = s.call(question("[[sim fault=invalid_api_key model=qwen-72b times=1]] Where is my refund?"))
+	require.Equal(t, "qwen-72b:auth:switch_model", decisions(res)[0])
+	refused := res.Attempts[0].Key
+	for i := range 3 {
+		res = s.call(question("Where is my invoice " + string(rune('A'+i)) + "?"))
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "the model's breaker opened for one refused key")
+		require.NotEqual(t, refused, res.Attempts[0].Key, "a parked key was used")
+	}
+}
