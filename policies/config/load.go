@@ -332,7 +332,7 @@ func (m ModelConfig) Pooled() bool { return len(m.APIKeyEnvs) > 1 }
 // model's rate limits are then held per key (a pool exists to spread
 // them), whatever its rate_limit_scope says.
 func (m ModelConfig) WithKey(env string) ModelConfig {
-	if m.Pooled() && m.RateLimitScope == ScopeEndpoint {
+	if m.Pooled() {
 		m.RateLimitScope = ScopeKey
 	}
 	m.APIKeyEnv = env
