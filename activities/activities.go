@@ -16,7 +16,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/faq"
 	"github.com/durable-llm/durable-llm/policies/guard"
-	"github.com/durable-llm/durable-llm/policies/prompt"
+	promptpkg "github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/rules"
 	"github.com/durable-llm/durable-llm/policies/structured"
@@ -34,9 +34,10 @@ type Activities struct {
 	paces    map[string]limits
 	breakers *guard.BreakerRegistry
 	classes  *guard.ClassBreaker
-	tokens   *prompt.TokenCounter
+	tokens   *promptpkg.TokenCounter
 	schemas  *structured.Cache
 	keys     *keyPools
+	seen     *seenRequests
 	faq      *faq.FAQ
 	metrics  Metrics
 	getenv   func(string) string
@@ -90,7 +91,7 @@ func New(o Options) (*Activities, error) {
 	}
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*modelClient{}, schemas: structured.NewCache(), keys: newKeyPools(),
+		clients: map[string]*modelClient{}, schemas: structured.NewCache(), keys: newKeyPools(), seen: newSeenRequests(),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -111,7 +112,7 @@ func New(o Options) (*Activities, error) {
 			return nil, err
 		}
 	}
-	a.tokens, err = prompt.NewTokenCounter(o.Config.Pruning.Encoding)
+	a.tokens, err = promptpkg.NewTokenCounter(o.Config.Pruning.Encoding)
 	if err != nil {
 		return nil, fmt.Errorf("activities: token counter: %w", err)
 	}
@@ -274,6 +275,12 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 			p.Key = key
 		}
 		p.State = p.State.StartWith(m.Name, p.Key)
+		sent := promptpkg.Build(in.Request.Messages, prompt.Keep, m.SystemPrompt)
+		if r := in.State.Shape.Repair; r != "" {
+			sent = append(sent, request.Message{Role: request.RoleUser, Content: r})
+		}
+		p.Fingerprint = fingerprint(in.Request, m.Name, sent, in.State.Shape.MaxTokens)
+		p.SentRecently = a.seen.sent(p.Fingerprint, now)
 		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
 		p.Prompt = prompt
 		return p, nil

@@ -83,6 +83,12 @@ type Prepared struct {
 	// Key is the id (environment variable) of the key of the model's pool
 	// the attempt uses; "" for a model with one key.
 	Key string `json:"key,omitempty"`
+	// Fingerprint identifies the request the attempt sends (who asks,
+	// model, messages, max_tokens; the text a continuation sends after
+	// them aside); SentRecently: this process sent it within
+	// DuplicateWindow (README "Token accounting").
+	Fingerprint  string `json:"fingerprint,omitempty"`
+	SentRecently bool   `json:"sent_recently,omitempty"`
 	// Resends is how many network-layer resends after a failed connect the
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).

@@ -37,6 +37,9 @@ type Resilience struct {
 	Flag   string `json:"flag,omitempty"`
 	// FailedAttemptTokens are the prompt tokens spent on failed attempts.
 	FailedAttemptTokens int `json:"failed_attempt_tokens"`
+	// DuplicatePromptTokens are the prompt tokens of requests sent again
+	// within the hour (CallResult.Usage.DuplicatePromptTokens).
+	DuplicatePromptTokens int `json:"duplicate_prompt_tokens,omitempty"`
 }
 
 // Status values of Resilience.
@@ -52,7 +55,7 @@ func resilienceOf(id, status string, res workflows.CallResult) Resilience {
 		WorkflowID: id, Status: status, Source: string(res.Source), Degraded: res.Degraded,
 		AttemptCount: len(res.Attempts), Attempts: res.Attempts, Classes: []string{},
 		Reason: res.Reason, FAQID: res.FAQID, RuleID: res.RuleID, Flag: res.Flag,
-		FailedAttemptTokens: res.Usage.FailedAttemptTokens,
+		FailedAttemptTokens: res.Usage.FailedAttemptTokens, DuplicatePromptTokens: res.Usage.DuplicatePromptTokens,
 	}
 	if r.Attempts == nil {
 		r.Attempts = []workflows.Attempt{}

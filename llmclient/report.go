@@ -41,8 +41,12 @@ func WriteReport(w io.Writer, res workflows.CallResult) error {
 	if res.Reason != "" {
 		fmt.Fprintf(w, "reason:   %s\n", res.Reason)
 	}
-	fmt.Fprintf(w, "tokens:   prompt %d · completion %d · spent on failed attempts %d\n",
+	fmt.Fprintf(w, "tokens:   prompt %d · completion %d · spent on failed attempts %d",
 		res.Usage.PromptTokens, res.Usage.CompletionTokens, res.Usage.FailedAttemptTokens)
+	if d := res.Usage.DuplicatePromptTokens; d > 0 {
+		fmt.Fprintf(w, " · sent again %d", d)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "call:     %s\n\n", res.RequestID)
 	return WriteAttempts(w, res.Attempts)
 }

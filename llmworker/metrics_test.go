@@ -206,6 +206,19 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"answered/model": 1, "degraded/faq": 1}, calls, "llm_calls_total by outcome/source")
 
+	// Tokens by kind, as the results count them; the failing call resent
+	// its prompt to qwen-72b (a retry of the same request): duplicate spend.
+	require.Positive(t, failing.Usage.DuplicatePromptTokens, "the retry of the same request was not counted as duplicate: %+v", failing.Usage)
+	for kind, want := range map[string]int{
+		"prompt":     ok1.Usage.PromptTokens + failing.Usage.PromptTokens,
+		"completion": ok1.Usage.CompletionTokens + failing.Usage.CompletionTokens,
+		"failed":     ok1.Usage.FailedAttemptTokens + failing.Usage.FailedAttemptTokens,
+		"duplicate":  ok1.Usage.DuplicatePromptTokens + failing.Usage.DuplicatePromptTokens,
+	} {
+		got, _ := sum(fams, "llm_tokens_total", map[string]string{"kind": kind, "task_queue": tq})
+		require.Equal(t, float64(want), got, "llm_tokens_total{kind=%q}", kind)
+	}
+
 	got, _ = sum(fams, "llm_retry_budget_refusals_total", nil)
 	require.Equal(t, float64(budgetRefused), got, "llm_retry_budget_refusals_total")
 	got, ok = sum(fams, "llm_retry_budget_remaining", nil)

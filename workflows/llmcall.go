@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -64,6 +65,9 @@ type call struct {
 	// delivered is the text already streamed to the caller: later
 	// attempts continue it and the answer starts with it.
 	delivered string
+	// sent are the fingerprints of the requests the call's attempts sent:
+	// the same one again is duplicate spend.
+	sent []string
 	// toolCallsPublished: the answering attempt streamed its tool calls.
 	toolCallsPublished bool
 	// stream is the call's workflow stream when the caller asked to
@@ -176,6 +180,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		} else {
 			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
 		}
+		duplicate := prep.Fingerprint != "" && (prep.SentRecently || slices.Contains(c.sent, prep.Fingerprint))
+		if prep.Fingerprint != "" {
+			c.sent = append(c.sent, prep.Fingerprint)
+		}
 		started := workflow.Now(ctx)
 		var out activities.CallOutcome
 		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
@@ -196,6 +204,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		}
 		if out.Messages > 0 {
 			att.Messages, att.PromptTokens = out.Messages, out.PromptTokens
+		}
+		if duplicate && !out.NotSent {
+			c.res.Usage.DuplicatePromptTokens += att.PromptTokens
+			c.tokens(ctx, "duplicate", prep.Model, att.PromptTokens)
 		}
 		if err == nil {
 			c.answered(ctx, att, out)
@@ -288,8 +300,11 @@ func (c *call) failed(ctx workflow.Context, att Attempt, class failure.Class, ou
 		// The text it streamed is part of the answer the caller gets.
 		c.res.Usage.CompletionTokens += out.CompletionTokens
 		c.res.Usage.FailedAttemptTokens += att.PromptTokens
+		c.tokens(ctx, "completion", att.Model, out.CompletionTokens)
+		c.tokens(ctx, "failed", att.Model, att.PromptTokens)
 	case !out.NotSent:
 		c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
+		c.tokens(ctx, "failed", att.Model, att.PromptTokens+out.CompletionTokens)
 	}
 	c.res.Attempts = append(c.res.Attempts, att)
 	c.st.Classes = step.Next.Classes
@@ -390,6 +405,8 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	c.toolCallsPublished = out.Published > 0
 	c.res.Usage.PromptTokens += out.PromptTokens
 	c.res.Usage.CompletionTokens += out.CompletionTokens
+	c.tokens(ctx, "prompt", att.Model, out.PromptTokens)
+	c.tokens(ctx, "completion", att.Model, out.CompletionTokens)
 	c.res.Source = SourceModel
 	if att.Model != c.ad.FirstModel {
 		c.res.Source, c.res.Degraded = SourceFallbackModel, true
@@ -477,6 +494,18 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"outcome": outcome, "source": string(c.res.Source),
 	}).Counter("llm_calls").Inc(1)
+}
+
+// tokens counts n tokens of kind (prompt, completion, failed, duplicate)
+// spent on model for the call's tenant: llm_tokens_total, which the SDK
+// does not count again on replay.
+func (c *call) tokens(ctx workflow.Context, kind, model string, n int) {
+	if n <= 0 {
+		return
+	}
+	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
+		"kind": kind, "tenant": keyword(c.req.Tenant), "model": model,
+	}).Counter("llm_tokens").Inc(int64(n))
 }
 
 func (c *call) upsert(ctx workflow.Context, updates ...temporal.SearchAttributeUpdate) {

@@ -145,6 +145,12 @@ type Usage struct {
 	CompletionTokens int `json:"completion_tokens"`
 	// FailedAttemptTokens are the prompt tokens sent by attempts that failed.
 	FailedAttemptTokens int `json:"failed_attempt_tokens"`
+	// DuplicatePromptTokens are the prompt tokens of requests sent again:
+	// the same request (who asks, model, messages, max_tokens) already
+	// sent within an hour by this call or on this worker (a resend after a
+	// lost worker, a retry, the prompt under a resumed stream, a caller's
+	// retry of a failed call). They are also in the counts above.
+	DuplicatePromptTokens int `json:"duplicate_prompt_tokens,omitempty"`
 }
 
 // Attempt is one upstream attempt (or a model skipped by its breaker) and
