@@ -245,6 +245,9 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		holdReason := fmt.Sprintf("rate-limit hold on %s", scope)
 		prompt := a.cut(in.Request, m, in.State.Shape)
 		lim := a.paces[m.Scope(m.RateLimitScope)]
+		if m.Pooled() {
+			lim = limits{rpm: m.RPM, tpm: m.TPM} // each key of a pool has its own limits
+		}
 		paced, ok := a.pacer.Reserve(m.Scope(m.RateLimitScope), now, lim.rpm, lim.tpm, prompt.Tokens+a.outputTokens(in.State.Shape), canWait)
 		if !ok {
 			p.State = p.State.Skip(m.Name, failure.None)
@@ -279,8 +282,7 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		if r := in.State.Shape.Repair; r != "" {
 			sent = append(sent, request.Message{Role: request.RoleUser, Content: r})
 		}
-		p.Fingerprint = fingerprint(in.Request, m.Name, sent, in.State.Shape.MaxTokens)
-		p.SentRecently = a.seen.sent(p.Fingerprint, now)
+		p.Fingerprint = fingerprint(in.Request, m.Name, sent, in.State.Shape)
 		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
 		p.Prompt = prompt
 		return p, nil
@@ -359,7 +361,7 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 	if a.cfg.ClassPolicy(out.Class).TripBreaker {
 		if m.Pooled() && s.Key != "" && a.unparkedOther(m, s.Key, now) {
 			// One key of a pool was refused: leave it out, not the model.
-			a.keys.park(m.Name, s.Key, now.Add(m.KeyPark.D()))
+			a.keys.park(m, s.Key, now.Add(m.KeyPark.D()))
 		} else {
 			// auth: never send to this model again until its breaker heals.
 			a.breakers.Trip(s.Model, now)

@@ -132,12 +132,13 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if !ok {
 		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))
 	}
-	if in.Key != "" {
-		if !slices.Contains(m.Keys(), in.Key) {
-			return CallOutcome{}, invalid(fmt.Errorf("key %q is not in the pool of %s", in.Key, m.Name))
-		}
-		m = m.WithKey(in.Key) // its key, its client, its rate-limit holds
+	keyID := in.Key
+	if keyID == "" {
+		keyID = m.Keys()[0] // one key (a pool of one included)
+	} else if !slices.Contains(m.Keys(), keyID) {
+		return CallOutcome{}, invalid(fmt.Errorf("key %q is not in the pool of %s", keyID, m.Name))
 	}
+	m = m.WithKey(keyID) // its key, its client, its rate-limit holds
 	if !a.breakers.Admit(m.Name, a.now()) {
 		// The breaker opened where this attempt runs since it was planned
 		// (another worker, or other calls): no request.
@@ -269,8 +270,18 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 
 	a.headroom(m, header)
-	if !a.backpressure(m, v) { // a rate limit alone does not make the model sick
+	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) {
+		// A rate limit alone does not make the model sick, nor one key of
+		// a pool refused (DecideNext parks the key).
 		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
+	}
+	if obs.Response != nil || (obs.Stream != nil && obs.Stream.Chunks > 0) {
+		// The upstream generated: the request is spend, and a repeat of
+		// a request this worker already paid for is duplicate spend.
+		out.Billed = true
+		if in.Fingerprint != "" {
+			out.SentBefore = a.seen.sent(in.Fingerprint, a.now())
+		}
 	}
 	a.metrics.Attempt(m.Name, classLabel(v.Class), out.Duration)
 	a.keyAttempt(m.Name, in.Key, classLabel(v.Class))

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
@@ -20,19 +21,29 @@ const maxFingerprints = 100_000
 
 // fingerprint identifies an upstream request for billing: SHA-256 over
 // who asks (tenant, user, session: two users asking the same question
-// are two requests), the model, the messages as sent and max_tokens.
-func fingerprint(r request.Request, model string, msgs []request.Message, maxTokens int) string {
-	b, _ := json.Marshal([]any{r.Tenant, r.UserID, r.SessionID, model, msgs, maxTokens})
+// are two requests), the model, the messages as sent, the shape
+// (max_tokens, temperature) and the fields that change the answer (tools,
+// response format, sampling, passthrough).
+func fingerprint(r request.Request, model string, msgs []request.Message, sh callstate.Shape) string {
+	params := r
+	params.Messages, params.IdempotencyKey, params.Stream, params.DeadlineMS = nil, "", false, 0
+	b, _ := json.Marshal([]any{r.Tenant, r.UserID, r.SessionID, model, msgs, sh.MaxTokens, sh.Temperature, params})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
 
-// seenRequests remembers the fingerprints this process sent, for
-// DuplicateWindow. Safe for concurrent use.
+// seenRequests remembers the fingerprints of the billed requests this
+// process sent, for DuplicateWindow, oldest first in a queue so that
+// forgetting costs nothing per request. Safe for concurrent use.
 type seenRequests struct {
 	mu    sync.Mutex
 	at    map[string]time.Time
-	swept time.Time // when expired fingerprints were last removed
+	queue []seenEntry
+}
+
+type seenEntry struct {
+	fp string
+	at time.Time
 }
 
 func newSeenRequests() *seenRequests { return &seenRequests{at: map[string]time.Time{}} }
@@ -42,19 +53,17 @@ func newSeenRequests() *seenRequests { return &seenRequests{at: map[string]time.
 func (s *seenRequests) sent(fp string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	prev, ok := s.at[fp]
-	dup := ok && now.Sub(prev) < DuplicateWindow
-	if len(s.at) >= maxFingerprints || now.Sub(s.swept) > DuplicateWindow {
-		for k, t := range s.at {
-			if now.Sub(t) >= DuplicateWindow {
-				delete(s.at, k)
-			}
-		}
-		s.swept = now
-		if len(s.at) >= maxFingerprints {
-			clear(s.at) // a flood of distinct requests: forget rather than grow
+	// Forget the expired, and the oldest beyond the bound.
+	for len(s.queue) > 0 && (now.Sub(s.queue[0].at) >= DuplicateWindow || len(s.queue) >= maxFingerprints) {
+		e := s.queue[0]
+		s.queue = s.queue[1:]
+		if t, ok := s.at[e.fp]; ok && t.Equal(e.at) {
+			delete(s.at, e.fp)
 		}
 	}
+	prev, ok := s.at[fp]
+	dup := ok && now.Sub(prev) < DuplicateWindow
 	s.at[fp] = now
+	s.queue = append(s.queue, seenEntry{fp: fp, at: now})
 	return dup
 }

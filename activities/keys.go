@@ -13,29 +13,31 @@ import (
 type keyPools struct {
 	mu     sync.Mutex
 	next   map[string]int       // model → the rotation's next index
-	parked map[string]time.Time // model + "\x00" + key → parked until
+	parked map[string]time.Time // endpoint + "\x00" + key → parked until
 }
 
 func newKeyPools() *keyPools {
 	return &keyPools{next: map[string]int{}, parked: map[string]time.Time{}}
 }
 
-func parkID(model, key string) string { return model + "\x00" + key }
+// parkID names a key where it was refused: every model on that endpoint
+// that lists the key leaves it out.
+func parkID(m config.ModelConfig, key string) string { return m.Endpoint() + "\x00" + key }
 
-// park leaves key of model out until until.
-func (k *keyPools) park(model, key string, until time.Time) {
+// park leaves key of m out until until.
+func (k *keyPools) park(m config.ModelConfig, key string, until time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.parked[parkID(model, key)] = until
+	k.parked[parkID(m, key)] = until
 }
 
-// isParked reports whether key of model is parked at now.
-func (k *keyPools) isParked(model, key string, now time.Time) bool {
+// isParked reports whether key of m is parked at now.
+func (k *keyPools) isParked(m config.ModelConfig, key string, now time.Time) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	until, ok := k.parked[parkID(model, key)]
+	until, ok := k.parked[parkID(m, key)]
 	if ok && !now.Before(until) {
-		delete(k.parked, parkID(model, key))
+		delete(k.parked, parkID(m, key))
 		return false
 	}
 	return ok
@@ -67,7 +69,7 @@ func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, o
 	}
 	best, bestLeft := "", time.Duration(-1)
 	for _, k := range a.keys.order(m) {
-		if a.keys.isParked(m.Name, k, now) {
+		if a.keys.isParked(m, k, now) {
 			continue
 		}
 		mk := m.WithKey(k)
@@ -89,7 +91,7 @@ func (a *Activities) otherKey(m config.ModelConfig, key string, now time.Time) s
 		return ""
 	}
 	for _, k := range m.Keys() {
-		if k == key || a.keys.isParked(m.Name, k, now) {
+		if k == key || a.keys.isParked(m, k, now) {
 			continue
 		}
 		if _, left := a.held(m.WithKey(k), now); left <= 0 {
@@ -116,7 +118,7 @@ func (a *Activities) keyAttempt(model, key, class string) {
 // not parked (held by a rate limit or not).
 func (a *Activities) unparkedOther(m config.ModelConfig, key string, now time.Time) bool {
 	for _, k := range m.Keys() {
-		if k != key && !a.keys.isParked(m.Name, k, now) {
+		if k != key && !a.keys.isParked(m, k, now) {
 			return true
 		}
 	}

@@ -84,11 +84,9 @@ type Prepared struct {
 	// the attempt uses; "" for a model with one key.
 	Key string `json:"key,omitempty"`
 	// Fingerprint identifies the request the attempt sends (who asks,
-	// model, messages, max_tokens; the text a continuation sends after
-	// them aside); SentRecently: this process sent it within
-	// DuplicateWindow (README "Token accounting").
-	Fingerprint  string `json:"fingerprint,omitempty"`
-	SentRecently bool   `json:"sent_recently,omitempty"`
+	// model, messages, parameters; the text a continuation sends after
+	// them aside: README "Token accounting").
+	Fingerprint string `json:"fingerprint,omitempty"`
 	// Resends is how many network-layer resends after a failed connect the
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).
@@ -128,6 +126,8 @@ type CallInput struct {
 	Resends int `json:"resends,omitempty"`
 	// Key is the key of the model's pool to send with (Prepared.Key).
 	Key string `json:"key,omitempty"`
+	// Fingerprint of the request (Prepared.Fingerprint).
+	Fingerprint string `json:"fingerprint,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the
@@ -155,6 +155,12 @@ type CallOutcome struct {
 	// request asked for them).
 	ToolCalls []request.ToolCall `json:"tool_calls,omitempty"`
 	Logprobs  json.RawMessage    `json:"logprobs,omitempty"`
+	// Billed: the upstream generated for this request (an answer, or
+	// tokens before it failed), so it is spend; SentBefore: this worker
+	// process had a billed request with the same fingerprint within
+	// DuplicateWindow.
+	Billed     bool `json:"billed,omitempty"`
+	SentBefore bool `json:"sent_before,omitempty"`
 	// Published is the completion tokens of Content streamed to the
 	// caller (0 when the caller did not ask to stream, or the stream could
 	// not take it: the workflow then publishes what is missing).

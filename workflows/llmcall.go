@@ -180,16 +180,12 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		} else {
 			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
 		}
-		duplicate := prep.Fingerprint != "" && (prep.SentRecently || slices.Contains(c.sent, prep.Fingerprint))
-		if prep.Fingerprint != "" {
-			c.sent = append(c.sent, prep.Fingerprint)
-		}
 		started := workflow.Now(ctx)
 		var out activities.CallOutcome
 		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
-			Key: prep.Key,
+			Key: prep.Key, Fingerprint: prep.Fingerprint,
 		}).Get(ctx, &out)
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
@@ -205,10 +201,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if out.Messages > 0 {
 			att.Messages, att.PromptTokens = out.Messages, out.PromptTokens
 		}
-		if duplicate && !out.NotSent {
-			c.res.Usage.DuplicatePromptTokens += att.PromptTokens
-			c.tokens(ctx, "duplicate", prep.Model, att.PromptTokens)
-		}
+		c.spent(ctx, prep, class, out, att.PromptTokens)
 		if err == nil {
 			c.answered(ctx, att, out)
 			return "", nil
@@ -494,6 +487,24 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{
 		"outcome": outcome, "source": string(c.res.Source),
 	}).Counter("llm_calls").Inc(1)
+}
+
+// spent notes what an attempt's request cost: when the upstream generated
+// for it (billed) and the same request was billed before (by this call, or
+// within the hour on the worker that sent it), its prompt tokens are
+// duplicate spend. A lost attempt counts as sent: its resend repeats it.
+func (c *call) spent(ctx workflow.Context, prep activities.Prepared, class failure.Class, out activities.CallOutcome, promptTokens int) {
+	fp := prep.Fingerprint
+	if fp == "" {
+		return // prepared by an earlier build
+	}
+	if out.Billed && (out.SentBefore || slices.Contains(c.sent, fp)) {
+		c.res.Usage.DuplicatePromptTokens += promptTokens
+		c.tokens(ctx, "duplicate", prep.Model, promptTokens)
+	}
+	if out.Billed || class == failure.WorkerLost {
+		c.sent = append(c.sent, fp)
+	}
 }
 
 // tokens counts n tokens of kind (prompt, completion, failed, duplicate)

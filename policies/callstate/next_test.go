@@ -91,6 +91,20 @@ func TestNext(t *testing.T) {
 			s.Key, v.OtherKey = "KEY_A", "KEY_B"
 		},
 			kind: Retry, decision: "retry (another key)", model: "qwen-72b", reason: "rate_limited on key KEY_A of qwen-72b: key KEY_B at once, no wait"},
+		{name: "auth on one key of a pool: a model that shares the pool may take the call on another key", cfg: func() *config.Config {
+			c := config.DefaultConfig()
+			c.Models[0].APIKeyEnvs = []string{"KEY_A", "KEY_B"}
+			c.Models[1].APIKeyEnvs = []string{"KEY_A", "KEY_B"}
+			return c
+		}(), in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Auth; s.Key = "KEY_A" },
+			kind: Switch, decision: "switch_model", model: "qwen-14b"},
+		{name: "auth on a pooled key: a model with only that key on the endpoint is passed by", cfg: func() *config.Config {
+			c := config.DefaultConfig()
+			c.Models[0].APIKeyEnvs = []string{"KEY_A", "KEY_B"}
+			c.Models[1].APIKeyEnv = "KEY_A"
+			return c
+		}(), in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Auth; s.Key = "KEY_A" },
+			kind: Switch, decision: "switch_model", model: "llama-8b"},
 		{name: "read timeout switches after one failure", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "server error retries once on the model", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ServerError },

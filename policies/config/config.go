@@ -130,7 +130,7 @@ type ModelConfig struct {
 	// itself never appears in the file, in workflow input, history or logs.
 	APIKeyEnv string `yaml:"api_key_env"`
 	// APIKeyEnvs, when set, is a pool of keys for the model, each named
-	// by its environment variable (it replaces APIKeyEnv): calls rotate
+	// by its environment variable (APIKeyEnv is then not used): calls rotate
 	// over them, a rate limit holds only the key it hit and the next
 	// attempt takes another key at once, and a key refused as
 	// unauthorized or out of quota is parked for KeyPark. The variable's

@@ -284,18 +284,16 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 		// Never echo it: it may be a pasted key.
 		bad(p+".api_key_env", "must be the NAME of the environment variable holding the key (letters, digits, _), not the key itself, got a %d-character value (not shown)", len(m.APIKeyEnv))
 	}
-	seenKeys := map[string]bool{}
+	seenKeys := map[string]int{}
 	for i, k := range m.APIKeyEnvs {
-		switch {
+		// Never echo a value here: it may be a pasted key.
+		switch j, dup := seenKeys[k]; {
 		case !envNameRE.MatchString(k):
 			bad(fmt.Sprintf("%s.api_key_envs[%d]", p, i), "must be the NAME of the environment variable holding a key (letters, digits, _), not the key itself, got a %d-character value (not shown)", len(k))
-		case seenKeys[k]:
-			bad(fmt.Sprintf("%s.api_key_envs[%d]", p, i), "names %s twice", k)
+		case dup:
+			bad(fmt.Sprintf("%s.api_key_envs[%d]", p, i), "names the same variable as api_key_envs[%d]", j)
 		}
-		seenKeys[k] = true
-	}
-	if len(m.APIKeyEnvs) > 0 && m.APIKeyEnv != "" && !seenKeys[m.APIKeyEnv] {
-		bad(p+".api_key_env", "must be left out when api_key_envs lists the model's keys (got %s, not in the list)", m.APIKeyEnv)
+		seenKeys[k] = i
 	}
 	if m.KeyPark <= 0 {
 		bad(p+".key_park", "must be a positive duration such as \"5m\", got %s", m.KeyPark)

@@ -1,0 +1,135 @@
+package activities
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
+)
+
+func pooled(t *testing.T) (*Activities, config.ModelConfig) {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	cfg.Models[0].APIKeyEnv, cfg.Models[0].APIKeyEnvs = "", []string{"KEY_A", "KEY_B", "KEY_C"}
+	a, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cfg.Models[0]
+}
+
+// TestPickKey: calls rotate over the pool; a held key is passed by, a
+// parked one left out until its park ends; with every key parked the
+// model has none.
+func TestPickKey(t *testing.T) {
+	a, m := pooled(t)
+	now := time.Unix(1_000_000, 0)
+	var got []string
+	for range 4 {
+		k, ok := a.pickKey(m, now)
+		if !ok {
+			t.Fatal("no key")
+		}
+		got = append(got, k)
+	}
+	if want := []string{"KEY_A", "KEY_B", "KEY_C", "KEY_A"}; !equal(got, want) {
+		t.Errorf("rotation %v, want %v", got, want)
+	}
+	// KEY_B is rate-limited (held), KEY_C parked: only KEY_A is free.
+	a.holds.Hold(m.WithKey("KEY_B").Scope(config.ScopeKey), now, 10*time.Second)
+	a.keys.park(m, "KEY_C", now.Add(time.Minute))
+	for range 3 {
+		if k, _ := a.pickKey(m, now); k != "KEY_A" {
+			t.Errorf("picked %s with B held and C parked", k)
+		}
+	}
+	if k := a.otherKey(m, "KEY_A", now); k != "" {
+		t.Errorf("otherKey = %q, want none free", k)
+	}
+	if !a.unparkedOther(m, "KEY_A", now) {
+		t.Error("KEY_B is held, not parked: it is still a key of the pool")
+	}
+	// The park ends; another model on the endpoint that lists the key
+	// also leaves it out while parked.
+	if k := a.otherKey(m, "KEY_A", now.Add(2*time.Minute)); k != "KEY_B" && k != "KEY_C" {
+		t.Errorf("after the park and the hold: otherKey = %q", k)
+	}
+	other := m
+	other.Name = "another-model"
+	a.keys.park(m, "KEY_A", now.Add(time.Hour))
+	if !a.keys.isParked(other, "KEY_A", now) {
+		t.Error("a key refused on the endpoint is still used by another model there")
+	}
+	a.keys.park(m, "KEY_B", now.Add(time.Hour))
+	a.keys.park(m, "KEY_C", now.Add(time.Hour))
+	if k, ok := a.pickKey(m, now); ok {
+		t.Errorf("every key parked, yet picked %s", k)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestFingerprintAndSeen: the same request is the same fingerprint,
+// another user's or other parameters are not; a fingerprint is a
+// duplicate within the window only.
+func TestFingerprintAndSeen(t *testing.T) {
+	r := request.Request{Tenant: "acme", UserID: "u1", SessionID: "s1"}
+	msgs := []request.Message{{Role: "user", Content: "hi"}}
+	sh := callstate.Shape{MaxTokens: 100}
+	fp := fingerprint(r, "m", msgs, sh)
+	if fp != fingerprint(r, "m", msgs, sh) {
+		t.Fatal("not deterministic")
+	}
+	other := r
+	other.UserID = "u2"
+	hot := 0.9
+	withTools := r
+	withTools.Tools = []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "f"}}}
+	for name, f := range map[string]string{
+		"another user":  fingerprint(other, "m", msgs, sh),
+		"another model": fingerprint(r, "m2", msgs, sh),
+		"max_tokens":    fingerprint(r, "m", msgs, callstate.Shape{MaxTokens: 200}),
+		"temperature":   fingerprint(r, "m", msgs, callstate.Shape{MaxTokens: 100, Temperature: &hot}),
+		"tools":         fingerprint(withTools, "m", msgs, sh),
+	} {
+		if f == fp {
+			t.Errorf("%s: same fingerprint", name)
+		}
+	}
+	keyed := r
+	keyed.IdempotencyKey, keyed.Stream = "k", true
+	if fingerprint(keyed, "m", msgs, sh) != fp {
+		t.Error("the idempotency key or streaming changed the fingerprint of the same upstream request")
+	}
+
+	s := newSeenRequests()
+	now := time.Unix(1_000_000, 0)
+	if s.sent(fp, now) {
+		t.Error("first send is a duplicate")
+	}
+	if !s.sent(fp, now.Add(59*time.Minute)) {
+		t.Error("a send 59 minutes later is not a duplicate")
+	}
+	if s.sent(fp, now.Add(59*time.Minute+DuplicateWindow)) {
+		t.Error("a send more than an hour after the last is a duplicate")
+	}
+	for i := range 3 * maxFingerprints / 2 {
+		s.sent(strconv.Itoa(i), now.Add(3*time.Hour))
+	}
+	if len(s.at) > maxFingerprints || len(s.queue) > maxFingerprints {
+		t.Errorf("%d fingerprints kept, bound %d", len(s.at), maxFingerprints)
+	}
+}
