@@ -91,7 +91,7 @@ func New(o Options) (*Activities, error) {
 	}
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*modelClient{}, schemas: structured.NewCache(), keys: newKeyPools(), seen: newSeenRequests(),
+		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -216,7 +216,7 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		if lack := request.Lacks(m, in.Request.Needs()); len(lack) > 0 {
 			p.State = p.State.Skip(m.Name, failure.None)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "capability",
-				Reason: fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", m.Name, joinCaps(lack))})
+				Reason: fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", m.Name, request.JoinCaps(lack))})
 			continue
 		}
 		if !a.breakers.Permit(m.Name, now, a.rand()) {
@@ -411,14 +411,6 @@ func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAn
 		return FallbackAnswer{Content: r.Message, Source: "rule", RuleID: r.ID, Flag: r.Flag}, nil
 	}
 	return FallbackAnswer{Content: a.cfg.Placeholder, Source: "placeholder"}, nil
-}
-
-func joinCaps(cs []config.Capability) string {
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = string(c)
-	}
-	return strings.Join(out, ", ")
 }
 
 // question is the text of the last user message.

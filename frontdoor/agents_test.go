@@ -320,3 +320,23 @@ func TestResponsesAPIToolRoundTrip(t *testing.T) {
 	require.Equal(t, "previous_response_id", e.Param)
 	require.Contains(t, e.Message, "send the whole conversation as input")
 }
+
+// TestStreamedToolCallSurvivesACutStream: the upstream cuts the stream
+// after it sent a tool call's arguments but before finish_reason (as a
+// dying server does); the call resends, and the streaming caller gets
+// one whole tool call, never the cut one and the resent one both.
+func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	p := agentParams("u-agent-cut", "Where is order 42? [[sim fault=cut_stream times=1]]")
+	a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p), nil)
+	msg := a.acc.Choices[0].Message
+	require.Equal(t, "tool_calls", a.acc.Choices[0].FinishReason)
+	require.Len(t, msg.ToolCalls, 1, "%+v", msg.ToolCalls)
+	require.JSONEq(t, `{"order_id":"42"}`, msg.ToolCalls[0].Function.Arguments)
+	r := resilience(t, a.last.RawJSON())
+	require.Len(t, r.Attempts, 2, "%+v", r.Attempts)
+	require.Equal(t, "stream_broken", r.Attempts[0].Class)
+	require.Equal(t, "qwen-72b", r.Attempts[1].Model)
+}

@@ -204,9 +204,34 @@ func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError
 	return m, nil
 }
 
-// decodeContent accepts "text", null, or an array of parts: text, and
-// image_url ({url, detail}).
+// decodeContent accepts "text", null, or an array of chat parts: text,
+// and image_url ({url, detail}).
 func decodeContent(raw json.RawMessage, at string) ([]request.Part, *fieldError) {
+	return decodeParts(raw, at, func(p map[string]json.RawMessage, typ, pat string) (request.Part, *fieldError) {
+		part := request.Part{Type: typ}
+		switch typ {
+		case request.PartText:
+			return part, stringAt(p, "text", pat, &part.Text)
+		case request.PartImageURL:
+			var img map[string]json.RawMessage
+			if err := decodeField(p, "image_url", &img, "an object {url, detail}"); err != nil {
+				err.field = pat + "." + err.field
+				return part, err
+			}
+			part.ImageURL = &request.ImageURL{}
+			if err := stringAt(img, "url", pat+".image_url", &part.ImageURL.URL); err != nil {
+				return part, err
+			}
+			return part, stringAt(img, "detail", pat+".image_url", &part.ImageURL.Detail)
+		}
+		return part, &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want \"text\" or \"image_url\")", typ)}
+	})
+}
+
+// decodeParts reads message content: null (no parts), a string (one text
+// part), or an array of typed parts, each read by part (typ is its "type",
+// pat its path) — the one shape both APIs share.
+func decodeParts(raw json.RawMessage, at string, part func(p map[string]json.RawMessage, typ, pat string) (request.Part, *fieldError)) ([]request.Part, *fieldError) {
 	if raw == nil || isNull(raw) {
 		return nil, nil
 	}
@@ -222,39 +247,25 @@ func decodeContent(raw json.RawMessage, at string) ([]request.Part, *fieldError)
 	for j, p := range parts {
 		pat := fmt.Sprintf("%s[%d]", at, j)
 		var typ string
-		if err := decodeString(p, "type", &typ); err != nil {
-			err.field = pat + "." + err.field
+		if err := stringAt(p, "type", pat, &typ); err != nil {
 			return nil, err
 		}
-		part := request.Part{Type: typ}
-		switch typ {
-		case request.PartText:
-			if err := decodeString(p, "text", &part.Text); err != nil {
-				err.field = pat + "." + err.field
-				return nil, err
-			}
-		case request.PartImageURL:
-			var img map[string]json.RawMessage
-			if err := decodeField(p, "image_url", &img, "an object {url, detail}"); err != nil {
-				err.field = pat + "." + err.field
-				return nil, err
-			}
-			part.ImageURL = &request.ImageURL{}
-			for _, f := range []struct {
-				name string
-				dst  *string
-			}{{"url", &part.ImageURL.URL}, {"detail", &part.ImageURL.Detail}} {
-				if err := decodeString(img, f.name, f.dst); err != nil {
-					err.field = pat + ".image_url." + err.field
-					return nil, err
-				}
-			}
-		default:
-			return nil, &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want \"text\" or \"image_url\")", typ)}
+		pt, err := part(p, typ, pat)
+		if err != nil {
+			return nil, err
 		}
-		out = append(out, part)
+		out = append(out, pt)
 	}
 	return out, nil
+}
+
+// stringAt is decodeString for a field of the object at path at.
+func stringAt(obj map[string]json.RawMessage, name, at string, dst *string) *fieldError {
+	if err := decodeString(obj, name, dst); err != nil {
+		err.field = at + "." + err.field
+		return err
+	}
+	return nil
 }
 
 // decodeAgent decodes the agent fields (README "Agents") into r, naming

@@ -279,20 +279,11 @@ func decodeInputItem(raw json.RawMessage, at string, msgs *[]request.Message, pa
 		return &fieldError{at, "want an input item object"}
 	}
 	var typ, role string
-	if err := decodeString(obj, "type", &typ); err != nil {
-		err.field = at + "." + err.field
+	if err := stringAt(obj, "type", at, &typ); err != nil {
 		return err
 	}
-	if err := decodeString(obj, "role", &role); err != nil {
-		err.field = at + "." + err.field
+	if err := stringAt(obj, "role", at, &role); err != nil {
 		return err
-	}
-	str := func(name string, dst *string) *fieldError {
-		if err := decodeString(obj, name, dst); err != nil {
-			err.field = at + "." + err.field
-			return err
-		}
-		return nil
 	}
 	switch {
 	case typ == "message" || (typ == "" && role != ""):
@@ -311,7 +302,7 @@ func decodeInputItem(raw json.RawMessage, at string, msgs *[]request.Message, pa
 			name string
 			dst  *string
 		}{{"call_id", &c.ID}, {"name", &c.Function.Name}, {"arguments", &c.Function.Arguments}} {
-			if err := str(f.name, f.dst); err != nil {
+			if err := stringAt(obj, f.name, at, f.dst); err != nil {
 				return err
 			}
 		}
@@ -323,7 +314,7 @@ func decodeInputItem(raw json.RawMessage, at string, msgs *[]request.Message, pa
 		*paths = append(*paths, at)
 	case typ == "function_call_output":
 		m := request.Message{Role: request.RoleTool}
-		if err := str("call_id", &m.ToolCallID); err != nil {
+		if err := stringAt(obj, "call_id", at, &m.ToolCallID); err != nil {
 			return err
 		}
 		parts, err := decodeInputContent(obj["output"], at+".output")
@@ -349,62 +340,28 @@ func decodeInputItem(raw json.RawMessage, at string, msgs *[]request.Message, pa
 // decodeInputContent reads a message's content: a string, or an array of
 // input_text, output_text, refusal and input_image parts.
 func decodeInputContent(raw json.RawMessage, at string) ([]request.Part, *fieldError) {
-	if raw == nil || isNull(raw) {
-		return nil, nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return []request.Part{{Type: request.PartText, Text: s}}, nil
-	}
-	var parts []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, &fieldError{at, "want a string or an array of content parts"}
-	}
-	out := make([]request.Part, 0, len(parts))
-	for j, p := range parts {
-		pat := fmt.Sprintf("%s[%d]", at, j)
-		var typ string
-		if err := decodeString(p, "type", &typ); err != nil {
-			err.field = pat + "." + err.field
-			return nil, err
-		}
-		str := func(name string, dst *string) *fieldError {
-			if err := decodeString(p, name, dst); err != nil {
-				err.field = pat + "." + err.field
-				return err
-			}
-			return nil
-		}
+	return decodeParts(raw, at, func(p map[string]json.RawMessage, typ, pat string) (request.Part, *fieldError) {
+		part := request.Part{Type: request.PartText}
 		switch typ {
 		case "input_text", "output_text":
-			part := request.Part{Type: request.PartText}
-			if err := str("text", &part.Text); err != nil {
-				return nil, err
-			}
-			out = append(out, part)
+			return part, stringAt(p, "text", pat, &part.Text)
 		case "refusal":
-			part := request.Part{Type: request.PartText}
-			if err := str("refusal", &part.Text); err != nil {
-				return nil, err
-			}
-			out = append(out, part)
+			return part, stringAt(p, "refusal", pat, &part.Text)
 		case "input_image":
 			img := &request.ImageURL{}
-			if err := str("image_url", &img.URL); err != nil {
-				return nil, err
+			if err := stringAt(p, "image_url", pat, &img.URL); err != nil {
+				return part, err
 			}
-			if err := str("detail", &img.Detail); err != nil {
-				return nil, err
+			if err := stringAt(p, "detail", pat, &img.Detail); err != nil {
+				return part, err
 			}
 			if img.URL == "" {
-				return nil, &fieldError{pat + ".image_url", "missing (file_id images are not supported: send an image URL or a data URI)"}
+				return part, &fieldError{pat + ".image_url", "missing (file_id images are not supported: send an image URL or a data URI)"}
 			}
-			out = append(out, request.Part{Type: request.PartImageURL, ImageURL: img})
-		default:
-			return nil, &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want input_text or input_image)", typ)}
+			return request.Part{Type: request.PartImageURL, ImageURL: img}, nil
 		}
-	}
-	return out, nil
+		return part, &fieldError{pat + ".type", fmt.Sprintf("%q parts are not supported (want input_text or input_image)", typ)}
+	})
 }
 
 // responseObject is the Responses API's response object plus x_resilience.

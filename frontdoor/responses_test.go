@@ -1,8 +1,12 @@
 package frontdoor
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 func TestDecodeResponsesRequest(t *testing.T) {
@@ -61,6 +65,19 @@ func TestDecodeResponsesRequest(t *testing.T) {
 		_, err := decodeResponsesRequest([]byte(c.body), nil)
 		if err == nil || err.field != c.field || !strings.Contains(err.problem, c.part) {
 			t.Errorf("%s: error %v, want %s: …%s…", c.body, err, c.field, c.part)
+		}
+	}
+}
+
+// TestFieldListsAreStandard: every field the front door reads, ignores or
+// refuses by name is one a model's passthrough list may not claim, so a
+// policy can never shadow a field the call sends itself.
+func TestFieldListsAreStandard(t *testing.T) {
+	for _, list := range [][]string{handledFields, IgnoredFields, slices.Collect(maps.Keys(unsupported))} {
+		for _, f := range list {
+			if !slices.Contains(config.StandardFields, f) {
+				t.Errorf("chat field %q is missing from config.StandardFields", f)
+			}
 		}
 	}
 }

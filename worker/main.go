@@ -16,7 +16,7 @@
 // (see package codec).
 // WORKER_MAX_CALLS caps the upstream attempts the worker runs at once
 // (default 1,000); memory grows with it, about 155 KB per call in flight
-// (195–250 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
+// (195–210 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
 // memory between their tasks (default WORKER_MAX_CALLS; the SDK's is
 // 10,000). A smaller cache saves memory when many calls wait on slow
 // upstreams, but a streamed call that is evicted replays its history at

@@ -268,3 +268,30 @@ func TestValidateKey(t *testing.T) {
 		})
 	}
 }
+
+// TestAnswerShapeCoversRequest: a field added to Request must be a
+// decision about the key: part of the answer's shape (two requests that
+// differ in it are two calls) or listed here as not changing the answer.
+func TestAnswerShapeCoversRequest(t *testing.T) {
+	notShape := []string{"tenant", "user_id", "session_id", "scenario", "model", "messages",
+		"max_tokens", "temperature", "deadline_ms", "idempotency_key", "stream"}
+	jsonNames := func(typ reflect.Type) []string {
+		var names []string
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			names = append(names, name)
+		}
+		return names
+	}
+	shape := jsonNames(reflect.TypeFor[answerShape]())
+	for _, f := range jsonNames(reflect.TypeFor[Request]()) {
+		if !slices.Contains(shape, f) && !slices.Contains(notShape, f) {
+			t.Errorf("Request field %q is neither in answerShape nor listed as outside the key's shape", f)
+		}
+	}
+	for _, f := range shape {
+		if !slices.Contains(jsonNames(reflect.TypeFor[Request]()), f) {
+			t.Errorf("answerShape field %q is not a Request field", f)
+		}
+	}
+}

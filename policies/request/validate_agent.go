@@ -26,6 +26,14 @@ const (
 	DefaultMaxImageBytes = 256 << 10
 )
 
+// validated keeps the schemas Validate compiled: a request is validated
+// at the front door and again when its call is admitted, and every attempt
+// checks its answer against the same schema (CheckAnswer with this cache).
+var validated = structured.NewCache()
+
+// Schemas is the cache of the schemas Validate compiled, for CheckAnswer.
+func Schemas() *structured.Cache { return validated }
+
 var (
 	nameRE          = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	reasoningEffort = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
@@ -136,7 +144,7 @@ func validateTools(e *ValidationError, r Request) {
 		}
 		reqCheckUTF8(e, at+".function.description", t.Function.Description)
 		if p := t.Function.Parameters; len(p) > 0 && string(p) != "null" {
-			if _, err := structured.Compile(p); err != nil {
+			if _, err := validated.Schema(p); err != nil {
 				e.add(at+".function.parameters", "not a valid JSON Schema: %v", err)
 			}
 		}
@@ -176,7 +184,7 @@ func validateFormat(e *ValidationError, f *ResponseFormat) {
 		if !nameRE.MatchString(s.Name) {
 			e.add("response_format.json_schema.name", "%q is not a schema name (want 1 to 64 of a-z, A-Z, 0-9, _ and -)", s.Name)
 		}
-		if _, err := structured.Compile(s.Schema); err != nil {
+		if _, err := validated.Schema(s.Schema); err != nil {
 			e.add("response_format.json_schema.schema", "not a valid JSON Schema: %v", err)
 		}
 	case "":
@@ -287,7 +295,7 @@ func validateCapabilities(e *ValidationError, r Request, cfg *config.Config) {
 		if m, ok := cfg.Model(r.Model); ok {
 			if lack := Lacks(m, need); len(lack) > 0 {
 				e.add(capField(lack[0]), "model %s cannot serve it (it lacks %s; its capabilities: %s)",
-					m.Name, joinCaps(lack), orNone(capNames(m.Capabilities)))
+					m.Name, JoinCaps(lack), orNone(capNames(m.Capabilities)))
 			}
 		}
 		return
@@ -297,7 +305,7 @@ func validateCapabilities(e *ValidationError, r Request, cfg *config.Config) {
 			return
 		}
 	}
-	e.add(capField(need[0]), "no model of the ladder can serve it (it needs %s)", joinCaps(need))
+	e.add(capField(need[0]), "no model of the ladder can serve it (it needs %s)", JoinCaps(need))
 }
 
 // capField is the request field that makes a request need c.
@@ -321,7 +329,8 @@ func capNames(cs []config.Capability) []string {
 	return out
 }
 
-func joinCaps(cs []config.Capability) string { return strings.Join(capNames(cs), ", ") }
+// JoinCaps words capabilities as "tools, vision".
+func JoinCaps(cs []config.Capability) string { return strings.Join(capNames(cs), ", ") }
 
 func orNone(s []string) string {
 	if len(s) == 0 {
