@@ -91,8 +91,9 @@ func (v MemoryVariant) Calls() string {
 }
 
 // MemoryVariants are the default variants: the worker as shipped and with
-// the SDK's settings (sticky cache of 10,000 workflows, no memory limit),
-// with calls not streamed and streamed.
+// the SDK's and Go's settings (sticky cache of 10,000 workflows, no memory
+// limit, GOGC 100, adaptive goroutine stack sizes), with calls not streamed
+// and streamed.
 var MemoryVariants = []MemoryVariant{
 	{Name: "defaults"},
 	{Name: "defaults", Stream: true},
@@ -100,9 +101,9 @@ var MemoryVariants = []MemoryVariant{
 	{Name: SDKDefaults, Env: strings.Fields(SDKDefaults), Stream: true},
 }
 
-// SDKDefaults is the worker's environment for the SDK's settings instead of
-// the worker's defaults.
-const SDKDefaults = "WORKER_STICKY_CACHE_SIZE=10000 GOMEMLIMIT=off"
+// SDKDefaults is the worker's environment for the SDK's and Go's settings
+// instead of the worker's defaults.
+const SDKDefaults = "WORKER_STICKY_CACHE_SIZE=10000 GOMEMLIMIT=off GOGC=100 GODEBUG=adaptivestackstart=1"
 
 // MemoryReport is the memory benchmark's result.
 type MemoryReport struct {
@@ -628,7 +629,7 @@ func (r *MemoryReport) Header(command string, m Machine, date time.Time) Header 
 		rates[i] = fmt.Sprintf("%.0f/s", run.StartRate)
 	}
 	return Header{Title: fmt.Sprintf("Memory — the worker with %d calls in flight against slow generation", o.Calls), Command: command, Machine: m, Date: date, Params: []string{
-		"worker: ./worker built and run as a process of its own (so RSS is the worker's alone), with its defaults (sticky workflow cache of 1,000, no GOMEMLIMIT; SDK worker options: 1,000 concurrent activities and workflow tasks) unless the variant sets WORKER_STICKY_CACHE_SIZE or GOMEMLIMIT (" + SDKDefaults + ": the SDK's settings)",
+		"worker: ./worker built and run as a process of its own (so RSS is the worker's alone), with its defaults (sticky workflow cache of 1,000, no GOMEMLIMIT, GOGC=50, GODEBUG=adaptivestackstart=0, HTTP buffers of 1 KiB; SDK worker options: 1,000 concurrent activities and workflow tasks) unless the variant sets them (" + SDKDefaults + ": the SDK's and Go's settings)",
 		fmt.Sprintf("upstream: llmsim, unlimited slots, every model streams its first token after %s, then %g tokens/s, answers of %d tokens: %s per call (slow generation); policy: the default ladder with attempt, first-token and idle timeouts well above that, so each call stays in its first attempt", fmtDur(o.TTFT), o.TokensPerSecond, o.Tokens, fmtDur(o.generation())),
 		"streamed calls: stream: true (the call activity publishes deltas, the first at once, then one batch per stream.batch_interval, " + fmtDur(config.DefaultConfig().Stream.BatchInterval.D()) + " by default), each followed by a subscriber (llmclient.Follow in the benchmark's process, as the front door does)",
 		fmt.Sprintf("calls started with llmclient from 32 goroutines (%s); RSS from /proc/<pid>/status (VmRSS, the largest of 5 samples a second apart; peak VmHWM), goroutines, heap and stacks from the worker's /metrics; worker CPU from /proc/<pid>/stat, from the first call started to the last answer", strings.Join(rates, ", ")),
