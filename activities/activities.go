@@ -38,12 +38,16 @@ type Activities struct {
 	schemas  *structured.Cache
 	keys     *keyPools
 	seen     *seenRequests
-	faq      *faq.FAQ
-	metrics  Metrics
-	getenv   func(string) string
-	now      func() time.Time
-	rand     func() float64
-	http     *http.Client
+	// firstTokens and hedges: the adaptive hedge delay and the hedge
+	// budget (README "Hedged calls").
+	firstTokens *firstTokens
+	hedges      *guard.RetryBudget
+	faq         *faq.FAQ
+	metrics     Metrics
+	getenv      func(string) string
+	now         func() time.Time
+	rand        func() float64
+	http        *http.Client
 
 	mu      sync.Mutex
 	clients map[string]*modelClient
@@ -92,6 +96,8 @@ func New(o Options) (*Activities, error) {
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
+		firstTokens: newFirstTokens(),
+		hedges:      guard.NewRetryBudget(config.BudgetConfig{Window: o.Config.Budget.Window, Ratio: o.Config.Hedge.Budget, Floor: 1}),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -176,6 +182,7 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 	if req.Model != "" {
 		ad.FirstModel = req.Model
 	}
+	a.hedges.RecordRequest(a.now())
 	if r, ok := rules.CheckRules(a.cfg.Rules, req.Scenario, question(req.Messages)); ok {
 		ad.Rule = &RuleHit{ID: r.ID, Action: r.Action, Message: r.Message, Flag: r.Flag}
 	}
@@ -196,14 +203,20 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 	now := a.now()
 	p := Prepared{State: in.State}
 	want := in.State.Model
-	for {
+	for first := true; ; first = false {
+		if in.Only && !first {
+			if n := len(p.Skipped); n > 0 {
+				p.Reason = p.Skipped[n-1].Reason
+			}
+			return p, nil
+		}
 		var m config.ModelConfig
 		var ok bool
 		if want != "" {
 			m, ok = a.cfg.Model(want)
 			want = ""
 		}
-		if !ok {
+		if !ok && !in.Only {
 			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
 		if !ok {
@@ -285,6 +298,7 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		p.Fingerprint = fingerprint(in.Request, m.Name, sent, in.State.Shape)
 		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
 		p.Prompt = prompt
+		p.Hedge = a.hedgePlan(in, m, p.State)
 		return p, nil
 	}
 }

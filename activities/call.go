@@ -156,6 +156,9 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 
 	info := activity.GetInfo(ctx)
 	ex := &exchange{requestID: fmt.Sprintf("%s/%d", info.WorkflowExecution.ID, in.Attempt)}
+	if in.Hedge {
+		ex.requestID += "h"
+	}
 	budget := a.budgets.For(m.Endpoint())
 	ex.mayResend = func(n int) bool {
 		// A resend is a request like any other: within the call's cap and
@@ -179,6 +182,9 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		return Progress{Attempt: in.Attempt, Tokens: int(tokens.Load())}
 	})
 
+	ann := newAnnouncer(ctx, in, pub)
+	defer ann.stop()
+	var firstAt time.Time
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
@@ -196,7 +202,13 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 				live = nil
 			}
 			st := stream(callCtx, a.client(m), req, streamTimeouts{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D()},
-				func(n int) { tokens.Store(int64(n)) }, live)
+				func(n int) {
+					tokens.Store(int64(n))
+					if n == 1 {
+						firstAt = a.now()
+						ann.firstToken() // before the first delta is published
+					}
+				}, live)
 			resp, err, obs.Stream, logprobs = st.resp, st.err, st.obs, st.logprobs
 		} else {
 			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
@@ -204,6 +216,12 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 	stopHeartbeat()
 	out.Duration = a.now().Sub(start)
+	switch {
+	case !firstAt.IsZero():
+		a.firstTokens.add(m.Name, firstAt.Sub(start))
+	case !m.Stream && err == nil && fits:
+		a.firstTokens.add(m.Name, out.Duration) // the whole reply is its first token
+	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {
 			// This worker is stopping: the attempt is lost, not failed. The

@@ -45,6 +45,9 @@ type PrepareInput struct {
 	// Elapsed since the call started: a rate-limit hold is waited for
 	// only when the deadline allows.
 	Elapsed time.Duration `json:"elapsed,omitempty"`
+	// Only: prepare the state's model or none (a hedge), never the next
+	// rung.
+	Only bool `json:"only,omitempty"`
 }
 
 // SkippedModel is a model the ladder skipped without a request: its
@@ -91,6 +94,8 @@ type Prepared struct {
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).
 	Resends int `json:"resends,omitempty"`
+	// Hedge, on the call's first attempt, is how it is hedged (nil: not).
+	Hedge *HedgePlan `json:"hedge,omitempty"`
 }
 
 // Prompt is the cut of the request's messages one attempt sends: counted
@@ -128,6 +133,14 @@ type CallInput struct {
 	Key string `json:"key,omitempty"`
 	// Fingerprint of the request (Prepared.Fingerprint).
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// Announce: the attempt may be hedged, or is a hedge; it signals its
+	// call at its first chunk and, with HedgeAfter, when that passed
+	// without one (SignalAttemptNote).
+	Announce   bool          `json:"announce,omitempty"`
+	HedgeAfter time.Duration `json:"hedge_after,omitempty"`
+	// Hedge: the attempt is the hedge of attempt Attempt (its request ID
+	// ends in "h").
+	Hedge bool `json:"hedge,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the

@@ -148,6 +148,7 @@ type promActivityMetrics struct {
 	remaining *prom.GaugeVec // no labels: absent until known, never a false 0
 	breaker   *prom.GaugeVec
 	keys      *prom.CounterVec
+	hedges    *prom.CounterVec
 }
 
 func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
@@ -178,8 +179,17 @@ func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
 			Help: "Upstream attempts on models with a key pool, by model, key id (the environment variable that holds it, never the key) and class.",
 		}, []string{"model", "key", "class"}),
 	}
-	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker, m.keys)
+	m.hedges = prom.NewCounterVec(prom.CounterOpts{
+		Name: "llm_hedges_total",
+		Help: "Hedges of first attempts by hedge model and outcome: started, or not started for the hedge budget (budget), the model's guards (refused) or a rate-limit hold (held).",
+	}, []string{"model", "outcome"})
+	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker, m.keys, m.hedges)
 	return m
+}
+
+// Hedge implements activities.HedgeMetrics.
+func (m *promActivityMetrics) Hedge(model, outcome string) {
+	m.hedges.WithLabelValues(model, outcome).Inc()
 }
 
 // KeyAttempt implements activities.KeyMetrics.

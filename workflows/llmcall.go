@@ -180,13 +180,13 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		} else {
 			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
 		}
-		started := workflow.Now(ctx)
-		var out activities.CallOutcome
-		err = workflow.ExecuteActivity(c.callOptions(ctx, prep, min(prep.Timeout, remaining)), a.CallModel, activities.CallInput{
+		ran := c.callModel(ctx, prep, activities.CallInput{
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint,
-		}).Get(ctx, &out)
+		}, remaining)
+		// A hedged attempt may have been carried by its hedge.
+		prep, started, out, err := ran.prep, ran.started, ran.out, ran.err
 		if err != nil && temporal.IsCanceledError(err) {
 			return "", err
 		}
@@ -196,7 +196,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		}
 		att := Attempt{
 			N: c.st.N, Model: prep.Model, Key: prep.Key, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
-			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: c.st.From.String(),
+			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: c.st.From.String(), Hedge: ran.hedge,
 		}
 		if out.Messages > 0 {
 			att.Messages, att.PromptTokens = out.Messages, out.PromptTokens
@@ -240,18 +240,30 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 	}
 }
 
-// callOptions are the options of one upstream attempt bounded by timeout.
-func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeout time.Duration) workflow.Context {
+// raceOptions are callOptions for one attempt of a hedged call: the
+// attempt that loses is not waited for (it stops at its next heartbeat).
+func (c *call) raceOptions(ctx workflow.Context, prep activities.Prepared, timeout time.Duration, summary string) workflow.Context {
+	ctx = c.callOptions(ctx, prep, timeout, summary)
+	o := workflow.GetActivityOptions(ctx)
+	o.WaitForCancellation = false
+	return workflow.WithActivityOptions(ctx, o)
+}
+
+// callOptions are the options of one upstream attempt bounded by timeout;
+// summary, when set, replaces the attempt's own.
+func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeout time.Duration, summary string) workflow.Context {
 	n := c.st.Requests // this attempt's request, counted by PrepareAttempt
 	if n == 0 {
 		n = c.st.Upstream + 1 // prepared by an older build
 	}
-	summary := fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", n, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
-	if prep.Key != "" {
-		summary += " · key " + prep.Key
-	}
-	if c.st.From.Resend {
-		summary += " · resend"
+	if summary == "" {
+		summary = fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", n, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
+		if prep.Key != "" {
+			summary += " · key " + prep.Key
+		}
+		if c.st.From.Resend {
+			summary += " · resend"
+		}
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("**%s** (%s timeout)\n\nattempts so far: %d", summary, callstate.FormatDuration(timeout), len(c.res.Attempts)))
 	// The attempt bounds itself by timeout; the slack lets a lost worker

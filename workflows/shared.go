@@ -93,7 +93,10 @@ const (
 	EventAttemptFailed  = "attempt_failed"
 	EventWaiting        = "waiting"
 	EventResumed        = "resumed"
-	EventDone           = "done"
+	// EventHedgeStarted: the first attempt had no first token in time and
+	// a hedge model answers too (README "Hedged calls").
+	EventHedgeStarted = "hedge_started"
+	EventDone         = "done"
 	// EventFailed ends the stream of a call that fails (an invalid
 	// request) or is cancelled: the result is an error, not an answer.
 	EventFailed = "failed"
@@ -133,6 +136,8 @@ func (e Event) String() string {
 		s = fmt.Sprintf("waiting %d ms: %s", e.DelayMS, e.Reason)
 	case EventResumed:
 		s = fmt.Sprintf("attempt %d · %s · resuming the answer", e.Attempt, e.Model)
+	case EventHedgeStarted:
+		s = e.Reason
 	default:
 		return ""
 	}
@@ -171,6 +176,8 @@ type Attempt struct {
 	DelayMS      int64  `json:"delay_ms,omitempty"`
 	// RetriedFrom names the attempt this one retries ("1", "1 (worker_lost)").
 	RetriedFrom string `json:"retried_from,omitempty"`
+	// Hedge: the attempt is the hedge of attempt N (README "Hedged calls").
+	Hedge bool `json:"hedge,omitempty"`
 }
 
 // Search attributes upserted as the call progresses. The worker registers

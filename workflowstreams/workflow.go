@@ -51,6 +51,9 @@ type WorkflowStream struct {
 	lastAppend int64 // workflow time (Unix ns) of the last item appended
 
 	topics map[string]*WorkflowTopicHandle
+
+	// accept, when set, decides whether a publisher's batch joins the log.
+	accept func(publisherID string) bool
 }
 
 // WorkflowStreamOption configures NewWorkflowStream.
@@ -208,6 +211,14 @@ func (s *WorkflowStream) append(topic, data string) {
 	s.lastAppend = workflow.Now(s.ctx).UnixNano()
 }
 
+// SetPublishFilter makes the stream keep only the batches of publishers
+// accept approves; the others are deduplicated as usual and dropped (nil:
+// keep every batch). accept runs in workflow code, when batches are taken
+// from the signal channel: it must be deterministic, and may read other
+// channels (ReceiveAsync) but not block. A workflow that races two
+// publishers uses it to keep only the winner's items.
+func (s *WorkflowStream) SetPublishFilter(accept func(publisherID string) bool) { s.accept = accept }
+
 func (s *WorkflowStream) onPublish(in PublishInput) {
 	if in.PublisherID != "" {
 		m := s.pubs[in.PublisherID]
@@ -225,6 +236,9 @@ func (s *WorkflowStream) onPublish(in PublishInput) {
 		}
 		m.seq = in.Sequence
 		m.lastSeen = unixSeconds(workflow.Now(s.ctx))
+	}
+	if s.accept != nil && !s.accept(in.PublisherID) {
+		return
 	}
 	for i, e := range in.Items {
 		if _, err := DecodePayload(e.Data); err != nil {

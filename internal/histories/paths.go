@@ -403,12 +403,29 @@ func paths() []path {
 				}},
 		},
 		{
+			name: "hedge-wins", doc: "the first model has no first token after the hedge delay: llama-8b is asked too and answers first; the first attempt is cancelled",
+			policy:  hedgeAfter("400ms"),
+			request: ask("hedge-wins", "[[sim fault=latency latency=6s model=qwen-72b times=1]] "+plainQuestion),
+			want:    want{decisions: []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "hedge-streamed", doc: "a streamed hedged call: the hedge's first token comes first, so only its deltas reach the stream and the first attempt is cancelled",
+			policy:  hedgeAfter("300ms"),
+			request: streamed(ask("hedge-streamed", "[[sim fault=latency latency=900ms model=qwen-72b times=1]] [[sim tokens=60]] "+plainQuestion)),
+			want:    want{decisions: []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel},
+		},
+		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
 			request: ask("cancellation", "[[sim fault=rate_limited retry_after=30s times=1]] "+plainQuestion),
 			drive:   cancelDuringBackoff,
 			want:    want{decisions: []string{"qwen-72b:rate_limited:wait retry-after"}, fails: failsCanceled},
 		},
 	}
+}
+
+// hedgeAfter hedges every call with llama-8b after delay.
+func hedgeAfter(delay string) func(*config.Config) {
+	return func(c *config.Config) { c.Hedge.After, c.Hedge.Model, c.Hedge.Budget = delay, "llama-8b", 1 }
 }
 
 // withTools offers the lookup_order tool.

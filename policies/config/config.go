@@ -33,6 +33,7 @@ type Config struct {
 	Limits    LimitsConfig                  `yaml:"limits"`
 	FAQ       FAQConfig                     `yaml:"faq"`
 	Stream    StreamConfig                  `yaml:"stream"`
+	Hedge     HedgeConfig                   `yaml:"hedge"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule

@@ -6,6 +6,7 @@
 //	overhead       durable-llm vs a bare one-activity workflow vs a direct call
 //	stream         time to first token and total time of a streamed answer: direct vs llmclient.Stream vs the front door
 //	stream-events  history events per second of generation of a streamed call, per stream.batch_interval
+//	hedge          a slow tail: not hedged vs hedged (adaptive, fixed delay): p50/p95/p99 and extra requests
 //	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
 //
 // Usage:
@@ -66,11 +67,12 @@ type options struct {
 	memTTFT    time.Duration
 	memTPS     float64
 	memTokens  int
+	hedgeN     int
 }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	benches := fs.String("bench", "storm,overhead,stream,stream-events,memory", "benchmarks to run, comma-separated: storm, overhead, stream, stream-events, memory")
+	benches := fs.String("bench", "storm,overhead,stream,stream-events,hedge,memory", "benchmarks to run, comma-separated: storm, overhead, stream, stream-events, hedge, memory")
 	storms := fs.String("storm", strings.Join(bench.StormCaseNames, ","), "storm cases to run: "+strings.Join(bench.StormCaseNames, ", "))
 	contenders := fs.String("contenders", "", "storm contenders to run (default all): "+strings.Join(bench.StormContenders, ", "))
 	short := fs.Bool("short", false, "smoke run: shorter storms, fewer and shorter calls, 100 calls in flight for memory (the worker's defaults only)")
@@ -92,6 +94,7 @@ func run(args []string) error {
 	memTTFT := fs.Duration("memory-ttft", time.Minute, "memory: the upstream's time to first token")
 	memTPS := fs.Float64("memory-tps", 1, "memory: the upstream's tokens per second")
 	memTokens := fs.Int("memory-tokens", 60, "memory: tokens of every answer")
+	hedgeN := fs.Int("hedge-calls", 400, "hedge: calls per contender")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,7 +104,7 @@ func run(args []string) error {
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
-		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens,
+		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN,
 	}
 	for _, v := range split(*eventsIv) {
 		d, err := time.ParseDuration(v)
@@ -135,10 +138,12 @@ func run(args []string) error {
 			err = runStream(ctx, o)
 		case "stream-events":
 			err = runStreamEvents(ctx, o)
+		case "hedge":
+			err = runHedge(ctx, o)
 		case "memory":
 			err = runMemory(ctx, o)
 		default:
-			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, memory)", b)
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory)", b)
 		}
 		if err != nil {
 			return err
@@ -266,6 +271,25 @@ func runStreamEvents(ctx context.Context, o options) error {
 		return err
 	}
 	return write(o, "stream-events.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
+}
+
+func runHedge(ctx context.Context, o options) error {
+	fmt.Fprintln(os.Stderr, "bench: hedge — starting a Temporal dev server")
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	if err != nil {
+		return fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	ho := bench.HedgeOptions{Temporal: srv.Client(), Calls: o.hedgeN, Progress: os.Stderr}
+	if o.short {
+		ho.Calls = min(ho.Calls, 60)
+	}
+	rep, err := bench.RunHedge(ctx, ho)
+	if err != nil {
+		return err
+	}
+	return write(o, "hedge.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
 }
 
 func runMemory(ctx context.Context, o options) error {

@@ -1,0 +1,110 @@
+package llmworker_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+// hedged turns hedging on for every call: llama-8b after delay.
+func hedged(delay string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Hedge.After, c.Hedge.Model, c.Hedge.Budget = delay, "llama-8b", 1
+	}
+}
+
+// TestIntegrationHedgeWins: the first model has no first token after the
+// hedge delay, so llama-8b is asked too; its answer answers the call well
+// before the first model's would have, and the first model's attempt is
+// cancelled and recorded as such.
+func TestIntegrationHedgeWins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, hedged("500ms"))
+
+	start := time.Now()
+	res := s.call(question("[[sim fault=latency latency=6s model=qwen-72b times=1]] Where is my order?"))
+	took := time.Since(start)
+	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, decisions(res))
+	require.True(t, res.Attempts[1].Hedge, "the answer is the hedge's")
+	require.Equal(t, "llama-8b", res.Model)
+	require.NotEmpty(t, res.Content)
+	require.Less(t, took, 4*time.Second, "the call waited for the slow first model")
+
+	// A first model that answers in time is not hedged.
+	res = s.call(question("Where is my parcel?"))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+}
+
+// TestIntegrationHedgeLoses: the hedge starts, but the first model's answer
+// comes first; the hedge is cancelled.
+func TestIntegrationHedgeLoses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, hedged("300ms"))
+	res := s.call(question("[[sim fault=latency latency=1s model=qwen-72b times=1]] [[sim fault=latency latency=8s model=llama-8b times=1]] Where is my refund?"))
+	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, decisions(res))
+	require.True(t, res.Attempts[0].Hedge)
+	require.Equal(t, "qwen-72b", res.Model)
+}
+
+// TestIntegrationHedgeBudget: with a hedge budget of 0 only the one hedge
+// per window every budget allows starts; the next slow call is not hedged
+// and says why.
+func TestIntegrationHedgeBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, func(c *config.Config) {
+		hedged("300ms")(c)
+		c.Hedge.Budget = 0
+	})
+	res := s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 1?"))
+	require.Equal(t, "llama-8b", res.Model, "the window's one hedge did not start")
+	res = s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 2?"))
+	require.Equal(t, []string{"llama-8b:ok:skip", "qwen-72b:ok:answer"}, decisions(res))
+	require.Contains(t, res.Attempts[0].Reason, "hedge budget spent")
+}
+
+// TestIntegrationStreamedHedge: on a streamed call the first attempt to
+// produce a token wins; the other is cancelled and none of its text
+// reaches the subscriber, though both were generating for a while.
+func TestIntegrationStreamedHedge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, hedged("300ms"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := question("[[sim tokens=80]] [[sim fault=latency latency=900ms model=qwen-72b times=1]] Tell me about order 17.")
+	req.Stream = true
+	var text string
+	models := map[string]int{}
+	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+		if it.Delta != nil {
+			text += it.Delta.Text
+			models[it.Delta.Model]++
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "llama-8b", res.Model, "%+v", res.Attempts)
+	require.Equal(t, res.Content, text, "the deltas add up to the hedge's answer")
+	require.Equal(t, []string{"llama-8b"}, keys(models), "deltas of the cancelled attempt reached the subscriber")
+	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, decisions(res))
+}
+
+func keys(m map[string]int) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

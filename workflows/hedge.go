@@ -1,0 +1,258 @@
+package workflows
+
+import (
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// run is one upstream attempt as the attempts loop sees it: what was
+// prepared for it, when it started, and its outcome.
+type run struct {
+	prep    activities.Prepared
+	started time.Time
+	out     activities.CallOutcome
+	err     error
+	hedge   bool // the hedge of a hedged attempt
+}
+
+// racer is one of the two attempts of a hedged call.
+type racer struct {
+	run
+	f       workflow.Future
+	cancel  workflow.CancelFunc
+	running bool // started and not yet resolved
+	token   bool // announced its first token
+	late    bool // announced that its hedge delay passed without one
+}
+
+func (r *racer) model() string { return r.prep.Model }
+
+// race is the state of a hedged attempt: the primary, the hedge once it
+// starts, and, when the caller streams, the attempt whose first token came
+// first (the only one whose deltas the stream keeps).
+type race struct {
+	ch      workflow.ReceiveChannel
+	stream  bool
+	primary racer
+	hedge   racer
+	winner  *racer
+	pub     string // the publisher id of the winner's stream batches
+	// decided is set when the stream's winner is known, so that the
+	// attempts loop wakes when the stream's filter learned it first.
+	decided workflow.Future
+	settle  workflow.Settable
+}
+
+// take reads the notes the attempts sent. On a streamed call the first
+// first-token note names the winner.
+func (r *race) take() {
+	var n activities.AttemptNote
+	for r.ch.ReceiveAsync(&n) {
+		who := &r.primary
+		if n.Hedge {
+			who = &r.hedge
+		}
+		switch n.Kind {
+		case activities.NoteNoFirstToken:
+			who.late = true
+		case activities.NoteFirstToken:
+			who.token = true
+			if r.stream && r.winner == nil {
+				r.winner, r.pub = who, n.PublisherID
+				r.settle.Set(nil, nil)
+			}
+		}
+	}
+}
+
+// callModel runs the attempt prepared as in and returns its run. A call
+// whose first attempt has a hedge plan (prep.Hedge) races it: when the
+// attempt has no first token after the plan's delay, the hedge model is
+// asked too, and the first complete answer (on a streamed call, the first
+// token) wins; the other attempt is cancelled and recorded as such.
+func (c *call) callModel(ctx workflow.Context, prep activities.Prepared, in activities.CallInput, remaining time.Duration) run {
+	var a *activities.Activities
+	timeout := min(prep.Timeout, remaining)
+	if prep.Hedge == nil {
+		r := run{prep: prep, started: workflow.Now(ctx)}
+		r.err = workflow.ExecuteActivity(c.callOptions(ctx, prep, timeout, ""), a.CallModel, in).Get(ctx, &r.out)
+		return r
+	}
+	plan := *prep.Hedge
+	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil}
+	r.decided, r.settle = workflow.NewFuture(ctx)
+	r.hedge.hedge = true
+	if r.stream {
+		c.stream.SetPublishFilter(func(pub string) bool {
+			r.take()
+			return r.winner == nil || pub == r.pub
+		})
+		defer c.stream.SetPublishFilter(nil)
+	}
+	sel := workflow.NewSelector(ctx)
+	start := func(x *racer, p activities.Prepared, in activities.CallInput, timeout time.Duration, summary string) {
+		actx, cancel := workflow.WithCancel(ctx)
+		x.prep, x.started, x.cancel, x.running = p, workflow.Now(ctx), cancel, true
+		x.f = workflow.ExecuteActivity(c.raceOptions(actx, p, timeout, summary), a.CallModel, in)
+		sel.AddFuture(x.f, func(f workflow.Future) {
+			x.running = false
+			x.err = f.Get(ctx, &x.out)
+		})
+	}
+	// The attempt tells when its hedge delay passed without a first token
+	// (a note, not a workflow timer: those fire up to a second late).
+	in.Announce, in.HedgeAfter = true, plan.After
+	start(&r.primary, prep, in, timeout, "")
+	in.HedgeAfter = 0
+
+	sel.AddReceive(r.ch, func(workflow.ReceiveChannel, bool) { r.take() })
+	sel.AddFuture(r.decided, func(workflow.Future) {})
+	hedgeTried := false
+	defer r.take() // notes left behind are not read again
+	for {
+		sel.Select(ctx)
+		if ctx.Err() != nil {
+			return run{prep: prep, started: r.primary.started, err: temporal.NewCanceledError()}
+		}
+		if r.primary.late && !r.primary.token && !hedgeTried && r.primary.running {
+			hedgeTried = true
+			c.startHedge(ctx, r, plan, in, remaining, start)
+		}
+		if r.winner != nil {
+			// A streamed call: the first token decided; the other stops.
+			c.cancelLoser(r, loserOf(r, r.winner), "its first token came later than "+r.winner.model()+"'s")
+		}
+		p, h := &r.primary, &r.hedge
+		switch {
+		case p.running || h.running:
+			if !p.running && p.err == nil {
+				c.cancelLoser(r, h, p.model()+" answered first")
+				continue
+			}
+			if h.f != nil && !h.running && h.err == nil {
+				c.cancelLoser(r, p, "the hedge ("+h.model()+") answered first")
+				continue
+			}
+			continue // one is still generating and may answer
+		}
+		// Both are done (or the hedge never started): the answer, else
+		// the failure of the attempt that counts.
+		won := c.settleRace(ctx, r)
+		return won.run
+	}
+}
+
+func loserOf(r *race, w *racer) *racer {
+	if w == &r.primary {
+		return &r.hedge
+	}
+	return &r.primary
+}
+
+// cancelLoser cancels x, if it runs, because of why; settleRace records it.
+func (c *call) cancelLoser(r *race, x *racer, why string) {
+	if x.f == nil || !x.running || x.cancel == nil {
+		return
+	}
+	x.cancel()
+	x.cancel = nil
+	x.out.Reason = "cancelled: " + why
+}
+
+// startHedge asks StartHedge and, when it agrees, starts the hedge.
+func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePlan, in activities.CallInput, remaining time.Duration,
+	start func(*racer, activities.Prepared, activities.CallInput, time.Duration, string)) {
+	var a *activities.Activities
+	left := remaining - workflow.Now(ctx).Sub(r.primary.started)
+	if left < callstate.MinAttemptTime {
+		c.res.Attempts = append(c.res.Attempts, Attempt{N: c.st.N, Model: plan.Model, Hedge: true, Decision: "skip",
+			Reason: fmt.Sprintf("no hedge: %s left before the fallback", callstate.FormatDuration(left))})
+		return
+	}
+	elapsed := workflow.Now(ctx).Sub(c.start)
+	var hp activities.Prepared
+	err := workflow.ExecuteLocalActivity(localOptions(ctx, "start hedge: "+plan.Model+", budget and guards"), a.StartHedge, activities.HedgeInput{
+		Prepare: activities.PrepareInput{Request: c.req, State: c.st, Elapsed: elapsed}, Model: plan.Model,
+	}).Get(ctx, &hp)
+	if err != nil || hp.Model == "" {
+		reason := hp.Reason
+		if err != nil {
+			reason = "no hedge: " + err.Error()
+		}
+		c.res.Attempts = append(c.res.Attempts, Attempt{N: c.st.N, Model: plan.Model, Hedge: true, Decision: "skip", Reason: reason})
+		return
+	}
+	c.st.Requests = hp.State.Requests // the hedge is one more request of the call
+	hin := in
+	hin.Model, hin.Prompt, hin.Shape, hin.Key, hin.Fingerprint, hin.Resends = hp.Model, hp.Prompt, hp.State.Shape, hp.Key, hp.Fingerprint, hp.Resends
+	hin.Hedge, hin.Timeout = true, min(hp.Timeout, left)
+	summary := fmt.Sprintf("hedge: %s after %s without a first token from %s (%s)", hp.Model, callstate.FormatDuration(plan.After), r.primary.model(), plan.Basis)
+	c.event(ctx, Event{Type: EventHedgeStarted, Attempt: c.st.N, Model: hp.Model, Reason: summary})
+	start(&r.hedge, hp, hin, hin.Timeout, summary)
+}
+
+// settleRace records the attempt that did not answer the call and returns
+// the one whose outcome the call goes on with: the answer, else the
+// primary's failure (the hedge's when the stream had chosen it).
+func (c *call) settleRace(ctx workflow.Context, r *race) *racer {
+	p, h := &r.primary, &r.hedge
+	won := p
+	switch {
+	case h.f != nil && h.err == nil:
+		won = h
+	case p.err == nil:
+		won = p
+	case r.winner == h:
+		won = h // its text is what the caller has seen
+	}
+	for _, x := range []*racer{p, h} {
+		if x == won || x.f == nil {
+			continue
+		}
+		c.recordRacer(ctx, x, won)
+	}
+	if won == h {
+		st := c.st
+		st.Model, st.Key = h.prep.Model, h.prep.Key
+		c.st = st
+	}
+	return won
+}
+
+// recordRacer records the attempt of a race that did not carry the call.
+func (c *call) recordRacer(ctx workflow.Context, x, won *racer) {
+	class := failure.None
+	out := x.out
+	if x.err != nil && !temporal.IsCanceledError(x.err) {
+		class = classOf(x.err, &out)
+	}
+	att := Attempt{
+		N: c.st.N, Model: x.model(), Key: x.prep.Key, Hedge: x.hedge, Status: out.Status,
+		Messages: x.prep.Prompt.Messages, PromptTokens: x.prep.Prompt.Tokens, Class: string(class),
+		DurationMS: workflow.Now(ctx).Sub(x.started).Milliseconds(),
+	}
+	switch {
+	case x.err == nil:
+		att.Decision, att.Reason = "cancelled", won.model()+" answered first"
+	case temporal.IsCanceledError(x.err):
+		att.Decision, att.Reason = "cancelled", x.out.Reason
+		if att.Reason == "" {
+			att.Reason = "cancelled: " + won.model() + " carried the call"
+		}
+	default:
+		att.Decision, att.Reason = "raced", fmt.Sprintf("%s (the call goes on from %s's outcome)", out.Reason, won.model())
+	}
+	c.spent(ctx, x.prep, class, out, att.PromptTokens)
+	if class != failure.None && !out.NotSent {
+		c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
+		c.tokens(ctx, "failed", att.Model, att.PromptTokens+out.CompletionTokens)
+	}
+	c.res.Attempts = append(c.res.Attempts, att)
+}
