@@ -42,6 +42,9 @@ type Activities struct {
 	// budget (README "Hedged calls").
 	firstTokens *firstTokens
 	hedges      *guard.RetryBudget
+	// cache keeps good answers for the fallback (README "Answer cache");
+	// nil when the policy turns it off.
+	cache *answerCache
 	faq         *faq.FAQ
 	metrics     Metrics
 	getenv      func(string) string
@@ -96,7 +99,7 @@ func New(o Options) (*Activities, error) {
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
-		firstTokens: newFirstTokens(),
+		firstTokens: newFirstTokens(), cache: newAnswerCache(o.Config.Cache),
 		hedges:      guard.NewRetryBudget(config.BudgetConfig{Window: o.Config.Budget.Window, Ratio: o.Config.Hedge.Budget, Floor: 1}),
 	}
 	if a.metrics == nil {
@@ -417,6 +420,12 @@ func (a *Activities) RecordRetrySuccess(ctx context.Context, class failure.Class
 // Fallback answers from the business fallback: the FAQ (best match above
 // the threshold), else a business rule's card, else the placeholder.
 func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAnswer, error) {
+	if cacheServes(a.cfg.Cache, in.Classes, in.Guards) {
+		now := a.now()
+		if e, ok := a.cache.get(in.Request, now); ok {
+			return FallbackAnswer{Content: e.content, Source: "cache", Model: e.model, AgeMS: now.Sub(e.at).Milliseconds()}, nil
+		}
+	}
 	q := question(in.Request.Messages)
 	if m, ok := a.faq.Match(q, a.cfg.FAQ.Threshold); ok {
 		return FallbackAnswer{Content: m.Answer, Source: "faq", FAQID: m.ID, Score: m.Score}, nil

@@ -327,6 +327,9 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		if ch.LogProbs != nil {
 			out.Logprobs, _ = json.Marshal(ch.LogProbs)
 		}
+		if in.Continue == "" && len(calls) == 0 {
+			a.cache.put(in.Request, out.Content, m.Name, a.now())
+		}
 		return out, nil
 	}
 	return out, temporal.NewApplicationErrorWithOptions(

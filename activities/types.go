@@ -193,13 +193,20 @@ type DecideInput struct {
 type FallbackInput struct {
 	Request request.Request `json:"request"`
 	Reason  string          `json:"reason"`
+	// Classes the call saw and Guards that skipped models ("budget",
+	// "hold", …): whether the answer cache may answer (cache.on).
+	Classes []failure.Class `json:"classes,omitempty"`
+	Guards  []string        `json:"guards,omitempty"`
 }
 
 // FallbackAnswer is the business fallback's answer.
 type FallbackAnswer struct {
 	Content string `json:"content"`
-	// Source is "faq", "rule" or "placeholder".
-	Source string  `json:"source"`
+	// Source is "cache", "faq", "rule" or "placeholder".
+	Source string `json:"source"`
+	// Model wrote a cached answer AgeMS ago.
+	Model  string  `json:"model,omitempty"`
+	AgeMS  int64   `json:"age_ms,omitempty"`
 	FAQID  string  `json:"faq_id,omitempty"`
 	RuleID string  `json:"rule_id,omitempty"`
 	Flag   string  `json:"flag,omitempty"`

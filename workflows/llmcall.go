@@ -68,6 +68,8 @@ type call struct {
 	// sent are the fingerprints of the requests the call's attempts sent:
 	// the same one again is duplicate spend.
 	sent []string
+	// guards are the guards that skipped models (budget, hold, …).
+	guards []string
 	// toolCallsPublished: the answering attempt streamed its tool calls.
 	toolCallsPublished bool
 	// stream is the call's workflow stream when the caller asked to
@@ -284,6 +286,9 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 // retry budgets or rate-limit holds.
 func (c *call) skipped(models []activities.SkippedModel) {
 	for _, s := range models {
+		if s.Guard != "" {
+			c.guards = append(c.guards, s.Guard)
+		}
 		class, decision := string(failure.BreakerOpen), callstate.Switch.String()
 		if s.Guard != "" {
 			// A retry budget or a rate-limit hold: not a failure of the model.
@@ -446,13 +451,17 @@ func (c *call) fallback(ctx workflow.Context, reason string) (CallResult, error)
 	}
 	workflow.SetCurrentDetails(ctx, "business fallback: "+reason)
 	var ans activities.FallbackAnswer
-	err := workflow.ExecuteLocalActivity(localOptions(ctx, "fallback: FAQ → rule card → placeholder"),
-		a.Fallback, activities.FallbackInput{Request: c.req, Reason: reason}).Get(ctx, &ans)
+	err := workflow.ExecuteLocalActivity(localOptions(ctx, "fallback: cache → FAQ → rule card → placeholder"),
+		a.Fallback, activities.FallbackInput{Request: c.req, Reason: reason, Classes: c.st.Classes, Guards: c.guards}).Get(ctx, &ans)
 	if err != nil {
 		return c.res, err
 	}
 	c.res.Content, c.res.Source, c.res.Degraded = ans.Content, Source(ans.Source), true
-	c.res.Model, c.res.FinishReason = "", ""
+	c.res.Model, c.res.FinishReason = ans.Model, ""
+	if ans.Source == string(SourceCache) {
+		c.res.CacheAgeMS = ans.AgeMS
+		reason = fmt.Sprintf("%s; answered from the cache: %s's answer of %s ago", reason, ans.Model, callstate.FormatDuration(time.Duration(ans.AgeMS)*time.Millisecond))
+	}
 	c.res.FAQID = ans.FAQID
 	if ans.RuleID != "" {
 		c.res.RuleID, c.res.Flag = ans.RuleID, ans.Flag

@@ -36,6 +36,7 @@ type Source string
 const (
 	SourceModel         Source = "model"          // the preferred (first) model answered
 	SourceFallbackModel Source = "fallback_model" // another model of the ladder answered
+	SourceCache         Source = "cache"          // a model's earlier answer to the same question (README "Answer cache")
 	SourceFAQ           Source = "faq"            // the FAQ answered
 	SourceRule          Source = "rule"           // a business rule's card or safe message answered
 	SourcePlaceholder   Source = "placeholder"    // nothing could answer: a polite placeholder
@@ -70,6 +71,9 @@ type CallResult struct {
 	// FAQID is the matched FAQ entry, RuleID the business rule that
 	// answered or forbade retries, Flag a rule's flag (e.g. risk_review).
 	FAQID  string `json:"faq_id,omitempty"`
+	// CacheAgeMS is the age of a cached answer (source cache); Model is
+	// then the model that wrote it.
+	CacheAgeMS int64 `json:"cache_age_ms,omitempty"`
 	RuleID string `json:"rule_id,omitempty"`
 	Flag   string `json:"flag,omitempty"`
 	// Reason says, for degraded answers, why the models did not answer.

@@ -415,6 +415,17 @@ func paths() []path {
 			want:    want{decisions: []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel},
 		},
 		{
+			name: "fallback-cache", doc: "every model is under maintenance: the answer a model gave the same question earlier answers, with its age, before the FAQ",
+			prepare: primeCacheThenMaintenance,
+			request: ask("fallback-cache", "How long does shipping to Canada take?"),
+			want: want{decisions: []string{"qwen-72b:service_unavailable:fallback"}, source: workflows.SourceCache, check: func(res workflows.CallResult) error {
+				if res.CacheAgeMS <= 0 || res.Model != "qwen-72b" {
+					return fmt.Errorf("cached answer of %q, %d ms old: want qwen-72b's, with its age", res.Model, res.CacheAgeMS)
+				}
+				return nil
+			}},
+		},
+		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
 			request: ask("cancellation", "[[sim fault=rate_limited retry_after=30s times=1]] "+plainQuestion),
 			drive:   cancelDuringBackoff,

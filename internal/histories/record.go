@@ -327,6 +327,21 @@ func openBreaker(ctx context.Context, e *env) error {
 	return errors.New("the breaker of qwen-72b did not open after 5 failing calls")
 }
 
+// primeCacheThenMaintenance has a model answer the recorded question,
+// which the answer cache keeps, then puts every model under maintenance.
+func primeCacheThenMaintenance(ctx context.Context, e *env) error {
+	d, err := e.prepCall(ctx, 1, "How long does shipping to Canada take?")
+	if err != nil {
+		return err
+	}
+	if want := []string{"qwen-72b:ok:answer"}; !slices.Equal(d, want) {
+		return fmt.Errorf("the call that fills the cache: attempts %v, want %v", d, want)
+	}
+	return e.sim.SetScenario(&llmsim.Scenario{Name: "maintenance", Models: llmsim.InstantModels(), Phases: []llmsim.Phase{{
+		Name: "maintenance", Faults: []llmsim.FaultSpec{{Kind: llmsim.FaultMaintenance}},
+	}}})
+}
+
 // spendBudget makes one retry, which spends the floor of a budget of one.
 func spendBudget(ctx context.Context, e *env) error {
 	d, err := e.prepCall(ctx, 1, "[[sim fault=error_body times=1]] "+plainQuestion)

@@ -34,6 +34,7 @@ type Config struct {
 	FAQ       FAQConfig                     `yaml:"faq"`
 	Stream    StreamConfig                  `yaml:"stream"`
 	Hedge     HedgeConfig                   `yaml:"hedge"`
+	Cache     CacheConfig                   `yaml:"cache"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule

@@ -221,6 +221,7 @@ func (c *Config) validate() []Problem {
 	posDur("stream.batch_interval", c.Stream.BatchInterval)
 	posDur("stream.linger", c.Stream.Linger)
 	c.Hedge.validate(c, bad)
+	c.Cache.validate(bad)
 	posDur("rate_limit.hold", c.RateLimit.Hold)
 	posDur("rate_limit.breaker_after", c.RateLimit.BreakerAfter)
 
