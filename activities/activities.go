@@ -44,13 +44,13 @@ type Activities struct {
 	hedges      *guard.RetryBudget
 	// cache keeps good answers for the fallback (README "Answer cache");
 	// nil when the policy turns it off.
-	cache *answerCache
-	faq         *faq.FAQ
-	metrics     Metrics
-	getenv      func(string) string
-	now         func() time.Time
-	rand        func() float64
-	http        *http.Client
+	cache   *answerCache
+	faq     *faq.FAQ
+	metrics Metrics
+	getenv  func(string) string
+	now     func() time.Time
+	rand    func() float64
+	http    *http.Client
 
 	mu      sync.Mutex
 	clients map[string]*modelClient
@@ -100,7 +100,7 @@ func New(o Options) (*Activities, error) {
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
 		firstTokens: newFirstTokens(), cache: newAnswerCache(o.Config.Cache),
-		hedges:      guard.NewRetryBudget(config.BudgetConfig{Window: o.Config.Budget.Window, Ratio: o.Config.Hedge.Budget, Floor: 1}),
+		hedges: guard.NewRetryBudget(config.BudgetConfig{Window: o.Config.Budget.Window, Ratio: o.Config.Hedge.Budget, Floor: 1}),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}

@@ -70,12 +70,12 @@ type CallResult struct {
 	Usage     Usage              `json:"usage"`
 	// FAQID is the matched FAQ entry, RuleID the business rule that
 	// answered or forbade retries, Flag a rule's flag (e.g. risk_review).
-	FAQID  string `json:"faq_id,omitempty"`
+	FAQID string `json:"faq_id,omitempty"`
 	// CacheAgeMS is the age of a cached answer (source cache); Model is
 	// then the model that wrote it.
-	CacheAgeMS int64 `json:"cache_age_ms,omitempty"`
-	RuleID string `json:"rule_id,omitempty"`
-	Flag   string `json:"flag,omitempty"`
+	CacheAgeMS int64  `json:"cache_age_ms,omitempty"`
+	RuleID     string `json:"rule_id,omitempty"`
+	Flag       string `json:"flag,omitempty"`
 	// Reason says, for degraded answers, why the models did not answer.
 	Reason   string    `json:"reason,omitempty"`
 	Attempts []Attempt `json:"attempts"`
