@@ -43,7 +43,7 @@ type AttemptNote struct {
 type HedgePlan struct {
 	Model string        `json:"model"`
 	After time.Duration `json:"after"`
-	// Basis says where After comes from ("fixed", "p90 of 42 first tokens
+	// Basis says where After comes from ("fixed", "1.5 × p90 600 ms of 42 first tokens
 	// of qwen-72b", "initial: 3 first tokens on record").
 	Basis string `json:"basis"`
 }
@@ -89,6 +89,14 @@ func (f *firstTokens) p90(model string) (time.Duration, int) {
 	return s[(len(s)*9-1)/10], len(s)
 }
 
+// adaptiveMargin multiplies the first model's p90 time to first token
+// for an adaptive hedge delay. At the p90 itself a tenth of the calls are
+// hedged by definition, the ones in the model's usual spread included:
+// against a slow tail of 10 % of requests (go run ./bench/cmd/bench -bench
+// hedge), 6 of 39 hedges went to calls that were not slow, the budget ran
+// out and p99 fell 2 %; with the margin the hedges go to the tail.
+const adaptiveMargin = 1.5
+
 // hedgePlan is the hedge of a call's first attempt on m, nil when the
 // call's scenario is not hedged, m is the hedge model itself, or the
 // request needs what the hedge model lacks.
@@ -109,7 +117,8 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 	if adaptive {
 		p90, n := a.firstTokens.p90(m.Name)
 		if n >= config.HedgeMinSamples {
-			p.After, p.Basis = p90, fmt.Sprintf("p90 of %d first tokens of %s", n, m.Name)
+			p.After = time.Duration(float64(p90) * adaptiveMargin)
+			p.Basis = fmt.Sprintf("1.5 × p90 %s of %d first tokens of %s", callstate.FormatDuration(p90), n, m.Name)
 		} else {
 			p.After, p.Basis = a.cfg.Hedge.Initial.D(), fmt.Sprintf("initial: %d first tokens of %s on record", n, m.Name)
 		}
@@ -153,13 +162,16 @@ func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, e
 }
 
 // announcer sends the call the notes of an attempt that may be hedged:
-// its first token, once, and, when the hedge delay passes first, that it
-// has none. nil announces nothing.
+// that its hedge delay passed without a first token and, on a streamed
+// call once a hedge may be racing it, its first token (which decides the
+// race). The happy path, a first token in time, sends nothing. nil
+// announces nothing.
 type announcer struct {
 	ctx   context.Context
 	note  AttemptNote
 	mu    sync.Mutex
-	first bool
+	first bool // the first token came
+	late  bool // the no-first-token note went out
 	timer *time.Timer
 }
 
@@ -175,6 +187,7 @@ func newAnnouncer(ctx context.Context, in CallInput, pub *callPublisher) *announ
 		n.timer = time.AfterFunc(in.HedgeAfter, func() {
 			n.mu.Lock()
 			due := !n.first
+			n.late = n.late || due
 			n.mu.Unlock()
 			if due {
 				n.send(NoteNoFirstToken)
@@ -184,18 +197,19 @@ func newAnnouncer(ctx context.Context, in CallInput, pub *callPublisher) *announ
 	return n
 }
 
-// firstToken sends the first-token note, once; it returns once the call
-// has it, so that it is in history before the attempt's first streamed
-// batch.
+// firstToken notes the first token, and tells the call when it may decide
+// a race of streams: the attempt is a hedge, or its delay passed. It
+// returns once the call has the note, so that the note is in history
+// before the attempt's first streamed batch.
 func (n *announcer) firstToken() {
 	if n == nil {
 		return
 	}
 	n.mu.Lock()
-	already := n.first
+	send := !n.first && n.note.PublisherID != "" && (n.late || n.note.Hedge)
 	n.first = true
 	n.mu.Unlock()
-	if !already {
+	if send {
 		n.send(NoteFirstToken)
 	}
 }

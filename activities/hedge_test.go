@@ -29,7 +29,7 @@ func firstPrepare() PrepareInput {
 }
 
 // TestHedgePlanAdaptive: an adaptive hedge waits hedge.initial until the
-// first model has 20 first tokens on record, then their p90; only the
+// first model has 20 first tokens on record, then 1.5 × their p90; only the
 // call's first attempt is hedged.
 func TestHedgePlanAdaptive(t *testing.T) {
 	a := hedging(t, config.HedgeAdaptive, 0.05)
@@ -44,7 +44,7 @@ func TestHedgePlanAdaptive(t *testing.T) {
 		a.firstTokens.add("qwen-72b", time.Duration(i)*10*time.Millisecond) // 10 ms … 1 s
 	}
 	p, _ = a.PrepareAttempt(context.Background(), firstPrepare())
-	if p.Hedge == nil || p.Hedge.After != 900*time.Millisecond || p.Hedge.Basis != "p90 of 100 first tokens of qwen-72b" {
+	if p.Hedge == nil || p.Hedge.After != 1350*time.Millisecond || p.Hedge.Basis != "1.5 × p90 900 ms of 100 first tokens of qwen-72b" {
 		t.Fatalf("plan with 100 first tokens: %+v", p.Hedge)
 	}
 	second := firstPrepare()

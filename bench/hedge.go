@@ -47,7 +47,7 @@ type HedgeVariant struct {
 var HedgeVariants = []HedgeVariant{
 	{Name: "not hedged", After: config.HedgeOff},
 	{Name: "hedged, after: adaptive", After: config.HedgeAdaptive},
-	{Name: "hedged, after: 1s", After: "1s"},
+	{Name: "hedged, after: 700ms", After: "700ms"},
 }
 
 // HedgeRow is one contender's calls.

@@ -45,7 +45,7 @@ func (s HedgeScenario) rule(h HedgeConfig) HedgeRule {
 
 // HedgeRule says when and with which model a call is hedged.
 type HedgeRule struct {
-	// After is "off", "adaptive" (the primary model's recent p90 time to
+	// After is "off", "adaptive" (1.5 × the primary model's recent p90 time to
 	// first token) or a duration such as "1.5s".
 	After string
 	// Model is the ladder rung that hedges; a call whose first model is
