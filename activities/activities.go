@@ -178,6 +178,8 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 		HeartbeatTimeout: c.HeartbeatTimeout.D(),
 		FirstModel:       a.cfg.Models[0].Name,
 		Linger:           a.cfg.Stream.Linger.D(),
+		Diagnose:         a.cfg.Diagnose.Enabled,
+		DiagnoseModel:    a.cfg.Diagnose.Model,
 	}
 	if req.DeadlineMS > 0 {
 		ad.Deadline = time.Duration(req.DeadlineMS) * time.Millisecond

@@ -280,6 +280,10 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 	v.Reason = redactString(v.Reason, key)
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
+	if v.Generic {
+		out.Diagnosable, out.Type, out.Message = true, redactString(v.Type, key), redactString(v.Message, key)
+		out.Code = redactString(v.Code, key)
+	}
 	out.RetryAfter, out.HasRetryAfter = v.RetryAfter, v.HasRetryAfter
 	out.ConnectResends = resends
 	if obs.Response != nil {

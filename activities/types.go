@@ -22,6 +22,10 @@ type Admission struct {
 	// Linger is how long a streamed call waits after its last item
 	// before it returns (config stream.linger).
 	Linger time.Duration `json:"linger,omitempty"`
+	// Diagnose: failures no classifier rule recognises are diagnosed by a
+	// small model (config diagnose), which Diagnose names.
+	Diagnose      bool   `json:"diagnose,omitempty"`
+	DiagnoseModel string `json:"diagnose_model,omitempty"`
 	// FirstModel is the model the ladder starts from.
 	FirstModel string `json:"first_model"`
 	// Rule is the business rule that matched the request, if any.
@@ -150,6 +154,11 @@ type CallOutcome struct {
 	Class            failure.Class `json:"class,omitempty"`
 	Status           int           `json:"status,omitempty"`
 	Code             string        `json:"code,omitempty"`
+	// Diagnosable is set when the upstream's error body matched no
+	// classifier rule; Type and Message are what it said (redacted).
+	Diagnosable bool   `json:"diagnosable,omitempty"`
+	Type        string `json:"type,omitempty"`
+	Message     string `json:"message,omitempty"`
 	Reason           string        `json:"reason,omitempty"`
 	RetryAfter       time.Duration `json:"retry_after,omitempty"`
 	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`

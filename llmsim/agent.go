@@ -177,6 +177,14 @@ func fill(s map[string]any, name, question, text string, depth int) any {
 		return c
 	}
 	if e, ok := s["enum"].([]any); ok && len(e) > 0 {
+		// The value the question names, as a model reading it would;
+		// else the first.
+		q := strings.ToLower(question)
+		for _, v := range e {
+			if str, ok := v.(string); ok && str != "" && strings.Contains(q, strings.ToLower(str)) {
+				return v
+			}
+		}
 		return e[0]
 	}
 	if alts, ok := s["anyOf"].([]any); ok && len(alts) > 0 {

@@ -464,6 +464,8 @@ func (x *exchange) front(p plan) {
 		x.reply(http.StatusServiceUnavailable, newAPIError("service_unavailable", "maintenance", "Service under maintenance"), h)
 	case FaultUnavailable:
 		x.reply(http.StatusServiceUnavailable, newAPIError("server_error", "", "The server is overloaded or not ready yet."), h)
+	case FaultUnknownError:
+		x.reply(http.StatusInternalServerError, newAPIError("engine_error", "E42", "engine E42: queue_full on all replicas, request dropped"), h)
 	case FaultBadGateway:
 		x.html(http.StatusBadGateway, "Bad Gateway")
 	case FaultBadRequest:

@@ -109,6 +109,7 @@
 //	overloaded               529     queue_full               retry_after               {"type":"error","error":{"type":"overloaded_error"}}
 //	maintenance              503     service_unavailable      retry_after               "Service under maintenance"
 //	unavailable              503     server_error             retry_after               generic 503 JSON error
+//	unknown_error            500     server_error             -                         an engine's own error: code E42, "queue_full on all replicas"
 //	server_error             500     server_error             -                         nginx HTML page, after the time to first token
 //	bad_gateway              502     server_error             -                         nginx HTML page
 //	gateway_timeout          504     timeout                  -                         nginx HTML page, after the time to first token

@@ -46,6 +46,11 @@ const (
 	// FaultUnavailable answers a generic 503 JSON error that does not mention
 	// maintenance. Class server_error.
 	FaultUnavailable Fault = "unavailable"
+	// FaultUnknownError answers 500 with an error body no classifier rule
+	// knows (an engine's own code; its message says "queue_full" in
+	// passing). Class server_error by its status; a diagnosis that reads
+	// the body names queue_full.
+	FaultUnknownError Fault = "unknown_error"
 	// FaultServerError answers 500 with an nginx-style HTML page after the
 	// model's time to first token. Class server_error.
 	FaultServerError Fault = "server_error"
@@ -172,6 +177,7 @@ var faultTable = []FaultInfo{
 	{FaultOverloaded, 529, "queue_full", "retry_after", `{"type":"error","error":{"type":"overloaded_error"}}`, stageFront},
 	{FaultMaintenance, 503, "service_unavailable", "retry_after", `"Service under maintenance"`, stageFront},
 	{FaultUnavailable, 503, "server_error", "retry_after", "generic 503 JSON error (not maintenance)", stageFront},
+	{FaultUnknownError, 500, "server_error", "", `an engine's own error: code E42, "queue_full on all replicas"`, stageFront},
 	{FaultServerError, 500, "server_error", "", "HTML error page after the time to first token", stageBack},
 	{FaultBadGateway, 502, "server_error", "", "HTML error page", stageFront},
 	{FaultGatewayTimeout, 504, "timeout", "", "HTML error page after the time to first token", stageBack},

@@ -198,6 +198,12 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("type %q message %q", e.Type, e.Message)
 			}
 		}},
+		{fault: llmsim.FaultUnknownError, outcome: "500", check: func(t *testing.T, r result) {
+			e := apiError(t, r.err, 500, "E42")
+			if e.Type != "engine_error" || !strings.Contains(e.Message, "queue_full") {
+				t.Errorf("type %q message %q", e.Type, e.Message)
+			}
+		}},
 		{fault: llmsim.FaultServerError, outcome: "500", check: func(t *testing.T, r result) {
 			requestError(t, r.err, 500, "<title>500 Internal Server Error</title>")
 			if !strings.HasPrefix(r.header.Get("Content-Type"), "text/html") {

@@ -149,6 +149,7 @@ type promActivityMetrics struct {
 	breaker   *prom.GaugeVec
 	keys      *prom.CounterVec
 	hedges    *prom.CounterVec
+	diagnoses *prom.CounterVec
 }
 
 func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
@@ -183,8 +184,17 @@ func newPromActivityMetrics(reg prom.Registerer) *promActivityMetrics {
 		Name: "llm_hedges_total",
 		Help: "Hedges of first attempts by hedge model and outcome: started, or not started for the hedge budget (budget), the model's guards (refused) or a rate-limit hold (held).",
 	}, []string{"model", "outcome"})
-	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker, m.keys, m.hedges)
+	m.diagnoses = prom.NewCounterVec(prom.CounterOpts{
+		Name: "llm_diagnoses_total",
+		Help: "Diagnoses of error bodies no classifier rule recognised, by the class the model named (\"\" for none) and outcome: named, invalid, error, refused.",
+	}, []string{"class", "outcome"})
+	reg.MustRegister(m.attempts, m.latency, m.refusals, m.remaining, m.breaker, m.keys, m.hedges, m.diagnoses)
 	return m
+}
+
+// Diagnosis implements activities.DiagnosisMetrics.
+func (m *promActivityMetrics) Diagnosis(class, outcome string) {
+	m.diagnoses.WithLabelValues(class, outcome).Inc()
 }
 
 // Hedge implements activities.HedgeMetrics.

@@ -208,6 +208,15 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.answered(ctx, att, out)
 			return "", nil
 		}
+		if out.Diagnosable && c.ad.Diagnose {
+			// Only when a recorded CallModel says so: histories of
+			// earlier builds have no such attempt and replay unchanged.
+			var derr error
+			if class, att.Diagnosis, derr = c.diagnose(ctx, class, out); derr != nil {
+				return "", derr
+			}
+			out.Reason += "; " + att.Diagnosis
+		}
 		c.event(ctx, Event{Type: EventAttemptFailed, Attempt: c.st.N, Model: prep.Model, Class: string(class), Reason: out.Reason})
 		var step callstate.Step
 		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("decide after %s on %s", class, prep.Model)),
@@ -240,6 +249,33 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// diagnose asks the diagnosis model to name the class of a failure no
+// classifier rule recognised; a class it names replaces the status's. It
+// returns the class and what the diagnosis said.
+func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activities.CallOutcome) (failure.Class, string, error) {
+	var a *activities.Activities
+	var d activities.Diagnosis
+	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: 40 * time.Second,
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             fmt.Sprintf("diagnose: %s names the class of an unrecognised HTTP %d", c.ad.DiagnoseModel, out.Status),
+	})
+	err := workflow.ExecuteActivity(dctx, a.Diagnose, activities.DiagnoseInput{
+		Attempt: c.st.N, Class: class, Status: out.Status, Code: out.Code, Type: out.Type, Message: out.Message,
+	}).Get(ctx, &d)
+	switch {
+	case err != nil && temporal.IsCanceledError(err):
+		return class, "", err
+	case err != nil:
+		return class, "no diagnosis: " + err.Error(), nil
+	case d.Class == "":
+		return class, d.Reason, nil
+	case d.Class == class:
+		return class, fmt.Sprintf("%s agrees: %s (%s)", d.Model, d.Class, d.Reason), nil
+	}
+	return d.Class, fmt.Sprintf("diagnosed by %s as %s (not %s): %s", d.Model, d.Class, class, d.Reason), nil
 }
 
 // raceOptions are callOptions for one attempt of a hedged call: the

@@ -182,6 +182,9 @@ type Attempt struct {
 	RetriedFrom string `json:"retried_from,omitempty"`
 	// Hedge: the attempt is the hedge of attempt N (README "Hedged calls").
 	Hedge bool `json:"hedge,omitempty"`
+	// Diagnosis is what the diagnosis model said of a failure no rule
+	// recognised (README "Diagnosis").
+	Diagnosis string `json:"diagnosis,omitempty"`
 }
 
 // Search attributes upserted as the call progresses. The worker registers

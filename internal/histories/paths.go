@@ -426,6 +426,18 @@ func paths() []path {
 			}},
 		},
 		{
+			name: "diagnosis", doc: "an error body no classifier rule knows: llama-8b, asked as the diagnosis rung, names queue_full, and the call takes queue_full's step",
+			policy:  func(c *config.Config) { c.Diagnose.Enabled = true },
+			request: ask("diagnosis", "[[sim fault=unknown_error model=qwen-72b times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+				check: func(res workflows.CallResult) error {
+					if !strings.Contains(res.Attempts[0].Diagnosis, "diagnosed by llama-8b as queue_full") {
+						return fmt.Errorf("diagnosis %q, want queue_full named by llama-8b", res.Attempts[0].Diagnosis)
+					}
+					return nil
+				}},
+		},
+		{
 			name: "cancellation", doc: "the call is cancelled while it waits out a Retry-After",
 			request: ask("cancellation", "[[sim fault=rate_limited retry_after=30s times=1]] "+plainQuestion),
 			drive:   cancelDuringBackoff,

@@ -108,6 +108,10 @@ type Verdict struct {
 	Canceled bool
 	// Reason is one line saying what was seen, e.g. "HTTP 429, Retry-After: 2s".
 	Reason string
+	// Generic is set when an error body came with the response but no
+	// rule recognised it: the class is the status code's alone (a small
+	// model may name a better one, README "Diagnosis").
+	Generic bool
 }
 
 // OK reports whether the attempt succeeded.
@@ -323,10 +327,13 @@ func classifyErrorStatus(v Verdict, info errorInfo) Verdict {
 		return v.is(failure.ServiceUnavailable, seen+" (maintenance)")
 	case st >= 500 && remaining0:
 		return v.is(failure.QueueFull, seen+" (nothing remaining: queue full)")
-	case st >= 500:
+	}
+	if st >= 400 && st < 500 {
+		return v.is(failure.InvalidRequest, seen) // the request's own fault, never diagnosed into a retry
+	}
+	v.Generic = !info.html && (info.code != "" || info.typ != "" || info.message != "")
+	if st >= 500 {
 		return v.is(failure.ServerError, seen)
-	case st >= 400:
-		return v.is(failure.InvalidRequest, seen)
 	}
 	return v.is(failure.ServerError, seen+" (unexpected status)")
 }

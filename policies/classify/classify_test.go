@@ -664,3 +664,25 @@ func TestCleanMessage(t *testing.T) {
 		t.Errorf("StripThinking → %q", got)
 	}
 }
+
+// TestClassifyGeneric: a 5xx error body no rule recognises is marked
+// Generic (a diagnosis may name its class); a recognised one, a 4xx or an
+// HTML page is not.
+func TestClassifyGeneric(t *testing.T) {
+	for _, c := range []struct {
+		status  int
+		body    string
+		generic bool
+	}{
+		{500, `{"error":{"message":"engine E42: queue_full on all replicas","type":"engine_error","code":"E42"}}`, true},
+		{503, `upstream connect error or disconnect/reset before headers`, true},
+		{500, `{"error":{"message":"busy","code":"queue_full"}}`, false},
+		{400, `{"error":{"message":"engine E42 refused the input","code":"E42"}}`, false},
+		{502, `<html><head><title>502 Bad Gateway</title></head></html>`, false},
+	} {
+		v := Classify(Observation{Status: c.status, Body: []byte(c.body), Err: fmt.Errorf("HTTP %d", c.status)})
+		if v.Generic != c.generic {
+			t.Errorf("HTTP %d %s: class %s, generic %v, want %v", c.status, c.body, v.Class, v.Generic, c.generic)
+		}
+	}
+}
