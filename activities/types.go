@@ -151,14 +151,14 @@ type CallInput struct {
 // activity's result; on failure it is the details of the ApplicationError
 // whose type is the failure class.
 type CallOutcome struct {
-	Class            failure.Class `json:"class,omitempty"`
-	Status           int           `json:"status,omitempty"`
-	Code             string        `json:"code,omitempty"`
+	Class  failure.Class `json:"class,omitempty"`
+	Status int           `json:"status,omitempty"`
+	Code   string        `json:"code,omitempty"`
 	// Diagnosable is set when the upstream's error body matched no
 	// classifier rule; Type and Message are what it said (redacted).
-	Diagnosable bool   `json:"diagnosable,omitempty"`
-	Type        string `json:"type,omitempty"`
-	Message     string `json:"message,omitempty"`
+	Diagnosable      bool          `json:"diagnosable,omitempty"`
+	Type             string        `json:"type,omitempty"`
+	Message          string        `json:"message,omitempty"`
 	Reason           string        `json:"reason,omitempty"`
 	RetryAfter       time.Duration `json:"retry_after,omitempty"`
 	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`
