@@ -77,14 +77,34 @@ func (r *race) take() {
 // attempt has no first token after the plan's delay, the hedge model is
 // asked too, and the first complete answer (on a streamed call, the first
 // token) wins; the other attempt is cancelled and recorded as such.
-func (c *call) callModel(ctx workflow.Context, prep activities.Prepared, in activities.CallInput, remaining time.Duration) run {
-	var a *activities.Activities
-	timeout := min(prep.Timeout, remaining)
-	if prep.Hedge == nil {
-		r := run{prep: prep, started: workflow.Now(ctx)}
-		r.err = workflow.ExecuteActivity(c.callOptions(ctx, prep, timeout, ""), a.CallModel, in).Get(ctx, &r.out)
-		return r
+//
+// The plain path keeps its frame small and the race in a function of its
+// own: a streamed call's workflow coroutine stays parked here for the
+// whole generation, and its stack is per-call memory (README
+// "Benchmarks", memory).
+func (c *call) callModel(ctx workflow.Context, prep *activities.Prepared, in *activities.CallInput, remaining time.Duration) *run {
+	if prep.Hedge != nil {
+		return c.race(ctx, prep, in, remaining)
 	}
+	r := &run{prep: *prep, started: workflow.Now(ctx)}
+	r.err = c.startAttempt(ctx, prep, in, min(prep.Timeout, remaining)).Get(ctx, &r.out)
+	return r
+}
+
+// startAttempt schedules the attempt. Not inlined: its frame is gone by
+// the time callModel waits on the result.
+//
+//go:noinline
+func (c *call) startAttempt(ctx workflow.Context, prep *activities.Prepared, in *activities.CallInput, timeout time.Duration) workflow.Future {
+	var a *activities.Activities
+	return workflow.ExecuteActivity(c.callOptions(ctx, *prep, timeout, ""), a.CallModel, *in)
+}
+
+// race runs a hedged first attempt (see callModel).
+func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activities.CallInput, remaining time.Duration) *run {
+	var a *activities.Activities
+	prep, in := *pp, *pin
+	timeout := min(prep.Timeout, remaining)
 	plan := *prep.Hedge
 	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil}
 	r.decided, r.settle = workflow.NewFuture(ctx)
@@ -119,7 +139,7 @@ func (c *call) callModel(ctx workflow.Context, prep activities.Prepared, in acti
 	for {
 		sel.Select(ctx)
 		if ctx.Err() != nil {
-			return run{prep: prep, started: r.primary.started, err: temporal.NewCanceledError()}
+			return &run{prep: prep, started: r.primary.started, err: temporal.NewCanceledError()}
 		}
 		if r.primary.late && !r.primary.token && !hedgeTried && r.primary.running {
 			hedgeTried = true
@@ -145,7 +165,7 @@ func (c *call) callModel(ctx workflow.Context, prep activities.Prepared, in acti
 		// Both are done (or the hedge never started): the answer, else
 		// the failure of the attempt that counts.
 		won := c.settleRace(ctx, r)
-		return won.run
+		return &won.run
 	}
 }
 

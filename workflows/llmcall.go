@@ -182,7 +182,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		} else {
 			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
 		}
-		ran := c.callModel(ctx, prep, activities.CallInput{
+		ran := c.callModel(ctx, &prep, &activities.CallInput{
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint,
