@@ -100,7 +100,7 @@ func New(o Options) (*Activities, error) {
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
 		firstTokens: newFirstTokens(), cache: newAnswerCache(o.Config.Cache),
-		hedges: guard.NewRetryBudget(config.BudgetConfig{Window: o.Config.Budget.Window, Ratio: o.Config.Hedge.Budget, Floor: 1}),
+		hedges: newHedgeBudget(o.Config),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -254,6 +254,13 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 		m = m.WithKey(key)
 		canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
 		scope, left := a.held(m, now)
+		if in.Only && left > 0 {
+			// A hedge does not wait: refused before anything is paid.
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "hold",
+				Reason: fmt.Sprintf("rate-limit hold on %s for %s", scope, callstate.FormatDuration(left))})
+			continue
+		}
 		if left > 0 && left > canWait {
 			p.State = p.State.Skip(m.Name, failure.None)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "hold",

@@ -2,6 +2,8 @@ package activities
 
 import (
 	"container/list"
+	"crypto/sha256"
+	"fmt"
 	"regexp"
 	"sync"
 	"time"
@@ -40,34 +42,44 @@ func newAnswerCache(cfg config.CacheConfig) *answerCache {
 	return c
 }
 
-// key is where req's answer is kept; ok is false for a request whose
-// answer must not be kept or served: anything but one question (with
-// system messages), a request that asks for tool calls or JSON, images,
-// or user text that matches a private pattern.
+// key is where req's answer is kept: tenant, scenario, the system and
+// developer messages (hashed) and the normalised question. ok is false for
+// a request whose answer must not be kept or served: anything but one
+// question (with system messages), a request that asks for tool calls or
+// JSON, images, or text that matches a private pattern.
 func (c *answerCache) key(req request.Request) (string, bool) {
 	if c == nil || len(req.Tools) > 0 || req.ResponseFormat != nil {
 		return "", false
 	}
 	q := ""
+	sys := sha256.New()
+	texts := []string{}
 	for _, m := range req.Messages {
 		switch {
 		case m.Role == request.RoleSystem || m.Role == request.RoleDeveloper:
+			// The answer depends on the instructions too: they are part
+			// of the key, and they may carry the user's data.
+			fmt.Fprintf(sys, "%s\x00%s\x00", m.Role, m.Content)
+			texts = append(texts, m.Content)
 		case m.Role == request.RoleUser && q == "" && len(m.Parts) == 0:
 			q = m.Content
+			texts = append(texts, m.Content)
 		default:
 			return "", false // earlier turns, tool results or images
 		}
 	}
 	for _, p := range c.private {
-		if p.MatchString(q) {
-			return "", false
+		for _, t := range texts {
+			if p.MatchString(t) {
+				return "", false
+			}
 		}
 	}
 	n := faq.Normalize(q)
 	if n == "" {
 		return "", false
 	}
-	return req.Tenant + "\x00" + req.Scenario + "\x00" + n, true
+	return fmt.Sprintf("%s\x00%s\x00%x\x00%s", req.Tenant, req.Scenario, sys.Sum(nil)[:12], n), true
 }
 
 // put keeps an answer of model to req.

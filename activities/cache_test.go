@@ -30,6 +30,11 @@ func TestAnswerCache(t *testing.T) {
 	if _, ok := c.get(ask("globex", "How long does shipping take?"), now); ok {
 		t.Error("another tenant got the answer")
 	}
+	other := ask("acme", "How long does shipping take?")
+	other.Messages[0].Content = "You are a pirate."
+	if _, ok := c.get(other, now); ok {
+		t.Error("a request with other instructions got the answer")
+	}
 	if _, ok := c.get(ask("acme", "How long does shipping take?"), now.Add(2*time.Hour)); ok {
 		t.Error("served after its TTL")
 	}
@@ -47,6 +52,7 @@ func TestAnswerCache(t *testing.T) {
 		ask("acme", "Call me on +1 (555) 123-4567"),
 		{Tenant: "acme", Messages: []request.Message{{Role: request.RoleUser, Content: "Hi"}, {Role: request.RoleAssistant, Content: "Hello"}, {Role: request.RoleUser, Content: "Shipping?"}}},
 		{Tenant: "acme", Messages: []request.Message{{Role: request.RoleUser, Content: "Shipping?"}}, Tools: []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "f"}}}},
+		{Tenant: "acme", Messages: []request.Message{{Role: request.RoleSystem, Content: "The user is Jane, account 12345678."}, {Role: request.RoleUser, Content: "Shipping?"}}},
 	} {
 		if k, ok := c.key(req); ok {
 			t.Errorf("kept %q", k)

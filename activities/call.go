@@ -337,7 +337,7 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		if ch.LogProbs != nil {
 			out.Logprobs, _ = json.Marshal(ch.LogProbs)
 		}
-		if in.Continue == "" && len(calls) == 0 {
+		if in.Cache && in.Continue == "" && len(calls) == 0 && out.FinishReason == string(openai.FinishReasonStop) {
 			a.cache.put(in.Request, out.Content, m.Name, a.now())
 		}
 		return out, nil

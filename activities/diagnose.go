@@ -34,12 +34,14 @@ type Diagnosis struct {
 	Model  string        `json:"model,omitempty"`
 }
 
-// diagnosable are the classes a diagnosis may name: those an error body
-// can tell.
+// diagnosable are the classes a diagnosis may name: the upstream's
+// transient conditions an error body can tell. Never a class that fails
+// the call, trips a breaker or leaves the ladder (invalid_request, auth,
+// content_filter, model_not_found): a small model's guess must not turn
+// a retryable 5xx into a failed call.
 var diagnosable = []failure.Class{
 	failure.RateLimited, failure.QueueFull, failure.ServiceUnavailable, failure.ServerError,
-	failure.Timeout, failure.ContextLengthExceeded, failure.ContentFilter, failure.Auth,
-	failure.ModelNotFound, failure.InvalidRequest,
+	failure.Timeout, failure.ContextLengthExceeded,
 }
 
 // diagnosisExamples are the few shots: an error body and its class.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
@@ -97,6 +98,16 @@ func (f *firstTokens) p90(model string) (time.Duration, int) {
 // out and p99 fell 2 %; with the margin the hedges go to the tail.
 const adaptiveMargin = 1.5
 
+// newHedgeBudget allows hedge.budget of the calls in budget.window, and
+// one hedge a window beyond that; none when hedge.budget is 0.
+func newHedgeBudget(cfg *config.Config) *guard.RetryBudget {
+	floor := 1
+	if cfg.Hedge.Budget == 0 {
+		floor = 0
+	}
+	return guard.NewRetryBudget(config.BudgetConfig{Window: cfg.Budget.Window, Ratio: cfg.Hedge.Budget, Floor: floor})
+}
+
 // hedgePlan is the hedge of a call's first attempt on m, nil when the
 // call's scenario is not hedged, m is the hedge model itself, or the
 // request needs what the hedge model lacks.
@@ -128,12 +139,13 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 
 // StartHedge decides, when a hedge's delay has passed, whether the hedge
 // may start, and prepares it: within the hedge budget (hedge.budget of
-// calls), the hedge model's breaker, keys, rate limits and pacing, and
-// paid from its endpoint's retry budget like any retry. A refused hedge
-// comes back with no Model and the Reason.
+// calls; a hedge the model's guards then refuse has spent its share), the
+// hedge model's breaker, keys, rate limits and pacing, and paid from its
+// endpoint's retry budget like any retry. A refused hedge comes back with
+// no Model and the Reason.
 func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, error) {
 	now := a.now()
-	if a.hedges.Remaining(now) <= 0 {
+	if !a.hedges.TryRetry(now) {
 		a.hedgeMetric(in.Model, "budget")
 		return Prepared{Reason: fmt.Sprintf("hedge budget spent (%.0f%% of calls): no hedge", a.cfg.Hedge.Budget*100)}, nil
 	}
@@ -156,7 +168,6 @@ func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, e
 		a.hedgeMetric(in.Model, "held")
 		return Prepared{Reason: fmt.Sprintf("no hedge: %s for %s", p.HoldReason, callstate.FormatDuration(p.Hold))}, nil
 	}
-	a.hedges.TryRetry(now)
 	a.hedgeMetric(in.Model, "started")
 	return p, nil
 }

@@ -75,7 +75,7 @@ func TestHedgePlanNotForItself(t *testing.T) {
 // and a hedge model whose breaker is open is refused, not replaced by the
 // next rung.
 func TestStartHedge(t *testing.T) {
-	a := hedging(t, "1s", 0)
+	a := hedging(t, "1s", 0.0001) // one hedge a window, the floor
 	p, _ := a.PrepareAttempt(context.Background(), firstPrepare())
 	in := HedgeInput{Prepare: PrepareInput{Request: firstPrepare().Request, State: p.State}, Model: "llama-8b"}
 	h, err := a.StartHedge(context.Background(), in)
@@ -84,7 +84,7 @@ func TestStartHedge(t *testing.T) {
 	}
 	h, _ = a.StartHedge(context.Background(), in)
 	if h.Model != "" || !strings.Contains(h.Reason, "hedge budget spent") {
-		t.Errorf("second hedge with a budget of 0: %+v", h)
+		t.Errorf("second hedge with a tiny budget: %+v", h)
 	}
 
 	a = hedging(t, "1s", 1)

@@ -145,6 +145,9 @@ type CallInput struct {
 	// Hedge: the attempt is the hedge of attempt Attempt (its request ID
 	// ends in "h").
 	Hedge bool `json:"hedge,omitempty"`
+	// Cache: the answer, if good, may be kept in the answer cache (the
+	// call's first model, nothing streamed before it).
+	Cache bool `json:"cache,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the

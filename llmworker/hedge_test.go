@@ -55,7 +55,7 @@ func TestIntegrationHedgeLoses(t *testing.T) {
 	require.Equal(t, "qwen-72b", res.Model)
 }
 
-// TestIntegrationHedgeBudget: with a hedge budget of 0 only the one hedge
+// TestIntegrationHedgeBudget: with a tiny hedge budget only the one hedge
 // per window every budget allows starts; the next slow call is not hedged
 // and says why.
 func TestIntegrationHedgeBudget(t *testing.T) {
@@ -64,7 +64,7 @@ func TestIntegrationHedgeBudget(t *testing.T) {
 	}
 	s := newStack(t, func(c *config.Config) {
 		hedged("300ms")(c)
-		c.Hedge.Budget = 0
+		c.Hedge.Budget = 0.0001 // one hedge a window, the floor
 	})
 	res := s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 1?"))
 	require.Equal(t, "llama-8b", res.Model, "the window's one hedge did not start")

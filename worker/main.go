@@ -15,8 +15,8 @@
 // LLM_PAYLOAD_KEYS, when set, encrypts every payload the worker writes
 // (see package codec).
 // WORKER_MAX_CALLS caps the upstream attempts the worker runs at once
-// (default 1,000); memory grows with it, about 155 KB per call in flight
-// (195–210 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
+// (default 1,000); memory grows with it, about 125 KB per call in flight
+// (150 KB streamed). WORKER_STICKY_CACHE_SIZE caps the workflows kept in
 // memory between their tasks (default WORKER_MAX_CALLS; the SDK's is
 // 10,000). A smaller cache saves memory when many calls wait on slow
 // upstreams, but a streamed call that is evicted replays its history at
@@ -32,7 +32,7 @@
 // GODEBUG does not say): the worker's deep workflow and activity stacks
 // would otherwise size every new goroutine, the seven of each streamed call
 // included. With HTTP buffers of 1 KiB they took 1,000 streamed calls in
-// flight from 251 MB to MEASURED (README "Benchmarks").
+// flight from 251 MB to 192 MB (README "Benchmarks").
 // WORKER_PPROF=1 serves Go's profiles at /debug/pprof/ on the metrics
 // address.
 package main

@@ -16,17 +16,40 @@ import (
 // (bench/results/memory.md). exec keeps the process id, so supervisors and
 // signals see no difference; if it fails the worker runs as it is.
 func smallStacks() {
-	godebug := os.Getenv("GODEBUG")
-	if strings.Contains(godebug, "adaptivestackstart=") {
+	env, again := stackEnv(os.Environ())
+	if !again {
 		return
 	}
 	exe, err := os.Executable()
 	if err != nil {
 		return
 	}
+	_ = syscall.Exec(exe, os.Args, env)
+}
+
+// stackEnv is environ with adaptivestackstart=0 added to GODEBUG, and
+// whether that changed anything. The old GODEBUG entries are replaced, not
+// kept beside the new one: a process reads the first of two, and would
+// then exec itself again, forever.
+func stackEnv(environ []string) ([]string, bool) {
+	godebug := ""
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok {
+			godebug = v
+			break
+		}
+	}
+	if strings.Contains(godebug, "adaptivestackstart=") {
+		return environ, false
+	}
 	if godebug != "" {
 		godebug += ","
 	}
-	env := append(os.Environ(), "GODEBUG="+godebug+"adaptivestackstart=0")
-	_ = syscall.Exec(exe, os.Args, env)
+	env := []string{"GODEBUG=" + godebug + "adaptivestackstart=0"}
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "GODEBUG=") {
+			env = append(env, kv)
+		}
+	}
+	return env, true
 }

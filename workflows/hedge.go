@@ -27,9 +27,11 @@ type racer struct {
 	run
 	f       workflow.Future
 	cancel  workflow.CancelFunc
-	running bool // started and not yet resolved
-	token   bool // announced its first token
-	late    bool // announced that its hedge delay passed without one
+	running bool   // started and not yet resolved
+	token   bool   // announced its first token
+	late    bool   // announced that its hedge delay passed without one
+	pub     string // the publisher id of its stream batches, once announced
+	why     string // why it was cancelled
 }
 
 func (r *racer) model() string { return r.prep.Model }
@@ -43,11 +45,34 @@ type race struct {
 	primary racer
 	hedge   racer
 	winner  *racer
-	pub     string // the publisher id of the winner's stream batches
+	// carrier is the attempt whose outcome the call went on with, once
+	// the race is over.
+	carrier *racer
 	// decided is set when the stream's winner is known, so that the
 	// attempts loop wakes when the stream's filter learned it first.
 	decided workflow.Future
 	settle  workflow.Settable
+}
+
+// accept is the call stream's filter once a race began, for the rest of
+// the call: the batches of a racer other than the winner (or, after the
+// race, the carrier) never join the stream, even those its last flush
+// sends after it was cancelled; every other publisher's are kept.
+func (r *race) accept(pub string) bool {
+	r.take()
+	keep := r.winner
+	if r.carrier != nil {
+		keep = r.carrier
+	}
+	if keep == nil || pub == "" {
+		return true
+	}
+	for _, x := range []*racer{&r.primary, &r.hedge} {
+		if x != keep && x.pub == pub {
+			return false
+		}
+	}
+	return true
 }
 
 // take reads the notes the attempts sent. On a streamed call the first
@@ -59,13 +84,16 @@ func (r *race) take() {
 		if n.Hedge {
 			who = &r.hedge
 		}
+		if n.PublisherID != "" {
+			who.pub = n.PublisherID
+		}
 		switch n.Kind {
 		case activities.NoteNoFirstToken:
 			who.late = true
 		case activities.NoteFirstToken:
 			who.token = true
-			if r.stream && r.winner == nil {
-				r.winner, r.pub = who, n.PublisherID
+			if r.stream && r.winner == nil && r.carrier == nil {
+				r.winner = who
 				r.settle.Set(nil, nil)
 			}
 		}
@@ -110,11 +138,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	r.decided, r.settle = workflow.NewFuture(ctx)
 	r.hedge.hedge = true
 	if r.stream {
-		c.stream.SetPublishFilter(func(pub string) bool {
-			r.take()
-			return r.winner == nil || pub == r.pub
-		})
-		defer c.stream.SetPublishFilter(nil)
+		c.stream.SetPublishFilter(r.accept)
 	}
 	sel := workflow.NewSelector(ctx)
 	start := func(x *racer, p activities.Prepared, in activities.CallInput, timeout time.Duration, summary string) {
@@ -138,34 +162,45 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	defer r.take() // notes left behind are not read again
 	for {
 		sel.Select(ctx)
+		r.take() // notes that came with a completion count first
 		if ctx.Err() != nil {
 			return &run{prep: prep, started: r.primary.started, err: temporal.NewCanceledError()}
 		}
-		if r.primary.late && !r.primary.token && !hedgeTried && r.primary.running {
+		p, h := &r.primary, &r.hedge
+		if p.late && !p.token && !hedgeTried && p.running && !p.f.IsReady() {
 			hedgeTried = true
 			c.startHedge(ctx, r, plan, in, remaining, start)
 		}
-		if r.winner != nil {
-			// A streamed call: the first token decided; the other stops.
-			c.cancelLoser(r, loserOf(r, r.winner), "its first token came later than "+r.winner.model()+"'s")
+		if w := r.winner; w != nil {
+			// A streamed call: the first token decided, and the caller
+			// reads the winner's text; the other stops, and the call goes
+			// on with the winner's outcome whatever the other's.
+			l := loserOf(r, w)
+			c.cancelLoser(l, "its first token came later than "+w.model()+"'s")
+			if w.running || l.running {
+				continue
+			}
+			return &c.settleRace(ctx, r, w).run
 		}
-		p, h := &r.primary, &r.hedge
 		switch {
+		case p.running && h.running:
+			continue
+		case !p.running && p.err == nil && h.running:
+			c.cancelLoser(h, p.model()+" answered first")
+			continue
+		case h.f != nil && !h.running && h.err == nil && p.running:
+			c.cancelLoser(p, "the hedge ("+h.model()+") answered first")
+			continue
 		case p.running || h.running:
-			if !p.running && p.err == nil {
-				c.cancelLoser(r, h, p.model()+" answered first")
-				continue
-			}
-			if h.f != nil && !h.running && h.err == nil {
-				c.cancelLoser(r, p, "the hedge ("+h.model()+") answered first")
-				continue
-			}
-			continue // one is still generating and may answer
+			continue // one failed; the other may still answer
 		}
 		// Both are done (or the hedge never started): the answer, else
-		// the failure of the attempt that counts.
-		won := c.settleRace(ctx, r)
-		return &won.run
+		// the primary's failure.
+		won := p
+		if h.f != nil && h.err == nil {
+			won = h
+		}
+		return &c.settleRace(ctx, r, won).run
 	}
 }
 
@@ -177,13 +212,13 @@ func loserOf(r *race, w *racer) *racer {
 }
 
 // cancelLoser cancels x, if it runs, because of why; settleRace records it.
-func (c *call) cancelLoser(r *race, x *racer, why string) {
+func (c *call) cancelLoser(x *racer, why string) {
 	if x.f == nil || !x.running || x.cancel == nil {
 		return
 	}
 	x.cancel()
 	x.cancel = nil
-	x.out.Reason = "cancelled: " + why
+	x.why = why
 }
 
 // startHedge asks StartHedge and, when it agrees, starts the hedge.
@@ -218,29 +253,19 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	start(&r.hedge, hp, hin, hin.Timeout, summary)
 }
 
-// settleRace records the attempt that did not answer the call and returns
-// the one whose outcome the call goes on with: the answer, else the
-// primary's failure (the hedge's when the stream had chosen it).
-func (c *call) settleRace(ctx workflow.Context, r *race) *racer {
-	p, h := &r.primary, &r.hedge
-	won := p
-	switch {
-	case h.f != nil && h.err == nil:
-		won = h
-	case p.err == nil:
-		won = p
-	case r.winner == h:
-		won = h // its text is what the caller has seen
-	}
-	for _, x := range []*racer{p, h} {
+// settleRace ends the race with won carrying the call: it records the
+// other attempt and returns won.
+func (c *call) settleRace(ctx workflow.Context, r *race, won *racer) *racer {
+	r.carrier = won
+	for _, x := range []*racer{&r.primary, &r.hedge} {
 		if x == won || x.f == nil {
 			continue
 		}
 		c.recordRacer(ctx, x, won)
 	}
-	if won == h {
+	if won.hedge {
 		st := c.st
-		st.Model, st.Key = h.prep.Model, h.prep.Key
+		st.Model, st.Key = won.prep.Model, won.prep.Key
 		c.st = st
 	}
 	return won
@@ -260,11 +285,11 @@ func (c *call) recordRacer(ctx workflow.Context, x, won *racer) {
 	}
 	switch {
 	case x.err == nil:
-		att.Decision, att.Reason = "cancelled", won.model()+" answered first"
+		att.Decision, att.Reason = "raced", "it answered, but "+won.model()+" carried the call"
 	case temporal.IsCanceledError(x.err):
-		att.Decision, att.Reason = "cancelled", x.out.Reason
+		att.Decision, att.Reason = "cancelled", x.why
 		if att.Reason == "" {
-			att.Reason = "cancelled: " + won.model() + " carried the call"
+			att.Reason = won.model() + " carried the call"
 		}
 	default:
 		att.Decision, att.Reason = "raced", fmt.Sprintf("%s (the call goes on from %s's outcome)", out.Reason, won.model())

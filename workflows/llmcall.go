@@ -186,6 +186,9 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint,
+			// Only the first model's whole answer may be kept: any other is
+			// a degraded one (README "Answer cache").
+			Cache: prep.Model == c.ad.FirstModel && c.delivered == "",
 		}, remaining)
 		// A hedged attempt may have been carried by its hedge.
 		prep, started, out, err := ran.prep, ran.started, ran.out, ran.err
@@ -257,8 +260,12 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activities.CallOutcome) (failure.Class, string, error) {
 	var a *activities.Activities
 	var d activities.Diagnosis
+	left := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve - callstate.MinAttemptTime
+	if left < time.Second {
+		return class, "no diagnosis: the deadline leaves no time for one", nil
+	}
 	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 40 * time.Second,
+		StartToCloseTimeout: min(40*time.Second, left),
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:             fmt.Sprintf("diagnose: %s names the class of an unrecognised HTTP %d", c.ad.DiagnoseModel, out.Status),
 	})
@@ -457,6 +464,9 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	if att.Model != c.ad.FirstModel {
 		c.res.Source, c.res.Degraded = SourceFallbackModel, true
 		c.res.Reason = "answered by " + att.Model + " after " + c.ad.FirstModel + " failed"
+		if att.Hedge {
+			c.res.Reason = "answered by " + att.Model + ", the hedge of " + c.ad.FirstModel + ", which had no first token in time"
+		}
 	}
 	if c.st.Pending != failure.None {
 		// Tell the class breaker that the retry of that class worked.

@@ -331,7 +331,7 @@ func classifyErrorStatus(v Verdict, info errorInfo) Verdict {
 	if st >= 400 && st < 500 {
 		return v.is(failure.InvalidRequest, seen) // the request's own fault, never diagnosed into a retry
 	}
-	v.Generic = !info.html && (info.code != "" || info.typ != "" || info.message != "")
+	v.Generic = st >= 500 && !info.html && (info.code != "" || info.typ != "" || info.message != "")
 	if st >= 500 {
 		return v.is(failure.ServerError, seen)
 	}

@@ -15,8 +15,8 @@ type HedgeConfig struct {
 	After string `yaml:"after"`
 	Model string `yaml:"model"`
 	// Budget is the fraction of calls (over budget.window) that may start a
-	// hedge; one hedge per window is always allowed. Every hedge is also a
-	// request paid from its endpoint's retry budget.
+	// hedge, plus one hedge per window; 0 turns hedging off. Every hedge is
+	// also a request paid from its endpoint's retry budget.
 	Budget float64 `yaml:"budget"`
 	// Initial is the delay an adaptive rule uses until the primary model
 	// has MinSamples first-token times on record.

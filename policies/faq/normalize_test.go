@@ -13,7 +13,14 @@ func TestNormalize(t *testing.T) {
 			t.Errorf("Normalize(%q) = %q, Normalize(%q) = %q: want the same key", c.a, na, c.b, nb)
 		}
 	}
-	if Normalize("Where is my refund?") == Normalize("Where is my order?") {
-		t.Error("different questions share a key")
+	for _, c := range []struct{ a, b string }{
+		{"Where is my refund?", "Where is my order?"},
+		{"How do I cancel my order?", "Why can't I cancel my order?"},
+		{"I want to cancel my order", "I don't want to cancel my order"},
+		{"怎么退款", "为什么退款"},
+	} {
+		if Normalize(c.a) == Normalize(c.b) {
+			t.Errorf("%q and %q share the key %q", c.a, c.b, Normalize(c.a))
+		}
 	}
 }
