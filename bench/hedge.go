@@ -31,6 +31,9 @@ type HedgeOptions struct {
 	TailFactor      float64
 	// Budget is hedge.budget of the hedged contenders; default 0.1.
 	Budget float64
+	// Warmup calls per contender before the measured ones (the adaptive
+	// delay learns from them); default 40.
+	Warmup int
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
 }
@@ -94,6 +97,7 @@ func RunHedge(ctx context.Context, o HedgeOptions) (*HedgeReport, error) {
 		return nil, fmt.Errorf("hedge: a Temporal client is required")
 	}
 	o.Calls, o.Concurrency, o.Tokens = orDefault(o.Calls, 400), orDefault(o.Concurrency, 8), orDefault(o.Tokens, 40)
+	o.Warmup = orDefault(o.Warmup, 40)
 	if o.TailProbability <= 0 {
 		o.TailProbability = 0.1
 	}
@@ -140,7 +144,7 @@ func runHedgeVariant(ctx context.Context, o HedgeOptions, v HedgeVariant, progre
 	run := randomID()
 	// Warm-up: the adaptive delay learns from the first model's first
 	// tokens; not measured.
-	const warm = 40
+	warm := o.Warmup
 	progress("hedge: %s — %d warm-up calls, then %d calls from %d callers", v.Name, warm, o.Calls, o.Concurrency)
 	call := func(ctx context.Context, i int) (workflows.CallResult, error) {
 		req := DurableRequest(run, i, 30*time.Second)
@@ -234,7 +238,7 @@ func (r *HedgeReport) Header(command string, m Machine, date time.Time) Header {
 	o := r.Options
 	return Header{Title: "Hedged calls — a slow tail, hedged and not", Command: command, Machine: m, Date: date, Params: []string{
 		fmt.Sprintf("upstream: llmsim's default models (time to first token lognormal, median 300 ms; 40 tokens/s), answers of %d tokens; %.0f %% of qwen-72b's requests have a %.0f× time to first token (%s more), seeded", o.Tokens, o.TailProbability*100, o.TailFactor, fmtDur(time.Duration((o.TailFactor-1)*float64(300*time.Millisecond)))),
-		fmt.Sprintf("load: %d non-streamed calls per contender from %d closed-loop callers, after 40 warm-up calls (the adaptive delay learns from them); each contender has its own llmsim and in-process worker (default policy) on one dev server", o.Calls, o.Concurrency),
+		fmt.Sprintf("load: %d non-streamed calls per contender from %d closed-loop callers, after %d warm-up calls (the adaptive delay learns from them); each contender has its own llmsim and in-process worker (default policy) on one dev server", o.Calls, o.Concurrency, o.Warmup),
 		fmt.Sprintf("hedged contenders: hedge.model llama-8b, hedge.budget %.0f %%, hedge.initial 2 s", o.Budget*100),
 		"latency: from the start of the call to its result, calls answered by a model; upstream requests counted by llmsim",
 	}}

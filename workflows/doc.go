@@ -4,7 +4,7 @@
 // The workflow is only the state machine of README "How it works":
 //
 //	admit (validate, rules) → [prepare → call → decide → record → wait]… →
-//	answer | fallback (FAQ → rule card → placeholder) | hand-off | clear error
+//	answer | fallback (cache → FAQ → rule card → placeholder) | hand-off | clear error
 //
 // It holds one callstate.State: PrepareAttempt returns it with the model
 // chosen, DecideNext returns the next one inside its callstate.Step, and

@@ -118,7 +118,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 		}
 	}
 	require.Len(t, waits, 2, "the call should have waited twice: a backoff and a wait before switching")
-	fallback := "fallback: FAQ → rule card → placeholder"
+	fallback := "fallback: cache → FAQ → rule card → placeholder"
 
 	b, err := uicheck.Start(uicheck.Options{Path: chromium})
 	require.NoError(t, err)
