@@ -556,14 +556,7 @@ func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
 // "u:" CJK characters.
 func faqFeatures(s string) map[string]float64 {
 	tf := map[string]float64{}
-	var word strings.Builder
-	var cjk []rune
-	flushWord := func() {
-		if word.Len() == 0 {
-			return
-		}
-		w := word.String()
-		word.Reset()
+	faqScan(s, func(w string) {
 		if faqStopWords[w] {
 			return
 		}
@@ -573,24 +566,37 @@ func faqFeatures(s string) map[string]float64 {
 		for i := 0; i+3 <= len(padded); i++ {
 			tf["t:"+padded[i:i+3]] += faqTrigramWeight
 		}
+	}, func(run []rune) { faqCJKFeatures(run, tf) })
+	return tf
+}
+
+// faqScan cuts s into words (letters and digits; "what's" → "whats",
+// "don't" → "dont": one word) and runs of CJK text, in order, and hands
+// each to word or cjk. cjk's run is reused after it returns.
+func faqScan(s string, word func(string), cjk func([]rune)) {
+	var w strings.Builder
+	var run []rune
+	flushWord := func() {
+		if w.Len() > 0 {
+			word(w.String())
+			w.Reset()
+		}
 	}
 	flushCJK := func() {
-		if len(cjk) == 0 {
-			return
+		if len(run) > 0 {
+			cjk(run)
+			run = run[:0]
 		}
-		faqCJKFeatures(cjk, tf)
-		cjk = cjk[:0]
 	}
 	for _, r := range s {
 		switch {
 		case faqIsCJK(r):
 			flushWord()
-			cjk = append(cjk, r)
+			run = append(run, r)
 		case unicode.IsLetter(r) || unicode.IsDigit(r):
 			flushCJK()
-			word.WriteRune(r)
-		case (r == '\'' || r == '’') && word.Len() > 0:
-			// "what's" → "whats", "don't" → "dont": one word.
+			w.WriteRune(r)
+		case (r == '\'' || r == '’') && w.Len() > 0:
 		default:
 			flushWord()
 			flushCJK()
@@ -598,7 +604,6 @@ func faqFeatures(s string) map[string]float64 {
 	}
 	flushWord()
 	flushCJK()
-	return tf
 }
 
 // faqIsCJK reports whether r is written without spaces between words.

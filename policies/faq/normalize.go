@@ -2,7 +2,6 @@ package faq
 
 import (
 	"strings"
-	"unicode"
 
 	"github.com/durable-llm/durable-llm/policies/keyword"
 )
@@ -18,49 +17,24 @@ import (
 // are one, and so are "请问我的订单到哪了？" and "订单到哪".
 func Normalize(question string) string {
 	var out []string
-	var word strings.Builder
-	var cjk []rune
-	flushWord := func() {
-		if word.Len() == 0 {
-			return
-		}
-		w := word.String()
-		word.Reset()
+	faqScan(keyword.Fold(question), func(w string) {
 		if !faqStopWords[w] || normalizeKeep[w] {
 			out = append(out, faqStem(w))
 		}
-	}
-	flushCJK := func() {
+	}, func(run []rune) {
 		var kept []rune
-		for i := 0; i < len(cjk); {
-			if n := cjkParticleAt(cjk[i:]); n > 0 {
+		for i := 0; i < len(run); {
+			if n := cjkParticleAt(run[i:]); n > 0 {
 				i += n
 				continue
 			}
-			kept = append(kept, cjk[i])
+			kept = append(kept, run[i])
 			i++
 		}
 		if len(kept) > 0 {
 			out = append(out, string(kept))
 		}
-		cjk = cjk[:0]
-	}
-	for _, r := range keyword.Fold(question) {
-		switch {
-		case faqIsCJK(r):
-			flushWord()
-			cjk = append(cjk, r)
-		case unicode.IsLetter(r) || unicode.IsDigit(r):
-			flushCJK()
-			word.WriteRune(r)
-		case (r == '\'' || r == '’') && word.Len() > 0:
-		default:
-			flushWord()
-			flushCJK()
-		}
-	}
-	flushWord()
-	flushCJK()
+	})
 	return strings.Join(out, " ")
 }
 

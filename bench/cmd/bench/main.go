@@ -34,6 +34,7 @@ import (
 	"github.com/durable-llm/durable-llm/bench"
 	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
+	"go.temporal.io/sdk/testsuite"
 )
 
 func main() {
@@ -185,16 +186,25 @@ func write(o options, name, md string) error {
 	return os.WriteFile(filepath.Join(o.out, name), []byte(md), 0o644)
 }
 
+// devServer starts a Temporal dev server for one benchmark.
+func devServer(ctx context.Context, bench string) (*testsuite.DevServer, error) {
+	fmt.Fprintf(os.Stderr, "bench: %s — starting a Temporal dev server\n", bench)
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	return srv, nil
+}
+
 func runStorms(ctx context.Context, o options) error {
 	for _, name := range o.storms {
 		c, err := bench.LoadStormCase(name, o.deadline, o.short)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(os.Stderr, "bench: storm %s — starting a Temporal dev server\n", name)
-		srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+		srv, err := devServer(ctx, "storm "+name)
 		if err != nil {
-			return fmt.Errorf("start the Temporal dev server: %w", err)
+			return err
 		}
 		date := time.Now()
 		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: os.Stderr})
@@ -224,10 +234,9 @@ func runStorms(ctx context.Context, o options) error {
 }
 
 func runOverhead(ctx context.Context, o options) error {
-	fmt.Fprintln(os.Stderr, "bench: overhead — starting a Temporal dev server")
-	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	srv, err := devServer(ctx, "overhead")
 	if err != nil {
-		return fmt.Errorf("start the Temporal dev server: %w", err)
+		return err
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
@@ -240,10 +249,9 @@ func runOverhead(ctx context.Context, o options) error {
 	return write(o, "overhead.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), nil))
 }
 func runStream(ctx context.Context, o options) error {
-	fmt.Fprintln(os.Stderr, "bench: stream — starting a Temporal dev server")
-	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	srv, err := devServer(ctx, "stream")
 	if err != nil {
-		return fmt.Errorf("start the Temporal dev server: %w", err)
+		return err
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
@@ -259,10 +267,9 @@ func runStream(ctx context.Context, o options) error {
 }
 
 func runStreamEvents(ctx context.Context, o options) error {
-	fmt.Fprintln(os.Stderr, "bench: stream-events — starting a Temporal dev server")
-	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	srv, err := devServer(ctx, "stream-events")
 	if err != nil {
-		return fmt.Errorf("start the Temporal dev server: %w", err)
+		return err
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
@@ -274,10 +281,9 @@ func runStreamEvents(ctx context.Context, o options) error {
 }
 
 func runHedge(ctx context.Context, o options) error {
-	fmt.Fprintln(os.Stderr, "bench: hedge — starting a Temporal dev server")
-	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	srv, err := devServer(ctx, "hedge")
 	if err != nil {
-		return fmt.Errorf("start the Temporal dev server: %w", err)
+		return err
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
@@ -293,10 +299,9 @@ func runHedge(ctx context.Context, o options) error {
 }
 
 func runMemory(ctx context.Context, o options) error {
-	fmt.Fprintln(os.Stderr, "bench: memory — starting a Temporal dev server")
-	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	srv, err := devServer(ctx, "memory")
 	if err != nil {
-		return fmt.Errorf("start the Temporal dev server: %w", err)
+		return err
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
