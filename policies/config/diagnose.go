@@ -1,7 +1,5 @@
 package config
 
-import "fmt"
-
 // DiagnoseConfig is the optional diagnosis rung (seed 003 §5.1): when an
 // upstream's error body matches no classifier rule, a small model is asked
 // to name the failure class from the known set.
@@ -23,9 +21,4 @@ func (d DiagnoseConfig) validate(c *Config, bad func(path, format string, args .
 	if d.MaxTokens < 16 || d.MaxTokens > 1024 {
 		bad("diagnose.max_tokens", "must be from 16 to 1024 tokens, got %d", d.MaxTokens)
 	}
-}
-
-// String words the rung for summaries.
-func (d DiagnoseConfig) String() string {
-	return fmt.Sprintf("%s, at most %d tokens", d.Model, d.MaxTokens)
 }

@@ -145,18 +145,20 @@ func TestKeyFieldBoundaries(t *testing.T) {
 	})
 }
 
+// jsonNames are the JSON names of typ's fields, in order.
+func jsonNames(typ reflect.Type) []string {
+	var names []string
+	for f := range typ.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		names = append(names, name)
+	}
+	return names
+}
+
 func TestCanonicalMessageCoversMessage(t *testing.T) {
 	// Adding a field to Message must be a decision about the key: either add
 	// it to canonicalMessage (every key with it set changes) or list it here
 	// as deliberately left out.
-	jsonNames := func(typ reflect.Type) []string {
-		var names []string
-		for f := range typ.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			names = append(names, name)
-		}
-		return names
-	}
 	// Parts is "-" on Message (its own MarshalJSON writes them as the
 	// content array) and "parts" in the key: decided.
 	want := jsonNames(reflect.TypeFor[Message]())
@@ -275,14 +277,6 @@ func TestValidateKey(t *testing.T) {
 func TestAnswerShapeCoversRequest(t *testing.T) {
 	notShape := []string{"tenant", "user_id", "session_id", "scenario", "model", "messages",
 		"max_tokens", "temperature", "deadline_ms", "idempotency_key", "stream"}
-	jsonNames := func(typ reflect.Type) []string {
-		var names []string
-		for f := range typ.Fields() {
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			names = append(names, name)
-		}
-		return names
-	}
 	shape := jsonNames(reflect.TypeFor[answerShape]())
 	for _, f := range jsonNames(reflect.TypeFor[Request]()) {
 		if !slices.Contains(shape, f) && !slices.Contains(notShape, f) {
