@@ -47,6 +47,9 @@ type HedgePlan struct {
 	// Basis says where After comes from ("fixed", "1.5 × p90 600 ms of 42 first tokens
 	// of qwen-72b", "initial: 3 first tokens on record").
 	Basis string `json:"basis"`
+	// Replace: when the hedge answers first, the primary keeps running and
+	// its answer, when it succeeds, replaces the hedge's.
+	Replace bool `json:"replace,omitempty"`
 }
 
 // HedgeInput asks to start the hedge of a call's attempt: the call's
@@ -124,7 +127,7 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 	if !ok || len(request.Lacks(hm, in.Request.Needs())) > 0 {
 		return nil
 	}
-	p := &HedgePlan{Model: rule.Model, After: d, Basis: "fixed"}
+	p := &HedgePlan{Model: rule.Model, After: d, Basis: "fixed", Replace: rule.Replace}
 	if adaptive {
 		p90, n := a.firstTokens.p90(m.Name)
 		if n >= config.HedgeMinSamples {

@@ -337,8 +337,10 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 		sw := newSSEWriter(w, a.objectID(id), created)
 		h.stream(w, r, id, cr, resume, sw, a.stream(sw, cr, resume))
 	default:
-		var res workflows.CallResult
-		if err := run.Get(r.Context(), &res); err != nil {
+		// The first answer: a hedge's quick one under hedge.replace (its
+		// x_resilience says replaceable), else the call's result.
+		res, err := h.o.Client.Answer(r.Context(), id)
+		if err != nil {
 			if r.Context().Err() != nil {
 				return // the client left; the call goes on and the same key finds it
 			}

@@ -40,6 +40,15 @@ type Resilience struct {
 	// DuplicatePromptTokens are the prompt tokens of requests sent again
 	// within the hour (CallResult.Usage.DuplicatePromptTokens).
 	DuplicatePromptTokens int `json:"duplicate_prompt_tokens,omitempty"`
+	// Replaceable: a hedge's quick answer under hedge.replace; the first
+	// model is still answering and GET /v1/calls/{id} gives the final
+	// answer when the call completes. Replaced is the quick answer a final
+	// answer replaced.
+	Replaceable bool                   `json:"replaceable,omitempty"`
+	Replaced    *workflows.QuickAnswer `json:"replaced,omitempty"`
+	// Content, in a stream's last chunk only when Replaced is set, is the
+	// whole answer that replaces the text streamed before it.
+	Content string `json:"content,omitempty"`
 }
 
 // Status values of Resilience.
@@ -49,6 +58,15 @@ const (
 	StatusFailed    = "failed"
 )
 
+// answerStatus is the status of a call that gave res: running while a
+// quick answer may still be replaced, else completed.
+func answerStatus(res workflows.CallResult) string {
+	if res.Replaceable {
+		return StatusRunning
+	}
+	return StatusCompleted
+}
+
 // resilienceOf summarises a CallResult (final or so far).
 func resilienceOf(id, status string, res workflows.CallResult) Resilience {
 	r := Resilience{
@@ -56,6 +74,7 @@ func resilienceOf(id, status string, res workflows.CallResult) Resilience {
 		AttemptCount: len(res.Attempts), Attempts: res.Attempts, Classes: []string{},
 		Reason: res.Reason, FAQID: res.FAQID, RuleID: res.RuleID, Flag: res.Flag,
 		FailedAttemptTokens: res.Usage.FailedAttemptTokens, DuplicatePromptTokens: res.Usage.DuplicatePromptTokens,
+		Replaceable: res.Replaceable, Replaced: res.Replaced,
 	}
 	if r.Attempts == nil {
 		r.Attempts = []workflows.Attempt{}
@@ -183,7 +202,7 @@ func newCompletion(id string, created time.Time, res workflows.CallResult) compl
 			Logprobs: logprobsOf(res), FinishReason: finishReasonOf(res),
 		}},
 		Usage:      usageOf(res),
-		Resilience: resilienceOf(id, StatusCompleted, res),
+		Resilience: resilienceOf(id, answerStatus(res), res),
 	}
 }
 

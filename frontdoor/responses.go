@@ -451,7 +451,7 @@ func newResponseObject(id string, created time.Time, res workflows.CallResult, s
 	u := res.Usage
 	o.Usage = &responseUsage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens, TotalTokens: u.PromptTokens + u.CompletionTokens,
 		InputTokensDetails: map[string]int{"cached_tokens": 0}, OutputTokensDetails: map[string]int{"reasoning_tokens": 0}}
-	rs := resilienceOf(id, StatusCompleted, res)
+	rs := resilienceOf(id, answerStatus(res), res)
 	o.Resilience = &rs
 	return o
 }

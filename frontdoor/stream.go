@@ -305,7 +305,10 @@ func (s *sseWriter) end(id string, res workflows.CallResult, includeUsage bool) 
 	}
 	finish := finishReasonOf(res)
 	last := s.chunk(model, delta{}, &finish)
-	rs := resilienceOf(id, StatusCompleted, res)
+	rs := resilienceOf(id, answerStatus(res), res)
+	if res.Replaced != nil {
+		rs.Content = res.Content
+	}
 	last.Resilience = &rs
 	_ = s.data(last)
 	if includeUsage {

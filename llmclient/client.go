@@ -80,24 +80,9 @@ func (c *Client) precheck(req workflows.CallRequest) error {
 // running call is joined, a finished one returns its recorded result
 // without a new run (a failed call is run again).
 func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.WorkflowRun, error) {
-	if err := c.precheck(req); err != nil {
-		return nil, err
-	}
-	id, err := Key(req)
+	id, opts, err := c.startOptions(req)
 	if err != nil {
 		return nil, err
-	}
-	tq := c.TaskQueue
-	if tq == "" {
-		tq = workflows.TaskQueue
-	}
-	opts := client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                tq,
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            Summary(req),
-		StaticDetails:            details(req),
 	}
 	run, err := c.Temporal.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, req)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -111,15 +96,73 @@ func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.W
 	return run, nil
 }
 
-// Call starts (or attaches to) the call and waits for its result.
+// startOptions checks req and returns its workflow ID and start options.
+func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWorkflowOptions, error) {
+	if err := c.precheck(req); err != nil {
+		return "", client.StartWorkflowOptions{}, err
+	}
+	id, err := Key(req)
+	if err != nil {
+		return "", client.StartWorkflowOptions{}, err
+	}
+	tq := c.TaskQueue
+	if tq == "" {
+		tq = workflows.TaskQueue
+	}
+	return id, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                tq,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		StaticSummary:            Summary(req),
+		StaticDetails:            details(req),
+	}, nil
+}
+
+// Call starts (or attaches to) the call and returns its first answer: the
+// call's result, or, when a hedge answered first under hedge.replace, that
+// quick answer (res.Replaceable); Result(ctx, res.RequestID) then waits
+// for the final one, which the first model's answer may replace (README
+// "Hedged calls").
+//
+// Not update-with-start: against a call that completed, it started a new
+// run, where the start alone finds the recorded result.
 func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows.CallResult, error) {
 	run, err := c.Start(ctx, req)
 	if err != nil {
 		return workflows.CallResult{}, err
 	}
-	var res workflows.CallResult
-	if err := run.Get(ctx, &res); err != nil {
-		return res, fmt.Errorf("LLM call %s: %w", run.GetID(), err)
+	return c.Answer(ctx, run.GetID())
+}
+
+// Answer waits for the first answer of the started call id (see Call).
+func (c *Client) Answer(ctx context.Context, id string) (workflows.CallResult, error) {
+	h, err := c.Temporal.UpdateWorkflow(ctx, answerUpdate(id))
+	if err == nil {
+		var res workflows.CallResult
+		if err = h.Get(ctx, &res); err == nil {
+			return res, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return workflows.CallResult{}, fmt.Errorf("LLM call %s: %w", id, ctx.Err())
+	}
+	return c.final(ctx, id)
+}
+
+func answerUpdate(id string) client.UpdateWorkflowOptions {
+	return client.UpdateWorkflowOptions{
+		WorkflowID:   id,
+		UpdateName:   workflows.UpdateAnswer,
+		WaitForStage: client.WorkflowUpdateStageCompleted,
+	}
+}
+
+// final waits for the workflow's result, with Call's error wording.
+func (c *Client) final(ctx context.Context, id string) (workflows.CallResult, error) {
+	res, err := c.Result(ctx, id)
+	if err != nil {
+		return res, fmt.Errorf("LLM call %s: %w", id, err)
 	}
 	return res, nil
 }

@@ -66,7 +66,9 @@ func (c *Client) Stream(ctx context.Context, req workflows.CallRequest, yield fu
 // the call has ended its stream can no longer be polled, so the text the
 // caller has not seen is then handed over from the result as one last
 // Delta (Offset -1), followed by a done Event when the stream had not
-// sent it: the deltas a caller sees always add up to the content. A
+// sent it: the deltas a caller sees always add up to the content, but
+// for a replaced event (hedge.replace), whose Content is the whole answer
+// that replaces the text before it. A
 // call that hosts no stream (it was started without stream: true) is
 // followed the same way, from its result. A yield error stops the
 // subscription and is returned.
@@ -107,6 +109,10 @@ func (c *Client) Follow(ctx context.Context, id string, from int64, seen string,
 					return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
 				}
 				done = done || si.Event.Type == workflows.EventDone || si.Event.Type == workflows.EventFailed
+				if si.Event.Type == workflows.EventReplaced {
+					text.Reset()
+					text.WriteString(si.Event.Content)
+				}
 			default:
 				continue
 			}
@@ -126,8 +132,15 @@ func (c *Client) Follow(ctx context.Context, id string, from int64, seen string,
 	if err != nil {
 		return res, fmt.Errorf("LLM call %s: %w", id, err)
 	}
-	if rest, ok := strings.CutPrefix(res.Content, text.String()); ok && rest != "" {
+	rest, ok := strings.CutPrefix(res.Content, text.String())
+	switch {
+	case ok && rest != "":
 		if err := yield(StreamItem{Offset: -1, Delta: &workflows.Delta{Model: res.Model, Text: rest}}); err != nil {
+			return res, err
+		}
+	case !ok:
+		// The first model's answer replaced the text seen (hedge.replace).
+		if err := yield(StreamItem{Offset: -1, Event: &workflows.Event{Type: workflows.EventReplaced, Model: res.Model, Content: res.Content}}); err != nil {
 			return res, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
 // hedged turns hedging on for every call: llama-8b after delay.
@@ -107,4 +108,110 @@ func keys(m map[string]int) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// replacing turns on hedging with hedge.replace.
+func replacing(delay string) func(*config.Config) {
+	return func(c *config.Config) {
+		hedged(delay)(c)
+		c.Hedge.Replace = true
+	}
+}
+
+// TestIntegrationHedgeReplaced: under hedge.replace the hedge's answer is
+// the caller's first answer, marked replaceable, long before the slow
+// first model's; the first model keeps answering, and its answer is the
+// call's final result, which records the quick answer it replaced.
+func TestIntegrationHedgeReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, replacing("400ms"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	start := time.Now()
+	quick := s.call(question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 31?"))
+	took := time.Since(start)
+	require.True(t, quick.Replaceable, "%+v", quick)
+	require.Equal(t, "llama-8b", quick.Model)
+	require.NotEmpty(t, quick.Content)
+	require.Less(t, took, 3*time.Second, "the quick answer waited for the slow first model")
+
+	final, err := s.lc.Result(ctx, quick.RequestID)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, time.Since(start), 4*time.Second, "the final answer came before the first model's could")
+	require.False(t, final.Replaceable)
+	require.Equal(t, "qwen-72b", final.Model)
+	require.Equal(t, "model", string(final.Source), "the first model's answer is not degraded")
+	require.False(t, final.Degraded)
+	require.NotNil(t, final.Replaced)
+	require.Equal(t, "llama-8b", final.Replaced.Model)
+	require.Equal(t, quick.Content, final.Replaced.Content)
+	require.Less(t, final.Replaced.AtMS, int64(3000))
+	require.Equal(t, []string{"llama-8b:ok:replaced", "qwen-72b:ok:answer"}, decisions(final))
+	require.Greater(t, final.Usage.CompletionTokens, quick.Usage.CompletionTokens, "both answers were billed")
+
+	// The same request again attaches to the finished call: its final answer.
+	again := s.call(question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 31?"))
+	require.Equal(t, final.Content, again.Content, "%+v", again)
+	require.False(t, again.Replaceable)
+}
+
+// TestIntegrationHedgeReplaceFails: under hedge.replace, when the first
+// model fails after the quick answer, the quick answer is the final one.
+func TestIntegrationHedgeReplaceFails(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, replacing("400ms"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	quick := s.call(question("[[sim fault=invalid_api_key latency=3s model=qwen-72b times=1]] Where is my order 32?"))
+	require.True(t, quick.Replaceable)
+	final, err := s.lc.Result(ctx, quick.RequestID)
+	require.NoError(t, err)
+	require.Equal(t, "llama-8b", final.Model)
+	require.Equal(t, quick.Content, final.Content)
+	require.False(t, final.Replaceable)
+	require.Nil(t, final.Replaced)
+	require.Equal(t, []string{"qwen-72b:auth:raced", "llama-8b:ok:answer"}, decisions(final))
+}
+
+// TestIntegrationStreamedHedgeReplaced: a streamed call under
+// hedge.replace streams the hedge's text (it had the first token); the
+// first model goes on, and its answer reaches the subscriber as a
+// replaced event with the whole new text, which is the call's content.
+func TestIntegrationStreamedHedgeReplaced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, replacing("300ms"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := question("[[sim tokens=20]] [[sim fault=latency latency=3s model=qwen-72b times=1]] Tell me about order 33.")
+	req.Stream = true
+	var text string
+	var replaced *workflows.Event
+	models := map[string]int{}
+	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+		switch {
+		case it.Delta != nil:
+			require.Nil(t, replaced, "a delta after the replacement")
+			text += it.Delta.Text
+			models[it.Delta.Model]++
+		case it.Event != nil && it.Event.Type == workflows.EventReplaced:
+			replaced = it.Event
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"llama-8b"}, keys(models), "deltas of the first model reached the stream before its answer was whole")
+	require.NotNil(t, replaced, "no replaced event")
+	require.Equal(t, "qwen-72b", replaced.Model)
+	require.Equal(t, "qwen-72b", res.Model)
+	require.Equal(t, replaced.Content, res.Content)
+	require.NotEqual(t, text, res.Content)
+	require.NotNil(t, res.Replaced)
+	require.Equal(t, text, res.Replaced.Content, "the quick answer recorded is the text streamed")
 }

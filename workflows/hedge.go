@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -52,6 +54,9 @@ type race struct {
 	// attempts loop wakes when the stream's filter learned it first.
 	decided workflow.Future
 	settle  workflow.Settable
+	// replaced: the carrier's answer replaced the winner's streamed text
+	// in one event (hedge.replace); the carrier's own batches stay out.
+	replaced bool
 }
 
 // accept is the call stream's filter once a race began, for the rest of
@@ -61,7 +66,7 @@ type race struct {
 func (r *race) accept(pub string) bool {
 	r.take()
 	keep := r.winner
-	if r.carrier != nil {
+	if r.carrier != nil && !r.replaced {
 		keep = r.carrier
 	}
 	if keep == nil || pub == "" {
@@ -171,6 +176,25 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 			hedgeTried = true
 			c.startHedge(ctx, r, plan, in, remaining, start)
 		}
+		if w := r.winner; w != nil && plan.Replace && w == h {
+			// A streamed call under hedge.replace whose hedge streamed
+			// first: the caller reads the hedge's text, the primary goes
+			// on and, when it answers, replaces it.
+			switch {
+			case !p.running && p.err == nil:
+				c.cancelLoser(h, p.model()+" answered and replaces the hedge's text")
+				if h.running {
+					continue
+				}
+				return &c.settleRace(ctx, r, p).run
+			case !h.running && h.err == nil && p.running:
+				c.quickAnswer(ctx, h)
+				continue
+			case p.running || h.running:
+				continue
+			}
+			return &c.settleRace(ctx, r, h).run
+		}
 		if w := r.winner; w != nil {
 			// A streamed call: the first token decided, and the caller
 			// reads the winner's text; the other stops, and the call goes
@@ -189,6 +213,11 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 			c.cancelLoser(h, p.model()+" answered first")
 			continue
 		case h.f != nil && !h.running && h.err == nil && p.running:
+			if plan.Replace {
+				// Its answer goes out now; the primary's replaces it.
+				c.quickAnswer(ctx, h)
+				continue
+			}
 			c.cancelLoser(p, "the hedge ("+h.model()+") answered first")
 			continue
 		case p.running || h.running:
@@ -197,7 +226,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 		// Both are done (or the hedge never started): the answer, else
 		// the primary's failure.
 		won := p
-		if h.f != nil && h.err == nil {
+		if h.f != nil && h.err == nil && !(plan.Replace && p.err == nil) {
 			won = h
 		}
 		return &c.settleRace(ctx, r, won).run
@@ -253,10 +282,46 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	start(&r.hedge, hp, hin, hin.Timeout, summary)
 }
 
+// quickAnswer delivers the answer of hedge h while the primary goes on
+// (hedge.replace): the answer update returns it, marked replaceable.
+func (c *call) quickAnswer(ctx workflow.Context, h *racer) {
+	if c.quick != nil {
+		return
+	}
+	q := c.res
+	q.Attempts = append(slices.Clone(c.res.Attempts), Attempt{
+		N: c.st.N, Model: h.model(), Key: h.prep.Key, Hedge: true, Status: h.out.Status,
+		Messages: h.prep.Prompt.Messages, PromptTokens: h.prep.Prompt.Tokens,
+		DurationMS: workflow.Now(ctx).Sub(h.started).Milliseconds(),
+		Decision:   "answer", Reason: "quick answer; " + c.ad.FirstModel + " is still answering",
+	})
+	q.Content, q.Model, q.FinishReason = h.out.Content, h.model(), h.out.FinishReason
+	q.ToolCalls, q.Logprobs = h.out.ToolCalls, h.out.Logprobs
+	q.Usage.PromptTokens += h.out.PromptTokens
+	q.Usage.CompletionTokens += h.out.CompletionTokens
+	q.Source, q.Degraded, q.Replaceable = SourceFallbackModel, true, true
+	q.Reason = fmt.Sprintf("quick answer from %s, the hedge of %s, which is still answering: its answer, when it succeeds, replaces this one",
+		h.model(), c.ad.FirstModel)
+	c.quick, c.quickAt = &q, workflow.Now(ctx).Sub(c.start)
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("quick answer from %s delivered; waiting for %s to replace it", h.model(), c.ad.FirstModel))
+}
+
 // settleRace ends the race with won carrying the call: it records the
-// other attempt and returns won.
+// other attempt and returns won. A primary that carries the call after a
+// quick answer replaces it: the result keeps the quick answer, and a
+// streamed call's subscribers get the whole new text in a replaced event.
 func (c *call) settleRace(ctx workflow.Context, r *race, won *racer) *racer {
 	r.carrier = won
+	if q := c.quick; q != nil && !won.hedge {
+		c.res.Replaced = &QuickAnswer{Model: q.Model, Content: q.Content, AtMS: c.quickAt.Milliseconds()}
+	}
+	if won == &r.primary && r.winner == &r.hedge {
+		// The caller streamed the hedge's text: the primary's replaces it,
+		// whole, in one event; its own batches never join the stream.
+		r.replaced = true
+		c.res.Replaced = cmp.Or(c.res.Replaced, &QuickAnswer{Model: r.hedge.model(), AtMS: workflow.Now(ctx).Sub(c.start).Milliseconds()})
+		c.event(ctx, Event{Type: EventReplaced, Model: won.model(), Content: won.out.Content})
+	}
 	for _, x := range []*racer{&r.primary, &r.hedge} {
 		if x == won || x.f == nil {
 			continue
@@ -284,6 +349,8 @@ func (c *call) recordRacer(ctx workflow.Context, x, won *racer) {
 		DurationMS: workflow.Now(ctx).Sub(x.started).Milliseconds(),
 	}
 	switch {
+	case x.err == nil && c.res.Replaced != nil:
+		att.Decision, att.Reason = "replaced", "its quick answer went out first; "+won.model()+"'s answer replaced it"
 	case x.err == nil:
 		att.Decision, att.Reason = "raced", "it answered, but "+won.model()+" carried the call"
 	case temporal.IsCanceledError(x.err):
@@ -295,6 +362,13 @@ func (c *call) recordRacer(ctx workflow.Context, x, won *racer) {
 		att.Decision, att.Reason = "raced", fmt.Sprintf("%s (the call goes on from %s's outcome)", out.Reason, won.model())
 	}
 	c.spent(ctx, x.prep, class, out, att.PromptTokens)
+	if x.err == nil {
+		// Both answered: the other answer was billed too.
+		c.res.Usage.PromptTokens += out.PromptTokens
+		c.res.Usage.CompletionTokens += out.CompletionTokens
+		c.tokens(ctx, "prompt", att.Model, out.PromptTokens)
+		c.tokens(ctx, "completion", att.Model, out.CompletionTokens)
+	}
 	if class != failure.None && !out.NotSent {
 		c.res.Usage.FailedAttemptTokens += att.PromptTokens + out.CompletionTokens
 		c.tokens(ctx, "failed", att.Model, att.PromptTokens+out.CompletionTokens)

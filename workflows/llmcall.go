@@ -28,6 +28,9 @@ const QueryState = "state"
 func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
 	c := newCall(ctx, req)
 	workflow.SetQueryHandler(ctx, QueryState, func() (CallResult, error) { return c.res, nil })
+	if err := workflow.SetUpdateHandler(ctx, UpdateAnswer, c.answer); err != nil {
+		return c.res, err
+	}
 	if req.Stream {
 		s, err := workflowstreams.NewWorkflowStream(ctx, nil)
 		if err != nil {
@@ -50,7 +53,29 @@ func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
 		c.res.Reason = err.Error()
 		c.finish(ctx, OutcomeFailed)
 	}
+	c.done, c.err = true, err
+	// The answer updates waiting for the end return before the run does
+	// (the stream's parked polls are the stream's to end).
+	_ = workflow.Await(ctx, func() bool { return c.answering == 0 })
 	return res, err
+}
+
+// answer is the UpdateAnswer handler: the quick answer once a hedge gave
+// one, else the call's result when it ends (an error when the call
+// failed; the caller then reads the workflow's own error).
+func (c *call) answer(ctx workflow.Context) (CallResult, error) {
+	c.answering++
+	defer func() { c.answering-- }()
+	if err := workflow.Await(ctx, func() bool { return c.done || c.quick != nil }); err != nil {
+		return CallResult{}, err
+	}
+	switch {
+	case c.done && c.err != nil:
+		return CallResult{}, c.err
+	case c.done:
+		return c.res, nil
+	}
+	return *c.quick, nil
 }
 
 // call is one LLMCall: its request, its decision state and the result
@@ -75,6 +100,14 @@ type call struct {
 	// stream is the call's workflow stream when the caller asked to
 	// stream, else nil.
 	stream *workflowstreams.WorkflowStream
+	// quick is a hedge's answer delivered before the first model's
+	// (hedge.replace); done and err tell the answer updates the call
+	// ended; answering counts the updates waiting.
+	quick     *CallResult
+	quickAt   time.Duration
+	done      bool
+	err       error
+	answering int
 }
 
 // event publishes an event to the call's stream, if it has one.
@@ -450,7 +483,8 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	att.Decision, att.Reason = "answer", "the model answered"
 	c.res.Attempts = append(c.res.Attempts, att)
 	content := c.delivered + out.Content
-	if out.Published > 0 {
+	if out.Published > 0 || c.res.Replaced != nil {
+		// Streamed, or sent whole in the replaced event.
 		c.delivered = content
 	}
 	c.res.Content, c.res.Model, c.res.FinishReason = content, att.Model, out.FinishReason

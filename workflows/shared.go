@@ -77,9 +77,35 @@ type CallResult struct {
 	RuleID     string `json:"rule_id,omitempty"`
 	Flag       string `json:"flag,omitempty"`
 	// Reason says, for degraded answers, why the models did not answer.
-	Reason   string    `json:"reason,omitempty"`
-	Attempts []Attempt `json:"attempts"`
+	Reason string `json:"reason,omitempty"`
+	// Replaceable marks a quick answer (the answer update's, under
+	// hedge.replace): a hedge answered first and the first model is still
+	// answering; the call's result (Client.Result) is the final answer.
+	Replaceable bool `json:"replaceable,omitempty"`
+	// Replaced is the quick answer the caller got first, when the first
+	// model's answer replaced it (README "Hedged calls").
+	Replaced *QuickAnswer `json:"replaced,omitempty"`
+	Attempts []Attempt    `json:"attempts"`
 }
+
+// QuickAnswer is a hedge's answer that was delivered first and then
+// replaced by the first model's.
+type QuickAnswer struct {
+	Model   string `json:"model"`
+	Content string `json:"content"`
+	// AtMS is when it was delivered, in milliseconds since the call
+	// started. A streamed hedge cut short by the first model's answer has
+	// no Content here (the caller has the part it streamed) and AtMS is
+	// when it was cut.
+	AtMS int64 `json:"at_ms"`
+}
+
+// UpdateAnswer is the update that returns a call's first answer: a quick
+// one (CallResult.Replaceable) when a hedge answered first under
+// hedge.replace, else the call's result. Callers that want the earliest
+// answer wait on it (llmclient.Client.Call, the front door); the workflow's
+// result stays the final answer.
+const UpdateAnswer = "answer"
 
 // The topics of a streamed call (README "Streaming").
 const (
@@ -100,7 +126,10 @@ const (
 	// EventHedgeStarted: the first attempt had no first token in time and
 	// a hedge model answers too (README "Hedged calls").
 	EventHedgeStarted = "hedge_started"
-	EventDone         = "done"
+	// EventReplaced: under hedge.replace, the first model's answer
+	// (Content) replaces the hedge's text streamed before it.
+	EventReplaced = "replaced"
+	EventDone     = "done"
 	// EventFailed ends the stream of a call that fails (an invalid
 	// request) or is cancelled: the result is an error, not an answer.
 	EventFailed = "failed"
@@ -115,6 +144,8 @@ type Event struct {
 	Class   string `json:"class,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	DelayMS int64  `json:"delay_ms,omitempty"`
+	// Content is the whole answer that replaces the text so far (replaced).
+	Content string `json:"content,omitempty"`
 	// Source, Degraded and Usage of the answer (done).
 	Source   Source `json:"source,omitempty"`
 	Degraded bool   `json:"degraded,omitempty"`
@@ -142,6 +173,8 @@ func (e Event) String() string {
 		s = fmt.Sprintf("attempt %d · %s · resuming the answer", e.Attempt, e.Model)
 	case EventHedgeStarted:
 		s = e.Reason
+	case EventReplaced:
+		s = "replaced by " + e.Model + "'s answer"
 	default:
 		return ""
 	}

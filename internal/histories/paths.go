@@ -415,6 +415,30 @@ func paths() []path {
 			want:    want{decisions: []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel},
 		},
 		{
+			name: "hedge-replaced", doc: "hedge.replace: llama-8b's answer goes out first through the answer update, marked replaceable; the first model goes on, and its answer replaces it as the call's result",
+			policy:  hedgeReplace("400ms"),
+			request: ask("hedge-replaced", "[[sim fault=latency latency=3s model=qwen-72b times=1]] "+plainQuestion),
+			drive:   quickThenFinal,
+			want: want{decisions: []string{"llama-8b:ok:replaced", "qwen-72b:ok:answer"}, source: workflows.SourceModel, check: func(res workflows.CallResult) error {
+				if res.Replaced == nil || res.Replaced.Model != "llama-8b" || res.Replaced.Content == "" {
+					return fmt.Errorf("replaced %+v: want llama-8b's quick answer", res.Replaced)
+				}
+				return nil
+			}},
+		},
+		{
+			name: "hedge-replaced-streamed", doc: "hedge.replace on a streamed call: llama-8b's first token comes first and its text streams; the first model goes on, and its answer replaces the text in a replaced event",
+			policy:  hedgeReplace("300ms"),
+			request: streamed(ask("hedge-replaced-streamed", "[[sim fault=latency latency=3s model=qwen-72b times=1]] [[sim tokens=30]] "+plainQuestion)),
+			drive:   quickThenFinal,
+			want: want{decisions: []string{"llama-8b:ok:replaced", "qwen-72b:ok:answer"}, source: workflows.SourceModel, check: func(res workflows.CallResult) error {
+				if res.Replaced == nil || res.Replaced.Model != "llama-8b" {
+					return fmt.Errorf("replaced %+v: want llama-8b's streamed answer", res.Replaced)
+				}
+				return nil
+			}},
+		},
+		{
 			name: "fallback-cache", doc: "every model is under maintenance: the answer a model gave the same question earlier answers, with its age, before the FAQ",
 			prepare: primeCacheThenMaintenance,
 			request: ask("fallback-cache", "How long does shipping to Canada take?"),
@@ -449,6 +473,27 @@ func paths() []path {
 // hedgeAfter hedges every call with llama-8b after delay.
 func hedgeAfter(delay string) func(*config.Config) {
 	return func(c *config.Config) { c.Hedge.After, c.Hedge.Model, c.Hedge.Budget = delay, "llama-8b", 1 }
+}
+
+// hedgeReplace hedges every call with llama-8b after delay, under hedge.replace.
+func hedgeReplace(delay string) func(*config.Config) {
+	return func(c *config.Config) {
+		hedgeAfter(delay)(c)
+		c.Hedge.Replace = true
+	}
+}
+
+// quickThenFinal takes the call's first answer, which must be a quick one,
+// then waits for the final result.
+func quickThenFinal(ctx context.Context, e *env, req workflows.CallRequest) (workflows.CallResult, error) {
+	quick, err := e.call(ctx, req)
+	if err != nil {
+		return quick, err
+	}
+	if !quick.Replaceable {
+		return quick, fmt.Errorf("the first answer (%s's) is not a quick one", quick.Model)
+	}
+	return e.lc.Result(ctx, quick.RequestID)
 }
 
 // withTools offers the lookup_order tool.

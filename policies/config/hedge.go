@@ -21,6 +21,11 @@ type HedgeConfig struct {
 	// Initial is the delay an adaptive rule uses until the primary model
 	// has MinSamples first-token times on record.
 	Initial Duration `yaml:"initial"`
+	// Replace keeps the primary attempt running when the hedge answers
+	// first: the hedge's answer is delivered at once (the call's answer
+	// update; a streamed call's text), and the primary's, when it
+	// succeeds, replaces it as the call's result (README "Hedged calls").
+	Replace bool `yaml:"replace"`
 	// Scenarios override the rule for calls of one scenario.
 	Scenarios []HedgeScenario `yaml:"scenarios"`
 }
@@ -31,14 +36,19 @@ type HedgeScenario struct {
 	// After as HedgeConfig's; Model "" means the default's.
 	After string `yaml:"after"`
 	Model string `yaml:"model"`
+	// Replace as HedgeConfig's; unset means the default's.
+	Replace *bool `yaml:"replace"`
 }
 
 // rule is the scenario's rule; a rule that names no model takes the
 // default's.
 func (s HedgeScenario) rule(h HedgeConfig) HedgeRule {
-	r := HedgeRule{After: s.After, Model: s.Model}
+	r := HedgeRule{After: s.After, Model: s.Model, Replace: h.Replace}
 	if r.Model == "" {
 		r.Model = h.Model
+	}
+	if s.Replace != nil {
+		r.Replace = *s.Replace
 	}
 	return r
 }
@@ -51,6 +61,8 @@ type HedgeRule struct {
 	// Model is the ladder rung that hedges; a call whose first model is
 	// this one is not hedged.
 	Model string
+	// Replace: the primary's answer replaces the hedge's (HedgeConfig.Replace).
+	Replace bool
 }
 
 // HedgeOff and HedgeAdaptive are the words HedgeRule.After accepts beside
@@ -72,7 +84,7 @@ func (h HedgeConfig) Rule(scenario string) HedgeRule {
 			return s.rule(h)
 		}
 	}
-	return HedgeRule{After: h.After, Model: h.Model}
+	return HedgeRule{After: h.After, Model: h.Model, Replace: h.Replace}
 }
 
 // Delay reads After: on is false for "off" (or empty), adaptive true for
