@@ -40,7 +40,8 @@ type Activities struct {
 	seen     *seenRequests
 	// firstTokens and hedges: the adaptive hedge delay and the hedge
 	// budget (README "Hedged calls").
-	firstTokens *firstTokens
+	firstTokens *guard.FirstTokens
+	fleet       *guard.Sync // nil: this worker decides alone
 	hedges      *guard.RetryBudget
 	// cache keeps good answers for the fallback (README "Answer cache");
 	// nil when the policy turns it off.
@@ -99,7 +100,7 @@ func New(o Options) (*Activities, error) {
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
-		firstTokens: newFirstTokens(), cache: newAnswerCache(o.Config.Cache),
+		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, cache: newAnswerCache(o.Config.Cache),
 		hedges: newHedgeBudget(o.Config),
 	}
 	if a.metrics == nil {

@@ -218,15 +218,15 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 	out.Duration = a.now().Sub(start)
 	switch {
 	case !firstAt.IsZero():
-		a.firstTokens.add(m.Name, firstAt.Sub(start))
+		a.firstToken(m.Name, firstAt.Sub(start))
 	case !m.Stream && err == nil && fits:
-		a.firstTokens.add(m.Name, out.Duration) // the whole reply is its first token
+		a.firstToken(m.Name, out.Duration) // the whole reply is its first token
 	case in.Announce && ctx.Err() != nil && fits:
 		// A hedged attempt cancelled before its first token (its hedge
 		// won): its time to first token is at least what it waited.
 		// Leaving it out would lower the p90 each time a hedge wins, and
 		// hedge calls that are not slow.
-		a.firstTokens.add(m.Name, out.Duration)
+		a.firstToken(m.Name, out.Duration)
 	}
 	if ctx.Err() != nil {
 		if errors.Is(context.Cause(ctx), worker.ErrWorkerShutdown) {

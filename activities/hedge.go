@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -59,38 +58,26 @@ type HedgeInput struct {
 	Model   string       `json:"model"`
 }
 
-// firstTokens keeps each model's recent times to first token (the whole
-// reply of a model that does not stream), for the adaptive hedge delay.
-type firstTokens struct {
-	mu  sync.Mutex
-	per map[string][]time.Duration
+// firstToken records a time to first token of model, here and, with a
+// fleet's guard, for the fleet.
+func (a *Activities) firstToken(model string, d time.Duration) {
+	a.firstTokens.Add(model, d)
+	if a.fleet != nil {
+		a.fleet.FirstToken(model, d)
+	}
 }
 
-// firstTokenSamples is how many recent times a model keeps.
-const firstTokenSamples = 200
-
-func newFirstTokens() *firstTokens { return &firstTokens{per: map[string][]time.Duration{}} }
-
-func (f *firstTokens) add(model string, d time.Duration) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := append(f.per[model], d)
-	if len(s) > firstTokenSamples {
-		s = slices.Delete(s, 0, len(s)-firstTokenSamples)
+// firstTokenP90 is the p90 time to first token of model the adaptive
+// delay uses: the fleet's (README "Shared guards") when its view is fresh
+// and has enough times, else this worker's. where words its source.
+func (a *Activities) firstTokenP90(model string) (p90 time.Duration, n int, where string) {
+	if a.fleet != nil {
+		if f, ok := a.fleet.FleetFirstTokens(model, a.now()); ok && f.N >= config.HedgeMinSamples {
+			return f.P90, f.N, "across the fleet"
+		}
 	}
-	f.per[model] = s
-}
-
-// p90 is the 90th percentile of model's recent times and their number.
-func (f *firstTokens) p90(model string) (time.Duration, int) {
-	f.mu.Lock()
-	s := slices.Clone(f.per[model])
-	f.mu.Unlock()
-	if len(s) == 0 {
-		return 0, 0
-	}
-	slices.Sort(s)
-	return s[(len(s)*9-1)/10], len(s)
+	p90, n = a.firstTokens.P90(model)
+	return p90, n, "on this worker"
 }
 
 // adaptiveMargin multiplies the first model's p90 time to first token
@@ -129,10 +116,10 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 	}
 	p := &HedgePlan{Model: rule.Model, After: d, Basis: "fixed", Replace: rule.Replace}
 	if adaptive {
-		p90, n := a.firstTokens.p90(m.Name)
+		p90, n, where := a.firstTokenP90(m.Name)
 		if n >= config.HedgeMinSamples {
 			p.After = time.Duration(float64(p90) * adaptiveMargin)
-			p.Basis = fmt.Sprintf("1.5 × p90 %s of %d first tokens of %s", callstate.FormatDuration(p90), n, m.Name)
+			p.Basis = fmt.Sprintf("1.5 × p90 %s of %d first tokens of %s %s", callstate.FormatDuration(p90), n, m.Name, where)
 		} else {
 			p.After, p.Basis = a.cfg.Hedge.Initial.D(), fmt.Sprintf("initial: %d first tokens of %s on record", n, m.Name)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
@@ -41,16 +42,48 @@ func TestHedgePlanAdaptive(t *testing.T) {
 		t.Fatalf("plan with no first tokens on record: %+v", p.Hedge)
 	}
 	for i := 1; i <= 100; i++ {
-		a.firstTokens.add("qwen-72b", time.Duration(i)*10*time.Millisecond) // 10 ms … 1 s
+		a.firstToken("qwen-72b", time.Duration(i)*10*time.Millisecond) // 10 ms … 1 s
 	}
 	p, _ = a.PrepareAttempt(context.Background(), firstPrepare())
-	if p.Hedge == nil || p.Hedge.After != 1350*time.Millisecond || p.Hedge.Basis != "1.5 × p90 900 ms of 100 first tokens of qwen-72b" {
+	if p.Hedge == nil || p.Hedge.After != 1350*time.Millisecond || p.Hedge.Basis != "1.5 × p90 900 ms of 100 first tokens of qwen-72b on this worker" {
 		t.Fatalf("plan with 100 first tokens: %+v", p.Hedge)
 	}
 	second := firstPrepare()
 	second.State = p.State // one request made
 	if p2, _ := a.PrepareAttempt(context.Background(), second); p2.Hedge != nil {
 		t.Errorf("a later attempt is hedged: %+v", p2.Hedge)
+	}
+}
+
+// TestHedgePlanFromTheFleet: with a fresh view of the fleet's guard that
+// has enough first tokens, the adaptive delay comes from the fleet's p90
+// (every worker's attempts), and this worker's times are reported to it;
+// with a stale view, from this worker's own.
+func TestHedgePlanFromTheFleet(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	cfg := config.DefaultConfig()
+	cfg.Hedge.After, cfg.Hedge.Model, cfg.Hedge.Budget = config.HedgeAdaptive, "llama-8b", 0.05
+	sync := guard.NewSync("w1", 5*time.Second, cfg.Budget)
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Sync: sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 30 {
+		a.firstToken("qwen-72b", 400*time.Millisecond)
+	}
+	r, ok := sync.Cut()
+	if !ok || len(r.FirstTokens["qwen-72b"]) != 30 {
+		t.Fatalf("the worker's first tokens were not reported to the fleet: %+v", r.FirstTokens)
+	}
+	sync.SetView(guard.View{FirstTokens: map[string]guard.FirstTokenP90{"qwen-72b": {P90: 2 * time.Second, N: 150}}}, now)
+	p, _ := a.PrepareAttempt(context.Background(), firstPrepare())
+	if p.Hedge == nil || p.Hedge.After != 3*time.Second || p.Hedge.Basis != "1.5 × p90 2.00 s of 150 first tokens of qwen-72b across the fleet" {
+		t.Fatalf("plan with the fleet's view: %+v", p.Hedge)
+	}
+	now = now.Add(time.Minute) // the view is stale
+	p, _ = a.PrepareAttempt(context.Background(), firstPrepare())
+	if p.Hedge == nil || p.Hedge.After != 600*time.Millisecond || !strings.HasSuffix(p.Hedge.Basis, "on this worker") {
+		t.Fatalf("plan with a stale view: %+v", p.Hedge)
 	}
 }
 

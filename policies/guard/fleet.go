@@ -19,11 +19,14 @@ type Report struct {
 	Budget   []BudgetCount  `json:"budget,omitempty"`
 	Outcomes []ModelOutcome `json:"outcomes,omitempty"`
 	Holds    []HoldEvent    `json:"holds,omitempty"`
+	// FirstTokens are the times to first token the worker measured, by
+	// model, oldest first.
+	FirstTokens map[string][]time.Duration `json:"first_tokens,omitempty"`
 }
 
 // Empty reports whether r carries nothing.
 func (r Report) Empty() bool {
-	return len(r.Budget) == 0 && len(r.Outcomes) == 0 && len(r.Holds) == 0
+	return len(r.Budget) == 0 && len(r.Outcomes) == 0 && len(r.Holds) == 0 && len(r.FirstTokens) == 0
 }
 
 // BudgetCount is the calls' first requests and the retries charged to one
@@ -63,6 +66,9 @@ type View struct {
 	// Holds maps a scope to the end of its hold.
 	Holds map[string]time.Time `json:"holds,omitempty"`
 	Acks  map[string]int64     `json:"acks,omitempty"`
+	// FirstTokens is each model's p90 time to first token over the
+	// fleet's recent attempts.
+	FirstTokens map[string]FirstTokenP90 `json:"first_tokens,omitempty"`
 }
 
 // Fleet is the guard state of every worker of a deployment, built from
@@ -80,6 +86,7 @@ type Fleet struct {
 	budgets  *Budgets
 	breakers map[string]*Breaker
 	holds    *Holds
+	ttft     *FirstTokens
 	acks     map[string]int64
 	seen     map[string]time.Time // the latest instant in each worker's reports
 }
@@ -94,7 +101,7 @@ const ackKeep = 10 * time.Minute
 func NewFleet(budget config.BudgetConfig, breaker config.BreakerConfig) *Fleet {
 	return &Fleet{
 		budgetCfg: budget, breakerCfg: breaker,
-		budgets: NewBudgets(budget), breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{}, seen: map[string]time.Time{},
+		budgets: NewBudgets(budget), breakers: map[string]*Breaker{}, holds: NewHolds(), ttft: NewFirstTokens(), acks: map[string]int64{}, seen: map[string]time.Time{},
 	}
 }
 
@@ -125,6 +132,9 @@ func (f *Fleet) Apply(r Report) bool {
 		}
 	}
 	f.seen[r.Worker] = seen
+	for m, ds := range r.FirstTokens {
+		f.ttft.Add(m, ds...) // each model's list on its own: the order of models does not matter
+	}
 	for _, h := range r.Holds {
 		f.holds.Hold(h.Scope, h.At, h.For)
 	}
@@ -174,6 +184,7 @@ func (f *Fleet) View(now time.Time) View {
 	for w, s := range f.acks {
 		v.Acks[w] = s
 	}
+	v.FirstTokens = f.ttft.summary()
 	return v
 }
 
@@ -188,13 +199,15 @@ type FleetState struct {
 	Acks   map[string]int64 `json:"acks,omitempty"`
 	// Seen is the latest instant of each acknowledged worker's reports.
 	Seen map[string]time.Time `json:"seen,omitempty"`
+	// FirstTokens are each model's recent times to first token.
+	FirstTokens map[string][]time.Duration `json:"first_tokens,omitempty"`
 }
 
 // State returns the fleet's state at now.
 func (f *Fleet) State(now time.Time) FleetState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := FleetState{Acks: map[string]int64{}, Seen: map[string]time.Time{}}
+	st := FleetState{Acks: map[string]int64{}, Seen: map[string]time.Time{}, FirstTokens: f.ttft.samples()}
 	for w, s := range f.acks {
 		if now.Sub(f.seen[w]) < ackKeep {
 			st.Acks[w], st.Seen[w] = s, f.seen[w]
@@ -229,7 +242,7 @@ func (f *Fleet) Restore(st FleetState) {
 		f.acks[w], f.seen[w] = s, st.Seen[w]
 	}
 	f.mu.Unlock()
-	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: st.Open, Holds: st.Holds})
+	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: st.Open, Holds: st.Holds, FirstTokens: st.FirstTokens})
 	f.mu.Lock()
 	delete(f.acks, "\x00restore")
 	delete(f.seen, "\x00restore")

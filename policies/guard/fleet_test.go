@@ -160,3 +160,45 @@ func TestSyncResendsAFailedReportUnchanged(t *testing.T) {
 		t.Errorf("fleet counts %+v, want 3 retries and 1 request", got)
 	}
 }
+
+// TestFleetFirstTokens: the fleet's p90 time to first token covers every
+// worker's reports, keeps the latest FirstTokenSamples, and survives the
+// guard's continue-as-new (State, Restore).
+func TestFleetFirstTokens(t *testing.T) {
+	cfg := config.DefaultConfig()
+	f := NewFleet(cfg.Budget, cfg.Breaker)
+	fast, slow := NewSync("fast", time.Second, cfg.Budget), NewSync("slow", time.Second, cfg.Budget)
+	for range 90 {
+		fast.FirstToken("qwen-72b", 300*time.Millisecond)
+	}
+	for range 10 {
+		slow.FirstToken("qwen-72b", 3*time.Second)
+	}
+	slow.FirstToken("llama-8b", 100*time.Millisecond)
+	for _, s := range []*Sync{fast, slow} {
+		r, _ := s.Cut()
+		f.Apply(r)
+	}
+	now := time.Unix(1_000_000, 0)
+	v := f.View(now)
+	if got := v.FirstTokens["qwen-72b"]; got != (FirstTokenP90{P90: 300 * time.Millisecond, N: 100}) {
+		t.Errorf("qwen-72b of both workers: %+v, want p90 300 ms of 100", got)
+	}
+	fast.SetView(v, now)
+	if got, ok := fast.FleetFirstTokens("llama-8b", now); !ok || got.N != 1 {
+		t.Errorf("a worker reads the other's llama-8b times: %+v %v", got, ok)
+	}
+	for range FirstTokenSamples {
+		slow.FirstToken("qwen-72b", 3*time.Second)
+	}
+	r, _ := slow.Cut()
+	f.Apply(r)
+	if got := f.View(now).FirstTokens["qwen-72b"]; got != (FirstTokenP90{P90: 3 * time.Second, N: FirstTokenSamples}) {
+		t.Errorf("after 200 slow times: %+v, want only the latest 200", got)
+	}
+	g := NewFleet(cfg.Budget, cfg.Breaker)
+	g.Restore(f.State(now))
+	if got, want := g.View(now).FirstTokens, f.View(now).FirstTokens; len(got) != 2 || got["qwen-72b"] != want["qwen-72b"] || got["llama-8b"] != want["llama-8b"] {
+		t.Errorf("restored %+v, want %+v", got, want)
+	}
+}

@@ -201,3 +201,22 @@ func (s *Sync) fleetHeld(scope string, now time.Time) time.Duration {
 	}
 	return until.Sub(now)
 }
+
+// FirstToken records a time to first token of model.
+func (s *Sync) FirstToken(model string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending.FirstTokens == nil {
+		s.pending.FirstTokens = map[string][]time.Duration{}
+	}
+	s.pending.FirstTokens[model] = append(s.pending.FirstTokens[model], d)
+}
+
+// FleetFirstTokens is the fleet's p90 time to first token of model and
+// the number of times it covers; false without a fresh view.
+func (s *Sync) FleetFirstTokens(model string, now time.Time) (FirstTokenP90, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.view.FirstTokens[model]
+	return p, ok && s.fresh(now)
+}
