@@ -20,6 +20,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/rules"
 	"github.com/durable-llm/durable-llm/policies/structured"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
 
@@ -86,7 +87,10 @@ type Options struct {
 	Pacer *guard.Pacer
 	// Sync joins the budgets, breakers and holds to the fleet's guard
 	// (see guard.Sync); nil: this process decides alone.
-	Sync     *guard.Sync
+	Sync *guard.Sync
+	// Shared is the answer cache the workers share (store.kind
+	// postgres); nil: each worker's own.
+	Shared   SharedCache
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
 }
@@ -100,7 +104,7 @@ func New(o Options) (*Activities, error) {
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
-		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, cache: newAnswerCache(o.Config.Cache),
+		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config),
 	}
 	if a.metrics == nil {
@@ -432,7 +436,12 @@ func (a *Activities) RecordRetrySuccess(ctx context.Context, class failure.Class
 func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAnswer, error) {
 	if cacheServes(a.cfg.Cache, in.Classes, in.Guards) {
 		now := a.now()
-		if e, ok := a.cache.get(in.Request, now); ok {
+		e, ok, err := a.cache.get(ctx, in.Request, now)
+		if err != nil {
+			// A store that cannot answer is a miss: the FAQ answers.
+			activity.GetLogger(ctx).Warn("shared answer cache not read", "error", err)
+		}
+		if ok {
 			return FallbackAnswer{Content: e.content, Source: "cache", Model: e.model, AgeMS: now.Sub(e.at).Milliseconds()}, nil
 		}
 	}

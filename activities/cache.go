@@ -2,22 +2,30 @@ package activities
 
 import (
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/faq"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/store"
 )
 
 // answerCache keeps good model answers in the worker's memory, by tenant,
 // scenario and normalised question (README "Answer cache"): at most max,
-// the least recently used dropped first, each served for ttl.
+// the least recently used dropped first, each served for ttl; with a
+// shared store, in the store too, for every worker.
 type answerCache struct {
+	// shared, when set, is the store every worker keeps answers in: put
+	// writes there too, and get reads there after a miss here.
+	shared  SharedCache
+	puts    atomic.Int64
 	mu      sync.Mutex
 	ttl     time.Duration
 	max     int
@@ -31,11 +39,26 @@ type cachedAnswer struct {
 	at                  time.Time
 }
 
-func newAnswerCache(cfg config.CacheConfig) *answerCache {
+// SharedCache is the answer cache every worker shares (store.Postgres).
+type SharedCache interface {
+	GetAnswer(ctx context.Context, key string, now time.Time) (store.Answer, bool, error)
+	PutAnswer(ctx context.Context, key, tenant string, a store.Answer, ttl time.Duration) error
+	TrimAnswers(ctx context.Context, now time.Time, max int) error
+}
+
+// sharedTimeout bounds one request to the shared cache: a slow store
+// costs a call at most that, and a miss.
+const sharedTimeout = 2 * time.Second
+
+// trimEvery is how many puts a worker makes between trims of the shared
+// cache to its size bound.
+const trimEvery = 100
+
+func newAnswerCache(cfg config.CacheConfig, shared SharedCache) *answerCache {
 	if !cfg.Enabled {
 		return nil
 	}
-	c := &answerCache{ttl: cfg.TTL.D(), max: cfg.MaxEntries, order: list.New(), byKey: map[string]*list.Element{}}
+	c := &answerCache{shared: shared, ttl: cfg.TTL.D(), max: cfg.MaxEntries, order: list.New(), byKey: map[string]*list.Element{}}
 	for _, p := range cfg.Private {
 		c.private = append(c.private, regexp.MustCompile(p)) // Validate compiled it
 	}
@@ -82,18 +105,35 @@ func (c *answerCache) key(req request.Request) (string, bool) {
 	return fmt.Sprintf("%s\x00%s\x00%x\x00%s", req.Tenant, req.Scenario, sys.Sum(nil)[:12], n), true
 }
 
-// put keeps an answer of model to req.
-func (c *answerCache) put(req request.Request, content, model string, now time.Time) {
+// put keeps an answer of model to req. A shared store's failure is
+// returned; the answer is kept here all the same.
+func (c *answerCache) put(ctx context.Context, req request.Request, content, model string, now time.Time) error {
 	key, ok := c.key(req)
 	if !ok || content == "" {
-		return
+		return nil
 	}
+	c.remember(&cachedAnswer{key: key, content: content, model: model, at: now})
+	if c.shared == nil {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	if err := c.shared.PutAnswer(sctx, key, req.Tenant, store.Answer{Content: content, Model: model, At: now}, c.ttl); err != nil {
+		return err
+	}
+	if c.puts.Add(1)%trimEvery == 0 {
+		return c.shared.TrimAnswers(sctx, now, c.max)
+	}
+	return nil
+}
+
+func (c *answerCache) remember(a *cachedAnswer) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.byKey[key]; ok {
+	if e, ok := c.byKey[a.key]; ok {
 		c.order.Remove(e)
 	}
-	c.byKey[key] = c.order.PushFront(&cachedAnswer{key: key, content: content, model: model, at: now})
+	c.byKey[a.key] = c.order.PushFront(a)
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)
@@ -101,12 +141,32 @@ func (c *answerCache) put(req request.Request, content, model string, now time.T
 	}
 }
 
-// get returns the answer kept for req, if one is younger than the TTL.
-func (c *answerCache) get(req request.Request, now time.Time) (cachedAnswer, bool) {
+// get returns the answer kept for req, if one is younger than the TTL:
+// this worker's, else the shared store's. A shared store's failure is
+// returned with the miss.
+func (c *answerCache) get(ctx context.Context, req request.Request, now time.Time) (cachedAnswer, bool, error) {
 	key, ok := c.key(req)
 	if !ok {
-		return cachedAnswer{}, false
+		return cachedAnswer{}, false, nil
 	}
+	if a, ok := c.local(key, now); ok {
+		return a, true, nil
+	}
+	if c.shared == nil {
+		return cachedAnswer{}, false, nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	sa, ok, err := c.shared.GetAnswer(sctx, key, now)
+	if err != nil || !ok {
+		return cachedAnswer{}, false, err
+	}
+	a := &cachedAnswer{key: key, content: sa.Content, model: sa.Model, at: sa.At}
+	c.remember(a)
+	return *a, true, nil
+}
+
+func (c *answerCache) local(key string, now time.Time) (cachedAnswer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.byKey[key]

@@ -338,7 +338,10 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 			out.Logprobs, _ = json.Marshal(ch.LogProbs)
 		}
 		if in.Cache && in.Continue == "" && len(calls) == 0 && out.FinishReason == string(openai.FinishReasonStop) {
-			a.cache.put(in.Request, out.Content, m.Name, a.now())
+			if err := a.cache.put(ctx, in.Request, out.Content, m.Name, a.now()); err != nil {
+				// The answer stands; only the shared cache missed it.
+				activity.GetLogger(ctx).Warn("answer not kept in the shared cache", "error", err)
+			}
 		}
 		return out, nil
 	}

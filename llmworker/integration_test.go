@@ -43,11 +43,15 @@ type stack struct {
 	w      *llmworker.Worker
 }
 
-var shared testenv.Shared
+var (
+	shared   testenv.Shared
+	postgres testenv.SharedPostgres
+)
 
 func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Stop()
+	postgres.Stop()
 	os.Exit(code)
 }
 

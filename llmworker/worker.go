@@ -45,6 +45,9 @@ type Options struct {
 	// Logger of the worker's own messages (the guard sync); default
 	// slog.Default().
 	Logger *slog.Logger
+	// SharedCache is the answer cache every worker shares (store.kind
+	// postgres); nil: this worker's own.
+	SharedCache activities.SharedCache
 	// Guards shares the retry budgets, breakers and rate-limit holds with
 	// the other workers of the task queue (README "Shared guards").
 	Guards GuardOptions
@@ -107,7 +110,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 		sync = guard.NewSync(name+"/"+uuid.NewString()[:8], o.Guards.Stale, o.Config.Budget)
 	}
 	acts, err := activities.New(activities.Options{
-		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync,
+		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync, Shared: o.SharedCache,
 	})
 	if err != nil {
 		return nil, err

@@ -7,6 +7,7 @@
 //	starter replay FILE… | --query Q replay histories against this build (replay)
 //	starter codec-server [flags]     /encode and /decode for the Web UI and CLI (codec)
 //	starter serve [flags]            the OpenAI-compatible HTTP front door (frontdoor)
+//	starter usage [--since 24h]      tokens and estimated cost per tenant and model (store)
 //
 // The worker is the other command (./worker, over package llmworker).
 // Temporal connection settings come from Temporal's standard environment
@@ -45,6 +46,7 @@ commands:
   replay FILE… | --query Q replay histories against this build; exit 1 at the first non-determinism
   codec-server [flags]     serve /encode and /decode for the Web UI and CLI (keys from LLM_PAYLOAD_KEYS)
   serve [flags]            serve the OpenAI-compatible front door (POST /v1/chat/completions, GET /v1/models)
+  usage [--since 24h]      print tokens and estimated cost per tenant and model (store.kind postgres)
 
 Run "starter <command> -h" for the flags of a command.
 `
@@ -74,6 +76,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return codecServer(ctx, args[1:], out)
 	case "serve":
 		return serve(ctx, args[1:], out)
+	case "usage":
+		return usageCmd(ctx, args[1:], out)
 	case "-h", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -60,6 +60,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/logging"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/store"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -124,6 +125,25 @@ func run(args []string) error {
 	defer metrics.Close()
 	metrics.Init(cfg)
 	opts.MetricsHandler = metrics.Handler()
+	var shared *store.Postgres
+	if cfg.Store.Shared() {
+		// The answer cache and the usage table, shared by every worker.
+		dsn := os.Getenv(cfg.Store.DSNEnv)
+		if dsn == "" {
+			return fmt.Errorf("%s: store.kind is %s, but %s is not set (the PostgreSQL URL, postgres://user:password@host:5432/db)",
+				cfg.Source, config.StorePostgres, cfg.Store.DSNEnv)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		shared, err = store.Open(ctx, dsn)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("%s (from %s): %w", cfg.Store.DSNEnv, cfg.Source, err)
+		}
+		defer shared.Close()
+		usage := llmworker.NewUsage(shared, cfg.Store.UsageFlush.D(), logger)
+		defer usage.Close()
+		opts.MetricsHandler = usage.Handler(opts.MetricsHandler)
+	}
 
 	c, err := client.Dial(opts)
 	if err != nil {
@@ -152,8 +172,12 @@ func run(args []string) error {
 	}
 	worker.SetStickyWorkflowCacheSize(cache)
 
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger,
-		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}})
+	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger,
+		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}}
+	if shared != nil {
+		wo.SharedCache = shared
+	}
+	w, err := llmworker.New(c, wo)
 	if err != nil {
 		return err
 	}
@@ -162,7 +186,7 @@ func run(args []string) error {
 		models[i] = m.Name + "@" + redactURL(m.BaseURL)
 	}
 	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
-		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr,
+		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "store", cfg.Store.Kind,
 		"max_calls", calls, "sticky_cache", cache, "memory_limit", memoryLimit(), "gogc", gcPercent(), "godebug", os.Getenv("GODEBUG"))
 
 	sig := make(chan os.Signal, 1)

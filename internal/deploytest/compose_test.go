@@ -14,6 +14,7 @@ import (
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -135,4 +136,31 @@ func TestBuildTargetsExistInTheDockerfile(t *testing.T) {
 		_, err := os.Stat(filepath.Join("../..", pkg))
 		require.NoError(t, err)
 	}
+}
+
+// TestWorkerSharesTheStore: the compose workers read a policy that puts
+// the answer cache and the usage table in the stack's PostgreSQL, in the
+// database store-setup creates, at a URL from the environment.
+func TestWorkerSharesTheStore(t *testing.T) {
+	p := load(t)
+	w, err := p.GetService("worker")
+	require.NoError(t, err)
+	require.Equal(t, types.ServiceConditionCompletedSuccessfully, w.DependsOn["store-setup"].Condition)
+	var policy string
+	for _, v := range w.Volumes {
+		if v.Target == "/etc/durable-llm/policy.yaml" {
+			policy = v.Source
+		}
+	}
+	require.NotEmpty(t, policy, "the worker mounts no policy file")
+	require.Equal(t, "/etc/durable-llm/policy.yaml", *w.Environment["POLICY_FILE"])
+	cfg, err := config.LoadConfig(policy)
+	require.NoError(t, err)
+	require.True(t, cfg.Store.Shared(), "the compose policy does not share the store")
+	dsn := w.Environment[cfg.Store.DSNEnv]
+	require.NotNil(t, dsn, "the worker environment lacks %s", cfg.Store.DSNEnv)
+	setup, err := p.GetService("store-setup")
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(setup.Command, " "), "CREATE DATABASE durable_llm")
+	require.Contains(t, *dsn, "@postgresql:5432/durable_llm")
 }

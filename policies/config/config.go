@@ -35,6 +35,7 @@ type Config struct {
 	Stream    StreamConfig                  `yaml:"stream"`
 	Hedge     HedgeConfig                   `yaml:"hedge"`
 	Cache     CacheConfig                   `yaml:"cache"`
+	Store     StoreConfig                   `yaml:"store"`
 	Diagnose  DiagnoseConfig                `yaml:"diagnose"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`

@@ -222,6 +222,7 @@ func (c *Config) validate() []Problem {
 	posDur("stream.linger", c.Stream.Linger)
 	c.Hedge.validate(c, bad)
 	c.Cache.validate(bad)
+	c.Store.validate(bad)
 	c.Diagnose.validate(c, bad)
 	posDur("rate_limit.hold", c.RateLimit.Hold)
 	posDur("rate_limit.breaker_after", c.RateLimit.BreakerAfter)

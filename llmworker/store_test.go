@@ -1,0 +1,79 @@
+package llmworker_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/store"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// TestIntegrationSharedStore: with store.kind postgres, an answer one
+// worker got from a model is served from the cache by another worker
+// (whose memory never saw it) during maintenance, and the tokens both
+// workers' calls spent are in the usage table, as the metrics count them.
+func TestIntegrationSharedStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	dsn := postgres.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	st, err := store.Open(ctx, dsn)
+	require.NoError(t, err)
+	defer st.Close()
+
+	s := newStack(t, func(c *config.Config) { c.Store = config.StoreConfig{Kind: config.StorePostgres, DSNEnv: "LLM_STORE_DSN", UsageFlush: config.Duration(time.Hour)} })
+	s.w.Stop() // the stack's own worker does not use the store
+	since := time.Now().Add(-time.Minute)
+	// worker starts a worker with its own memory, on the shared store.
+	worker := func() (*llmworker.Usage, func()) {
+		u := llmworker.NewUsage(st, time.Hour, slog.Default())
+		c, err := client.NewClientFromExisting(s.c, client.Options{MetricsHandler: u.Handler(client.MetricsNopHandler)})
+		require.NoError(t, err)
+		w, err := llmworker.New(c, llmworker.Options{Config: s.cfg, TaskQueue: s.tq, SharedCache: st, Worker: worker.Options{}})
+		require.NoError(t, err)
+		require.NoError(t, w.Start())
+		s.lc = &llmclient.Client{Temporal: c, TaskQueue: s.tq}
+		return u, func() { w.Stop(); u.Close(); c.Close() }
+	}
+
+	_, stop1 := worker()
+	first := s.call(question("How long does shipping to Canada take?"))
+	require.Equal(t, workflows.SourceModel, first.Source)
+	stop1() // flushes its usage
+
+	require.NoError(t, s.sim.SetScenario(&llmsim.Scenario{Name: "maintenance", Models: llmsim.InstantModels(), Phases: []llmsim.Phase{{
+		Name: "maintenance", Faults: []llmsim.FaultSpec{{Kind: llmsim.FaultMaintenance}},
+	}}}))
+	u2, stop2 := worker()
+	res := s.call(question("how long does SHIPPING to canada take"))
+	require.Equal(t, workflows.SourceCache, res.Source, "%+v", res.Attempts)
+	require.Equal(t, first.Content, res.Content)
+	require.Positive(t, res.CacheAgeMS)
+	u2.Flush(ctx)
+	stop2()
+
+	rows, err := st.Usage(ctx, since)
+	require.NoError(t, err)
+	got := map[string]int64{}
+	for _, r := range rows {
+		require.Equal(t, "qwen-72b", r.Model)
+		got[r.Kind] += r.Tokens
+	}
+	require.Equal(t, map[string]int64{
+		"prompt":     int64(first.Usage.PromptTokens),
+		"completion": int64(first.Usage.CompletionTokens),
+		"failed":     int64(res.Usage.FailedAttemptTokens),
+	}, got, "the usage table disagrees with the calls' usage")
+}

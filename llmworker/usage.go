@@ -1,0 +1,167 @@
+package llmworker
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/store"
+)
+
+// UsageStore is where a worker adds the tokens its calls counted
+// (store.Postgres).
+type UsageStore interface {
+	AddUsage(ctx context.Context, minute time.Time, rows []store.Tokens) error
+}
+
+// TokensMetric is the counter the LLMCall workflow counts tokens on
+// (llm_tokens_total, tags kind, tenant and model): the same numbers go to
+// the usage table, so `starter usage` and the metrics agree.
+const TokensMetric = "llm_tokens"
+
+// maxPendingUsage bounds the counts a worker keeps while the store is
+// down (minutes × tenants × models × kinds); beyond it new counts are
+// dropped and logged.
+const maxPendingUsage = 50_000
+
+type usageKey struct {
+	minute              time.Time
+	tenant, model, kind string
+}
+
+// Usage adds the tokens the worker's calls count to the shared store's
+// usage table (README "Usage and cost"), every flush interval: it reads
+// them off the workflow's llm_tokens counter through Handler, which the
+// SDK calls only when the workflow runs, never on replay, so a call's
+// tokens are added once.
+type Usage struct {
+	st     UsageStore
+	logger *slog.Logger
+	now    func() time.Time
+
+	mu      sync.Mutex
+	pending map[usageKey]int64
+	dropped int64
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewUsage starts adding counts to st every flush; Close flushes the rest.
+func NewUsage(st UsageStore, flush time.Duration, logger *slog.Logger) *Usage {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	u := &Usage{st: st, logger: logger, now: time.Now, pending: map[usageKey]int64{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go u.loop(flush)
+	return u
+}
+
+func (u *Usage) loop(every time.Duration) {
+	defer close(u.done)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			u.Flush(context.Background())
+		case <-u.stop:
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			u.Flush(ctx)
+			cancel()
+			return
+		}
+	}
+}
+
+// Close stops the flushes after a last one.
+func (u *Usage) Close() {
+	close(u.stop)
+	<-u.done
+}
+
+// add counts n tokens now.
+func (u *Usage) add(tags map[string]string, n int64) {
+	k := usageKey{minute: u.now().UTC().Truncate(time.Minute), tenant: tags["tenant"], model: tags["model"], kind: tags["kind"]}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, ok := u.pending[k]; !ok && len(u.pending) >= maxPendingUsage {
+		u.dropped += n
+		return
+	}
+	u.pending[k] += n
+}
+
+// Flush adds the counts so far to the store; counts it could not add are
+// kept for the next flush.
+func (u *Usage) Flush(ctx context.Context) {
+	u.mu.Lock()
+	batch, dropped := u.pending, u.dropped
+	u.pending, u.dropped = map[usageKey]int64{}, 0
+	u.mu.Unlock()
+	if dropped > 0 {
+		u.logger.Warn("token usage dropped: the store was unreachable for too long", "tokens", dropped)
+	}
+	byMinute := map[time.Time][]store.Tokens{}
+	for k, n := range batch {
+		byMinute[k.minute] = append(byMinute[k.minute], store.Tokens{Tenant: k.tenant, Model: k.model, Kind: k.kind, Tokens: n})
+	}
+	for minute, rows := range byMinute {
+		if err := u.st.AddUsage(ctx, minute, rows); err != nil {
+			u.logger.Warn("token usage not written; kept for the next flush", "error", err)
+			u.mu.Lock()
+			for _, r := range rows {
+				u.pending[usageKey{minute: minute, tenant: r.Tenant, model: r.Model, kind: r.Kind}] += r.Tokens
+			}
+			u.mu.Unlock()
+		}
+	}
+}
+
+// Handler wraps the client's metrics handler: every metric goes to h as
+// before, and llm_tokens increments are counted for the store too.
+func (u *Usage) Handler(h client.MetricsHandler) client.MetricsHandler {
+	return usageHandler{MetricsHandler: h, u: u}
+}
+
+type usageHandler struct {
+	client.MetricsHandler
+	u    *Usage
+	tags map[string]string
+}
+
+func (h usageHandler) Unwrap() client.MetricsHandler { return h.MetricsHandler }
+
+func (h usageHandler) WithTags(tags map[string]string) client.MetricsHandler {
+	merged := maps.Clone(h.tags)
+	if merged == nil {
+		merged = map[string]string{}
+	}
+	maps.Copy(merged, tags)
+	return usageHandler{MetricsHandler: h.MetricsHandler.WithTags(tags), u: h.u, tags: merged}
+}
+
+func (h usageHandler) Counter(name string) client.MetricsCounter {
+	c := h.MetricsHandler.Counter(name)
+	if name != TokensMetric {
+		return c
+	}
+	return usageCounter{MetricsCounter: c, u: h.u, tags: h.tags}
+}
+
+type usageCounter struct {
+	client.MetricsCounter
+	u    *Usage
+	tags map[string]string
+}
+
+func (c usageCounter) Inc(n int64) {
+	c.MetricsCounter.Inc(n)
+	if n > 0 {
+		c.u.add(c.tags, n)
+	}
+}
