@@ -33,7 +33,9 @@ func TestIntegrationSharedStore(t *testing.T) {
 	require.NoError(t, err)
 	defer st.Close()
 
-	s := newStack(t, func(c *config.Config) { c.Store = config.StoreConfig{Kind: config.StorePostgres, DSNEnv: "LLM_STORE_DSN", UsageFlush: config.Duration(time.Hour)} })
+	s := newStack(t, func(c *config.Config) {
+		c.Store = config.StoreConfig{Kind: config.StorePostgres, DSNEnv: "LLM_STORE_DSN", UsageFlush: config.Duration(time.Hour)}
+	})
 	s.w.Stop() // the stack's own worker does not use the store
 	since := time.Now().Add(-time.Minute)
 	// worker starts a worker with its own memory, on the shared store.

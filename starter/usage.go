@@ -58,7 +58,7 @@ func usageCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 type usageLine struct {
-	tenant, model                          string
+	tenant, model                         string
 	prompt, completion, failed, duplicate int64
 }
 
