@@ -103,7 +103,7 @@ func New(o Options) (*Activities, error) {
 	}
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*modelClient{}, schemas: request.Schemas(), keys: newKeyPools(), seen: newSeenRequests(),
+		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
 		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config),
 	}
@@ -138,6 +138,7 @@ func New(o Options) (*Activities, error) {
 	if a.holds == nil {
 		a.holds = guard.NewHolds()
 	}
+	a.keys = newKeyPools(a.holds)
 	a.pacer, a.paces = o.Pacer, paceLimits(o.Config)
 	if a.pacer == nil {
 		a.pacer = guard.NewPacer()
@@ -392,7 +393,7 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 	if a.cfg.ClassPolicy(out.Class).TripBreaker {
 		if m.Pooled() && s.Key != "" && a.unparkedOther(m, s.Key, now) {
 			// One key of a pool was refused: leave it out, not the model.
-			a.keys.park(m, s.Key, now.Add(m.KeyPark.D()))
+			a.keys.park(m, s.Key, now, now.Add(m.KeyPark.D()))
 		} else {
 			// auth: never send to this model again until its breaker heals.
 			a.breakers.Trip(s.Model, now)

@@ -5,42 +5,39 @@ import (
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
-// keyPools keeps, per pooled model, where the rotation over its keys is
-// and which keys are parked after a refusal (README "Key pools"). Safe for
+// keyPools keeps, per pooled model, where the rotation over its keys is;
+// a key parked after a refusal is a hold of its own scope, so the fleet's
+// guard shares it with every worker (README "Key pools"). Safe for
 // concurrent use.
 type keyPools struct {
-	mu     sync.Mutex
-	next   map[string]int       // model → the rotation's next index
-	parked map[string]time.Time // endpoint + "\x00" + key → parked until
+	mu    sync.Mutex
+	next  map[string]int // model → the rotation's next index
+	holds *guard.Holds
 }
 
-func newKeyPools() *keyPools {
-	return &keyPools{next: map[string]int{}, parked: map[string]time.Time{}}
+func newKeyPools(holds *guard.Holds) *keyPools {
+	return &keyPools{next: map[string]int{}, holds: holds}
 }
 
-// parkID names a key where it was refused: every model on that endpoint
-// that lists the key leaves it out.
-func parkID(m config.ModelConfig, key string) string { return m.Endpoint() + "\x00" + key }
+// parkScope names a key where it was refused: every model on that
+// endpoint that lists the key leaves it out. The key's id (its variable's
+// name), never the key.
+func parkScope(m config.ModelConfig, key string) string {
+	return "parked\x00" + m.Endpoint() + "\x00" + key
+}
 
-// park leaves key of m out until until.
-func (k *keyPools) park(m config.ModelConfig, key string, until time.Time) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.parked[parkID(m, key)] = until
+// park leaves key of m out until until, in this worker and, through the
+// fleet's guard, in every worker.
+func (k *keyPools) park(m config.ModelConfig, key string, now, until time.Time) {
+	k.holds.Hold(parkScope(m, key), now, until.Sub(now))
 }
 
 // isParked reports whether key of m is parked at now.
 func (k *keyPools) isParked(m config.ModelConfig, key string, now time.Time) bool {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	until, ok := k.parked[parkID(m, key)]
-	if ok && !now.Before(until) {
-		delete(k.parked, parkID(m, key))
-		return false
-	}
-	return ok
+	return k.holds.Left(parkScope(m, key), now) > 0
 }
 
 // order is model's keys in this call's rotation order: the next key

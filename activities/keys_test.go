@@ -7,6 +7,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
@@ -40,7 +41,7 @@ func TestPickKey(t *testing.T) {
 	}
 	// KEY_B is rate-limited (held), KEY_C parked: only KEY_A is free.
 	a.holds.Hold(m.WithKey("KEY_B").Scope(config.ScopeKey), now, 10*time.Second)
-	a.keys.park(m, "KEY_C", now.Add(time.Minute))
+	a.keys.park(m, "KEY_C", now, now.Add(time.Minute))
 	for range 3 {
 		if k, _ := a.pickKey(m, now); k != "KEY_A" {
 			t.Errorf("picked %s with B held and C parked", k)
@@ -59,12 +60,12 @@ func TestPickKey(t *testing.T) {
 	}
 	other := m
 	other.Name = "another-model"
-	a.keys.park(m, "KEY_A", now.Add(time.Hour))
+	a.keys.park(m, "KEY_A", now, now.Add(time.Hour))
 	if !a.keys.isParked(other, "KEY_A", now) {
 		t.Error("a key refused on the endpoint is still used by another model there")
 	}
-	a.keys.park(m, "KEY_B", now.Add(time.Hour))
-	a.keys.park(m, "KEY_C", now.Add(time.Hour))
+	a.keys.park(m, "KEY_B", now, now.Add(time.Hour))
+	a.keys.park(m, "KEY_C", now, now.Add(time.Hour))
 	if k, ok := a.pickKey(m, now); ok {
 		t.Errorf("every key parked, yet picked %s", k)
 	}
@@ -131,5 +132,44 @@ func TestFingerprintAndSeen(t *testing.T) {
 	}
 	if len(s.at) > maxFingerprints || len(s.queue) > maxFingerprints {
 		t.Errorf("%d fingerprints kept, bound %d", len(s.at), maxFingerprints)
+	}
+}
+
+// TestParkedKeyIsSharedByTheFleet: a key one worker parked after a quota
+// refusal is left out by another worker once the fleet's guard has the
+// first's report, and is back when the park ends.
+func TestParkedKeyIsSharedByTheFleet(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Models[0].APIKeyEnvs = []string{"KEY_A", "KEY_B"}
+	cfg.Models[0].APIKeyEnv = ""
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Models[0]
+	now := time.Unix(1_000_000, 0)
+	fleet := guard.NewFleet(cfg.Budget, cfg.Breaker)
+	worker := func(name string) (*Activities, *guard.Sync) {
+		s := guard.NewSync(name, 5*time.Second, cfg.Budget)
+		a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Sync: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, s
+	}
+	a1, s1 := worker("w1")
+	a2, s2 := worker("w2")
+	a1.keys.park(m, "KEY_A", now, now.Add(5*time.Minute))
+	r, _ := s1.Cut()
+	fleet.Apply(r)
+	s2.SetView(fleet.View(now), now)
+	for range 4 {
+		if k, _ := a2.pickKey(m, now); k != "KEY_B" {
+			t.Fatalf("worker 2 picked %s, which worker 1 parked", k)
+		}
+	}
+	later := now.Add(6 * time.Minute)
+	s2.SetView(fleet.View(later), later)
+	if !a2.unparkedOther(m, "KEY_B", later) {
+		t.Error("KEY_A is still parked after its park ended")
 	}
 }
