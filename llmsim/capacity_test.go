@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/durable-llm/durable-llm/llmsim"
+	openai "github.com/sashabaranov/go-openai"
 )
 
 type timed struct {
@@ -270,5 +271,37 @@ func TestRateLimitOnSimClock(t *testing.T) {
 	st := srv.Stats()
 	if st.Faults["rate_limited"] != 2 || st.Totals.Responses["200"] != 3 {
 		t.Errorf("stats %+v %+v", st.Faults, st.Totals)
+	}
+}
+
+// TestRateLimitPerKey: with rate_limit_per_key each API key has a bucket
+// of its own: a key that is out of requests gets 429 while another key of
+// the same caller still gets answers, each told its own headroom.
+func TestRateLimitPerKey(t *testing.T) {
+	clk := newFakeClock()
+	srv := startScenario(t, `models: [{name: m, rate_limit: 1, burst: 1, rate_limit_per_key: true, ttft: 0s, itl: 0s}]`, llmsim.Options{Clock: clk.Now})
+	a, capA := goClient(srv, 5*time.Second, "Authorization", "Bearer sk-key-a")
+	b, capB := goClient(srv, 5*time.Second, "Authorization", "Bearer sk-key-b")
+	call := func(c *openai.Client) error {
+		_, err := c.CreateChatCompletion(context.Background(), ask("m", "per key"))
+		return err
+	}
+	if err := call(a); err != nil {
+		t.Fatal(err)
+	}
+	if _, h := capA.last(); h.Get("x-ratelimit-remaining-requests") != "0" {
+		t.Errorf("key a's headroom after its request: %q, want 0", h.Get("x-ratelimit-remaining-requests"))
+	}
+	apiError(t, call(a), 429, "rate_limit_exceeded")
+	if err := call(b); err != nil {
+		t.Fatalf("key b was refused for key a's requests: %v", err)
+	}
+	if _, h := capB.last(); h.Get("x-ratelimit-remaining-requests") != "0" {
+		t.Errorf("key b's headroom: %q, want 0", h.Get("x-ratelimit-remaining-requests"))
+	}
+	apiError(t, call(b), 429, "rate_limit_exceeded")
+	clk.Advance(time.Second)
+	if err := call(a); err != nil {
+		t.Fatalf("key a after the refill: %v", err)
 	}
 }

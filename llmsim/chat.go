@@ -52,7 +52,22 @@ type limitState struct {
 	reset     time.Duration // until the bucket is full again
 }
 
-func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan {
+// limiter is the rate limiter of model for a caller with key (nil: none):
+// the model's, or the key's own when the model limits per key.
+func (s *Sim) limiter(m ModelSpec, model, key string, now time.Time) *tokenBucket {
+	if m.RateLimit <= 0 || !m.RateLimitPerKey {
+		return s.limiters[model]
+	}
+	id := model + "\x00" + key
+	b := s.limiters[id]
+	if b == nil {
+		b = newTokenBucket(m.RateLimit, m.Burst, now)
+		s.limiters[id] = b
+	}
+	return b
+}
+
+func (s *Sim) plan(arrival time.Time, model, key, conv string, dirs []Directive) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := plan{keep: s.sc.keepWorking}
@@ -92,7 +107,7 @@ func (s *Sim) plan(arrival time.Time, model, conv string, dirs []Directive) plan
 		break
 	}
 	if p.fault.Kind == FaultNone {
-		if b := s.limiters[model]; b != nil {
+		if b := s.limiter(m, model, key, arrival); b != nil {
 			if ok, wait := b.take(arrival); !ok {
 				p.fault = FaultSpec{Kind: FaultRateLimited, RetryAfter: Duration(max(wait.Round(time.Millisecond), time.Millisecond)), RetryHeader: RetryHeaderBoth}
 				p.source = "rate_limit"
@@ -262,7 +277,7 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p := s.plan(x.rec.Time, x.req.Model, conv, dirs)
+	p := s.plan(x.rec.Time, x.req.Model, bearer(r), conv, dirs)
 	if l := p.limit; l != nil {
 		// OpenAI's rate-limit headers, on every response of a limited model.
 		h := x.header()
@@ -508,4 +523,10 @@ func (x *exchange) html(status int, text string) {
 	x.finish(statusOutcome(status), false, false)
 	x.w.WriteHeader(status)
 	_, _ = io.WriteString(x.w, b)
+}
+
+// bearer is the API key a request carries ("" without one).
+func bearer(r *http.Request) string {
+	k, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return k
 }

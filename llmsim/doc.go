@@ -161,8 +161,11 @@
 // or extra time to first token for a back fault). retry_header is one of seconds
 // (default), ms, both, date, none. The capacity model answers queue_full
 // (429 or the model's reject_status) by itself when a model's queue is
-// full, and the rate limiter answers rate_limited with Retry-After and
-// retry-after-ms.
+// full, and the rate limiter (rate_limit requests a second, burst) answers
+// rate_limited with Retry-After and retry-after-ms; every response of a
+// limited model carries x-ratelimit-limit|remaining|reset-requests. With
+// rate_limit_per_key each API key (the bearer token) has a bucket of its
+// own, as providers count per key.
 //
 // Go's http.Transport silently resends a request that carries an
 // Idempotency-Key when a reused keep-alive connection fails before the

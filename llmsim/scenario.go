@@ -108,6 +108,10 @@ type ModelSpec struct {
 	RateLimit float64 `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`
 	// Burst is the token bucket's size; 0 means max(1, RateLimit).
 	Burst int `json:"burst,omitempty" yaml:"burst,omitempty"`
+	// RateLimitPerKey gives every API key (the Authorization bearer
+	// token) a bucket of its own, as providers count per key, so a pool
+	// of keys has a pool of limits; false: one bucket for every caller.
+	RateLimitPerKey bool `json:"rate_limit_per_key,omitempty" yaml:"rate_limit_per_key,omitempty"`
 }
 
 // Phase is one stretch of the timeline. A phase starts at Start, or when
