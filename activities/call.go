@@ -374,12 +374,31 @@ func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict) bool
 }
 
 // headroom reads the provider's own rate-limit headers on any response:
+// a pooled key's share of its limits left is noted for the key choice;
 // when x-ratelimit-remaining-requests or -tokens says 0, the model's
 // rate_limit_scope is held until the matching x-ratelimit-reset-* ("1s",
 // "6m0s", "20ms", or seconds), so the next call waits its turn instead of
 // being refused.
 func (a *Activities) headroom(m config.ModelConfig, h http.Header) {
 	now := a.now()
+	if m.Pooled() {
+		// The share of its limits the key has left: the key choice
+		// favours the keys with the most.
+		room, step, told := 1.0, 0.0, false
+		for _, kind := range []string{"requests", "tokens"} {
+			left, lerr := strconv.ParseFloat(strings.TrimSpace(h.Get("x-ratelimit-remaining-"+kind)), 64)
+			limit, merr := strconv.ParseFloat(strings.TrimSpace(h.Get("x-ratelimit-limit-"+kind)), 64)
+			if lerr == nil && merr == nil && limit > 0 {
+				room, told = min(room, left/limit), true
+				if kind == "requests" {
+					step = 1 / limit
+				}
+			}
+		}
+		if told {
+			a.keys.report(m, m.APIKeyEnv, room, step, now)
+		}
+	}
 	for _, kind := range []string{"requests", "tokens"} {
 		if strings.TrimSpace(h.Get("x-ratelimit-remaining-"+kind)) != "0" {
 			continue

@@ -16,10 +16,57 @@ type keyPools struct {
 	mu    sync.Mutex
 	next  map[string]int // model → the rotation's next index
 	holds *guard.Holds
+	// room is the headroom each key last reported (endpoint + key →).
+	room map[string]headroom
 }
 
+// headroom is the share of its rate limit a key had left, as the
+// provider's x-ratelimit-* headers said at At.
+type headroom struct {
+	left float64 // 0 … 1
+	step float64 // the share one request takes (1 / the request limit), 0 unknown
+	at   time.Time
+}
+
+// headroomFresh is how long a reported headroom counts: older, the key
+// is as good as unknown (a full one).
+const headroomFresh = time.Minute
+
 func newKeyPools(holds *guard.Holds) *keyPools {
-	return &keyPools{next: map[string]int{}, holds: holds}
+	return &keyPools{next: map[string]int{}, holds: holds, room: map[string]headroom{}}
+}
+
+// report notes the headroom key of m reported at now: left, the share of
+// its limits it has left, and step, the share one request takes.
+func (k *keyPools) report(m config.ModelConfig, key string, left, step float64, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.room[m.Endpoint()+"\x00"+key] = headroom{left: min(max(left, 0), 1), step: step, at: now}
+}
+
+// took counts a request picked for key of m before its answer tells the
+// new headroom, so that calls picked together do not all go to the one
+// key that looked best.
+func (k *keyPools) took(m config.ModelConfig, key string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	id := m.Endpoint() + "\x00" + key
+	if h, ok := k.room[id]; ok && now.Sub(h.at) <= headroomFresh {
+		h.left = max(h.left-h.step, 0)
+		k.room[id] = h
+	}
+}
+
+// headroomOf is the share of its limit key of m has left, 1 when it told
+// nothing lately.
+func (k *keyPools) headroomOf(m config.ModelConfig, key string, now time.Time) float64 {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	h, ok := k.room[m.Endpoint()+"\x00"+key]
+	if !ok || now.Sub(h.at) > headroomFresh {
+		return 1
+	}
+	return h.left
 }
 
 // parkScope names a key where it was refused: every model on that
@@ -55,30 +102,39 @@ func (k *keyPools) order(m config.ModelConfig) []string {
 	return out
 }
 
-// pickKey chooses the key of an attempt on m: the next key of the
-// rotation that is neither parked nor held by a rate limit; when every
-// unparked key is held, the one free soonest (the attempt then waits for
-// it or takes another model); ok is false when every key is parked. A
-// model with one key always gets it.
+// pickKey chooses the key of an attempt on m: of the keys neither parked
+// nor held by a rate limit, the one with the most headroom left (the
+// share of its rate limit its last response reported), the rotation's
+// order breaking ties — so calls spread over the pool, and a key nearly
+// spent is spared before it is refused; when every unparked key is held,
+// the one free soonest (the attempt then waits for it or takes another
+// model); ok is false when every key is parked. A model with one key
+// always gets it.
 func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, ok bool) {
 	if !m.Pooled() {
 		return m.Keys()[0], true
 	}
-	best, bestLeft := "", time.Duration(-1)
+	free, freeRoom := "", -1.0
+	held, heldLeft := "", time.Duration(-1)
 	for _, k := range a.keys.order(m) {
 		if a.keys.isParked(m, k, now) {
 			continue
 		}
-		mk := m.WithKey(k)
-		_, left := a.held(mk, now)
-		if left <= 0 {
-			return k, true
+		if _, left := a.held(m.WithKey(k), now); left > 0 {
+			if heldLeft < 0 || left < heldLeft {
+				held, heldLeft = k, left
+			}
+			continue
 		}
-		if bestLeft < 0 || left < bestLeft {
-			best, bestLeft = k, left
+		if room := a.keys.headroomOf(m, k, now); room > freeRoom {
+			free, freeRoom = k, room
 		}
 	}
-	return best, best != ""
+	if free != "" {
+		a.keys.took(m, free, now)
+		return free, true
+	}
+	return held, held != ""
 }
 
 // otherKey is a key of m's pool other than key that is free now (not

@@ -1,7 +1,9 @@
 package activities
 
 import (
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +173,43 @@ func TestParkedKeyIsSharedByTheFleet(t *testing.T) {
 	s2.SetView(fleet.View(later), later)
 	if !a2.unparkedOther(m, "KEY_B", later) {
 		t.Error("KEY_A is still parked after its park ended")
+	}
+}
+
+// TestPickKeyByHeadroom: of the free keys, the one whose last response
+// reported the most of its rate limit left is chosen (a key never heard
+// from counts as full); each pick takes one request off that estimate, so
+// calls picked together spread; an old report counts for nothing.
+func TestPickKeyByHeadroom(t *testing.T) {
+	a, m := pooled(t)
+	now := time.Unix(1_000_000, 0)
+	a.now = func() time.Time { return now }
+	hdr := func(remaining, limit int) http.Header {
+		h := http.Header{}
+		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(remaining))
+		h.Set("x-ratelimit-limit-requests", strconv.Itoa(limit))
+		return h
+	}
+	a.headroom(m.WithKey("KEY_A"), hdr(1, 10))
+	a.headroom(m.WithKey("KEY_B"), hdr(8, 10))
+	a.headroom(m.WithKey("KEY_C"), hdr(7, 10))
+	var got []string
+	for range 4 {
+		k, _ := a.pickKey(m, now)
+		got = append(got, k)
+	}
+	// B (0.8) first; then B and C by what is left of them, each pick a
+	// tenth less; A, nearly spent, is spared.
+	if want := "KEY_B,KEY_B,KEY_C,KEY_B"; strings.Join(got, ",") != want {
+		t.Errorf("picks %v, want %s", got, want)
+	}
+	later := now.Add(2 * time.Minute)
+	got = got[:0]
+	for range 3 {
+		k, _ := a.pickKey(m, later)
+		got = append(got, k)
+	}
+	if counts := strings.Join(got, ","); !strings.Contains(counts, "KEY_A") {
+		t.Errorf("picks %v after the reports aged: want the rotation, A included", got)
 	}
 }

@@ -1,11 +1,15 @@
 package llmworker_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
 )
 
@@ -48,4 +52,42 @@ func TestIntegrationKeyPool(t *testing.T) {
 		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "the model's breaker opened for one refused key")
 		require.NotEqual(t, refused, res.Attempts[0].Key, "a parked key was used")
 	}
+}
+
+// TestIntegrationKeyPoolHeadroom: an upstream that limits each key on its
+// own (llmsim's rate_limit_per_key) and reports each key's headroom. Key A
+// is half spent by another client; once one response said so, the calls go
+// to key B, which has more room, and key A's last requests are spared for
+// its other client — plain rotation sends every other call to A.
+func TestIntegrationKeyPoolHeadroom(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	t.Setenv("POOL_KEY_A", "sk-pool-a")
+	t.Setenv("POOL_KEY_B", "sk-pool-b")
+	models := llmsim.InstantModels()
+	// 8 requests a minute per key (a full bucket of 8, refilled one every
+	// 7.5 s: the test's instant calls take about a second in all).
+	models[0].RateLimit, models[0].Burst, models[0].RateLimitPerKey = 8.0/60, 8, true
+	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "per-key", Models: models}}, func(c *config.Config) {
+		c.Models[0].APIKeyEnv, c.Models[0].APIKeyEnvs = "", []string{"POOL_KEY_A", "POOL_KEY_B"}
+	})
+	// Another client spends 4 of key A's 8 requests.
+	cfg := openai.DefaultConfig("sk-pool-a")
+	cfg.BaseURL = s.sim.BaseURL
+	other := openai.NewClientWithConfig(cfg)
+	for i := range 4 {
+		_, err := other.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "qwen-72b",
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: fmt.Sprintf("spend %d", i)}}})
+		require.NoError(t, err)
+	}
+	byKey := map[string]int{}
+	for i := range 6 {
+		res := s.call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d met a refusal", i)
+		byKey[res.Attempts[0].Key]++
+	}
+	// One call learns A's headroom (3 of 8 left after it); B, never below
+	// 3 of 8 in six calls, takes the rest.
+	require.Equal(t, map[string]int{"POOL_KEY_A": 1, "POOL_KEY_B": 5}, byKey)
 }
