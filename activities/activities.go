@@ -393,7 +393,7 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 	if a.cfg.ClassPolicy(out.Class).TripBreaker {
 		if m.Pooled() && s.Key != "" && a.unparkedOther(m, s.Key, now) {
 			// One key of a pool was refused: leave it out, not the model.
-			a.keys.park(m, s.Key, now, now.Add(m.KeyPark.D()))
+			a.keys.park(m.WithKey(s.Key), now, now.Add(m.KeyPark.D()))
 		} else {
 			// auth: never send to this model again until its breaker heals.
 			a.breakers.Trip(s.Model, now)

@@ -396,7 +396,7 @@ func (a *Activities) headroom(m config.ModelConfig, h http.Header) {
 			}
 		}
 		if told {
-			a.keys.report(m, m.APIKeyEnv, room, step, now)
+			a.keys.report(m, room, step, now)
 		}
 	}
 	for _, kind := range []string{"requests", "tokens"} {

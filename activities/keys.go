@@ -36,55 +36,53 @@ func newKeyPools(holds *guard.Holds) *keyPools {
 	return &keyPools{next: map[string]int{}, holds: holds, room: map[string]headroom{}}
 }
 
-// report notes the headroom key of m reported at now: left, the share of
-// its limits it has left, and step, the share one request takes.
-func (k *keyPools) report(m config.ModelConfig, key string, left, step float64, now time.Time) {
+// keyID names a key (or deployment) where it serves, as the keyed model
+// mk (m.WithKey) sees it: its endpoint and key. Every model on that
+// endpoint that lists the key shares its park and its headroom. The key's
+// id (its variable's name), never the key.
+func keyID(mk config.ModelConfig) string { return mk.Scope(config.ScopeKey) }
+
+// report notes the headroom the key of mk reported at now: left, the
+// share of its limits it has left, and step, the share one request takes.
+func (k *keyPools) report(mk config.ModelConfig, left, step float64, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.room[m.Endpoint()+"\x00"+key] = headroom{left: min(max(left, 0), 1), step: step, at: now}
+	k.room[keyID(mk)] = headroom{left: min(max(left, 0), 1), step: step, at: now}
 }
 
-// took counts a request picked for key of m before its answer tells the
-// new headroom, so that calls picked together do not all go to the one
-// key that looked best.
-func (k *keyPools) took(m config.ModelConfig, key string, now time.Time) {
+// took counts a request picked for the key of mk before its answer tells
+// the new headroom, so that calls picked together do not all go to the
+// one key that looked best.
+func (k *keyPools) took(mk config.ModelConfig, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	id := m.Endpoint() + "\x00" + key
-	if h, ok := k.room[id]; ok && now.Sub(h.at) <= headroomFresh {
+	if h, ok := k.room[keyID(mk)]; ok && now.Sub(h.at) <= headroomFresh {
 		h.left = max(h.left-h.step, 0)
-		k.room[id] = h
+		k.room[keyID(mk)] = h
 	}
 }
 
-// headroomOf is the share of its limit key of m has left, 1 when it told
-// nothing lately.
-func (k *keyPools) headroomOf(m config.ModelConfig, key string, now time.Time) float64 {
+// headroomOf is the share of its limit the key of mk has left, 1 when it
+// told nothing lately.
+func (k *keyPools) headroomOf(mk config.ModelConfig, now time.Time) float64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	h, ok := k.room[m.Endpoint()+"\x00"+key]
+	h, ok := k.room[keyID(mk)]
 	if !ok || now.Sub(h.at) > headroomFresh {
 		return 1
 	}
 	return h.left
 }
 
-// parkScope names a key where it was refused: every model on that
-// endpoint that lists the key leaves it out. The key's id (its variable's
-// name), never the key.
-func parkScope(m config.ModelConfig, key string) string {
-	return "parked\x00" + m.Endpoint() + "\x00" + key
+// park leaves the key of mk out until until, in this worker and, through
+// the fleet's guard, in every worker.
+func (k *keyPools) park(mk config.ModelConfig, now, until time.Time) {
+	k.holds.Hold("parked\x00"+keyID(mk), now, until.Sub(now))
 }
 
-// park leaves key of m out until until, in this worker and, through the
-// fleet's guard, in every worker.
-func (k *keyPools) park(m config.ModelConfig, key string, now, until time.Time) {
-	k.holds.Hold(parkScope(m, key), now, until.Sub(now))
-}
-
-// isParked reports whether key of m is parked at now.
-func (k *keyPools) isParked(m config.ModelConfig, key string, now time.Time) bool {
-	return k.holds.Left(parkScope(m, key), now) > 0
+// isParked reports whether the key of mk is parked at now.
+func (k *keyPools) isParked(mk config.ModelConfig, now time.Time) bool {
+	return k.holds.Left("parked\x00"+keyID(mk), now) > 0
 }
 
 // order is model's keys in this call's rotation order: the next key
@@ -117,21 +115,22 @@ func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, o
 	free, freeRoom := "", -1.0
 	held, heldLeft := "", time.Duration(-1)
 	for _, k := range a.keys.order(m) {
-		if a.keys.isParked(m, k, now) {
+		mk := m.WithKey(k)
+		if a.keys.isParked(mk, now) {
 			continue
 		}
-		if _, left := a.held(m.WithKey(k), now); left > 0 {
+		if _, left := a.held(mk, now); left > 0 {
 			if heldLeft < 0 || left < heldLeft {
 				held, heldLeft = k, left
 			}
 			continue
 		}
-		if room := a.keys.headroomOf(m, k, now); room > freeRoom {
+		if room := a.keys.headroomOf(mk, now); room > freeRoom {
 			free, freeRoom = k, room
 		}
 	}
 	if free != "" {
-		a.keys.took(m, free, now)
+		a.keys.took(m.WithKey(free), now)
 		return free, true
 	}
 	return held, held != ""
@@ -144,7 +143,7 @@ func (a *Activities) otherKey(m config.ModelConfig, key string, now time.Time) s
 		return ""
 	}
 	for _, k := range m.Keys() {
-		if k == key || a.keys.isParked(m, k, now) {
+		if k == key || a.keys.isParked(m.WithKey(k), now) {
 			continue
 		}
 		if _, left := a.held(m.WithKey(k), now); left <= 0 {
@@ -171,7 +170,7 @@ func (a *Activities) keyAttempt(model, key, class string) {
 // not parked (held by a rate limit or not).
 func (a *Activities) unparkedOther(m config.ModelConfig, key string, now time.Time) bool {
 	for _, k := range m.Keys() {
-		if k != key && !a.keys.isParked(m, k, now) {
+		if k != key && !a.keys.isParked(m.WithKey(k), now) {
 			return true
 		}
 	}

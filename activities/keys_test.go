@@ -43,7 +43,7 @@ func TestPickKey(t *testing.T) {
 	}
 	// KEY_B is rate-limited (held), KEY_C parked: only KEY_A is free.
 	a.holds.Hold(m.WithKey("KEY_B").Scope(config.ScopeKey), now, 10*time.Second)
-	a.keys.park(m, "KEY_C", now, now.Add(time.Minute))
+	a.keys.park(m.WithKey("KEY_C"), now, now.Add(time.Minute))
 	for range 3 {
 		if k, _ := a.pickKey(m, now); k != "KEY_A" {
 			t.Errorf("picked %s with B held and C parked", k)
@@ -62,12 +62,12 @@ func TestPickKey(t *testing.T) {
 	}
 	other := m
 	other.Name = "another-model"
-	a.keys.park(m, "KEY_A", now, now.Add(time.Hour))
-	if !a.keys.isParked(other, "KEY_A", now) {
+	a.keys.park(m.WithKey("KEY_A"), now, now.Add(time.Hour))
+	if !a.keys.isParked(other.WithKey("KEY_A"), now) {
 		t.Error("a key refused on the endpoint is still used by another model there")
 	}
-	a.keys.park(m, "KEY_B", now, now.Add(time.Hour))
-	a.keys.park(m, "KEY_C", now, now.Add(time.Hour))
+	a.keys.park(m.WithKey("KEY_B"), now, now.Add(time.Hour))
+	a.keys.park(m.WithKey("KEY_C"), now, now.Add(time.Hour))
 	if k, ok := a.pickKey(m, now); ok {
 		t.Errorf("every key parked, yet picked %s", k)
 	}
@@ -160,7 +160,7 @@ func TestParkedKeyIsSharedByTheFleet(t *testing.T) {
 	}
 	a1, s1 := worker("w1")
 	a2, s2 := worker("w2")
-	a1.keys.park(m, "KEY_A", now, now.Add(5*time.Minute))
+	a1.keys.park(m.WithKey("KEY_A"), now, now.Add(5*time.Minute))
 	r, _ := s1.Cut()
 	fleet.Apply(r)
 	s2.SetView(fleet.View(now), now)

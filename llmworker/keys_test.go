@@ -91,3 +91,42 @@ func TestIntegrationKeyPoolHeadroom(t *testing.T) {
 	// 3 of 8 in six calls, takes the rest.
 	require.Equal(t, map[string]int{"POOL_KEY_A": 1, "POOL_KEY_B": 5}, byKey)
 }
+
+// TestIntegrationDeployments: a model served by two deployments, each its
+// own llmsim with its own URL and per-key limits. East is half spent by
+// another client: once one response said so, the calls are balanced to
+// west. Attempts name the deployment. (A 429 moving to another
+// deployment at once is the key pool's mechanism, tested above: an
+// in-prompt fault would strike both simulators.)
+func TestIntegrationDeployments(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	models := llmsim.InstantModels()
+	models[0].RateLimit, models[0].Burst, models[0].RateLimitPerKey = 8.0/60, 8, true
+	west, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Name: "west", Models: models}})
+	require.NoError(t, err)
+	t.Cleanup(west.Close)
+	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "east", Models: models}}, func(c *config.Config) {
+		c.Models[0].Deployments = []config.Deployment{
+			{Name: "east", BaseURL: c.Models[0].BaseURL},
+			{Name: "west", BaseURL: west.BaseURL},
+		}
+	})
+	cfg := openai.DefaultConfig("")
+	cfg.BaseURL = s.sim.BaseURL
+	other := openai.NewClientWithConfig(cfg)
+	for i := range 4 {
+		_, err := other.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "qwen-72b",
+			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: fmt.Sprintf("spend %d", i)}}})
+		require.NoError(t, err)
+	}
+	byDeployment := map[string]int{}
+	for i := range 6 {
+		res := s.call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d", i)
+		byDeployment[res.Attempts[0].Key]++
+	}
+	require.Equal(t, map[string]int{"east": 1, "west": 5}, byDeployment)
+	require.Equal(t, 5, west.Stats().Totals.Responses["200"], "west's own count of the calls it answered")
+}

@@ -48,6 +48,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -184,6 +185,13 @@ func run(args []string) error {
 	models := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
 		models[i] = m.Name + "@" + redactURL(m.BaseURL)
+		if len(m.Deployments) > 0 {
+			where := make([]string, len(m.Deployments))
+			for j, d := range m.Deployments {
+				where[j] = d.Name + "=" + redactURL(d.BaseURL)
+			}
+			models[i] = m.Name + "@[" + strings.Join(where, " ") + "]"
+		}
 	}
 	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
 		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "store", cfg.Store.Kind,

@@ -140,6 +140,16 @@ type ModelConfig struct {
 	// unauthorized or out of quota is parked for KeyPark. The variable's
 	// name is the key's id in history and metrics.
 	APIKeyEnvs []string `yaml:"api_key_envs"`
+	// Deployments, when set, are several deployments of the model (a
+	// region each, or replicas behind their own URLs), each with its own
+	// base URL and key: calls are balanced over them as over a key pool,
+	// by the headroom each reports, a 429 on one sends the next attempt to
+	// another at once, and one refused is parked. BaseURL and the keys
+	// above are then not used; the deployment's Name is its id in history
+	// and metrics.
+	Deployments []Deployment `yaml:"deployments"`
+	// KeyID is the key (or deployment) an attempt uses, set by WithKey.
+	KeyID string `yaml:"-"`
 	// KeyPark is how long a key of a pool is left out after an auth or
 	// quota failure.
 	KeyPark Duration `yaml:"key_park"`
@@ -410,3 +420,13 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// Deployment is one deployment of a model (ModelConfig.Deployments).
+type Deployment struct {
+	// Name is the deployment's id in history and metrics ("eastus").
+	Name string `yaml:"name"`
+	// BaseURL of its OpenAI-compatible API.
+	BaseURL string `yaml:"base_url"`
+	// APIKeyEnv names the environment variable with its key ("" for none).
+	APIKeyEnv string `yaml:"api_key_env"`
+}

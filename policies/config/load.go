@@ -292,9 +292,13 @@ func (c *Config) Model(name string) (ModelConfig, bool) {
 // endpoint shares its retry budget (guard.Budgets). A base URL that does
 // not parse is its own endpoint (Validate refuses it anyway).
 func (m ModelConfig) Endpoint() string {
-	u, err := url.Parse(m.BaseURL)
+	base := m.BaseURL
+	if len(m.Deployments) > 0 && m.KeyID == "" {
+		base = m.Deployments[0].BaseURL // the model as a whole: its first deployment
+	}
+	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
-		return m.BaseURL
+		return base
 	}
 	scheme, port := strings.ToLower(u.Scheme), u.Port()
 	if port == "" {
@@ -316,26 +320,42 @@ func (m ModelConfig) Scope(sc RateLimitScope) string {
 	return m.Endpoint()
 }
 
-// Keys are the names of the environment variables of m's keys: its pool
-// (APIKeyEnvs), else its one key (APIKeyEnv, "" for none).
+// Keys are the ids of m's keys: its deployments' names (Deployments),
+// else the names of the environment variables of its pool (APIKeyEnvs),
+// else its one key (APIKeyEnv, "" for none).
 func (m ModelConfig) Keys() []string {
+	if len(m.Deployments) > 0 {
+		ids := make([]string, len(m.Deployments))
+		for i, d := range m.Deployments {
+			ids[i] = d.Name
+		}
+		return ids
+	}
 	if len(m.APIKeyEnvs) > 0 {
 		return m.APIKeyEnvs
 	}
 	return []string{m.APIKeyEnv}
 }
 
-// Pooled reports whether m has a pool of several keys.
-func (m ModelConfig) Pooled() bool { return len(m.APIKeyEnvs) > 1 }
+// Pooled reports whether m has a pool of several keys or deployments.
+func (m ModelConfig) Pooled() bool { return len(m.APIKeyEnvs) > 1 || len(m.Deployments) > 1 }
 
-// WithKey is m as one attempt sends it, with the key named env: a pooled
-// model's rate limits are then held per key (a pool exists to spread
-// them), whatever its rate_limit_scope says.
-func (m ModelConfig) WithKey(env string) ModelConfig {
+// WithKey is m as one attempt sends it, with the key (or deployment) id:
+// a deployment's base URL and key; a pooled model's rate limits are then
+// held per key (a pool exists to spread them), whatever its
+// rate_limit_scope says.
+func (m ModelConfig) WithKey(id string) ModelConfig {
 	if m.Pooled() {
 		m.RateLimitScope = ScopeKey
 	}
-	m.APIKeyEnv = env
+	m.KeyID = id
+	for _, d := range m.Deployments {
+		if d.Name == id {
+			m.BaseURL, m.APIKeyEnv = d.BaseURL, d.APIKeyEnv
+			return m
+		}
+	}
+	m.APIKeyEnv = id
 	return m
 }
 
@@ -371,7 +391,7 @@ func (c *Config) ClassPolicy(cl failure.Class) ClassPolicy {
 func (c *Config) OverrideEndpoint(baseURL, apiKeyEnv string) {
 	for i := range c.Models {
 		if baseURL != "" {
-			c.Models[i].BaseURL = baseURL
+			c.Models[i].BaseURL, c.Models[i].Deployments = baseURL, nil
 		}
 		if apiKeyEnv != "" {
 			c.Models[i].APIKeyEnv, c.Models[i].APIKeyEnvs = apiKeyEnv, nil

@@ -338,7 +338,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, faq, stream, hedge, cache, store, diagnose, rules, placeholder (line 8)"},
-		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
+		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, deployments, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
 		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds (line 10)"},
 		{"in a section", minimal + "budget:\n  ratios: 0.2\n", "bad.yaml: budget.ratios: unknown field; expected one of window, ratio, floor (line 9)"},
@@ -428,8 +428,8 @@ func TestParseConfigModelDefaults(t *testing.T) {
 		want []ModelConfig
 	}{
 		{"entries start from model_defaults", minimal, []ModelConfig{
-			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
-			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
+			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 		}},
 		{"the file's model_defaults, written after the models", `
 models:
@@ -442,8 +442,8 @@ model_defaults:
   api_key_env: GW_KEY
   timeout: 5s
 `, []ModelConfig{
-			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
-			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, KeyPark: md.KeyPark},
+			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 		}},
 		{"the default ladder is as written, whatever model_defaults says", "model_defaults: {timeout: 1s, base_url: https://gw.example.com/v1}\n", def.Models},
 	}

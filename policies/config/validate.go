@@ -279,11 +279,12 @@ func (c *Config) validate() []Problem {
 // validate checks one model (or model_defaults, where base_url and
 // api_key_env may stay empty) at path p; its name is checked by the caller.
 func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format string, args ...any)) {
-	if !isDefault || m.BaseURL != "" {
-		if u, err := url.Parse(m.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if (!isDefault && len(m.Deployments) == 0) || m.BaseURL != "" {
+		if !httpURL(m.BaseURL) {
 			bad(p+".base_url", "must be an absolute http(s) URL such as \"http://127.0.0.1:8000/v1\", got %q", m.BaseURL)
 		}
 	}
+	m.validateDeployments(p, bad)
 	if m.APIKeyEnv != "" && !envNameRE.MatchString(m.APIKeyEnv) {
 		// Never echo it: it may be a pasted key.
 		bad(p+".api_key_env", "must be the NAME of the environment variable holding the key (letters, digits, _), not the key itself, got a %d-character value (not shown)", len(m.APIKeyEnv))
@@ -347,5 +348,37 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 	}
 	if m.OutputPrice < 0 || math.IsNaN(m.OutputPrice) {
 		bad(p+".output_price", "must be a price per million tokens ≥ 0, got %v", m.OutputPrice)
+	}
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// deploymentNameRE is what a deployment's name may hold: it is shown in
+// history, summaries and metric labels.
+var deploymentNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+
+func (m ModelConfig) validateDeployments(p string, bad func(path, format string, args ...any)) {
+	if len(m.Deployments) > 0 && len(m.APIKeyEnvs) > 0 {
+		bad(p+".deployments", "a model lists deployments (each with its key) or api_key_envs, not both")
+	}
+	seen := map[string]int{}
+	for i, d := range m.Deployments {
+		dp := fmt.Sprintf("%s.deployments[%d]", p, i)
+		if j, dup := seen[d.Name]; dup {
+			bad(dp+".name", "names %q as deployments[%d] does", d.Name, j)
+		} else if !deploymentNameRE.MatchString(d.Name) {
+			bad(dp+".name", "must be a short id of letters, digits, '_', '.' or '-' (shown in history and metrics), got %q", d.Name)
+		}
+		seen[d.Name] = i
+		if !httpURL(d.BaseURL) {
+			bad(dp+".base_url", "must be an absolute http(s) URL such as \"https://eastus.example.com/v1\", got %q", d.BaseURL)
+		}
+		if d.APIKeyEnv != "" && !envNameRE.MatchString(d.APIKeyEnv) {
+			// Never echo it: it may be a pasted key.
+			bad(dp+".api_key_env", "must be the NAME of the environment variable holding the key (letters, digits, _), not the key itself, got a %d-character value (not shown)", len(d.APIKeyEnv))
+		}
 	}
 }
