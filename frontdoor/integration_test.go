@@ -70,11 +70,20 @@ func newDoor(t *testing.T, mutate func(*frontdoor.Options)) *door {
 // newDoorWith runs the worker and the front door on the Temporal client c.
 func newDoorWith(t *testing.T, c client.Client, mutate func(*frontdoor.Options)) *door {
 	t.Helper()
+	return newDoorPolicy(t, c, nil, mutate)
+}
+
+// newDoorPolicy is newDoorWith with the policy changed by policy first.
+func newDoorPolicy(t *testing.T, c client.Client, policy func(*config.Config), mutate func(*frontdoor.Options)) *door {
+	t.Helper()
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
 	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
+	if policy != nil {
+		policy(cfg)
+	}
 	require.NoError(t, cfg.Validate())
 	d := &door{t: t, c: c, sim: sim, tq: "frontdoor-" + uuid.NewString()[:8]}
 	w, err := llmworker.New(d.c, llmworker.Options{Config: cfg, TaskQueue: d.tq})
@@ -809,4 +818,50 @@ func TestCanceledCallIsGone(t *testing.T) {
 		var e *openai.Error
 		return errors.As(err, &e) && e.StatusCode == http.StatusGone && e.Code == "call_canceled"
 	}, 30*time.Second, 100*time.Millisecond)
+}
+
+// TestHedgeReplaceThroughTheFrontDoor: under hedge.replace the OpenAI
+// client gets the hedge's quick answer long before the slow first
+// model's, marked replaceable (x_resilience status running); the call's
+// URL then serves the first model's answer, which records the quick one
+// it replaced.
+func TestHedgeReplaceThroughTheFrontDoor(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	d := newDoorPolicy(t, shared.Server(t).Client(), func(c *config.Config) {
+		c.Hedge.After, c.Hedge.Model, c.Hedge.Budget, c.Hedge.Replace = "400ms", "llama-8b", 1, true
+	}, nil)
+	ctx := ctxT(t)
+	oc := d.openai("tok-acme")
+	q := "[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 44?"
+	start := time.Now()
+	var hr *http.Response
+	resp, err := oc.Chat.Completions.New(ctx, params("u-replace", q), option.WithResponseInto(&hr))
+	require.NoError(t, err)
+	require.Less(t, time.Since(start), 3*time.Second, "the quick answer waited for the slow first model")
+	require.Equal(t, "llama-8b", resp.Model)
+	require.True(t, strings.HasPrefix(resp.Choices[0].Message.Content, "[llama-8b] "), resp.Choices[0].Message.Content)
+	r := resilience(t, resp.RawJSON())
+	require.True(t, r.Replaceable)
+	require.Equal(t, frontdoor.StatusRunning, r.Status)
+	id := hr.Header.Get("X-Workflow-Id")
+
+	var body json.RawMessage
+	for {
+		var pr *http.Response
+		require.NoError(t, oc.Get(ctx, "calls/"+id, nil, &body, option.WithResponseInto(&pr)))
+		if pr.StatusCode == http.StatusOK {
+			break
+		}
+		require.Equal(t, http.StatusAccepted, pr.StatusCode)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, body))
+	final := resilience(t, string(body))
+	require.Equal(t, frontdoor.StatusCompleted, final.Status)
+	require.False(t, final.Replaceable)
+	require.NotNil(t, final.Replaced)
+	require.Equal(t, "llama-8b", final.Replaced.Model)
+	require.Equal(t, resp.Choices[0].Message.Content, final.Replaced.Content)
 }
