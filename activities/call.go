@@ -339,8 +339,8 @@ func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, 
 		}
 		if in.Cache && in.Continue == "" && len(calls) == 0 && out.FinishReason == string(openai.FinishReasonStop) {
 			if err := a.cache.put(ctx, in.Request, out.Content, m.Name, a.now()); err != nil {
-				// The answer stands; only the shared cache missed it.
-				activity.GetLogger(ctx).Warn("answer not kept in the shared cache", "error", err)
+				// The answer stands; only the shared cache missed a write.
+				activity.GetLogger(ctx).Warn("shared answer cache write failed", "error", err)
 			}
 		}
 		return out, nil

@@ -123,16 +123,39 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 // call's result, or, when a hedge answered first under hedge.replace, that
 // quick answer (res.Replaceable); Result(ctx, res.RequestID) then waits
 // for the final one, which the first model's answer may replace (README
-// "Hedged calls").
-//
-// Not update-with-start: against a call that completed, it started a new
-// run, where the start alone finds the recorded result.
+// "Hedged calls"). The start and the wait for the answer are one request
+// (update-with-start), so the call's first workflow task takes both; a
+// call that completed before is refused the start and answers with its
+// recorded result.
 func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows.CallResult, error) {
-	run, err := c.Start(ctx, req)
+	id, opts, err := c.startOptions(req)
 	if err != nil {
 		return workflows.CallResult{}, err
 	}
-	return c.Answer(ctx, run.GetID())
+	op := c.Temporal.NewWithStartWorkflowOperation(opts, workflows.WorkflowName, req)
+	h, err := c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+		StartWorkflowOperation: op,
+		UpdateOptions:          answerUpdate(id),
+	})
+	if err == nil {
+		var res workflows.CallResult
+		if err = h.Get(ctx, &res); err == nil {
+			return res, nil
+		}
+	}
+	if ctx.Err() != nil {
+		return workflows.CallResult{}, fmt.Errorf("LLM call %s: %w", id, ctx.Err())
+	}
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &started) {
+		// Not started (the start's own error), or started but without an
+		// answer from the update (the call failed, or its worker's build
+		// has no answer update): the workflow's result says which.
+		if _, derr := c.Temporal.DescribeWorkflowExecution(ctx, id, ""); derr != nil {
+			return workflows.CallResult{}, fmt.Errorf("start LLM call %s: %w", id, err)
+		}
+	}
+	return c.final(ctx, id)
 }
 
 // Answer waits for the first answer of the started call id (see Call).

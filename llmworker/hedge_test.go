@@ -2,6 +2,7 @@ package llmworker_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,7 +132,8 @@ func TestIntegrationHedgeReplaced(t *testing.T) {
 	defer cancel()
 
 	start := time.Now()
-	quick := s.call(question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 31?"))
+	req := question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 31?")
+	quick := s.call(req)
 	took := time.Since(start)
 	require.True(t, quick.Replaceable, "%+v", quick)
 	require.Equal(t, "llama-8b", quick.Model)
@@ -153,8 +155,9 @@ func TestIntegrationHedgeReplaced(t *testing.T) {
 	require.Greater(t, final.Usage.CompletionTokens, quick.Usage.CompletionTokens, "both answers were billed")
 
 	// The same request again attaches to the finished call: its final answer.
-	again := s.call(question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 31?"))
-	require.Equal(t, final.Content, again.Content, "%+v", again)
+	again := s.call(req)
+	require.Equal(t, final.RequestID, again.RequestID)
+	require.Equal(t, final.Content, again.Content)
 	require.False(t, again.Replaceable)
 }
 
@@ -214,4 +217,40 @@ func TestIntegrationStreamedHedgeReplaced(t *testing.T) {
 	require.NotEqual(t, text, res.Content)
 	require.NotNil(t, res.Replaced)
 	require.Equal(t, text, res.Replaced.Content, "the quick answer recorded is the text streamed")
+}
+
+// TestIntegrationStreamedHedgeCutByTheReplacement: the hedge streams first
+// and slowly; the first model answers while the hedge is still streaming:
+// the hedge is cancelled, the replaced event carries the first model's
+// answer, and nothing of the hedge reaches the subscriber after it.
+func TestIntegrationStreamedHedgeCutByTheReplacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	s := newStack(t, replacing("300ms"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := question("[[sim tokens=20]] [[sim fault=slow_drip duration=8s model=llama-8b times=1]] [[sim fault=latency latency=1500ms model=qwen-72b times=1]] Tell me about order 34.")
+	req.Stream = true
+	var hedgeText string
+	var replaced *workflows.Event
+	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+		switch {
+		case it.Delta != nil && replaced != nil:
+			return fmt.Errorf("a delta of %s after the replacement: %q", it.Delta.Model, it.Delta.Text)
+		case it.Delta != nil:
+			hedgeText += it.Delta.Text
+		case it.Event != nil && it.Event.Type == workflows.EventReplaced:
+			replaced = it.Event
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, hedgeText, "the hedge streamed nothing before it was cut")
+	require.NotNil(t, replaced)
+	require.Equal(t, "qwen-72b", res.Model)
+	require.Equal(t, replaced.Content, res.Content)
+	require.NotNil(t, res.Replaced)
+	require.Equal(t, "llama-8b", res.Replaced.Model)
+	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, decisions(res))
 }

@@ -23,6 +23,10 @@ type UsageStore interface {
 // the usage table, so `starter usage` and the metrics agree.
 const TokensMetric = "llm_tokens"
 
+// flushTimeout bounds one flush: a store that hangs delays the counts,
+// never the worker's shutdown.
+const flushTimeout = 10 * time.Second
+
 // maxPendingUsage bounds the counts a worker keeps while the store is
 // down (minutes × tenants × models × kinds); beyond it new counts are
 // dropped and logged.
@@ -68,9 +72,11 @@ func (u *Usage) loop(every time.Duration) {
 	for {
 		select {
 		case <-t.C:
-			u.Flush(context.Background())
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			u.Flush(ctx)
+			cancel()
 		case <-u.stop:
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 			u.Flush(ctx)
 			cancel()
 			return

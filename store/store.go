@@ -126,14 +126,27 @@ ON CONFLICT (key) DO UPDATE SET tenant = excluded.tenant, model = excluded.model
 	return nil
 }
 
-// TrimAnswers deletes the expired answers and, beyond max, the oldest.
+// trimLock is the advisory lock one trim holds: workers trimming at the
+// same moment would delete the same rows in different orders and
+// deadlock; the one that does not get the lock skips its trim.
+const trimLock = 0x6c6c6d5f74726d // "llm_trm"
+
+// TrimAnswers deletes the expired answers and, beyond max, the oldest,
+// unless another worker is trimming right now.
 func (p *Postgres) TrimAnswers(ctx context.Context, now time.Time, max int) error {
-	if _, err := p.pool.Exec(ctx, `DELETE FROM llm_answer_cache WHERE expires_at <= $1`, now); err != nil {
-		return fmt.Errorf("store: trim the answer cache: %w", err)
-	}
-	_, err := p.pool.Exec(ctx, `
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		var locked bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, int64(trimLock)).Scan(&locked); err != nil || !locked {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM llm_answer_cache WHERE expires_at <= $1`, now); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
 DELETE FROM llm_answer_cache WHERE key IN (
 	SELECT key FROM llm_answer_cache ORDER BY stored_at DESC OFFSET $1)`, max)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store: trim the answer cache: %w", err)
 	}

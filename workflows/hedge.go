@@ -55,7 +55,7 @@ type race struct {
 	decided workflow.Future
 	settle  workflow.Settable
 	// replaced: the carrier's answer replaced the winner's streamed text
-	// in one event (hedge.replace); the carrier's own batches stay out.
+	// in one event (hedge.replace); no racer's batches join after it.
 	replaced bool
 }
 
@@ -65,11 +65,20 @@ type race struct {
 // sends after it was cancelled; every other publisher's are kept.
 func (r *race) accept(pub string) bool {
 	r.take()
+	if pub == "" {
+		return true
+	}
+	if r.replaced {
+		// The whole answer went out in the replaced event: neither
+		// racer's batches join the stream any more, even the hedge's
+		// last flush after its cancellation.
+		return pub != r.primary.pub && pub != r.hedge.pub
+	}
 	keep := r.winner
-	if r.carrier != nil && !r.replaced {
+	if r.carrier != nil {
 		keep = r.carrier
 	}
-	if keep == nil || pub == "" {
+	if keep == nil {
 		return true
 	}
 	for _, x := range []*racer{&r.primary, &r.hedge} {

@@ -489,7 +489,9 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	}
 	c.res.Content, c.res.Model, c.res.FinishReason = content, att.Model, out.FinishReason
 	c.res.ToolCalls, c.res.Logprobs = out.ToolCalls, out.Logprobs
-	c.toolCallsPublished = out.Published > 0
+	// A replacing answer's own batches never joined the stream: finish
+	// publishes its tool calls.
+	c.toolCallsPublished = out.Published > 0 && c.res.Replaced == nil
 	c.res.Usage.PromptTokens += out.PromptTokens
 	c.res.Usage.CompletionTokens += out.CompletionTokens
 	c.tokens(ctx, "prompt", att.Model, out.PromptTokens)

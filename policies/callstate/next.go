@@ -176,7 +176,10 @@ func (d *decider) refuses(model string) (string, bool) {
 		if d.next.Key != "" {
 			failed = d.next.Key // the pooled key the attempt used
 		}
-		if f.Endpoint() == m.Endpoint() && !slices.ContainsFunc(m.Keys(), func(k string) bool { return k != failed }) {
+		// Refused where every key (or deployment) of model serves the one
+		// that was refused: it would be refused too.
+		where := f.WithKey(failed).Scope(config.ScopeKey)
+		if !slices.ContainsFunc(m.Keys(), func(k string) bool { return m.WithKey(k).Scope(config.ScopeKey) != where }) {
 			return fmt.Sprintf("%s refused the key of %s", m.Endpoint(), d.model), false
 		}
 	}

@@ -313,6 +313,11 @@ func (m ModelConfig) Endpoint() string {
 func (m ModelConfig) Scope(sc RateLimitScope) string {
 	switch sc {
 	case ScopeKey:
+		if len(m.Deployments) > 0 {
+			// Deployments on one host (and one key variable) still have
+			// limits of their own.
+			return m.Endpoint() + " deployment " + m.KeyID
+		}
 		return m.Endpoint() + " key " + m.APIKeyEnv
 	case ScopeModel:
 		return m.Endpoint() + " model " + m.Name

@@ -209,7 +209,13 @@ func (s *Sync) FirstToken(model string, d time.Duration) {
 	if s.pending.FirstTokens == nil {
 		s.pending.FirstTokens = map[string][]time.Duration{}
 	}
-	s.pending.FirstTokens[model] = append(s.pending.FirstTokens[model], d)
+	ds := append(s.pending.FirstTokens[model], d)
+	if len(ds) > FirstTokenSamples {
+		// The guard keeps no more; a guard out of reach for long must not
+		// grow the next report.
+		ds = slices.Delete(ds, 0, len(ds)-FirstTokenSamples)
+	}
+	s.pending.FirstTokens[model] = ds
 }
 
 // FleetFirstTokens is the fleet's p90 time to first token of model and
