@@ -5,7 +5,8 @@
 //     .devstack/temporal.db so calls survive restarts; Web UI on :8233; the
 //     LLM search attributes registered),
 //   - llmsim with the mixed-faults scenario on :8000, unless LLM_BASE_URL
-//     points at a real OpenAI-compatible endpoint,
+//     points at a real OpenAI-compatible endpoint (with LLM_MODELS set,
+//     llmsim serves those model names),
 //   - the durable-llm worker,
 //
 // then prints how to ask a question and where to look.
@@ -22,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -115,7 +117,12 @@ func run() error {
 		if inUse(*simAddr) {
 			return fmt.Errorf("%s is already in use: stop what listens there or pass --llmsim-addr", *simAddr)
 		}
-		if _, err := start("llmsim", nil, "bin/llmsim", "--addr", *simAddr, "--scenario", *scenario); err != nil {
+		simArgs := []string{"--addr", *simAddr, "--scenario", *scenario}
+		if models := os.Getenv("LLM_MODELS"); models != "" {
+			// A rehearsal of a provider's ladder: llmsim serves those names.
+			simArgs = append(simArgs, "--models", models)
+		}
+		if _, err := start("llmsim", nil, "bin/llmsim", simArgs...); err != nil {
 			return err
 		}
 		if err := waitListening(ctx, *simAddr, 15*time.Second); err != nil {
@@ -155,7 +162,7 @@ Ctrl-C stops everything.
 		fmt.Println("\nstopping…")
 	case err := <-exited:
 		w.cmd = nil
-		return fmt.Errorf("the worker exited (%v): see .devstack/worker.log", err)
+		return fmt.Errorf("the worker exited (%v); the end of .devstack/worker.log:\n%s", err, tail(filepath.Join(".devstack", "worker.log"), 5))
 	}
 	return nil
 }
@@ -203,4 +210,14 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// tail is the last n lines of the file at path (empty when unreadable).
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
 }

@@ -588,3 +588,49 @@ func OpenScenario(nameOrPath string) (*Scenario, error) {
 	}
 	return BuiltinScenario(nameOrPath)
 }
+
+// RenameModels makes names the scenario's models, in order: the i-th name
+// takes the i-th model's settings (the last model's beyond them), and the
+// phases' faults and latencies that named the old model name the new one
+// (the models beyond the names, the last name), so a scenario's failure
+// mix follows its models. For demos and tests
+// against a provider's model names (llmsim --models gpt-4o,gpt-4o-mini).
+func (sc *Scenario) RenameModels(names []string) error {
+	if len(names) == 0 {
+		return errors.New("llmsim: at least one model name is required")
+	}
+	old := sc.Models
+	if len(old) == 0 {
+		old = DefaultModels()
+	}
+	rename := map[string]string{}
+	for i, m := range old {
+		rename[m.Name] = names[min(i, len(names)-1)] // models beyond the names fold into the last
+	}
+	models := make([]ModelSpec, len(names))
+	for i, n := range names {
+		m := old[min(i, len(old)-1)]
+		m.Name = n
+		models[i] = m
+	}
+	sc.Models = models
+	for i := range sc.Phases {
+		p := &sc.Phases[i]
+		for j := range p.Faults {
+			if n, ok := rename[p.Faults[j].Model]; ok {
+				p.Faults[j].Model = n
+			}
+		}
+		if len(p.ModelLatency) > 0 {
+			ml := make(map[string]Latency, len(p.ModelLatency))
+			for k, v := range p.ModelLatency {
+				if n, ok := rename[k]; ok {
+					k = n
+				}
+				ml[k] = v
+			}
+			p.ModelLatency = ml
+		}
+	}
+	return sc.Validate()
+}

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -165,12 +167,52 @@ func TestIntegrationWorkerBinaryRefusesToStart(t *testing.T) {
 	t.Run("no Temporal server at TEMPORAL_ADDRESS", func(t *testing.T) {
 		addr := freeAddr(t)
 		start := time.Now()
-		out, code := runWorker(t, bin, "TEMPORAL_ADDRESS="+addr, "METRICS_ADDR=")
+		out, code := runWorker(t, bin, "TEMPORAL_ADDRESS="+addr, "METRICS_ADDR=", "LLM_MODEL_CHECK=off")
 		t.Logf("worker said after %v: %s", time.Since(start).Round(time.Millisecond), abbreviate(out, 400))
 		require.NotZero(t, code)
 		require.Contains(t, out, addr, "the message names the address it tried")
 		require.Contains(t, out, "TEMPORAL_ADDRESS", "the message says how to point the worker elsewhere")
 	})
+}
+
+// TestIntegrationWorkerBinaryChecksModels: started with LLM_MODELS against
+// an endpoint that offers other models, the worker refuses and names what
+// the endpoint offers; against llmsim offering exactly those names
+// (--models), it starts and answers with the first of them — the README's
+// one-line quick start for a real provider.
+func TestIntegrationWorkerBinaryChecksModels(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: builds and runs the worker binary")
+	}
+	bin := buildWorker(t)
+	sc := &llmsim.Scenario{Name: "provider", Models: llmsim.InstantModels()}
+	require.NoError(t, sc.RenameModels([]string{"gpt-4o", "gpt-4o-mini"}))
+	sim, err := llmsim.NewServer(llmsim.Options{Scenario: sc})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+
+	out, code := runWorker(t, bin, "LLM_BASE_URL="+sim.BaseURL, "LLM_MODELS=gpt-4o,gpt-5", "TEMPORAL_ADDRESS="+freeAddr(t), "METRICS_ADDR=")
+	t.Logf("worker said: %s", abbreviate(out, 600))
+	require.NotZero(t, code)
+	require.Contains(t, out, "does not offer gpt-5 (it offers: gpt-4o, gpt-4o-mini)")
+	require.Contains(t, out, "LLM_MODELS=a,b")
+
+	out, code = runWorker(t, bin, "TEMPORAL_ADDRESS="+freeAddr(t), "METRICS_ADDR=", "LLM_BASE_URL=http://"+freeAddr(t)+"/v1")
+	require.NotZero(t, code)
+	require.Contains(t, out, "lists no models", "an endpoint that does not answer: %s", abbreviate(out, 400))
+	require.Contains(t, out, "LLM_MODEL_CHECK=warn")
+
+	srv := shared.Server(t)
+	tq := "llm-models-" + uuid.NewString()[:8]
+	startWorkerProc(t, bin, "TEMPORAL_ADDRESS="+srv.FrontendHostPort(), "LLM_BASE_URL="+sim.BaseURL,
+		"LLM_MODELS=gpt-4o,gpt-4o-mini", "WORKER_TASK_QUEUE="+tq, "METRICS_ADDR=")
+	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := lc.Call(ctx, question("Where is my order?"))
+	require.NoError(t, err)
+	require.Equal(t, "gpt-4o", res.Model)
+	require.Equal(t, workflows.SourceModel, res.Source)
 }
 
 // runWorker runs the worker binary to its exit (at most a minute) and

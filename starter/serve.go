@@ -66,6 +66,9 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	if err != nil {
 		return err // names the file, the field and what is expected
 	}
+	if err := cfg.ApplyEnv(os.Getenv); err != nil { // the workers' LLM_MODELS, LLM_BASE_URL
+		return err
+	}
 	tenants, err := frontdoor.LoadTenantsFromEnv(*tokensFile, os.Getenv(frontdoor.TokensEnv))
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)

@@ -42,8 +42,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"math"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -79,6 +79,8 @@ func run(args []string) error {
 	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9464"), "address of the Prometheus /metrics endpoint (env METRICS_ADDR; empty: off)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	taskQueue := fs.String("task-queue", envOr("WORKER_TASK_QUEUE", workflows.TaskQueue), "task queue to poll (env WORKER_TASK_QUEUE)")
+	modelCheck := fs.String("model-check", envOr("LLM_MODEL_CHECK", "strict"),
+		"at start, ask each endpoint's GET /v1/models: strict (refuse to start when a ladder model is not offered, or an endpoint lists none), warn (log instead when an endpoint lists none), off (env LLM_MODEL_CHECK)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -97,14 +99,11 @@ func run(args []string) error {
 	if err != nil {
 		return err // names the file, the field and what is expected
 	}
-	if base, keyVar := os.Getenv("LLM_BASE_URL"), ""; base != "" {
-		if os.Getenv("LLM_API_KEY") != "" {
-			keyVar = "LLM_API_KEY"
-		}
-		cfg.OverrideEndpoint(base, keyVar)
-		if err := cfg.Validate(); err != nil {
-			return fmt.Errorf("LLM_BASE_URL: %w", err)
-		}
+	if err := cfg.ApplyEnv(os.Getenv); err != nil { // LLM_MODELS, LLM_BASE_URL, LLM_API_KEY
+		return err
+	}
+	if err := checkModels(cfg, *modelCheck, logger); err != nil {
+		return err
 	}
 
 	opts, err := envconfig.LoadDefaultClientOptions()
@@ -184,11 +183,11 @@ func run(args []string) error {
 	}
 	models := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
-		models[i] = m.Name + "@" + redactURL(m.BaseURL)
+		models[i] = m.Name + "@" + llmworker.RedactURL(m.BaseURL)
 		if len(m.Deployments) > 0 {
 			where := make([]string, len(m.Deployments))
 			for j, d := range m.Deployments {
-				where[j] = d.Name + "=" + redactURL(d.BaseURL)
+				where[j] = d.Name + "=" + llmworker.RedactURL(d.BaseURL)
 			}
 			models[i] = m.Name + "@[" + strings.Join(where, " ") + "]"
 		}
@@ -209,6 +208,30 @@ func run(args []string) error {
 		return err
 	}
 	logger.Info("worker stopped")
+	return nil
+}
+
+// checkModels asks every endpoint of the ladder for its models and refuses
+// to start when one does not offer a ladder model (mode strict or warn),
+// or lists none (strict; warn logs it).
+func checkModels(cfg *config.Config, mode string, logger *slog.Logger) error {
+	switch mode {
+	case "off":
+		return nil
+	case "strict", "warn":
+	default:
+		return fmt.Errorf("-model-check (LLM_MODEL_CHECK): want strict, warn or off, got %q", mode)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	warnings, err := llmworker.CheckModels(llmworker.AskModels(ctx, cfg, os.Getenv, 5*time.Second), mode == "warn")
+	for _, w := range warnings {
+		logger.Warn("model ladder not checked", "detail", w)
+	}
+	if err != nil {
+		return fmt.Errorf("the model ladder (policy %s): %v. Name the models the endpoint offers, in order, with %s=a,b (or a policy file); "+
+			"-model-check=warn (LLM_MODEL_CHECK=warn) starts anyway when an endpoint lists no models", cfg.Source, err, config.EnvModels)
+	}
 	return nil
 }
 
@@ -262,13 +285,4 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
-}
-
-// redactURL hides credentials a base URL may embed (user:token@host).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	return u.Redacted()
 }

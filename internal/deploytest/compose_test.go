@@ -92,7 +92,7 @@ func TestWorkerScales(t *testing.T) {
 	require.Equal(t, types.ServiceConditionCompletedSuccessfully, dep.Condition)
 	require.Equal(t, types.ServiceConditionHealthy, w.DependsOn["llmsim"].Condition)
 	require.NotNil(t, w.HealthCheck)
-	for _, env := range []string{"TEMPORAL_ADDRESS", "LLM_BASE_URL", "LLM_API_KEY", "LLM_PAYLOAD_KEYS", "METRICS_ADDR"} {
+	for _, env := range []string{"TEMPORAL_ADDRESS", "LLM_BASE_URL", "LLM_API_KEY", "LLM_MODELS", "LLM_PAYLOAD_KEYS", "METRICS_ADDR"} {
 		_, ok := w.Environment[env]
 		require.True(t, ok, "worker environment lacks %s", env)
 	}

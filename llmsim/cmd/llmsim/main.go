@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	tps := fs.Float64("tokens-per-second", 0, "decode speed of every model, overriding the scenario (e.g. 40)")
 	instant := fs.Bool("instant", false, "every model answers at once: time to first token and per-token time 0")
 	keepGens := fs.Int("keep-generations", 0, "generations kept for GET /stats?generations=1 (0: 1000, negative: none)")
+	models := fs.String("models", os.Getenv("LLMSIM_MODELS"), "serve these model names instead of the scenario's, comma-separated (e.g. gpt-4o,gpt-4o-mini): the i-th takes the scenario's i-th model and its faults (env LLMSIM_MODELS)")
 	fs.Usage = func() { usage(stdout, fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -60,6 +61,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 	sc, err := llmsim.OpenScenario(*scenario)
 	if err != nil {
 		return err
+	}
+	if *models != "" {
+		var names []string
+		for _, n := range strings.Split(*models, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				return fmt.Errorf("--models: an empty name in %q (want names separated by commas)", *models)
+			}
+			names = append(names, n)
+		}
+		if err := sc.RenameModels(names); err != nil {
+			return fmt.Errorf("--models: %w", err)
+		}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

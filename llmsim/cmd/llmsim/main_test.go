@@ -192,3 +192,57 @@ func TestGenerationFlags(t *testing.T) {
 		t.Errorf("negative speed: %v", err)
 	}
 }
+
+// TestModelsFlag: --models serves a provider's names instead of the
+// scenario's: /v1/models lists exactly them, a request for one is
+// answered, one for a scenario name is model_not_found, and the
+// scenario's faults follow the renamed models.
+func TestModelsFlag(t *testing.T) {
+	base := serve(t, "--scenario", "healthy", "--models", "gpt-4o,gpt-4o-mini")
+	resp, err := http.Get(base + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct {
+		Data []struct{ ID string } `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&list)
+	resp.Body.Close()
+	if err != nil || len(list.Data) != 2 || list.Data[0].ID != "gpt-4o" || list.Data[1].ID != "gpt-4o-mini" {
+		t.Fatalf("models %+v, %v", list.Data, err)
+	}
+	for model, want := range map[string]int{"gpt-4o-mini": 200, "qwen-72b": 404} {
+		resp, err := http.Post(base+"/v1/chat/completions", "application/json",
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s: HTTP %d, want %d", model, resp.StatusCode, want)
+		}
+	}
+	sc, err := llmsim.BuiltinScenario("mixed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.RenameModels([]string{"gpt-4o", "gpt-4o-mini"}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range sc.Phases {
+		for _, f := range p.Faults {
+			seen[f.Model] = true
+		}
+		for m := range p.ModelLatency {
+			seen[m] = true
+		}
+	}
+	if !seen["gpt-4o"] || !seen["gpt-4o-mini"] || seen["qwen-72b"] || seen["qwen-14b"] || seen["llama-8b"] {
+		t.Errorf("the faults' models after the rename: %v", seen)
+	}
+	err = run(context.Background(), []string{"--addr", "127.0.0.1:0", "--models", "a,,b"}, &bytes.Buffer{}, &bytes.Buffer{}, nil)
+	if err == nil || !strings.Contains(err.Error(), "--models: an empty name") {
+		t.Errorf("empty name: %v", err)
+	}
+}

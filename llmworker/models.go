@@ -1,0 +1,145 @@
+package llmworker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+// EndpointModels is what one endpoint of the ladder said when asked for
+// its models (GET /v1/models).
+type EndpointModels struct {
+	// BaseURL of the endpoint (a deployment's, for a model with several),
+	// with any user, password or query removed.
+	BaseURL string
+	// KeyEnv is the variable of the key it was asked with ("" for none).
+	KeyEnv string
+	// Want are the ladder's models served there.
+	Want []string
+	// Offered is the endpoint's list; Missing the wanted models not in it.
+	Offered []string
+	Missing []string
+	// Err is why the endpoint could not be asked or did not list its
+	// models (unreachable, refused, not implemented).
+	Err error
+}
+
+// Listed reports whether the endpoint answered with a list of models.
+func (e EndpointModels) Listed() bool { return e.Err == nil && len(e.Offered) > 0 }
+
+// AskModels asks every endpoint of the ladder (each base URL and key
+// once) for the models it offers, with the keys read by getenv; each
+// answer within timeout.
+func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) string, timeout time.Duration) []EndpointModels {
+	type target struct{ base, keyEnv string }
+	var order []target
+	want := map[target][]string{}
+	for _, m := range cfg.Models {
+		for _, k := range m.Keys() {
+			mk := m.WithKey(k)
+			t := target{mk.BaseURL, mk.APIKeyEnv}
+			if _, ok := want[t]; !ok {
+				order = append(order, t)
+			}
+			if !slices.Contains(want[t], m.Name) {
+				want[t] = append(want[t], m.Name)
+			}
+		}
+	}
+	hc := &http.Client{Timeout: timeout}
+	out := make([]EndpointModels, 0, len(order))
+	for _, t := range order {
+		e := EndpointModels{BaseURL: RedactURL(t.base), KeyEnv: t.keyEnv, Want: want[t]}
+		key := ""
+		if t.keyEnv != "" {
+			key = getenv(t.keyEnv)
+		}
+		oc := openai.DefaultConfig(key)
+		oc.BaseURL, oc.HTTPClient = t.base, hc
+		list, err := openai.NewClientWithConfig(oc).ListModels(ctx)
+		if err != nil {
+			e.Err = listError(err)
+			out = append(out, e)
+			continue
+		}
+		for _, m := range list.Models {
+			e.Offered = append(e.Offered, m.ID)
+		}
+		slices.Sort(e.Offered)
+		for _, w := range e.Want {
+			if !slices.Contains(e.Offered, w) {
+				e.Missing = append(e.Missing, w)
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// listError words why an endpoint gave no list, without the URL's secrets.
+func listError(err error) error {
+	var api *openai.APIError
+	var req *openai.RequestError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &api):
+		return fmt.Errorf("HTTP %d: %s", api.HTTPStatusCode, api.Message)
+	case errors.As(err, &req):
+		return fmt.Errorf("HTTP %d", req.HTTPStatusCode)
+	case errors.As(err, &ue):
+		return ue.Err
+	}
+	return err
+}
+
+// CheckModels is the worker's start-up check: an error naming each
+// ladder model an endpoint does not offer, with the models it does offer.
+// An endpoint that lists nothing (unreachable, no /v1/models, an empty
+// list) is an error too, unless lenient, when it is only returned in
+// warnings.
+func CheckModels(ends []EndpointModels, lenient bool) (warnings []string, err error) {
+	var problems []string
+	for _, e := range ends {
+		switch {
+		case len(e.Missing) > 0:
+			problems = append(problems, fmt.Sprintf("%s does not offer %s (it offers: %s)",
+				e.BaseURL, strings.Join(e.Missing, ", "), strings.Join(e.Offered, ", ")))
+		case e.Listed():
+		case lenient:
+			warnings = append(warnings, fmt.Sprintf("%s lists no models (%v): %s not checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
+		default:
+			problems = append(problems, fmt.Sprintf("%s lists no models (%v), so %s cannot be checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
+		}
+	}
+	if len(problems) > 0 {
+		return warnings, errors.New(strings.Join(problems, "; "))
+	}
+	return warnings, nil
+}
+
+func orEmpty(err error) string {
+	if err == nil {
+		return "an empty list"
+	}
+	return err.Error()
+}
+
+// RedactURL drops a URL's user, password and query (they may carry a
+// key) for logs and messages.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}

@@ -1,0 +1,53 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
+// TestApplyEnv: LLM_MODELS makes the ladder, in order, on LLM_BASE_URL
+// with LLM_API_KEY; a name the ladder had keeps its settings; the hedge
+// and diagnosis rungs move to the last model; bad lists name the variable.
+func TestApplyEnv(t *testing.T) {
+	c := DefaultConfig()
+	require.NoError(t, c.ApplyEnv(env(map[string]string{
+		EnvBaseURL: "https://api.example.com/v1", EnvAPIKey: "sk-x", EnvModels: " gpt-4o , gpt-4o-mini,qwen-14b",
+	})))
+	names := []string{}
+	for _, m := range c.Models {
+		names = append(names, m.Name)
+		require.Equal(t, "https://api.example.com/v1", m.BaseURL, m.Name)
+		require.Equal(t, EnvAPIKey, m.APIKeyEnv, m.Name)
+	}
+	require.Equal(t, []string{"gpt-4o", "gpt-4o-mini", "qwen-14b"}, names)
+	require.Equal(t, DefaultConfig().Models[1].ContextWindow, c.Models[2].ContextWindow, "qwen-14b kept its settings")
+	require.Equal(t, DefaultConfig().ModelDefaults.ContextWindow, c.Models[0].ContextWindow, "a new name starts from model_defaults")
+	require.Equal(t, "qwen-14b", c.Hedge.Model)
+	require.Equal(t, "qwen-14b", c.Diagnose.Model)
+
+	// Without LLM_BASE_URL the new names stay on the ladder's endpoint.
+	c = DefaultConfig()
+	require.NoError(t, c.ApplyEnv(env(map[string]string{EnvModels: "gpt-4o"})))
+	require.Equal(t, DefaultConfig().Models[0].BaseURL, c.Models[0].BaseURL)
+
+	// Nothing set: unchanged.
+	c = DefaultConfig()
+	require.NoError(t, c.ApplyEnv(env(nil)))
+	require.Equal(t, DefaultConfig().Models, c.Models)
+
+	for list, want := range map[string]string{
+		"gpt-4o,,mini":  "LLM_MODELS: model 2 of \"gpt-4o,,mini\" is empty",
+		"gpt-4o,gpt-4o": `LLM_MODELS: model "gpt-4o" is named twice`,
+		"gpt 4o":        `LLM_MODELS: model 1, "gpt 4o", holds a space or a quote`,
+		"gpt-4o,":       "is empty",
+	} {
+		err := DefaultConfig().ApplyEnv(env(map[string]string{EnvModels: list}))
+		require.ErrorContains(t, err, want, list)
+	}
+	err := DefaultConfig().ApplyEnv(env(map[string]string{EnvBaseURL: "ftp://x", EnvModels: "a"}))
+	require.ErrorContains(t, err, "LLM_BASE_URL, LLM_MODELS:")
+	require.ErrorContains(t, err, "base_url: must be an absolute http(s) URL")
+}
