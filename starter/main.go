@@ -8,6 +8,7 @@
 //	starter codec-server [flags]     /encode and /decode for the Web UI and CLI (codec)
 //	starter serve [flags]            the OpenAI-compatible HTTP front door (frontdoor)
 //	starter usage [--since 24h]      tokens and estimated cost per tenant and model (store)
+//	starter doctor [--probe]         what stands between this machine and a first call (internal/doctor)
 //
 // The worker is the other command (./worker, over package llmworker).
 // Temporal connection settings come from Temporal's standard environment
@@ -47,6 +48,7 @@ commands:
   codec-server [flags]     serve /encode and /decode for the Web UI and CLI (keys from LLM_PAYLOAD_KEYS)
   serve [flags]            serve the OpenAI-compatible front door (POST /v1/chat/completions, GET /v1/models)
   usage [--since 24h]      print tokens and estimated cost per tenant and model (store.kind postgres)
+  doctor [--probe]         check Temporal, search attributes, workers, endpoints, models and keys
 
 Run "starter <command> -h" for the flags of a command.
 `
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return serve(ctx, args[1:], out)
 	case "usage":
 		return usageCmd(ctx, args[1:], out)
+	case "doctor":
+		return doctorCmd(ctx, args[1:], out)
 	case "-h", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil
