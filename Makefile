@@ -40,7 +40,7 @@ lint:
 	$(GO) vet ./...
 	$(GO) tool workflowcheck ./workflows/... ./workflowstreams/...
 
-## screenshot: re-take docs/ui-attempts.png, the README's Web UI picture (needs Chromium)
+## screenshot: re-take docs/ui-attempts.png and docs/ui-calls.png, the README's Web UI pictures (needs Chromium)
 screenshot: $(TEMPORAL)
 	$(GO) test -count=1 -run TestWebUI ./internal/uicheck -update
 

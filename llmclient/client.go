@@ -222,8 +222,14 @@ func (c *Client) UILink(id string) string {
 	return fmt.Sprintf("%s/namespaces/%s/workflows/%s", strings.TrimRight(base, "/"), url.PathEscape(ns), url.PathEscape(id))
 }
 
-// Summary is the one-line workflow summary shown in the Web UI: the
-// scenario and the start of the question.
+// summaryWords bounds the question's part of a summary.
+const summaryWords = 60
+
+// Summary is the one-line static summary the Web UI's list and page show
+// for a call: its scenario, the first words of its question and its
+// tenant ("customer_service · “Where is my order 12?” · acme"), so an
+// operator can tell the rows apart. Like the call's input it goes through
+// the payload codec: encrypted when encryption is on.
 func Summary(req workflows.CallRequest) string {
 	q := ""
 	for i := len(req.Messages) - 1; i >= 0; i-- {
@@ -233,14 +239,23 @@ func Summary(req workflows.CallRequest) string {
 		}
 	}
 	q = strings.Join(strings.Fields(q), " ")
-	if utf8.RuneCountInString(q) > 80 {
-		q = string([]rune(q)[:80]) + "…"
+	if utf8.RuneCountInString(q) > summaryWords {
+		q = string([]rune(q)[:summaryWords]) + "…"
 	}
-	s := fmt.Sprintf("LLM call · %d msgs · %q", len(req.Messages), q)
+	parts := []string{}
 	if req.Scenario != "" {
-		s = req.Scenario + " · " + s
+		parts = append(parts, req.Scenario)
 	}
-	return s
+	if q == "" {
+		q = fmt.Sprintf("%d message(s), no user question", len(req.Messages))
+		parts = append(parts, q)
+	} else {
+		parts = append(parts, "“"+q+"”")
+	}
+	if req.Tenant != "" {
+		parts = append(parts, req.Tenant)
+	}
+	return strings.Join(parts, " · ")
 }
 
 func details(req workflows.CallRequest) string {

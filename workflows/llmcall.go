@@ -138,7 +138,7 @@ func localOptions(ctx workflow.Context, summary string) workflow.Context {
 
 func (c *call) run(ctx workflow.Context) (CallResult, error) {
 	var a *activities.Activities
-	c.upsert(ctx, SAOutcome.ValueSet(OutcomeRunning), SAScenario.ValueSet(keyword(c.req.Scenario)))
+	c.upsert(ctx, SAOutcome.ValueSet(OutcomeRunning), SAScenario.ValueSet(keyword(c.req.Scenario)), SATenant.ValueSet(keyword(c.req.Tenant)))
 	workflow.SetCurrentDetails(ctx, "admitting: validate the request, check business rules")
 
 	err := workflow.ExecuteLocalActivity(localOptions(ctx, "admit: validate, business rules, count in budget"),

@@ -229,6 +229,9 @@ var (
 	SAAttempts = temporal.NewSearchAttributeKeyInt64("LlmAttempts")
 	SAClasses  = temporal.NewSearchAttributeKeyKeywordList("LlmClasses")
 	SAScenario = temporal.NewSearchAttributeKeyKeyword("LlmScenario")
+	// SATenant tells calls of several tenants apart in the list, whatever
+	// client or SDK started them (the tenant named in the request).
+	SATenant   = temporal.NewSearchAttributeKeyKeyword("LlmTenant")
 	SADegraded = temporal.NewSearchAttributeKeyBool("LlmDegraded")
 )
 
@@ -241,5 +244,6 @@ var SearchAttributes = map[string]string{
 	"LlmAttempts": "Int",
 	"LlmClasses":  "KeywordList",
 	"LlmScenario": "Keyword",
+	"LlmTenant":   "Keyword",
 	"LlmDegraded": "Bool",
 }

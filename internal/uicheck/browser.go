@@ -264,6 +264,18 @@ func (b *Browser) Screenshot() ([]byte, error) {
 	return png, nil
 }
 
+// ViewportScreenshot is a PNG of the window as it is, for pages whose
+// scrolling panes would make Screenshot's full page mostly empty.
+func (b *Browser) ViewportScreenshot() ([]byte, error) {
+	ctx, cancel := b.step()
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		return nil, fmt.Errorf("uicheck: screenshot: %w", err)
+	}
+	return png, nil
+}
+
 func abbrev(s string, n int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > n {

@@ -2,8 +2,10 @@ package uicheck_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -154,5 +156,105 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Dir(screenshotFile), 0o755))
 		require.NoError(t, os.WriteFile(screenshotFile, png, 0o644))
 		t.Logf("wrote %s", screenshotFile)
+	}
+}
+
+// listScreenshotFile is the README's picture of the call list.
+const listScreenshotFile = "../../docs/ui-calls.png"
+
+// listColumns are the columns README tells operators to add to the
+// workflow list (Configure columns in the Web UI; the UI keeps them in
+// the browser's local storage, which this test writes the way it does).
+var listColumns = []string{"LlmScenario", "LlmTenant", "LlmOutcome", "LlmSource", "LlmModel", "LlmClasses"}
+
+// TestWebUIListsCallsByOutcome runs three calls that end differently
+// (answered by the first model, by another after a switch, handed off)
+// for two tenants, adds
+// the LLM columns to the Web UI's workflow list in headless Chromium, and
+// checks that an operator tells the rows apart without opening them.
+func TestWebUIListsCallsByOutcome(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server and Chromium (skipped in -short mode)")
+	}
+	chromium := uicheck.Chromium()
+	if chromium == "" {
+		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI check needs a real browser")
+	}
+	uiPort := testenv.FreePort(t)
+	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
+	uiBase := "http://127.0.0.1:" + uiPort
+	testenv.WaitServes(t, uiBase+"/")
+	sim, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Name: "list", Models: llmsim.InstantModels()}})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := config.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	tq := "llm-list-" + uuid.NewString()[:8]
+	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ask := func(tenant, scenario, q string) workflows.CallResult {
+		res, err := lc.Call(ctx, workflows.CallRequest{Tenant: tenant, UserID: "u-" + uuid.NewString()[:6], Scenario: scenario,
+			Messages: []request.Message{{Role: "user", Content: q}}})
+		require.NoError(t, err)
+		return res
+	}
+	calls := map[string]workflows.CallResult{
+		"model":    ask("acme", "customer_service", "Where is my order 1234?"),
+		"switched": ask("globex", "customer_service", "[[sim fault=server_error times=2]] Can I change my delivery address?"),
+		"handoff":  ask("acme", "medical", "I have chest pain and my left arm is numb"),
+	}
+	require.Equal(t, workflows.SourceModel, calls["model"].Source)
+	require.Equal(t, workflows.SourceFallbackModel, calls["switched"].Source)
+	require.Equal(t, workflows.SourceHandoff, calls["handoff"].Source)
+
+	b, err := uicheck.Start(uicheck.Options{Path: chromium, Width: 1700, Height: 430})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	require.NoError(t, b.Open(uiBase+"/namespaces/default/workflows"))
+	cols := []map[string]any{{"label": "Status", "pinned": true}, {"label": "Workflow ID", "pinned": true}}
+	for _, c := range listColumns {
+		cols = append(cols, map[string]any{"label": c, "pinned": false})
+	}
+	setting, err := json.Marshal(map[string]any{"default": cols})
+	require.NoError(t, err)
+	require.NoError(t, b.Eval(fmt.Sprintf("localStorage.setItem('namespace-workflow-table-columns', %q)", setting), nil))
+
+	list := uiBase + "/namespaces/default/workflows?query=" + url.QueryEscape(`WorkflowType="LLMCall" AND TaskQueue="`+tq+`"`)
+	require.NoError(t, b.Open(list))
+	table, err := b.WaitText("table", 90*time.Second, append(append([]string{}, listColumns...),
+		"answered", "handoff", "fallback_model", "server_error", "qwen-14b", "qwen-72b", "medical", "globex")...)
+	require.NoError(t, err, "the workflow list %s", list)
+	require.NotContains(t, table, "llm-guard", "the query shows LLM calls only")
+	// Fold the saved-views panel so the picture has room for the columns.
+	var folded bool
+	require.NoError(t, b.Eval(`(() => {
+	  const h = [...document.querySelectorAll('*')].find(e => e.children.length > 0 && e.textContent.trim().startsWith('Saved Views') && e.querySelector('button'));
+	  const btn = h && h.querySelector('button');
+	  if (btn) { btn.click(); return true; }
+	  return false;
+	})()`, &folded))
+	if !folded {
+		t.Log("no saved-views panel to fold: the picture keeps it")
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, res := range calls {
+		require.Contains(t, table, res.RequestID[:20], "a call is missing from the list")
+	}
+
+	png, err := b.ViewportScreenshot()
+	require.NoError(t, err)
+	require.Greater(t, len(png), 10_000, "the screenshot is suspiciously small")
+	shot := filepath.Join(t.ArtifactDir(), "ui-calls.png")
+	require.NoError(t, os.WriteFile(shot, png, 0o644))
+	t.Logf("screenshot of %s: %s", list, shot)
+	if *update {
+		require.NoError(t, os.WriteFile(listScreenshotFile, png, 0o644))
+		t.Logf("wrote %s", listScreenshotFile)
 	}
 }
