@@ -43,6 +43,7 @@ type Activities struct {
 	// budget (README "Hedged calls").
 	firstTokens *guard.FirstTokens
 	fleet       *guard.Sync // nil: this worker decides alone
+	tracing     bool
 	hedges      *guard.RetryBudget
 	// cache keeps good answers for the fallback (README "Answer cache");
 	// nil when the policy turns it off.
@@ -90,7 +91,10 @@ type Options struct {
 	Sync *guard.Sync
 	// Shared is the answer cache the workers share (store.kind
 	// postgres); nil: each worker's own.
-	Shared   SharedCache
+	Shared SharedCache
+	// Tracing adds a GenAI span per upstream attempt and the HTTP client
+	// span under it, in the global tracer provider (package tracing).
+	Tracing  bool
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
 }
@@ -104,7 +108,7 @@ func New(o Options) (*Activities, error) {
 	a := &Activities{
 		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
-		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, tracing: o.Tracing, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config),
 	}
 	if a.metrics == nil {
@@ -157,6 +161,9 @@ func New(o Options) (*Activities, error) {
 		a.classes = guard.NewClassBreaker(o.Config.Breaker)
 	}
 	a.http = newHTTPClient(o.Config, o.Transport, a.rand)
+	if a.tracing {
+		a.http.Transport = tracedTransport(a.http.Transport)
+	}
 	return a, nil
 }
 
@@ -422,6 +429,7 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()
 	}
+	noteDecision(ctx, out.Class, step.Decision, step.Next.Model)
 	return step, nil
 }
 

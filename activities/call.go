@@ -128,6 +128,14 @@ func (a *Activities) definitionTokens(req request.Request) int {
 // ApplicationError whose type is the failure class and whose details are
 // the CallOutcome; the outcome also feeds the model's breaker.
 func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, error) {
+	ctx, span := a.chatSpan(ctx, in)
+	out, err := a.callModel(ctx, in)
+	endChatSpan(span, in, out, err)
+	return out, err
+}
+
+// callModel is CallModel inside its span.
+func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, error) {
 	m, ok := a.cfg.Model(in.Model)
 	if !ok {
 		return CallOutcome{}, invalid(fmt.Errorf("model %q is not in the ladder", in.Model))

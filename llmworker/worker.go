@@ -48,6 +48,10 @@ type Options struct {
 	// SharedCache is the answer cache every worker shares (store.kind
 	// postgres); nil: this worker's own.
 	SharedCache activities.SharedCache
+	// Tracing adds a span per upstream attempt (GenAI attributes) and its
+	// HTTP client span, in the global tracer provider; the client's
+	// tracing interceptor puts them in the call's trace (package tracing).
+	Tracing bool
 	// Guards shares the retry budgets, breakers and rate-limit holds with
 	// the other workers of the task queue (README "Shared guards").
 	Guards GuardOptions
@@ -111,6 +115,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 	}
 	acts, err := activities.New(activities.Options{
 		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync, Shared: o.SharedCache,
+		Tracing: o.Tracing,
 	})
 	if err != nil {
 		return nil, err

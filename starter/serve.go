@@ -19,6 +19,7 @@ import (
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/internal/logging"
+	"github.com/durable-llm/durable-llm/internal/tracing"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -82,6 +83,25 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 		return err
 	}
 	opts.Logger = log.NewStructuredLogger(logger)
+	traced := tracing.On(os.Getenv)
+	if traced {
+		// A server span per request, in the trace of the call it starts
+		// (README "Tracing").
+		shutdown, err := tracing.Setup(ctx, "durable-llm-frontdoor")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = shutdown(sctx)
+			cancel()
+		}()
+		ti, err := tracing.Interceptor()
+		if err != nil {
+			return err
+		}
+		opts.Interceptors = append(opts.Interceptors, ti)
+	}
 	// Lazy: the front door starts even when Temporal is down, and answers
 	// 503 with Retry-After until it is reachable.
 	c, err := client.NewLazyClient(opts)
@@ -114,7 +134,11 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	}
 	// No write timeout: a call may take as long as its deadline (up to the
 	// policy's max_deadline), and streams stay open while it retries.
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	var handler http.Handler = h
+	if traced {
+		handler = tracing.Handler(h)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	models := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
 		models[i] = m.Name

@@ -59,6 +59,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/internal/logging"
+	"github.com/durable-llm/durable-llm/internal/tracing"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/store"
@@ -118,6 +119,25 @@ func run(args []string) error {
 		logger.Info("payload encryption on (AES-256-GCM)", "encrypt_key_id", enc.ActiveKeyID(), "decrypt_key_ids", enc.KeyIDs())
 	}
 	opts.Logger = log.NewStructuredLogger(logger)
+	traced := tracing.On(os.Getenv)
+	if traced {
+		// OpenTelemetry over OTLP (README "Tracing"): the workflow, its
+		// activities and each upstream request join the caller's trace.
+		shutdown, err := tracing.Setup(context.Background(), "durable-llm-worker")
+		if err != nil {
+			return err
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = shutdown(ctx)
+			cancel()
+		}()
+		ti, err := tracing.Interceptor()
+		if err != nil {
+			return err
+		}
+		opts.Interceptors = append(opts.Interceptors, ti)
+	}
 	metrics, err := llmworker.StartMetrics(*metricsAddr, logger)
 	if err != nil {
 		return err
@@ -173,7 +193,7 @@ func run(args []string) error {
 	worker.SetStickyWorkflowCacheSize(cache)
 
 	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger,
-		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}}
+		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced}
 	if shared != nil {
 		wo.SharedCache = shared
 	}
@@ -193,7 +213,7 @@ func run(args []string) error {
 		}
 	}
 	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
-		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "store", cfg.Store.Kind,
+		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "store", cfg.Store.Kind, "tracing", traced,
 		"max_calls", calls, "sticky_cache", cache, "memory_limit", memoryLimit(), "gogc", gcPercent(), "godebug", os.Getenv("GODEBUG"))
 
 	sig := make(chan os.Signal, 1)

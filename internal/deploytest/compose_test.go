@@ -164,3 +164,27 @@ func TestWorkerSharesTheStore(t *testing.T) {
 	require.Contains(t, strings.Join(setup.Command, " "), "CREATE DATABASE durable_llm")
 	require.Contains(t, *dsn, "@postgresql:5432/durable_llm")
 }
+
+// TestTracingProfile: the trace viewer starts only with --profile
+// tracing, takes OTLP over HTTP where the worker can send it, and the
+// worker passes OTEL_EXPORTER_OTLP_ENDPOINT through (empty: tracing off).
+func TestTracingProfile(t *testing.T) {
+	p, err := cli.NewProjectOptions([]string{composeFile}, cli.WithName("durable-llm"), cli.WithWorkingDirectory("../.."), cli.WithEnv(nil), cli.WithProfiles([]string{"tracing"}))
+	require.NoError(t, err)
+	proj, err := p.LoadProject(context.Background())
+	require.NoError(t, err)
+	j, err := proj.GetService("jaeger")
+	require.NoError(t, err)
+	require.Equal(t, []string{"tracing"}, j.Profiles)
+	require.Contains(t, j.Expose, "4318")
+	w, err := proj.GetService("worker")
+	require.NoError(t, err)
+	_, ok := w.Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]
+	require.True(t, ok)
+	plain, err := cli.NewProjectOptions([]string{composeFile}, cli.WithName("durable-llm"), cli.WithWorkingDirectory("../.."), cli.WithEnv(nil))
+	require.NoError(t, err)
+	pp, err := plain.LoadProject(context.Background())
+	require.NoError(t, err)
+	_, err = pp.GetService("jaeger")
+	require.Error(t, err, "the trace viewer starts without --profile tracing")
+}
