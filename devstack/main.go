@@ -131,7 +131,11 @@ func run() error {
 		upstream = "http://" + *simAddr + "/v1"
 		workerEnv = append(workerEnv, "LLM_BASE_URL="+upstream)
 	}
-	workerEnv = append(workerEnv, fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", *port))
+	workerEnv = append(workerEnv, fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", *port),
+		// A versioned worker that makes its build current: calls run to
+		// their end on the build that started them (README "Deploying a
+		// new build").
+		"WORKER_DEPLOYMENT="+envOr("WORKER_DEPLOYMENT", "durable-llm"), "WORKER_MAKE_CURRENT=1")
 	w, err := start("worker", workerEnv, "bin/worker")
 	if err != nil {
 		return err

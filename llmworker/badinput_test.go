@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/llmclient"
@@ -204,8 +205,12 @@ func TestIntegrationWorkerBinaryChecksModels(t *testing.T) {
 
 	srv := shared.Server(t)
 	tq := "llm-models-" + uuid.NewString()[:8]
+	// A versioned worker, as make run and compose start it: it makes its
+	// build current, so the call comes to it, pinned to that build.
+	deployment := "durable-llm-" + uuid.NewString()[:6]
 	startWorkerProc(t, bin, "TEMPORAL_ADDRESS="+srv.FrontendHostPort(), "LLM_BASE_URL="+sim.BaseURL,
-		"LLM_MODELS=gpt-4o,gpt-4o-mini", "WORKER_TASK_QUEUE="+tq, "METRICS_ADDR=")
+		"LLM_MODELS=gpt-4o,gpt-4o-mini", "WORKER_TASK_QUEUE="+tq, "METRICS_ADDR=",
+		"WORKER_DEPLOYMENT="+deployment, "WORKER_MAKE_CURRENT=1")
 	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -213,6 +218,12 @@ func TestIntegrationWorkerBinaryChecksModels(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "gpt-4o", res.Model)
 	require.Equal(t, workflows.SourceModel, res.Source)
+	d, err := srv.Client().DescribeWorkflowExecution(ctx, res.RequestID, "")
+	require.NoError(t, err)
+	v := d.GetWorkflowExecutionInfo().GetVersioningInfo()
+	require.Equal(t, deployment, v.GetDeploymentVersion().GetDeploymentName())
+	require.NotEmpty(t, v.GetDeploymentVersion().GetBuildId(), "the build ID the worker gave itself")
+	require.Equal(t, enumspb.VERSIONING_BEHAVIOR_PINNED, v.GetBehavior())
 }
 
 // runWorker runs the worker binary to its exit (at most a minute) and

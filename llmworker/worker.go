@@ -52,9 +52,21 @@ type Options struct {
 	// HTTP client span, in the global tracer provider; the client's
 	// tracing interceptor puts them in the call's trace (package tracing).
 	Tracing bool
+	// Deployment, when its Name is set, makes this a versioned worker of
+	// that Worker Deployment at BuildID (README "Deploying a new build"):
+	// each call runs to its end on the build that started it (pinned),
+	// the fleet's guard moves to new builds (auto-upgrade), and the worker
+	// gets work only once its version is current (MakeCurrent).
+	Deployment Deployment
 	// Guards shares the retry budgets, breakers and rate-limit holds with
 	// the other workers of the task queue (README "Shared guards").
 	Guards GuardOptions
+}
+
+// Deployment names a worker's Worker Deployment version.
+type Deployment struct {
+	Name    string
+	BuildID string
 }
 
 // GuardOptions tune the guards shared by a task queue's workers.
@@ -141,10 +153,25 @@ func New(c client.Client, o Options) (*Worker, error) {
 		// under 1 s, and at 1 ms 987 of 1,000 attempts were lost.)
 		o.Worker.MaxHeartbeatThrottleInterval = o.Config.Call.HeartbeatTimeout.D() / 2
 	}
+	guardBehavior := workflow.VersioningBehaviorUnspecified
+	if d := o.Deployment; d.Name != "" {
+		if d.BuildID == "" {
+			return nil, fmt.Errorf("llmworker: deployment %q needs a build ID", d.Name)
+		}
+		o.Worker.DeploymentOptions = worker.DeploymentOptions{
+			UseVersioning: true,
+			Version:       worker.WorkerDeploymentVersion{DeploymentName: d.Name, BuildID: d.BuildID},
+			// A call's history replays only on the code that wrote it.
+			DefaultVersioningBehavior: workflow.VersioningBehaviorPinned,
+		}
+		// The guard runs for ever and continues as new: it moves to the
+		// current build at its next workflow task.
+		guardBehavior = workflow.VersioningBehaviorAutoUpgrade
+	}
 	w := worker.New(c, tq, o.Worker)
 	w.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterActivity(acts)
-	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName, VersioningBehavior: guardBehavior})
 	return &Worker{
 		Worker: w, Activities: acts, Sync: sync, client: c, tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
 		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
@@ -281,4 +308,23 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 		return fmt.Errorf("register search attributes %v in namespace %q: %w", names, namespace, err)
 	}
 	return nil
+}
+
+// MakeCurrent makes build the current version of the Worker Deployment
+// name, so that new calls go to its workers; calls pinned to another build
+// finish there. The version must have polled first: it retries until the
+// server knows it, up to ctx's deadline.
+func MakeCurrent(ctx context.Context, c client.Client, name, build string) error {
+	h := c.WorkerDeploymentClient().GetHandle(name)
+	for {
+		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("make build %s current in deployment %s: %w", build, name, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }

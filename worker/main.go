@@ -39,9 +39,11 @@ package main
 
 import (
 	"context"
-	"errors"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -80,6 +82,11 @@ func run(args []string) error {
 	metricsAddr := fs.String("metrics-addr", envOr("METRICS_ADDR", "127.0.0.1:9464"), "address of the Prometheus /metrics endpoint (env METRICS_ADDR; empty: off)")
 	logLevel := fs.String("log-level", envOr("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	taskQueue := fs.String("task-queue", envOr("WORKER_TASK_QUEUE", workflows.TaskQueue), "task queue to poll (env WORKER_TASK_QUEUE)")
+	deployment := fs.String("deployment", os.Getenv("WORKER_DEPLOYMENT"),
+		"Worker Deployment to join as a versioned worker (env WORKER_DEPLOYMENT; empty: unversioned): each call runs to its end on the build that started it")
+	buildID := fs.String("build-id", os.Getenv("WORKER_BUILD_ID"), "this build's ID in the deployment (env WORKER_BUILD_ID; default: the VCS revision, else a hash of the binary)")
+	makeCurrent := fs.Bool("make-current", os.Getenv("WORKER_MAKE_CURRENT") == "1",
+		"make this build the deployment's current version once it polls, so new calls come to it (env WORKER_MAKE_CURRENT=1)")
 	modelCheck := fs.String("model-check", envOr("LLM_MODEL_CHECK", "strict"),
 		"at start, ask each endpoint's GET /v1/models: strict (refuse to start when a ladder model is not offered, or an endpoint lists none), warn (log instead when an endpoint lists none), off (env LLM_MODEL_CHECK)")
 	if err := fs.Parse(args); err != nil {
@@ -197,6 +204,14 @@ func run(args []string) error {
 	if shared != nil {
 		wo.SharedCache = shared
 	}
+	if *deployment != "" {
+		if *buildID == "" {
+			if *buildID, err = selfBuildID(); err != nil {
+				return err
+			}
+		}
+		wo.Deployment = llmworker.Deployment{Name: *deployment, BuildID: *buildID}
+	}
 	w, err := llmworker.New(c, wo)
 	if err != nil {
 		return err
@@ -224,11 +239,60 @@ func run(args []string) error {
 		logger.Info("stopping: draining in-flight activities", "signal", s.String())
 		close(interrupt)
 	}()
-	if err := w.Run(interrupt); err != nil && !errors.Is(err, context.Canceled) {
+	if err := w.Start(); err != nil {
 		return err
 	}
+	if d := wo.Deployment; d.Name != "" {
+		logger.Info("versioned worker", "deployment", d.Name, "build_id", d.BuildID, "make_current", *makeCurrent)
+		if *makeCurrent {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := llmworker.MakeCurrent(ctx, c, d.Name, d.BuildID)
+			cancel()
+			if err != nil {
+				w.Stop()
+				return err
+			}
+			logger.Info("this build is current: new calls come to it", "deployment", d.Name, "build_id", d.BuildID)
+		}
+	}
+	<-interrupt
+	w.Stop()
 	logger.Info("worker stopped")
 	return nil
+}
+
+// selfBuildID names this build: its VCS revision when built from a clean
+// tree, else the first 12 hex digits of the binary's SHA-256 (a changed
+// binary is a new build).
+func selfBuildID() (string, error) {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", true
+		for _, kv := range bi.Settings {
+			switch kv.Key {
+			case "vcs.revision":
+				rev = kv.Value
+			case "vcs.modified":
+				dirty = kv.Value == "true"
+			}
+		}
+		if rev != "" && !dirty {
+			return rev[:min(len(rev), 12)], nil
+		}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("build ID: %w (set WORKER_BUILD_ID)", err)
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "", fmt.Errorf("build ID: %w (set WORKER_BUILD_ID)", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("build ID: %w (set WORKER_BUILD_ID)", err)
+	}
+	return "bin-" + hex.EncodeToString(h.Sum(nil))[:12], nil
 }
 
 // checkModels asks every endpoint of the ladder for its models and refuses
