@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmsim"
@@ -36,6 +38,8 @@ type HedgeOptions struct {
 	Warmup int
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
+	// Meter draws a bar per phase (cmd/bench); nil: none.
+	Meter *progress.Display
 }
 
 // HedgeVariant is one contender of the hedge benchmark: the default policy
@@ -160,6 +164,8 @@ func runHedgeVariant(ctx context.Context, o HedgeOptions, v HedgeVariant, progre
 		return row, fmt.Errorf("hedge: %s: warm-up: %w", v.Name, err)
 	}
 	before := sim.Stats()
+	step := o.Meter.Phase("hedge: "+v.Name, o.Calls)
+	defer step.Done()
 	var hedged, won atomic.Int64
 	var lat = make([]time.Duration, o.Calls)
 	var failed = make([]error, o.Calls)
@@ -168,6 +174,7 @@ func runHedgeVariant(ctx context.Context, o HedgeOptions, v HedgeVariant, progre
 		res, err := call(ctx, i)
 		k := i - warm
 		lat[k] = time.Since(began)
+		step.Add(1)
 		if err == nil && res.Source != workflows.SourceModel && res.Source != workflows.SourceFallbackModel {
 			err = fmt.Errorf("answered from %s: %s", res.Source, res.Reason)
 		}

@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmclient"
@@ -53,6 +55,8 @@ type MemoryOptions struct {
 	ProfileDir string
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
+	// Meter draws a bar per phase (cmd/bench); nil: none.
+	Meter *progress.Display
 }
 
 // MemorySample is the worker process's footprint at one moment.
@@ -349,6 +353,9 @@ func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin
 	answered := make(chan answers, 1)
 	go func() { answered <- waitAnswers(ctx, lc, tq, o.Calls, o.Tokens, gen+180*time.Second) }()
 	// Samples every 2 s while the answers are generated; keep the largest.
+	// The bar counts the seconds of the upstream's generation.
+	step := o.Meter.Phase("memory: "+v.Name+", answers generated (seconds)", int(gen.Seconds()))
+	defer step.Done()
 	best = MemorySample{}
 	for waiting := true; waiting; {
 		select {
@@ -356,6 +363,7 @@ func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin
 			rep.Answered, rep.Retried, rep.Failed = a.Answered, a.Retried, a.Failed
 			waiting = false
 		case <-time.After(2 * time.Second):
+			step.Add(2)
 			if err := sample(""); err != nil {
 				return nil, err
 			}

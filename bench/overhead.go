@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"google.golang.org/protobuf/proto"
@@ -33,6 +35,8 @@ type OverheadOptions struct {
 	Durable DurableOptions
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
+	// Meter draws a bar per phase (cmd/bench); nil: none.
+	Meter *progress.Display
 }
 
 // OverheadRow is one contender's overhead numbers.
@@ -140,11 +144,13 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 	lat := make([][]time.Duration, len(cons))
 	keys := make([]string, len(cons))
 	base = take(o.Calls)
+	step := o.Meter.Phase("overhead: sequential calls", o.Calls*len(cons))
 	for i := 0; i < o.Calls; i++ {
 		for k, c := range cons {
 			t := time.Now()
 			r := c.Call(ctx, base+i)
 			lat[k] = append(lat[k], time.Since(t))
+			step.Add(1)
 			keys[k] = r.Key
 			if r.Err != nil || !r.Answered {
 				rep.Rows[k].fail(Outcome{Result: r, Latency: lat[k][len(lat[k])-1]})
@@ -154,6 +160,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 			return nil, ctx.Err()
 		}
 	}
+	step.Done()
 	for k, c := range cons {
 		rep.Rows[k].Name, rep.Rows[k].About = c.Name, c.About
 		rep.Rows[k].P50, rep.Rows[k].P99 = Percentile(lat[k], 0.5), Percentile(lat[k], 0.99)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmsim"
@@ -198,6 +200,8 @@ type StormOptions struct {
 	Contenders []string
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
+	// Meter draws a bar per phase (cmd/bench); nil: none.
+	Meter *progress.Display
 }
 
 // StormRun is one contender's run of a storm case.
@@ -306,7 +310,13 @@ func runStormContender(ctx context.Context, c StormCase, key string, o StormOpti
 		}
 	}
 	sim.Reset() // the scenario's timeline and the stats start now
-	outs, _ := OpenLoop(ctx, c.Rate, c.Duration, con.Call)
+	step := o.Meter.Phase(fmt.Sprintf("storm %s: %s", c.Name, con.Name), int(c.Rate*c.Duration.Seconds()))
+	outs, _ := OpenLoop(ctx, c.Rate, c.Duration, func(ctx context.Context, i int) Result {
+		r := con.Call(ctx, i)
+		step.Add(1)
+		return r
+	})
+	step.Done()
 	st := sim.Stats()
 	return &StormRun{Name: con.Name, About: con.About, Outcomes: outs, Stats: st, Summary: Summarize(outs, st, c)}, nil
 }

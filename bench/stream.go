@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	goopenai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/client"
 
@@ -53,6 +55,8 @@ type StreamOptions struct {
 	Tokens int
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
+	// Meter draws a bar per phase (cmd/bench); nil: none.
+	Meter *progress.Display
 }
 
 // StreamCall is what a caller saw of one streamed call.
@@ -198,9 +202,12 @@ func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {
 	}
 	progress("stream: %d sequential calls of %d tokens per contender, interleaved (about %s)", o.Calls, o.Tokens,
 		fmtDur(time.Duration(o.Calls*len(cons))*(300*time.Millisecond+time.Duration(o.Tokens)*time.Second/llmsim.DefaultTokensPerSecond)))
+	step := o.Meter.Phase("stream: sequential calls", o.Calls*len(cons))
+	defer step.Done()
 	for i := warm; i < warm+o.Calls; i++ {
 		for k, c := range cons {
 			sc, key := c.call(ctx, i)
+			step.Add(1)
 			// llmsim files the generation when its handler returns, which
 			// can be just after the client read the end of the stream.
 			for wait := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
@@ -217,7 +224,7 @@ func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		if (i-warm+1)%10 == 0 {
+		if o.Meter == nil && (i-warm+1)%10 == 0 {
 			progress("stream: %d of %d", i-warm+1, o.Calls)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmclient"
@@ -28,6 +30,8 @@ type StreamEventsOptions struct {
 	Tokens int
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
+	// Meter draws a bar per phase (cmd/bench); nil: none.
+	Meter *progress.Display
 }
 
 // StreamEventsRow is one setting's calls.
@@ -108,11 +112,14 @@ func runEventsSetting(ctx context.Context, o StreamEventsOptions, interval time.
 	defer stop()
 	ids := make([]string, o.Calls)
 	errs := make([]error, o.Calls)
+	step := o.Meter.Phase("stream events: "+row.label(), o.Calls)
+	defer step.Done()
 	var wg sync.WaitGroup
 	for i := range o.Calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer step.Add(1)
 			req := StreamRequest(lc.TaskQueue, i, o.Tokens, 2*time.Minute)
 			req.Stream = row.Stream
 			ids[i], _ = llmclient.Key(req)

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	"go.temporal.io/sdk/log"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -49,6 +51,8 @@ type Options struct {
 	Only []string
 	// Log receives a line per path; default discarded.
 	Log io.Writer
+	// Meter draws a bar over the paths (the command's); nil: none.
+	Meter *progress.Display
 	// HostPort of a running Temporal server to record on (its namespace
 	// "default" needs the LLM search attributes); default: a dev server
 	// started from the pinned CLI and stopped at the end.
@@ -115,9 +119,16 @@ func Record(ctx context.Context, o Options) error {
 	}
 	defer c.Close()
 
+	total := len(todo)
+	if guardToo && o.paths == nil {
+		total++
+	}
+	step := o.Meter.Phase("recording golden histories", total)
+	defer step.Done()
 	for _, p := range todo {
 		if p.childWorker && o.ChildWorker == nil {
 			fmt.Fprintf(o.Log, "skip   %-32s needs a child worker process\n", p.name)
+			step.Add(1)
 			continue
 		}
 		start := time.Now()
@@ -127,8 +138,10 @@ func Record(ctx context.Context, o Options) error {
 		}
 		fmt.Fprintf(o.Log, "saved  %-30s %3d events  %5s  %s\n", p.name, events,
 			time.Since(start).Round(100*time.Millisecond), p.doc)
+		step.Add(1)
 	}
 	if guardToo && o.paths == nil {
+		defer step.Add(1)
 		start := time.Now()
 		events, err := recordGuard(ctx, c, o)
 		if err != nil {

@@ -31,13 +31,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/durable-llm/durable-llm/internal/progress"
+
 	"github.com/durable-llm/durable-llm/bench"
 	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 	"go.temporal.io/sdk/testsuite"
 )
 
+// display draws the benchmarks' progress on stderr: bars with elapsed
+// time and an estimate on a terminal, lines in a log.
+var display = progress.New(os.Stderr)
+
 func main() {
+	defer display.Wait()
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -150,7 +157,7 @@ func run(args []string) error {
 			return err
 		}
 	}
-	fmt.Fprintf(os.Stderr, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
+	fmt.Fprintf(display, "bench: done in %s; results in %s\n", time.Since(started).Round(time.Second), o.out)
 	return nil
 }
 
@@ -188,7 +195,7 @@ func write(o options, name, md string) error {
 
 // devServer starts a Temporal dev server for one benchmark.
 func devServer(ctx context.Context, bench string) (*testsuite.DevServer, error) {
-	fmt.Fprintf(os.Stderr, "bench: %s — starting a Temporal dev server\n", bench)
+	fmt.Fprintf(display, "bench: %s — starting a Temporal dev server\n", bench)
 	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
@@ -207,7 +214,7 @@ func runStorms(ctx context.Context, o options) error {
 			return err
 		}
 		date := time.Now()
-		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: os.Stderr})
+		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: display, Meter: display})
 		_ = srv.Stop()
 		if err != nil {
 			return err
@@ -241,7 +248,7 @@ func runOverhead(ctx context.Context, o options) error {
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
 	rep, err := bench.RunOverhead(ctx, bench.OverheadOptions{
-		Temporal: srv.Client(), Calls: o.calls, Concurrency: o.conc, Window: o.window, Progress: os.Stderr,
+		Temporal: srv.Client(), Calls: o.calls, Concurrency: o.conc, Window: o.window, Progress: display, Meter: display,
 	})
 	if err != nil {
 		return err
@@ -255,7 +262,7 @@ func runStream(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	rep, err := bench.RunStream(ctx, bench.StreamOptions{Temporal: srv.Client(), Contenders: o.streamCons, Calls: o.streamN, Tokens: o.tokens, Progress: os.Stderr})
+	rep, err := bench.RunStream(ctx, bench.StreamOptions{Temporal: srv.Client(), Contenders: o.streamCons, Calls: o.streamN, Tokens: o.tokens, Progress: display, Meter: display})
 	if err != nil {
 		return err
 	}
@@ -273,7 +280,7 @@ func runStreamEvents(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	rep, err := bench.RunStreamEvents(ctx, bench.StreamEventsOptions{Temporal: srv.Client(), Intervals: o.eventsIv, Calls: o.eventsN, Tokens: o.tokens, Progress: os.Stderr})
+	rep, err := bench.RunStreamEvents(ctx, bench.StreamEventsOptions{Temporal: srv.Client(), Intervals: o.eventsIv, Calls: o.eventsN, Tokens: o.tokens, Progress: display, Meter: display})
 	if err != nil {
 		return err
 	}
@@ -287,7 +294,7 @@ func runHedge(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	ho := bench.HedgeOptions{Temporal: srv.Client(), Calls: o.hedgeN, Progress: os.Stderr}
+	ho := bench.HedgeOptions{Temporal: srv.Client(), Calls: o.hedgeN, Progress: display, Meter: display}
 	if o.short {
 		ho.Calls = min(ho.Calls, 60)
 	}
@@ -305,7 +312,7 @@ func runMemory(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: os.Stderr,
+	mo := bench.MemoryOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: o.inflight, Progress: display, Meter: display,
 		TTFT: o.memTTFT, TokensPerSecond: o.memTPS, Tokens: o.memTokens, ProfileDir: o.memProfile}
 	if o.short {
 		mo.TTFT, mo.Tokens = min(mo.TTFT, 15*time.Second), min(mo.Tokens, 10)

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/durable-llm/durable-llm/internal/histories"
+	"github.com/durable-llm/durable-llm/internal/progress"
 )
 
 func main() {
@@ -42,8 +43,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "record-histories:", err)
 		os.Exit(1)
 	}
+	display := progress.New(os.Stderr)
+	defer display.Wait()
 	o := histories.Options{
-		Dir: *out, Log: os.Stderr,
+		Dir: *out, Log: display, Meter: display,
 		ChildWorker: func(args []string) *exec.Cmd {
 			return exec.Command(exe, append([]string{histories.ChildWorkerCommand}, args...)...)
 		},
