@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/durable-llm/durable-llm/policies/failure"
@@ -64,7 +65,9 @@ func endChatSpan(span trace.Span, in CallInput, out CallOutcome, err error) {
 func tracedTransport(rt http.RoundTripper) http.RoundTripper {
 	return otelhttp.NewTransport(rt, otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 		return r.Method + " " + r.URL.Path
-	}))
+	}),
+		// Nothing of the trace goes to a third-party provider.
+		otelhttp.WithPropagators(propagation.NewCompositeTextMapPropagator()))
 }
 
 // noteDecision puts the decision taken after an attempt on the span of

@@ -131,11 +131,14 @@ func run() error {
 		upstream = "http://" + *simAddr + "/v1"
 		workerEnv = append(workerEnv, "LLM_BASE_URL="+upstream)
 	}
-	workerEnv = append(workerEnv, fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", *port),
-		// A versioned worker that makes its build current: calls run to
-		// their end on the build that started them (README "Deploying a
-		// new build").
-		"WORKER_DEPLOYMENT="+envOr("WORKER_DEPLOYMENT", "durable-llm"), "WORKER_MAKE_CURRENT=1")
+	workerEnv = append(workerEnv, fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", *port))
+	if os.Getenv("WORKER_DEPLOYMENT") != "" {
+		// A versioned worker that makes its build current (README
+		// "Deploying a new build"). Off by default here: a restart after a
+		// code change is a new build, and calls pinned to the old one would
+		// wait for it.
+		workerEnv = append(workerEnv, "WORKER_MAKE_CURRENT=1")
+	}
 	w, err := start("worker", workerEnv, "bin/worker")
 	if err != nil {
 		return err

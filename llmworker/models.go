@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	openai "github.com/sashabaranov/go-openai"
@@ -37,8 +38,8 @@ type EndpointModels struct {
 func (e EndpointModels) Listed() bool { return e.Err == nil && len(e.Offered) > 0 }
 
 // AskModels asks every endpoint of the ladder (each base URL and key
-// once) for the models it offers, with the keys read by getenv; each
-// answer within timeout.
+// once, all at once) for the models it offers, with the keys read by
+// getenv; each answer within timeout.
 func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) string, timeout time.Duration) []EndpointModels {
 	type target struct{ base, keyEnv string }
 	var order []target
@@ -56,33 +57,42 @@ func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		}
 	}
 	hc := &http.Client{Timeout: timeout}
-	out := make([]EndpointModels, 0, len(order))
-	for _, t := range order {
-		e := EndpointModels{BaseURL: RedactURL(t.base), KeyEnv: t.keyEnv, Want: want[t]}
-		key := ""
-		if t.keyEnv != "" {
-			key = getenv(t.keyEnv)
-		}
-		oc := openai.DefaultConfig(key)
-		oc.BaseURL, oc.HTTPClient = t.base, hc
-		list, err := openai.NewClientWithConfig(oc).ListModels(ctx)
-		if err != nil {
-			e.Err = listError(err)
-			out = append(out, e)
-			continue
-		}
-		for _, m := range list.Models {
-			e.Offered = append(e.Offered, m.ID)
-		}
-		slices.Sort(e.Offered)
-		for _, w := range e.Want {
-			if !slices.Contains(e.Offered, w) {
-				e.Missing = append(e.Missing, w)
-			}
-		}
-		out = append(out, e)
+	out := make([]EndpointModels, len(order))
+	var wg sync.WaitGroup
+	for i, t := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = askEndpoint(ctx, hc, t.base, t.keyEnv, want[t], getenv)
+		}()
 	}
+	wg.Wait()
 	return out
+}
+
+func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want []string, getenv func(string) string) EndpointModels {
+	e := EndpointModels{BaseURL: RedactURL(base), KeyEnv: keyEnv, Want: want}
+	key := ""
+	if keyEnv != "" {
+		key = getenv(keyEnv)
+	}
+	oc := openai.DefaultConfig(key)
+	oc.BaseURL, oc.HTTPClient = base, hc
+	list, err := openai.NewClientWithConfig(oc).ListModels(ctx)
+	if err != nil {
+		e.Err = listError(err)
+		return e
+	}
+	for _, m := range list.Models {
+		e.Offered = append(e.Offered, m.ID)
+	}
+	slices.Sort(e.Offered)
+	for _, w := range e.Want {
+		if !slices.Contains(e.Offered, w) {
+			e.Missing = append(e.Missing, w)
+		}
+	}
+	return e
 }
 
 // listError words why an endpoint gave no list, without the URL's secrets.
@@ -102,22 +112,25 @@ func listError(err error) error {
 }
 
 // CheckModels is the worker's start-up check: an error naming each
-// ladder model an endpoint does not offer, with the models it does offer.
-// An endpoint that lists nothing (unreachable, no /v1/models, an empty
-// list) is an error too, unless lenient, when it is only returned in
-// warnings.
+// ladder model that an endpoint's list of models does not hold, with the
+// models it does offer (unless lenient, when that is only a warning). An
+// endpoint that lists nothing (unreachable, no /v1/models, an error, an
+// empty list) is a warning: a provider down or a server starting after
+// the worker must not keep workers from serving the calls' fallbacks.
 func CheckModels(ends []EndpointModels, lenient bool) (warnings []string, err error) {
 	var problems []string
 	for _, e := range ends {
 		switch {
 		case len(e.Missing) > 0:
-			problems = append(problems, fmt.Sprintf("%s does not offer %s (it offers: %s)",
-				e.BaseURL, strings.Join(e.Missing, ", "), strings.Join(e.Offered, ", ")))
+			msg := fmt.Sprintf("%s does not offer %s (it offers: %s)", e.BaseURL, strings.Join(e.Missing, ", "), strings.Join(e.Offered, ", "))
+			if lenient {
+				warnings = append(warnings, msg)
+			} else {
+				problems = append(problems, msg)
+			}
 		case e.Listed():
-		case lenient:
-			warnings = append(warnings, fmt.Sprintf("%s lists no models (%v): %s not checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
 		default:
-			problems = append(problems, fmt.Sprintf("%s lists no models (%v), so %s cannot be checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
+			warnings = append(warnings, fmt.Sprintf("%s lists no models (%v): %s not checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
 		}
 	}
 	if len(problems) > 0 {

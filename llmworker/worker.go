@@ -42,6 +42,9 @@ type Options struct {
 	Worker worker.Options
 	// TaskQueue; default workflows.TaskQueue.
 	TaskQueue string
+	// Namespace of the client, where Start registers the LLM search
+	// attributes when they are missing; default "default".
+	Namespace string
 	// Logger of the worker's own messages (the guard sync); default
 	// slog.Default().
 	Logger *slog.Logger
@@ -94,14 +97,15 @@ type Worker struct {
 	// GuardOptions.Local.
 	Sync *guard.Sync
 
-	client   client.Client
-	tq       string
-	guardID  string
-	input    workflows.GuardInput
-	interval time.Duration
-	logger   *slog.Logger
-	stop     context.CancelFunc
-	done     chan struct{}
+	client    client.Client
+	namespace string
+	tq        string
+	guardID   string
+	input     workflows.GuardInput
+	interval  time.Duration
+	logger    *slog.Logger
+	stop      context.CancelFunc
+	done      chan struct{}
 }
 
 // New builds the activities and a Temporal worker with LLMCall and every
@@ -173,7 +177,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 	w.RegisterActivity(acts)
 	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName, VersioningBehavior: guardBehavior})
 	return &Worker{
-		Worker: w, Activities: acts, Sync: sync, client: c, tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
+		Worker: w, Activities: acts, Sync: sync, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
 		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
 		logger: cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
 	}, nil
@@ -182,6 +186,14 @@ func New(c client.Client, o Options) (*Worker, error) {
 // Start starts the worker and, unless its guards are local, its sync with
 // the fleet's guard.
 func (w *Worker) Start() error {
+	// The calls upsert the LLM search attributes from their first
+	// workflow task: a namespace without them would fail every call.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	err := EnsureSearchAttributes(ctx, w.client, w.namespace)
+	cancel()
+	if err != nil {
+		return err
+	}
 	if err := w.Worker.Start(); err != nil {
 		return err
 	}

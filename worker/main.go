@@ -88,7 +88,7 @@ func run(args []string) error {
 	makeCurrent := fs.Bool("make-current", os.Getenv("WORKER_MAKE_CURRENT") == "1",
 		"make this build the deployment's current version once it polls, so new calls come to it (env WORKER_MAKE_CURRENT=1)")
 	modelCheck := fs.String("model-check", envOr("LLM_MODEL_CHECK", "strict"),
-		"at start, ask each endpoint's GET /v1/models: strict (refuse to start when a ladder model is not offered, or an endpoint lists none), warn (log instead when an endpoint lists none), off (env LLM_MODEL_CHECK)")
+		"at start, ask each endpoint's GET /v1/models: strict (refuse to start when its list lacks a ladder model; an endpoint that lists nothing is logged), warn (log that too), off (env LLM_MODEL_CHECK)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func run(args []string) error {
 	}
 	worker.SetStickyWorkflowCacheSize(cache)
 
-	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Logger: logger,
+	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Namespace: ns, Logger: logger,
 		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced}
 	if shared != nil {
 		wo.SharedCache = shared
@@ -253,12 +253,31 @@ func run(args []string) error {
 				return err
 			}
 			logger.Info("this build is current: new calls come to it", "deployment", d.Name, "build_id", d.BuildID)
+		} else {
+			warnNotCurrent(c, d, logger)
 		}
 	}
 	<-interrupt
 	w.Stop()
 	logger.Info("worker stopped")
 	return nil
+}
+
+// warnNotCurrent says loudly when this versioned worker's build is not the
+// deployment's current version: it gets no new calls until it is.
+func warnNotCurrent(c client.Client, d llmworker.Deployment, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	desc, err := c.WorkerDeploymentClient().GetHandle(d.Name).Describe(ctx, client.WorkerDeploymentDescribeOptions{})
+	cur := ""
+	if err == nil && desc.Info.RoutingConfig.CurrentVersion != nil {
+		cur = desc.Info.RoutingConfig.CurrentVersion.BuildID
+	}
+	if cur != d.BuildID {
+		logger.Warn("this build is not the deployment's current version: it gets no new calls until it is",
+			"deployment", d.Name, "build_id", d.BuildID, "current", cur,
+			"make it current", "temporal worker deployment set-current-version --deployment-name "+d.Name+" --build-id "+d.BuildID)
+	}
 }
 
 // selfBuildID names this build: its VCS revision when built from a clean
@@ -314,7 +333,7 @@ func checkModels(cfg *config.Config, mode string, logger *slog.Logger) error {
 	}
 	if err != nil {
 		return fmt.Errorf("the model ladder (policy %s): %v. Name the models the endpoint offers, in order, with %s=a,b (or a policy file); "+
-			"-model-check=warn (LLM_MODEL_CHECK=warn) starts anyway when an endpoint lists no models", cfg.Source, err, config.EnvModels)
+			"LLM_MODEL_CHECK=warn starts anyway (for a provider whose list leaves out names it serves)", cfg.Source, err, config.EnvModels)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -253,6 +254,10 @@ func probeRows(ctx context.Context, o Options) []Row {
 		case errors.As(err, &api):
 			rows = append(rows, Row{"probe " + m.Name, Fail, fmt.Sprintf("HTTP %d after %s: %s", api.HTTPStatusCode, took, api.Message)})
 		case err != nil:
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err // without the URL, which may hold a key
+			}
 			rows = append(rows, Row{"probe " + m.Name, Fail, fmt.Sprintf("%v (after %s)", err, took)})
 		default:
 			rows = append(rows, Row{"probe " + m.Name, OK, fmt.Sprintf("answered in %s (%d prompt + %d completion tokens)", took, resp.Usage.PromptTokens, resp.Usage.CompletionTokens)})

@@ -10,7 +10,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -45,12 +48,41 @@ func Setup(ctx context.Context, service string) (func(context.Context) error, er
 // returns the provider's shutdown.
 func Use(sp sdktrace.SpanProcessor, service string) func(context.Context) error {
 	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(redactURLs{}),
 		sdktrace.WithSpanProcessor(sp),
 		sdktrace.WithResource(resource.NewSchemaless(semconv.ServiceName(service))),
 	)
 	otel.SetTracerProvider(tp)
-	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	// Trace context only: a caller's baggage is not carried into the
+	// workflow.
+	otel.SetTextMapPropagator(propagation.TraceContext{})
 	return tp.Shutdown
+}
+
+// redactURLs rewrites the URL attributes of every span as it starts, so
+// that a key in a base URL's user or query part never reaches a span
+// (the HTTP instrumentation drops only a password).
+type redactURLs struct{}
+
+func (redactURLs) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
+	for _, kv := range s.Attributes() {
+		if kv.Key == "url.full" || kv.Key == "http.url" {
+			s.SetAttributes(attribute.String(string(kv.Key), redactURL(kv.Value.AsString())))
+		}
+	}
+}
+func (redactURLs) OnEnd(sdktrace.ReadOnlySpan)      {}
+func (redactURLs) Shutdown(context.Context) error   { return nil }
+func (redactURLs) ForceFlush(context.Context) error { return nil }
+
+// redactURL keeps a URL's scheme, host and path.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }
 
 // Interceptor is the Temporal client interceptor that puts the workflow

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -145,4 +146,18 @@ func TestTraceLinksTheFrontDoorToTheUpstreamRequest(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestURLsAreRedacted: a key in a URL's user or query part never reaches
+// a span.
+func TestURLsAreRedacted(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	shutdown := tracing.Use(rec, "durable-llm-test")
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	_, span := otel.Tracer("test").Start(context.Background(), "GET", trace.WithAttributes(
+		attribute.String("url.full", "https://key-user:sk-in-password@api.example.com/v1/models?api-key=sk-in-query")))
+	span.End()
+	got := rec.Ended()[0].Attributes()
+	require.Len(t, got, 1)
+	require.Equal(t, "https://api.example.com/v1/models", got[0].Value.AsString())
 }

@@ -34,7 +34,9 @@ func (c *Config) ApplyEnv(getenv func(string) string) error {
 		c.UseModels(names)
 	}
 	keyVar := ""
-	if getenv(EnvAPIKey) != "" {
+	if base != "" && getenv(EnvAPIKey) != "" {
+		// The key goes with the endpoint: without LLM_BASE_URL the
+		// policy's own keys (pools, per-model keys) stay as written.
 		keyVar = EnvAPIKey
 	}
 	c.OverrideEndpoint(base, keyVar)

@@ -28,10 +28,13 @@ func TestApplyEnv(t *testing.T) {
 	require.Equal(t, "qwen-14b", c.Hedge.Model)
 	require.Equal(t, "qwen-14b", c.Diagnose.Model)
 
-	// Without LLM_BASE_URL the new names stay on the ladder's endpoint.
+	// Without LLM_BASE_URL the new names stay on the ladder's endpoint,
+	// and LLM_API_KEY leaves the policy's keys alone.
 	c = DefaultConfig()
-	require.NoError(t, c.ApplyEnv(env(map[string]string{EnvModels: "gpt-4o"})))
-	require.Equal(t, DefaultConfig().Models[0].BaseURL, c.Models[0].BaseURL)
+	c.Models[0].APIKeyEnvs, c.Models[0].APIKeyEnv = []string{"POOL_A", "POOL_B"}, ""
+	require.NoError(t, c.ApplyEnv(env(map[string]string{EnvModels: "qwen-72b,gpt-4o", EnvAPIKey: "sk-x"})))
+	require.Equal(t, DefaultConfig().Models[0].BaseURL, c.Models[1].BaseURL)
+	require.Equal(t, []string{"POOL_A", "POOL_B"}, c.Models[0].APIKeyEnvs, "the pool collapsed into LLM_API_KEY")
 
 	// Nothing set: unchanged.
 	c = DefaultConfig()
