@@ -72,24 +72,37 @@ func TestIntegrationKeyPoolHeadroom(t *testing.T) {
 	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "per-key", Models: models}}, func(c *config.Config) {
 		c.Models[0].APIKeyEnv, c.Models[0].APIKeyEnvs = "", []string{"POOL_KEY_A", "POOL_KEY_B"}
 	})
-	// Another client spends 4 of key A's 8 requests.
-	cfg := openai.DefaultConfig("sk-pool-a")
-	cfg.BaseURL = s.sim.BaseURL
+	spend(t, s.sim.BaseURL, "sk-pool-a", 4) // another client spends 4 of key A's 8 requests
+	// One call learns A's headroom (3 of 8 left after it); B, never below
+	// 3 of 8 in six calls, takes the rest.
+	require.Equal(t, map[string]int{"POOL_KEY_A": 1, "POOL_KEY_B": 5}, s.callsByKey(6))
+}
+
+// spend sends n requests with key to the llmsim at base, as another
+// client of the same key would.
+func spend(t *testing.T, base, key string, n int) {
+	t.Helper()
+	cfg := openai.DefaultConfig(key)
+	cfg.BaseURL = base
 	other := openai.NewClientWithConfig(cfg)
-	for i := range 4 {
+	for i := range n {
 		_, err := other.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "qwen-72b",
 			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: fmt.Sprintf("spend %d", i)}}})
 		require.NoError(t, err)
 	}
-	byKey := map[string]int{}
-	for i := range 6 {
+}
+
+// callsByKey makes n calls that must each be answered at once and counts
+// them by the key (or deployment) their attempt used.
+func (s *stack) callsByKey(n int) map[string]int {
+	s.t.Helper()
+	by := map[string]int{}
+	for i := range n {
 		res := s.call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
-		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d met a refusal", i)
-		byKey[res.Attempts[0].Key]++
+		require.Equal(s.t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d met a refusal", i)
+		by[res.Attempts[0].Key]++
 	}
-	// One call learns A's headroom (3 of 8 left after it); B, never below
-	// 3 of 8 in six calls, takes the rest.
-	require.Equal(t, map[string]int{"POOL_KEY_A": 1, "POOL_KEY_B": 5}, byKey)
+	return by
 }
 
 // TestIntegrationDeployments: a model served by two deployments, each its
@@ -113,20 +126,7 @@ func TestIntegrationDeployments(t *testing.T) {
 			{Name: "west", BaseURL: west.BaseURL},
 		}
 	})
-	cfg := openai.DefaultConfig("")
-	cfg.BaseURL = s.sim.BaseURL
-	other := openai.NewClientWithConfig(cfg)
-	for i := range 4 {
-		_, err := other.CreateChatCompletion(context.Background(), openai.ChatCompletionRequest{Model: "qwen-72b",
-			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: fmt.Sprintf("spend %d", i)}}})
-		require.NoError(t, err)
-	}
-	byDeployment := map[string]int{}
-	for i := range 6 {
-		res := s.call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
-		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d", i)
-		byDeployment[res.Attempts[0].Key]++
-	}
-	require.Equal(t, map[string]int{"east": 1, "west": 5}, byDeployment)
+	spend(t, s.sim.BaseURL, "", 4) // another client spends 4 of east's 8 requests
+	require.Equal(t, map[string]int{"east": 1, "west": 5}, s.callsByKey(6))
 	require.Equal(t, 5, west.Stats().Totals.Responses["200"], "west's own count of the calls it answered")
 }

@@ -48,35 +48,9 @@ phases:
 // in headless Chromium and checks that an operator sees every attempt,
 // every wait and every decision, each with its summary.
 func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs the Temporal dev server and Chromium (skipped in -short mode)")
-	}
-	chromium := uicheck.Chromium()
-	if chromium == "" {
-		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI check needs a real browser")
-	}
-
-	uiPort := testenv.FreePort(t)
-	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
-	uiBase := "http://127.0.0.1:" + uiPort
-	testenv.WaitServes(t, uiBase+"/")
-
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
 	sc, err := llmsim.ParseScenario([]byte(uiScenario), "ui-check")
 	require.NoError(t, err)
-	require.NoError(t, sim.SetScenario(sc))
-
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	tq := "llm-ui-" + uuid.NewString()[:8]
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-
-	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}
+	chromium, lc, cfg := uiStack(t, sc)
 	req := workflows.CallRequest{
 		UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
 		Messages: []request.Message{
@@ -173,28 +147,8 @@ var listColumns = []string{"LlmScenario", "LlmTenant", "LlmOutcome", "LlmSource"
 // the LLM columns to the Web UI's workflow list in headless Chromium, and
 // checks that an operator tells the rows apart without opening them.
 func TestWebUIListsCallsByOutcome(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: needs the Temporal dev server and Chromium (skipped in -short mode)")
-	}
-	chromium := uicheck.Chromium()
-	if chromium == "" {
-		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI check needs a real browser")
-	}
-	uiPort := testenv.FreePort(t)
-	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
-	uiBase := "http://127.0.0.1:" + uiPort
-	testenv.WaitServes(t, uiBase+"/")
-	sim, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Name: "list", Models: llmsim.InstantModels()}})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	tq := "llm-list-" + uuid.NewString()[:8]
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}
+	chromium, lc, _ := uiStack(t, &llmsim.Scenario{Name: "list", Models: llmsim.InstantModels()})
+	uiBase, tq := lc.UIBase, lc.TaskQueue
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -257,4 +211,34 @@ func TestWebUIListsCallsByOutcome(t *testing.T) {
 		require.NoError(t, os.WriteFile(listScreenshotFile, png, 0o644))
 		t.Logf("wrote %s", listScreenshotFile)
 	}
+}
+
+// uiStack starts what a Web UI check needs — a dev server with its Web UI,
+// llmsim playing sc, a worker on a task queue of its own — and returns
+// the Chromium to drive, a client whose UIBase is the UI, and the policy;
+// it skips the test in -short mode or without Chromium.
+func uiStack(t *testing.T, sc *llmsim.Scenario) (string, *llmclient.Client, *config.Config) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the Temporal dev server and Chromium (skipped in -short mode)")
+	}
+	chromium := uicheck.Chromium()
+	if chromium == "" {
+		t.Skip("Chromium is not installed (apt-get install chromium, or set CHROMIUM): the Web UI check needs a real browser")
+	}
+	uiPort := testenv.FreePort(t)
+	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
+	uiBase := "http://127.0.0.1:" + uiPort
+	testenv.WaitServes(t, uiBase+"/")
+	sim, err := llmsim.NewServer(llmsim.Options{Scenario: sc})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := config.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	tq := "llm-ui-" + uuid.NewString()[:8]
+	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	return chromium, &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}, cfg
 }
