@@ -190,25 +190,7 @@ func TestIntegrationStreamedHedgeReplaced(t *testing.T) {
 		t.Skip("integration test")
 	}
 	s := newStack(t, replacing("300ms"))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req := question("[[sim tokens=20]] [[sim fault=latency latency=3s model=qwen-72b times=1]] Tell me about order 33.")
-	req.Stream = true
-	var text string
-	var replaced *workflows.Event
-	models := map[string]int{}
-	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
-		switch {
-		case it.Delta != nil:
-			require.Nil(t, replaced, "a delta after the replacement")
-			text += it.Delta.Text
-			models[it.Delta.Model]++
-		case it.Event != nil && it.Event.Type == workflows.EventReplaced:
-			replaced = it.Event
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	text, models, replaced, res := s.followReplacement("[[sim tokens=20]] [[sim fault=latency latency=3s model=qwen-72b times=1]] Tell me about order 33.")
 	require.Equal(t, []string{"llama-8b"}, keys(models), "deltas of the first model reached the stream before its answer was whole")
 	require.NotNil(t, replaced, "no replaced event")
 	require.Equal(t, "qwen-72b", replaced.Model)
@@ -228,24 +210,7 @@ func TestIntegrationStreamedHedgeCutByTheReplacement(t *testing.T) {
 		t.Skip("integration test")
 	}
 	s := newStack(t, replacing("300ms"))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	req := question("[[sim tokens=20]] [[sim fault=slow_drip duration=8s model=llama-8b times=1]] [[sim fault=latency latency=1500ms model=qwen-72b times=1]] Tell me about order 34.")
-	req.Stream = true
-	var hedgeText string
-	var replaced *workflows.Event
-	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
-		switch {
-		case it.Delta != nil && replaced != nil:
-			return fmt.Errorf("a delta of %s after the replacement: %q", it.Delta.Model, it.Delta.Text)
-		case it.Delta != nil:
-			hedgeText += it.Delta.Text
-		case it.Event != nil && it.Event.Type == workflows.EventReplaced:
-			replaced = it.Event
-		}
-		return nil
-	})
-	require.NoError(t, err)
+	hedgeText, _, replaced, res := s.followReplacement("[[sim tokens=20]] [[sim fault=slow_drip duration=8s model=llama-8b times=1]] [[sim fault=latency latency=1500ms model=qwen-72b times=1]] Tell me about order 34.")
 	require.NotEmpty(t, hedgeText, "the hedge streamed nothing before it was cut")
 	require.NotNil(t, replaced)
 	require.Equal(t, "qwen-72b", res.Model)
@@ -253,4 +218,32 @@ func TestIntegrationStreamedHedgeCutByTheReplacement(t *testing.T) {
 	require.NotNil(t, res.Replaced)
 	require.Equal(t, "llama-8b", res.Replaced.Model)
 	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, decisions(res))
+}
+
+// followReplacement streams question and returns the text streamed before
+// the replaced event, the deltas per model, that event and the result; a
+// delta after the replacement fails the call.
+func (s *stack) followReplacement(q string) (string, map[string]int, *workflows.Event, workflows.CallResult) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req := question(q)
+	req.Stream = true
+	var text string
+	var replaced *workflows.Event
+	models := map[string]int{}
+	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+		switch {
+		case it.Delta != nil && replaced != nil:
+			return fmt.Errorf("a delta of %s after the replacement: %q", it.Delta.Model, it.Delta.Text)
+		case it.Delta != nil:
+			text += it.Delta.Text
+			models[it.Delta.Model]++
+		case it.Event != nil && it.Event.Type == workflows.EventReplaced:
+			replaced = it.Event
+		}
+		return nil
+	})
+	require.NoError(s.t, err)
+	return text, models, replaced, res
 }

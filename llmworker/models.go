@@ -71,7 +71,7 @@ func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) stri
 }
 
 func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want []string, getenv func(string) string) EndpointModels {
-	e := EndpointModels{BaseURL: RedactURL(base), KeyEnv: keyEnv, Want: want}
+	e := EndpointModels{BaseURL: config.RedactURL(base), KeyEnv: keyEnv, Want: want}
 	key := ""
 	if keyEnv != "" {
 		key = getenv(keyEnv)
@@ -144,15 +144,4 @@ func orEmpty(err error) string {
 		return "an empty list"
 	}
 	return err.Error()
-}
-
-// RedactURL drops a URL's user, password and query (they may carry a
-// key) for logs and messages.
-func RedactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }

@@ -182,13 +182,6 @@ func run(args []string) error {
 	if ns == "" {
 		ns = client.DefaultNamespace
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	err = llmworker.EnsureSearchAttributes(ctx, c, ns)
-	cancel()
-	if err != nil {
-		return err
-	}
-
 	calls, err := positiveEnv("WORKER_MAX_CALLS", defaultMaxCalls, "calls in flight")
 	if err != nil {
 		return err
@@ -218,11 +211,11 @@ func run(args []string) error {
 	}
 	models := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
-		models[i] = m.Name + "@" + llmworker.RedactURL(m.BaseURL)
+		models[i] = m.Name + "@" + config.RedactURL(m.BaseURL)
 		if len(m.Deployments) > 0 {
 			where := make([]string, len(m.Deployments))
 			for j, d := range m.Deployments {
-				where[j] = d.Name + "=" + llmworker.RedactURL(d.BaseURL)
+				where[j] = d.Name + "=" + config.RedactURL(d.BaseURL)
 			}
 			models[i] = m.Name + "@[" + strings.Join(where, " ") + "]"
 		}

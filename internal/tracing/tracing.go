@@ -10,9 +10,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
+	"github.com/durable-llm/durable-llm/policies/config"
 	"go.opentelemetry.io/otel/attribute"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
@@ -67,23 +67,13 @@ type redactURLs struct{}
 func (redactURLs) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
 	for _, kv := range s.Attributes() {
 		if kv.Key == "url.full" || kv.Key == "http.url" {
-			s.SetAttributes(attribute.String(string(kv.Key), redactURL(kv.Value.AsString())))
+			s.SetAttributes(attribute.String(string(kv.Key), config.RedactURL(kv.Value.AsString())))
 		}
 	}
 }
 func (redactURLs) OnEnd(sdktrace.ReadOnlySpan)      {}
 func (redactURLs) Shutdown(context.Context) error   { return nil }
 func (redactURLs) ForceFlush(context.Context) error { return nil }
-
-// redactURL keeps a URL's scheme, host and path.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "<unparsable URL>"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
 
 // Interceptor is the Temporal client interceptor that puts the workflow
 // and its activities in the caller's trace (create it after Use or Setup).

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -104,4 +105,15 @@ func (c *Config) UseModels(names []string) {
 	if _, ok := c.Model(c.Diagnose.Model); !ok {
 		c.Diagnose.Model = last
 	}
+}
+
+// RedactURL is a base URL as logs, messages and traces show it: without
+// its user, password, query and fragment, which may carry a key.
+func RedactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "<unparsable URL>"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
 }
