@@ -4,15 +4,21 @@
 #   make test   unit, workflow, integration and replay tests
 #   make lint   gofmt, go vet, workflowcheck
 #   make bench  storm, overhead and memory benchmarks
+#   make cluster  the production topology: Temporal on PostgreSQL, 3 workers, 2 front doors
 
 SHELL := /bin/bash
 GO ?= go
 TEMPORAL_VERSION := v1.5.1
 BIN := $(CURDIR)/bin
 TEMPORAL := $(BIN)/temporal
+# Temporal's server, its SQL tool and its Web UI server for make cluster,
+# built from the Go module proxy: the versions inside the CLI above.
+TEMPORAL_SERVER_VERSION := v1.29.1
+UI_SERVER_VERSION := v2.42.1
+CLUSTER_BINS := $(BIN)/temporal-server $(BIN)/temporal-sql-tool $(BIN)/temporal-ui-server
 export TEMPORAL_CLI := $(TEMPORAL)
 
-.PHONY: run test test-short lint bench temporal llmsim histories tidy screenshot
+.PHONY: run test test-short lint bench temporal cluster cluster-bin llmsim histories tidy screenshot faq-eval
 
 ## temporal: build the pinned Temporal CLI (dev server + Web UI) into ./bin
 temporal: $(TEMPORAL)
@@ -21,13 +27,35 @@ $(TEMPORAL):
 	@echo "building Temporal CLI $(TEMPORAL_VERSION) into ./bin (first time: a few minutes)…"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
 
+## cluster-bin: build Temporal's server, SQL tool and Web UI server into ./bin (first time: a few minutes)
+cluster-bin: $(CLUSTER_BINS)
+$(BIN)/temporal-server:
+	@mkdir -p $(BIN)/.gobin-server
+	@echo "building Temporal server $(TEMPORAL_SERVER_VERSION) into ./bin (first time: a few minutes)…"
+	GOBIN=$(BIN)/.gobin-server $(GO) install go.temporal.io/server/cmd/server@$(TEMPORAL_SERVER_VERSION)
+	mv $(BIN)/.gobin-server/server $@
+$(BIN)/temporal-sql-tool:
+	@mkdir -p $(BIN)/.gobin-sql
+	GOBIN=$(BIN)/.gobin-sql $(GO) install go.temporal.io/server/cmd/tools/sql@$(TEMPORAL_SERVER_VERSION)
+	mv $(BIN)/.gobin-sql/sql $@
+$(BIN)/temporal-ui-server:
+	@mkdir -p $(BIN)/.gobin-ui
+	GOBIN=$(BIN)/.gobin-ui $(GO) install github.com/temporalio/ui-server/v2/cmd/server@$(UI_SERVER_VERSION)
+	mv $(BIN)/.gobin-ui/server $@
+
+## cluster: Temporal's server on PostgreSQL, its Web UI, llmsim, 3 workers
+##          and 2 front doors, each its own process (Ctrl-C stops them; state in .cluster)
+cluster: $(CLUSTER_BINS)
+	@$(GO) build -o $(BIN)/cluster ./cluster
+	@exec $(BIN)/cluster
+
 ## run: the whole thing on this machine (Ctrl-C stops it)
 run: $(TEMPORAL)
 	@$(GO) build -o $(BIN)/devstack ./devstack
 	@exec $(BIN)/devstack
 
 ## test: everything a change must pass
-test: $(TEMPORAL) lint
+test: $(TEMPORAL) $(CLUSTER_BINS) lint
 	$(GO) test -count=1 -timeout 30m ./...
 
 ## test-short: unit tests only (no dev server)
@@ -52,6 +80,13 @@ histories: $(TEMPORAL)
 ##        BENCH_FLAGS="-bench storm -storm spike" runs one, "-short" a smoke run
 bench: $(TEMPORAL)
 	$(GO) run ./bench/cmd/bench $(BENCH_FLAGS)
+
+## faq-eval: how well the FAQ answers the evaluation set (policies/faq/testdata/eval.yaml; recall,
+##           wrong answers, out-of-scope answers per language, tune and held-out splits) and the
+##           latency of one match on a 500-entry knowledge base; FAQ_EVAL_FLAGS="-errors" lists the
+##           tune split's errors
+faq-eval:
+	$(GO) run ./policies/faq/cmd/faqeval $(FAQ_EVAL_FLAGS)
 
 ## llmsim: the OpenAI-compatible failure simulator on :8000
 llmsim:

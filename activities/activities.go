@@ -47,13 +47,22 @@ type Activities struct {
 	hedges      *guard.RetryBudget
 	// cache keeps good answers for the fallback (README "Answer cache");
 	// nil when the policy turns it off.
-	cache   *answerCache
-	faq     *faq.FAQ
-	metrics Metrics
-	getenv  func(string) string
-	now     func() time.Time
-	rand    func() float64
-	http    *http.Client
+	cache *answerCache
+	// summaries are the sessions' context summaries (summarize.go).
+	summaries *summaryCache
+	faq       *faq.FAQ
+	metrics   Metrics
+	getenv    func(string) string
+	now       func() time.Time
+	rand      func() float64
+	http      *http.Client
+
+	spend SpendMeter
+	// ruleGate says whether the learner lets a rule fire (nil: all fire).
+	ruleGate rules.Gate
+	// steps keeps the results of the counting local activities, so that
+	// a step run twice counts once (once.go).
+	steps *onceSteps
 
 	mu      sync.Mutex
 	clients map[string]*modelClient
@@ -92,6 +101,12 @@ type Options struct {
 	// Shared is the answer cache the workers share (store.kind
 	// postgres); nil: each worker's own.
 	Shared SharedCache
+	// Spend tells what a tenant's calls cost today, for the policy's
+	// spend caps (llmworker.Usage); nil: caps are not enforced.
+	Spend SpendMeter
+	// RuleGate says whether a business rule fires: the learners' current
+	// states (README "Business rules"); nil: every rule fires.
+	RuleGate rules.Gate
 	// Tracing adds a GenAI span per upstream attempt and the HTTP client
 	// span under it, in the global tracer provider (package tracing).
 	Tracing  bool
@@ -106,10 +121,11 @@ func New(o Options) (*Activities, error) {
 		return nil, errors.New("activities: a policy config is required")
 	}
 	a := &Activities{
-		cfg: o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
+		steps: newOnceSteps(),
+		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
-		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, tracing: o.Tracing, cache: newAnswerCache(o.Config.Cache, o.Shared),
-		hedges: newHedgeBudget(o.Config),
+		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -170,6 +186,16 @@ func New(o Options) (*Activities, error) {
 // invalid is the non-retryable error of a request that must change. The
 // message already says everything; err is not attached as the cause, which
 // would reach the caller as the same text again, labelled "retryable: true".
+// SpendMeter tells what a tenant's calls cost today (UTC).
+type SpendMeter interface {
+	Spent(tenant string, now time.Time) float64
+}
+
+// SpendCapError is the type of the ApplicationError a call of a tenant at
+// its daily spend cap fails with; its detail is the instant the cap
+// resets (midnight UTC).
+const SpendCapError = "spend_cap"
+
 func invalid(err error) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), string(failure.InvalidRequest),
 		temporal.ApplicationErrorOptions{NonRetryable: true})
@@ -180,8 +206,22 @@ func invalid(err error) error {
 // non-retryable ApplicationError of type invalid_request that names every
 // problem.
 func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission, error) {
+	return once(ctx, a.steps, a.now(), req, func() (Admission, error) { return a.admit(req) })
+}
+
+func (a *Activities) admit(req request.Request) (Admission, error) {
 	if err := request.Validate(req, a.cfg); err != nil {
 		return Admission{}, invalid(err)
+	}
+	if limit := a.cfg.Spend.CapOf(req.Tenant); limit > 0 && a.spend != nil {
+		now := a.now()
+		if spent := a.spend.Spent(req.Tenant, now); spent >= limit {
+			midnight := now.UTC().Truncate(24 * time.Hour).Add(24 * time.Hour)
+			return Admission{}, temporal.NewApplicationErrorWithOptions(
+				fmt.Sprintf("tenant %q has spent %.4f today, its daily cap is %.4f (priced with the policy's input_price and output_price): no model call until %s",
+					req.Tenant, spent, limit, midnight.Format(time.RFC3339)),
+				SpendCapError, temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{midnight}})
+		}
 	}
 	c := a.cfg.Call
 	ad := Admission{
@@ -194,6 +234,7 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 		Diagnose:         a.cfg.Diagnose.Enabled,
 		DiagnoseModel:    a.cfg.Diagnose.Model,
 	}
+	ad.HistoryBytes, ad.HistoryEvents = c.HistoryLimits()
 	if req.DeadlineMS > 0 {
 		ad.Deadline = time.Duration(req.DeadlineMS) * time.Millisecond
 	}
@@ -201,8 +242,17 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 		ad.FirstModel = req.Model
 	}
 	a.hedges.RecordRequest(a.now())
-	if r, ok := rules.CheckRules(a.cfg.Rules, req.Scenario, question(req.Messages)); ok {
-		ad.Rule = &RuleHit{ID: r.ID, Action: r.Action, Message: r.Message, Flag: r.Flag}
+	v := rules.Admit(a.cfg.Rules, a.ruleGate, req.Scenario, req.Question())
+	if v.Fired != nil {
+		hit := ruleHit(*v.Fired, false)
+		ad.Rule = &hit
+	}
+	ad.Shadow = v.Shadow
+	for _, p := range v.After {
+		if req.Step > 0 && p.Rule.Action == config.RuleStepByStep {
+			continue // a step of a step-by-step answer is not split again
+		}
+		ad.After = append(ad.After, ruleHit(p.Rule, p.Off))
 	}
 	ad.State = callstate.New(req.Model, callstate.Shape{MaxTokens: req.MaxTokens, Temperature: req.Temperature},
 		ad.Deadline, ad.Rule != nil && ad.Rule.Action == config.RuleNoRetry)
@@ -218,6 +268,10 @@ func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission,
 // (retry, resend, switch) is a retry charged to it, and a model whose
 // endpoint has no retry left is skipped like one whose breaker is open.
 func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepared, error) {
+	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in) })
+}
+
+func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 	now := a.now()
 	p := Prepared{State: in.State}
 	want := in.State.Model
@@ -297,14 +351,21 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 			left, holdReason = paced, fmt.Sprintf("paced to %s on %s", lim, m.Scope(m.RateLimitScope))
 		}
 		b := a.budgets.For(m.Endpoint())
-		if p.State.Requests == 0 {
-			b.RecordRequest(now)
-		} else if !b.TryRetry(now) {
-			// Spent by other calls since this call's step was decided.
+		if p.State.Requests == 0 && in.Request.Step == 0 {
+			// (A step of a step-by-step answer is an extra request of its
+			// parent call: even its first is a retry.)
+			b.RecordRequestFor(now, in.Request.Tenant)
+		} else if ok, capped := b.TryRetryFor(now, in.Request.Tenant); !ok {
+			// Spent by other calls since this call's step was decided, or
+			// this tenant took its share while others are calling.
 			a.metrics.BudgetRefused()
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget",
-				Reason: fmt.Sprintf("retry budget of %s spent: no upstream call made", m.Endpoint())})
+			reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.Endpoint())
+			if capped {
+				reason = fmt.Sprintf("tenant %q took its share (%.0f%%) of the retry budget of %s while other tenants call: no upstream call made",
+					in.Request.Tenant, a.cfg.Budget.TenantShare*100, m.Endpoint())
+			}
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget", Reason: reason})
 			continue
 		}
 		a.metrics.Budget(b.Remaining(now))
@@ -390,6 +451,10 @@ func (a *Activities) held(m config.ModelConfig, now time.Time) (string, time.Dur
 // whose retry budget is spent among them), and asks callstate.Next. The
 // next request is paid for when PrepareAttempt starts it.
 func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.Step, error) {
+	return once(ctx, a.steps, a.now(), in, func() (callstate.Step, error) { return a.decideNext(ctx, in) })
+}
+
+func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.Step, error) {
 	now := a.now()
 	s, out := in.State, in.Outcome
 	if s.Pending != failure.None && out.Class != failure.WorkerLost {
@@ -436,8 +501,11 @@ func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.
 // RecordRetrySuccess tells the class breaker that a retry of class
 // succeeded (the call's next attempt answered).
 func (a *Activities) RecordRetrySuccess(ctx context.Context, class failure.Class) error {
-	a.classes.Record(class, a.now(), true)
-	return nil
+	_, err := once(ctx, a.steps, a.now(), class, func() (bool, error) {
+		a.classes.Record(class, a.now(), true)
+		return true, nil
+	})
+	return err
 }
 
 // Fallback answers from the business fallback: the FAQ (best match above
@@ -454,24 +522,14 @@ func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAn
 			return FallbackAnswer{Content: e.content, Source: "cache", Model: e.model, AgeMS: now.Sub(e.at).Milliseconds()}, nil
 		}
 	}
-	q := question(in.Request.Messages)
+	q := in.Request.Question()
 	if m, ok := a.faq.Match(q, a.cfg.FAQ.Threshold); ok {
 		return FallbackAnswer{Content: m.Answer, Source: "faq", FAQID: m.ID, Score: m.Score}, nil
 	}
-	if r, ok := rules.RuleCard(a.cfg.Rules, in.Request.Scenario, q); ok {
+	if r, ok := rules.RuleCard(a.cfg.Rules, a.ruleGate, in.Request.Scenario, q); ok {
 		return FallbackAnswer{Content: r.Message, Source: "rule", RuleID: r.ID, Flag: r.Flag}, nil
 	}
 	return FallbackAnswer{Content: a.cfg.Placeholder, Source: "placeholder"}, nil
-}
-
-// question is the text of the last user message.
-func question(msgs []request.Message) string {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == request.RoleUser {
-			return msgs[i].Text()
-		}
-	}
-	return ""
 }
 
 func loadFAQ(cfg *config.Config) (*faq.FAQ, error) {

@@ -1,12 +1,10 @@
 package activities
 
 import (
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"fmt"
 	"regexp"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,17 +24,15 @@ type answerCache struct {
 	// writes there too, and get reads there after a miss here.
 	shared  SharedCache
 	puts    atomic.Int64
-	mu      sync.Mutex
 	ttl     time.Duration
 	max     int
-	order   *list.List // of *cachedAnswer, most recently used first
-	byKey   map[string]*list.Element
+	mem     *lru[cachedAnswer] // this worker's
 	private []*regexp.Regexp
 }
 
 type cachedAnswer struct {
-	key, content, model string
-	at                  time.Time
+	content, model string
+	at             time.Time
 }
 
 // SharedCache is the answer cache every worker shares (store.Postgres).
@@ -58,7 +54,7 @@ func newAnswerCache(cfg config.CacheConfig, shared SharedCache) *answerCache {
 	if !cfg.Enabled {
 		return nil
 	}
-	c := &answerCache{shared: shared, ttl: cfg.TTL.D(), max: cfg.MaxEntries, order: list.New(), byKey: map[string]*list.Element{}}
+	c := &answerCache{shared: shared, ttl: cfg.TTL.D(), max: cfg.MaxEntries, mem: newLRU[cachedAnswer](cfg.MaxEntries, cfg.TTL.D())}
 	for _, p := range cfg.Private {
 		c.private = append(c.private, regexp.MustCompile(p)) // Validate compiled it
 	}
@@ -79,7 +75,7 @@ func (c *answerCache) key(req request.Request) (string, bool) {
 	texts := []string{}
 	for _, m := range req.Messages {
 		switch {
-		case m.Role == request.RoleSystem || m.Role == request.RoleDeveloper:
+		case m.Instructs():
 			// The answer depends on the instructions too: they are part
 			// of the key, and they may carry the user's data.
 			fmt.Fprintf(sys, "%s\x00%s\x00", m.Role, m.Content)
@@ -112,7 +108,7 @@ func (c *answerCache) put(ctx context.Context, req request.Request, content, mod
 	if !ok || content == "" {
 		return nil
 	}
-	c.remember(&cachedAnswer{key: key, content: content, model: model, at: now})
+	c.mem.put(key, cachedAnswer{content: content, model: model, at: now}, now)
 	if c.shared == nil {
 		return nil
 	}
@@ -127,20 +123,6 @@ func (c *answerCache) put(ctx context.Context, req request.Request, content, mod
 	return nil
 }
 
-func (c *answerCache) remember(a *cachedAnswer) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.byKey[a.key]; ok {
-		c.order.Remove(e)
-	}
-	c.byKey[a.key] = c.order.PushFront(a)
-	for c.order.Len() > c.max {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.byKey, last.Value.(*cachedAnswer).key)
-	}
-}
-
 // get returns the answer kept for req, if one is younger than the TTL:
 // this worker's, else the shared store's. A shared store's failure is
 // returned with the miss.
@@ -149,7 +131,7 @@ func (c *answerCache) get(ctx context.Context, req request.Request, now time.Tim
 	if !ok {
 		return cachedAnswer{}, false, nil
 	}
-	if a, ok := c.local(key, now); ok {
+	if a, ok := c.mem.get(key, now); ok {
 		return a, true, nil
 	}
 	if c.shared == nil {
@@ -161,26 +143,9 @@ func (c *answerCache) get(ctx context.Context, req request.Request, now time.Tim
 	if err != nil || !ok {
 		return cachedAnswer{}, false, err
 	}
-	a := &cachedAnswer{key: key, content: sa.Content, model: sa.Model, at: sa.At}
-	c.remember(a)
-	return *a, true, nil
-}
-
-func (c *answerCache) local(key string, now time.Time) (cachedAnswer, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.byKey[key]
-	if !ok {
-		return cachedAnswer{}, false
-	}
-	a := e.Value.(*cachedAnswer)
-	if now.Sub(a.at) > c.ttl {
-		c.order.Remove(e)
-		delete(c.byKey, key)
-		return cachedAnswer{}, false
-	}
-	c.order.MoveToFront(e)
-	return *a, true
+	a := cachedAnswer{content: sa.Content, model: sa.Model, at: sa.At}
+	c.mem.put(key, a, a.at)
+	return a, true, nil
 }
 
 // cacheServes reports whether the cache answers a call that saw classes

@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,34 +41,6 @@ func (a *Activities) apiKey(m config.ModelConfig) string {
 	return a.getenv(m.APIKeyEnv)
 }
 
-// redacted replaces an API key that an upstream echoed back.
-const redacted = "[redacted]"
-
-// redact removes the model's API key from what the upstream answered
-// before anything of it is classified, recorded in history or logged: some
-// gateways quote the key they refused in full in their 401 message.
-func redact(obs *classify.Observation, key string) {
-	if key == "" {
-		return
-	}
-	obs.Body = bytes.ReplaceAll(obs.Body, []byte(key), []byte(redacted))
-	var apiErr *openai.APIError
-	if errors.As(obs.Err, &apiErr) {
-		apiErr.Message = redactString(apiErr.Message, key)
-	}
-	var reqErr *openai.RequestError
-	if errors.As(obs.Err, &reqErr) {
-		reqErr.Body = bytes.ReplaceAll(reqErr.Body, []byte(key), []byte(redacted))
-	}
-}
-
-func redactString(s, key string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, redacted)
-}
-
 // client returns the go-openai client of a model.
 func (a *Activities) client(m config.ModelConfig) *openai.Client {
 	key := a.apiKey(m)
@@ -100,10 +71,15 @@ func (a *Activities) cut(req request.Request, m config.ModelConfig, sh callstate
 		Stage: sh.PruneStage, KeepRounds: sh.KeepRounds, Factor: a.cfg.Pruning.Factor,
 		Window: m.ContextWindow, Reserve: reserve + defs, Support: m.SystemPrompt,
 	}, a.tokens)
-	return Prompt{
+	sent := prompt.Build(req.Messages, f.Keep, m.SystemPrompt)
+	p := Prompt{
 		Keep: f.Keep, Before: f.Before, Tokens: f.Tokens + defs, Exact: f.Exact, Fits: f.Fits,
-		Messages: len(prompt.Build(req.Messages, f.Keep, m.SystemPrompt)),
+		Messages: len(sent),
 	}
+	if prompt.DropsSystem(req.Messages, m.SystemPrompt) {
+		p.Note = "system prompt dropped: " + m.Name + " takes no system role"
+	}
+	return p
 }
 
 // definitionTokens counts the tools and the response schema of req as the
@@ -170,8 +146,12 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	budget := a.budgets.For(m.Endpoint())
 	ex.mayResend = func(n int) bool {
 		// A resend is a request like any other: within the call's cap and
-		// paid from the endpoint's budget.
-		return n < in.Resends && budget.TryRetry(a.now())
+		// paid from the endpoint's budget, within the tenant's share.
+		if n >= in.Resends {
+			return false
+		}
+		ok, _ := budget.TryRetryFor(a.now(), in.Request.Tenant) // within the tenant's share
+		return ok
 	}
 	if in.Continue != "" {
 		ex.continuation = m.Continuation
@@ -209,7 +189,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
-			st := stream(callCtx, a.client(m), req, streamTimeouts{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D()},
+			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {
@@ -274,6 +254,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	key := a.apiKey(m)
 	redact(&obs, key)
 	v := classify.Classify(obs)
+	v = a.bodyLimit(v, ex, obs, resp)
 	var calls []request.ToolCall
 	if v.Class == failure.None {
 		// A well-formed reply: is it the answer the request asked for?
@@ -286,11 +267,10 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 			v.Class, v.Reason = failure.SchemaMismatch, schemaErr.Error()
 		}
 	}
-	v.Reason = redactString(v.Reason, key)
+	redactVerdict(&v, key)
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	if v.Generic {
-		out.Diagnosable, out.Type, out.Message = true, redactString(v.Type, key), redactString(v.Message, key)
-		out.Code = redactString(v.Code, key)
+		out.Diagnosable, out.Type, out.Message = true, v.Type, v.Message
 	}
 	out.RetryAfter, out.HasRetryAfter = v.RetryAfter, v.HasRetryAfter
 	out.ConnectResends = resends
@@ -306,9 +286,10 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 
 	a.headroom(m, header)
-	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) {
+	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) && !ownShape(m, in, v.Class) {
 		// A rate limit alone does not make the model sick, nor one key of
-		// a pool refused (DecideNext parks the key).
+		// a pool refused (DecideNext parks the key), nor a request too
+		// large to answer in time.
 		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	}
 	if obs.Response != nil || (obs.Stream != nil && obs.Stream.Chunks > 0) {
@@ -325,6 +306,10 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if v.Class != failure.None && obs.Stream != nil && obs.Stream.Chunks > 0 && len(resp.Choices) > 0 {
 		// The text that arrived before the attempt failed.
 		out.Content, out.CompletionTokens = resp.Choices[0].Message.Content, obs.Stream.Tokens
+	}
+	if v.Class == failure.OutputTruncated && obs.Response != nil && out.Content == "" {
+		// A truncated answer: its text may be continued (action continue).
+		out.Content = answerText(resp)
 	}
 	if v.Class == failure.None && (!m.Stream || checked(in.Request)) {
 		// A model that cannot stream, or a checked answer: one delta.
@@ -358,12 +343,83 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
 }
 
+// bodyLimit makes an attempt whose reply went over http.max_body_bytes
+// body_error, whatever the rest of the reply said: its body, one of its
+// stream's lines or its streamed answer (read up to the limit, then
+// dropped), or a reply whose answer is over the limit once JSON-encoded
+// for history (a plain body may write < as one byte; history takes six).
+// The status and the upstream's Retry-After stay.
+func (a *Activities) bodyLimit(v classify.Verdict, ex *exchange, obs classify.Observation, resp openai.ChatCompletionResponse) classify.Verdict {
+	lim := ex.tooLarge()
+	if lim == nil && obs.Stream != nil {
+		errors.As(obs.Stream.Err, &lim)
+	}
+	if lim == nil && v.Class == failure.None {
+		if n, limit := answerSize(resp), a.cfg.HTTP.MaxBodyBytes; limit > 0 && n > limit {
+			lim = &bodyLimitError{what: fmt.Sprintf("answer (%d bytes JSON-encoded)", n), limit: int64(limit)}
+		}
+	}
+	if lim == nil {
+		return v
+	}
+	reason := lim.Error()
+	if v.Status != 0 {
+		reason = fmt.Sprintf("HTTP %d, %s", v.Status, reason)
+	}
+	if obs.Stream != nil && obs.Stream.Chunks > 0 {
+		reason += fmt.Sprintf(" after %d chunk(s)", obs.Stream.Chunks)
+	}
+	return classify.Verdict{Class: failure.BodyError, Status: v.Status, Reason: reason,
+		RetryAfter: v.RetryAfter, HasRetryAfter: v.HasRetryAfter,
+		RateLimitRemaining: v.RateLimitRemaining, HasRateLimitRemaining: v.HasRateLimitRemaining}
+}
+
+// answerSize is what the answer of a reply takes in the attempt's
+// outcome, JSON-encoded: text, tool calls and logprobs.
+func answerSize(resp openai.ChatCompletionResponse) int {
+	if len(resp.Choices) == 0 {
+		return 0
+	}
+	ch := resp.Choices[0]
+	n := encodedLen(answerText(resp))
+	for _, tc := range ch.Message.ToolCalls {
+		n += encodedLen(tc.ID) + encodedLen(tc.Function.Name) + encodedLen(tc.Function.Arguments)
+	}
+	if ch.LogProbs != nil {
+		for _, lp := range ch.LogProbs.Content {
+			n += logprobSize(lp.Token, nil) + 4*len(lp.Bytes)
+			for _, top := range lp.TopLogProbs {
+				n += logprobSize(top.Token, nil) + 4*len(top.Bytes)
+			}
+		}
+	}
+	return n
+}
+
 // backpressure holds the scope of a rate-limited attempt (a 429: the
 // model's rate_limit_scope; queue_full: the model's queue) for the
 // upstream's Retry-After, else rate_limit.hold, and reports whether the
 // refusal is backpressure: true until that scope has been held without a
 // break for rate_limit.breaker_after, when it starts to count against the
 // model's breaker.
+// ownShape reports whether a failure says more about the request than
+// about the model, so that it does not count against the model's breaker
+// (one tenant's huge requests would otherwise open it for everyone): a
+// timeout of an attempt whose prompt took more than half of the model's
+// context window (a long prefill), or that asked for more than a quarter
+// of it as max_tokens (a long generation). Classes caused by the request
+// alone (context_length_exceeded, output_truncated, invalid_request)
+// never count (failure.Class.CountsForBreaker).
+func ownShape(m config.ModelConfig, in CallInput, class failure.Class) bool {
+	switch class {
+	case failure.Timeout, failure.ReadTimeout:
+	default:
+		return false
+	}
+	w := m.ContextWindow
+	return w > 0 && (in.Prompt.Tokens*2 > w || in.Shape.MaxTokens*4 > w)
+}
+
 func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict) bool {
 	var scope string
 	switch v.Class {

@@ -134,6 +134,10 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 // endpoint's retry budget like any retry. A refused hedge comes back with
 // no Model and the Reason.
 func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, error) {
+	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.startHedge(in) })
+}
+
+func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {
 	now := a.now()
 	if !a.hedges.TryRetry(now) {
 		a.hedgeMetric(in.Model, "budget")
@@ -141,7 +145,7 @@ func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, e
 	}
 	pin := in.Prepare
 	pin.State.Model, pin.Only = in.Model, true
-	p, err := a.PrepareAttempt(ctx, pin)
+	p, err := a.prepareAttempt(pin)
 	if err != nil {
 		return p, err
 	}

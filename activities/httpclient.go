@@ -45,6 +45,15 @@ type exchange struct {
 	body           bytes.Buffer
 	headerTimedOut bool
 	connectResends int
+	// overLimit is set when the reply went over http.max_body_bytes.
+	overLimit *bodyLimitError
+}
+
+// tooLarge returns the body-limit error of the reply, or nil.
+func (e *exchange) tooLarge() *bodyLimitError {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.overLimit
 }
 
 // responded reports whether response headers arrived.
@@ -74,6 +83,8 @@ type recordingTransport struct {
 	resends int
 	backoff time.Duration
 	rand    func() float64
+	// maxBody is http.max_body_bytes (see limitedBody).
+	maxBody int64
 }
 
 func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -116,6 +127,12 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 				ex.mu.Unlock()
 			}
 			continue
+		}
+		if err == nil {
+			// go-openai reads a reply whole (a plain or error body) or a
+			// line at a time (a stream): never past the limit.
+			sse := resp.StatusCode < 300 && req.Header.Get("Accept") == "text/event-stream"
+			resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.maxBody, sse: sse, ex: ex}
 		}
 		if ex == nil {
 			return resp, err
@@ -201,6 +218,120 @@ func (b *teeBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// bodyLimitError is an upstream reply over http.max_body_bytes: the
+// attempt is body_error.
+type bodyLimitError struct {
+	// what went over the limit: "response body", "streamed answer", …
+	what  string
+	limit int64
+}
+
+func (e *bodyLimitError) Error() string {
+	return fmt.Sprintf("%s over the limit of %d bytes (http.max_body_bytes)", e.what, e.limit)
+}
+
+// limitedBody stops reading an upstream reply at the limit, so that a
+// faulty upstream (an endless body, one endless line) cannot exhaust the
+// worker's memory: go-openai reads a plain or error body whole, so the
+// whole body counts; it reads a stream line by line and discards each
+// data line once decoded (stream counts the answer it assembles), but
+// keeps every other line (comments, an error spread over lines) for an
+// error message, so one line and all lines that are not data lines count.
+// Over the limit, Read returns a *bodyLimitError, recorded in ex.
+type limitedBody struct {
+	io.ReadCloser
+	limit int64
+	sse   bool
+	ex    *exchange // nil: nothing to record
+
+	n   int64 // plain: bytes so far
+	err error
+
+	// sse: the current line's length, its first non-space bytes (to tell
+	// a data line), and the bytes of lines that are not data lines.
+	line   int64
+	head   []byte
+	isData int // 0 undecided, 1 data line, -1 other line
+	kept   int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.ReadCloser.Read(p)
+	if b.limit <= 0 {
+		return n, err
+	}
+	if !b.sse {
+		if b.n+int64(n) > b.limit {
+			n = int(b.limit - b.n)
+			return n, b.over(&bodyLimitError{what: "response body", limit: b.limit})
+		}
+		b.n += int64(n)
+		return n, err
+	}
+	for i, c := range p[:n] {
+		if lerr := b.sseByte(c); lerr != nil {
+			return i, b.over(lerr)
+		}
+	}
+	return n, err
+}
+
+// sseByte counts one byte of a streamed reply.
+func (b *limitedBody) sseByte(c byte) *bodyLimitError {
+	if c == '\n' {
+		if b.isData == 0 && len(b.head) > 0 {
+			b.kept += int64(len(b.head)) // a short line that is not data
+		}
+		b.line, b.head, b.isData = 0, b.head[:0], 0
+		return nil
+	}
+	b.line++
+	if b.line > b.limit {
+		return &bodyLimitError{what: "a line of the streamed reply", limit: b.limit}
+	}
+	switch b.isData {
+	case 0:
+		if c == ' ' || c == '\t' || c == '\r' {
+			if len(b.head) == 0 {
+				return nil // leading space: go-openai trims it
+			}
+		}
+		b.head = append(b.head, c)
+		if len(b.head) < len("data:") {
+			return nil
+		}
+		if string(b.head) == "data:" {
+			b.isData = 1
+			return nil
+		}
+		b.isData = -1
+		b.kept += int64(len(b.head))
+	case -1:
+		if c != '\r' {
+			b.kept++
+		}
+	}
+	if b.kept > b.limit {
+		return &bodyLimitError{what: "the streamed reply's lines that are not data lines", limit: b.limit}
+	}
+	return nil
+}
+
+func (b *limitedBody) over(e *bodyLimitError) error {
+	b.err = e
+	if b.ex != nil {
+		b.ex.mu.Lock()
+		if b.ex.overLimit == nil {
+			b.ex.overLimit = e
+		}
+		b.ex.mu.Unlock()
+	}
+	return e
+}
+
 // isConnectError reports whether err happened before the request was sent:
 // dialing, DNS, TLS handshake. Nothing reached the upstream, so a resend
 // cannot duplicate work.
@@ -241,5 +372,6 @@ func newHTTPClient(cfg *config.Config, base http.RoundTripper, rnd func() float6
 		resends: cfg.Backoff.ConnectRetries,
 		backoff: cfg.Backoff.ConnectBase.D(),
 		rand:    rnd,
+		maxBody: int64(cfg.HTTP.MaxBodyBytes),
 	}}
 }

@@ -39,9 +39,12 @@ type streamed struct {
 	logprobs json.RawMessage
 }
 
-// streamTimeouts bound one streamed attempt.
-type streamTimeouts struct {
+// streamLimits bound one streamed attempt: its time to the first chunk,
+// between chunks, and the size of the answer it assembles (maxBytes,
+// JSON-encoded: text, reasoning, tool calls and logprobs; 0: no limit).
+type streamLimits struct {
 	firstToken, idle time.Duration
+	maxBytes         int
 }
 
 // watchdog cancels a streamed request when no first chunk arrives within
@@ -54,7 +57,7 @@ type watchdog struct {
 	fired  error
 }
 
-func newWatchdog(t streamTimeouts, cancel context.CancelCauseFunc) *watchdog {
+func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 	w := &watchdog{cancel: cancel, idle: t.idle}
 	w.timer = time.AfterFunc(t.firstToken, func() { w.fire(errFirstToken) })
 	return w
@@ -91,10 +94,12 @@ func (w *watchdog) stop() error {
 }
 
 // stream sends req with stream: true and reads the reply chunk by chunk,
-// under the first-token and idle timeouts. progress is told the completion
+// under the first-token and idle timeouts; an answer that would grow past
+// t.maxBytes ends the reading with a *bodyLimitError (the text kept and
+// streamed is at most the limit). progress is told the completion
 // tokens received so far (a chunk's delta counts as one token until the
 // final usage says better), onText (when not nil) each piece of content.
-func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequest, t streamTimeouts, progress func(tokens int), onText func(text string)) streamed {
+func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequest, t streamLimits, progress func(tokens int), onText func(text string)) streamed {
 	req.Stream = true
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	sctx, cancel := context.WithCancelCause(ctx)
@@ -120,6 +125,7 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 	// call brings its id and name, later ones pieces of its arguments.
 	var calls []openai.ToolCall
 	var logprobs []openai.ChatCompletionTokenLogprob
+	size := 0 // the answer so far, JSON-encoded
 read:
 	for {
 		chunk, err := s.Recv()
@@ -139,6 +145,12 @@ read:
 				continue
 			}
 			d := ch.Delta
+			if t.maxBytes > 0 {
+				if size += chunkSize(ch); size > t.maxBytes {
+					obs.Err = &bodyLimitError{what: "streamed answer (text, reasoning, tool calls and logprobs, JSON-encoded)", limit: int64(t.maxBytes)}
+					break read
+				}
+			}
 			if d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
 				obs.Chunks++
 				obs.Tokens++
@@ -208,4 +220,44 @@ read:
 		out.logprobs, _ = json.Marshal(map[string]any{"content": logprobs})
 	}
 	return out
+}
+
+// chunkSize is what one chunk's choice adds to the answer, JSON-encoded.
+func chunkSize(ch openai.ChatCompletionStreamChoice) int {
+	d := ch.Delta
+	n := encodedLen(d.Content) + encodedLen(d.ReasoningContent)
+	for _, tc := range d.ToolCalls {
+		n += encodedLen(tc.ID) + encodedLen(string(tc.Type)) + encodedLen(tc.Function.Name) + encodedLen(tc.Function.Arguments)
+	}
+	if ch.Logprobs != nil {
+		for _, lp := range ch.Logprobs.Content {
+			n += logprobSize(lp.Token, lp.Bytes)
+			for _, top := range lp.TopLogprobs {
+				n += logprobSize(top.Token, top.Bytes)
+			}
+		}
+	}
+	return n
+}
+
+// logprobSize is about what one token's logprob takes in JSON: its
+// token, its bytes (up to 4 characters each) and the numbers and names.
+func logprobSize(token string, b []int64) int {
+	return 48 + encodedLen(token) + 4*len(b)
+}
+
+// encodedLen is the length of s inside a JSON string as encoding/json
+// writes it: quotes and backslashes take 2 bytes, < > & and control
+// characters 6 (\u003c); newlines, returns and tabs 2.
+func encodedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++
+		case c == '<' || c == '>' || c == '&' || c < 0x20:
+			n += 5
+		}
+	}
+	return n
 }

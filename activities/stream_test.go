@@ -69,7 +69,7 @@ func (s sse) serve(w http.ResponseWriter, r *http.Request) {
 // TestStreamClassified runs scripted streams through go-openai, the
 // stream reader with its watchdog, and the classifier.
 func TestStreamClassified(t *testing.T) {
-	timeouts := streamTimeouts{firstToken: 300 * time.Millisecond, idle: 300 * time.Millisecond}
+	timeouts := streamLimits{firstToken: 300 * time.Millisecond, idle: 300 * time.Millisecond}
 	cases := []struct {
 		name    string
 		reply   sse
@@ -153,7 +153,7 @@ func toolDelta(index int, id, name, args string) string {
 // answer; an index no server sends breaks the stream instead of growing
 // the calls without bound.
 func TestStreamToolCalls(t *testing.T) {
-	timeouts := streamTimeouts{firstToken: time.Second, idle: time.Second}
+	timeouts := streamLimits{firstToken: time.Second, idle: time.Second}
 	run := func(events ...string) (streamed, classify.Verdict) {
 		t.Helper()
 		s := sse{done: true}

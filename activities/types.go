@@ -19,6 +19,11 @@ type Admission struct {
 	// HeartbeatTimeout of the call activity: a lost worker is noticed
 	// within it.
 	HeartbeatTimeout time.Duration `json:"heartbeat_timeout"`
+	// HistoryBytes and HistoryEvents are the history guard's limits
+	// (config call.max_history_bytes, max_history_events); zero in
+	// histories of builds without the guard, which leaves it off.
+	HistoryBytes  int `json:"history_bytes,omitempty"`
+	HistoryEvents int `json:"history_events,omitempty"`
 	// Linger is how long a streamed call waits after its last item
 	// before it returns (config stream.linger).
 	Linger time.Duration `json:"linger,omitempty"`
@@ -28,8 +33,15 @@ type Admission struct {
 	DiagnoseModel string `json:"diagnose_model,omitempty"`
 	// FirstModel is the model the ladder starts from.
 	FirstModel string `json:"first_model"`
-	// Rule is the business rule that matched the request, if any.
+	// Rule is the admission rule that matched the request, if any.
 	Rule *RuleHit `json:"rule,omitempty"`
+	// Shadow are the admission rules that matched but that the learner
+	// turned off: they would have fired.
+	Shadow []string `json:"shadow,omitempty"`
+	// After are the rules whose scenario and keywords matched and that
+	// wait for their technical condition (RuleHit.After), checked after
+	// every failed attempt; Off ones are only evaluated (shadow).
+	After []RuleHit `json:"after,omitempty"`
 	// State is the call's state before its first attempt.
 	State callstate.State `json:"state"`
 }
@@ -40,6 +52,17 @@ type RuleHit struct {
 	Action  config.RuleAction `json:"action"`
 	Message string            `json:"message,omitempty"`
 	Flag    string            `json:"flag,omitempty"`
+	// After is the rule's technical condition (nil: an admission rule).
+	After *config.RuleAfter `json:"after,omitempty"`
+	// Review: the rule starts a RiskReview workflow when it fires.
+	Review bool `json:"review,omitempty"`
+	// Off: the learner turned the rule off; it is evaluated in shadow.
+	Off bool `json:"off,omitempty"`
+}
+
+// ruleHit is the record of rule r in an Admission.
+func ruleHit(r config.Rule, off bool) RuleHit {
+	return RuleHit{ID: r.ID, Action: r.Action, Message: r.Message, Flag: r.Flag, After: r.After, Review: r.Review, Off: off}
 }
 
 // PrepareInput asks for the next attempt of a call in State.
@@ -116,6 +139,9 @@ type Prompt struct {
 	// Fits is false when even the system prompt and the question exceed the
 	// model's window: the attempt is refused before sending.
 	Fits bool `json:"fits"`
+	// Note says how the prompt was adapted to the model, when the caller
+	// should know ("system prompt dropped: llama-8b takes no system role").
+	Note string `json:"note,omitempty"`
 }
 
 // CallInput is one upstream attempt.

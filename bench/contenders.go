@@ -100,7 +100,7 @@ func newHTTPClient() (*http.Client, func()) {
 }
 
 func goOpenAIClient(baseURL string, hc *http.Client) *goopenai.Client {
-	cfg := goopenai.DefaultConfig("bench")
+	cfg := goopenai.DefaultConfig(frontDoorToken)
 	cfg.BaseURL = baseURL
 	cfg.HTTPClient = hc
 	return goopenai.NewClientWithConfig(cfg)

@@ -66,6 +66,16 @@
 // RSS from /proc, its goroutines, heap and stacks from its /metrics and
 // its CPU time from /proc.
 //
+// # Fairness
+//
+// RunFairness sends tenant B's normal load through a front door
+// (frontdoor.Handler) at a constant rate, alone, then while tenant A floods
+// at 10× its requests_per_minute with its limits on, then with A
+// unlimited, against an in-process worker and an llmsim whose first model
+// has a fixed number of slots (FairnessScenario): B's latency percentiles
+// in each row and their ratio to B alone, and each tenant's answers by
+// status (A should get 429s, B none).
+//
 // Nothing here runs in `go test -short` but smoke tests of the storm and
 // streaming harnesses on the contenders that need no Temporal server; a
 // miniature of the streaming benchmarks runs against the dev server in the

@@ -328,7 +328,7 @@ func newStreamClient(c client.Client, sim *llmsim.Server, tokens int) (*streamCo
 
 // frontDoorToken is the bearer token of the benchmark's front door, the
 // one goOpenAIClient sends.
-const frontDoorToken = "bench"
+const frontDoorToken = "bench-frontdoor-token-3c5e7a9b1d2f4068"
 
 // newStreamFrontDoor is the front door (frontdoor.Handler on an HTTP
 // server of its own) in front of an in-process worker, called by go-openai

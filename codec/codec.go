@@ -10,6 +10,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
 	"go.temporal.io/sdk/client"
@@ -68,6 +69,7 @@ type Codec struct {
 	ids    []string
 	aeads  map[string]cipher.AEAD
 	rand   io.Reader
+	cutoff time.Time // the plaintext cut-off (WithPlaintextCutoff); zero: none
 }
 
 var _ converter.PayloadCodec = (*Codec)(nil)
@@ -79,23 +81,25 @@ func New(keys ...Key) (*Codec, error) {
 		return nil, errors.New("codec: at least one key is required")
 	}
 	c := &Codec{active: keys[0].ID, aeads: make(map[string]cipher.AEAD, len(keys)), rand: rand.Reader}
-	for _, k := range keys {
-		if !keyIDRE.MatchString(k.ID) {
-			return nil, errors.New("codec: key ID must be 1-64 letters, digits, '.', '_' or '-'")
+	for i, k := range keys {
+		// Keys are named by their position: an ID may be a misplaced key.
+		n := i + 1
+		if !keyIDRE.MatchString(k.ID) || looksLikeKey(k.ID) {
+			return nil, fmt.Errorf("codec: key %d: the key ID must be 1-64 letters, digits, '.', '_' or '-', not a key", n)
 		}
 		if _, dup := c.aeads[k.ID]; dup {
-			return nil, fmt.Errorf("codec: key ID %q is listed twice", k.ID)
+			return nil, fmt.Errorf("codec: key %d: its ID is listed twice", n)
 		}
 		if len(k.Secret) != KeySize {
-			return nil, fmt.Errorf("codec: key %q is %d bytes, AES-256 needs %d", k.ID, len(k.Secret), KeySize)
+			return nil, fmt.Errorf("codec: key %d is %d bytes, AES-256 needs %d", n, len(k.Secret), KeySize)
 		}
 		block, err := aes.NewCipher(k.Secret)
 		if err != nil {
-			return nil, fmt.Errorf("codec: key %q: %w", k.ID, err)
+			return nil, fmt.Errorf("codec: key %d: %w", n, err)
 		}
 		aead, err := cipher.NewGCM(block)
 		if err != nil {
-			return nil, fmt.Errorf("codec: key %q: %w", k.ID, err)
+			return nil, fmt.Errorf("codec: key %d: %w", n, err)
 		}
 		c.aeads[k.ID] = aead
 		c.ids = append(c.ids, k.ID)
@@ -104,12 +108,14 @@ func New(keys ...Key) (*Codec, error) {
 }
 
 // ParseKeys parses "<id>:<base64 key>[,…]" as found in the environment
-// variable name (named in errors; the key material never is). Standard and
-// URL-safe base64, padded or not, are accepted.
+// variable name. Errors name the variable and the entry by its position,
+// never any part of an entry: a key written where its ID goes (an entry
+// the wrong way round) must not be printed as if it were an ID. Standard
+// and URL-safe base64, padded or not, are accepted.
 func ParseKeys(name, value string) ([]Key, error) {
 	const hint = "expected <key id>:<base64 of 32 random bytes>[,…], e.g. k1:$(openssl rand -base64 32)"
 	var keys []Key
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for i, entry := range strings.Split(value, ",") {
 		entry = strings.TrimSpace(entry)
 		n := i + 1
@@ -121,24 +127,33 @@ func ParseKeys(name, value string) ([]Key, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s: entry %d has no key ID (%s)", name, n, hint)
 		}
+		if looksLikeKey(id) {
+			return nil, fmt.Errorf("%s: entry %d is written the wrong way round: a key stands where its ID goes (%s)", name, n, hint)
+		}
 		if !keyIDRE.MatchString(id) {
-			// Not shown: a swapped entry would put the key here.
 			return nil, fmt.Errorf("%s: entry %d: the key ID must be 1-64 letters, digits, '.', '_' or '-' (%s)", name, n, hint)
 		}
-		if seen[id] {
-			return nil, fmt.Errorf("%s: key ID %q is listed twice", name, id)
+		if j, dup := seen[id]; dup {
+			return nil, fmt.Errorf("%s: entries %d and %d have the same key ID", name, j, n)
 		}
-		seen[id] = true
+		seen[id] = n
 		secret, ok := decodeBase64(b64)
 		if !ok {
-			return nil, fmt.Errorf("%s: key %q is not valid base64 (%s)", name, id, hint)
+			return nil, fmt.Errorf("%s: entry %d: the key is not valid base64 (%s)", name, n, hint)
 		}
 		if len(secret) != KeySize {
-			return nil, fmt.Errorf("%s: key %q is %d bytes, AES-256 needs %d (%s)", name, id, len(secret), KeySize, hint)
+			return nil, fmt.Errorf("%s: entry %d: the key is %d bytes, AES-256 needs %d (%s)", name, n, len(secret), KeySize, hint)
 		}
 		keys = append(keys, Key{ID: id, Secret: secret})
 	}
 	return keys, nil
+}
+
+// looksLikeKey reports whether s, found where a key ID goes, is a key:
+// base64 of KeySize bytes.
+func looksLikeKey(s string) bool {
+	b, ok := decodeBase64(s)
+	return ok && len(b) == KeySize
 }
 
 func decodeBase64(s string) ([]byte, bool) {
@@ -154,18 +169,30 @@ func decodeBase64(s string) ([]byte, bool) {
 }
 
 // FromEnv builds the codec from LLM_PAYLOAD_KEYS, read with getenv
-// (usually os.Getenv). It returns nil, nil when the variable is empty:
-// encryption is off.
+// (usually os.Getenv), with the plaintext cut-off of
+// LLM_PAYLOAD_PLAINTEXT_CUTOFF when set. It returns nil, nil when
+// LLM_PAYLOAD_KEYS is empty: encryption is off.
 func FromEnv(getenv func(string) string) (*Codec, error) {
 	v := strings.TrimSpace(getenv(EnvKeys))
+	cutoff, err := ParseCutoff(getenv(EnvPlaintextCutoff))
+	if err != nil {
+		return nil, err
+	}
 	if v == "" {
+		if !cutoff.IsZero() {
+			return nil, fmt.Errorf("%s is set but %s is not: a plaintext cut-off needs payload encryption", EnvPlaintextCutoff, EnvKeys)
+		}
 		return nil, nil
 	}
 	keys, err := ParseKeys(EnvKeys, v)
 	if err != nil {
 		return nil, err
 	}
-	return New(keys...)
+	c, err := New(keys...)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithPlaintextCutoff(cutoff), nil
 }
 
 // ActiveKeyID is the ID of the key that encrypts.
@@ -236,9 +263,11 @@ func (c *Codec) Decode(payloads []*commonpb.Payload) ([]*commonpb.Payload, error
 	return out, nil
 }
 
-// DataConverter is the SDK's default data converter with this codec.
+// DataConverter is the SDK's default data converter with this codec; in a
+// worker, it applies the plaintext cut-off (WithPlaintextCutoff) to the
+// payloads each workflow reads.
 func (c *Codec) DataConverter() converter.DataConverter {
-	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c)
+	return &dataConverter{DataConverter: converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), c), c: c}
 }
 
 // FailureConverter encodes error messages and stack traces through the

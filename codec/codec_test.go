@@ -146,16 +146,20 @@ func TestParseKeys(t *testing.T) {
 func TestBadKeysNameTheProblemNeverTheKey(t *testing.T) {
 	short := b64(secret(7)[:16])
 	good := b64(secret(3))
+	// A URL-safe key without padding is made of the characters a key ID
+	// may hold: written the wrong way round, it would pass for an ID.
+	urlSafe := base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{0xfb, 0xef, 0x3e}, 11)[:32])
 	cases := []struct {
 		name, value, want string
 	}{
-		{"wrong length", "k1:" + short, `key "k1" is 16 bytes, AES-256 needs 32`},
-		{"bad base64", "k1:" + good[:20] + "!!" + good[22:], `key "k1" is not valid base64`},
+		{"wrong length", "k1:" + short, "entry 1: the key is 16 bytes, AES-256 needs 32"},
+		{"bad base64", "k1:" + good[:20] + "!!" + good[22:], "entry 1: the key is not valid base64"},
 		{"no key ID", good, "entry 1 has no key ID"},
-		{"key and ID swapped", good + ":k1", "entry 1: the key ID must be"},
-		{"empty key", "k1:", `key "k1" is not valid base64`},
+		{"key and ID swapped", good + ":k1", "entry 1 is written the wrong way round"},
+		{"URL-safe key and ID swapped", "k2:" + good + "," + urlSafe + ":k1", "entry 2 is written the wrong way round"},
+		{"empty key", "k1:", "entry 1: the key is not valid base64"},
 		{"empty entry", "k1:" + good + ",", "entry 2 is empty"},
-		{"duplicate ID", "k1:" + good + ",k1:" + b64(secret(4)), `key ID "k1" is listed twice`},
+		{"duplicate ID", "k1:" + good + ",k1:" + b64(secret(4)), "entries 1 and 2 have the same key ID"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -169,7 +173,7 @@ func TestBadKeysNameTheProblemNeverTheKey(t *testing.T) {
 			msg := err.Error()
 			require.Contains(t, msg, tc.want)
 			require.Contains(t, msg, codec.EnvKeys, "the message names the variable")
-			for _, k := range []string{short, good, good[:20], good[22:], b64(secret(4))} {
+			for _, k := range []string{short, good, good[:20], good[22:], b64(secret(4)), urlSafe[:12], urlSafe[20:]} {
 				require.NotContains(t, msg, k, "the message shows key material")
 			}
 		})
@@ -191,11 +195,15 @@ func TestNewRejectsBadKeys(t *testing.T) {
 	_, err := codec.New()
 	require.Error(t, err)
 	_, err = codec.New(codec.Key{ID: "k1", Secret: secret(1)[:31]})
-	require.ErrorContains(t, err, "31 bytes")
+	require.ErrorContains(t, err, "key 1 is 31 bytes")
 	_, err = codec.New(codec.Key{ID: "bad id", Secret: secret(1)})
 	require.ErrorContains(t, err, "key ID must be")
 	_, err = codec.New(k1, k1)
-	require.ErrorContains(t, err, "listed twice")
+	require.ErrorContains(t, err, "key 2: its ID is listed twice")
+	swapped := base64.RawURLEncoding.EncodeToString(secret(9))
+	_, err = codec.New(k1, codec.Key{ID: swapped, Secret: secret(2)})
+	require.ErrorContains(t, err, "key 2: the key ID must be")
+	require.NotContains(t, err.Error(), swapped[:10])
 }
 
 func env(vals map[string]string) func(string) string {

@@ -46,7 +46,7 @@ func agentParams(user, question string) openai.ChatCompletionNewParams {
 func TestToolCallingRoundTrip(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	for _, streamed := range []bool{false, true} {
 		user := "u-agent-plain"
 		if streamed {
@@ -94,7 +94,7 @@ func TestToolCallingRoundTrip(t *testing.T) {
 func TestPassthroughAndIgnoredFields(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	p := params("u-pass", "Tell me about passthrough.")
 	p.Store = openai.Bool(false)
 	p.Metadata = oshared.Metadata{"trace": "abc"}
@@ -128,7 +128,7 @@ func TestPassthroughAndIgnoredFields(t *testing.T) {
 func TestJSONSchemaRepair(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	p := params("u-json", "Status of order 42? [[sim fault=bad_json times=1]]")
 	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &oshared.ResponseFormatJSONSchemaParam{
 		JSONSchema: oshared.ResponseFormatJSONSchemaJSONSchemaParam{Name: "order", Strict: openai.Bool(true), Schema: map[string]any{
@@ -165,7 +165,7 @@ func TestJSONSchemaRepair(t *testing.T) {
 func TestRequiredToolNeverGetsFAQText(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	p := agentParams("u-required", "Where is order 42? [[sim fault=maintenance times=always]]")
 	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
 	_, err := oc.Chat.Completions.New(ctx, p)
@@ -176,7 +176,12 @@ func TestRequiredToolNeverGetsFAQText(t *testing.T) {
 	require.Contains(t, e.Message, "a tool call (tool_choice required)")
 
 	// Optional tools: the FAQ may still answer, as assistant content.
-	p = agentParams("u-optional", "How do I reset my password? [[sim fault=maintenance times=always]]")
+	// (Maintenance from a scenario: a directive's words in the question
+	// would spoil the FAQ's match.)
+	sc, err := llmsim.ParseScenario([]byte("name: maintenance\nphases:\n  - name: down\n    faults:\n      - {kind: maintenance}\n"), "maintenance")
+	require.NoError(t, err)
+	require.NoError(t, d.sim.SetScenario(sc))
+	p = agentParams("u-optional", "How do I reset my password?")
 	resp, err := oc.Chat.Completions.New(ctx, p)
 	require.NoError(t, err)
 	require.Equal(t, "faq", resilience(t, resp.RawJSON()).Source)
@@ -189,7 +194,7 @@ func TestRequiredToolNeverGetsFAQText(t *testing.T) {
 func TestRungWithoutToolsIsSkipped(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	resp, err := oc.Chat.Completions.New(ctx, agentParams("u-skip", "Where is order 7? [[sim fault=model_not_found times=always]]"))
 	require.NoError(t, err)
 	r := resilience(t, resp.RawJSON())
@@ -220,7 +225,7 @@ func TestAgentWithTypeScriptClient(t *testing.T) {
 		t.Skipf("the OpenAI JavaScript client is not installed: npm ci --prefix %s", dir)
 	}
 	d := newDoor(t, nil)
-	cmd := exec.CommandContext(ctxT(t), node, "agent.mjs", d.ts.URL+"/v1", "tok-acme", "u-ts-agent")
+	cmd := exec.CommandContext(ctxT(t), node, "agent.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-agent")
 	cmd.Dir = dir
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -254,7 +259,7 @@ func TestAgentWithTypeScriptClient(t *testing.T) {
 func TestResponsesAPIToolRoundTrip(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup_order",
 		Description: openai.String("Find an order by its id"), Strict: openai.Bool(false),
 		Parameters: map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []string{"order_id"}}}}
@@ -328,7 +333,7 @@ func TestResponsesAPIToolRoundTrip(t *testing.T) {
 func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	p := agentParams("u-agent-cut", "Where is order 42? [[sim fault=cut_stream times=1]]")
 	a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p), nil)
 	msg := a.acc.Choices[0].Message

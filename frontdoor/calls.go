@@ -7,116 +7,175 @@ import (
 	"net/http"
 	"time"
 
-	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
-// stateQueryTimeout bounds the state query of a running call's poll.
-const stateQueryTimeout = 3 * time.Second
-
-// errNoCall is returned by owner for an ID that is not an LLMCall.
+// errNoCall is returned by lookup for an ID that is not an LLMCall, or not
+// one a tenant started through the front door.
 var errNoCall = errors.New("no such call")
 
-// getCall serves GET /v1/calls/{id}: 200 with the completion when the call
-// is done, 202 with its state while it runs. A call of another tenant is
-// answered exactly like a call that does not exist.
-func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string) {
-	id := r.PathValue("id")
-	notFound := &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "id", code: "call_not_found",
-		message: fmt.Sprintf("No call with ID %q.", id)}
-	if request.ValidateKey(id) != nil {
-		notFound.write(w)
-		return
+// callRoute serves /v1/calls/{id}: GET reads a call, DELETE cancels it.
+func (h *Handler) callRoute() http.HandlerFunc {
+	get, del := h.authed(http.MethodGet, h.getCall), h.authed(http.MethodDelete, h.cancelCall)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			del(w, r)
+			return
+		}
+		get(w, r)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), h.o.LookupTimeout)
-	defer cancel()
+}
 
-	owner, err := h.owner(ctx, id)
+// callNotFound is the 404 of an unknown call, and of another tenant's:
+// the two are answered alike, so a tenant cannot tell them apart.
+func callNotFound(id string) *apiError {
+	return &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "id", code: "call_not_found",
+		message: fmt.Sprintf("No call with ID %q.", id)}
+}
+
+// ownCall describes the call id of tenant with one Describe: its owner
+// (from the memo the front door's client writes at the start, else the
+// LlmTenant search attribute the workflow sets), status and search
+// attributes. Another tenant's call, and anything that is not an LLMCall
+// started for a tenant, is callNotFound.
+func (h *Handler) ownCall(ctx context.Context, id, tenant string) (*client.WorkflowExecutionDescription, *apiError) {
+	if request.ValidateKey(id) != nil {
+		return nil, callNotFound(id)
+	}
+	desc, err := h.o.Client.Temporal.DescribeWorkflow(ctx, id, "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return nil, callNotFound(id)
+	case err != nil:
+		return nil, h.lookupFailed(err)
+	}
+	owner, err := ownerOf(desc)
 	switch {
 	case errors.Is(err, errNoCall):
-		notFound.write(w)
-		return
+		return nil, callNotFound(id)
 	case err != nil:
-		h.lookupFailed(err).write(w)
-		return
+		return nil, h.lookupFailed(fmt.Errorf("call %s: %w", id, err))
 	case owner != tenant:
-		notFound.write(w)
+		return nil, callNotFound(id)
+	}
+	return desc, nil
+}
+
+// ownerOf is the tenant of a described call: the memo's (the front door
+// puts the bearer token's tenant there at the start, so it is known even
+// before a worker took the call), else the LlmTenant search attribute
+// (calls started before the memo was written).
+func ownerOf(desc *client.WorkflowExecutionDescription) (string, error) {
+	if desc.WorkflowType.Name != workflows.WorkflowName {
+		return "", errNoCall
+	}
+	var owner string
+	err := desc.GetMemoValue(llmclient.MemoTenant, &owner)
+	switch {
+	case errors.Is(err, temporal.ErrNoData):
+		owner, _ = desc.TypedSearchAttributes.GetKeyword(workflows.SATenant)
+	case err != nil:
+		return "", fmt.Errorf("decode its memo (does the front door have the workers' payload keys?): %w", err)
+	}
+	if owner == "" {
+		return "", errNoCall // not started for a tenant
+	}
+	return owner, nil
+}
+
+// runningStatus is the 202 body of a running call: what its search
+// attributes say so far (attempts, failure classes), no query to a
+// worker.
+func runningStatus(id string, desc *client.WorkflowExecutionDescription) CallStatus {
+	rs := Resilience{WorkflowID: id, Status: StatusRunning, Attempts: []workflows.Attempt{}, Classes: []string{}}
+	sa := desc.TypedSearchAttributes
+	if n, ok := sa.GetInt64(workflows.SAAttempts); ok {
+		rs.AttemptCount = int(n)
+	}
+	if cs, ok := sa.GetKeywordList(workflows.SAClasses); ok && cs != nil {
+		rs.Classes = cs
+	}
+	return CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id), Resilience: &rs}
+}
+
+// withOwnCall looks up the tenant's call named in the request's path,
+// under the lookup timeout, and runs then with it; a call of another
+// tenant is refused exactly like one that does not exist.
+func (h *Handler) withOwnCall(w http.ResponseWriter, r *http.Request, tenant string,
+	then func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription)) {
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), h.o.LookupTimeout)
+	defer cancel()
+	desc, apiErr := h.ownCall(ctx, id, tenant)
+	if apiErr != nil {
+		apiErr.write(w)
 		return
 	}
 	w.Header().Set(HeaderWorkflowID, id)
-
-	desc, err := h.o.Client.Temporal.DescribeWorkflowExecution(ctx, id, "")
-	if err != nil {
-		h.lookupFailed(err).write(w)
-		return
-	}
-	info := desc.GetWorkflowExecutionInfo()
-	if info.GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		st := CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)}
-		// The state query needs a worker; without one the status is all
-		// there is to say, and the poll is not held up for long.
-		qctx, cancel := context.WithTimeout(ctx, stateQueryTimeout)
-		res, err := h.o.Client.State(qctx, id)
-		cancel()
-		if err == nil {
-			rs := resilienceOf(id, StatusRunning, res)
-			st.Resilience = &rs
-		}
-		w.Header().Set("Location", callURL(id))
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusAccepted, st)
-		return
-	}
-	res, err := h.o.Client.Result(ctx, id)
-	if err != nil {
-		h.callFailed(id, err).write(w)
-		return
-	}
-	created := h.o.Now()
-	if t := info.GetCloseTime(); t != nil {
-		created = t.AsTime()
-	}
-	writeCompletion(w, id, created, res)
+	then(ctx, id, desc)
 }
 
-// owner returns the tenant of the call with this workflow ID, read from
-// its input in the first history event: the front door puts the tenant of
-// the bearer token there when it starts the call, and a workflow's input
-// never changes.
-func (h *Handler) owner(ctx context.Context, id string) (string, error) {
-	resp, err := h.o.Client.Temporal.WorkflowService().GetWorkflowExecutionHistory(ctx, &workflowservice.GetWorkflowExecutionHistoryRequest{
-		Namespace:       h.namespace,
-		Execution:       &commonpb.WorkflowExecution{WorkflowId: id},
-		MaximumPageSize: 1,
+// getCall serves GET /v1/calls/{id}: 200 with the completion when the call
+// is done, 202 with its state while it runs. A call of another tenant is
+// answered exactly like a call that does not exist. A poll is one
+// Describe; the result is read (its history's close event) only once the
+// call has ended.
+func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.withOwnCall(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
+		if desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			w.Header().Set("Location", callURL(id))
+			w.Header().Set("Retry-After", "1")
+			writeJSON(w, http.StatusAccepted, runningStatus(id, desc))
+			return
+		}
+		res, err := h.o.Client.Result(ctx, id)
+		if err != nil {
+			h.callFailed(id, err).write(w)
+			return
+		}
+		created := h.o.Now()
+		if t := desc.WorkflowCloseTime; t != nil {
+			created = *t
+		}
+		writeCompletion(w, id, created, res)
 	})
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return "", errNoCall
-	}
-	if err != nil {
-		return "", err
-	}
-	events := resp.GetHistory().GetEvents()
-	if len(events) == 0 {
-		return "", errNoCall
-	}
-	started := events[0].GetWorkflowExecutionStartedEventAttributes()
-	if started == nil || started.GetWorkflowType().GetName() != workflows.WorkflowName {
-		return "", errNoCall
-	}
-	var req workflows.CallRequest
-	if err := h.o.DataConverter.FromPayloads(started.GetInput(), &req); err != nil {
-		return "", fmt.Errorf("decode the input of call %s (does the front door have the workers' payload keys?): %w", id, err)
-	}
-	if req.Tenant == "" {
-		return "", errNoCall // not started through the front door
-	}
-	return req.Tenant, nil
+}
+
+// cancelCall serves DELETE /v1/calls/{id}: it asks the tenant's running
+// call to cancel (202; a GET then answers 410 call_canceled once it has
+// stopped), answers 409 for a call that already ended, and 404 for an
+// unknown call or another tenant's, alike.
+func (h *Handler) cancelCall(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.withOwnCall(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
+		ended := func(status string) *apiError {
+			return &apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_not_running",
+				message: fmt.Sprintf("The call %s already ended (%s): there is nothing to cancel.", id, status)}
+		}
+		if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			ended(llmclient.StatusWord(desc.Status)).write(w)
+			return
+		}
+		err := h.o.Client.Temporal.CancelWorkflow(ctx, id, desc.WorkflowExecution.RunID)
+		var nf *serviceerror.NotFound
+		switch {
+		case errors.As(err, &nf):
+			ended("it ended while being canceled").write(w) // the run closed in between
+			return
+		case err != nil:
+			h.lookupFailed(err).write(w)
+			return
+		}
+		w.Header().Set("Location", callURL(id))
+		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusCanceling, URL: callURL(id)})
+	})
 }
 
 func (h *Handler) lookupFailed(err error) *apiError {
@@ -126,4 +185,51 @@ func (h *Handler) lookupFailed(err error) *apiError {
 	h.o.Logger.Error("cannot read a call", "error", err)
 	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "lookup_failed",
 		message: "Cannot read the call; the front door's log says why."}
+}
+
+// waitLimit is how long a request waits for req's call: its execution
+// timeout (deadline plus llmclient's margin) and WaitMargin, so that the
+// call's own timeout answers first and this limit is the backstop for a
+// call that has none (started by an older client).
+func (h *Handler) waitLimit(req workflows.CallRequest) time.Duration {
+	c := *h.o.Client
+	if c.Deadline <= 0 {
+		c.Deadline = h.o.Config.Call.Deadline.D()
+	}
+	return c.ExecutionTimeout(req) + h.o.WaitMargin
+}
+
+// stillRunning is the answer to a request whose wait for call id ended
+// (after limit) while the call goes on: the same request attaches to it.
+func stillRunning(id string, limit time.Duration) *apiError {
+	rs := Resilience{WorkflowID: id, Status: StatusRunning, Attempts: []workflows.Attempt{}, Classes: []string{}}
+	return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_still_running", resilience: &rs,
+		message: fmt.Sprintf("The call %s did not answer within %s (its deadline plus a margin; is a worker running?). "+
+			"It goes on: send the same request (same %s header, if you set one) to attach to it, or GET %s.",
+			id, limit.Round(time.Millisecond), HeaderIdempotencyKey, callURL(id))}
+}
+
+// waitFailed maps the error of waiting for call id under wctx (which
+// ended after limit when the wait was too long).
+func (h *Handler) waitFailed(wctx context.Context, id string, limit time.Duration, err error) *apiError {
+	if errors.Is(wctx.Err(), context.DeadlineExceeded) {
+		return stillRunning(id, limit)
+	}
+	return h.callFailed(id, err)
+}
+
+// keyReused is the 422 of an Idempotency-Key sent again with another
+// request, as payment APIs answer it.
+func keyReused(kr *llmclient.KeyReusedError) *apiError {
+	return &apiError{status: http.StatusUnprocessableEntity, typ: typeInvalidRequest, param: HeaderIdempotencyKey, code: "idempotency_key_reused",
+		message: fmt.Sprintf("The %s %q was already used for a different request (call %s). A key names one request: "+
+			"send a new key for a new request, or the same request to get its answer.", HeaderIdempotencyKey, kr.Key, kr.WorkflowID)}
+}
+
+// timedOut is the answer for a call whose workflow timed out: no worker
+// took it, or none finished it, within its deadline plus a margin.
+func timedOut(id string) *apiError {
+	return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out",
+		message: fmt.Sprintf("The call %s timed out: it did not finish within its deadline plus a margin (is a worker running?). "+
+			"Send the same request (same %s header, if you set one) to run it again.", id, HeaderIdempotencyKey)}
 }

@@ -13,12 +13,28 @@
 //   - Tenants. A bearer token maps to a tenant (Tenants; compared by
 //     SHA-256 in constant time, never logged). The tenant is part of every
 //     workflow ID: an Idempotency-Key header becomes
-//     request.ScopedKey(tenant, key); without one the key is
-//     request.Key(tenant, user, X-Session-Id, messages) (README "Idempotency and audit"). Two
-//     tenants sending the same key reach two different calls. GET
-//     /v1/calls/{id} reads the tenant from the call's input (the first
-//     history event) and answers 404 for another tenant's call, exactly as
-//     for a call that does not exist.
+//     IDs.Scoped(tenant, key); without one the key is derived from the
+//     tenant, user, X-Session-Id, messages and every field that changes the
+//     answer (IDs.For; README "Idempotency and audit"), keyed with the
+//     deployment secret (IDsFor refuses a non-loopback address without
+//     one). Two tenants sending the same key reach two different calls; a
+//     key sent again with another request is a 422 naming the key. GET and
+//     DELETE /v1/calls/{id} and POST /v1/calls/{id}/feedback read the
+//     owner from the call's memo with one Describe and answer 404 for
+//     another tenant's call, exactly as for a call that does not exist.
+//   - Tenants cannot crowd each other out. Each has a token bucket of
+//     requests and estimated tokens per minute and a cap on calls in
+//     flight (Limits, from the tenants file; counted per front-door
+//     process), answered 429 with Retry-After, checked once before the
+//     body is read and again before the call starts. A tenant at its
+//     daily spend cap (the workers' policy) gets 429 spend_cap.
+//   - Slow clients cannot hold the server: a body must arrive within
+//     BodyTimeout (408), and every refusal closes the connection without
+//     reading the rest of the body.
+//   - Nothing waits forever. A call's execution timeout is its deadline
+//     plus a margin (llmclient), and every wait for an answer, plain or
+//     streamed, ends after that plus WaitMargin with a 504 that names the
+//     call; the same request attaches to it again.
 //   - Nothing starts for bad input. The body is capped (413), decoded with
 //     every problem naming its field (400), and checked with
 //     request.Validate against the same policy the workers run
@@ -51,7 +67,7 @@
 // respond-async is answered 202 with the workflow ID and a Location,
 // /v1/calls/{id}, that answers 202 with the state so far while the call
 // runs and 200 with the completion when it is done (respond-async wins over
-// stream: true).
+// stream: true); DELETE on it cancels the call.
 //
 // # Request mapping
 //

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
@@ -75,6 +77,16 @@ type Options struct {
 	StartTimeout time.Duration
 	// LookupTimeout bounds the reads of GET /v1/calls/{id}. Default 10s.
 	LookupTimeout time.Duration
+	// WaitMargin is added to a call's execution timeout (its deadline plus
+	// llmclient's ExecutionMargin) to bound every wait for its answer, plain
+	// or streamed: then the request is answered 504 call_still_running,
+	// which names the call, and the same request attaches to it again.
+	// Default 5s.
+	WaitMargin time.Duration
+	// BodyTimeout bounds reading a request's body, from the end of its
+	// headers: a body not there within it is a 408 and the connection is
+	// closed. Default 30s.
+	BodyTimeout time.Duration
 	// RetryAfter is the Retry-After of a 503 when Temporal is unreachable.
 	// Default 5s.
 	RetryAfter time.Duration
@@ -84,8 +96,7 @@ type Options struct {
 	// still refused with 413 after decoding.
 	MaxBodyBytes int64
 	// DataConverter is the data converter of Client's Temporal client (for
-	// example the codec package's, when payloads are encrypted): it decodes
-	// a call's input to check its tenant. Default
+	// example the codec package's, when payloads are encrypted). Default
 	// converter.GetDefaultDataConverter().
 	DataConverter converter.DataConverter
 	// Logger receives one line per request (tenant, workflow ID, status;
@@ -102,6 +113,8 @@ type Options struct {
 //	GET  /v1/models             the ladder's models
 //	GET  /v1/models/{model}     one of them
 //	GET  /v1/calls/{id}         a call started with Prefer: respond-async
+//	DELETE /v1/calls/{id}       cancel the tenant's own running call
+//	POST /v1/calls/{id}/feedback  what the user did after the call (README "Rules that learn from users")
 //	GET  /healthz               liveness, no token needed
 //
 // It is safe for concurrent use.
@@ -113,6 +126,7 @@ type Handler struct {
 	passthrough map[string]bool
 	namespace   string
 	hubs        *hubs // the subscriptions of streamed calls
+	limiter     *Limiter
 }
 
 // New checks o, resolves its defaults and returns the Handler.
@@ -141,8 +155,14 @@ func New(o Options) (*Handler, error) {
 	if o.LookupTimeout <= 0 {
 		o.LookupTimeout = 10 * time.Second
 	}
+	if o.WaitMargin <= 0 {
+		o.WaitMargin = 5 * time.Second
+	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = 5 * time.Second
+	}
+	if o.BodyTimeout <= 0 {
+		o.BodyTimeout = 30 * time.Second
 	}
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 2*int64(request.MaxPromptBytes(o.Config.Limits)) + 64<<10
@@ -156,7 +176,7 @@ func New(o Options) (*Handler, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Handler{o: o, mux: http.NewServeMux(), namespace: o.Client.Namespace}
+	h := &Handler{o: o, mux: http.NewServeMux(), namespace: o.Client.Namespace, limiter: NewLimiter(o.Tenants.Limits)}
 	h.hubs = newHubs(func(ctx context.Context, id string, yield func(llmclient.StreamItem) error) (workflows.CallResult, error) {
 		return o.Client.Follow(ctx, id, 0, "", yield)
 	}, o.SubscriptionGrace)
@@ -174,12 +194,14 @@ func New(o Options) (*Handler, error) {
 	h.mux.HandleFunc("/v1/responses", h.authed(http.MethodPost, h.responses))
 	h.mux.HandleFunc("/v1/models", h.authed(http.MethodGet, h.listModels))
 	h.mux.HandleFunc("/v1/models/{model}", h.authed(http.MethodGet, h.getModel))
-	h.mux.HandleFunc("/v1/calls/{id}", h.authed(http.MethodGet, h.getCall))
+	h.mux.HandleFunc("/v1/calls/{id}", h.callRoute())
+	h.mux.HandleFunc("/v1/calls/{id}/feedback", h.authed(http.MethodPost, h.postFeedback))
 	h.mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		closeEarly(w)
 		(&apiError{status: http.StatusNotFound, typ: typeNotFound, code: "unknown_url",
 			message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}).write(w)
 	})
@@ -199,6 +221,13 @@ func (h *Handler) StreamSubscriptions() (opened int64, open int) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	start := time.Now()
+	if r.ContentLength != 0 {
+		// The body must come within BodyTimeout, and what a handler leaves
+		// of it is drained by the server within it too. (Not on requests
+		// without a body: the server watches for the client leaving by a
+		// read that this deadline would end.)
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(h.o.BodyTimeout))
+	}
 	h.mux.ServeHTTP(rec, r)
 	if r.URL.Path == "/healthz" {
 		return
@@ -237,6 +266,7 @@ func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
+			closeEarly(w)
 			w.Header().Set("Allow", method)
 			(&apiError{status: http.StatusMethodNotAllowed, typ: typeInvalidRequest, code: "method_not_allowed",
 				message: fmt.Sprintf("%s is not allowed on %s (use %s).", r.Method, r.URL.Path, method)}).write(w)
@@ -245,12 +275,14 @@ func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Req
 		auth := r.Header.Get("Authorization")
 		scheme, token, _ := strings.Cut(auth, " ")
 		if auth == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			closeEarly(w)
 			(&apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "missing_api_key",
 				message: "You didn't provide an API key. Send it as the bearer token of an Authorization header (Authorization: Bearer YOUR_KEY)."}).write(w)
 			return
 		}
 		tenant, ok := h.o.Tenants.Lookup(strings.TrimSpace(token))
 		if !ok {
+			closeEarly(w)
 			(&apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",
 				message: "Incorrect API key provided."}).write(w)
 			return
@@ -299,11 +331,22 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 // answers it: at once (Prefer: respond-async), streamed, or when it ends.
 func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant string, a api) {
 	created := h.o.Now()
+	if ref := h.limiter.Check(tenant, created); ref != nil {
+		closeEarly(w) // its body is not read
+		rateLimited(ref).write(w)
+		return
+	}
 	req, cr, apiErr := h.callRequest(w, r, tenant, a)
 	if apiErr != nil {
 		apiErr.write(w)
 		return
 	}
+	adm, apiErr := h.admit(w, req)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	defer h.leave(adm, r)
 	async := preferAsync(r.Header)
 	stream := cr.Stream && !async // respond-async wins
 	resume := resumePoint{offset: -1}
@@ -326,6 +369,7 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 	id := run.GetID()
 	w.Header().Set(HeaderWorkflowID, id)
+	adm.id, adm.async = id, async
 
 	switch {
 	case async:
@@ -335,16 +379,20 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
 	case stream:
 		sw := newSSEWriter(w, a.objectID(id), created)
-		h.stream(w, r, id, cr, resume, sw, a.stream(sw, cr, resume))
+		h.stream(w, r, id, h.waitLimit(req), cr, resume, sw, a.stream(sw, cr, resume))
 	default:
 		// The first answer: a hedge's quick one under hedge.replace (its
-		// x_resilience says replaceable), else the call's result.
-		res, err := h.o.Client.Answer(r.Context(), id)
+		// x_resilience says replaceable), else the call's result; waited
+		// for no longer than the call's deadline and margins.
+		limit := h.waitLimit(req)
+		wctx, cancel := context.WithTimeout(r.Context(), limit)
+		defer cancel()
+		res, err := h.o.Client.Answer(wctx, id)
 		if err != nil {
 			if r.Context().Err() != nil {
 				return // the client left; the call goes on and the same key finds it
 			}
-			h.callFailed(id, err).write(w)
+			h.waitFailed(wctx, id, limit, err).write(w)
 			return
 		}
 		w.Header().Set(HeaderWorkflowID, id)
@@ -367,8 +415,17 @@ func writeCompletion(w http.ResponseWriter, id string, created time.Time, res wo
 func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant string, a api) (workflows.CallRequest, chatRequest, *apiError) {
 	var req workflows.CallRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
-	if err != nil {
+	if err == nil {
+		// Read: no deadline while the call runs (the server's watch for
+		// the client leaving reads the connection).
+		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
+	} else {
+		closeEarly(w) // the rest of the body is not read
 		var tooBig *http.MaxBytesError
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return req, chatRequest{}, &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
+				message: fmt.Sprintf("The request body did not arrive within %s.", h.o.BodyTimeout)}
+		}
 		if errors.As(err, &tooBig) {
 			return req, chatRequest{}, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
 				message: fmt.Sprintf("The request body is over the limit of %d bytes (prompts may be at most %d bytes).", h.o.MaxBodyBytes, request.MaxPromptBytes(h.o.Config.Limits))}
@@ -499,7 +556,10 @@ func (h *Handler) unavailable(err error) *apiError {
 
 // startFailed maps an error of starting a call.
 func (h *Handler) startFailed(err error) *apiError {
+	var reused *llmclient.KeyReusedError
 	switch {
+	case errors.As(err, &reused):
+		return keyReused(reused)
 	case errors.Is(err, llmclient.ErrInvalidRequest):
 		return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "invalid_value", message: err.Error()}
 	case unreachable(err):
@@ -525,6 +585,17 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 		rs := resilienceOf(id, StatusFailed, res)
 		e := &apiError{status: http.StatusInternalServerError, typ: typeServer, code: appErr.Type(),
 			message: "The call failed: " + appErr.Message(), resilience: &rs}
+		if appErr.Type() == activities.SpendCapError {
+			// The tenant's daily spend cap: 429 with the time to midnight
+			// UTC, when its calls are admitted again.
+			var until time.Time
+			e.status, e.typ, e.code, e.retryAfter = http.StatusTooManyRequests, typeInvalidRequest, activities.SpendCapError, h.o.RetryAfter
+			if appErr.Details(&until) == nil && !until.IsZero() {
+				e.retryAfter = max(time.Until(until), time.Second)
+			}
+			e.message = "The tenant's daily spend cap is reached: " + appErr.Message()
+			return e
+		}
 		if appErr.Type() == workflows.ErrFallbackUnavailable {
 			// The request needs a model's answer (a tool call, a JSON
 			// schema) and none came: try again later, not a text fallback.
@@ -550,7 +621,7 @@ func (h *Handler) callFailed(id string, err error) *apiError {
 		return &apiError{status: http.StatusGone, typ: typeInvalidRequest, code: "call_terminated",
 			message: "The call was terminated by an operator; send the request again to run it anew."}
 	case errors.As(err, &timeout):
-		return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out", message: "The call's workflow timed out."}
+		return timedOut(id)
 	case unreachable(err):
 		return h.unavailable(err)
 	}

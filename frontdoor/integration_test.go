@@ -41,7 +41,12 @@ import (
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
-const tokens = "tok-acme=acme, tok-globex=globex"
+// The tenants' bearer tokens (at least frontdoor.MinTokenLen characters).
+const (
+	tokAcme   = "tok-acme-7f3c9a1e5b2d4f6a8c0e1b3d5f7a9c2e"
+	tokGlobex = "tok-globex-2b4d6f8a0c1e3a5c7e9b1d3f5a7c9e0b"
+	tokens    = tokAcme + "=acme, " + tokGlobex + "=globex"
+)
 
 var shared testenv.Shared
 
@@ -170,7 +175,7 @@ func apiError(t *testing.T, err error) *openai.Error {
 func TestPlainCall(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	var hr *http.Response
 	q := "Where is my order?"
 	resp, err := oc.Chat.Completions.New(ctx, params("u-plain", q),
@@ -219,7 +224,7 @@ func TestPlainCall(t *testing.T) {
 func TestModels(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-globex")
+	oc := d.openai(tokGlobex)
 	page, err := oc.Models.List(ctx)
 	require.NoError(t, err)
 	var ids []string
@@ -237,7 +242,7 @@ func TestModels(t *testing.T) {
 func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 200 * time.Millisecond })
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	// The first attempt is rate limited for 2 s: the stream is committed
 	// and kept alive until the retry answers.
 	q := "[[sim fault=rate_limited retry_after=2s times=1]] Please stream the delivery status of my order in a few words."
@@ -274,7 +279,7 @@ func TestStreamedCallThatFails(t *testing.T) {
 	// loaded machine time for the first case; the second waits 6 s.
 	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 3 * time.Second })
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 
 	// Refused at once: a proper 400 before any event.
 	stream := oc.Chat.Completions.NewStreaming(ctx, params("u-sfail", "[[sim fault=bad_request times=always]] Refuse me."))
@@ -302,7 +307,7 @@ func TestStreamWireFormat(t *testing.T) {
 	body := `{"model":"auto","stream":true,"user":"u-wire","messages":[{"role":"user","content":"[[sim fault=latency latency=1500ms]] Is it raining?"}]}`
 	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer tok-acme")
+	req.Header.Set("Authorization", "Bearer "+tokAcme)
 	req.Header.Set("Idempotency-Key", "wire-"+uuid.NewString()[:8])
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
@@ -347,7 +352,7 @@ func TestStreamWireFormat(t *testing.T) {
 func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	for _, tc := range []struct {
 		name, scenario, q, source, model string
 		classes                          []string
@@ -388,7 +393,7 @@ func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 func TestSameIdempotencyKeyMakesOneUpstreamCall(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "order-42-refund"))
+	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "order-42-refund"))
 	id := request.ScopedKey("acme", "order-42-refund")
 	q := "[[sim fault=latency latency=1s]] Can I get a refund for order 42?"
 
@@ -420,7 +425,7 @@ func TestSameIdempotencyKeyMakesOneUpstreamCall(t *testing.T) {
 func TestClientDisconnectDoesNotCancelTheCall(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "leaving-early"))
+	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "leaving-early"))
 	id := request.ScopedKey("acme", "leaving-early")
 	q := "[[sim fault=latency latency=2s]] Will you still answer when I hang up?"
 
@@ -439,31 +444,31 @@ func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
 	ctx := ctxT(t)
 	q := "What are your opening hours?"
 	ids := map[string]string{}
-	for _, tok := range []string{"tok-acme", "tok-globex"} {
+	for _, tok := range []string{tokAcme, tokGlobex} {
 		var hr *http.Response
 		oc := d.openai(tok, option.WithHeader("Idempotency-Key", "shared-key-1"))
 		_, err := oc.Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&hr))
 		require.NoError(t, err)
 		ids[tok] = hr.Header.Get("X-Workflow-Id")
 	}
-	require.Equal(t, request.ScopedKey("acme", "shared-key-1"), ids["tok-acme"])
-	require.Equal(t, request.ScopedKey("globex", "shared-key-1"), ids["tok-globex"])
-	require.NotEqual(t, ids["tok-acme"], ids["tok-globex"])
-	require.Equal(t, 1, d.upstream(ids["tok-acme"]).Attempts)
-	require.Equal(t, 1, d.upstream(ids["tok-globex"]).Attempts, "two workflows, each called upstream once")
+	require.Equal(t, request.ScopedKey("acme", "shared-key-1"), ids[tokAcme])
+	require.Equal(t, request.ScopedKey("globex", "shared-key-1"), ids[tokGlobex])
+	require.NotEqual(t, ids[tokAcme], ids[tokGlobex])
+	require.Equal(t, 1, d.upstream(ids[tokAcme]).Attempts)
+	require.Equal(t, 1, d.upstream(ids[tokGlobex]).Attempts, "two workflows, each called upstream once")
 
 	// Without a key the derived keys differ by tenant too.
 	var a, b *http.Response
-	_, err := d.openai("tok-acme").Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&a))
+	_, err := d.openai(tokAcme).Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&a))
 	require.NoError(t, err)
-	_, err = d.openai("tok-globex").Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&b))
+	_, err = d.openai(tokGlobex).Chat.Completions.New(ctx, params("u-same", q), option.WithResponseInto(&b))
 	require.NoError(t, err)
 	require.NotEqual(t, a.Header.Get("X-Workflow-Id"), b.Header.Get("X-Workflow-Id"))
 
 	// globex cannot read acme's call, whichever ID it tries.
 	var out json.RawMessage
-	for _, id := range []string{ids["tok-acme"], a.Header.Get("X-Workflow-Id")} {
-		err = d.openai("tok-globex").Get(ctx, "calls/"+id, nil, &out)
+	for _, id := range []string{ids[tokAcme], a.Header.Get("X-Workflow-Id")} {
+		err = d.openai(tokGlobex).Get(ctx, "calls/"+id, nil, &out)
 		e := apiError(t, err)
 		require.Equal(t, http.StatusNotFound, e.StatusCode)
 		require.Equal(t, "call_not_found", e.Code)
@@ -471,13 +476,13 @@ func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
 	}
 	// Its owner can.
 	var hr *http.Response
-	require.NoError(t, d.openai("tok-acme").Get(ctx, "calls/"+ids["tok-acme"], nil, &out, option.WithResponseInto(&hr)))
+	require.NoError(t, d.openai(tokAcme).Get(ctx, "calls/"+ids[tokAcme], nil, &out, option.WithResponseInto(&hr)))
 	require.Equal(t, http.StatusOK, hr.StatusCode)
 	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, out))
 	// A workflow not started by the front door is nobody's.
 	run, err := (&llmclient.Client{Temporal: d.c, TaskQueue: d.tq}).Start(ctx, workflows.CallRequest{UserID: "direct", Messages: msgs(q)})
 	require.NoError(t, err)
-	e := apiError(t, d.openai("tok-acme").Get(ctx, "calls/"+run.GetID(), nil, &out))
+	e := apiError(t, d.openai(tokAcme).Get(ctx, "calls/"+run.GetID(), nil, &out))
 	require.Equal(t, http.StatusNotFound, e.StatusCode)
 }
 
@@ -503,7 +508,7 @@ func TestBadTokens(t *testing.T) {
 		{"no token", []option.RequestOption{option.WithHeaderDel("Authorization")}, "missing_api_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			oc := d.openai("tok-acme", tc.opts...)
+			oc := d.openai(tokAcme, tc.opts...)
 			_, err := oc.Chat.Completions.New(ctx, params("u-token", "Who am I?"))
 			e := apiError(t, err)
 			require.Equal(t, http.StatusUnauthorized, e.StatusCode)
@@ -515,7 +520,7 @@ func TestBadTokens(t *testing.T) {
 		})
 	}
 	// A good token too, then: one log line per request, none with a token.
-	_, err := d.openai("tok-acme").Models.List(ctx)
+	_, err := d.openai(tokAcme).Models.List(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 7, logs.Len())
 	for _, entry := range logs.All() {
@@ -533,7 +538,7 @@ func TestBadTokens(t *testing.T) {
 func TestBadRequestsStartNothing(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	wantKey := request.Key("acme", "u-bad", "", msgs("Where is it?"))
 	raw := func(body string) []option.RequestOption {
 		return []option.RequestOption{option.WithRequestBody("application/json", []byte(body))}
@@ -623,7 +628,7 @@ func withN(p openai.ChatCompletionNewParams, n int64) openai.ChatCompletionNewPa
 func TestOversizeBodies(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	for _, tc := range []struct {
 		name  string
 		size  int
@@ -649,7 +654,7 @@ func TestUpstreamInvalidRequestIs400(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	var hr *http.Response
-	_, err := d.openai("tok-acme").Chat.Completions.New(ctx,
+	_, err := d.openai(tokAcme).Chat.Completions.New(ctx,
 		params("u-400", "[[sim fault=bad_request times=always]] Something the model refuses."), option.WithResponseInto(&hr))
 	e := apiError(t, err)
 	require.Equal(t, http.StatusBadRequest, e.StatusCode, e.RawJSON())
@@ -667,7 +672,7 @@ func TestUpstreamInvalidRequestIs400(t *testing.T) {
 func TestAsyncMode(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-globex")
+	oc := d.openai(tokGlobex)
 	q := "[[sim fault=latency latency=4s]] Please answer later: where is my order?"
 	var hr *http.Response
 	accepted, err := oc.Chat.Completions.New(ctx, params("u-async", q),
@@ -697,7 +702,7 @@ func TestAsyncMode(t *testing.T) {
 		var running frontdoor.CallStatus
 		require.NoError(t, json.Unmarshal(body, &running))
 		require.Equal(t, "running", running.Status)
-		require.NotNil(t, running.Resilience, "the state so far, from the workflow's state query")
+		require.NotNil(t, running.Resilience, "the state so far, from the call's search attributes")
 		require.Equal(t, frontdoor.StatusRunning, running.Resilience.Status)
 		require.Equal(t, id, running.Resilience.WorkflowID)
 		time.Sleep(250 * time.Millisecond)
@@ -726,7 +731,7 @@ func TestTemporalUnreachableIs503(t *testing.T) {
 	require.NoError(t, err)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
-	oc := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey("tok-acme"), option.WithMaxRetries(0))
+	oc := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey(tokAcme), option.WithMaxRetries(0))
 	ctx := ctxT(t)
 
 	_, err = oc.Chat.Completions.New(ctx, params("u-down", "Anyone there?"))
@@ -758,7 +763,7 @@ func TestEncryptedPayloads(t *testing.T) {
 
 	q := "Is my data encrypted at rest?"
 	var hr *http.Response
-	_, err = d.openai("tok-acme").Chat.Completions.New(ctx, params("u-enc", q),
+	_, err = d.openai(tokAcme).Chat.Completions.New(ctx, params("u-enc", q),
 		option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
 	require.NoError(t, err)
 	id := hr.Header.Get("X-Workflow-Id")
@@ -775,11 +780,11 @@ func TestEncryptedPayloads(t *testing.T) {
 	var body json.RawMessage
 	require.Eventually(t, func() bool {
 		var pr *http.Response
-		err := d.openai("tok-acme").Get(ctx, "calls/"+id, nil, &body, option.WithResponseInto(&pr))
+		err := d.openai(tokAcme).Get(ctx, "calls/"+id, nil, &body, option.WithResponseInto(&pr))
 		return err == nil && pr.StatusCode == http.StatusOK
 	}, time.Minute, 100*time.Millisecond)
 	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, body))
-	e := apiError(t, d.openai("tok-globex").Get(ctx, "calls/"+id, nil, &body))
+	e := apiError(t, d.openai(tokGlobex).Get(ctx, "calls/"+id, nil, &body))
 	require.Equal(t, http.StatusNotFound, e.StatusCode)
 
 	// A front door without the key cannot tell whose call it is: it says so
@@ -792,7 +797,7 @@ func TestEncryptedPayloads(t *testing.T) {
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequestWithContext(ctx, http.MethodGet, "/v1/calls/"+id, nil)
-	req.Header.Set("Authorization", "Bearer tok-acme")
+	req.Header.Set("Authorization", "Bearer "+tokAcme)
 	h.ServeHTTP(rec, req)
 	require.Equal(t, http.StatusInternalServerError, rec.Code, rec.Body.String())
 	errs := logs.FilterMessage("cannot read a call").All()
@@ -803,7 +808,7 @@ func TestEncryptedPayloads(t *testing.T) {
 func TestCanceledCallIsGone(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "to-be-canceled"))
+	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "to-be-canceled"))
 	q := "[[sim fault=latency latency=5s]] A question an operator will cancel."
 	var hr *http.Response
 	_, err := oc.Chat.Completions.New(ctx, params("u-cancel", q), option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
@@ -833,7 +838,7 @@ func TestHedgeReplaceThroughTheFrontDoor(t *testing.T) {
 		c.Hedge.After, c.Hedge.Model, c.Hedge.Budget, c.Hedge.Replace = "400ms", "llama-8b", 1, true
 	}, nil)
 	ctx := ctxT(t)
-	oc := d.openai("tok-acme")
+	oc := d.openai(tokAcme)
 	q := "[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 44?"
 	start := time.Now()
 	var hr *http.Response

@@ -328,6 +328,10 @@ type fieldSet struct {
 func sortFields(top map[string]json.RawMessage, fs fieldSet, passthrough map[string]bool, r *request.Request) *fieldError {
 	for _, name := range sortedFields(top) {
 		switch {
+		case name == "":
+			// Named as written: an empty field name would read as a
+			// problem of the whole body.
+			return &fieldError{`""`, "a field with an empty name is not accepted"}
 		case slices.Contains(fs.handled, name), slices.Contains(fs.ignored, name):
 		case passthrough[name]:
 			var buf bytes.Buffer

@@ -53,7 +53,9 @@ type Resilience struct {
 
 // Status values of Resilience.
 const (
-	StatusRunning   = "running"
+	StatusRunning = "running"
+	// StatusCanceling: DELETE /v1/calls/{id} asked the call to cancel.
+	StatusCanceling = "canceling"
 	StatusCompleted = "completed"
 	StatusFailed    = "failed"
 )
@@ -279,12 +281,12 @@ type CallStatus struct {
 	ID string `json:"id"`
 	// Object is "chat.completion.call".
 	Object string `json:"object"`
-	// Status is "running".
+	// Status is "running" (or "canceling", the answer to DELETE).
 	Status string `json:"status"`
 	// URL to GET for the result, relative to the front door's root.
 	URL string `json:"url"`
-	// Resilience is the state of the call so far (from the workflow's
-	// state query), when known.
+	// Resilience is the state of the call so far (its attempts and
+	// failure classes, from its search attributes), when known.
 	Resilience *Resilience `json:"x_resilience,omitempty"`
 }
 

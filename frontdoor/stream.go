@@ -59,8 +59,11 @@ func parseLastEventID(v string) (resumePoint, error) {
 // for an invalid request), after it with an SSE error event, which the
 // official clients raise as an error. While nothing is sent (the model
 // has not started, the call waits to retry) the stream carries an SSE
-// comment every KeepAlive, and a comment per attempt event.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr chatRequest, resume resumePoint, sw *sseWriter, f streamFormat) {
+// comment every KeepAlive, and a comment per attempt event. A call that has
+// not ended after limit (its deadline and margins) ends the stream with
+// call_still_running, which names the call: the same request attaches to
+// it again.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limit time.Duration, cr chatRequest, resume resumePoint, sw *sseWriter, f streamFormat) {
 	hb := h.hubs.join(id)
 	defer hb.leave()
 
@@ -94,6 +97,8 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 
 	keepAlive := time.NewTimer(h.o.KeepAlive)
 	defer keepAlive.Stop()
+	tooLong := time.NewTimer(limit)
+	defer tooLong.Stop()
 	next := 0 // index of the next hub item
 	for {
 		st := hb.from(next)
@@ -187,6 +192,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, cr c
 				return
 			}
 			keepAlive.Reset(h.o.KeepAlive)
+		case <-tooLong.C:
+			e := stillRunning(id, limit)
+			if committed {
+				f.fail(e)
+			} else {
+				e.write(w)
+			}
+			return
 		case <-r.Context().Done():
 			return // the client left; the call goes on
 		}

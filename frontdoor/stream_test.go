@@ -88,7 +88,7 @@ func (d *door) postStream(ctx context.Context, body string, hdr map[string]strin
 	d.t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	require.NoError(d.t, err)
-	req.Header.Set("Authorization", "Bearer tok-acme")
+	req.Header.Set("Authorization", "Bearer "+tokAcme)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
@@ -205,7 +205,7 @@ func TestStreamForwardsDeltasLive(t *testing.T) {
 	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
 	var hr *http.Response
 	key := "live-31-" + uuid.NewString()[:8] // -count=N reuses the dev server
-	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, p,
+	stream := d.openai(tokAcme).Chat.Completions.NewStreaming(ctx, p,
 		option.WithHeader("Idempotency-Key", key), option.WithResponseInto(&hr))
 	id := request.ScopedKey("acme", key)
 
@@ -340,7 +340,7 @@ func TestStreamConnectionsShareOneSubscription(t *testing.T) {
 	ctx := ctxT(t)
 	q := "[[sim tokens=200]] Explain the warranty terms of my kettle."
 	key := "shared-stream-" + uuid.NewString()[:8]
-	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", key))
+	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", key))
 	id := request.ScopedKey("acme", key)
 
 	read := func(s chunkStream, firstChunk chan<- struct{}) (string, error) {
@@ -405,7 +405,7 @@ func TestStreamOfACallStartedWithoutStreaming(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	q := "[[sim tokens=120]] [[sim fault=latency latency=1s]] What is in my basket?"
-	oc := d.openai("tok-acme", option.WithHeader("Idempotency-Key", "plain-then-stream-"+uuid.NewString()[:8]))
+	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "plain-then-stream-"+uuid.NewString()[:8]))
 	_, err := oc.Chat.Completions.New(ctx, params("u-late", q), option.WithHeader("Prefer", "respond-async"))
 	require.NoError(t, err)
 
@@ -424,7 +424,7 @@ func TestStreamedFallbackAnswer(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.sim.SetScenario(sc))
 	var hr *http.Response
-	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, params("u-fbs", "How do I get a refund for my order?"),
+	stream := d.openai(tokAcme).Chat.Completions.NewStreaming(ctx, params("u-fbs", "How do I get a refund for my order?"),
 		option.WithHeader("Idempotency-Key", "fallback-"+uuid.NewString()[:8]), option.WithResponseInto(&hr))
 	a := accumulate(t, stream, nil)
 	res := d.result(ctx, hr.Header.Get("X-Workflow-Id"))
@@ -475,7 +475,7 @@ func TestStreamBadInput(t *testing.T) {
 	// The official client, asking for 3 streamed choices.
 	p := params("u-bad-stream", "Where is it?")
 	p.N = openai.Int(3)
-	stream := d.openai("tok-acme").Chat.Completions.NewStreaming(ctx, p)
+	stream := d.openai(tokAcme).Chat.Completions.NewStreaming(ctx, p)
 	require.False(t, stream.Next())
 	e := apiError(t, stream.Err())
 	require.Equal(t, http.StatusBadRequest, e.StatusCode)

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"unicode"
@@ -17,8 +18,15 @@ import (
 
 // TokensEnv is the environment variable that maps bearer tokens to tenants:
 //
-//	FRONTDOOR_TOKENS="tok-a=acme,tok-b=globex"
+//	FRONTDOOR_TOKENS="<token of acme>=acme,<token of globex>=globex"
+//
+// A pair is cut at its last "=": a token may contain "=" (base64 padding),
+// a tenant name may not.
 const TokensEnv = "FRONTDOOR_TOKENS"
+
+// MinTokenLen is the shortest bearer token accepted, in bytes: 32, the
+// length of 16 random bytes in hex (openssl rand -hex 32 gives 64).
+const MinTokenLen = 32
 
 // Tenants maps bearer tokens to tenant names. Only the SHA-256 of each
 // token is kept; Lookup compares the hash of a presented token with every
@@ -27,6 +35,9 @@ const TokensEnv = "FRONTDOOR_TOKENS"
 type Tenants struct {
 	entries []tenantEntry
 	names   []string
+	// defaults are the limits of a tenant not in limits.
+	defaults Limits
+	limits   map[string]Limits
 }
 
 type tenantEntry struct {
@@ -36,14 +47,24 @@ type tenantEntry struct {
 
 // TenantsFile is the YAML shape of a tenants file:
 //
+//	defaults:                      # every tenant's limits (DefaultLimits where not given)
+//	  requests_per_minute: 600
+//	  tokens_per_minute: 1000000
+//	  max_in_flight: 64
 //	tenants:
 //	  - name: acme
-//	    tokens: [tok-acme-1]         # bearer tokens as clients send them
+//	    tokens: [<token>]            # bearer tokens as clients send them (32+ characters)
+//	    limits: {requests_per_minute: 60}   # this tenant's own, over the defaults
 //	  - name: globex
 //	    token_sha256:                # or their SHA-256 (hex), so the file holds no secret
 //	      - cf0b1ca40e47d039012df886642633225d987dbc397e9b576bd3a71a002050b8
 type TenantsFile struct {
-	Tenants []TenantEntry `yaml:"tenants"`
+	// Defaults are the limits of every tenant, also those of
+	// FRONTDOOR_TOKENS, that its entry does not set. Decoded over
+	// DefaultLimits: a field left out keeps its default, an explicit 0
+	// means no limit.
+	Defaults Limits        `yaml:"defaults"`
+	Tenants  []TenantEntry `yaml:"tenants"`
 }
 
 // TenantEntry is one tenant of a tenants file.
@@ -54,6 +75,33 @@ type TenantEntry struct {
 	Tokens []string `yaml:"tokens"`
 	// TokenSHA256 are hex SHA-256 digests of bearer tokens.
 	TokenSHA256 []string `yaml:"token_sha256"`
+	// Limits are this tenant's own limits; a field not given is the
+	// file's default. A tenant listed twice gives them at most once.
+	Limits *TenantLimits `yaml:"limits"`
+}
+
+// TenantLimits are the limits a tenant's entry sets; nil fields keep the
+// file's defaults (TenantsFile.Defaults).
+type TenantLimits struct {
+	RequestsPerMinute *int `yaml:"requests_per_minute"`
+	TokensPerMinute   *int `yaml:"tokens_per_minute"`
+	MaxInFlight       *int `yaml:"max_in_flight"`
+}
+
+// over returns d with the fields of l that are set.
+func (l *TenantLimits) over(d Limits) Limits {
+	if l == nil {
+		return d
+	}
+	for _, f := range []struct {
+		from *int
+		to   *int
+	}{{l.RequestsPerMinute, &d.RequestsPerMinute}, {l.TokensPerMinute, &d.TokensPerMinute}, {l.MaxInFlight, &d.MaxInFlight}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	return d
 }
 
 // ErrNoTenants is returned when a configuration maps no token at all.
@@ -84,20 +132,35 @@ func (t *Tenants) Names() []string { return append([]string(nil), t.names...) }
 // Len returns how many tokens are known.
 func (t *Tenants) Len() int { return len(t.entries) }
 
+// Limits returns the limits of tenant: its entry's in the tenants file,
+// else the file's defaults, else DefaultLimits.
+func (t *Tenants) Limits(tenant string) Limits {
+	if t == nil {
+		return DefaultLimits
+	}
+	if l, ok := t.limits[tenant]; ok {
+		return l
+	}
+	return t.defaults
+}
+
 // ParseTokens parses the FRONTDOOR_TOKENS format: comma-separated
-// token=tenant pairs ("tok-a=acme,tok-b=globex"). Whitespace around pairs
-// is ignored. Errors never quote a token.
+// token=tenant pairs, each cut at its last "=" (a tenant name has none, a
+// token may). Whitespace around pairs is ignored. A token must have at
+// least MinTokenLen characters. Errors name a pair by its position and
+// never quote a token. Its tenants have DefaultLimits.
 func ParseTokens(s string) (*Tenants, error) {
-	b := &tenantsBuilder{source: TokensEnv}
+	b := newBuilder(TokensEnv)
 	for i, pair := range strings.Split(s, ",") {
 		pair = strings.TrimSpace(pair)
 		if pair == "" {
 			continue
 		}
-		tok, tenant, found := strings.Cut(pair, "=")
-		if !found {
+		cut := strings.LastIndexByte(pair, '=')
+		if cut < 0 {
 			return nil, fmt.Errorf("%s: pair %d: want token=tenant", TokensEnv, i+1)
 		}
+		tok, tenant := pair[:cut], pair[cut+1:]
 		b.addToken(fmt.Sprintf("pair %d", i+1), strings.TrimSpace(tenant), strings.TrimSpace(tok))
 	}
 	return b.done()
@@ -115,17 +178,33 @@ func LoadTenants(path string) (*Tenants, error) {
 // ParseTenantsFile parses a YAML tenants file; source names it in errors.
 // Unknown fields are refused.
 func ParseTenantsFile(data []byte, source string) (*Tenants, error) {
-	var f TenantsFile
+	f := TenantsFile{Defaults: DefaultLimits}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(&f); err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	b := &tenantsBuilder{source: source}
+	b := newBuilder(source)
+	if p := f.Defaults.problem(); p != "" {
+		b.problem("defaults", "%s", p)
+	}
+	b.t.defaults = f.Defaults
+	limitsAt := map[string]int{}
 	for i, e := range f.Tenants {
 		at := fmt.Sprintf("tenants[%d]", i)
 		if len(e.Tokens) == 0 && len(e.TokenSHA256) == 0 {
 			b.problem(at, "no tokens and no token_sha256")
+		}
+		if e.Limits != nil {
+			l := e.Limits.over(f.Defaults)
+			if p := l.problem(); p != "" {
+				b.problem(at+".limits", "%s", p)
+			}
+			if j, twice := limitsAt[e.Name]; twice {
+				b.problem(at+".limits", "tenant %q has limits already in tenants[%d]", e.Name, j)
+			}
+			limitsAt[e.Name] = i
+			b.t.limits[e.Name] = l
 		}
 		for j, tok := range e.Tokens {
 			b.addToken(fmt.Sprintf("%s.tokens[%d]", at, j), e.Name, tok)
@@ -162,6 +241,9 @@ func LoadTenantsFromEnv(path, env string) (*Tenants, error) {
 			return nil, err
 		}
 		b := &tenantsBuilder{source: TokensEnv, t: *merged}
+		if b.t.limits == nil {
+			b.t.defaults, b.t.limits = DefaultLimits, map[string]Limits{}
+		}
 		for _, e := range t.entries {
 			b.add("", e.tenant, e.hash)
 		}
@@ -181,6 +263,10 @@ type tenantsBuilder struct {
 	problems []string
 }
 
+func newBuilder(source string) *tenantsBuilder {
+	return &tenantsBuilder{source: source, t: Tenants{defaults: DefaultLimits, limits: map[string]Limits{}}}
+}
+
 func (b *tenantsBuilder) problem(where, format string, args ...any) {
 	b.problems = append(b.problems, fmt.Sprintf("%s: %s: %s", b.source, where, fmt.Sprintf(format, args...)))
 }
@@ -192,6 +278,10 @@ func (b *tenantsBuilder) addToken(where, tenant, token string) {
 	}
 	if strings.ContainsFunc(token, unicode.IsSpace) || !utf8.ValidString(token) {
 		b.problem(where, "a token must be printable, without spaces")
+		return
+	}
+	if len(token) < MinTokenLen {
+		b.problem(where, "the token is shorter than %d characters (make one with: openssl rand -hex 32)", MinTokenLen)
 		return
 	}
 	b.add(where, tenant, sha256.Sum256([]byte(token)))
@@ -238,6 +328,8 @@ func tenantProblem(name string) string {
 		return "name is not valid UTF-8"
 	case strings.ContainsFunc(name, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) }):
 		return fmt.Sprintf("name %q has spaces or unprintable characters", name)
+	case strings.Contains(name, "="):
+		return fmt.Sprintf("name %q has \"=\" (it separates token and tenant in %s)", name, TokensEnv)
 	}
 	return ""
 }

@@ -12,12 +12,15 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/durable-llm/durable-llm/internal/markdown"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -37,19 +40,125 @@ type Client struct {
 	// Limits checked before starting, so an oversize prompt is refused here
 	// rather than by Temporal's payload limit; default the policy defaults.
 	Limits config.LimitsConfig
+	// IDs derives the workflow IDs: keyed with the deployment's secret
+	// (request.IDsFromEnv reads LLM_ID_SECRET), or, the zero value, plain
+	// SHA-256 for local development. Every client of one deployment must
+	// use the same, or one request reaches two calls.
+	IDs request.IDs
+	// Deadline is the workers' call.deadline: the deadline of a request
+	// that sets none, for its execution timeout. Default the default
+	// policy's max_deadline (10 min), the longest a worker's deadline
+	// should be.
+	Deadline time.Duration
+	// ExecutionMargin is added to a call's deadline to make its workflow
+	// execution timeout, so that a call no worker takes (none polls the
+	// task queue) ends, timed out, instead of waiting forever; a retry
+	// with the same request or key then runs it anew. It covers a
+	// streamed call's linger and a busy worker's delays, or a backlog
+	// before the call's first workflow task. Default 1 min.
+	ExecutionMargin time.Duration
 }
+
+// DefaultExecutionMargin is the default of Client.ExecutionMargin.
+const DefaultExecutionMargin = time.Minute
+
+// Memo fields of the calls Client starts (the workflow's memo, which
+// Describe returns; encoded like the input, so encrypted when payloads are).
+const (
+	// MemoTenant is the tenant that started the call (the request's
+	// tenant), when it names one: the front door's owner check.
+	MemoTenant = "tenant"
+	// MemoFingerprint is request.IDs.Fingerprint of the request, for a call
+	// started with an explicit idempotency key.
+	MemoFingerprint = "request_fingerprint"
+)
 
 // ErrInvalidRequest wraps every request problem found before starting.
 var ErrInvalidRequest = errors.New("invalid request")
 
-// Key returns the workflow ID a request runs under: its idempotency key.
+// ErrKeyReused is wrapped by KeyReusedError.
+var ErrKeyReused = errors.New("idempotency key reused with a different request")
+
+// KeyReusedError is the error of a request with an explicit idempotency key
+// that reached a call started by a different request with the same key
+// (another model, other messages, …): the call's answer is not this
+// request's, so it is refused rather than returned. It wraps ErrKeyReused.
+type KeyReusedError struct {
+	// Key is the caller's idempotency key.
+	Key string
+	// WorkflowID is the call it reached.
+	WorkflowID string
+}
+
+func (e *KeyReusedError) Error() string {
+	return fmt.Sprintf("idempotency key %q was already used for a different request (call %s): "+
+		"a key names one request; send this one with a new key", e.Key, e.WorkflowID)
+}
+
+// Unwrap returns ErrKeyReused.
+func (e *KeyReusedError) Unwrap() error { return ErrKeyReused }
+
+// Key returns the workflow ID a request runs under, its idempotency key,
+// without a deployment secret (local development); Client.Key uses the
+// client's IDs.
 func Key(req workflows.CallRequest) (string, error) {
+	return (&Client{}).Key(req)
+}
+
+// Key returns the workflow ID a request runs under: its idempotency key
+// (see request.IDs.For).
+func (c *Client) Key(req workflows.CallRequest) (string, error) {
 	if req.IdempotencyKey != "" {
 		if err := request.ValidateKey(req.IdempotencyKey); err != nil {
 			return "", fmt.Errorf("%w: idempotency_key: %v", ErrInvalidRequest, err)
 		}
 	}
-	return request.KeyFor(req), nil
+	return c.IDs.For(req), nil
+}
+
+// ExecutionTimeout is the workflow execution timeout of req's call: its
+// deadline (Deadline when it sets none) plus ExecutionMargin.
+func (c *Client) ExecutionTimeout(req workflows.CallRequest) time.Duration {
+	d := time.Duration(req.DeadlineMS) * time.Millisecond
+	if d <= 0 {
+		d = c.Deadline
+	}
+	if d <= 0 {
+		// The workers' default deadline is unknown here: the longest one
+		// a request may ask for bounds it, so a call is never cut before
+		// its worker's deadline (a policy with a longer call.deadline
+		// sets Deadline).
+		d = config.DefaultConfig().Call.MaxDeadline.D()
+	}
+	m := c.ExecutionMargin
+	if m <= 0 {
+		m = DefaultExecutionMargin
+	}
+	return d + m
+}
+
+// checkRequest refuses a request with an explicit idempotency key that
+// reached a call started by another request (KeyReusedError). A call
+// without a fingerprint (started before calls kept one) is taken as it is.
+func (c *Client) checkRequest(ctx context.Context, id string, req workflows.CallRequest) error {
+	if req.IdempotencyKey == "" {
+		return nil // the derived key is the fingerprint
+	}
+	desc, err := c.Temporal.DescribeWorkflow(ctx, id, "")
+	if err != nil {
+		return fmt.Errorf("LLM call %s: check that it runs this request: %w", id, err)
+	}
+	var fp string
+	switch err := desc.GetMemoValue(MemoFingerprint, &fp); {
+	case errors.Is(err, temporal.ErrNoData):
+		return nil
+	case err != nil:
+		return fmt.Errorf("LLM call %s: read its request fingerprint: %w", id, err)
+	}
+	if fp != c.IDs.Fingerprint(req) {
+		return &KeyReusedError{Key: req.IdempotencyKey, WorkflowID: id}
+	}
+	return nil
 }
 
 // precheck refuses what must never reach Temporal: a prompt over the size
@@ -78,7 +187,9 @@ func (c *Client) precheck(req workflows.CallRequest) error {
 
 // Start starts the call, or attaches to the call with the same key: a
 // running call is joined, a finished one returns its recorded result
-// without a new run (a failed call is run again).
+// without a new run (a failed or timed-out call is run again). A request
+// with an explicit idempotency key that reaches a call of another request
+// gets a *KeyReusedError.
 func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.WorkflowRun, error) {
 	id, opts, err := c.startOptions(req)
 	if err != nil {
@@ -88,10 +199,13 @@ func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.W
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
 		// Completed before: the recorded result is the answer.
-		return c.Temporal.GetWorkflow(ctx, id, ""), nil
+		run, err = c.Temporal.GetWorkflow(ctx, id, ""), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("start LLM call %s: %w", id, err)
+	}
+	if err := c.checkRequest(ctx, id, req); err != nil {
+		return nil, err
 	}
 	return run, nil
 }
@@ -101,7 +215,7 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 	if err := c.precheck(req); err != nil {
 		return "", client.StartWorkflowOptions{}, err
 	}
-	id, err := Key(req)
+	id, err := c.Key(req)
 	if err != nil {
 		return "", client.StartWorkflowOptions{}, err
 	}
@@ -109,12 +223,21 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 	if tq == "" {
 		tq = workflows.TaskQueue
 	}
+	memo := map[string]any{}
+	if req.Tenant != "" {
+		memo[MemoTenant] = req.Tenant
+	}
+	if req.IdempotencyKey != "" {
+		memo[MemoFingerprint] = c.IDs.Fingerprint(req)
+	}
 	return id, client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                tq,
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		StaticSummary:            Summary(req),
+		WorkflowExecutionTimeout: c.ExecutionTimeout(req),
+		Memo:                     memo,
+		StaticSummary:            markdown.Escape(Summary(req)), // the Web UI renders it as Markdown
 		StaticDetails:            details(req),
 	}, nil
 }
@@ -126,18 +249,34 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 // "Hedged calls"). The start and the wait for the answer are one request
 // (update-with-start), so the call's first workflow task takes both; a
 // call that completed before is refused the start and answers with its
-// recorded result.
+// recorded result. A request with an explicit idempotency key that
+// reaches a call of another request gets a *KeyReusedError, checked as
+// soon as the call accepted the wait (before its answer).
 func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows.CallResult, error) {
 	id, opts, err := c.startOptions(req)
 	if err != nil {
 		return workflows.CallResult{}, err
 	}
+	explicit := req.IdempotencyKey != ""
+	uo := answerUpdate(id)
+	if explicit {
+		// Return once the call took the wait, to compare the requests
+		// before waiting for an answer that may be another request's.
+		uo.WaitForStage = client.WorkflowUpdateStageAccepted
+	}
 	op := c.Temporal.NewWithStartWorkflowOperation(opts, workflows.WorkflowName, req)
 	h, err := c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: op,
-		UpdateOptions:          answerUpdate(id),
+		UpdateOptions:          uo,
 	})
+	checked := false
 	if err == nil {
+		if explicit {
+			if cerr := c.checkRequest(ctx, id, req); cerr != nil {
+				return workflows.CallResult{}, cerr
+			}
+			checked = true
+		}
 		var res workflows.CallResult
 		if err = h.Get(ctx, &res); err == nil {
 			return res, nil
@@ -153,6 +292,11 @@ func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows
 		// has no answer update): the workflow's result says which.
 		if _, derr := c.Temporal.DescribeWorkflowExecution(ctx, id, ""); derr != nil {
 			return workflows.CallResult{}, fmt.Errorf("start LLM call %s: %w", id, err)
+		}
+	}
+	if explicit && !checked {
+		if err := c.checkRequest(ctx, id, req); err != nil {
+			return workflows.CallResult{}, err
 		}
 	}
 	return c.final(ctx, id)
@@ -269,5 +413,5 @@ func orDash(s string) string {
 	if s == "" {
 		return "–"
 	}
-	return s
+	return markdown.Escape(s)
 }

@@ -47,6 +47,12 @@ func WriteReport(w io.Writer, res workflows.CallResult) error {
 		fmt.Fprintf(w, " · sent again %d", d)
 	}
 	fmt.Fprintln(w)
+	if res.Review != "" {
+		fmt.Fprintf(w, "review:   %s (starter review approve|reject %s)\n", res.Review, res.RequestID)
+	}
+	for i, s := range res.Steps {
+		fmt.Fprintf(w, "step %d:   %s · %s %s\n", i+1, s.CallID, s.Source, s.Model)
+	}
 	fmt.Fprintf(w, "call:     %s\n\n", res.RequestID)
 	return WriteAttempts(w, res.Attempts)
 }

@@ -329,6 +329,15 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 
 	rd := render(p.model, &x.req, tokensDirective(dirs), cont, x.rec.Fault, x.rec.PromptTokens)
+	if fact := recallDirective(dirs); fact != "" && !rd.summary {
+		rd.recall, rd.recalled = fact, recalled(msgs, fact)
+		if !rd.continuation && len(rd.toolCalls) == 0 {
+			note := recallNote(fact, rd.recalled)
+			rd.content = note + rd.content
+			rd.completion += EstimateTokens(note)
+			rd.tokens += EstimateTokens(note)
+		}
+	}
 	x.rec.CompletionTokens, x.rec.Continuation = rd.completion, rd.continuation
 	events := x.chunks(rd)
 	first := p.base + p.extra

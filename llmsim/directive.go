@@ -26,6 +26,9 @@ type Directive struct {
 	Times int
 	// Tokens is the answer's length in completion tokens (0: not set).
 	Tokens int
+	// Recall is a fact the question asks the model to recall from the
+	// rest of the conversation (see Summarize; "" : none).
+	Recall string
 	// Raw is the directive's text as written.
 	Raw string
 }
@@ -35,7 +38,7 @@ const TimesAlways = -1
 
 var directiveRE = regexp.MustCompile(`\[\[sim\b([^\]]*)\]\]`)
 
-var directiveAttrs = []string{"fault", "kind", "times", "model", "retry_after", "retry_after_ms", "retry_header", "latency", "status", "chunks", "duration", "window", "after", "tokens"}
+var directiveAttrs = []string{"fault", "kind", "times", "model", "retry_after", "retry_after_ms", "retry_header", "latency", "status", "chunks", "duration", "window", "after", "tokens", "recall"}
 
 // ParseDirectives returns the directives in text, in order. Attributes are
 // key=value pairs separated by spaces: fault (or kind), times (a count,
@@ -94,6 +97,8 @@ func ParseDirectives(text string) ([]Directive, error) {
 				if n, err = strconv.Atoi(v); err == nil {
 					d.Spec.After = &n
 				}
+			case "recall":
+				d.Recall = v
 			case "tokens":
 				if d.Tokens, err = strconv.Atoi(v); err == nil && d.Tokens < 1 {
 					err = fmt.Errorf("must be at least 1, got %d", d.Tokens)
@@ -106,11 +111,11 @@ func ParseDirectives(text string) ([]Directive, error) {
 			}
 		}
 		if d.Spec.Kind == FaultNone {
-			if d.Tokens > 0 {
+			if d.Tokens > 0 || d.Recall != "" {
 				out = append(out, d)
 				continue
 			}
-			return nil, fmt.Errorf("directive %s: fault=<name> or tokens=<n> is required", m[0])
+			return nil, fmt.Errorf("directive %s: fault=<name>, tokens=<n> or recall=<fact> is required", m[0])
 		}
 		errs := &errList{source: "directive " + m[0]}
 		d.Spec.validate("", nil, errs)

@@ -187,8 +187,10 @@
 // switches model), so parallel tests do not interfere. Several directives
 // apply one after another. Attributes: fault, times, model, retry_after,
 // retry_after_ms, retry_header, latency, status, chunks, duration, window,
-// after, and tokens — the answer's length (see Answers), which applies to
-// every attempt and model and needs no fault. Directives are stripped
+// after, tokens — the answer's length (see Answers), which applies to
+// every attempt and model and needs no fault — and recall=FACT, which
+// checks that FACT reached the model in another message of the request
+// (see Summarize: summary requests and recall checks). Directives are stripped
 // before the answer echoes the question and before tokens are counted. An
 // invalid directive is answered 400 invalid_directive.
 //

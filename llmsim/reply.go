@@ -25,6 +25,12 @@ type rendered struct {
 	continuation  bool
 	prefix        string
 	prefixMatched bool
+	// summary: the answer to a summary request (Summarize).
+	summary bool
+	// recall is the fact the question asked to recall, recalled whether
+	// the request held it.
+	recall   string
+	recalled bool
 }
 
 // tokensDirective returns the answer length asked by the first
@@ -47,6 +53,19 @@ func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f F
 	q := req.question()
 	limit := req.maxTokens()
 	rd := rendered{finish: "stop", prompt: prompt}
+	if isSplitRequest(req) {
+		rd.content = SplitQuestion(StripDirectives(q))
+		rd.completion = EstimateTokens(rd.content)
+		rd.tokens = rd.completion
+		return rd
+	}
+	if isSummaryRequest(req) {
+		rd.summary = true
+		rd.content = Summarize(StripDirectives(q), limit)
+		rd.completion = EstimateTokens(rd.content)
+		rd.tokens = rd.completion
+		return rd
+	}
 	rd.continuation = cont.asked && cont.bad == "" && m.Continuation == ContinuationPrefix
 	prefix := ""
 	if rd.continuation {
@@ -176,6 +195,7 @@ func (x *exchange) recordGeneration() {
 		Reasoning: g.rd.reasoning, Text: g.rd.content, CompletionTokens: g.rd.completion,
 		FinishReason: g.rd.finish, SentBytes: g.sentBytes, SentTokens: g.sentTokens,
 		End: g.end, Fault: x.rec.Fault, Temperature: x.req.Temperature, Extra: x.extra,
+		Summary: g.rd.summary, Recall: g.rd.recall, Recalled: g.rd.recalled, PromptTokens: g.rd.prompt,
 	}
 	if n := len(x.req.Messages); n > 0 {
 		gen.Last = x.req.Messages[n-1].Content

@@ -102,6 +102,14 @@ type Generation struct {
 	Fault Fault `json:"fault,omitempty"`
 	// ToolCalls are the tool calls answered (Text is then empty).
 	ToolCalls []GeneratedToolCall `json:"tool_calls,omitempty"`
+	// PromptTokens is the usage's prompt_tokens.
+	PromptTokens int `json:"prompt_tokens,omitempty"`
+	// Summary: the request asked for a summary (see Summarize).
+	Summary bool `json:"summary,omitempty"`
+	// Recall is the fact a [[sim recall=…]] asked about; Recalled whether
+	// another message of the request held it.
+	Recall   string `json:"recall,omitempty"`
+	Recalled bool   `json:"recalled,omitempty"`
 	// Temperature as the request sent it; Last is the text of the
 	// request's last message (a client's note on a rejected answer shows
 	// here); Extra are the top-level request fields the simulator does not

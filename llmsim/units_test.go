@@ -63,7 +63,7 @@ func TestParseDirectives(t *testing.T) {
 		t.Errorf("third %+v", ds[2])
 	}
 	bad := []struct{ in, want string }{
-		{"[[sim times=2]]", "fault=<name> or tokens=<n> is required"},
+		{"[[sim times=2]]", "fault=<name>, tokens=<n> or recall=<fact> is required"},
 		{"[[sim fault=rate_limt]]", `unknown fault "rate_limt" (did you mean rate_limited?)`},
 		{"[[sim fault=hang tims=2]]", "tims: unknown attribute (did you mean times?)"},
 		{"[[sim fault=hang times=0]]", "times must be at least 1"},

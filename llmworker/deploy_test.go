@@ -51,6 +51,6 @@ func TestIntegrationPinnedDeploy(t *testing.T) {
 
 	var res workflows.CallResult
 	require.NoError(t, old.Get(ctx, &res))
-	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, "v1", build(old.GetID()), "the call in flight finished on its build")
 }

@@ -241,7 +241,7 @@ func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
 	defer cancel()
 	var res workflows.CallResult
 	require.NoError(t, run.Get(ctx, &res))
-	require.Equal(t, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, workflows.SourceModel, res.Source)
 	up := sim.Stats().Conversations[id]
 	require.Equal(t, 2, up.Attempts, "exactly one resent attempt: %+v", up.Requests)
@@ -347,7 +347,7 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 		t.Fatal("the call did not complete within 3 minutes of the restart")
 	}
 	require.NoError(t, r.err, "the client waiting for the call across the restart")
-	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, decisions(r.res))
+	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(r.res))
 	require.Equal(t, workflows.SourceModel, r.res.Source)
 	require.Equal(t, 2, sim.Stats().Conversations[id].Attempts, "no attempt lost or doubled by the restart")
 	requireNoOpenCalls(t, c, tq)
@@ -434,8 +434,8 @@ func TestIntegrationUpstreamGarbageIsClassified(t *testing.T) {
 						classes = append(classes, a.Class)
 					}
 				}
-				t.Logf("%s: %v", tc.name, decisions(res))
-				require.Equal(t, tc.classes, classes, "classes of the failed attempts: %v", decisions(res))
+				t.Logf("%s: %v", tc.name, workflows.CallResult.Decisions(res))
+				require.Equal(t, tc.classes, classes, "classes of the failed attempts: %v", workflows.CallResult.Decisions(res))
 				switch tc.answered {
 				case "degraded":
 					require.True(t, res.Degraded)

@@ -48,7 +48,7 @@ func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	opened := time.Time{}
 	for i := 0; opened.IsZero(); i++ {
 		require.Less(t, i, 10, "worker A's breaker of qwen-72b never opened")
-		if d := decisions(ask(i)); slices.Contains(d, "qwen-72b:breaker_open:switch_model") {
+		if d := workflows.CallResult.Decisions(ask(i)); slices.Contains(d, "qwen-72b:breaker_open:switch_model") {
 			opened = time.Now()
 		}
 	}
@@ -70,7 +70,7 @@ func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	before := sim.Stats().Models["qwen-72b"].Arrivals
 	res := ask(100)
-	require.Equal(t, "qwen-72b:breaker_open:switch_model", decisions(res)[0], "worker B sent a request to the model whose breaker the fleet opened: %v", decisions(res))
+	require.Equal(t, "qwen-72b:breaker_open:switch_model", workflows.CallResult.Decisions(res)[0], "worker B sent a request to the model whose breaker the fleet opened: %v", workflows.CallResult.Decisions(res))
 	require.Equal(t, before, sim.Stats().Models["qwen-72b"].Arrivals, "worker B sent a request to qwen-72b")
 	t.Logf("worker B (pid %d) honoured the breaker worker A (pid %d) opened, %v after A saw it open", b.pid(), a.pid(), time.Since(opened).Round(10*time.Millisecond))
 }

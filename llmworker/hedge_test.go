@@ -33,7 +33,7 @@ func TestIntegrationHedgeWins(t *testing.T) {
 	start := time.Now()
 	res := s.call(question("[[sim fault=latency latency=6s model=qwen-72b times=1]] Where is my order?"))
 	took := time.Since(start)
-	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.True(t, res.Attempts[1].Hedge, "the answer is the hedge's")
 	require.Equal(t, "llama-8b", res.Model)
 	require.NotEmpty(t, res.Content)
@@ -41,7 +41,7 @@ func TestIntegrationHedgeWins(t *testing.T) {
 
 	// A first model that answers in time is not hedged.
 	res = s.call(question("Where is my parcel?"))
-	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 }
 
 // TestIntegrationHedgeLoses: the hedge starts, but the first model's answer
@@ -52,7 +52,7 @@ func TestIntegrationHedgeLoses(t *testing.T) {
 	}
 	s := newStack(t, hedged("300ms"))
 	res := s.call(question("[[sim fault=latency latency=1s model=qwen-72b times=1]] [[sim fault=latency latency=8s model=llama-8b times=1]] Where is my refund?"))
-	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.True(t, res.Attempts[0].Hedge)
 	require.Equal(t, "qwen-72b", res.Model)
 }
@@ -71,7 +71,7 @@ func TestIntegrationHedgeBudget(t *testing.T) {
 	res := s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 1?"))
 	require.Equal(t, "llama-8b", res.Model, "the window's one hedge did not start")
 	res = s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 2?"))
-	require.Equal(t, []string{"llama-8b:ok:skip", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"llama-8b:ok:skip", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Contains(t, res.Attempts[0].Reason, "hedge budget spent")
 }
 
@@ -100,7 +100,7 @@ func TestIntegrationStreamedHedge(t *testing.T) {
 	require.Equal(t, "llama-8b", res.Model, "%+v", res.Attempts)
 	require.Equal(t, res.Content, text, "the deltas add up to the hedge's answer")
 	require.Equal(t, []string{"llama-8b"}, keys(models), "deltas of the cancelled attempt reached the subscriber")
-	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
 }
 
 func keys(m map[string]int) []string {
@@ -151,7 +151,7 @@ func TestIntegrationHedgeReplaced(t *testing.T) {
 	require.Equal(t, "llama-8b", final.Replaced.Model)
 	require.Equal(t, quick.Content, final.Replaced.Content)
 	require.Less(t, final.Replaced.AtMS, int64(3000))
-	require.Equal(t, []string{"llama-8b:ok:replaced", "qwen-72b:ok:answer"}, decisions(final))
+	require.Equal(t, []string{"llama-8b:ok:replaced", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(final))
 	require.Greater(t, final.Usage.CompletionTokens, quick.Usage.CompletionTokens, "both answers were billed")
 
 	// The same request again attaches to the finished call: its final answer.
@@ -178,7 +178,7 @@ func TestIntegrationHedgeReplaceFails(t *testing.T) {
 	require.Equal(t, quick.Content, final.Content)
 	require.False(t, final.Replaceable)
 	require.Nil(t, final.Replaced)
-	require.Equal(t, []string{"qwen-72b:auth:raced", "llama-8b:ok:answer"}, decisions(final))
+	require.Equal(t, []string{"qwen-72b:auth:raced", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(final))
 }
 
 // TestIntegrationStreamedHedgeReplaced: a streamed call under
@@ -217,7 +217,7 @@ func TestIntegrationStreamedHedgeCutByTheReplacement(t *testing.T) {
 	require.Equal(t, replaced.Content, res.Content)
 	require.NotNil(t, res.Replaced)
 	require.Equal(t, "llama-8b", res.Replaced.Model)
-	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 }
 
 // followReplacement streams question and returns the text streamed before

@@ -112,22 +112,10 @@ func (s *stack) upstream(id string) llmsim.Conversation {
 	return s.sim.Stats().Conversations[id]
 }
 
-func decisions(res workflows.CallResult) []string {
-	var d []string
-	for _, a := range res.Attempts {
-		c := a.Class
-		if c == "" {
-			c = "ok"
-		}
-		d = append(d, a.Model+":"+c+":"+a.Decision)
-	}
-	return d
-}
-
 func TestIntegrationRateLimitedWaitsRetryAfter(t *testing.T) {
 	s := newStack(t, nil)
 	res := s.call(question("[[sim fault=rate_limited retry_after=2s times=1]] Where is my order?"))
-	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, int64(2000), res.Attempts[0].DelayMS)
 	up := s.upstream(res.RequestID)
 	require.Equal(t, 2, up.Attempts)
@@ -146,7 +134,7 @@ func TestIntegrationRateLimitedWaitsRetryAfter(t *testing.T) {
 func TestIntegrationRateLimitIsBackpressure(t *testing.T) {
 	s := newStack(t, func(cfg *config.Config) { cfg.Budget.Floor = 100 }) // the budget is not under test
 	for _, r := range s.burst(20, "[[sim fault=rate_limited retry_after=1s times=1]] burst") {
-		require.Equal(t, workflows.SourceModel, r.Source, "a 429 burst sent a call elsewhere: %v", decisions(r))
+		require.Equal(t, workflows.SourceModel, r.Source, "a 429 burst sent a call elsewhere: %v", r.Decisions())
 		require.False(t, r.Degraded)
 	}
 	require.Equal(t, 20, s.sim.Stats().Faults["rate_limited"])
@@ -161,7 +149,7 @@ func TestIntegrationCallsWaitForARateLimitHold(t *testing.T) {
 	go func() { first <- s.call(question("[[sim fault=rate_limited retry_after=2s times=1]] the first")) }()
 	require.Eventually(t, func() bool { return s.sim.Stats().Faults["rate_limited"] > 0 }, 20*time.Second, 10*time.Millisecond)
 	res := s.call(question("the second, during the hold"))
-	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions())
 	held := s.upstream((<-first).RequestID).Requests[0]
 	sent := s.upstream(res.RequestID).Requests[0]
 	gap := time.Duration(sent.AtMS-held.AtMS) * time.Millisecond
@@ -185,7 +173,7 @@ models:
 	held := 0
 	for i := range 6 {
 		res := s.call(question(fmt.Sprintf("paced call %d", i)))
-		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d", i)
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions(), "call %d", i)
 		iter := s.c.GetWorkflowHistory(context.Background(), res.RequestID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for iter.HasNext() {
 			ev, err := iter.Next()
@@ -215,7 +203,7 @@ func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
 	req.Messages = append(req.Messages, request.Message{Role: "user",
 		Content: "[[sim fault=context_length_exceeded window=1200 times=always]] So where is it now?"})
 	res := s.call(req)
-	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceModel, res.Source)
 	require.Equal(t, 26, res.Attempts[0].Messages)
 	require.Equal(t, 1+3*2+1, res.Attempts[1].Messages, "system + last 3 rounds + question")
@@ -227,7 +215,7 @@ func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
 func TestIntegrationQueueFullSwitchesModel(t *testing.T) {
 	s := newStack(t, nil)
 	res := s.call(question("[[sim fault=queue_full model=qwen-72b times=always]] Where is my order?"))
-	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceFallbackModel, res.Source)
 	require.Contains(t, res.Content, "[qwen-14b]")
 	up := s.upstream(res.RequestID)
@@ -240,7 +228,7 @@ func TestIntegrationMaintenanceAnswersFromFAQWithoutRetry(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.sim.SetScenario(sc))
 	res := s.call(question("How do I get a refund for my order?"))
-	require.Equal(t, []string{"qwen-72b:service_unavailable:fallback"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:service_unavailable:fallback"}, res.Decisions())
 	require.Equal(t, workflows.SourceFAQ, res.Source)
 	require.True(t, res.Degraded)
 	require.NotEmpty(t, res.FAQID)
@@ -257,8 +245,8 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 	}
 	before := s.sim.Stats().Models["qwen-72b"].Arrivals
 	res := s.call(question("[[sim fault=server_error model=qwen-72b times=always]] and now?"))
-	require.Equal(t, "qwen-72b:breaker_open:switch_model", decisions(res)[0])
-	require.Equal(t, "qwen-14b:ok:answer", decisions(res)[1])
+	require.Equal(t, "qwen-72b:breaker_open:switch_model", res.Decisions()[0])
+	require.Equal(t, "qwen-14b:ok:answer", res.Decisions()[1])
 	require.Equal(t, before, s.sim.Stats().Models["qwen-72b"].Arrivals, "no request may reach a model whose breaker is open")
 	for _, r := range s.upstream(res.RequestID).Requests {
 		require.NotEqual(t, "qwen-72b", r.Model)
@@ -303,7 +291,7 @@ func TestIntegrationSharedEndpointHangNoStorm(t *testing.T) {
 	results := s.burst(calls, "[[sim fault=hang times=always]] hang")
 	for _, r := range results {
 		require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, r.Source,
-			"a hung endpoint: the fallback answers (%v)", decisions(r))
+			"a hung endpoint: the fallback answers (%v)", r.Decisions())
 	}
 	b := s.cfg.Budget
 	limit := int(calls*(1+b.Ratio)) + b.Floor
@@ -387,7 +375,7 @@ func TestIntegrationWorkerKilledMidAttemptIsReplaced(t *testing.T) {
 	var res workflows.CallResult
 	require.NoError(t, run.Get(ctx, &res))
 	t.Logf("attempts %+v upstream %+v", res.Attempts, s.upstream(run.GetID()))
-	require.Equal(t, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceModel, res.Source)
 	up := s.upstream(run.GetID())
 	require.Equal(t, 2, up.Attempts, "one resent attempt")
@@ -431,7 +419,7 @@ func TestIntegrationOneCapOverAllLayers(t *testing.T) {
 		cfg.Backoff.Base = config.Duration(10 * time.Millisecond)
 	})
 	res := s.call(question("[[sim fault=error_body times=always]] where is my order?"))
-	require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, res.Source, "%v", decisions(res))
+	require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, res.Source, "%v", res.Decisions())
 	require.Equal(t, s.cfg.Call.MaxAttempts, s.upstream(res.RequestID).Attempts, "upstream requests of one call")
 	require.Contains(t, res.Attempts[len(res.Attempts)-1].Reason, "attempts cap reached (4/4 upstream requests)")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
 // TestIntegrationKeyPool: a model with a pool of keys. A 429 on one key
@@ -30,7 +31,7 @@ func TestIntegrationKeyPool(t *testing.T) {
 	start := time.Now()
 	res := s.call(question("[[sim fault=rate_limited retry_after=5s model=qwen-72b times=1]] Where is my order?"))
 	took := time.Since(start)
-	require.Equal(t, []string{"qwen-72b:rate_limited:retry (another key)", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:rate_limited:retry (another key)", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	first, second := res.Attempts[0].Key, res.Attempts[1].Key
 	require.NotEmpty(t, first)
 	require.NotEqual(t, first, second, "the retry went to the same key")
@@ -39,17 +40,17 @@ func TestIntegrationKeyPool(t *testing.T) {
 
 	// The limited key is held for its Retry-After: the next call takes the other.
 	res = s.call(question("Where is my parcel?"))
-	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, second, res.Attempts[0].Key)
 
 	// An invalid key is parked, not the model: this call switches, the next
 	// one is answered by qwen-72b on its other key.
 	res = s.call(question("[[sim fault=invalid_api_key model=qwen-72b times=1]] Where is my refund?"))
-	require.Equal(t, "qwen-72b:auth:switch_model", decisions(res)[0])
+	require.Equal(t, "qwen-72b:auth:switch_model", workflows.CallResult.Decisions(res)[0])
 	refused := res.Attempts[0].Key
 	for i := range 3 {
 		res = s.call(question("Where is my invoice " + string(rune('A'+i)) + "?"))
-		require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res), "the model's breaker opened for one refused key")
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "the model's breaker opened for one refused key")
 		require.NotEqual(t, refused, res.Attempts[0].Key, "a parked key was used")
 	}
 }
@@ -99,7 +100,7 @@ func (s *stack) callsByKey(n int) map[string]int {
 	by := map[string]int{}
 	for i := range n {
 		res := s.call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
-		require.Equal(s.t, []string{"qwen-72b:ok:answer"}, decisions(res), "call %d met a refusal", i)
+		require.Equal(s.t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "call %d met a refusal", i)
 		by[res.Attempts[0].Key]++
 	}
 	return by

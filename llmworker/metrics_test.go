@@ -140,13 +140,13 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	}
 
 	ok1 := call("Where is my order?")
-	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(ok1))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(ok1))
 	sc, err := llmsim.ParseScenario([]byte("name: down\nphases:\n  - faults: [{kind: server_error}]\n"), "down")
 	require.NoError(t, err)
 	require.NoError(t, sim.SetScenario(sc)) // every model answers 500 from now on
 	failing := call("How do I get a refund for my order?")
 	require.Equal(t, workflows.SourceFAQ, failing.Source)
-	t.Logf("failing call: %v", decisions(failing))
+	t.Logf("failing call: %v", workflows.CallResult.Decisions(failing))
 	budgetRefused := 0
 	for _, a := range failing.Attempts {
 		if strings.Contains(a.Reason, "budget") {

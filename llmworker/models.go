@@ -13,6 +13,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
+	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/config"
 )
 
@@ -80,7 +81,7 @@ func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want
 	oc.BaseURL, oc.HTTPClient = base, hc
 	list, err := openai.NewClientWithConfig(oc).ListModels(ctx)
 	if err != nil {
-		e.Err = listError(err)
+		e.Err = listError(err, key)
 		return e
 	}
 	for _, m := range list.Models {
@@ -96,13 +97,14 @@ func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want
 }
 
 // listError words why an endpoint gave no list, without the URL's secrets.
-func listError(err error) error {
+func listError(err error, key string) error {
 	var api *openai.APIError
 	var req *openai.RequestError
 	var ue *url.Error
 	switch {
 	case errors.As(err, &api):
-		return fmt.Errorf("HTTP %d: %s", api.HTTPStatusCode, api.Message)
+		// A gateway may quote the key it refused.
+		return fmt.Errorf("HTTP %d: %s", api.HTTPStatusCode, activities.RedactKey(api.Message, key))
 	case errors.As(err, &req):
 		return fmt.Errorf("HTTP %d", req.HTTPStatusCode)
 	case errors.As(err, &ue):

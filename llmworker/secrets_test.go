@@ -149,7 +149,7 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 	// 2. A 401 path: qwen-72b is full, qwen-14b's key is refused, llama-8b answers.
 	res, err = call(question("[[sim fault=queue_full model=qwen-72b times=always]] Can I change my address? (secrets test)"))
 	require.NoError(t, err)
-	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:auth:switch_model", "llama-8b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:auth:switch_model", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, http.StatusUnauthorized, res.Attempts[1].Status)
 
 	// 3. Every model refuses (llmsim's own 401): the FAQ answers.

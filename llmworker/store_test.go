@@ -26,29 +26,16 @@ func TestIntegrationSharedStore(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	dsn := postgres.Database(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := store.Open(ctx, dsn)
-	require.NoError(t, err)
-	defer st.Close()
+	st := openStore(t)
 
 	s := newStack(t, func(c *config.Config) {
 		c.Store = config.StoreConfig{Kind: config.StorePostgres, DSNEnv: "LLM_STORE_DSN", UsageFlush: config.Duration(time.Hour)}
 	})
 	s.w.Stop() // the stack's own worker does not use the store
 	since := time.Now().Add(-time.Minute)
-	// worker starts a worker with its own memory, on the shared store.
-	worker := func() (*llmworker.Usage, func()) {
-		u := llmworker.NewUsage(st, time.Hour, slog.Default())
-		c, err := client.NewClientFromExisting(s.c, client.Options{MetricsHandler: u.Handler(client.MetricsNopHandler)})
-		require.NoError(t, err)
-		w, err := llmworker.New(c, llmworker.Options{Config: s.cfg, TaskQueue: s.tq, SharedCache: st, Worker: worker.Options{}})
-		require.NoError(t, err)
-		require.NoError(t, w.Start())
-		s.lc = &llmclient.Client{Temporal: c, TaskQueue: s.tq}
-		return u, func() { w.Stop(); u.Close(); c.Close() }
-	}
+	worker := func() (*llmworker.Usage, func()) { return s.storeWorker(st, time.Hour, false) }
 
 	_, stop1 := worker()
 	first := s.call(question("How long does shipping to Canada take?"))
@@ -78,4 +65,37 @@ func TestIntegrationSharedStore(t *testing.T) {
 		"completion": int64(first.Usage.CompletionTokens),
 		"failed":     int64(res.Usage.FailedAttemptTokens),
 	}, got, "the usage table disagrees with the calls' usage")
+}
+
+// storeWorker starts a worker of s with its own memory on the shared store
+// st, its usage added every flush and, with spend, its spend metered for
+// the policy's caps; s.lc calls through it. The func stops it (flushing
+// its usage).
+func (s *stack) storeWorker(st *store.Postgres, flush time.Duration, spend bool) (*llmworker.Usage, func()) {
+	s.t.Helper()
+	u := llmworker.NewUsage(st, flush, slog.Default())
+	o := llmworker.Options{Config: s.cfg, TaskQueue: s.tq, SharedCache: st, Worker: worker.Options{}}
+	if spend {
+		u.PriceWith(func(model, kind string, n int64) float64 { c, _ := s.cfg.TokenCost(model, kind, n); return c })
+		o.Spend = u
+	}
+	c, err := client.NewClientFromExisting(s.c, client.Options{MetricsHandler: u.Handler(client.MetricsNopHandler)})
+	require.NoError(s.t, err)
+	w, err := llmworker.New(c, o)
+	require.NoError(s.t, err)
+	require.NoError(s.t, w.Start())
+	s.lc = &llmclient.Client{Temporal: c, TaskQueue: s.tq}
+	return u, func() { w.Stop(); u.Close(); c.Close() }
+}
+
+// openStore opens the shared store on a new database of the tests'
+// PostgreSQL, closed when t ends.
+func openStore(t *testing.T) *store.Postgres {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, postgres.Database(t))
+	require.NoError(t, err)
+	t.Cleanup(st.Close)
+	return st
 }

@@ -83,7 +83,7 @@ func TestIntegrationStreamResumes(t *testing.T) {
 	defer cancel()
 	res, got, _ := s.stream(ctx, question("[[sim fault=cut_stream after=50 times=1]] [[sim tokens=150]] Where is parcel 9?"))
 	require.Equal(t, res.Content, got.text, "delivered text equals the content: nothing repeated, nothing lost")
-	require.Equal(t, []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, []string{workflows.EventAttemptStarted, workflows.EventAttemptFailed + ":stream_broken", workflows.EventResumed, workflows.EventDone}, got.events)
 	full := s.sim.Generated(res.RequestID) // what llmsim generated for this conversation
 	require.Equal(t, full, res.Content)
@@ -160,7 +160,7 @@ func TestIntegrationLongGeneration(t *testing.T) {
 	start := time.Now()
 	res := s.call(question("[[sim tokens=800]] Write the full returns policy."))
 	took := time.Since(start)
-	require.Equal(t, []string{"qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, 800, res.Usage.CompletionTokens)
 	require.Equal(t, 1, s.sim.Stats().Conversations[res.RequestID].Attempts, "one upstream request")
 	require.Greater(t, took, 19*time.Second, "llmsim generated at its default 40 tokens/s")

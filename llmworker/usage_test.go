@@ -3,6 +3,7 @@ package llmworker_test
 import (
 	"testing"
 
+	"github.com/durable-llm/durable-llm/workflows"
 	"github.com/stretchr/testify/require"
 )
 
@@ -32,6 +33,6 @@ func TestIntegrationDuplicateSpend(t *testing.T) {
 	resumed := question("[[sim fault=cut_stream after=5 times=1]] [[sim tokens=40]] Tell me about delivery times.")
 	resumed.Stream = true
 	res = s.call(resumed)
-	require.Equal(t, []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, res.Attempts[1].PromptTokens, res.Usage.DuplicatePromptTokens, "the resumed attempt's prompt is sent again: %+v", res.Usage)
 }

@@ -51,6 +51,9 @@ type Options struct {
 	// SharedCache is the answer cache every worker shares (store.kind
 	// postgres); nil: this worker's own.
 	SharedCache activities.SharedCache
+	// Spend meters each tenant's spend of the day for the policy's spend
+	// caps (Usage with PriceWith); nil: caps are not enforced.
+	Spend activities.SpendMeter
 	// Tracing adds a span per upstream attempt (GenAI attributes) and its
 	// HTTP client span, in the global tracer provider; the client's
 	// tracing interceptor puts them in the call's trace (package tracing).
@@ -96,6 +99,11 @@ type Worker struct {
 	// Sync is the worker's link to the fleet's guard; nil with
 	// GuardOptions.Local.
 	Sync *guard.Sync
+	// Reviews is the worker of the risk reviews' own task queue
+	// (workflows.ReviewTaskQueue), started and stopped with this one.
+	Reviews worker.Worker
+	// Rules are the learners' rule states admission reads (RuleStates).
+	Rules *RuleStates
 
 	client    client.Client
 	namespace string
@@ -129,9 +137,10 @@ func New(c client.Client, o Options) (*Worker, error) {
 		}
 		sync = guard.NewSync(name+"/"+uuid.NewString()[:8], o.Guards.Stale, o.Config.Budget)
 	}
+	ruleStates := NewRuleStates(c, o.Config, cmp.Or(o.Logger, slog.Default()).With("component", "rule-states"))
 	acts, err := activities.New(activities.Options{
 		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync, Shared: o.SharedCache,
-		Tracing: o.Tracing,
+		Tracing: o.Tracing, Spend: o.Spend, RuleGate: ruleStates.Gate,
 	})
 	if err != nil {
 		return nil, err
@@ -176,8 +185,12 @@ func New(c client.Client, o Options) (*Worker, error) {
 	w.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterActivity(acts)
 	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName, VersioningBehavior: guardBehavior})
+	w.RegisterWorkflowWithOptions(workflows.RulesLearner, workflow.RegisterOptions{Name: workflows.LearnerWorkflowName, VersioningBehavior: guardBehavior})
+	// A review waits days for an operator: it moves to new builds.
+	reviews := worker.New(c, workflows.ReviewTaskQueue, o.Worker)
+	reviews.RegisterWorkflowWithOptions(workflows.RiskReview, workflow.RegisterOptions{Name: workflows.ReviewWorkflowName, VersioningBehavior: guardBehavior})
 	return &Worker{
-		Worker: w, Activities: acts, Sync: sync, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
+		Worker: w, Activities: acts, Sync: sync, Reviews: reviews, Rules: ruleStates, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
 		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
 		logger: cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
 	}, nil
@@ -197,6 +210,11 @@ func (w *Worker) Start() error {
 	if err := w.Worker.Start(); err != nil {
 		return err
 	}
+	if err := w.Reviews.Start(); err != nil {
+		w.Worker.Stop()
+		return err
+	}
+	w.Rules.Start()
 	if w.Sync != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.stop, w.done = cancel, make(chan struct{})
@@ -220,6 +238,8 @@ func (w *Worker) Run(interruptCh <-chan interface{}) error {
 // worker's guards saw.
 func (w *Worker) Stop() {
 	w.Worker.Stop()
+	w.Reviews.Stop()
+	w.Rules.Stop()
 	if w.stop != nil {
 		w.stop()
 		<-w.done

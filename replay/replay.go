@@ -125,6 +125,7 @@ func New(o Options) (*Checker, error) {
 func RegisterThisBuild(r worker.WorkflowRegistry) {
 	r.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	r.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
+	r.RegisterWorkflowWithOptions(workflows.RiskReview, workflow.RegisterOptions{Name: workflows.ReviewWorkflowName})
 }
 
 // Status words of the report lines.

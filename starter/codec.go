@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -18,13 +17,15 @@ import (
 // codecServer serves /encode and /decode with the payload keys of
 // LLM_PAYLOAD_KEYS, so the Web UI (--ui-codec-endpoint, or the UI's
 // TEMPORAL_CODEC_ENDPOINT) and the CLI (--codec-endpoint) show decrypted
-// payloads. CODEC_SERVER_TOKEN, when set, is the bearer token callers must
-// send.
+// payloads. CODEC_SERVER_TOKEN is the bearer token callers must send; it
+// is required unless the server is bound to loopback.
 func codecServer(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("codec-server", flag.ContinueOnError)
 	addr := fs.String("addr", "127.0.0.1:8081", "listen address")
 	origins := fs.String("web-ui-origin", "http://localhost:8233,http://127.0.0.1:8233",
-		`Web UI origins allowed by CORS, comma-separated ("*": any; empty: none)`)
+		`Web UI origins allowed by CORS, with credentials, comma-separated ("*": any, without credentials; empty: none)`)
+	maxConns := fs.Int("max-conns", defaultMaxConns, "connections served at once; more wait (env CODEC_SERVER_MAX_CONNS)")
+	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "time a request's body may take to arrive")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: starter codec-server [--addr 127.0.0.1:8081] [--web-ui-origin http://localhost:8233]
 
@@ -33,9 +34,12 @@ keys of %s, for the Web UI:
   temporal server start-dev --ui-codec-endpoint http://127.0.0.1:8081
 and the CLI:
   temporal workflow show -w <id> --codec-endpoint http://127.0.0.1:8081
-CODEC_SERVER_TOKEN, when set, must be sent as "Authorization: Bearer <token>"
-(the CLI's --codec-auth). Keep the server on a private address: it decrypts
-for whoever can reach it.
+CODEC_SERVER_TOKEN (at least 32 characters, e.g. openssl rand -hex 32) must
+be sent as "Authorization: Bearer <token>" (the CLI's --codec-auth), or, from
+a browser, as the cookie that logging in at /login sets (the Web UI sends it
+with TEMPORAL_CODEC_INCLUDE_CREDENTIALS=true). It is required unless --addr
+is a loopback address; without it, /encode is off and only loopback
+clients may decode.
 
 `, codec.EnvKeys)
 		fs.PrintDefaults()
@@ -59,18 +63,29 @@ for whoever can reach it.
 			allowed = append(allowed, o)
 		}
 	}
-	token := os.Getenv("CODEC_SERVER_TOKEN")
-	ln, err := net.Listen("tcp", *addr)
+	token := os.Getenv(codecTokenEnv)
+	if err := connLimit(fs, maxConns, "CODEC_SERVER_MAX_CONNS"); err != nil {
+		return fmt.Errorf("codec-server: %w", err)
+	}
+	if *bodyTimeout <= 0 {
+		return fmt.Errorf("codec-server: --body-timeout must be positive, got %s", *bodyTimeout)
+	}
+	ln, err := listen(*addr, *maxConns)
 	if err != nil {
 		return fmt.Errorf("codec-server: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           codec.NewHTTPHandler(c, codec.HandlerOptions{Origins: allowed, Token: token}),
-		ReadHeaderTimeout: 10 * time.Second,
+	if err := codec.CheckExposure(ln.Addr(), token); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("codec-server: %s: %w", codecTokenEnv, err)
 	}
-	auth := "none (keep it on a private address)"
+	srv := &http.Server{
+		Handler:           codec.NewHTTPHandler(c, codec.HandlerOptions{Origins: allowed, Token: token, BodyTimeout: *bodyTimeout}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	auth := "none: loopback clients may decode, /encode is off"
 	if token != "" {
-		auth = "bearer token from CODEC_SERVER_TOKEN"
+		auth = "bearer token from " + codecTokenEnv + " (browsers: log in at /login)"
 	}
 	fmt.Fprintf(out, "codec server listening on http://%s\n  keys: %s (encrypts with %s)\n  CORS origins: %s\n  auth: %s\n",
 		ln.Addr(), strings.Join(c.KeyIDs(), ", "), c.ActiveKeyID(), orNone(allowed), auth)
@@ -92,6 +107,9 @@ for whoever can reach it.
 	}
 	return nil
 }
+
+// codecTokenEnv holds the codec server's bearer token.
+const codecTokenEnv = "CODEC_SERVER_TOKEN"
 
 func orNone(s []string) string {
 	if len(s) == 0 {

@@ -24,7 +24,7 @@ func TestCodecServerRefusesToStartWithoutGoodKeys(t *testing.T) {
 	short := base64.StdEncoding.EncodeToString([]byte("only-sixteen-byt"))
 	t.Setenv(codec.EnvKeys, "k1:"+short)
 	err = run(context.Background(), []string{"codec-server"}, io.Discard)
-	require.ErrorContains(t, err, `LLM_PAYLOAD_KEYS: key "k1" is 16 bytes, AES-256 needs 32`)
+	require.ErrorContains(t, err, "LLM_PAYLOAD_KEYS: entry 1: the key is 16 bytes, AES-256 needs 32")
 	require.NotContains(t, err.Error(), short)
 }
 
@@ -34,7 +34,7 @@ func TestCodecServerCommandServesAndStops(t *testing.T) {
 	require.Error(t, err, "a malformed second key is refused too")
 
 	t.Setenv(codec.EnvKeys, "k2:"+base64.StdEncoding.EncodeToString(make([]byte, 32)))
-	t.Setenv("CODEC_SERVER_TOKEN", "tok")
+	t.Setenv("CODEC_SERVER_TOKEN", strings.Repeat("tok", 11))
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
@@ -71,4 +71,23 @@ func TestCodecServerCommandServesAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the codec server did not stop")
 	}
+}
+
+// TestCodecServerRefusesToServeOpenBeyondLoopback: a codec server on an
+// address others can reach decrypts history for them and encrypts forged
+// calls: it does not start without a token, nor with a short one.
+func TestCodecServerRefusesToServeOpenBeyondLoopback(t *testing.T) {
+	t.Setenv(codec.EnvKeys, "k1:"+base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	t.Setenv("CODEC_SERVER_TOKEN", "")
+	// A server that starts anyway is stopped after a while (and fails the test).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := run(ctx, []string{"codec-server", "--addr", "0.0.0.0:0"}, io.Discard)
+	require.ErrorIs(t, err, codec.ErrTokenRequired)
+	require.ErrorContains(t, err, "CODEC_SERVER_TOKEN")
+
+	t.Setenv("CODEC_SERVER_TOKEN", "short-and-guessable")
+	err = run(ctx, []string{"codec-server", "--addr", "0.0.0.0:0"}, io.Discard)
+	require.ErrorContains(t, err, "at least 32")
+	require.NotContains(t, err.Error(), "short-and-guessable")
 }

@@ -57,6 +57,7 @@ func TestDoctorReady(t *testing.T) {
 	requireRow(t, out, "search attributes", "ok", "registered")
 	requireRow(t, out, "workers on llm-calls (workflow)", "ok", "1 polling")
 	requireRow(t, out, "workers on llm-calls (activity)", "ok", "1 polling")
+	requireRow(t, out, "workers on llm-reviews (workflow)", "ok", "1 polling")
 	requireRow(t, out, "endpoint "+sim.BaseURL, "ok", "offers qwen-72b, qwen-14b, llama-8b")
 	requireRow(t, out, "key LLM_API_KEY", "warn", "not set")
 	requireRow(t, out, "probe qwen-72b", "ok", "1 completion tokens")

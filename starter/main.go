@@ -9,6 +9,9 @@
 //	starter serve [flags]            the OpenAI-compatible HTTP front door (frontdoor)
 //	starter usage [--since 24h]      tokens and estimated cost per tenant and model (store)
 //	starter doctor [--probe]         what stands between this machine and a first call (internal/doctor)
+//	starter feedback <id> <outcome>  what the user did after a call, for the rules' learner (llmclient)
+//	starter rules [--scenario S]     each rule's precision and state, by scenario (llmclient)
+//	starter review list|approve|reject  the risk reviews' queue (workflows.RiskReview)
 //
 // The worker is the other command (./worker, over package llmworker).
 // Temporal connection settings come from Temporal's standard environment
@@ -35,6 +38,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -49,6 +53,9 @@ commands:
   serve [flags]            serve the OpenAI-compatible front door (POST /v1/chat/completions, GET /v1/models)
   usage [--since 24h]      print tokens and estimated cost per tenant and model (store.kind postgres)
   doctor [--probe]         check Temporal, search attributes, workers, endpoints, models and keys
+  feedback <id> <outcome>  tell the rules' learner what the user did after a call (resolved|abandoned|handoff_requested|complaint)
+  rules [--scenario S]     print each rule's precision, state and feedback counts, by scenario
+  review list|approve|reject  the risk reviews business rules started: list them, decide one
 
 Run "starter <command> -h" for the flags of a command.
 `
@@ -82,6 +89,12 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return usageCmd(ctx, args[1:], out)
 	case "doctor":
 		return doctorCmd(ctx, args[1:], out)
+	case "feedback":
+		return feedbackCmd(ctx, args[1:], out)
+	case "rules":
+		return rulesCmd(ctx, args[1:], out)
+	case "review":
+		return reviewCmd(ctx, args[1:], out)
 	case "-h", "--help", "help":
 		fmt.Fprint(out, usage)
 		return nil
@@ -90,7 +103,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
+// dialWithin is dial with ctx bounded by d, for a command's requests;
+// done closes both.
+func dialWithin(ctx context.Context, d time.Duration) (*llmclient.Client, context.Context, func(), error) {
+	lc, closeFn, err := dial()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return lc, ctx, func() { cancel(); closeFn() }, nil
+}
+
+// dial connects to Temporal and returns the client of calls, with the
+// deployment's workflow ID secret (LLM_ID_SECRET) when it is set.
 func dial() (*llmclient.Client, func(), error) {
+	ids, err := request.IDsFromEnv(os.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
 		return nil, nil, fmt.Errorf("temporal client settings: %w", err)
@@ -107,7 +137,7 @@ func dial() (*llmclient.Client, func(), error) {
 		}
 		return nil, nil, fmt.Errorf("cannot reach Temporal at %s (is `make run` running? set TEMPORAL_ADDRESS): %w", addr, err)
 	}
-	return &llmclient.Client{Temporal: c, Namespace: opts.Namespace, UIBase: os.Getenv("TEMPORAL_UI")}, c.Close, nil
+	return &llmclient.Client{Temporal: c, Namespace: opts.Namespace, UIBase: os.Getenv("TEMPORAL_UI"), IDs: ids}, c.Close, nil
 }
 
 func ask(ctx context.Context, args []string, out io.Writer) error {
@@ -119,7 +149,8 @@ func ask(ctx context.Context, args []string, out io.Writer) error {
 	system := fs.String("system", "You are a helpful customer-service assistant.", "system prompt (empty: none)")
 	maxTokens := fs.Int("max-tokens", 0, "max_tokens of the answer (0: upstream default)")
 	deadline := fs.Duration("deadline", 0, "deadline of the whole call (0: the policy's, 60s)")
-	key := fs.String("key", "", "idempotency key (default: derived from user, session and messages)")
+	key := fs.String("key", "", "idempotency key (default: derived from the whole request: user, session, scenario, model, messages, …)")
+	policyFile := fs.String("policy", os.Getenv("POLICY_FILE"), "policy YAML file of the workers, for the default deadline (env POLICY_FILE; default: the embedded policy)")
 	messages := fs.String("messages", "", "JSON file with the whole messages array (instead of --system and the question)")
 	asJSON := fs.Bool("json", false, "print the CallResult as JSON (with --stream: a JSON line per stream item, then the result)")
 	stream := fs.Bool("stream", false, "print the answer as it is generated, with the attempt events inline, then the summary")
@@ -152,11 +183,18 @@ func ask(ctx context.Context, args []string, out io.Writer) error {
 		req.Messages = append(req.Messages, request.Message{Role: request.RoleUser, Content: q})
 	}
 
+	cfg, err := config.LoadConfigOrDefault(*policyFile)
+	if err != nil {
+		return err // names the file, the field and what is expected
+	}
 	lc, closeFn, err := dial()
 	if err != nil {
 		return err
 	}
 	defer closeFn()
+	// The workers' default deadline and limits: a call's execution timeout
+	// is its deadline plus a margin.
+	lc.Deadline, lc.Limits = cfg.Call.Deadline.D(), cfg.Limits
 	if *stream {
 		return askStream(ctx, lc, req, *asJSON, out)
 	}
@@ -193,13 +231,11 @@ func show(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("show: exactly one workflow ID is required")
 	}
 	id := fs.Arg(0)
-	lc, closeFn, err := dial()
+	lc, qctx, done, err := dialWithin(ctx, 10*time.Second)
 	if err != nil {
 		return err
 	}
-	defer closeFn()
-	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
+	defer done()
 	desc, err := lc.Temporal.DescribeWorkflowExecution(qctx, id, "")
 	if err != nil {
 		return fmt.Errorf("show %s: %w", id, err)

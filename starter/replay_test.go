@@ -64,7 +64,12 @@ func TestReplayRefusesBadArguments(t *testing.T) {
 // LLM_PAYLOAD_KEYS it replays, without them it cannot.
 func TestReplayEncryptedHistoryNeedsItsKeys(t *testing.T) {
 	keys := "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
-	c, err := codec.FromEnv(func(string) string { return keys })
+	c, err := codec.FromEnv(func(k string) string {
+		if k == codec.EnvKeys {
+			return keys
+		}
+		return ""
+	})
 	require.NoError(t, err)
 	h, err := replay.LoadFile(filepath.Join(goldenDir, "success.json"))
 	require.NoError(t, err)

@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/log"
+	"golang.org/x/net/netutil"
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/frontdoor"
@@ -22,6 +24,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/tracing"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -34,6 +37,8 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	taskQueue := fs.String("task-queue", serveEnv("WORKER_TASK_QUEUE", workflows.TaskQueue), "task queue of the workers (env WORKER_TASK_QUEUE)")
 	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE keep-alive interval while a streamed call retries")
 	logLevel := fs.String("log-level", serveEnv("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
+	maxConns := fs.Int("max-conns", defaultMaxConns, "most connections open at once; more wait to be accepted (env FRONTDOOR_MAX_CONNS)")
+	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "most time a request's body may take to arrive; slower: 408, connection closed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: starter serve [--addr 127.0.0.1:8080] [--policy FILE] [--tokens FILE]
 
@@ -43,11 +48,16 @@ models; GET /v1/calls/{id} returns a call started with
 "Prefer: respond-async". Point any OpenAI client at http://ADDR/v1 with a
 tenant's token as its API key.
 
-Tokens map to tenants through %s="tok-a=acme,tok-b=globex" and/or a
-tenants file (--tokens). Temporal settings come from TEMPORAL_ADDRESS,
-TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
+Tokens map to tenants through %s="<token>=acme,<token>=globex"
+(tokens of at least %d characters, e.g. from openssl rand -hex 32) and/or
+a tenants file (--tokens), which also sets each tenant's limits: requests
+and tokens per minute and calls in flight, counted by this process (a
+call over one is answered 429 with Retry-After). Temporal settings come
+from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …; %s, when set, encrypts
+payloads as the workers do. %s keys the workflow IDs (shared by every
+client of the deployment); without it serve listens only on loopback.
 
-`, frontdoor.TokensEnv, codec.EnvKeys)
+`, frontdoor.TokensEnv, frontdoor.MinTokenLen, codec.EnvKeys, request.EnvIDSecret)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -56,8 +66,17 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	if fs.NArg() != 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
+	if err := connLimit(fs, maxConns, "FRONTDOOR_MAX_CONNS"); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	// Workflow IDs keyed with LLM_ID_SECRET; without it only on loopback.
+	ids, err := frontdoor.IDsFor(*addr, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 
-	logger, flush, err := logging.New(logging.Options{Level: *logLevel})
+	// With payloads encrypted, logs must not quote the prompt either.
+	logger, flush, err := logging.New(logging.Options{Level: *logLevel, Private: strings.TrimSpace(os.Getenv(codec.EnvKeys)) != ""})
 	if err != nil {
 		return err
 	}
@@ -121,14 +140,15 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	cancel()
 
 	h, err := frontdoor.New(frontdoor.Options{
-		Client:  &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits},
-		Tenants: tenants, Config: cfg, KeepAlive: *keepAlive,
+		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits,
+			IDs: ids, Deadline: cfg.Call.Deadline.D()},
+		Tenants: tenants, Config: cfg, KeepAlive: *keepAlive, BodyTimeout: *bodyTimeout,
 		DataConverter: opts.DataConverter, Logger: logger,
 	})
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := listen(*addr, *maxConns)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -143,8 +163,13 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 	for i, m := range cfg.Models {
 		models[i] = m.Name
 	}
-	fmt.Fprintf(out, "front door listening on http://%s/v1\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n",
-		ln.Addr(), strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
+	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n",
+		ln.Addr(), *maxConns, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
+	for _, name := range tenants.Names() {
+		l := tenants.Limits(name)
+		fmt.Fprintf(out, "  limits of %s: %s, %s, %s\n", name,
+			limitText(l.RequestsPerMinute, "requests/min"), limitText(l.TokensPerMinute, "tokens/min"), limitText(l.MaxInFlight, "calls in flight"))
+	}
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -164,6 +189,54 @@ TEMPORAL_NAMESPACE, …; %s, when set, encrypts payloads as the workers do.
 		return err
 	}
 	return nil
+}
+
+// defaultMaxConns is --max-conns' default.
+const defaultMaxConns = 1024
+
+// connLimit settles --max-conns of fs: the flag when given, else the
+// variable env when set, else its default; it must be 1 or more.
+func connLimit(fs *flag.FlagSet, maxConns *int, env string) error {
+	if !flagSet(fs, "max-conns") {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return fmt.Errorf("%s=%q: want a whole number of connections", env, v)
+			}
+			*maxConns = n
+		}
+	}
+	if *maxConns < 1 {
+		return fmt.Errorf("--max-conns (%s) is %d; want 1 or more", env, *maxConns)
+	}
+	return nil
+}
+
+// listen listens on addr and accepts at most maxConns connections at once:
+// beyond, a client waits in the kernel's queue until one closes, and no
+// number of idle or trickling clients can take more of the process's
+// file descriptors and memory than that.
+func listen(addr string, maxConns int) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return netutil.LimitListener(ln, maxConns), nil
+}
+
+// limitText says a limit, or that there is none (0).
+func limitText(n int, unit string) string {
+	if n == 0 {
+		return "no limit of " + unit
+	}
+	return fmt.Sprintf("%d %s", n, unit)
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // serveEnv returns the environment variable k, or def when it is empty.

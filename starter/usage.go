@@ -123,12 +123,11 @@ func printUsage(out io.Writer, cfg *config.Config, from time.Time, rows []store.
 	}
 }
 
+// usageCost prices a line as the spend caps do (config.Config.TokenCost).
 func usageCost(cfg *config.Config, l *usageLine) (float64, bool) {
-	m, ok := cfg.Model(l.model)
-	if !ok || (m.InputPrice == 0 && m.OutputPrice == 0) {
-		return 0, false
-	}
-	return (float64(l.prompt+l.failed)*m.InputPrice + float64(l.completion)*m.OutputPrice) / 1e6, true
+	in, ok := cfg.TokenCost(l.model, "prompt", l.prompt+l.failed)
+	out, _ := cfg.TokenCost(l.model, "completion", l.completion)
+	return in + out, ok
 }
 
 func money(v float64, ok bool) string {

@@ -24,8 +24,10 @@ type Postgres struct {
 	pool *pgxpool.Pool
 }
 
-// schema creates the tables once; every statement is idempotent, so
-// workers starting together all run it.
+// schema creates the tables once. Every statement is idempotent, but
+// PostgreSQL's IF NOT EXISTS is not safe against a concurrent creation of
+// the same table (a unique violation in its catalogue): workers starting
+// together take schemaLock in turn.
 const schema = `
 CREATE TABLE IF NOT EXISTS llm_answer_cache (
 	key        text PRIMARY KEY,
@@ -60,7 +62,14 @@ func Open(ctx context.Context, dsn string) (*Postgres, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := pool.Exec(cctx, schema); err != nil {
+	err = pgx.BeginFunc(cctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(cctx, `SELECT pg_advisory_xact_lock($1)`, int64(schemaLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(cctx, schema)
+		return err
+	})
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("store: PostgreSQL at %s: %v", where(cfg), redact(err))
 	}
@@ -125,6 +134,9 @@ ON CONFLICT (key) DO UPDATE SET tenant = excluded.tenant, model = excluded.model
 	}
 	return nil
 }
+
+// schemaLock is the advisory lock held while the tables are created.
+const schemaLock = 0x6c6c6d5f736368 // "llm_sch"
 
 // trimLock is the advisory lock one trim holds: workers trimming at the
 // same moment would delete the same rows in different orders and

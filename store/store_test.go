@@ -121,3 +121,32 @@ func containsAll(s string, subs ...string) bool {
 	}
 	return true
 }
+
+// TestWorkersOpenTogether: workers that start at the same moment all open
+// the store of an empty database (the tables are created once, not
+// raced: a fleet brought up at once used to lose workers to a unique
+// violation in PostgreSQL's catalogue).
+func TestWorkersOpenTogether(t *testing.T) {
+	dsn := pg.Database(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const workers = 8
+	errs := make(chan error, workers)
+	start := make(chan struct{})
+	for range workers {
+		go func() {
+			<-start
+			s, err := store.Open(ctx, dsn)
+			if err == nil {
+				s.Close()
+			}
+			errs <- err
+		}()
+	}
+	close(start)
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Errorf("a worker could not open the store: %v", err)
+		}
+	}
+}

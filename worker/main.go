@@ -93,7 +93,8 @@ func run(args []string) error {
 		return err
 	}
 
-	logger, flush, err := logging.New(logging.Options{Level: *logLevel})
+	// With payloads encrypted, logs must not quote the prompt either.
+	logger, flush, err := logging.New(logging.Options{Level: *logLevel, Private: strings.TrimSpace(os.Getenv(codec.EnvKeys)) != ""})
 	if err != nil {
 		return err
 	}
@@ -153,6 +154,7 @@ func run(args []string) error {
 	metrics.Init(cfg)
 	opts.MetricsHandler = metrics.Handler()
 	var shared *store.Postgres
+	var usage *llmworker.Usage
 	if cfg.Store.Shared() {
 		// The answer cache and the usage table, shared by every worker.
 		dsn := os.Getenv(cfg.Store.DSNEnv)
@@ -167,8 +169,18 @@ func run(args []string) error {
 			return fmt.Errorf("%s (from %s): %w", cfg.Store.DSNEnv, cfg.Source, err)
 		}
 		defer shared.Close()
-		usage := llmworker.NewUsage(shared, cfg.Store.UsageFlush.D(), logger)
+		usage = llmworker.NewUsage(shared, cfg.Store.UsageFlush.D(), logger)
+	} else if cfg.Spend.Capped() {
+		usage = llmworker.NewUsage(nil, time.Minute, logger) // spend of this worker's calls only
+	}
+	if usage != nil {
 		defer usage.Close()
+		if cfg.Spend.Capped() {
+			usage.PriceWith(func(model, kind string, n int64) float64 {
+				c, _ := cfg.TokenCost(model, kind, n)
+				return c
+			})
+		}
 		opts.MetricsHandler = usage.Handler(opts.MetricsHandler)
 	}
 
@@ -196,6 +208,9 @@ func run(args []string) error {
 		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced}
 	if shared != nil {
 		wo.SharedCache = shared
+	}
+	if usage != nil && cfg.Spend.Capped() {
+		wo.Spend = usage
 	}
 	if *deployment != "" {
 		if *buildID == "" {

@@ -90,11 +90,16 @@ type call struct {
 	// delivered is the text already streamed to the caller: later
 	// attempts continue it and the answer starts with it.
 	delivered string
+	// ref is the refined request and partial answer (refine.go).
+	ref refiner
 	// sent are the fingerprints of the requests the call's attempts sent:
 	// the same one again is duplicate spend.
 	sent []string
 	// guards are the guards that skipped models (budget, hold, …).
 	guards []string
+	// rulesTried are the rules with a technical condition that acted
+	// without answering (step-by-step mode that gave up): not again.
+	rulesTried []string
 	// toolCallsPublished: the answering attempt streamed its tool calls.
 	toolCallsPublished bool
 	// stream is the call's workflow stream when the caller asked to
@@ -150,19 +155,12 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 		}
 		return c.res, err
 	}
+	c.res.ShadowRules = c.ad.Shadow
 	if r := c.ad.Rule; r != nil {
 		c.res.RuleID, c.res.Flag = r.ID, r.Flag
 		switch r.Action {
-		case config.RuleHandoff:
-			c.res.Content, c.res.Source = r.Message, SourceHandoff
-			c.res.Reason = "business rule " + r.ID + ": hand-off to a human, no model call"
-			c.finish(ctx, OutcomeHandoff)
-			return c.res, nil
-		case config.RuleSafeMessage:
-			c.res.Content, c.res.Source, c.res.Degraded = r.Message, SourceRule, true
-			c.res.Reason = "business rule " + r.ID + ": safe message, no model call"
-			c.finish(ctx, OutcomeDegraded)
-			return c.res, nil
+		case config.RuleHandoff, config.RuleSafeMessage:
+			return c.res, c.fire(ctx, *r, "business rule "+r.ID)
 		}
 	}
 	c.st = c.ad.State
@@ -182,14 +180,20 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 func (c *call) attempts(ctx workflow.Context) (string, error) {
 	var a *activities.Activities
 	for {
+		if reason, full := c.historyFull(ctx); full {
+			return reason, nil
+		}
 		remaining := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
 		if remaining < callstate.MinAttemptTime {
 			return fmt.Sprintf("deadline: %s left, %s kept for the fallback",
 				callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
 		}
+		if err := c.refine(ctx, remaining); err != nil {
+			return "", err
+		}
 		var prep activities.Prepared
 		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", c.st.N)),
-			a.PrepareAttempt, activities.PrepareInput{Request: c.req, State: c.st, Elapsed: workflow.Now(ctx).Sub(c.start)}).Get(ctx, &prep)
+			a.PrepareAttempt, activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: workflow.Now(ctx).Sub(c.start)}).Get(ctx, &prep)
 		if err != nil {
 			return "", err
 		}
@@ -216,8 +220,8 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
 		}
 		ran := c.callModel(ctx, &prep, &activities.CallInput{
-			Request: c.req, Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
-			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.delivered, Resends: prep.Resends,
+			Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
+			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint,
 			// Only the first model's whole answer may be kept: any other is
 			// a degraded one (README "Answer cache").
@@ -240,8 +244,9 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			att.Messages, att.PromptTokens = out.Messages, out.PromptTokens
 		}
 		c.spent(ctx, prep, class, out, att.PromptTokens)
+		note := c.takeNote(prep)
 		if err == nil {
-			c.answered(ctx, att, out)
+			c.answered(ctx, att, out, note)
 			return "", nil
 		}
 		if out.Diagnosable && c.ad.Diagnose {
@@ -259,7 +264,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
-				ConnectResends: out.ConnectResends, Detail: out.Reason,
+				ConnectResends: out.ConnectResends, Detail: out.Reason, Partial: c.partialTokens(class, out),
 			}, Needs: c.req.Needs()}).Get(ctx, &step)
 		if err != nil {
 			return "", err
@@ -267,7 +272,14 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if out.Published > 0 {
 			c.delivered += out.Content
 		}
+		c.keepPartial(step, out)
+		if note != "" {
+			step.Reason += "; " + note
+		}
 		c.failed(ctx, att, class, out, step)
+		if acted, err := c.rulesAfterFailure(ctx, step.Next); acted || err != nil {
+			return "", err
+		}
 		switch step.Kind {
 		case callstate.Fallback:
 			return step.Reason, nil
@@ -285,6 +297,33 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// historyFull reports whether the call's history has grown past the
+// history guard's limits (Admission.HistoryBytes, HistoryEvents): then the
+// call falls back instead of making another attempt, which would record
+// its prompt again, long before Temporal's limits fail the workflow.
+// Histories of builds without the guard replay unchanged: the version
+// marker is written only when the guard acts.
+func (c *call) historyFull(ctx workflow.Context) (string, bool) {
+	if c.ad.HistoryBytes <= 0 && c.ad.HistoryEvents <= 0 {
+		return "", false
+	}
+	info := workflow.GetInfo(ctx)
+	size, events := info.GetCurrentHistorySize(), info.GetCurrentHistoryLength()
+	var reason string
+	switch {
+	case c.ad.HistoryBytes > 0 && size > c.ad.HistoryBytes:
+		reason = fmt.Sprintf("history guard: the call's history is %d bytes, over call.max_history_bytes (%d): no more attempts", size, c.ad.HistoryBytes)
+	case c.ad.HistoryEvents > 0 && events > c.ad.HistoryEvents:
+		reason = fmt.Sprintf("history guard: the call's history has %d events, over call.max_history_events (%d): no more attempts", events, c.ad.HistoryEvents)
+	default:
+		return "", false
+	}
+	if workflow.GetVersion(ctx, "history-guard", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return "", false
+	}
+	return reason, true
 }
 
 // diagnose asks the diagnosis model to name the class of a failure no
@@ -477,12 +516,16 @@ func (c *call) finishDelivered(ctx workflow.Context, model, reason string) {
 	c.finish(ctx, OutcomeDegraded)
 }
 
-// answered records a model's answer.
-func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOutcome) {
+// answered records a model's answer; note says how the attempt's prompt
+// was refined or adapted ("" for nothing), in its reason and the call's.
+func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOutcome, note string) {
 	var a *activities.Activities
 	att.Decision, att.Reason = "answer", "the model answered"
+	if note != "" {
+		att.Reason += "; " + note
+	}
 	c.res.Attempts = append(c.res.Attempts, att)
-	content := c.delivered + out.Content
+	content := c.delivered + joinContinuation(c.ref.partial, out.Content)
 	if out.Published > 0 || c.res.Replaced != nil {
 		// Streamed, or sent whole in the replaced event.
 		c.delivered = content
@@ -503,6 +546,9 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 		if att.Hedge {
 			c.res.Reason = "answered by " + att.Model + ", the hedge of " + c.ad.FirstModel + ", which had no first token in time"
 		}
+	}
+	if note != "" {
+		c.res.Reason = strings.TrimPrefix(c.res.Reason+"; "+note, "; ")
 	}
 	if c.st.Pending != failure.None {
 		// Tell the class breaker that the retry of that class worked.
@@ -577,14 +623,19 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 			c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage, Result: &res})
 		}
 	}
-	c.upsert(ctx,
+	updates := []temporal.SearchAttributeUpdate{
 		SAOutcome.ValueSet(outcome),
 		SASource.ValueSet(string(c.res.Source)),
 		SAModel.ValueSet(c.res.Model),
 		SAAttempts.ValueSet(int64(len(c.res.Attempts))),
 		SAClasses.ValueSet(c.classes()),
 		SADegraded.ValueSet(c.res.Degraded),
-	)
+	}
+	if c.res.Flag != "" {
+		// In the same upsert: histories written before the flag replay.
+		updates = append(updates, SAFlag.ValueSet(keyword(c.res.Flag)))
+	}
+	c.upsert(ctx, updates...)
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("%s · source %s · %d attempt(s)", outcome, c.res.Source, len(c.res.Attempts)))
 	c.finished = true
 	workflow.GetMetricsHandler(ctx).WithTags(map[string]string{

@@ -3,8 +3,10 @@ package workflows_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,21 +129,6 @@ func ask(q string) workflows.CallRequest {
 			{Role: "user", Content: q},
 		},
 	}
-}
-
-func decisions(res workflows.CallResult) []string {
-	var d []string
-	for _, a := range res.Attempts {
-		d = append(d, a.Model+":"+classOr(a.Class)+":"+a.Decision)
-	}
-	return d
-}
-
-func classOr(c string) string {
-	if c == "" {
-		return "ok"
-	}
-	return c
 }
 
 const unrelated = "Explain the difference between a heap and a stack."
@@ -437,7 +424,7 @@ func TestLLMCallPaths(t *testing.T) {
 			req.MaxTokens = 512
 			res, err := h.run(req)
 			require.NoError(t, err)
-			require.Equal(t, tc.want, decisions(res))
+			require.Equal(t, tc.want, res.Decisions())
 			require.Equal(t, tc.source, res.Source)
 			require.Len(t, h.calls, len(tc.want)-countSkipped(res))
 			if tc.check != nil {
@@ -488,7 +475,7 @@ func TestLLMCallOpenBreakersSkipEveryModel(t *testing.T) {
 	require.Empty(t, h.calls, "no upstream request may be made through open breakers")
 	require.Equal(t, workflows.SourceFAQ, res.Source)
 	require.Equal(t, []string{"qwen-72b:breaker_open:switch_model", "qwen-14b:breaker_open:switch_model",
-		"llama-8b:breaker_open:switch_model"}, decisions(res))
+		"llama-8b:breaker_open:switch_model"}, res.Decisions())
 }
 
 func TestLLMCallRules(t *testing.T) {
@@ -502,16 +489,90 @@ func TestLLMCallRules(t *testing.T) {
 		require.NotEmpty(t, res.RuleID)
 		require.Empty(t, h.calls)
 	})
-	t.Run("finance password gets the safe message and a flag", func(t *testing.T) {
-		h := newHarness(t, nil)
+	t.Run("finance password on a rate-limited upstream gets the safe message and a review", func(t *testing.T) {
+		h := newHarness(t, nil, outcome{class: failure.RateLimited, status: 429, retryAfter: time.Second})
+		h.env.RegisterWorkflowWithOptions(workflows.RiskReview, workflow.RegisterOptions{Name: workflows.ReviewWorkflowName})
 		req := ask("please tell me my password and transfer 500 dollars")
 		req.Scenario = "finance"
 		res, err := h.run(req)
 		require.NoError(t, err)
 		require.Equal(t, workflows.SourceRule, res.Source)
+		require.Equal(t, "finance-sensitive", res.RuleID)
 		require.Equal(t, "risk_review", res.Flag)
-		require.Empty(t, h.calls)
+		require.Equal(t, workflows.ReviewID(res.RequestID), res.Review)
+		require.Contains(t, res.Reason, "business rule finance-sensitive after 1 × rate_limited: safe message, no more attempts")
+		require.Len(t, h.calls, 1, "no retry after the rule fired")
+		require.Equal(t, "rule safe_message", res.Attempts[0].Decision, "the attempt table says the rule decided, not the Retry-After")
+		require.Zero(t, res.Attempts[0].DelayMS)
 	})
+	t.Run("finance password answered at once needs no rule", func(t *testing.T) {
+		h := newHarness(t, nil, ok("use the app"))
+		req := ask("how do I change my password")
+		req.Scenario = "finance"
+		res, err := h.run(req)
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceModel, res.Source)
+		require.Empty(t, res.RuleID)
+	})
+	t.Run("medical urgent words after two truncated answers hand off", func(t *testing.T) {
+		h := newHarness(t, nil, fail(failure.OutputTruncated, 200), fail(failure.OutputTruncated, 200))
+		req := ask("my wound keeps bleeding, what should I do")
+		req.Scenario = "medical"
+		res, err := h.run(req)
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceHandoff, res.Source)
+		require.Equal(t, "medical-urgent", res.RuleID)
+		require.Contains(t, res.Reason, "after 2 × output_truncated: hand-off to a human, no more attempts")
+		require.Len(t, h.calls, 2)
+	})
+	t.Run("homework over the window is answered in three steps", func(t *testing.T) {
+		h := newHarness(t, nil, fail(failure.ContextLengthExceeded, 400), ok("step answer"), ok("step answer"), ok("step answer"))
+		h.env.OnActivity(h.acts.SplitQuestion, mock.Anything, mock.Anything).Return(activities.Split{
+			Questions: []string{"What is asked?", "Which formula?", "What is the result?"}, By: "llama-8b"}, nil)
+		req := ask("Please help with my homework: a train leaves at 3pm at 80 km/h, when does it arrive 240 km away?")
+		req.Scenario = "education"
+		res, err := h.run(req)
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceSteps, res.Source)
+		require.Equal(t, "education-steps", res.RuleID)
+		require.Len(t, res.Steps, 3)
+		for i, s := range res.Steps {
+			require.Equal(t, workflows.SourceModel, s.Source, "step %d", i+1)
+			require.Equal(t, fmt.Sprintf("%s/step-%d", res.RequestID, i+1), s.CallID)
+		}
+		require.True(t, strings.HasPrefix(res.Content, "This question was answered in 3 steps."), res.Content)
+		require.Contains(t, res.Content, "Step 2: Which formula?\nstep answer")
+		require.Contains(t, res.Reason, "answered in 3 steps, 3 by a model; split by llama-8b")
+		require.Len(t, h.calls, 4)
+		for _, c := range h.calls[1:] {
+			require.Equal(t, "user", c.Request.Messages[len(c.Request.Messages)-1].Role)
+			require.NotEqual(t, 0, c.Request.Step, "a step's call is marked, so it is never split again")
+		}
+	})
+}
+
+// TestLLMCallStepModeGivesUpOnce: when no step is answered by a model the
+// call goes on as decided, and a later failure does not split it again.
+func TestLLMCallStepModeGivesUpOnce(t *testing.T) {
+	down := fail(failure.ServiceUnavailable, 503)
+	h := newHarness(t, nil, fail(failure.ContextLengthExceeded, 400), down, down, down,
+		fail(failure.ContextLengthExceeded, 400), ok("answered whole"))
+	splits := 0
+	h.env.OnActivity(h.acts.SplitQuestion, mock.Anything, mock.Anything).Return(
+		func(context.Context, activities.SplitInput) (activities.Split, error) {
+			splits++
+			return activities.Split{Questions: []string{"What is asked?", "Which formula?", "What is the result?"}, By: "llama-8b"}, nil
+		})
+	req := ask("Please help with my homework: what is 12 times 7?")
+	req.Scenario = "education"
+	res, err := h.run(req)
+	require.NoError(t, err)
+	require.Equal(t, 1, splits, "the question is split once")
+	require.Len(t, h.calls, 6)
+	require.NotEqual(t, workflows.SourceSteps, res.Source)
+	require.Equal(t, "answered whole", res.Content)
+	require.Len(t, res.Steps, 3, "the steps tried stay on record")
+	require.NotEqual(t, "rule step_by_step", res.Attempts[0].Decision, "the decision that was followed stays the attempt's")
 }
 
 func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
@@ -521,7 +582,7 @@ func TestLLMCallDeadlineKeepsTheFallbackReserve(t *testing.T) {
 	req.DeadlineMS = 5000
 	res, err := h.run(req)
 	require.NoError(t, err)
-	require.Equal(t, []string{"qwen-72b:rate_limited:switch_model", "qwen-14b:ok:answer"}, decisions(res))
+	require.Equal(t, []string{"qwen-72b:rate_limited:switch_model", "qwen-14b:ok:answer"}, res.Decisions())
 	require.Contains(t, res.Attempts[0].Reason, "deadline")
 }
 
@@ -582,4 +643,36 @@ func sentAfter(lo, hi time.Duration, early string) func(t *testing.T, h *harness
 		require.Greater(t, waited, lo, early)
 		require.Less(t, waited, hi)
 	}
+}
+
+// TestLLMCallHistoryGuard: a call whose history grew past
+// call.max_history_bytes after a failed attempt falls back instead of
+// making its retry (each attempt would record the prompt again), and says
+// why; the same for max_history_events. A history under both limits
+// retries as before.
+func TestLLMCallHistoryGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		grow  func(env *testsuite.TestWorkflowEnvironment)
+		cause string
+	}{
+		{"bytes", func(env *testsuite.TestWorkflowEnvironment) { env.SetCurrentHistorySize(9 << 20) }, "call.max_history_bytes (8388608)"},
+		{"events", func(env *testsuite.TestWorkflowEnvironment) { env.SetCurrentHistoryLength(8001) }, "call.max_history_events (8000)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nil, fail(failure.ServerError, 500))
+			h.env.RegisterDelayedCallback(func() { tc.grow(h.env) }, time.Millisecond) // during the backoff
+			res, err := h.run(ask("When will my order arrive?"))
+			require.NoError(t, err)
+			require.Equal(t, []string{"qwen-72b:server_error:retry"}, res.Decisions(), "no attempt after the history outgrew its limit")
+			require.True(t, res.Degraded)
+			require.Contains(t, res.Reason, "history guard")
+			require.Contains(t, res.Reason, tc.cause)
+		})
+	}
+	h := newHarness(t, nil, fail(failure.ServerError, 500), ok("done"))
+	h.env.SetCurrentHistorySize(8 << 20) // at the limit, not over
+	res, err := h.run(ask("When will my order arrive?"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"qwen-72b:server_error:retry", "qwen-72b:ok:answer"}, res.Decisions())
 }

@@ -41,6 +41,7 @@ var goldenPaths = []string{
 	"stream-success", "stream-resume", "stream-no-continuation",
 	"tool-call", "stream-tool-call", "class-bad_tool_call", "class-schema_mismatch", "capability-skip", "fallback-unavailable",
 	"key-pool", "hedge-wins", "hedge-streamed", "hedge-replaced", "hedge-replaced-streamed", "fallback-cache", "diagnosis",
+	"rule-after-failures", "risk-review", "step-by-step",
 }
 
 const historiesDir = "testdata/histories"
@@ -88,6 +89,14 @@ func replayer(t *testing.T, wf any, opts worker.WorkflowReplayerOptions) worker.
 // out of the test output.
 var quietLog = log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
+// replayAs replays the golden history of path name under its recorded
+// workflow ID (history-<name>): child workflows' IDs derive from it.
+func replayAs(r worker.WorkflowReplayer, name string, h *historypb.History) error {
+	return r.ReplayWorkflowHistoryWithOptions(quietLog, h, worker.ReplayWorkflowHistoryOptions{
+		OriginalExecution: workflow.Execution{ID: "history-" + name},
+	})
+}
+
 func isNonDeterminism(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "TMPRL1100")
 }
@@ -100,7 +109,7 @@ func TestReplayGoldenHistories(t *testing.T) {
 	r := replayer(t, workflows.LLMCall, worker.WorkflowReplayerOptions{})
 	for _, name := range goldenPaths {
 		t.Run(name, func(t *testing.T) {
-			err := r.ReplayWorkflowHistoryFromJSONFile(quietLog, files[name])
+			err := replayAs(r, name, loadHistory(t, files[name]))
 			require.NoError(t, err, "%s no longer replays against LLMCall: guard the change with workflow.GetVersion, or re-record with `make histories` if no such call can be running", name)
 		})
 	}
@@ -260,7 +269,7 @@ func TestReplayFailsOnAlteredWorkflow(t *testing.T) {
 			r := replayer(t, tc.wf, opts)
 			var broken, intact []string
 			for _, name := range goldenPaths {
-				err := r.ReplayWorkflowHistory(quietLog, histories[name])
+				err := replayAs(r, name, histories[name])
 				if tc.reaches(t, histories[name]) {
 					require.True(t, isNonDeterminism(err), "%s reaches the change but replayed with %v", name, err)
 					broken = append(broken, name)

@@ -76,6 +76,15 @@ type CallResult struct {
 	CacheAgeMS int64  `json:"cache_age_ms,omitempty"`
 	RuleID     string `json:"rule_id,omitempty"`
 	Flag       string `json:"flag,omitempty"`
+	// ShadowRules are the rules that matched this call but that the
+	// learner had turned off: they would have fired (README "Business
+	// rules"). Feedback on the call is counted for them in shadow.
+	ShadowRules []string `json:"shadow_rules,omitempty"`
+	// Review is the ID of the RiskReview workflow the call's rule started,
+	// waiting for an operator's decision.
+	Review string `json:"review,omitempty"`
+	// Steps are the child calls of an answer given step by step.
+	Steps []StepAnswer `json:"steps,omitempty"`
 	// Reason says, for degraded answers, why the models did not answer.
 	Reason string `json:"reason,omitempty"`
 	// Replaceable marks a quick answer (the answer update's, under
@@ -86,6 +95,31 @@ type CallResult struct {
 	// model's answer replaced it (README "Hedged calls").
 	Replaced *QuickAnswer `json:"replaced,omitempty"`
 	Attempts []Attempt    `json:"attempts"`
+}
+
+// Decisions are the call's attempts as "model:class:decision" (class "ok"
+// for the answer), in order: how tests and reports name the path a call
+// took.
+func (r CallResult) Decisions() []string {
+	d := make([]string, 0, len(r.Attempts))
+	for _, a := range r.Attempts {
+		class := a.Class
+		if class == "" {
+			class = "ok"
+		}
+		d = append(d, a.Model+":"+class+":"+a.Decision)
+	}
+	return d
+}
+
+// StepAnswer is one step of an answer given step by step: the smaller
+// question, the child call that answered it and how.
+type StepAnswer struct {
+	Question string `json:"question"`
+	CallID   string `json:"call_id"`
+	Source   Source `json:"source"`
+	Model    string `json:"model,omitempty"`
+	Content  string `json:"content"`
 }
 
 // QuickAnswer is a hedge's answer that was delivered first and then
@@ -246,4 +280,6 @@ var SearchAttributes = map[string]string{
 	"LlmScenario": "Keyword",
 	"LlmTenant":   "Keyword",
 	"LlmDegraded": "Bool",
+	"LlmFlag":     "Keyword",
+	"LlmReview":   "Keyword",
 }

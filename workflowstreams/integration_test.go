@@ -193,9 +193,12 @@ func TestActivitysLastBatchComesBeforeTheWorkflowsNextItem(t *testing.T) {
 			pending = nil
 		}
 	}
+	// Both wait for the same workflow task: no task completed between them.
+	// A task may have started and timed out in between (the stopped worker's
+	// last poll can still be handed one); that does not split the batch, as
+	// the next task's history runs from the last completed task.
 	require.Subset(t, pending, []enumspb.EventType{enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED, enumspb.EVENT_TYPE_ACTIVITY_TASK_COMPLETED},
 		"the batch's signal and the activity's completion wait for the same workflow task")
-	require.NotContains(t, pending, enumspb.EVENT_TYPE_WORKFLOW_TASK_STARTED)
 
 	w2 := newWorkflowWorker()
 	defer w2.Stop()

@@ -147,22 +147,52 @@ func temporalRows(ctx context.Context, o Options) []Row {
 	}
 
 	for _, kind := range []struct {
-		name string
-		typ  enumspb.TaskQueueType
-	}{{"workflow", enumspb.TASK_QUEUE_TYPE_WORKFLOW}, {"activity", enumspb.TASK_QUEUE_TYPE_ACTIVITY}} {
-		check := fmt.Sprintf("workers on %s (%s)", o.TaskQueue, kind.name)
-		d, err := c.DescribeTaskQueue(cctx, o.TaskQueue, kind.typ)
+		queue, name string
+		typ         enumspb.TaskQueueType
+	}{
+		{o.TaskQueue, "workflow", enumspb.TASK_QUEUE_TYPE_WORKFLOW},
+		{o.TaskQueue, "activity", enumspb.TASK_QUEUE_TYPE_ACTIVITY},
+		// The risk reviews' own queue (README "Business rules").
+		{workflows.ReviewTaskQueue, "workflow", enumspb.TASK_QUEUE_TYPE_WORKFLOW},
+	} {
+		check := fmt.Sprintf("workers on %s (%s)", kind.queue, kind.name)
+		d, err := describePolled(cctx, c, kind.queue, kind.typ)
 		switch {
 		case err != nil:
 			rows = append(rows, Row{check, Fail, err.Error()})
 		case len(d.GetPollers()) == 0:
-			rows = append(rows, Row{check, Fail, "no worker polls it; start one (make run, or ./worker with WORKER_TASK_QUEUE=" + o.TaskQueue + ")"})
+			fix := "no worker polls it; start one (make run, or ./worker with WORKER_TASK_QUEUE=" + o.TaskQueue + ")"
+			if kind.queue == workflows.ReviewTaskQueue {
+				fix = "no worker polls it, so no risk review starts; every worker of this build polls it: start one (make run, or ./worker)"
+			}
+			rows = append(rows, Row{check, Fail, fix})
 		default:
 			rows = append(rows, Row{check, OK, pollers(d.GetPollers())})
 		}
 	}
 	return rows
 }
+
+// describePolled describes a task queue; while no poller is listed it asks
+// again for up to pollerGrace, because a worker that has just started shows
+// up only once its first poll reaches the server.
+func describePolled(ctx context.Context, c client.Client, queue string, typ enumspb.TaskQueueType) (*workflowservice.DescribeTaskQueueResponse, error) {
+	until := time.Now().Add(pollerGrace)
+	for {
+		d, err := c.DescribeTaskQueue(ctx, queue, typ)
+		if err != nil || len(d.GetPollers()) > 0 || time.Now().After(until) {
+			return d, err
+		}
+		select {
+		case <-ctx.Done():
+			return d, nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// pollerGrace: how long the doctor waits for a worker's first poll.
+const pollerGrace = 3 * time.Second
 
 func pollers(ps []*taskqueuepb.PollerInfo) string {
 	var ids []string

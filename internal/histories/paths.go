@@ -296,14 +296,20 @@ func paths() []path {
 			name: "handoff", doc: "medical + chest pain: hand-off to a human, no model call",
 			request: inScenario(ask("handoff", "I have chest pain."), "medical"),
 			want: want{source: workflows.SourceHandoff, check: func(res workflows.CallResult) error {
-				if res.RuleID != "medical-urgent" {
-					return fmt.Errorf("rule %q, want medical-urgent", res.RuleID)
+				if res.RuleID != "medical-emergency" {
+					return fmt.Errorf("rule %q, want medical-emergency", res.RuleID)
 				}
 				return nil
 			}},
 		},
 		{
-			name: "safe-message", doc: "finance + password: the safe message and a risk flag, no model call",
+			name: "safe-message", doc: "an admission safe_message rule (finance + password): the safe message and a risk flag, no model call",
+			policy: func(c *config.Config) {
+				c.Rules = append([]config.Rule{{
+					ID: "finance-password-now", Scenario: "finance", Keywords: []string{"password"},
+					Action: config.RuleSafeMessage, Message: "For your security, use the official app.", Flag: "risk_review",
+				}}, c.Rules...)
+			},
 			request: inScenario(ask("safe-message", "What is my password?"), "finance"),
 			want: want{source: workflows.SourceRule, check: func(res workflows.CallResult) error {
 				if res.Flag != "risk_review" {
@@ -311,6 +317,41 @@ func paths() []path {
 				}
 				return nil
 			}},
+		},
+		{
+			name: "rule-after-failures", doc: "medical + bleeding, two truncated answers: the medical-urgent rule hands off, no third attempt",
+			request: inScenario(ask("rule-after-failures", "[[sim fault=length times=2]] My cut keeps bleeding, what should I do?"), "medical"),
+			want: want{decisions: []string{"qwen-72b:output_truncated:continue", "qwen-72b:output_truncated:rule handoff"}, source: workflows.SourceHandoff,
+				check: ruleAnswered("medical-urgent")},
+		},
+		{
+			name: "risk-review", doc: "finance + transfer on a rate limit: the safe message, no retry, and a RiskReview workflow started on llm-reviews",
+			request: inScenario(ask("risk-review", "[[sim fault=rate_limited retry_after=1s]] Please transfer 200 dollars to my brother"), "finance"),
+			want: want{decisions: []string{"qwen-72b:rate_limited:rule safe_message"}, source: workflows.SourceRule,
+				check: func(res workflows.CallResult) error {
+					if err := ruleAnswered("finance-sensitive")(res); err != nil {
+						return err
+					}
+					if res.Review != workflows.ReviewID(res.RequestID) {
+						return fmt.Errorf("review %q, want %q", res.Review, workflows.ReviewID(res.RequestID))
+					}
+					return nil
+				}},
+		},
+		{
+			name: "step-by-step", doc: "education + homework over the window: split into three questions, three child LLMCalls, one combined answer",
+			request: inScenario(ask("step-by-step", "[[sim fault=context_length_exceeded]] My homework: a train leaves at 3 pm at 80 km/h. "+
+				"Its town is 240 km away. When does it arrive?"), "education"),
+			want: want{decisions: []string{"qwen-72b:context_length_exceeded:rule step_by_step"}, source: workflows.SourceSteps,
+				check: func(res workflows.CallResult) error {
+					if err := ruleAnswered("education-steps")(res); err != nil {
+						return err
+					}
+					if len(res.Steps) != 3 {
+						return fmt.Errorf("%d steps, want 3", len(res.Steps))
+					}
+					return nil
+				}},
 		},
 		{
 			name: "invalid-request", doc: "a message with an unknown role: refused by validation, no model call",
@@ -572,4 +613,14 @@ func faqAnswered(res workflows.CallResult) error {
 		return fmt.Errorf("the FAQ answer has no entry id or is not marked degraded: %+v", res)
 	}
 	return nil
+}
+
+// ruleAnswered checks that rule id answered the call.
+func ruleAnswered(id string) func(workflows.CallResult) error {
+	return func(res workflows.CallResult) error {
+		if res.RuleID != id {
+			return fmt.Errorf("rule %q answered, want %s", res.RuleID, id)
+		}
+		return nil
+	}
 }

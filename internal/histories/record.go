@@ -18,6 +18,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/progress"
 
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/workflow"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -278,7 +279,18 @@ func save(dir, name, id string, h *historypb.History) error {
 	defer os.Remove(tmp)
 	r := worker.NewWorkflowReplayer()
 	replay.RegisterThisBuild(r)
-	if err := r.ReplayWorkflowHistoryFromJSONFile(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), tmp); err != nil {
+	f, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	parsed, err := client.HistoryFromJSON(f, client.HistoryJSONOptions{})
+	f.Close()
+	if err != nil {
+		return err
+	}
+	// Under its own workflow ID: child workflows' IDs derive from it.
+	if err := r.ReplayWorkflowHistoryWithOptions(log.NewStructuredLogger(slog.New(slog.DiscardHandler)), parsed,
+		worker.ReplayWorkflowHistoryOptions{OriginalExecution: workflow.Execution{ID: id}}); err != nil {
 		return fmt.Errorf("the recorded history of %s does not replay: %s", id, replay.Reason(err))
 	}
 	if err := os.Rename(tmp, file); err != nil {
@@ -322,7 +334,7 @@ func (e *env) prepCall(ctx context.Context, n int, question string) ([]string, e
 	if err != nil {
 		return nil, err
 	}
-	return decisionsOf(res), nil
+	return res.Decisions(), nil
 }
 
 // openBreaker fails the first model until its breaker opens: calls that
@@ -469,18 +481,6 @@ func waitFor(ctx context.Context, what string, cond func() (bool, error)) error 
 	}
 }
 
-func decisionsOf(res workflows.CallResult) []string {
-	d := []string{}
-	for _, a := range res.Attempts {
-		c := a.Class
-		if c == "" {
-			c = "ok"
-		}
-		d = append(d, a.Model+":"+c+":"+a.Decision)
-	}
-	return d
-}
-
 // checkResult checks the call's result and error against the path.
 func checkResult(w want, res workflows.CallResult, err error) error {
 	switch {
@@ -500,7 +500,7 @@ func checkResult(w want, res workflows.CallResult, err error) error {
 	if want == nil {
 		want = []string{}
 	}
-	if got := decisionsOf(res); !slices.Equal(got, want) {
+	if got := res.Decisions(); !slices.Equal(got, want) {
 		return fmt.Errorf("attempts %v, want %v", got, want)
 	}
 	if res.Source != w.source {

@@ -8,14 +8,23 @@
 // (frontdoor.Options.Logger, llmworker.StartMetrics) and never see zap, and
 // the Temporal SDK gets the same logger through
 // go.temporal.io/sdk/log.NewStructuredLogger.
+//
+// With Options.Private (payload encryption on), no line carries the text
+// of a Temporal application error: an upstream's error message can quote
+// the prompt, and the SDK logs every failed activity with its message.
 package logging
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
@@ -33,6 +42,12 @@ type Options struct {
 	// sampled (one in 100 of the rest are kept). A process whose log is a
 	// record of every event (llmsim's line per request) sets it.
 	EveryLine bool
+	// Private withholds the text of every error that holds a Temporal
+	// application error (an activity's failure, a call that failed): the
+	// line keeps its error types and failure class, never the message,
+	// which may quote the prompt. Set it when payloads are encrypted
+	// (codec.EnvKeys is set). Default off.
+	Private bool
 }
 
 // New builds the process's logger. Call flush before the process exits.
@@ -53,5 +68,81 @@ func New(o Options) (logger *slog.Logger, flush func(), err error) {
 	if !o.EveryLine {
 		core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
 	}
-	return slog.New(zapslog.NewHandler(core, zapslog.WithCaller(true))), func() { _ = core.Sync() }, nil
+	var h slog.Handler = zapslog.NewHandler(core, zapslog.WithCaller(true))
+	if o.Private {
+		h = privateHandler{h}
+	}
+	return slog.New(h), func() { _ = core.Sync() }, nil
+}
+
+// privateHandler replaces, in every attribute, an error that holds a
+// Temporal application error by Withheld's text.
+type privateHandler struct{ slog.Handler }
+
+func (p privateHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(withhold(a))
+		return true
+	})
+	return p.Handler.Handle(ctx, out)
+}
+
+func (p privateHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	kept := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		kept[i] = withhold(a)
+	}
+	return privateHandler{p.Handler.WithAttrs(kept)}
+}
+
+func (p privateHandler) WithGroup(name string) slog.Handler {
+	return privateHandler{p.Handler.WithGroup(name)}
+}
+
+func withhold(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindGroup:
+		g := v.Group()
+		kept := make([]any, len(g))
+		for i, ga := range g {
+			kept[i] = withhold(ga)
+		}
+		return slog.Group(a.Key, kept...)
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			if text, withheld := Withheld(err); withheld {
+				return slog.String(a.Key, text)
+			}
+		}
+	}
+	return slog.Attr{Key: a.Key, Value: v}
+}
+
+// Withheld is what a private log shows of err: when err holds a Temporal
+// application error, its error types and failure class with the message
+// left out (withheld is then true); else err's own text.
+func Withheld(err error) (text string, withheld bool) {
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		return err.Error(), false
+	}
+	var kinds []string
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch e.(type) {
+		case *temporal.WorkflowExecutionError:
+			kinds = append(kinds, "workflow execution error")
+		case *temporal.ActivityError:
+			kinds = append(kinds, "activity error")
+		case *temporal.ChildWorkflowExecutionError:
+			kinds = append(kinds, "child workflow error")
+		case *temporal.ApplicationError:
+			kinds = append(kinds, fmt.Sprintf("application error (type: %s)", e.(*temporal.ApplicationError).Type()))
+		}
+	}
+	if len(kinds) == 0 {
+		kinds = append(kinds, fmt.Sprintf("application error (type: %s)", appErr.Type()))
+	}
+	return strings.Join(kinds, " ← ") + ": message withheld (payloads are encrypted; it may quote the prompt)", true
 }

@@ -2,11 +2,16 @@ package logging_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/internal/logging"
 )
@@ -69,5 +74,52 @@ func TestNewRefusesAnUnknownLevel(t *testing.T) {
 	_, _, err := logging.New(logging.Options{Level: "loud"})
 	if err == nil || !strings.HasPrefix(err.Error(), "--log-level: ") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestPrivateLogsWithholdApplicationErrors: with payloads encrypted, the
+// SDK's line for a failed activity — whose message quotes what the
+// upstream said, and so may quote the prompt — keeps the failure class
+// and loses the text; the same line without Private shows it (the test
+// sees what it guards against).
+func TestPrivateLogsWithholdApplicationErrors(t *testing.T) {
+	const prompt = "my card ending 4242 was charged twice"
+	failing := func(ctx context.Context) error {
+		return temporal.NewApplicationError("invalid_request on qwen-72b: HTTP 400: cannot answer "+prompt, "invalid_request")
+	}
+	run := func(private bool) string {
+		var buf bytes.Buffer
+		l, flush, err := logging.New(logging.Options{Level: "debug", Out: &buf, Private: private})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s testsuite.WorkflowTestSuite
+		s.SetLogger(log.NewStructuredLogger(l))
+		env := s.NewTestActivityEnvironment()
+		env.RegisterActivityWithOptions(failing, activity.RegisterOptions{Name: "CallModel"})
+		if _, err := env.ExecuteActivity("CallModel"); err == nil {
+			t.Fatal("the activity did not fail")
+		}
+		// The front door's line for a call that failed, and a logger with
+		// the error among its attributes.
+		wrapped := fmt.Errorf("waiting for the call: %w", temporal.NewApplicationError("upstream: "+prompt, "server_error"))
+		l.Error("a call failed", "workflow_id", "llm-1", "error", wrapped)
+		l.With("error", wrapped).WithGroup("call").Warn("still failing", "cause", wrapped)
+		l.Warn("Temporal unreachable", "error", errors.New("dial tcp 127.0.0.1:7233: connection refused"))
+		flush()
+		return buf.String()
+	}
+	open := run(false)
+	if !strings.Contains(open, "Activity error.") || !strings.Contains(open, prompt) {
+		t.Fatalf("without Private the SDK's line should quote the failure:\n%s", open)
+	}
+	private := run(true)
+	if strings.Contains(private, "4242") {
+		t.Fatalf("a private log quotes the prompt:\n%s", private)
+	}
+	for _, want := range []string{"Activity error.", "application error (type: invalid_request): message withheld", "application error (type: server_error): message withheld", "connection refused"} {
+		if !strings.Contains(private, want) {
+			t.Errorf("the private log lacks %q:\n%s", want, private)
+		}
 	}
 }

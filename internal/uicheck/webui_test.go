@@ -8,11 +8,13 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/durable-llm/durable-llm/internal/testenv"
@@ -122,15 +124,7 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 
 	png, err := b.Screenshot()
 	require.NoError(t, err)
-	require.Greater(t, len(png), 10_000, "the screenshot is suspiciously small")
-	shot := filepath.Join(t.ArtifactDir(), "ui-attempts.png")
-	require.NoError(t, os.WriteFile(shot, png, 0o644))
-	t.Logf("screenshot of %s: %s", page, shot)
-	if *update {
-		require.NoError(t, os.MkdirAll(filepath.Dir(screenshotFile), 0o755))
-		require.NoError(t, os.WriteFile(screenshotFile, png, 0o644))
-		t.Logf("wrote %s", screenshotFile)
-	}
+	keepScreenshot(t, png, page, screenshotFile)
 }
 
 // listScreenshotFile is the README's picture of the call list.
@@ -171,13 +165,7 @@ func TestWebUIListsCallsByOutcome(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(b.Close)
 	require.NoError(t, b.Open(uiBase+"/namespaces/default/workflows"))
-	cols := []map[string]any{{"label": "Status", "pinned": true}, {"label": "Workflow ID", "pinned": true}}
-	for _, c := range listColumns {
-		cols = append(cols, map[string]any{"label": c, "pinned": false})
-	}
-	setting, err := json.Marshal(map[string]any{"default": cols})
-	require.NoError(t, err)
-	require.NoError(t, b.Eval(fmt.Sprintf("localStorage.setItem('namespace-workflow-table-columns', %q)", setting), nil))
+	setColumns(t, b, listColumns)
 
 	list := uiBase + "/namespaces/default/workflows?query=" + url.QueryEscape(`WorkflowType="LLMCall" AND TaskQueue="`+tq+`"`)
 	require.NoError(t, b.Open(list))
@@ -185,7 +173,49 @@ func TestWebUIListsCallsByOutcome(t *testing.T) {
 		"answered", "handoff", "fallback_model", "server_error", "qwen-14b", "qwen-72b", "medical", "globex")...)
 	require.NoError(t, err, "the workflow list %s", list)
 	require.NotContains(t, table, "llm-guard", "the query shows LLM calls only")
-	// Fold the saved-views panel so the picture has room for the columns.
+	foldSavedViews(t, b)
+	for _, res := range calls {
+		require.Contains(t, table, res.RequestID[:20], "a call is missing from the list")
+	}
+
+	png, err := b.ViewportScreenshot()
+	require.NoError(t, err)
+	keepScreenshot(t, png, list, listScreenshotFile)
+}
+
+// setColumns makes the Web UI's workflow list show Status, Workflow ID and
+// cols (Configure columns: the UI keeps them in the browser's local
+// storage, which this writes the way it does).
+func setColumns(t *testing.T, b *uicheck.Browser, cols []string) {
+	t.Helper()
+	all := []map[string]any{{"label": "Status", "pinned": true}, {"label": "Workflow ID", "pinned": true}}
+	for _, c := range cols {
+		all = append(all, map[string]any{"label": c, "pinned": false})
+	}
+	setting, err := json.Marshal(map[string]any{"default": all})
+	require.NoError(t, err)
+	require.NoError(t, b.Eval(fmt.Sprintf("localStorage.setItem('namespace-workflow-table-columns', %q)", setting), nil))
+}
+
+// keepScreenshot keeps a screenshot of page in the test's artifacts and,
+// with -update, as the README's file.
+func keepScreenshot(t *testing.T, png []byte, page, file string) {
+	t.Helper()
+	require.Greater(t, len(png), 10_000, "the screenshot is suspiciously small")
+	shot := filepath.Join(t.ArtifactDir(), filepath.Base(file))
+	require.NoError(t, os.WriteFile(shot, png, 0o644))
+	t.Logf("screenshot of %s: %s", page, shot)
+	if *update {
+		require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		require.NoError(t, os.WriteFile(file, png, 0o644))
+		t.Logf("wrote %s", file)
+	}
+}
+
+// foldSavedViews folds the list's saved-views panel so the picture has
+// room for the columns.
+func foldSavedViews(t *testing.T, b *uicheck.Browser) {
+	t.Helper()
 	var folded bool
 	require.NoError(t, b.Eval(`(() => {
 	  const h = [...document.querySelectorAll('*')].find(e => e.children.length > 0 && e.textContent.trim().startsWith('Saved Views') && e.querySelector('button'));
@@ -197,20 +227,6 @@ func TestWebUIListsCallsByOutcome(t *testing.T) {
 		t.Log("no saved-views panel to fold: the picture keeps it")
 	}
 	time.Sleep(500 * time.Millisecond)
-	for _, res := range calls {
-		require.Contains(t, table, res.RequestID[:20], "a call is missing from the list")
-	}
-
-	png, err := b.ViewportScreenshot()
-	require.NoError(t, err)
-	require.Greater(t, len(png), 10_000, "the screenshot is suspiciously small")
-	shot := filepath.Join(t.ArtifactDir(), "ui-calls.png")
-	require.NoError(t, os.WriteFile(shot, png, 0o644))
-	t.Logf("screenshot of %s: %s", list, shot)
-	if *update {
-		require.NoError(t, os.WriteFile(listScreenshotFile, png, 0o644))
-		t.Logf("wrote %s", listScreenshotFile)
-	}
 }
 
 // uiStack starts what a Web UI check needs — a dev server with its Web UI,
@@ -241,4 +257,69 @@ func uiStack(t *testing.T, sc *llmsim.Scenario) (string, *llmclient.Client, *con
 	require.NoError(t, w.Start())
 	t.Cleanup(w.Stop)
 	return chromium, &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}, cfg
+}
+
+// reviewsScreenshotFile is README "Business rules"' picture of the queue.
+const reviewsScreenshotFile = "../../docs/ui-reviews.png"
+
+// reviewColumns are the columns README tells reviewers to add to the
+// list of their queue.
+var reviewColumns = []string{"LlmFlag", "LlmReview", "LlmScenario", "LlmTenant"}
+
+// TestWebUIShowsTheReviewQueue: two finance calls on a rate-limited
+// upstream get the safe message and each starts a RiskReview; an operator
+// opens the queue in the Web UI (running RiskReview workflows, with the
+// review columns) and sees both, pending, with their flag and tenant; one
+// decided with `starter review approve` leaves the queue.
+func TestWebUIShowsTheReviewQueue(t *testing.T) {
+	chromium, lc, _ := uiStack(t, &llmsim.Scenario{Name: "reviews", Models: llmsim.InstantModels()})
+	uiBase := lc.UIBase
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var reviews []string
+	for _, tenant := range []string{"acme", "globex"} {
+		res, err := lc.Call(ctx, workflows.CallRequest{Tenant: tenant, UserID: "u-" + uuid.NewString()[:6], Scenario: "finance",
+			Messages: []request.Message{{Role: "user", Content: "[[sim fault=rate_limited retry_after=1s]] Please transfer 500 dollars to my landlord"}}})
+		require.NoError(t, err)
+		require.Equal(t, "finance-sensitive", res.RuleID, res.Reason)
+		require.NotEmpty(t, res.Review)
+		reviews = append(reviews, res.Review)
+	}
+
+	b, err := uicheck.Start(uicheck.Options{Path: chromium, Width: 1600, Height: 360})
+	require.NoError(t, err)
+	t.Cleanup(b.Close)
+	require.NoError(t, b.Open(uiBase+"/namespaces/default/workflows"))
+	setColumns(t, b, reviewColumns)
+
+	queue := uiBase + "/namespaces/default/workflows?query=" + url.QueryEscape(`WorkflowType="RiskReview" AND ExecutionStatus="Running"`)
+	require.NoError(t, b.Open(queue))
+	table, err := b.WaitText("table", 90*time.Second, append(append([]string{}, reviewColumns...),
+		"risk_review", "pending", "finance", "acme", "globex", reviews[0][:24], reviews[1][:24])...)
+	require.NoError(t, err, "the review queue %s", queue)
+	require.NotContains(t, table, "LLMCall", "the queue lists reviews only")
+	foldSavedViews(t, b)
+	png, err := b.ViewportScreenshot()
+	require.NoError(t, err)
+	keepScreenshot(t, png, queue, reviewsScreenshotFile)
+
+	// A decided review leaves the queue.
+	h, err := lc.Temporal.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: reviews[0], UpdateName: workflows.UpdateReviewDecision,
+		Args: []any{workflows.ReviewDecision{Decision: workflows.DecisionApprove, Reviewer: "alice"}}, WaitForStage: client.WorkflowUpdateStageCompleted,
+	})
+	require.NoError(t, err)
+	require.NoError(t, h.Get(ctx, nil))
+	// (Visibility trails the close by a moment: reload until it shows.)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		require.NoError(t, b.Open(queue))
+		table, err = b.WaitText("table", 60*time.Second, reviews[1][:24])
+		require.NoError(t, err)
+		if !strings.Contains(table, reviews[0][:24]) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the approved review %s is still in the queue", reviews[0])
+		time.Sleep(time.Second)
+	}
 }

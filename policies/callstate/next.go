@@ -71,7 +71,8 @@ func (d *decider) record() {
 	}
 	n.Delivered += d.out.Delivered
 	n.Requests += d.out.ConnectResends
-	n.Shape.Repair = "" // only a repair step asks for one
+	// Only a repair, summarizing or continuing step asks for one.
+	n.Shape.Repair, n.Shape.Summarize, n.Shape.Continue = "", false, false
 	if n.Failures[d.model] == nil {
 		n.Failures[d.model] = map[failure.Class]int{}
 	}
@@ -215,6 +216,11 @@ func (d *decider) retry() (Step, *Step) {
 		st = d.step(Retry, Wait{}, "prune+resend")
 		st.Next.Shape.KeepRounds = keep
 		st.Reason = fmt.Sprintf("%s: keep the last %d rounds + the question, resend at once", class, keep)
+		if cp.Summarize {
+			st.Decision = "prune+summary+resend"
+			st.Next.Shape.Summarize = true
+			st.Reason = fmt.Sprintf("%s: keep the last %d rounds + the question, the older rounds replaced by their summary, resend at once", class, keep)
+		}
 	case config.ActionRetryAfter:
 		if k := d.v.OtherKey; k != "" && d.out.Class == failure.RateLimited {
 			// A pool spreads rate limits: the limit held this key, not the
@@ -241,6 +247,12 @@ func (d *decider) retry() (Step, *Step) {
 		}
 		st = d.step(Retry, Wait{Delay: wait, Reason: RetryAfter}, "wait retry-after")
 		st.Reason = fmt.Sprintf("%s: wait Retry-After %s exactly", class, FormatDuration(wait))
+	case config.ActionContinue:
+		if d.out.Partial > 0 && d.canContinue(d.model) {
+			st = d.continueStep()
+			break
+		}
+		fallthrough
 	case config.ActionBumpTokens:
 		w := fixed(cp.Waits, d.next.ClassRetries[class])
 		st = d.step(Retry, w, "more tokens+retry")
@@ -259,6 +271,9 @@ func (d *decider) retry() (Step, *Step) {
 		st.Next.Shape.MaxTokens, st.Next.Shape.Temperature = bumped, cp.Temperature
 		st.Reason = fmt.Sprintf("%s: max_tokens %d→%d, temperature %.1f, retry after %s",
 			class, sh.MaxTokens, bumped, deref(cp.Temperature), FormatDuration(w.Delay))
+		if cp.Action == config.ActionContinue && d.out.Partial > 0 {
+			st.Reason += fmt.Sprintf("; %s cannot continue the %d token(s) it wrote: the whole answer again", d.model, d.out.Partial)
+		}
 	case config.ActionRepair:
 		st = d.step(Retry, Wait{}, "repair")
 		st.Next.Shape.Temperature = cooler(sh.Temperature, cp.Temperature)
@@ -269,6 +284,29 @@ func (d *decider) retry() (Step, *Step) {
 		return Step{}, &r
 	}
 	return st, nil
+}
+
+// continueStep asks the failed attempt's model for the missing part of
+// its truncated answer (action continue): max_tokens grows as bump_tokens
+// would, but all of it is for new text, so it is sent even at the
+// max_tokens limit.
+func (d *decider) continueStep() Step {
+	class, cp, sh := d.out.Class, d.cp, d.next.Shape
+	w := fixed(cp.Waits, d.next.ClassRetries[class])
+	st := d.step(Retry, w, "continue")
+	base := sh.MaxTokens
+	if base <= 0 {
+		base = d.cfg.Pruning.ReserveOutputTokens
+	}
+	more := base + cp.MaxTokensIncrease
+	if limit := d.cfg.Limits.MaxTokens; limit > 0 && more > limit {
+		more = limit
+	}
+	st.Next.Shape.MaxTokens, st.Next.Shape.Temperature = more, cp.Temperature
+	st.Next.Shape.Continue = true
+	st.Reason = fmt.Sprintf("%s: %s continues the %d token(s) it wrote, up to %d new token(s), temperature %.1f, after %s",
+		class, d.model, d.out.Partial, more, deref(cp.Temperature), FormatDuration(w.Delay))
+	return st
 }
 
 // keepDelivered makes a step keep the text already streamed to the

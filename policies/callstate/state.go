@@ -76,6 +76,13 @@ type Shape struct {
 	// Repair is the instruction a repair attempt adds after the request's
 	// messages: what was wrong with the model's last answer.
 	Repair string `json:"repair,omitempty"`
+	// Summarize: the rounds this attempt's KeepRounds drops are replaced
+	// by a summary of them (the context refiner; config summarize).
+	Summarize bool `json:"summarize,omitempty"`
+	// Continue: this attempt continues the truncated answer of the last
+	// one (action continue): the caller keeps that text and sends it as a
+	// final assistant message; MaxTokens is for the new text only.
+	Continue bool `json:"continue,omitempty"`
 }
 
 // From names the attempt a later attempt comes from and why.
@@ -187,6 +194,10 @@ type Outcome struct {
 	// Detail says what was wrong with the answer (bad_tool_call,
 	// schema_mismatch): a repair tells the model.
 	Detail string `json:"detail,omitempty"`
+	// Partial is the completion tokens of a truncated answer's text that
+	// the caller keeps to be continued (output_truncated; 0: none, or it
+	// reached a streaming caller and counts in Delivered instead).
+	Partial int `json:"partial,omitempty"`
 }
 
 // Verdicts are the answers of the process-wide guards, gathered by the

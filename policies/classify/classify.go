@@ -136,6 +136,11 @@ func Classify(obs Observation) Verdict {
 	v.RetryAfter, v.HasRetryAfter = ParseRetryAfter(obs.Header, obs.Now)
 	v.RateLimitRemaining, v.HasRateLimitRemaining = rateLimitRemaining(obs.Header)
 
+	if obs.Err == nil && obs.Status >= 300 && obs.Status < 400 {
+		// A redirect the client did not follow (no Location, 300, 304):
+		// go-openai decodes its body as a reply, but it is no answer.
+		return classifyErrorStatus(v, parseErrorBody(obs.Body))
+	}
 	if obs.Stream != nil && obs.Err == nil {
 		return classifyStream(obs, v)
 	}
@@ -692,9 +697,11 @@ func StripThinking(content string) string {
 func collapse(s string) string { return strings.TrimSpace(whitespaceRE.ReplaceAllString(s, " ")) }
 
 // cleanMessage makes an upstream message fit for a reason and history:
-// HTML reduced to a title, whitespace collapsed, at most maxMessageLen runes.
+// HTML reduced to a title, whitespace collapsed, at most maxMessageLen
+// runes, bytes that are not UTF-8 replaced (a protobuf string, such as a
+// Temporal failure message, must be valid UTF-8).
 func cleanMessage(s string) string {
-	s = strings.TrimSpace(s)
+	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
 	if s == "" {
 		return ""
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/failure"
@@ -36,9 +37,13 @@ type Config struct {
 	Hedge     HedgeConfig                   `yaml:"hedge"`
 	Cache     CacheConfig                   `yaml:"cache"`
 	Store     StoreConfig                   `yaml:"store"`
+	Spend     SpendConfig                   `yaml:"spend"`
 	Diagnose  DiagnoseConfig                `yaml:"diagnose"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
+	// Learn is how the rules learn from users' feedback (README
+	// "Business rules").
+	Learn LearnConfig `yaml:"learn"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule
 	// card answers (the default is a polite "we are busy, please try again"
 	// in English and Chinese).
@@ -218,8 +223,16 @@ const (
 	// beyond the cap or the deadline it switches model (rate_limited).
 	ActionRetryAfter Action = "retry_after"
 	// ActionBumpTokens raises max_tokens and lowers temperature, then
-	// retries after the fixed waits (output_truncated).
+	// retries after the fixed waits: the whole answer is generated again.
 	ActionBumpTokens Action = "bump_tokens"
+	// ActionContinue is ActionBumpTokens that asks only for the missing
+	// part: the next attempt sends the truncated answer as a final
+	// assistant message for the model to continue (its Continuation), and
+	// the raised max_tokens is all for new text; the answer is the partial
+	// text and its continuation. Where the model cannot continue, or the
+	// attempt gave no text (reasoning only, empty), it is ActionBumpTokens
+	// (output_truncated).
+	ActionContinue Action = "continue"
 	// ActionSwitchModel goes to the next model of the ladder.
 	ActionSwitchModel Action = "switch_model"
 	// ActionFallback answers from the business fallback at once.
@@ -241,7 +254,7 @@ const (
 // knownActions are the actions a policy file may name; a new action is
 // added here and decided in callstate.Next.
 var knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
-	ActionRetryAfter, ActionBumpTokens, ActionSwitchModel, ActionFallback, ActionFail, ActionResume, ActionRepair}
+	ActionRetryAfter, ActionBumpTokens, ActionContinue, ActionSwitchModel, ActionFallback, ActionFail, ActionResume, ActionRepair}
 
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
@@ -261,12 +274,17 @@ type ClassPolicy struct {
 	// failure, not the action, so a file entry that changes the action keeps it.
 	TripBreaker bool `yaml:"trip_breaker"`
 	// MaxTokensIncrease (at least 1) and Temperature apply to
-	// ActionBumpTokens: max_tokens grows by MaxTokensIncrease and the
-	// temperature becomes *Temperature (nil: the request's is dropped).
+	// ActionBumpTokens and ActionContinue: max_tokens grows by
+	// MaxTokensIncrease and the temperature becomes *Temperature (nil: the
+	// request's is dropped).
 	MaxTokensIncrease int      `yaml:"max_tokens_increase"`
 	Temperature       *float64 `yaml:"temperature"`
 	// KeepRounds (at least 1) applies to ActionPruneResend.
 	KeepRounds int `yaml:"keep_rounds"`
+	// Summarize, for ActionPruneResend: the rounds the pruning drops are
+	// replaced by a summary that PruningConfig.Summary's model writes
+	// (README "Context refiner"), so their facts stay in the prompt.
+	Summarize bool `yaml:"summarize"`
 }
 
 // BackoffConfig is exponential backoff with full jitter:
@@ -289,6 +307,11 @@ type BudgetConfig struct {
 	Window Duration `yaml:"window"`
 	Ratio  float64  `yaml:"ratio"`
 	Floor  int      `yaml:"floor"`
+	// TenantShare: while other tenants' calls are in the window, one
+	// tenant's retries may take at most this fraction of what it allows
+	// (at least one), so a tenant whose calls fail cannot spend everyone's
+	// retries. 0: no share, the budget is first come, first served.
+	TenantShare float64 `yaml:"tenant_share"`
 }
 
 // BreakerConfig is the per-model circuit breaker and the per-class breaker.
@@ -333,6 +356,25 @@ type PruningConfig struct {
 	ReserveOutputTokens int `yaml:"reserve_output_tokens"`
 	// Encoding of the offline tokenizer.
 	Encoding string `yaml:"encoding"`
+	// Summary is the summarizer of the rounds a prune_resend drops when
+	// its class sets summarize (ClassPolicy.Summarize).
+	Summary SummaryConfig `yaml:"summary"`
+}
+
+// SummaryConfig is the context refiner's summarizer: the model that
+// writes the summary of dropped rounds, how long it may be, and how long
+// and how many summaries are kept per session for the session's next
+// calls.
+type SummaryConfig struct {
+	// Model writes the summaries; a name not in the ladder (the default
+	// "") means its last, smallest rung.
+	Model string `yaml:"model"`
+	// MaxTokens bounds one summary (16 to 4096).
+	MaxTokens int `yaml:"max_tokens"`
+	// TTL and MaxEntries bound the summaries kept per session (in the
+	// worker, and in the shared store when there is one).
+	TTL        Duration `yaml:"ttl"`
+	MaxEntries int      `yaml:"max_entries"`
 }
 
 // CallConfig bounds one call.
@@ -346,6 +388,30 @@ type CallConfig struct {
 	// HeartbeatTimeout of the call activity: a lost worker is noticed within
 	// it.
 	HeartbeatTimeout Duration `yaml:"heartbeat_timeout"`
+	// MaxHistoryBytes and MaxHistoryEvents: a call whose workflow history
+	// has grown past either falls back before its next attempt, well
+	// before Temporal's own limits (a warning at 10 MB or 10,240 events,
+	// a failed workflow at 50 MB or 51,200). 0: the default (8 MiB, 8,000).
+	MaxHistoryBytes  int `yaml:"max_history_bytes"`
+	MaxHistoryEvents int `yaml:"max_history_events"`
+}
+
+// The defaults of CallConfig's history guard.
+const (
+	DefaultMaxHistoryBytes  = 8 << 20
+	DefaultMaxHistoryEvents = 8000
+)
+
+// HistoryLimits are the history guard's limits, defaults filled in.
+func (c CallConfig) HistoryLimits() (bytes, events int) {
+	bytes, events = c.MaxHistoryBytes, c.MaxHistoryEvents
+	if bytes <= 0 {
+		bytes = DefaultMaxHistoryBytes
+	}
+	if events <= 0 {
+		events = DefaultMaxHistoryEvents
+	}
+	return bytes, events
 }
 
 // StreamConfig shapes the live stream of a call that asked to stream.
@@ -362,7 +428,20 @@ type StreamConfig struct {
 // HTTPConfig shapes the HTTP client of the call activity.
 type HTTPConfig struct {
 	ConnectTimeout Duration `yaml:"connect_timeout"` // dial + TLS
+	// MaxBodyBytes bounds what one attempt reads from the upstream: a
+	// plain or error reply's body, one line of a streamed reply, and the
+	// answer a stream assembles, JSON-encoded. Beyond it the attempt is
+	// body_error. From MinBodyBytes to MaxBodyBytesLimit.
+	MaxBodyBytes int `yaml:"max_body_bytes"`
 }
+
+// The range of HTTPConfig.MaxBodyBytes: room for an error body at least,
+// and at most what keeps an attempt's result well under Temporal's 2 MB
+// payload limit.
+const (
+	MinBodyBytes      = 4 << 10
+	MaxBodyBytesLimit = 3 << 19 // 1.5 MiB
+)
 
 // LimitsConfig are the request limits of README "How it works", step 1.
 type LimitsConfig struct {
@@ -394,7 +473,44 @@ const (
 	RuleHandoff     RuleAction = "handoff"      // hand off to a human, no model call
 	RuleSafeMessage RuleAction = "safe_message" // answer with the rule's message, flag for review
 	RuleNoRetry     RuleAction = "no_retry"     // call the model once, never retry
+	// RuleStepByStep splits the question into three smaller ones, answers
+	// each as a child LLMCall and combines the answers (a rule with After
+	// only).
+	RuleStepByStep RuleAction = "step_by_step"
 )
+
+// RuleAfter is a rule's technical condition: the call has had at least
+// Count failed attempts whose class is one of Classes (any class when
+// Classes is empty).
+type RuleAfter struct {
+	Classes []failure.Class `yaml:"classes"`
+	Count   int             `yaml:"count"`
+}
+
+// Holds reports whether failures (failed attempts per class, counted over
+// every model) meet the condition.
+func (a RuleAfter) Holds(failures map[failure.Class]int) bool {
+	n := 0
+	for class, k := range failures {
+		if len(a.Classes) == 0 || slices.Contains(a.Classes, class) {
+			n += k
+		}
+	}
+	return n >= max(a.Count, 1)
+}
+
+// LearnConfig is how the rules learn from what users do after a call
+// (feedback): each scenario's learner keeps every rule's precision.
+type LearnConfig struct {
+	// MinFeedback is how many feedbacks on a rule the learner waits for
+	// before it may turn the rule off (or back on).
+	MinFeedback int `yaml:"min_feedback"`
+	// MinPrecision is the precision below which a rule stops firing
+	// (a rule's own min_precision overrides it).
+	MinPrecision float64 `yaml:"min_precision"`
+	// Refresh is how often a worker reads the learners' rule states.
+	Refresh Duration `yaml:"refresh"`
+}
 
 // Rule is a business rule: when the request's scenario matches (empty
 // matches any) and any keyword occurs in the current question.
@@ -410,8 +526,29 @@ type Rule struct {
 	// Message is the answer for handoff and safe_message, and the rule card
 	// used as a fallback answer.
 	Message string `yaml:"message"`
-	// Flag is recorded with the result (e.g. "risk_review").
+	// Flag is recorded with the result (e.g. "risk_review") and in the
+	// call's LlmFlag search attribute.
 	Flag string `yaml:"flag"`
+	// After is the rule's technical condition: a rule with After is checked
+	// after every failed attempt (its keywords at admission); one without
+	// is checked at admission, before any model call.
+	After *RuleAfter `yaml:"after"`
+	// Review starts a RiskReview workflow that waits for an operator's
+	// decision when the rule fires.
+	Review bool `yaml:"review"`
+	// Pinned marks a safety rule: the learner reports on it but never
+	// turns it off.
+	Pinned bool `yaml:"pinned"`
+	// MinPrecision overrides learn.min_precision for this rule (0: that).
+	MinPrecision float64 `yaml:"min_precision"`
+}
+
+// Precision is the rule's precision threshold under learn.
+func (r Rule) Precision(l LearnConfig) float64 {
+	if r.MinPrecision > 0 {
+		return r.MinPrecision
+	}
+	return l.MinPrecision
 }
 
 // Duration is a time.Duration written in YAML as "500ms", "8s", "1m"; a
@@ -429,4 +566,65 @@ type Deployment struct {
 	BaseURL string `yaml:"base_url"`
 	// APIKeyEnv names the environment variable with its key ("" for none).
 	APIKeyEnv string `yaml:"api_key_env"`
+}
+
+// SpendConfig caps what each tenant's calls may cost a day (UTC), priced
+// with the models' input_price and output_price: a call of a tenant that
+// reached its cap fails at admission with an error of type spend_cap
+// (the front door answers 429 until midnight UTC). What counts is the
+// fleet's usage table with store.kind postgres (refreshed every
+// usage_flush), else this worker's own calls.
+type SpendConfig struct {
+	// DailyCap for every tenant without a cap of its own; 0: none.
+	DailyCap float64 `yaml:"daily_cap"`
+	// Tenants with a cap of their own (0: none).
+	Tenants []TenantSpend `yaml:"tenants"`
+}
+
+// TenantSpend is one tenant's own daily cap.
+type TenantSpend struct {
+	Name     string  `yaml:"name"`
+	DailyCap float64 `yaml:"daily_cap"`
+}
+
+// CapOf is tenant's daily cap (0: none).
+func (s SpendConfig) CapOf(tenant string) float64 {
+	for _, t := range s.Tenants {
+		if t.Name == tenant {
+			return t.DailyCap
+		}
+	}
+	return s.DailyCap
+}
+
+// Capped reports whether any tenant has a cap.
+func (s SpendConfig) Capped() bool {
+	if s.DailyCap > 0 {
+		return true
+	}
+	for _, t := range s.Tenants {
+		if t.DailyCap > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TokenCost is what n tokens of kind (the llm_tokens counter's: prompt,
+// completion, failed, duplicate) cost on model: prompt and failed tokens
+// at its input price, completion tokens at its output price, per million;
+// duplicate tokens are part of the prompt tokens already. ok is false
+// when the model is unknown or has no prices.
+func (c *Config) TokenCost(model, kind string, n int64) (cost float64, ok bool) {
+	m, found := c.Model(model)
+	if !found || (m.InputPrice == 0 && m.OutputPrice == 0) {
+		return 0, false
+	}
+	switch kind {
+	case "prompt", "failed":
+		return float64(n) * m.InputPrice / 1e6, true
+	case "completion":
+		return float64(n) * m.OutputPrice / 1e6, true
+	}
+	return 0, true
 }

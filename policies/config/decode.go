@@ -213,15 +213,24 @@ func (d *decoder) classes(n *yaml.Node, v reflect.Value, path string) {
 }
 
 // classTemplate is a copy of the default entry of the first class whose
-// default action is a, or the zero ClassPolicy.
+// default action is a, or the zero ClassPolicy. bump_tokens and continue
+// share their settings: one stands in for the other when no class has it
+// by default (output_truncated's default is continue).
 func (d *decoder) classTemplate(a Action) ClassPolicy {
-	for _, cl := range failure.AllClasses {
-		if cp, ok := d.classDefaults[cl]; ok && cp.Action == a {
-			return clone(cp)
+	for _, want := range []Action{a, sibling[a]} {
+		for _, cl := range failure.AllClasses {
+			if cp, ok := d.classDefaults[cl]; ok && want != "" && cp.Action == want {
+				cp = clone(cp)
+				cp.Action = a
+				return cp
+			}
 		}
 	}
 	return ClassPolicy{}
 }
+
+// sibling pairs the actions whose settings are the same.
+var sibling = map[Action]Action{ActionBumpTokens: ActionContinue, ActionContinue: ActionBumpTokens}
 
 // pair is one key and value of a mapping.
 type pair struct{ key, value *yaml.Node }

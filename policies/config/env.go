@@ -105,15 +105,67 @@ func (c *Config) UseModels(names []string) {
 	if _, ok := c.Model(c.Diagnose.Model); !ok {
 		c.Diagnose.Model = last
 	}
+	if _, ok := c.Model(c.Pruning.Summary.Model); c.Pruning.Summary.Model != "" && !ok {
+		c.Pruning.Summary.Model = last
+	}
 }
 
-// RedactURL is a base URL as logs, messages and traces show it: without
-// its user, password, query and fragment, which may carry a key.
+// RedactURL is a base URL as logs, messages and traces show it: scheme,
+// host and path, without the user, password, query, fragment and path
+// parameters that may carry a key, and with any path segment that looks
+// like a key (see secretSegment) replaced by "[redacted]". A value that is
+// not an absolute http(s) URL (without a scheme, "key@host/v1" parses as a
+// path) is shown only when it holds none of '@', ':', '?', '#', ';' and no
+// segment that looks like a key, so that a configuration error can still
+// quote "/v1".
 func RedactURL(s string) string {
+	s = strings.TrimSpace(s)
 	u, err := url.Parse(s)
-	if err != nil {
-		return "<unparsable URL>"
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		if strings.ContainsAny(s, "@:?#;") || slices.ContainsFunc(strings.Split(s, "/"), secretSegment) {
+			return "<not an http(s) URL, not shown>"
+		}
+		return s
 	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
+	segs := strings.Split(u.Path, "/")
+	for i, seg := range segs {
+		seg, _, _ = strings.Cut(seg, ";") // path parameters
+		if secretSegment(seg) {
+			segs[i] = "[redacted]"
+			continue
+		}
+		segs[i] = url.PathEscape(seg)
+	}
+	return u.Scheme + "://" + u.Host + strings.Join(segs, "/")
+}
+
+// secretSegment reports whether a path segment looks like a key rather
+// than a name: a known key prefix (sk-, key-, "AIza") with 8 or more
+// characters after it, or 20 or more characters mixing upper case, lower
+// case and digits with few separators (a model name such as
+// Meta-Llama-3.1-70B-Instruct has more).
+func secretSegment(seg string) bool {
+	for _, p := range []string{"sk-", "key-", "AIza"} {
+		if strings.HasPrefix(seg, p) && len(seg) >= len(p)+8 {
+			return true
+		}
+	}
+	if len(seg) < 20 {
+		return false
+	}
+	var upper, lower, digit bool
+	seps := 0
+	for _, r := range seg {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			upper = true
+		case r >= 'a' && r <= 'z':
+			lower = true
+		case r >= '0' && r <= '9':
+			digit = true
+		case r == '-' || r == '_' || r == '.':
+			seps++
+		}
+	}
+	return upper && lower && digit && seps <= 3
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -53,4 +54,44 @@ func TestApplyEnv(t *testing.T) {
 	err := DefaultConfig().ApplyEnv(env(map[string]string{EnvBaseURL: "ftp://x", EnvModels: "a"}))
 	require.ErrorContains(t, err, "LLM_BASE_URL, LLM_MODELS:")
 	require.ErrorContains(t, err, "base_url: must be an absolute http(s) URL")
+}
+
+// TestRedactURL: what logs, messages and traces show of a base URL keeps
+// the endpoint and loses every place a key can hide.
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ name, in, want string }{
+		{"plain", "https://api.example.com/v1", "https://api.example.com/v1"},
+		{"user and password", "https://key-user:sk-in-password@api.example.com/v1", "https://api.example.com/v1"},
+		{"query and fragment", "https://gw.example.com/v1?api-key=sk-in-query#frag", "https://gw.example.com/v1"},
+		{"path parameter", "http://127.0.0.1:8000/v1;key=abc123", "http://127.0.0.1:8000/v1"},
+		{"key in the path", "https://gw.example.com/k/sk-proj-4fQ9x2LmZ7/v1", "https://gw.example.com/k/[redacted]/v1"},
+		{"token-like segment", "https://gw.example.com/AbCdEf0123456789GhIj/v1", "https://gw.example.com/[redacted]/v1"},
+		{"model name kept", "https://x.openai.azure.com/openai/deployments/Meta-Llama-3.1-70B-Instruct", "https://x.openai.azure.com/openai/deployments/Meta-Llama-3.1-70B-Instruct"},
+		{"ipv6", "http://[::1]:8000/v1", "http://[::1]:8000/v1"},
+		{"no scheme, a key as user", "sk-abc123456@api.example.com/v1", "<not an http(s) URL, not shown>"},
+		{"no scheme, user and password", "user:sk-secret@api.example.com", "<not an http(s) URL, not shown>"},
+		{"relative path shown", "/v1", "/v1"},
+		{"unparsable", "https://user:sk-x@host:port\x7f/v1", "<not an http(s) URL, not shown>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RedactURL(tc.in); got != tc.want {
+				t.Fatalf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestBadBaseURLIsNotEchoed: a base URL the policy refuses is named, but
+// what may be a key inside it is not shown.
+func TestBadBaseURLIsNotEchoed(t *testing.T) {
+	c := DefaultConfig()
+	err := c.ApplyEnv(func(k string) string {
+		return map[string]string{EnvBaseURL: "sk-live-9aF3kQ@api.example.com/v1"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), "base_url: must be an absolute http(s) URL") {
+		t.Fatalf("want the base_url refused, got %v", err)
+	}
+	if strings.Contains(err.Error(), "sk-live-9aF3kQ") {
+		t.Fatalf("the error shows the key: %v", err)
+	}
 }

@@ -172,8 +172,9 @@ func TestParseConfigKeepsWrittenValues(t *testing.T) {
 		want any
 	}{
 		{"connect_retries 0 stays 0", "backoff:\n  connect_retries: 0\n", func(c *Config) any { return c.Backoff.ConnectRetries }, 0},
-		{"budget ratio 0 stays 0 (only the floor)", "budget:\n  ratio: 0\n", func(c *Config) any { return c.Budget }, BudgetConfig{Window: def.Budget.Window, Ratio: 0, Floor: def.Budget.Floor}},
+		{"budget ratio 0 stays 0 (only the floor)", "budget:\n  ratio: 0\n", func(c *Config) any { return c.Budget }, BudgetConfig{Window: def.Budget.Window, Ratio: 0, Floor: def.Budget.Floor, TenantShare: def.Budget.TenantShare}},
 		{"budget floor 0 stays 0", "budget:\n  floor: 0\n", func(c *Config) any { return c.Budget.Floor }, 0},
+		{"budget tenant_share 0 stays 0 (no share)", "budget:\n  tenant_share: 0\n", func(c *Config) any { return c.Budget.TenantShare }, 0.0},
 		{"budget ratio and floor 0: no retries", "budget: {ratio: 0, floor: 0}\n", func(c *Config) any { return [2]any{c.Budget.Ratio, c.Budget.Floor} }, [2]any{0.0, 0}},
 		{"class max 0 stays 0", "classes:\n  server_error: {max: 0}\n", func(c *Config) any { return c.Classes[failure.ServerError].Max }, 0},
 		{"switch_after 0 stays 0", "classes:\n  server_error: {switch_after: 0}\n", func(c *Config) any { return c.Classes[failure.ServerError].SwitchAfter }, 0},
@@ -225,7 +226,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 		{"prune_resend keeping no rounds", minimal + "classes:\n  context_length_exceeded: {keep_rounds: 0}\n",
 			[]string{"classes.context_length_exceeded.keep_rounds: must be a positive number of rounds for action prune_resend, got 0 (line 9)"}, ""},
 		{"bump_tokens adding no tokens", minimal + "classes:\n  output_truncated: {max_tokens_increase: 0}\n",
-			[]string{"classes.output_truncated.max_tokens_increase: must be a positive number of tokens for action bump_tokens, got 0 (line 9)"}, ""},
+			[]string{"classes.output_truncated.max_tokens_increase: must be a positive number of tokens for action continue, got 0 (line 9)"}, ""},
 		{"resend without a count", minimal + "classes:\n  worker_lost: {max: -1}\n",
 			[]string{"classes.worker_lost.max: must be 0 (never) or a count up to 10 for action resend", "got -1 (line 9)"}, ""},
 
@@ -292,7 +293,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 		{"faq threshold", minimal + "faq:\n  threshold: 1.5\n", []string{"faq.threshold: must be a fraction in (0,1], got 1.5"}, ""},
 		{"faq file missing", minimal + "faq:\n  file: /nonexistent/faq.yaml\n", []string{`faq.file: must be a readable FAQ file, got "/nonexistent/faq.yaml" (line 9)`}, ""},
 		{"rule without id", minimal + "rules:\n  - {keywords: [x], action: no_retry}\n", []string{`rules[0].id: must be a non-empty rule id`, "(line 9)"}, ""},
-		{"rule unknown action", minimal + "rules:\n  - {id: r, keywords: [x], action: shout}\n", []string{`rules[0].action: must be one of handoff, safe_message, no_retry, got "shout"`}, ""},
+		{"rule unknown action", minimal + "rules:\n  - {id: r, keywords: [x], action: shout}\n", []string{`rules[0].action: must be one of handoff, safe_message, no_retry, step_by_step, got "shout"`}, ""},
 		{"rule without keywords", minimal + "rules:\n  - {id: r, action: no_retry}\n", []string{`rules[0].keywords: must list at least one keyword, got none`}, ""},
 		{"rule blank keyword", minimal + "rules:\n  - {id: r, action: no_retry, keywords: [' ']}\n", []string{`rules[0].keywords[0]: must be a non-empty keyword`}, ""},
 		{"handoff without message", minimal + "rules:\n  - {id: r, action: handoff, keywords: [x]}\n", []string{`rules[0].message: must be the text the user sees for a handoff rule`}, ""},
@@ -337,11 +338,11 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, faq, stream, hedge, cache, store, diagnose, rules, placeholder (line 8)"},
+		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, faq, stream, hedge, cache, store, spend, diagnose, rules, learn, placeholder (line 8)"},
 		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, deployments, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
-		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds (line 10)"},
-		{"in a section", minimal + "budget:\n  ratios: 0.2\n", "bad.yaml: budget.ratios: unknown field; expected one of window, ratio, floor (line 9)"},
+		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds, summarize (line 10)"},
+		{"in a section", minimal + "budget:\n  ratios: 0.2\n", "bad.yaml: budget.ratios: unknown field; expected one of window, ratio, floor, tenant_share (line 9)"},
 		{"in a rule", minimal + "rules:\n  - {id: r, action: no_retry, keywords: [x], scenarios: [a]}\n", "bad.yaml: rules[0].scenarios: unknown field"},
 		{"the Source field is not read", minimal + "source: x\n", "bad.yaml: source: unknown field"},
 		{"behind a merge key", minimal + "classes:\n  timeout:\n    <<: {retries: 1}\n", "bad.yaml: classes.timeout.retries: unknown field"},
@@ -521,7 +522,18 @@ func TestParseConfigClassActionChange(t *testing.T) {
 		{"new action: starts from the class that has it", "timeout: {action: prune_resend}", failure.Timeout,
 			def.Classes[failure.ContextLengthExceeded]},
 		{"new action with fields of its own", "body_error: {action: bump_tokens, max: 1}", failure.BodyError,
-			func() ClassPolicy { cp := clone(def.Classes[failure.OutputTruncated]); cp.Max = 1; return cp }()},
+			func() ClassPolicy {
+				// bump_tokens starts from continue's entry (output_truncated's), its sibling.
+				cp := clone(def.Classes[failure.OutputTruncated])
+				cp.Action, cp.Max = ActionBumpTokens, 1
+				return cp
+			}()},
+		{"the old output_truncated action back", "output_truncated: {action: bump_tokens}", failure.OutputTruncated,
+			func() ClassPolicy {
+				cp := clone(def.Classes[failure.OutputTruncated])
+				cp.Action = ActionBumpTokens
+				return cp
+			}()},
 		{"new action keeps the class's trip_breaker", "auth: {action: fail}", failure.Auth,
 			ClassPolicy{Action: ActionFail, TripBreaker: def.Classes[failure.Auth].TripBreaker}},
 		{"trip_breaker given with the new action", "auth: {action: fallback, trip_breaker: false}", failure.Auth,

@@ -29,7 +29,7 @@ func (c *Config) Validate() error {
 
 // Known values of the enumerations, for validation messages.
 var (
-	knownRuleActions = []RuleAction{RuleHandoff, RuleSafeMessage, RuleNoRetry}
+	knownRuleActions = []RuleAction{RuleHandoff, RuleSafeMessage, RuleNoRetry, RuleStepByStep}
 	knownEncodings   = []string{"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "p50k_edit"}
 	envNameRE        = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	passthroughRE    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -131,8 +131,8 @@ func (c *Config) validate() []Problem {
 			bad(p+".max", "must be 0 (never) or a count up to 10 for action resend, got %d", cp.Max)
 		}
 		switch {
-		case cp.Action == ActionBumpTokens && cp.MaxTokensIncrease < 1:
-			bad(p+".max_tokens_increase", "must be a positive number of tokens for action bump_tokens, got %d", cp.MaxTokensIncrease)
+		case (cp.Action == ActionBumpTokens || cp.Action == ActionContinue) && cp.MaxTokensIncrease < 1:
+			bad(p+".max_tokens_increase", "must be a positive number of tokens for action %s, got %d", cp.Action, cp.MaxTokensIncrease)
 		case cp.MaxTokensIncrease < 0:
 			bad(p+".max_tokens_increase", "must be a positive number of tokens, got %d", cp.MaxTokensIncrease)
 		}
@@ -150,7 +150,7 @@ func (c *Config) validate() []Problem {
 			bad(p+".keep_rounds", "must be a positive number of rounds, got %d", cp.KeepRounds)
 		}
 		switch {
-		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens, ActionResume}, cp.Action):
+		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens, ActionContinue, ActionResume}, cp.Action):
 			bad(p+".action", "must be switch_model, fallback or fail (the breaker refused the model, retrying it cannot help), got %q", cp.Action)
 		case cl == failure.InvalidRequest && cp.Action != ActionFail && cp.Action != ActionFallback:
 			bad(p+".action", "must be fail or fallback (the same request is refused again), got %q", cp.Action)
@@ -172,6 +172,32 @@ func (c *Config) validate() []Problem {
 	// budget
 	posDur("budget.window", c.Budget.Window)
 	fraction("budget.ratio", c.Budget.Ratio, false)
+	fraction("budget.tenant_share", c.Budget.TenantShare, false)
+	if !(c.Spend.DailyCap >= 0) {
+		bad("spend.daily_cap", "must be an amount ≥ 0 (0: no cap), got %v", c.Spend.DailyCap)
+	}
+	seenTenant := map[string]bool{}
+	for i, t := range c.Spend.Tenants {
+		switch {
+		case t.Name == "":
+			bad(fmt.Sprintf("spend.tenants[%d].name", i), "is required")
+		case seenTenant[t.Name]:
+			bad(fmt.Sprintf("spend.tenants[%d].name", i), "%q is listed twice", t.Name)
+		}
+		seenTenant[t.Name] = true
+		if !(t.DailyCap >= 0) {
+			bad(fmt.Sprintf("spend.tenants[%d].daily_cap", i), "must be an amount ≥ 0 (0: no cap), got %v", t.DailyCap)
+		}
+	}
+	if c.Spend.Capped() {
+		priced := false
+		for _, m := range c.Models {
+			priced = priced || m.InputPrice > 0 || m.OutputPrice > 0
+		}
+		if !priced {
+			bad("spend", "a daily cap is set but no model has an input_price or output_price: nothing would ever count against it")
+		}
+	}
 	if c.Budget.Floor < 0 {
 		bad("budget.floor", "must be a number of retries ≥ 0, got %d", c.Budget.Floor)
 	}
@@ -196,6 +222,7 @@ func (c *Config) validate() []Problem {
 	// pruning
 	fraction("pruning.factor", c.Pruning.Factor, true)
 	posInt("pruning.reserve_output_tokens", c.Pruning.ReserveOutputTokens, "number of tokens")
+	c.Pruning.Summary.validate(c, bad)
 	if !slices.Contains(knownEncodings, c.Pruning.Encoding) {
 		bad("pruning.encoding", "must be one of %s, got %q", strings.Join(knownEncodings, ", "), c.Pruning.Encoding)
 	}
@@ -215,9 +242,18 @@ func (c *Config) validate() []Problem {
 		bad("call.fallback_reserve", "must be shorter than call.deadline (%s), got %s", ca.Deadline, ca.FallbackReserve)
 	}
 	posDur("call.heartbeat_timeout", ca.HeartbeatTimeout)
+	if ca.MaxHistoryBytes < 0 || ca.MaxHistoryBytes > 40<<20 {
+		bad("call.max_history_bytes", "must be from 0 (the default, 8 MiB) to 41943040 (40 MiB, below Temporal's 50 MB limit), got %d", ca.MaxHistoryBytes)
+	}
+	if ca.MaxHistoryEvents < 0 || ca.MaxHistoryEvents > 40000 {
+		bad("call.max_history_events", "must be from 0 (the default, 8000) to 40000 (below Temporal's 51,200-event limit), got %d", ca.MaxHistoryEvents)
+	}
 
 	// http
 	posDur("http.connect_timeout", c.HTTP.ConnectTimeout)
+	if n := c.HTTP.MaxBodyBytes; n < MinBodyBytes || n > MaxBodyBytesLimit {
+		bad("http.max_body_bytes", "must be from %d to %d bytes (an attempt's reply is recorded in history, and Temporal payloads are limited to 2 MB), got %d", MinBodyBytes, MaxBodyBytesLimit, n)
+	}
 	posDur("stream.batch_interval", c.Stream.BatchInterval)
 	posDur("stream.linger", c.Stream.Linger)
 	c.Hedge.validate(c, bad)
@@ -269,6 +305,33 @@ func (c *Config) validate() []Problem {
 		if (r.Action == RuleHandoff || r.Action == RuleSafeMessage) && strings.TrimSpace(r.Message) == "" {
 			bad(p+".message", "must be the text the user sees for a %s rule, got %q", r.Action, r.Message)
 		}
+		if a := r.After; a != nil {
+			if a.Count < 1 {
+				bad(p+".after.count", "must be the number of failed attempts (1 or more) after which the rule fires, got %d", a.Count)
+			}
+			for j, k := range a.Classes {
+				if !k.Valid() || k == failure.None {
+					bad(fmt.Sprintf("%s.after.classes[%d]", p, j), "must be a failure class (README \"Failure classes\"), got %q", k)
+				}
+			}
+			if r.Action == RuleNoRetry {
+				bad(p+".action", "no_retry is decided before the first attempt: it cannot wait for failures (after); use handoff, safe_message or step_by_step")
+			}
+		} else if r.Action == RuleStepByStep {
+			bad(p+".after", "a step_by_step rule needs its technical condition (after: {classes: [context_length_exceeded], count: 1}): the question is split only once a whole answer failed")
+		}
+		if r.MinPrecision < 0 || r.MinPrecision >= 1 {
+			bad(p+".min_precision", "must be a precision in [0,1) (0: learn.min_precision), got %v", r.MinPrecision)
+		}
+	}
+	if c.Learn.MinFeedback < 1 {
+		bad("learn.min_feedback", "must be the number of feedbacks (1 or more) a rule needs before the learner may turn it off, got %d", c.Learn.MinFeedback)
+	}
+	if !(c.Learn.MinPrecision > 0 && c.Learn.MinPrecision < 1) {
+		bad("learn.min_precision", "must be a precision in (0,1), got %v", c.Learn.MinPrecision)
+	}
+	if c.Learn.Refresh.D() <= 0 {
+		bad("learn.refresh", "must be a positive duration such as \"5s\", got %s", c.Learn.Refresh.D())
 	}
 	if strings.TrimSpace(c.Placeholder) == "" {
 		bad("placeholder", "must be a non-empty answer, got %q", c.Placeholder)
@@ -281,7 +344,7 @@ func (c *Config) validate() []Problem {
 func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format string, args ...any)) {
 	if (!isDefault && len(m.Deployments) == 0) || m.BaseURL != "" {
 		if !httpURL(m.BaseURL) {
-			bad(p+".base_url", "must be an absolute http(s) URL such as \"http://127.0.0.1:8000/v1\", got %q", m.BaseURL)
+			bad(p+".base_url", "must be an absolute http(s) URL such as \"http://127.0.0.1:8000/v1\", got %q", RedactURL(m.BaseURL))
 		}
 	}
 	m.validateDeployments(p, bad)
@@ -374,7 +437,7 @@ func (m ModelConfig) validateDeployments(p string, bad func(path, format string,
 		}
 		seen[d.Name] = i
 		if !httpURL(d.BaseURL) {
-			bad(dp+".base_url", "must be an absolute http(s) URL such as \"https://eastus.example.com/v1\", got %q", d.BaseURL)
+			bad(dp+".base_url", "must be an absolute http(s) URL such as \"https://eastus.example.com/v1\", got %q", RedactURL(d.BaseURL))
 		}
 		if d.APIKeyEnv != "" && !envNameRE.MatchString(d.APIKeyEnv) {
 			// Never echo it: it may be a pasted key.

@@ -1,7 +1,9 @@
 // Package faq is the first business fallback (README "How it works", step
 // 7): a FAQ file parsed and indexed once (ParseFAQ, LoadFAQ, DefaultFAQ for
 // the embedded example), and Match, which returns the best entry for a
-// question, in English or Chinese, when its score clears a threshold.
+// question, in English or Chinese, when its score clears a threshold. The
+// words it reads as one (synonyms, variant characters, couriers' names) and
+// the Chinese homophones it corrects are in lexicon.go.
 //
 // Invariants:
 //   - No Temporal import; it imports only the keyword package (and YAML).

@@ -18,9 +18,10 @@ import (
 // or can answer, the best matching FAQ answer above a threshold is returned,
 // with the entry's id recorded. It is matched on the fallback path, often
 // while the upstream is overloaded, so the index is built once at load and a
-// match only walks the postings of the question's features: about 10 µs and
-// 30 small allocations for a one-sentence question against the example FAQ
-// (BenchmarkFAQMatch).
+// match only walks the postings of the question's features: about 20 µs and
+// 35 small allocations for a one-sentence question against the example FAQ
+// (BenchmarkFAQMatch), about 55–70 µs against 500 entries
+// (faqeval.BenchmarkMatch500, make faq-eval).
 
 // DefaultThreshold is the lowest score that counts as a match when no
 // threshold is given; it is also the default of faq.threshold in the policy
@@ -101,7 +102,21 @@ type FAQ struct {
 	unseenIDF float64
 	// keywords per entry, folded.
 	keywords [][]string
+	// cjk per entry: whether its lang tag names a language written in CJK
+	// characters (zh, ja, ko); unknown when the entry has no tag.
+	cjk []faqScript
+	// typos indexes the FAQ's English words for typo correction.
+	typos faqTypos
 }
+
+// faqScript is the script an entry or a question is written in.
+type faqScript int8
+
+const (
+	scriptUnknown faqScript = iota
+	scriptLatin
+	scriptCJK
+)
 
 // faqPosting is one doc containing a feature, and the feature's weight there.
 type faqPosting struct {
@@ -362,11 +377,26 @@ func faqLangTag(s string) bool {
 // trigrams 0.35 (trigrams let "refunded" meet "refund" and survive typos); a
 // Chinese character bigram counts 1 and a single character 0.25.
 const (
-	faqWordWeight    = 1.0
-	faqTrigramWeight = 0.35
-	faqBigramWeight  = 1.0
-	faqUnigramWeight = 0.25
+	faqWordWeight        = 1.0
+	faqTrigramWeight     = 0.35
+	faqBigramWeight      = 1.0
+	faqUnigramWeight     = 0.25
+	faqLoneCharWeight    = 1.0
+	faqUnknownStretchExp = 0.25
 )
+
+// faqWholeCoverageExp: an entry whose paraphrases and keywords together
+// cover the question's features scores at least coverage^1.5, so a question
+// that mixes words of two paraphrases ("my card keeps getting declined")
+// is not held to either paraphrase alone.
+const faqWholeCoverageExp = 1.5
+
+// faqUnseenIDF scales the IDF of a feature the FAQ never uses, above the
+// IDF of any feature it does (1 + ln(N+1) would be its plain smoothed
+// IDF): a word nothing in the FAQ explains ("router", "IRS", "首都") is the
+// mark of a question that shares a word with an entry but asks something
+// else.
+const faqUnseenIDF = 1.3
 
 // Keyword bonus: the first keyword of an entry found in the question adds
 // faqKeywordBonus to the entry's score, each further one faqKeywordBonusMore,
@@ -385,10 +415,20 @@ func buildFAQ(source string, entries []Entry) *FAQ {
 	var docs []map[string]float64
 	df := map[string]int{}
 	f.keywords = make([][]string, len(entries))
+	f.cjk = make([]faqScript, len(entries))
+	addWords := func(s string) {
+		faqScan(s, func(w string) {
+			if !faqStopWords[w] {
+				f.typos.add(w)
+			}
+		}, func([]rune) {})
+	}
 	for i, e := range entries {
+		f.cjk[i] = faqLangScript(e.Lang)
 		whole := map[string]float64{}
 		for j, q := range e.Questions {
-			tf := faqFeatures(keyword.Fold(q))
+			addWords(keyword.Fold(q))
+			tf := faqFeatures(keyword.Fold(q), nil)
 			docs = append(docs, tf)
 			f.docEntry = append(f.docEntry, i)
 			f.docQuestion = append(f.docQuestion, j)
@@ -397,7 +437,8 @@ func buildFAQ(source string, entries []Entry) *FAQ {
 			}
 		}
 		for _, k := range e.Keywords {
-			for ft, w := range faqFeatures(keyword.Fold(k)) {
+			addWords(keyword.Fold(k))
+			for ft, w := range faqFeatures(keyword.Fold(k), nil) {
 				whole[ft] += w
 			}
 			if kw := keyword.Fold(k); kw != "" {
@@ -420,7 +461,7 @@ func buildFAQ(source string, entries []Entry) *FAQ {
 	for ft, d := range df {
 		f.idf[ft] = 1 + math.Log((1+n)/(1+float64(d)))
 	}
-	f.unseenIDF = 1 + math.Log(1+n)
+	f.unseenIDF = 1 + faqUnseenIDF*math.Log(1+n)
 
 	for d, tf := range docs {
 		var norm float64
@@ -445,13 +486,14 @@ func buildFAQ(source string, entries []Entry) *FAQ {
 //
 // The score is in [0, 1]:
 //
-//	score = min(1, S + K)
+//	score = L · min(1, S + K · W)
 //
 // S compares the question with each of the entry's documents (every
 // paraphrase alone, and the entry as a whole: all its paraphrases and
 // keywords) and keeps the best:
 //
-//	S = max over docs of cos(q, d) · √coverage(q, d)
+//	S = max(max over docs of cos(q, d) · √coverage(q, d), W^1.5)
+//	W = coverage(q, whole entry)
 //
 // where q and d are TF-IDF vectors and coverage is the share of the
 // question's squared weight on features that d also has. The cosine alone
@@ -466,15 +508,37 @@ func buildFAQ(source string, entries []Entry) *FAQ {
 //     characters, after cutting out function words (的, 了, 吗, 怎么, 请问 …);
 //     mixed text yields both kinds.
 //
+// Words and phrases that mean the same to a shop's customers are read as
+// one word on both sides (faqSynonyms: "parcel", "shipment" → "package",
+// "paid" → "pay", "shipped" → "delivery", "Germany" → "country";
+// faqPhrases: "sign in" → "login", "hasn't arrived" → "missing", "how
+// soon" → "how long"; faqCJKSynonyms: 帐号 → 账号, 顺丰 → 快递). An English word of five
+// letters or more that the FAQ never uses is read as the FAQ's word one
+// edit away, if any ("refnud" → "refund", "cancle" → "cancel"; a word of
+// four only as one with a letter more, "ordr" → "order"); a Chinese
+// character that makes a pair the FAQ never uses is read as its homophone
+// when that makes a pair the FAQ uses (包果 → 包裹, 退宽 → 退款). A
+// character alone between function words is a word and weighs like a
+// bigram; a stretch of k bigrams the FAQ never uses (a product name) weighs
+// k^0.75 bigrams, not k.
+//
 // The IDF is computed over the entries, so words every entry uses weigh
-// little, and words the FAQ never uses ("France", "天气") weigh most: they
-// lower both the cosine and the coverage of an unrelated question.
+// little, and words the FAQ never uses ("France", "天气", "router") weigh
+// most (1 + 1.3·ln(N+1)): they lower both the cosine and the coverage of a
+// question that shares a word with an entry but asks something else.
 //
 // K is the keyword bonus: 0.2 for the first of the entry's keywords found in
 // the question (matched like business-rule keywords), 0.1 for each further
-// one, at most 0.3. A keyword alone does not reach the default threshold.
+// one, at most 0.3; it counts in proportion to W, so a keyword in a question
+// the entry otherwise does not explain ("tax refund from the IRS") adds
+// little. A keyword alone does not reach the default threshold.
 //
-// Ties go to the entry first in the file. The cost is one pass over the
+// L is 0.8 when the entry's lang names a language of the other script than
+// most of the question (an English entry for "password忘了怎么办"), else 1:
+// a question gets the answer in its own language when the FAQ has one.
+//
+// Ties go to the entry first in the file, except that among entries that
+// reach 1 the one with the closer paraphrase wins. The cost is one pass over the
 // question, over the postings of its features and over the keywords,
 // independent of the length of the answers.
 func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
@@ -485,7 +549,8 @@ func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
 		threshold = DefaultThreshold
 	}
 	folded := keyword.Fold(question)
-	q := faqFeatures(folded)
+	q := faqFeatures(folded, f)
+	script := faqQuestionScript(folded)
 
 	var norm float64
 	for ft, w := range q {
@@ -513,17 +578,24 @@ func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
 	}
 
 	// Docs are grouped by entry, in entry order.
-	best, bestScore, bestQuestion := -1, 0.0, 0
+	// An entry's raw score is before the cap at 1: when two entries both
+	// reach 1 (each explains all of the question), the one that explains it
+	// by more (a paraphrase close to the question) wins.
+	best, bestScore, bestRaw, bestQuestion := -1, 0.0, 0.0, 0
 	for d := 0; d < len(cos); {
 		e := f.docEntry[d]
-		sim, question, questionSim := 0.0, 0, -1.0
+		sim, question, questionSim, whole := 0.0, 0, -1.0, 0.0
 		for ; d < len(cos) && f.docEntry[d] == e; d++ {
 			s := cos[d] * math.Sqrt(covered[d])
 			sim = max(sim, s)
 			if qi := f.docQuestion[d]; qi >= 0 && s > questionSim {
 				question, questionSim = qi, s
 			}
+			if f.docQuestion[d] < 0 {
+				whole = covered[d]
+			}
 		}
+		sim = max(sim, math.Pow(whole, faqWholeCoverageExp))
 		bonus := 0.0
 		for _, kw := range f.keywords[e] {
 			if keyword.In(folded, kw) {
@@ -534,9 +606,16 @@ func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
 				}
 			}
 		}
-		score := min(1, sim+min(bonus, faqKeywordBonusMax))
-		if score > bestScore+1e-12 {
-			best, bestScore, bestQuestion = e, score, question
+		raw := sim + min(bonus, faqKeywordBonusMax)*whole + questionSim
+		if f.cjk[e] != scriptUnknown && script != scriptUnknown && f.cjk[e] != script {
+			raw *= faqOtherScript
+		}
+		score := min(1, sim+min(bonus, faqKeywordBonusMax)*whole)
+		if f.cjk[e] != scriptUnknown && script != scriptUnknown && f.cjk[e] != script {
+			score *= faqOtherScript
+		}
+		if score > bestScore+1e-12 || score > bestScore-1e-12 && score >= 1-1e-12 && raw > bestRaw+1e-12 {
+			best, bestScore, bestRaw, bestQuestion = e, score, raw, question
 		}
 	}
 	if best < 0 || bestScore < threshold {
@@ -554,20 +633,104 @@ func (f *FAQ) Match(question string, threshold float64) (Match, bool) {
 // faqFeatures returns the weighted term frequencies of the features of s,
 // folded by matchFold: "w:" words, "t:" word trigrams, "b:" CJK bigrams,
 // "u:" CJK characters.
-func faqFeatures(s string) map[string]float64 {
+func faqFeatures(s string, f *FAQ) map[string]float64 {
 	tf := map[string]float64{}
-	faqScan(s, func(w string) {
-		if faqStopWords[w] {
-			return
-		}
-		stem := faqStem(w)
+	// The words of a stretch of Latin text, as phrase keys; a CJK run ends
+	// the stretch.
+	var keys []string
+	addStem := func(stem string) {
 		tf["w:"+stem] += faqWordWeight
 		padded := " " + stem + " "
 		for i := 0; i+3 <= len(padded); i++ {
 			tf["t:"+padded[i:i+3]] += faqTrigramWeight
 		}
-	}, func(run []rune) { faqCJKFeatures(run, tf) })
+	}
+	flush := func() {
+		for i := 0; i < len(keys); {
+			if p := faqPhraseAt(keys[i:]); p != nil {
+				for _, stem := range p.to {
+					addStem(stem)
+				}
+				i += len(p.keys)
+				continue
+			}
+			if !faqStopWords[keys[i]] {
+				addStem(keys[i])
+			}
+			i++
+		}
+		keys = keys[:0]
+	}
+	faqScan(s, func(w string) {
+		if !faqStopWords[w] && f != nil {
+			w = f.fixTypo(w)
+		}
+		keys = append(keys, faqWordKey(w))
+	}, func(run []rune) {
+		flush()
+		run = faqCJKSynonymRun(run)
+		if f != nil {
+			run = faqCJKSynonymRun(f.fixCJKTypos(run))
+		}
+		faqCJKFeatures(run, tf, f)
+	})
+	flush()
 	return tf
+}
+
+// known reports whether the FAQ uses the feature ft.
+func (f *FAQ) known(ft string) bool {
+	_, ok := f.idf[ft]
+	return ok
+}
+
+// fixTypo returns w, or the FAQ's word w is a typo of when the FAQ does
+// not use w.
+func (f *FAQ) fixTypo(w string) string {
+	if _, known := f.idf["w:"+faqWord(w)]; known {
+		return w
+	}
+	if c := f.typos.correct(w); c != "" {
+		return c
+	}
+	if c := f.typos.correctFar(w); c != "" {
+		return c
+	}
+	return w
+}
+
+// faqOtherScript scales the score of an entry tagged with a language
+// written in the other script than the question's (an English entry for a
+// Chinese question): a question gets the answer in its own language when
+// the FAQ has one, and mixed text ("refund 多久到账") is read by the
+// script most of it is written in.
+const faqOtherScript = 0.8
+
+// faqLangScript is the script of a language tag: CJK for zh, ja, ko,
+// Latin for any other tag, unknown for none.
+func faqLangScript(tag string) faqScript {
+	primary, _, _ := strings.Cut(strings.ToLower(tag), "-")
+	switch primary {
+	case "":
+		return scriptUnknown
+	case "zh", "ja", "ko", "yue", "wuu", "cmn":
+		return scriptCJK
+	}
+	return scriptLatin
+}
+
+// faqQuestionScript is the script most of the folded question s is written
+// in: CJK when it has at least as many CJK characters as other words.
+func faqQuestionScript(s string) faqScript {
+	words, cjk := 0, 0
+	faqScan(s, func(string) { words++ }, func(run []rune) { cjk += len(run) })
+	switch {
+	case cjk > 0 && cjk >= words:
+		return scriptCJK
+	case words > 0:
+		return scriptLatin
+	}
+	return scriptUnknown
 }
 
 // faqScan cuts s into words (letters and digits; "what's" → "whats",
@@ -615,13 +778,34 @@ func faqIsCJK(r rune) bool {
 // faqCJKFeatures adds the bigrams and characters of a run of CJK text, cut
 // at function words so that "我的订单到哪了" gives 订单 单到 到哪 and no
 // bigram across a removed word.
-func faqCJKFeatures(run []rune, tf map[string]float64) {
+func faqCJKFeatures(run []rune, tf map[string]float64, f *FAQ) {
 	seg := 0 // start of the current segment
 	emit := func(end int) {
+		if end-seg == 1 {
+			// A character alone between function words is a word (退 in
+			// 能退吗, 坏 in 坏了).
+			tf["u:"+string(run[seg])] += faqLoneCharWeight
+			return
+		}
 		for i := seg; i < end; i++ {
 			tf["u:"+string(run[i])] += faqUnigramWeight
-			if i+1 < end {
-				tf["b:"+string(run[i:i+2])] += faqBigramWeight
+		}
+		// Bigrams; a stretch of k bigrams the FAQ never uses (搅拌 拌机) is
+		// one word it does not know, and weighs as one: 1/√k each.
+		for i := seg; i+1 < end; {
+			b := "b:" + string(run[i:i+2])
+			if f == nil || f.known(b) {
+				tf[b] += faqBigramWeight
+				i++
+				continue
+			}
+			j := i + 1
+			for j+1 < end && !f.known("b:"+string(run[j:j+2])) {
+				j++
+			}
+			w := faqBigramWeight / math.Pow(float64(j-i), faqUnknownStretchExp)
+			for ; i < j; i++ {
+				tf["b:"+string(run[i:i+2])] += w
 			}
 		}
 	}
@@ -655,7 +839,8 @@ var faqCJKStopWords = func() map[rune][][]rune {
 		"请问", "怎么样", "怎么办", "怎么", "怎样", "如何", "什么", "为什么", "为啥",
 		"可以", "能不能", "能否", "是否", "有没有", "是不是", "一下", "我们", "你们",
 		"您好", "你好", "谢谢", "麻烦", "帮我", "这个", "那个", "现在", "已经",
-		"的", "了", "吗", "呢", "吧", "啊", "呀", "哦", "嘛", "我", "你", "您",
+		"一般", "的", "了", "吗", "呢", "吧", "啊", "呀", "哦", "嘛", "我", "你", "您",
+		"能", "想", "要", "跟", "和", "弄", "还", "就", "都", "也", "个", "刚", "得",
 	}
 	m := map[rune][][]rune{}
 	for _, w := range words {
@@ -687,6 +872,8 @@ var faqStopWords = func() map[string]bool {
 		not no yes any some all just still yet also very too really
 		please pls hi hello hey thanks thank ok okay
 		want wanna need like would get got let tell know help
+		now right guys u ur r wat wot plz thx something anything thing things
+		certain ago
 	`) {
 		m[w] = true
 	}

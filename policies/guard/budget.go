@@ -40,6 +40,10 @@ type RetryBudget struct {
 	ratio float64
 	floor int
 	ring  windowRing
+	// share and tenants: the tenant share (config BudgetConfig.TenantShare)
+	// and each tenant's requests and retries in the window.
+	share   float64
+	tenants map[string]*windowRing
 	// endpoint and sync, when set (Budgets.SetSync), make the budget the
 	// fleet's (see Sync).
 	endpoint string
@@ -68,7 +72,8 @@ func NewRetryBudget(cfg config.BudgetConfig) *RetryBudget {
 	if err := checkBudget(cfg); err != nil {
 		panic(fmt.Sprintf("guard.NewRetryBudget: %v", err))
 	}
-	return &RetryBudget{ratio: cfg.Ratio, floor: cfg.Floor, ring: newWindowRing(cfg.Window.D())}
+	return &RetryBudget{ratio: cfg.Ratio, floor: cfg.Floor, ring: newWindowRing(cfg.Window.D()),
+		share: cfg.TenantShare, tenants: map[string]*windowRing{}}
 }
 
 // checkBudget refuses the budget settings config.Validate refuses.
@@ -95,6 +100,61 @@ func (b *RetryBudget) RecordRequest(now time.Time) {
 	}
 }
 
+// RecordRequestFor is RecordRequest for a call of tenant.
+func (b *RetryBudget) RecordRequestFor(now time.Time, tenant string) {
+	b.RecordRequest(now)
+	if b.share <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tenant(tenant, now).add(now, 1, 0)
+}
+
+// tenant is tenant's window, made on first use; windows left empty are
+// dropped when many tenants have one. Called with b.mu held.
+func (b *RetryBudget) tenant(name string, now time.Time) *windowRing {
+	r, ok := b.tenants[name]
+	if !ok {
+		if len(b.tenants) >= 1024 {
+			for n, t := range b.tenants {
+				if req, ret := t.sumAt(t.peek(now)); req == 0 && ret == 0 {
+					delete(b.tenants, n)
+				}
+			}
+		}
+		w := newWindowRing(b.ring.width * windowBuckets)
+		r = &w
+		b.tenants[name] = r
+	}
+	return r
+}
+
+// TryRetryFor is TryRetry for a retry of tenant's call. With a tenant
+// share, while other tenants' calls are in this process's window, the
+// tenant's retries in it may be at most share × the retries the window
+// allows (at least one): then it is refused with capped true, and the
+// budget is left for the others.
+func (b *RetryBudget) TryRetryFor(now time.Time, tenant string) (ok, capped bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.share <= 0 {
+		return b.tryRetry(now), false
+	}
+	t := b.tenant(tenant, now)
+	all := b.snapshot(now)
+	mine, myRetries := t.sum(now)
+	limit := max(int(math.Floor(b.share*float64(all.Allowed)+1e-9)), 1)
+	if all.Requests > mine && myRetries >= limit {
+		return false, true
+	}
+	if !b.tryRetry(now) {
+		return false, false
+	}
+	t.add(now, 0, 1)
+	return true, false
+}
+
 // peek is Snapshot without changing the budget (a query may call it).
 func (b *RetryBudget) peek(now time.Time) BudgetSnapshot {
 	b.mu.Lock()
@@ -117,6 +177,11 @@ func (b *RetryBudget) add(now time.Time, requests, retries int) {
 func (b *RetryBudget) TryRetry(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.tryRetry(now)
+}
+
+// tryRetry is TryRetry with b.mu held.
+func (b *RetryBudget) tryRetry(now time.Time) bool {
 	if b.sync != nil {
 		if ok, decided := b.sync.fleetRetry(b.endpoint, now); decided {
 			if ok {

@@ -91,8 +91,10 @@ func TestEstimateTokensBounds(t *testing.T) {
 	}
 }
 
-// Joining two texts with "\n\n" (a folded system prompt) costs one token
-// more than the two texts, within fitJoinUp and fitJoinDown.
+// Wrapping a question in a role (a folded system prompt: WrapQuestion, in
+// English or Chinese, the texts joined by "\n\n" when there are several)
+// costs one token more than the two texts, within fitJoinUp and
+// fitJoinDown.
 func TestEstimateJoinSlack(t *testing.T) {
 	tc := mustCounter(t, "cl100k_base")
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -107,6 +109,10 @@ func TestEstimateJoinSlack(t *testing.T) {
 		a, b := texts[rng.IntN(len(texts))], texts[rng.IntN(len(texts))]
 		d := tc.Count(a+"\n\n"+b) - tc.Count(a) - tc.Count(b) - 1
 		lo, hi = min(lo, d), max(hi, d)
+		for _, q := range []string{b, "问题：" + b} {
+			d = tc.Count(WrapQuestion(a, q)) - tc.Count(a) - tc.Count(q) - 1
+			lo, hi = min(lo, d), max(hi, d)
+		}
 	}
 	t.Logf("count(a+\"\\n\\n\"+b) - count(a) - count(b) - 1 in [%d, %d]", lo, hi)
 	if hi > fitJoinUp || -lo > fitJoinDown {

@@ -40,16 +40,17 @@ type Fitted struct {
 //	                            corpus, whitespace floods and runs of
 //	                            repeated characters too
 //
-// and fitJoinUp, fitJoinDown bound what joining two texts with "\n\n"
-// (the system prompt folded into a user message) adds beyond the two
-// texts and one token.
+// and fitJoinUp, fitJoinDown bound what wrapping the question in the
+// system prompt as a role (WrapQuestion, English or Chinese; several
+// system texts joined by "\n\n") adds beyond the two texts and one token
+// (measured [-2, 10]).
 const (
 	estUpperDiv = 8
 	estUpperAdd = 3
 	estLowerSub = 3
 	estFloorDiv = 16
 
-	fitJoinUp   = 2
+	fitJoinUp   = 12
 	fitJoinDown = 2
 
 	// fitExactShare: when estimates leave a decision open, Fit counts
@@ -215,16 +216,20 @@ func (f *fitter) init() {
 		}
 		m := &f.m[i]
 		msg := &f.msgs[i]
-		m.folded = f.fold && pruneIsSystem(msg.Role)
+		m.folded = f.fold && msg.Instructs() && !IsSummary(*msg)
 		switch {
-		case m.folded && strings.TrimSpace(msg.Text()) == "":
-			m.counted = true // dropped: costs nothing
+		case m.folded && (f.support == config.SystemPromptNone || strings.TrimSpace(msg.Text()) == ""):
+			m.counted, m.folded = true, false // dropped: costs nothing
 		case m.folded:
 			e := EstimateTokens(msg.Text())
 			m.est = e
 			m.up, m.low, m.floor = estUpper(e)+1+fitJoinUp, lower(e)+1-fitJoinDown, estFloor(e)+1-fitJoinDown
 		default:
-			fixed := TokensPerMessage + f.tc.roleTokens(msg.Role) + imageTokens(*msg)
+			role := msg.Role
+			if f.fold && IsSummary(*msg) {
+				role = request.RoleUser // sent as a user message
+			}
+			fixed := TokensPerMessage + f.tc.roleTokens(role) + imageTokens(*msg)
 			m.est = fixed
 			m.up, m.low, m.floor = fixed, fixed, fixed
 			add := func(s string) {

@@ -150,13 +150,9 @@ type pruneLayout struct {
 	starts []int
 }
 
-func pruneIsSystem(role string) bool {
-	return role == request.RoleSystem || role == request.RoleDeveloper
-}
-
 func pruneParse(msgs []request.Message) pruneLayout {
 	l := pruneLayout{msgs: msgs}
-	for l.sysEnd < len(msgs) && pruneIsSystem(msgs[l.sysEnd].Role) {
+	for l.sysEnd < len(msgs) && msgs[l.sysEnd].Instructs() {
 		l.sysEnd++
 	}
 	current := len(msgs)

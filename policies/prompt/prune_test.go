@@ -446,7 +446,7 @@ func ptRandomHistory(rng *rand.Rand) []request.Message {
 func ptCheckInvariants(t *testing.T, in []request.Message, res PruneResult) {
 	t.Helper()
 	sysEnd := 0
-	for sysEnd < len(in) && pruneIsSystem(in[sysEnd].Role) {
+	for sysEnd < len(in) && in[sysEnd].Instructs() {
 		sysEnd++
 	}
 	// One contiguous block [sysEnd, sysEnd+len(Removed)) is removed.

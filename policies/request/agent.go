@@ -214,6 +214,23 @@ func (m *Message) SetParts(parts []Part) {
 	m.Content = strings.Join(texts, "\n")
 }
 
+// Question is the text of the request's last user message: the question
+// rules, the FAQ and the steps read ("" when there is none).
+func (r Request) Question() string {
+	for i := len(r.Messages) - 1; i >= 0; i-- {
+		if r.Messages[i].Role == RoleUser {
+			return r.Messages[i].Text()
+		}
+	}
+	return ""
+}
+
+// Instructs reports whether m is a system or developer message: the
+// instructions of the conversation, not a turn of it.
+func (m Message) Instructs() bool {
+	return m.Role == RoleSystem || m.Role == RoleDeveloper
+}
+
 // Text is the message's text: Content, or its text parts joined by
 // newlines.
 func (m Message) Text() string {

@@ -3,12 +3,14 @@
 // input), Validate (README "How it works", step 1), the prompt size
 // (PromptBytes, MaxPromptBytes, DefaultMaxPromptBytes: the one definition
 // the worker, the front door and llmclient share) and the idempotency key
-// (Key, KeyFor, ScopedKey, ValidateKey; README "Idempotency and audit").
+// (IDs, keyed with the deployment secret of LLM_ID_SECRET; Key, KeyFor,
+// ScopedKey without one; ValidateKey; README "Idempotency and audit").
 //
 // Invariants:
 //   - No Temporal import; it imports only the config package, for the
 //     limits.
-//   - Pure functions of their arguments: no clock, no randomness, no state.
+//   - Pure functions of their arguments: no clock, no randomness, no state
+//     (an IDs is an immutable value; its String never shows its secret).
 //   - The key derivation is frozen: a change would give a running call's
 //     retry a new workflow ID (TestKeyGolden guards it).
 //   - Validate returns every problem at once, as "field: problem", and

@@ -2,11 +2,14 @@ package request
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
+	"strings"
 )
 
 // The idempotency key is the workflow ID of a call (README "Idempotency and audit"): a duplicate
@@ -23,7 +26,8 @@ const MaxKeyLen = 200
 // ErrInvalidKey is wrapped by the errors of ValidateKey.
 var ErrInvalidKey = errors.New("invalid idempotency key")
 
-// Key derives the idempotency key of a call from who asks and what is asked:
+// Key derives the idempotency key of a call from who asks and what is asked,
+// without a deployment secret (IDs{}.Key; see IDs for the keyed form):
 //
 //	"llm-" + hex(SHA-256(canonical))
 //
@@ -43,14 +47,88 @@ var ErrInvalidKey = errors.New("invalid idempotency key")
 //
 // The key is the prefix and 64 lower-case hex digits (68 bytes) and always
 // passes ValidateKey. A starter in another language reproduces it by encoding the
-// same array the same way.
+// same array the same way. It is KeyFor of a request that sets only these
+// fields.
 func Key(tenant, userID, sessionID string, msgs []Message) string {
-	return keyOf(canonicalJSON(tenant, userID, sessionID, msgs, nil))
+	return IDs{}.Key(tenant, userID, sessionID, msgs)
 }
 
-func keyOf(canonical []byte) string {
-	sum := sha256.Sum256(canonical)
-	return KeyPrefix + hex.EncodeToString(sum[:])
+// EnvIDSecret names the environment variable that holds the deployment's
+// secret for workflow IDs (README "Idempotency and audit"). Every client of
+// one deployment (front door, starter, llmclient users) must share it, or
+// the same request reaches two different calls.
+const EnvIDSecret = "LLM_ID_SECRET"
+
+// MinIDSecretLen is the shortest deployment secret NewIDs accepts, in
+// bytes: a short secret can be guessed, and then IDs are predictable again.
+const MinIDSecretLen = 32
+
+// IDs derives workflow IDs (idempotency keys) and request fingerprints.
+// With a deployment secret every digest is HMAC-SHA-256 keyed with it, so
+// nobody without the secret can confirm a guessed prompt from a workflow
+// ID, or create a tenant's call before it does; the zero value has no
+// secret and uses plain SHA-256 (local development; the package-level Key,
+// KeyFor and ScopedKey). An IDs never changes and is safe for concurrent
+// use; its String does not show the secret.
+type IDs struct {
+	secret []byte
+}
+
+// NewIDs returns the IDs keyed with secret, which must have at least
+// MinIDSecretLen bytes.
+func NewIDs(secret []byte) (IDs, error) {
+	if len(secret) < MinIDSecretLen {
+		return IDs{}, fmt.Errorf("the workflow ID secret has %d bytes, fewer than the %d required (generate one with: openssl rand -hex 32)",
+			len(secret), MinIDSecretLen)
+	}
+	return IDs{secret: bytes.Clone(secret)}, nil
+}
+
+// IDsFromEnv returns the IDs keyed with the secret in EnvIDSecret, or the
+// unkeyed IDs (plain SHA-256, for local development) when it is not set.
+// Surrounding white space is not part of the secret.
+func IDsFromEnv(getenv func(string) string) (IDs, error) {
+	v := strings.TrimSpace(getenv(EnvIDSecret))
+	if v == "" {
+		return IDs{}, nil
+	}
+	ids, err := NewIDs([]byte(v))
+	if err != nil {
+		return IDs{}, fmt.Errorf("%s: %w", EnvIDSecret, err)
+	}
+	return ids, nil
+}
+
+// Keyed reports whether ids has a deployment secret.
+func (ids IDs) Keyed() bool { return len(ids.secret) > 0 }
+
+// String says whether ids is keyed, never the secret.
+func (ids IDs) String() string {
+	if ids.Keyed() {
+		return "IDs(HMAC-SHA-256 with the deployment secret)"
+	}
+	return "IDs(plain SHA-256, no deployment secret)"
+}
+
+// GoString is String, so that %#v does not print the secret either.
+func (ids IDs) GoString() string { return ids.String() }
+
+func (ids IDs) hash() hash.Hash {
+	if ids.Keyed() {
+		return hmac.New(sha256.New, ids.secret)
+	}
+	return sha256.New()
+}
+
+// Key is the package-level Key with this deployment's digest.
+func (ids IDs) Key(tenant, userID, sessionID string, msgs []Message) string {
+	return ids.keyOf(canonicalJSON(tenant, userID, sessionID, msgs, nil))
+}
+
+func (ids IDs) keyOf(canonical []byte) string {
+	h := ids.hash()
+	h.Write(canonical)
+	return KeyPrefix + hex.EncodeToString(h.Sum(nil))
 }
 
 // canonicalJSON is the array Key hashes, without a trailing newline; shape,
@@ -72,10 +150,19 @@ func canonicalJSON(tenant, userID, sessionID string, msgs []Message, shape *answ
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
-// answerShape are the fields of a request besides its messages that
-// change what the answer may be: two requests that differ in them are two
-// calls. Its JSON is the request's, keys in this order (maps by sorted key).
+// answerShape are the fields of a request besides who asks and its
+// messages that change what the answer may be: two requests that differ in
+// one of them are two calls. Its JSON is the request's, keys in this order
+// (maps by sorted key), empty ones left out; numbers as Go's encoding/json
+// writes them (the shortest form that reads back the same, as JavaScript's
+// JSON.stringify does). Stream is not in it (a streamed and a plain request
+// get the same answer) and neither is the idempotency key.
 type answerShape struct {
+	Scenario          string                     `json:"scenario,omitempty"`
+	Model             string                     `json:"model,omitempty"`
+	MaxTokens         int                        `json:"max_tokens,omitempty"`
+	Temperature       *float64                   `json:"temperature,omitempty"`
+	DeadlineMS        int64                      `json:"deadline_ms,omitempty"`
 	Tools             []Tool                     `json:"tools,omitempty"`
 	ToolChoice        *ToolChoice                `json:"tool_choice,omitempty"`
 	ParallelToolCalls *bool                      `json:"parallel_tool_calls,omitempty"`
@@ -96,7 +183,9 @@ type answerShape struct {
 // keys of plain chat requests never changed).
 func shapeOf(r Request) *answerShape {
 	s := answerShape{
-		Tools: r.Tools, ToolChoice: r.ToolChoice, ParallelToolCalls: r.ParallelToolCalls,
+		Scenario: r.Scenario, Model: r.Model, MaxTokens: r.MaxTokens, Temperature: r.Temperature,
+		DeadlineMS: r.DeadlineMS,
+		Tools:      r.Tools, ToolChoice: r.ToolChoice, ParallelToolCalls: r.ParallelToolCalls,
 		ResponseFormat: r.ResponseFormat, Stop: r.Stop, Seed: r.Seed, TopP: r.TopP,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
 		LogitBias: r.LogitBias, Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs,
@@ -121,39 +210,59 @@ type canonicalMessage struct {
 	ToolCallID string     `json:"tool_call_id,omitempty"`
 }
 
-// KeyFor returns the workflow ID of r: r.IdempotencyKey when set and valid
-// (scoped by r.Tenant with ScopedKey when a tenant is set, so two tenants
-// sending the same key never reach each other's call), else
-// Key(r.Tenant, r.UserID, r.SessionID, r.Messages) — with, when r sets any
-// field that shapes the answer (tools, tool_choice, parallel_tool_calls,
+// KeyFor returns the workflow ID of r without a deployment secret:
+// IDs{}.For(r).
+func KeyFor(r Request) string { return IDs{}.For(r) }
+
+// For returns the workflow ID of r: r.IdempotencyKey when set and valid
+// (scoped by r.Tenant with Scoped when a tenant is set, so two tenants
+// sending the same key never reach each other's call), else the derived
+// key: Key(r.Tenant, r.UserID, r.SessionID, r.Messages) — with, when r sets
+// any other field that changes the answer (scenario, model, max_tokens,
+// temperature, deadline_ms, tools, tool_choice, parallel_tool_calls,
 // response_format, stop, seed, top_p, the penalties, logit_bias, logprobs,
 // top_logprobs, reasoning_effort, passthrough), those fields as a fifth
 // element of the hashed array, an object with the request's JSON names in
-// that order (compact, map keys sorted). Validate refuses
-// an invalid IdempotencyKey; should one reach KeyFor anyway it is ignored
-// and the derived key returned, so the result is always a valid workflow ID.
-func KeyFor(r Request) string {
+// that order (compact, empty ones left out, map keys sorted). Only stream
+// and the idempotency key are left out. Validate refuses an invalid
+// IdempotencyKey; should one reach For anyway it is ignored and the
+// derived key returned, so the result is always a valid workflow ID.
+func (ids IDs) For(r Request) string {
 	if r.IdempotencyKey != "" && ValidateKey(r.IdempotencyKey) == nil {
 		if r.Tenant != "" {
-			return ScopedKey(r.Tenant, r.IdempotencyKey)
+			return ids.Scoped(r.Tenant, r.IdempotencyKey)
 		}
 		return r.IdempotencyKey
 	}
-	return keyOf(canonicalJSON(r.Tenant, r.UserID, r.SessionID, r.Messages, shapeOf(r)))
+	return ids.Fingerprint(r)
 }
 
-// ScopedKey turns a key supplied by a tenant's caller (the front door's
-// Idempotency-Key header) into a workflow ID that no other tenant can reach:
+// Fingerprint is the derived key of r (For without its idempotency key):
+// two requests have the same fingerprint exactly when, sent without a key,
+// they would reach the same call. A call started with an explicit key
+// keeps its request's fingerprint (llmclient puts it in the workflow's
+// memo), so a later request with the same key but a different fingerprint
+// is refused instead of answered with another request's answer.
+func (ids IDs) Fingerprint(r Request) string {
+	return ids.keyOf(canonicalJSON(r.Tenant, r.UserID, r.SessionID, r.Messages, shapeOf(r)))
+}
+
+// ScopedKey is IDs{}.Scoped: without a deployment secret,
 //
 //	"llm-" + hex(SHA-256(tenant + "\x00" + callerKey))
+func ScopedKey(tenant, callerKey string) string { return IDs{}.Scoped(tenant, callerKey) }
+
+// Scoped turns a key supplied by a tenant's caller (the front door's
+// Idempotency-Key header) into a workflow ID that no other tenant can
+// reach: "llm-" and the hex digest of tenant + "\x00" + callerKey.
 //
 // It is deterministic, so a retried HTTP request with the same header finds
 // the same call. callerKey is expected to pass ValidateKey (in particular it
 // holds no NUL byte), which makes the split between tenant and key
 // unambiguous. The hashed bytes contain a NUL byte while Key hashes JSON,
 // which never does, so a scoped key can never equal a derived one.
-func ScopedKey(tenant, callerKey string) string {
-	h := sha256.New()
+func (ids IDs) Scoped(tenant, callerKey string) string {
+	h := ids.hash()
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
 	h.Write([]byte(callerKey))

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -275,8 +276,12 @@ func TestValidateKey(t *testing.T) {
 // decision about the key: part of the answer's shape (two requests that
 // differ in it are two calls) or listed here as not changing the answer.
 func TestAnswerShapeCoversRequest(t *testing.T) {
-	notShape := []string{"tenant", "user_id", "session_id", "scenario", "model", "messages",
-		"max_tokens", "temperature", "deadline_ms", "idempotency_key", "stream"}
+	// Who asks and the messages are the array's first four elements; the
+	// idempotency key replaces the derived key; stream does not change
+	// the answer; step is set only on the child calls of a step-by-step
+	// answer, whose IDs the parent names. Every other field must be in
+	// the shape.
+	notShape := []string{"tenant", "user_id", "session_id", "messages", "idempotency_key", "stream", "step"}
 	shape := jsonNames(reflect.TypeFor[answerShape]())
 	for _, f := range jsonNames(reflect.TypeFor[Request]()) {
 		if !slices.Contains(shape, f) && !slices.Contains(notShape, f) {
@@ -287,5 +292,151 @@ func TestAnswerShapeCoversRequest(t *testing.T) {
 		if !slices.Contains(jsonNames(reflect.TypeFor[Request]()), f) {
 			t.Errorf("answerShape field %q is not a Request field", f)
 		}
+	}
+}
+
+func TestKeyForCoversEveryAnswerField(t *testing.T) {
+	// A request that differs in any field that changes the answer is
+	// another call: the same messages with another model, scenario,
+	// max_tokens, temperature, deadline or tools must not get the first
+	// request's answer.
+	f := func(v float64) *float64 { return &v }
+	base := Request{Tenant: "acme", UserID: "u-42", SessionID: "s-7", Messages: keyMsgs}
+	tests := []struct {
+		name   string
+		change func(r *Request)
+	}{
+		{"scenario", func(r *Request) { r.Scenario = "medical" }},
+		{"model", func(r *Request) { r.Model = "qwen-14b" }},
+		{"max_tokens", func(r *Request) { r.MaxTokens = 256 }},
+		{"temperature", func(r *Request) { r.Temperature = f(0.2) }},
+		{"temperature zero", func(r *Request) { r.Temperature = f(0) }},
+		{"deadline_ms", func(r *Request) { r.DeadlineMS = 30000 }},
+		{"tools", func(r *Request) { r.Tools = []Tool{{Type: "function", Function: FunctionTool{Name: "lookup"}}} }},
+		{"seed", func(r *Request) { s := int64(7); r.Seed = &s }},
+		{"top_p", func(r *Request) { r.TopP = f(0.5) }},
+		{"reasoning_effort", func(r *Request) { r.ReasoningEffort = "low" }},
+	}
+	seen := map[string]string{KeyFor(base): "base"}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base
+			tt.change(&r)
+			k := KeyFor(r)
+			if prev, dup := seen[k]; dup {
+				t.Errorf("changing %s gives the same key as %s: %s", tt.name, prev, k)
+			}
+			seen[k] = tt.name
+			if KeyFor(r) != (IDs{}).Fingerprint(r) {
+				t.Errorf("the derived key and the fingerprint differ")
+			}
+		})
+	}
+	t.Run("stream and the caller key are not part of it", func(t *testing.T) {
+		r := base
+		r.Stream = true
+		if KeyFor(r) != KeyFor(base) {
+			t.Error("a streamed request gets another key than the same request unstreamed")
+		}
+		r.IdempotencyKey = "k1"
+		if (IDs{}).Fingerprint(r) != KeyFor(base) {
+			t.Error("the fingerprint depends on the caller's key")
+		}
+	})
+	t.Run("golden", func(t *testing.T) {
+		// Python: "llm-" + sha256(json.dumps(["acme","u-42","s-7",msgs,
+		//   {"scenario":"medical","model":"qwen-14b","max_tokens":256,
+		//    "temperature":0.2,"deadline_ms":30000}], ensure_ascii=False,
+		//   separators=(",",":")).encode()).hexdigest()
+		r := base
+		r.Scenario, r.Model, r.MaxTokens, r.Temperature, r.DeadlineMS = "medical", "qwen-14b", 256, f(0.2), 30000
+		const want = "llm-0767ffa0ae4de2e56b9cb06deeca26eb35595cbe0c2727270ceb8d9443380b49"
+		if got := KeyFor(r); got != want {
+			t.Errorf("KeyFor = %s, want %s", got, want)
+		}
+	})
+}
+
+func TestIDsWithSecret(t *testing.T) {
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	ids, err := NewIDs(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := NewIDs([]byte("another secret of at least 32 bytes!"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Request{UserID: "u-42", SessionID: "s-7", Messages: keyMsgs}
+	tests := []struct {
+		name       string
+		got, plain string
+		want       string // computed independently, in Python's hmac module
+	}{
+		{"derived", ids.For(r), KeyFor(r),
+			"llm-a92ba8cfc7c03cf7eadc34650e98a24c2884756f60004ef5e40f04c0ee25cbcd"},
+		{"scoped", ids.Scoped("acme", "order-123"), ScopedKey("acme", "order-123"),
+			"llm-7563ceb23fc1ecba8113eac1d4368a321ded2c9651d0db94cadf0bd9e76707a5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.got != tt.want {
+				t.Errorf("got %s, want HMAC-SHA-256 %s", tt.got, tt.want)
+			}
+			if tt.got == tt.plain {
+				t.Error("the keyed ID equals the plain SHA-256 one: anyone can confirm a guessed prompt")
+			}
+			if err := ValidateKey(tt.got); err != nil {
+				t.Errorf("ValidateKey = %v", err)
+			}
+		})
+	}
+	if ids.For(r) == other.For(r) {
+		t.Error("two deployment secrets give the same ID")
+	}
+	for _, s := range []string{ids.String(), fmt.Sprintf("%v %+v %#v", ids, ids, ids)} {
+		if strings.Contains(s, string(secret)) || strings.Contains(s, "48 49 50") {
+			t.Errorf("the secret shows in %q", s)
+		}
+	}
+}
+
+func TestIDsFromEnv(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == EnvIDSecret {
+				return v
+			}
+			return ""
+		}
+	}
+	tests := []struct {
+		name, value string
+		keyed       bool
+		wantErr     string
+	}{
+		{"unset: local development", "", false, ""},
+		{"long enough", strings.Repeat("s", MinIDSecretLen), true, ""},
+		{"too short", "hunter2", false, "LLM_ID_SECRET: the workflow ID secret has 7 bytes, fewer than the 32 required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ids, err := IDsFromEnv(env(tt.value))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), tt.value) {
+					t.Errorf("the error shows the secret: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids.Keyed() != tt.keyed {
+				t.Errorf("Keyed = %v, want %v", ids.Keyed(), tt.keyed)
+			}
+		})
 	}
 }

@@ -83,4 +83,9 @@ type Request struct {
 	// …), forwarded as written to the models whose policy lists them
 	// (passthrough); a field no model lists is refused.
 	Passthrough map[string]json.RawMessage `json:"passthrough,omitempty"`
+
+	// Step numbers a step (1–3) of a call answered step by step (README
+	// "Business rules"): set by the parent call on its child calls, which
+	// are never split again. 0 for every call a caller starts.
+	Step int `json:"step,omitempty"`
 }

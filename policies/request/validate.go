@@ -129,6 +129,10 @@ func (e *ValidationError) add(field, format string, args ...any) {
 // replaced by the defaults.
 type reqLimits struct {
 	maxPromptBytes int
+	// window and windowModel: the ladder's largest context window and
+	// its model, when it ties maxPromptBytes (PromptBytesPerContextToken).
+	window         int
+	windowModel    string
 	maxMessages    int
 	maxTokens      int
 	maxTemperature float64
@@ -173,9 +177,24 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 	}
 	for _, m := range cfg.Models {
 		l.models = append(l.models, m.Name)
+		if m.ContextWindow > l.window {
+			l.window, l.windowModel = m.ContextWindow, m.Name
+		}
+	}
+	if l.window > 0 && l.window*PromptBytesPerContextToken >= l.maxPromptBytes {
+		l.window = 0 // the policy's byte limit is the tighter one
 	}
 	return l
 }
+
+// PromptBytesPerContextToken ties the prompt size limit to the ladder's
+// largest context window: a prompt may be at most this many bytes per
+// token of that window (and at most limits.max_prompt_bytes). A token is
+// about 4 bytes of English and 2–3 of Chinese, so the limit leaves room
+// for a conversation several windows long, which pruning cuts to fit;
+// beyond it most of the prompt would be cut anyway, while every attempt
+// would record all of it in the call's history again.
+const PromptBytesPerContextToken = 16
 
 // Validate checks r before anything is sent (README "How it works", step 1) and returns nil
 // or a *ValidationError listing every problem as "field: problem":
@@ -187,7 +206,9 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 //     id and a function name; the last message from the user and not blank,
 //     or a tool message (an agent sending its tool results).
 //   - the prompt (PromptBytes) at most Limits.MaxPromptBytes
-//     (default DefaultMaxPromptBytes, 1 MiB).
+//     (default DefaultMaxPromptBytes, 1 MiB) and at most
+//     PromptBytesPerContextToken bytes a token of the ladder's largest
+//     context window (512 KiB for the default ladder's 32768 tokens).
 //   - model: empty or one of cfg.Models (when the config has models).
 //   - max_tokens: 0 (the upstream's default) or 1..Limits.MaxTokens
 //     (default 32768).
@@ -350,7 +371,12 @@ func validateMessages(e *ValidationError, msgs []Message, lim reqLimits) {
 		e.add(fmt.Sprintf("messages[%d].content", last), "empty (the last user message is the question)")
 	}
 
-	if size := PromptBytes(msgs); size > lim.maxPromptBytes {
+	size := PromptBytes(msgs)
+	switch {
+	case lim.window > 0 && size > lim.window*PromptBytesPerContextToken:
+		e.add("messages", "prompt is %s, over the limit of %s (%d bytes a token of the largest context window, %s's %d tokens: several windows' worth, more than pruning may cut a prompt to)",
+			reqByteSize(size), reqByteSize(lim.window*PromptBytesPerContextToken), PromptBytesPerContextToken, lim.windowModel, lim.window)
+	case size > lim.maxPromptBytes:
 		e.add("messages", "prompt is %s, over the limit of %s", reqByteSize(size), reqByteSize(lim.maxPromptBytes))
 	}
 }

@@ -32,17 +32,66 @@ import (
 // described at the top of this file; a rule without keywords never matches
 // (the policy loader refuses such rules). question is the current user
 // question, usually the content of the last message.
+//
+// Rules with a technical condition (After) are not admission rules and are
+// never returned here: see Admit.
 func CheckRules(rules []config.Rule, scenario string, question string) (config.Rule, bool) {
+	v := Admit(rules, nil, scenario, question)
+	if v.Fired == nil {
+		return config.Rule{}, false
+	}
+	return *v.Fired, true
+}
+
+// Gate tells whether the rule id of scenario fires: the learner turns a
+// rule off when its precision falls below its threshold. nil: every rule
+// fires.
+type Gate func(scenario, id string) bool
+
+// Verdict is what the rules say about a request at admission.
+type Verdict struct {
+	// Fired is the first admission rule (no After) that matches and is on.
+	Fired *config.Rule
+	// Shadow are the admission rules, before Fired, that matched but are
+	// off: they would have fired.
+	Shadow []string
+	// After are the rules with a technical condition whose scenario and
+	// keywords match, in order: the call checks their After after every
+	// failed attempt. Off marks those the learner turned off (shadow).
+	After []Pending
+}
+
+// Pending is a rule whose business condition holds, waiting for its
+// technical one.
+type Pending struct {
+	Rule config.Rule
+	Off  bool
+}
+
+// Admit checks the rules against a request at admission: scenario and
+// keywords for every rule, in order; the first admission rule that matches
+// and that gate lets fire is the verdict's Fired (later rules are not
+// looked at: the call ends there), and rules with After that match before
+// it wait for their failures.
+func Admit(rules []config.Rule, gate Gate, scenario, question string) Verdict {
+	var v Verdict
 	q := keyword.Fold(question)
 	for _, r := range rules {
-		if !ruleScenarioMatches(r.Scenario, scenario) {
+		if !ruleScenarioMatches(r.Scenario, scenario) || !anyKeywordIn(q, r.Keywords) {
 			continue
 		}
-		if anyKeywordIn(q, r.Keywords) {
-			return r, true
+		on := r.Pinned || gate == nil || gate(scenario, r.ID)
+		switch {
+		case r.After != nil:
+			v.After = append(v.After, Pending{Rule: r, Off: !on})
+		case on:
+			v.Fired = &r
+			return v // the call ends here: no later rule matters
+		default:
+			v.Shadow = append(v.Shadow, r.ID)
 		}
 	}
-	return config.Rule{}, false
+	return v
 }
 
 // RuleCard returns the rule whose message serves as the answer card of the
@@ -52,22 +101,29 @@ func CheckRules(rules []config.Rule, scenario string, question string) (config.R
 //   - only rules with a non-blank Message are candidates: a matching rule
 //     without a message (typically no_retry) is skipped and later rules are
 //     still considered, where CheckRules would stop at it;
-//   - the action does not matter: a no_retry rule with a message is a card
-//     just as a safe_message rule is.
+//   - a handoff rule is never a card (its message promises a person), nor
+//     a rule with a technical condition (After: its message is its answer
+//     only when its failures happened, and may start a review), nor a rule
+//     gate says is off;
+//   - among the others the action does not matter: a no_retry rule with a
+//     message is a card just as a safe_message rule is.
 //
-// A handoff or safe_message rule that matches has normally already answered
-// the call at the rules check, so in practice RuleCard finds no_retry rules
-// that carry a message: after the single attempt such a rule allows has
-// failed, its message is the answer.
-func RuleCard(rules []config.Rule, scenario, question string) (config.Rule, bool) {
+// In practice RuleCard finds no_retry rules that carry a message: after the
+// single attempt such a rule allows has failed, its message is the answer.
+func RuleCard(rules []config.Rule, gate Gate, scenario, question string) (config.Rule, bool) {
 	q := keyword.Fold(question)
 	for _, r := range rules {
-		if strings.TrimSpace(r.Message) == "" || !ruleScenarioMatches(r.Scenario, scenario) {
+		if strings.TrimSpace(r.Message) == "" || r.Action == config.RuleHandoff || r.After != nil ||
+			!ruleScenarioMatches(r.Scenario, scenario) {
 			continue
 		}
-		if anyKeywordIn(q, r.Keywords) {
-			return r, true
+		if !anyKeywordIn(q, r.Keywords) {
+			continue
 		}
+		if !r.Pinned && gate != nil && !gate(scenario, r.ID) {
+			continue
+		}
+		return r, true
 	}
 	return config.Rule{}, false
 }

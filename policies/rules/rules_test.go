@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -104,6 +105,10 @@ func TestRuleCard(t *testing.T) {
 		{ID: "card", Scenario: "shop", Keywords: []string{"refund", "退款"}, Action: config.RuleNoRetry, Message: "Refunds: see your orders page."},
 		{ID: "blank-message", Keywords: []string{"invoice"}, Action: config.RuleNoRetry, Message: "  "},
 		{ID: "safe", Scenario: "finance", Keywords: []string{"转账"}, Action: config.RuleSafeMessage, Message: "请稍后再试。", Flag: "risk_review"},
+		{ID: "person", Scenario: "medical", Keywords: []string{"pain"}, Action: config.RuleHandoff, Message: "A person will take over now."},
+		{ID: "after-failures", Scenario: "bank", Keywords: []string{"pin"}, Action: config.RuleSafeMessage, Message: "Try later.",
+			After: &config.RuleAfter{Count: 1}},
+		{ID: "off", Scenario: "shop", Keywords: []string{"voucher"}, Action: config.RuleNoRetry, Message: "Vouchers: see the app."},
 	}
 	tests := []struct {
 		name      string
@@ -116,6 +121,9 @@ func TestRuleCard(t *testing.T) {
 		{"chinese keyword", "SHOP", "退款多久到账", "card", "card"},
 		{"blank message is no card", "shop", "where is my invoice", "blank-message", ""},
 		{"safe_message is a card too", "finance", "转账失败", "safe", "safe"},
+		{"a handoff's message promises a person: never a card", "medical", "back pain", "person", ""},
+		{"a rule that waits for failures is no card", "bank", "I forgot my pin", "", ""},
+		{"a rule the learner turned off is no card", "shop", "my voucher code", "off", ""},
 		{"other scenario", "medical", "I want a refund", "", ""},
 		{"no keyword", "shop", "hello", "", ""},
 	}
@@ -125,7 +133,7 @@ func TestRuleCard(t *testing.T) {
 			if r.ID != tt.wantCheck {
 				t.Errorf("CheckRules = %q, want %q", r.ID, tt.wantCheck)
 			}
-			c, ok := RuleCard(rules, tt.scenario, tt.question)
+			c, ok := RuleCard(rules, func(_, id string) bool { return id != "off" }, tt.scenario, tt.question)
 			if c.ID != tt.wantCard || ok != (tt.wantCard != "") {
 				t.Errorf("RuleCard = %q, %v; want %q", c.ID, ok, tt.wantCard)
 			}
@@ -137,28 +145,62 @@ func TestRuleCard(t *testing.T) {
 }
 
 func TestCheckRulesDefaultPolicy(t *testing.T) {
-	// The README "How it works" examples against the shipped policy file.
+	// README "Business rules" against the shipped policy file: emergency
+	// words hand off before any call; the other rules wait for failures.
 	rules := config.DefaultConfig().Rules
 	tests := []struct {
-		name     string
-		scenario string
-		question string
-		wantAct  config.RuleAction
-		wantFlag string
+		name      string
+		scenario  string
+		question  string
+		wantFired string
+		wantAfter []string
 	}{
-		{"medical 出血", "medical", "伤口一直出血怎么办", config.RuleHandoff, "urgent_handoff"},
-		{"medical chest pain", "medical", "Sudden CHEST PAIN when climbing stairs", config.RuleHandoff, "urgent_handoff"},
-		{"medical curly apostrophe", "medical", "I can’t breathe", config.RuleHandoff, "urgent_handoff"},
-		{"finance 转账", "finance", "帮我转账给张三", config.RuleSafeMessage, "risk_review"},
-		{"finance password", "finance", "I forgot my password", config.RuleSafeMessage, "risk_review"},
-		{"password outside finance", "customer_service", "I forgot my password", "", ""},
+		{"medical 大出血", "medical", "伤口大出血怎么办", "medical-emergency", nil},
+		{"medical chest pain", "medical", "Sudden CHEST PAIN when climbing stairs", "medical-emergency", nil},
+		{"medical curly apostrophe", "medical", "I can’t breathe", "medical-emergency", nil},
+		{"medical 出血 waits for failures", "medical", "伤口一直出血怎么办", "", []string{"medical-urgent"}},
+		{"finance 转账", "finance", "帮我转账给张三", "", []string{"finance-sensitive"}},
+		{"finance password", "finance", "I forgot my password", "", []string{"finance-sensitive"}},
+		{"homework", "education", "这道作业题怎么做", "", []string{"education-steps"}},
+		{"password outside finance", "customer_service", "I forgot my password", "", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r, ok := CheckRules(rules, tt.scenario, tt.question)
-			if ok != (tt.wantAct != "") || r.Action != tt.wantAct || r.Flag != tt.wantFlag {
-				t.Errorf("CheckRules = %q %q flag %q (%v), want %q flag %q", r.ID, r.Action, r.Flag, ok, tt.wantAct, tt.wantFlag)
+			v := Admit(rules, nil, tt.scenario, tt.question)
+			fired := ""
+			if v.Fired != nil {
+				fired = v.Fired.ID
+			}
+			var after []string
+			for _, p := range v.After {
+				after = append(after, p.Rule.ID)
+			}
+			if fired != tt.wantFired || !slices.Equal(after, tt.wantAfter) {
+				t.Errorf("Admit fired %q, after %v; want %q, %v", fired, after, tt.wantFired, tt.wantAfter)
 			}
 		})
+	}
+}
+
+// TestAdmitGate: a rule the learner turned off does not fire and is
+// reported in shadow; the next matching rule fires; pinned rules fire
+// whatever the gate says.
+func TestAdmitGate(t *testing.T) {
+	rules := []config.Rule{
+		{ID: "later", Keywords: []string{"refund"}, Action: config.RuleHandoff, Message: "m", After: &config.RuleAfter{Count: 1}},
+		{ID: "off", Keywords: []string{"refund"}, Action: config.RuleSafeMessage, Message: "m"},
+		{ID: "next", Keywords: []string{"refund"}, Action: config.RuleHandoff, Message: "m"},
+		{ID: "pinned", Keywords: []string{"urgent"}, Action: config.RuleHandoff, Message: "m", Pinned: true},
+	}
+	allOff := func(scenario, id string) bool { return id != "off" && id != "pinned" && id != "later" }
+	v := Admit(rules, allOff, "", "I want a refund")
+	if v.Fired == nil || v.Fired.ID != "next" || !slices.Equal(v.Shadow, []string{"off"}) {
+		t.Fatalf("Admit = %+v, want next fired and off in shadow", v)
+	}
+	if len(v.After) != 1 || v.After[0].Rule.ID != "later" || !v.After[0].Off {
+		t.Fatalf("After = %+v, want later, off", v.After)
+	}
+	if v := Admit(rules, allOff, "", "urgent!"); v.Fired == nil || v.Fired.ID != "pinned" {
+		t.Fatalf("a pinned rule must fire whatever the gate says, got %+v", v)
 	}
 }

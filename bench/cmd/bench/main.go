@@ -8,6 +8,7 @@
 //	stream-events  history events per second of generation of a streamed call, per stream.batch_interval
 //	hedge          a slow tail: not hedged vs hedged (adaptive, fixed delay): p50/p95/p99 and extra requests
 //	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
+//	fairness       one tenant floods the front door at 10× its quota: another tenant's p99 alone vs during the flood
 //
 // Usage:
 //
@@ -76,11 +77,12 @@ type options struct {
 	memTPS     float64
 	memTokens  int
 	hedgeN     int
+	fairWindow time.Duration
 }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	benches := fs.String("bench", "storm,overhead,stream,stream-events,hedge,memory", "benchmarks to run, comma-separated: storm, overhead, stream, stream-events, hedge, memory")
+	benches := fs.String("bench", "storm,overhead,stream,stream-events,hedge,memory,fairness", "benchmarks to run, comma-separated: storm, overhead, stream, stream-events, hedge, memory, fairness")
 	storms := fs.String("storm", strings.Join(bench.StormCaseNames, ","), "storm cases to run: "+strings.Join(bench.StormCaseNames, ", "))
 	contenders := fs.String("contenders", "", "storm contenders to run (default all): "+strings.Join(bench.StormContenders, ", "))
 	short := fs.Bool("short", false, "smoke run: shorter storms, fewer and shorter calls, 100 calls in flight for memory (the worker's defaults only)")
@@ -103,6 +105,7 @@ func run(args []string) error {
 	memTPS := fs.Float64("memory-tps", 1, "memory: the upstream's tokens per second")
 	memTokens := fs.Int("memory-tokens", 60, "memory: tokens of every answer")
 	hedgeN := fs.Int("hedge-calls", 400, "hedge: calls per contender")
+	fairWindow := fs.Duration("fairness-window", 15*time.Second, "fairness: how long tenant B's calls are measured in each row")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -112,7 +115,7 @@ func run(args []string) error {
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
-		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN,
+		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN, fairWindow: *fairWindow,
 	}
 	for _, v := range split(*eventsIv) {
 		d, err := time.ParseDuration(v)
@@ -150,8 +153,10 @@ func run(args []string) error {
 			err = runHedge(ctx, o)
 		case "memory":
 			err = runMemory(ctx, o)
+		case "fairness":
+			err = runFairness(ctx, o)
 		default:
-			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory)", b)
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness)", b)
 		}
 		if err != nil {
 			return err
@@ -342,4 +347,22 @@ func runMemory(ctx context.Context, o options) error {
 		return err
 	}
 	return write(o, "memory.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
+}
+
+func runFairness(ctx context.Context, o options) error {
+	srv, err := devServer(ctx, "fairness")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	fo := bench.FairnessOptions{Temporal: srv.Client(), Window: o.fairWindow, Progress: display, Meter: display}
+	if o.short {
+		fo.Window, fo.Warmup = min(fo.Window, 5*time.Second), 3*time.Second
+	}
+	rep, err := bench.RunFairness(ctx, fo)
+	if err != nil {
+		return err
+	}
+	return write(o, "fairness.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
 }

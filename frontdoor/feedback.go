@@ -1,0 +1,115 @@
+package frontdoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies/rules"
+)
+
+// maxFeedbackBytes bounds a feedback's body ({"outcome":"…"}).
+const maxFeedbackBytes = 4 << 10
+
+// Feedback is the answer to POST /v1/calls/{id}/feedback: what the rules'
+// learner recorded (README "Rules that learn from users").
+type Feedback struct {
+	ID       string `json:"id"`
+	Object   string `json:"object"` // "call.feedback"
+	Outcome  string `json:"outcome"`
+	Scenario string `json:"scenario"`
+	// Duplicate: the call's feedback was already recorded (as Previous);
+	// this one changed nothing.
+	Duplicate bool   `json:"duplicate,omitempty"`
+	Previous  string `json:"previous,omitempty"`
+	// Rules are the rules the feedback counted for: the one that fired on
+	// the call, or those that matched it but were off; empty when no rule
+	// matched the call.
+	Rules []FeedbackRule `json:"rules"`
+}
+
+// FeedbackRule is one rule's part in a feedback.
+type FeedbackRule struct {
+	ID       string `json:"id"`
+	Fired    bool   `json:"fired"`
+	Judgment string `json:"judgment"` // good, bad, neutral
+	State    string `json:"state"`    // on, off, pinned: after the feedback
+}
+
+// postFeedback serves POST /v1/calls/{id}/feedback with a body
+// {"outcome":"resolved|abandoned|handoff_requested|complaint"}: what the
+// user did after the tenant's own call. 200 with what was recorded; 400
+// for a bad body or outcome; 404 for an unknown call or another tenant's,
+// alike; 409 for a call that has not answered (still running, or ended
+// without an answer).
+func (h *Handler) postFeedback(w http.ResponseWriter, r *http.Request, tenant string) {
+	o, apiErr := readOutcome(w, r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	h.withOwnCall(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
+		if desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			(&apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_running",
+				message: fmt.Sprintf("The call %s has not answered yet: send feedback once it has (GET %s says when).", id, callURL(id))}).write(w)
+			return
+		}
+		res, err := h.o.Client.FeedbackOn(ctx, desc, o)
+		switch {
+		case errors.Is(err, llmclient.ErrCallNotAnswered):
+			(&apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_not_answered",
+				message: fmt.Sprintf("The call %s ended without an answer (%s): there is no answer to give feedback on.", id, llmclient.StatusWord(desc.Status))}).write(w)
+			return
+		case errors.Is(err, llmclient.ErrCallNotFound):
+			callNotFound(id).write(w)
+			return
+		case err != nil:
+			h.lookupFailed(err).write(w)
+			return
+		}
+		out := Feedback{ID: id, Object: "call.feedback", Outcome: string(o), Scenario: res.Scenario, Duplicate: res.Duplicate,
+			Previous: string(res.Previous), Rules: []FeedbackRule{}}
+		for _, c := range res.Counted {
+			out.Rules = append(out.Rules, FeedbackRule{ID: c.Rule, Fired: c.Fired, Judgment: c.Judgment, State: c.State.String()})
+		}
+		writeJSON(w, http.StatusOK, out)
+	})
+}
+
+// readOutcome reads a feedback's body: a JSON object with one field,
+// outcome.
+func readOutcome(w http.ResponseWriter, r *http.Request) (rules.Outcome, *apiError) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFeedbackBytes))
+	if err != nil {
+		closeEarly(w)
+		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
+			message: fmt.Sprintf("Cannot read the request body (at most %d bytes): %v", maxFeedbackBytes, err)}
+	}
+	var in struct {
+		Outcome *string `json:"outcome"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "invalid_json",
+			message: `Invalid request: want a JSON object {"outcome":"resolved|abandoned|handoff_requested|complaint"}: ` + err.Error()}
+	}
+	if in.Outcome == nil {
+		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "outcome", code: "missing_outcome",
+			message: "Invalid request: outcome is required: one of resolved, abandoned, handoff_requested, complaint."}
+	}
+	o, err := rules.ParseOutcome(*in.Outcome)
+	if err != nil {
+		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "outcome", code: "invalid_outcome",
+			message: "Invalid request: outcome: " + err.Error() + "."}
+	}
+	return o, nil
+}

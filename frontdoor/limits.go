@@ -1,0 +1,369 @@
+package frontdoor
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/prompt"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+// Limits are one tenant's load limits at the front door: calls it may
+// start per minute, estimated tokens per minute, and calls in flight. A
+// call over any of them is answered 429 with Retry-After before anything
+// starts.
+//
+// They are counted by each front-door process on its own: N front doors
+// behind a load balancer admit up to N times these. A zero field is no
+// limit; DefaultLimits holds the defaults.
+type Limits struct {
+	// RequestsPerMinute are the calls (POST /v1/chat/completions,
+	// /v1/responses) the tenant may ask for per minute. The bucket refills
+	// evenly and holds up to a minute's worth, so a quiet tenant may send
+	// that many at once. Default 600.
+	RequestsPerMinute int `yaml:"requests_per_minute"`
+	// TokensPerMinute are the tokens the tenant's calls may ask for per
+	// minute, each call estimated when it arrives as its prompt's tokens
+	// (prompt.EstimateMessages, no tokenizer) plus its max_tokens (or the
+	// policy's pruning.reserve_output_tokens when it sets none). A call
+	// estimated above a whole minute's worth waits for a full bucket and
+	// empties it. Default 1,000,000.
+	TokensPerMinute int `yaml:"tokens_per_minute"`
+	// MaxInFlight are the tenant's calls that may run at once. A call
+	// counts from its admission until its answer is sent; a call whose
+	// client does not wait for it (Prefer: respond-async, or a client that
+	// left) counts until the front door sees it end, and at most until
+	// its deadline plus CallEndMargin. Default 64.
+	MaxInFlight int `yaml:"max_in_flight"`
+}
+
+// DefaultLimits are the limits of a tenant that the tenants file does not
+// limit otherwise.
+var DefaultLimits = Limits{RequestsPerMinute: 600, TokensPerMinute: 1_000_000, MaxInFlight: 64}
+
+// Names of the limits, as the tenants file and the 429s name them.
+const (
+	LimitRequests = "requests_per_minute"
+	LimitTokens   = "tokens_per_minute"
+	LimitInFlight = "max_in_flight"
+)
+
+// InFlightRetryAfter is the Retry-After of a call refused by
+// max_in_flight: when a call ends is not known in advance.
+const InFlightRetryAfter = time.Second
+
+// CallEndMargin is how long after a call's deadline a call that no
+// request waits for still counts as in flight when the front door has not
+// seen it end (Temporal unreachable, say).
+const CallEndMargin = time.Minute
+
+// problem says what is wrong with l, or "".
+func (l Limits) problem() string {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{LimitRequests, l.RequestsPerMinute}, {LimitTokens, l.TokensPerMinute}, {LimitInFlight, l.MaxInFlight}} {
+		if f.v < 0 {
+			return fmt.Sprintf("%s is %d; want 0 (no limit) or more", f.name, f.v)
+		}
+	}
+	return ""
+}
+
+// Refusal is a call refused by its tenant's limits.
+type Refusal struct {
+	// Tenant whose limit refused the call.
+	Tenant string
+	// Limit is LimitRequests, LimitTokens or LimitInFlight.
+	Limit string
+	// Max is the limit's value.
+	Max int
+	// RetryAfter is when the call would be admitted, if nothing else came.
+	RetryAfter time.Duration
+}
+
+func (r *Refusal) Error() string {
+	return fmt.Sprintf("tenant %q is over its %s of %d at this front door; retry in %s",
+		r.Tenant, r.Limit, r.Max, r.RetryAfter.Round(time.Millisecond))
+}
+
+// Limiter enforces every tenant's Limits. Time is an argument of each
+// decision, so tests step it through fixed instants. It is safe for
+// concurrent use.
+type Limiter struct {
+	limits func(tenant string) Limits
+	mu     sync.Mutex
+	loads  map[string]*load
+}
+
+// load is one tenant's state.
+type load struct {
+	requests, tokens bucket
+	inFlight         int
+	// kept are the calls whose slot outlives their request, by workflow
+	// ID.
+	kept map[string]bool
+}
+
+// bucket is a token bucket that holds up to a minute's worth.
+type bucket struct {
+	level float64
+	at    time.Time
+	used  bool
+}
+
+// refill brings the bucket to now; a new bucket starts full.
+func (b *bucket) refill(now time.Time, perMinute int) {
+	if !b.used {
+		b.level, b.at, b.used = float64(perMinute), now, true
+		return
+	}
+	if now.After(b.at) {
+		b.level = min(float64(perMinute), b.level+now.Sub(b.at).Minutes()*float64(perMinute))
+		b.at = now
+	}
+}
+
+// wait is how long until the bucket holds n; 0: it does now.
+func (b *bucket) wait(n float64, perMinute int) time.Duration {
+	if b.level >= n {
+		return 0
+	}
+	return time.Duration((n - b.level) / float64(perMinute) * float64(time.Minute))
+}
+
+// NewLimiter returns a Limiter that reads each tenant's limits from
+// limits (Tenants.Limits).
+func NewLimiter(limits func(tenant string) Limits) *Limiter {
+	return &Limiter{limits: limits, loads: map[string]*load{}}
+}
+
+func (l *Limiter) load(tenant string) *load {
+	ld := l.loads[tenant]
+	if ld == nil {
+		ld = &load{kept: map[string]bool{}}
+		l.loads[tenant] = ld
+	}
+	return ld
+}
+
+// Check reports whether a call of tenant would be refused at now whatever
+// its size, without taking anything: the front door asks before it reads
+// a body, so a tenant over its limits costs it no body reads.
+func (l *Limiter) Check(tenant string, now time.Time) *Refusal {
+	return l.decide(tenant, 1, now, false)
+}
+
+// Admit takes one request, tokens (the call's estimate) and a slot in
+// flight from tenant's limits at now, or says which limit refuses the
+// call and when to retry (the limit that frees last, when several
+// refuse). The Slot must be released (Release) or kept (Keep).
+func (l *Limiter) Admit(tenant string, tokens int, now time.Time) (*Slot, *Refusal) {
+	if r := l.decide(tenant, tokens, now, true); r != nil {
+		return nil, r
+	}
+	return &Slot{l: l, tenant: tenant}, nil
+}
+
+func (l *Limiter) decide(tenant string, tokens int, now time.Time, take bool) *Refusal {
+	lim := l.limits(tenant)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ld := l.load(tenant)
+	var worst *Refusal
+	refuse := func(limit string, max int, after time.Duration) {
+		if worst == nil || after > worst.RetryAfter {
+			worst = &Refusal{Tenant: tenant, Limit: limit, Max: max, RetryAfter: after}
+		}
+	}
+	if lim.MaxInFlight > 0 && ld.inFlight >= lim.MaxInFlight {
+		refuse(LimitInFlight, lim.MaxInFlight, InFlightRetryAfter)
+	}
+	if n := lim.RequestsPerMinute; n > 0 {
+		ld.requests.refill(now, n)
+		if d := ld.requests.wait(1, n); d > 0 {
+			refuse(LimitRequests, n, d)
+		}
+	}
+	need := float64(min(max(tokens, 1), max(lim.TokensPerMinute, 1)))
+	if n := lim.TokensPerMinute; n > 0 {
+		ld.tokens.refill(now, n)
+		if d := ld.tokens.wait(need, n); d > 0 {
+			refuse(LimitTokens, n, d)
+		}
+	}
+	if worst != nil || !take {
+		return worst
+	}
+	if lim.RequestsPerMinute > 0 {
+		ld.requests.level--
+	}
+	if lim.TokensPerMinute > 0 {
+		ld.tokens.level -= need
+	}
+	ld.inFlight++
+	return nil
+}
+
+// InFlight returns tenant's calls in flight.
+func (l *Limiter) InFlight(tenant string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ld := l.loads[tenant]; ld != nil {
+		return ld.inFlight
+	}
+	return 0
+}
+
+// End frees the slot kept for the call id of tenant (see Slot.Keep).
+func (l *Limiter) End(tenant, id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ld := l.load(tenant)
+	if ld.kept[id] {
+		delete(ld.kept, id)
+		ld.inFlight--
+	}
+}
+
+// Slot is an admitted call's place in its tenant's calls in flight.
+type Slot struct {
+	l      *Limiter
+	tenant string
+	done   bool
+}
+
+// Release frees the slot: the call's answer was sent, or the call never
+// started. Further calls of Release or Keep do nothing.
+func (s *Slot) Release() {
+	if s == nil {
+		return
+	}
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	if !s.done {
+		s.done = true
+		s.l.load(s.tenant).inFlight--
+	}
+}
+
+// Keep keeps the slot for the call id after its request ends (the call
+// runs on without a client waiting) until End(tenant, id). It reports
+// whether the caller must now watch the call and call End when it ends:
+// false when the tenant already keeps a slot for id (a second request
+// for the same call: this slot is released) or the tenant has no
+// in-flight limit (nothing to keep).
+func (s *Slot) Keep(id string) bool {
+	if s == nil {
+		return false
+	}
+	lim := s.l.limits(s.tenant)
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	if s.done {
+		return false
+	}
+	s.done = true
+	ld := s.l.load(s.tenant)
+	if lim.MaxInFlight <= 0 || ld.kept[id] {
+		ld.inFlight--
+		return false
+	}
+	ld.kept[id] = true
+	return true
+}
+
+// closeEarly prepares the answer to a request refused before its body was
+// read (bad token, over a limit, too large, too slow): the connection
+// closes after the answer and nothing more is read from it, so a refused
+// client cannot make the server drain its body (up to 256 KiB, otherwise).
+func closeEarly(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
+}
+
+// rateLimited is the 429 of a call refused by its tenant's limits, in
+// OpenAI's shape: type "requests" or "tokens", code rate_limit_exceeded.
+func rateLimited(r *Refusal) *apiError {
+	typ, unit := "requests", "per minute"
+	switch r.Limit {
+	case LimitTokens:
+		typ = "tokens"
+	case LimitInFlight:
+		unit = "calls in flight"
+	}
+	return &apiError{status: http.StatusTooManyRequests, typ: typ, code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
+		message: fmt.Sprintf("Rate limit reached for tenant %q on %s: limit %d %s at this front door. Please try again in %s.",
+			r.Tenant, r.Limit, r.Max, unit, max(r.RetryAfter, time.Second).Round(time.Second))}
+}
+
+// admission is an admitted call of a request: its slot, and once started
+// its workflow ID and whether its client waits for it.
+type admission struct {
+	tenant   string
+	slot     *Slot
+	id       string
+	async    bool
+	deadline time.Duration
+}
+
+// admit takes the request's share of its tenant's limits, or answers 429.
+func (h *Handler) admit(w http.ResponseWriter, req workflows.CallRequest) (*admission, *apiError) {
+	slot, ref := h.limiter.Admit(req.Tenant, h.estimate(req), h.o.Now())
+	if ref != nil {
+		closeEarly(w)
+		return nil, rateLimited(ref)
+	}
+	d := time.Duration(req.DeadlineMS) * time.Millisecond
+	if d <= 0 {
+		d = h.o.Config.Call.Deadline.D()
+	}
+	return &admission{tenant: req.Tenant, slot: slot, deadline: d}, nil
+}
+
+// estimate is the tokens a call asks for: its prompt's, estimated without
+// a tokenizer, plus its max_tokens or the policy's output reserve.
+func (h *Handler) estimate(req workflows.CallRequest) int {
+	out := req.MaxTokens
+	if out <= 0 {
+		out = h.o.Config.Pruning.ReserveOutputTokens
+	}
+	return prompt.EstimateMessages(req.Messages) + out
+}
+
+// leave ends a request's part in its call. The slot is freed when the
+// request waited for the call's end; a call that runs on without it (an
+// async call, a client that left) keeps its slot until the front door sees
+// the call end.
+func (h *Handler) leave(a *admission, r *http.Request) {
+	if a.id == "" || (!a.async && r.Context().Err() == nil) {
+		a.slot.Release()
+		return
+	}
+	if a.slot.Keep(a.id) {
+		go h.watch(a.tenant, a.id, a.deadline+CallEndMargin)
+	}
+}
+
+// watch waits, for at most bound, for the call id to end, then frees its
+// slot. One goroutine per kept call: at most the tenants' max_in_flight
+// in all.
+func (h *Handler) watch(tenant, id string, bound time.Duration) {
+	defer h.limiter.End(tenant, id)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	for {
+		_, err := h.o.Client.Result(ctx, id)
+		if err == nil || ctx.Err() != nil || !unreachable(err) {
+			return // ended (answered or failed), or the bound is reached
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(h.o.RetryAfter):
+		}
+	}
+}

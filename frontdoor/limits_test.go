@@ -1,0 +1,321 @@
+package frontdoor_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/llmclient"
+)
+
+// TestLimiterSteps steps one tenant's buckets through fixed instants.
+func TestLimiterSteps(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	lim := frontdoor.Limits{RequestsPerMinute: 3, TokensPerMinute: 600, MaxInFlight: 2}
+	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return lim })
+	type step struct {
+		name   string
+		at     time.Duration // after t0
+		tokens int
+		// release frees the slot right away (the call's answer was sent).
+		release bool
+		refused string // the limit that refuses, "" for admitted
+		after   time.Duration
+	}
+	for _, s := range []step{
+		{name: "a full bucket", at: 0, tokens: 100, release: true},
+		{name: "second", at: 0, tokens: 100, release: true},
+		{name: "third empties the request bucket", at: 0, tokens: 100, release: true},
+		{name: "fourth: one request in 20 s", at: 0, tokens: 100, refused: frontdoor.LimitRequests, after: 20 * time.Second},
+		{name: "10 s later: still 10 s", at: 10 * time.Second, tokens: 100, refused: frontdoor.LimitRequests, after: 10 * time.Second},
+		{name: "20 s later: a request, 200 tokens left", at: 20 * time.Second, tokens: 200, release: true},
+		{name: "tokens: 50 more than the 500 there at 40 s", at: 40 * time.Second, tokens: 550, refused: frontdoor.LimitTokens, after: 5 * time.Second},
+		{name: "over a minute's worth waits for a full bucket", at: 41 * time.Second, tokens: 5000, refused: frontdoor.LimitTokens, after: 9 * time.Second},
+		{name: "and takes it", at: 50 * time.Second, tokens: 5000},
+		{name: "both empty: named by the one that frees last", at: 50 * time.Second, tokens: 1, refused: frontdoor.LimitRequests, after: 10 * time.Second},
+		{name: "a second call in flight", at: 104 * time.Second, tokens: 1},
+		{name: "a third: max_in_flight", at: 124 * time.Second, tokens: 1, refused: frontdoor.LimitInFlight, after: frontdoor.InFlightRetryAfter},
+	} {
+		slot, ref := l.Admit("acme", s.tokens, t0.Add(s.at))
+		switch {
+		case s.refused == "" && ref != nil:
+			t.Fatalf("%s: refused: %v", s.name, ref)
+		case s.refused != "" && ref == nil:
+			t.Fatalf("%s: admitted, want refused by %s", s.name, s.refused)
+		case ref != nil:
+			require.Equal(t, s.refused, ref.Limit, s.name)
+			require.Equal(t, "acme", ref.Tenant, s.name)
+			require.InDelta(t, s.after.Seconds(), ref.RetryAfter.Seconds(), 0.001, s.name)
+		case s.release:
+			slot.Release()
+			slot.Release() // a second release does nothing
+		}
+	}
+	require.Equal(t, 2, l.InFlight("acme"))
+	require.Zero(t, l.InFlight("globex"), "tenants are counted apart")
+	if _, ref := l.Admit("globex", 1, t0); ref != nil {
+		t.Fatalf("another tenant is refused by acme's load: %v", ref)
+	}
+}
+
+// TestLimiterCheckTakesNothing: the check before the body is read refuses
+// what Admit would refuse whatever the call's size, and takes nothing.
+func TestLimiterCheckTakesNothing(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{RequestsPerMinute: 1} })
+	for range 3 {
+		require.Nil(t, l.Check("acme", t0))
+	}
+	slot, ref := l.Admit("acme", 10, t0)
+	require.Nil(t, ref)
+	slot.Release()
+	ref = l.Check("acme", t0.Add(30*time.Second))
+	require.NotNil(t, ref)
+	require.Equal(t, frontdoor.LimitRequests, ref.Limit)
+	require.Equal(t, 30*time.Second, ref.RetryAfter)
+}
+
+// TestLimiterKeep: a call that runs on after its request keeps its slot
+// until End; a second request for the same call keeps no second one.
+func TestLimiterKeep(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{MaxInFlight: 2} })
+	a, _ := l.Admit("acme", 1, t0)
+	require.True(t, a.Keep("llm-1"), "the first keeper watches the call")
+	b, _ := l.Admit("acme", 1, t0)
+	require.False(t, b.Keep("llm-1"), "the same call is kept once")
+	require.Equal(t, 1, l.InFlight("acme"))
+	c, _ := l.Admit("acme", 1, t0)
+	_, ref := l.Admit("acme", 1, t0)
+	require.NotNil(t, ref, "the kept call and c fill max_in_flight")
+	c.Release()
+	l.End("acme", "llm-1")
+	l.End("acme", "llm-1")
+	require.Zero(t, l.InFlight("acme"))
+
+	unlimited := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{} })
+	s, _ := unlimited.Admit("acme", 1, t0)
+	require.False(t, s.Keep("llm-2"), "nothing to watch without an in-flight limit")
+	require.Zero(t, unlimited.InFlight("acme"))
+}
+
+// offline is a front door whose Temporal is never reached: what it
+// answers, it answers before a call starts.
+func offline(t *testing.T, file string, mutate func(*frontdoor.Options)) *httptest.Server {
+	t.Helper()
+	tenants, err := frontdoor.ParseTokens(tokens)
+	require.NoError(t, err)
+	if file != "" {
+		path := filepath.Join(t.TempDir(), "tenants.yaml")
+		require.NoError(t, os.WriteFile(path, []byte(file), 0o600))
+		tenants, err = frontdoor.LoadTenants(path)
+		require.NoError(t, err)
+	}
+	c, err := client.NewLazyClient(client.Options{HostPort: "127.0.0.1:1"})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	o := frontdoor.Options{Client: &llmclient.Client{Temporal: c}, Tenants: tenants, StartTimeout: time.Second}
+	if mutate != nil {
+		mutate(&o)
+	}
+	h, err := frontdoor.New(o)
+	require.NoError(t, err)
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+// rawRequest writes head (request line and headers, without the blank
+// line) and then body to a new connection, and returns the connection and
+// a reader of it.
+func rawRequest(t *testing.T, ts *httptest.Server, head, body string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	conn, err := net.Dial("tcp", ts.Listener.Addr().String())
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	_, err = io.WriteString(conn, strings.ReplaceAll(head, "\n", "\r\n")+"\r\n\r\n"+body)
+	require.NoError(t, err)
+	return conn, bufio.NewReader(conn)
+}
+
+// requireClosed reads the answer on conn and checks that the server then
+// closes the connection (EOF) within a second, not waiting for the rest
+// of the body.
+func requireClosed(t *testing.T, conn net.Conn, br *bufio.Reader, status int) *http.Response {
+	t.Helper()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, "no answer")
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body = io.NopCloser(strings.NewReader(string(data)))
+	require.Equal(t, status, resp.StatusCode, "%s", data)
+	require.True(t, resp.Close, "no Connection: close")
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(time.Second)))
+	_, err = br.ReadByte()
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("the server keeps the connection open after a %d, reading the rest of the body", status)
+	}
+	require.ErrorIs(t, err, io.EOF)
+	return resp
+}
+
+// TestRefusalsCloseWithoutReadingTheBody: a request refused before its
+// body is read (no or an unknown token, a wrong method, an unknown URL)
+// is answered at once with Connection: close, and the server closes the
+// connection instead of draining the body the client is still sending.
+func TestRefusalsCloseWithoutReadingTheBody(t *testing.T) {
+	ts := offline(t, "", nil)
+	for _, tc := range []struct {
+		name, head string
+		status     int
+	}{
+		{"no token", "POST /v1/chat/completions HTTP/1.1\nHost: x\nContent-Length: 200000", http.StatusUnauthorized},
+		{"unknown token", "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer " + strings.Repeat("x", 40) + "\nContent-Length: 200000", http.StatusUnauthorized},
+		{"wrong method", "PUT /v1/chat/completions HTTP/1.1\nHost: x\nContent-Length: 200000", http.StatusMethodNotAllowed},
+		{"unknown URL", "POST /v1/nothing HTTP/1.1\nHost: x\nContent-Length: 200000", http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 10 bytes of a 200,000-byte body, then nothing.
+			conn, br := rawRequest(t, ts, tc.head, `{"model":`)
+			requireClosed(t, conn, br, tc.status)
+		})
+	}
+}
+
+// TestSlowBodyIs408: a body that does not arrive within BodyTimeout is
+// answered 408 and the connection closed; it does not hold the server.
+func TestSlowBodyIs408(t *testing.T) {
+	ts := offline(t, "", func(o *frontdoor.Options) { o.BodyTimeout = 300 * time.Millisecond })
+	conn, br := rawRequest(t, ts, "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer "+tokAcme+
+		"\nContent-Type: application/json\nContent-Length: 2000", `{"model":"auto","messages":[`)
+	start := time.Now()
+	resp := requireClosed(t, conn, br, http.StatusRequestTimeout)
+	require.Less(t, time.Since(start), 3*time.Second)
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+	require.Equal(t, "request_timeout", e.Error.Code)
+	require.Contains(t, e.Error.Message, "300ms")
+}
+
+// post sends a chat completion with token, a question of about n bytes
+// and max_tokens, and returns the status, the Retry-After and the error.
+func post(t *testing.T, url, token string, n, maxTokens int) (int, string, string, string) {
+	t.Helper()
+	body := fmt.Sprintf(`{"model":"auto","max_tokens":%d,"messages":[{"role":"user","content":%q}]}`, maxTokens, strings.Repeat("word ", n/5))
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	if resp.StatusCode == http.StatusTooManyRequests {
+		require.True(t, resp.Close, "no Connection: close")
+		require.Equal(t, "rate_limit_exceeded", e.Error.Code)
+	}
+	return resp.StatusCode, resp.Header.Get("Retry-After"), e.Error.Type, e.Error.Message
+}
+
+// TestOverTheRateIs429: over requests_per_minute or tokens_per_minute a
+// tenant's call is answered 429 with Retry-After and an OpenAI-shaped
+// error naming the limit and the tenant, before any call starts (this
+// front door's Temporal is unreachable: a call that started would be a
+// 503); another tenant is not held back.
+func TestOverTheRateIs429(t *testing.T) {
+	ts := offline(t, "defaults: {requests_per_minute: 2, tokens_per_minute: 3000}\ntenants:\n"+
+		"  - name: acme\n    tokens: ["+tokAcme+"]\n"+
+		"  - name: globex\n    tokens: ["+tokGlobex+"]\n    limits: {requests_per_minute: 100, tokens_per_minute: 0}\n", nil)
+
+	// tokens: max_tokens 2000 + about 20 for the prompt; the second
+	// call's 2,020 are more than the 1,000 or so left.
+	status, _, _, msg := post(t, ts.URL, tokAcme, 50, 2000)
+	require.Equal(t, http.StatusServiceUnavailable, status, "admitted, then Temporal unreachable: %s", msg)
+	status, after, typ, msg := post(t, ts.URL, tokAcme, 50, 2000)
+	require.Equal(t, http.StatusTooManyRequests, status, msg)
+	require.Equal(t, "tokens", typ)
+	require.Contains(t, msg, `tenant "acme" on tokens_per_minute: limit 3000 per minute`)
+	secs, err := strconv.Atoi(after)
+	require.NoError(t, err, "Retry-After %q", after)
+	require.InDelta(t, 20, secs, 2, "about 1,000 tokens to wait for at 50 a second")
+
+	// requests: the first call took one of two, the refused one none.
+	status, _, _, _ = post(t, ts.URL, tokAcme, 50, 10)
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	status, after, typ, msg = post(t, ts.URL, tokAcme, 50, 10)
+	require.Equal(t, http.StatusTooManyRequests, status, msg)
+	require.Equal(t, "requests", typ)
+	require.Contains(t, msg, `tenant "acme" on requests_per_minute: limit 2 per minute`)
+	require.NotEmpty(t, after)
+
+	for range 3 {
+		status, _, _, msg = post(t, ts.URL, tokGlobex, 50, 2000)
+		require.Equal(t, http.StatusServiceUnavailable, status, "globex is held back by acme's load: %s", msg)
+	}
+}
+
+// TestAsyncCallsCountInFlight: a Prefer: respond-async call counts as in
+// flight until it ends although its request has ended: with max_in_flight
+// 1, a second call of the tenant is 429 while the first runs, another
+// tenant's is not, and once the first has ended the tenant may call again.
+func TestAsyncCallsCountInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	path := filepath.Join(t.TempDir(), "tenants.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("tenants:\n"+
+		"  - name: acme\n    tokens: ["+tokAcme+"]\n    limits: {max_in_flight: 1}\n"+
+		"  - name: globex\n    tokens: ["+tokGlobex+"]\n"), 0o600))
+	tenants, err := frontdoor.LoadTenants(path)
+	require.NoError(t, err)
+	d := newDoor(t, func(o *frontdoor.Options) { o.Tenants = tenants })
+	ctx := ctxT(t)
+
+	async := func(token, question string) (int, string) {
+		body := fmt.Sprintf(`{"model":"auto","messages":[{"role":"user","content":%q}]}`, question)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Prefer", "respond-async")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header.Get(frontdoor.HeaderWorkflowID)
+	}
+	// About 3 s of answer at qwen-72b's 40 tokens/s.
+	status, id := async(tokAcme, "[[sim tokens=120]] Tell me about order 1 "+uuid.NewString())
+	require.Equal(t, http.StatusAccepted, status)
+	status, _ = async(tokAcme, "Tell me about order 2 "+uuid.NewString())
+	require.Equal(t, http.StatusTooManyRequests, status, "the async call no longer counts once its 202 is sent")
+	status, _ = async(tokGlobex, "Tell me about order 3 "+uuid.NewString())
+	require.Equal(t, http.StatusAccepted, status)
+
+	var res any
+	require.NoError(t, d.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
+	require.Eventually(t, func() bool {
+		status, _ = async(tokAcme, "Tell me about order 4 "+uuid.NewString())
+		return status == http.StatusAccepted
+	}, 10*time.Second, 200*time.Millisecond, "the slot is not freed when the call ends")
+}
