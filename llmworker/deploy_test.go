@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
@@ -31,7 +32,7 @@ func TestIntegrationPinnedDeploy(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, w.Start())
 		t.Cleanup(w.Stop)
-		require.NoError(t, llmworker.MakeCurrent(ctx, s.c, name, build))
+		require.NoError(t, llmworker.MakeCurrent(ctx, s.c, client.DefaultNamespace, name, build))
 	}
 	build := func(id string) string {
 		d, err := s.c.DescribeWorkflowExecution(ctx, id, "")

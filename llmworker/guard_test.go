@@ -59,14 +59,15 @@ func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	waitForPoller(t, c, tq, b.pid())
 	// The fleet's view holds the open breaker once the guard workflow has
 	// taken A's last report (B's worker runs it now that A is gone); then
-	// three sync intervals later B has read that view.
+	// three sync intervals later B has read that view. A workflow task
+	// handed to A's last poll first times out (10 s).
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		v, err := c.QueryWorkflow(ctx, workflows.GuardID(tq), "", workflows.QueryGuardView)
 		var view guard.View
 		return err == nil && v.Get(&view) == nil && view.Open["qwen-72b"].After(time.Now())
-	}, 20*time.Second, 100*time.Millisecond, "the fleet's view never showed qwen-72b's breaker open")
+	}, 40*time.Second, 100*time.Millisecond, "the fleet's view never showed qwen-72b's breaker open")
 	time.Sleep(1500 * time.Millisecond)
 	before := sim.Stats().Models["qwen-72b"].Arrivals
 	res := ask(100)

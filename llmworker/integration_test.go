@@ -69,7 +69,6 @@ func newStackWith(t *testing.T, opts llmsim.Options, mutate func(*config.Config)
 	t.Cleanup(sim.Close)
 	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
-	cfg.Call.HeartbeatTimeout = config.Duration(2 * time.Second)
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -160,11 +159,12 @@ func TestIntegrationCallsWaitForARateLimitHold(t *testing.T) {
 // TestIntegrationProviderHeadroomPacesCalls: the upstream's own
 // x-ratelimit-remaining-requests: 0 holds the endpoint until its
 // x-ratelimit-reset-requests, so the next call waits its turn instead of
-// being refused (a gateway limit of 2 requests a second, bucket of 2).
+// being refused (a gateway limit of one request every 2 s, bucket of 2:
+// six calls in a row empty it however slow the machine is).
 func TestIntegrationProviderHeadroomPacesCalls(t *testing.T) {
 	sc, err := llmsim.ParseScenario([]byte(`
 models:
-  - {name: qwen-72b, rate_limit: 2, burst: 2, ttft: 0s, itl: 0s}
+  - {name: qwen-72b, rate_limit: 0.5, burst: 2, ttft: 0s, itl: 0s}
   - {name: qwen-14b}
   - {name: llama-8b}
 `), "headroom.yaml")

@@ -163,12 +163,17 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 		byModelClass[r.Model+"/"+class]++
 	}
 
-	// The SDK reports through tally every second: wait for the calls.
+	// The SDK reports through tally every second: wait until every counter
+	// checked below has counted both calls (one flush may take some of
+	// them and not the others).
+	attempts := float64(len(ok1.Attempts) + len(failing.Attempts))
 	require.Eventually(t, func() bool {
 		fams = scrape(t, m.Addr)
 		n, _ := sum(fams, "llm_calls_total", map[string]string{"task_queue": tq})
-		return n == 2
-	}, 20*time.Second, 200*time.Millisecond, "llm_calls_total never counted the two calls:\n%s", metricText(fams, "llm_calls_total", "temporal_workflow_completed_total"))
+		done, _ := sum(fams, "temporal_workflow_completed_total", map[string]string{"task_queue": tq, "workflow_type": workflows.WorkflowName})
+		tried, _ := sum(fams, "llm_attempts_total", nil)
+		return n == 2 && done == 2 && tried == attempts
+	}, 20*time.Second, 200*time.Millisecond, "the counters never counted the two calls:\n%s", metricText(fams, "llm_calls_total", "temporal_workflow_completed_total", "llm_attempts_total"))
 
 	names := make([]string, 0, len(fams))
 	for n := range fams {
@@ -198,7 +203,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 		require.Equal(t, want, got, "llm_attempts_total{model=%q,class=%q}", model, class)
 	}
 	got, _ := sum(fams, "llm_attempts_total", nil)
-	require.Equal(t, float64(len(ok1.Attempts)+len(failing.Attempts)), got, "llm_attempts_total, all series")
+	require.Equal(t, attempts, got, "llm_attempts_total, all series")
 
 	calls := map[string]float64{}
 	for _, s := range samples(fams["llm_calls_total"]) {

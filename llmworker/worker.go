@@ -14,6 +14,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -343,20 +344,43 @@ func EnsureSearchAttributes(ctx context.Context, c client.Client, namespace stri
 }
 
 // MakeCurrent makes build the current version of the Worker Deployment
-// name, so that new calls go to its workers; calls pinned to another build
-// finish there. The version must have polled first: it retries until the
-// server knows it, up to ctx's deadline.
-func MakeCurrent(ctx context.Context, c client.Client, name, build string) error {
+// name in namespace, so that new calls go to its workers; calls pinned to
+// another build finish there. The version must have polled first: it
+// retries until the server knows it, then waits until the server has
+// propagated the new routing to the task queues (a call started before
+// that could still go to the old build), up to ctx's deadline.
+func MakeCurrent(ctx context.Context, c client.Client, namespace, name, build string) error {
 	h := c.WorkerDeploymentClient().GetHandle(name)
+	wait := func(err error) error {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("make build %s current in deployment %s: %w", build, name, errors.Join(ctx.Err(), err))
+		case <-time.After(250 * time.Millisecond):
+			return nil
+		}
+	}
 	for {
 		_, err := h.SetCurrentVersion(ctx, client.WorkerDeploymentSetCurrentVersionOptions{BuildID: build})
 		if err == nil {
-			return nil
+			break
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("make build %s current in deployment %s: %w", build, name, err)
-		case <-time.After(250 * time.Millisecond):
+		if err := wait(err); err != nil {
+			return err
+		}
+	}
+	for {
+		d, err := c.WorkflowService().DescribeWorkerDeployment(ctx, &workflowservice.DescribeWorkerDeploymentRequest{
+			Namespace: namespace, DeploymentName: name,
+		})
+		if err == nil {
+			// UNSPECIFIED: a server that does not report propagation.
+			if st := d.GetWorkerDeploymentInfo().GetRoutingConfigUpdateState(); st != enumspb.ROUTING_CONFIG_UPDATE_STATE_IN_PROGRESS {
+				return nil
+			}
+			err = errors.New("the new routing is still being propagated")
+		}
+		if err := wait(err); err != nil {
+			return err
 		}
 	}
 }

@@ -254,7 +254,7 @@ func run(args []string) error {
 		logger.Info("versioned worker", "deployment", d.Name, "build_id", d.BuildID, "make_current", *makeCurrent)
 		if *makeCurrent {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			err := llmworker.MakeCurrent(ctx, c, d.Name, d.BuildID)
+			err := llmworker.MakeCurrent(ctx, c, ns, d.Name, d.BuildID)
 			cancel()
 			if err != nil {
 				w.Stop()

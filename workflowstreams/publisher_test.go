@@ -116,12 +116,14 @@ func newTestPublisher(f *fakeSignal, opts Options) *publisher {
 
 func TestPublisherSendsTheFirstItemAtOnceAndBatchesTheRest(t *testing.T) {
 	f := newFakeSignal()
-	const interval = 300 * time.Millisecond
+	// Wide enough that a busy machine's scheduling (tens of ms) cannot
+	// blur "at once" and "after the interval".
+	const interval = time.Second
 	p := newTestPublisher(f, Options{BatchInterval: interval})
 	start := time.Now()
 	p.publish("t", "first", false)
 	tries := f.waitTries(t, 1)
-	require.Less(t, tries[0].at.Sub(start), interval/3, "the first item does not wait for the interval")
+	require.Less(t, tries[0].at.Sub(start), interval/2, "the first item does not wait for the interval")
 	require.Equal(t, []string{"t:first"}, itemValues(t, tries[0].in))
 	require.EqualValues(t, 1, tries[0].in.Sequence)
 	require.Len(t, tries[0].in.PublisherID, 16)
@@ -136,14 +138,14 @@ func TestPublisherSendsTheFirstItemAtOnceAndBatchesTheRest(t *testing.T) {
 	require.Equal(t, tries[0].in.PublisherID, tries[1].in.PublisherID)
 	gap := tries[1].at.Sub(tries[0].at)
 	require.GreaterOrEqual(t, gap, interval-10*time.Millisecond)
-	require.Less(t, gap, interval+150*time.Millisecond)
+	require.Less(t, gap, interval+500*time.Millisecond)
 
 	// After a quiet spell the next item goes out at once again.
-	time.Sleep(interval + 50*time.Millisecond)
+	time.Sleep(interval + 100*time.Millisecond)
 	before := time.Now()
 	p.publish("t", "after quiet", false)
 	tries = f.waitTries(t, 3)
-	require.Less(t, tries[2].at.Sub(before), interval/3)
+	require.Less(t, tries[2].at.Sub(before), interval/2)
 	require.NoError(t, p.close(context.Background()))
 	require.Equal(t, []string{"first", "b", "c", "d", "after quiet"}, f.kept())
 }

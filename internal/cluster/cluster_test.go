@@ -268,6 +268,9 @@ func TestClusterSurvivesKills(t *testing.T) {
 		return open
 	}, 30*time.Second, 250*time.Millisecond, "the fleet's guard never held qwen-72b's breaker open")
 	require.GreaterOrEqual(t, len(view.Acks), 2, "the guard has reports from %d worker(s): %v", len(view.Acks), view.Acks)
+	// Each worker reads the fleet's view every 500 ms: three intervals
+	// later every one of them holds the breaker open.
+	time.Sleep(1500 * time.Millisecond)
 	for i := range 4 {
 		r, err := a.ask(ctx, i%2, fmt.Sprintf("cluster-open-%d", i), fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] parcel %d?", i))
 		require.NoError(t, err)
@@ -299,20 +302,50 @@ func waitForWorkers(t *testing.T, ctx context.Context, tc client.Client, c *clus
 			pids[c.Pid(name)] = name
 		}
 	}
-	require.Eventually(t, func() bool {
-		d, err := tc.DescribeTaskQueue(ctx, workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY)
-		if err != nil {
-			return false
-		}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
 		seen := map[int]bool{}
-		for _, p := range d.GetPollers() {
-			if pid := identityPid(p.GetIdentity()); pids[pid] != "" {
-				seen[pid] = true
+		if d, err := tc.DescribeTaskQueue(ctx, workflows.TaskQueue, enumspb.TASK_QUEUE_TYPE_ACTIVITY); err == nil {
+			for _, p := range d.GetPollers() {
+				if pid := identityPid(p.GetIdentity()); pids[pid] != "" {
+					seen[pid] = true
+				}
 			}
 		}
-		return len(seen) == n
-	}, 60*time.Second, 200*time.Millisecond, "%d workers never polled %s", n, workflows.TaskQueue)
-	return pids
+		if len(seen) == n {
+			return pids
+		}
+		// A worker that exited will never poll: say why at once.
+		for _, name := range pids {
+			select {
+			case <-c.Exited(name):
+				t.Fatalf("%s exited before it polled %s; its log ends:\n%s", name, workflows.TaskQueue, logTail(c, name))
+			default:
+			}
+		}
+		if time.Now().After(deadline) {
+			var tails []string
+			for pid, name := range pids {
+				if !seen[pid] {
+					tails = append(tails, fmt.Sprintf("%s (pid %d) log ends:\n%s", name, pid, logTail(c, name)))
+				}
+			}
+			t.Fatalf("%d of %d workers poll %s after 60 s:\n%s", len(seen), n, workflows.TaskQueue, strings.Join(tails, "\n"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// logTail is the end of process name's log, for a failure message.
+func logTail(c *cluster.Cluster, name string) string {
+	b, err := os.ReadFile(c.LogPath(name))
+	if err != nil {
+		return err.Error()
+	}
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
 }
 
 // identityPid is the pid of an SDK worker identity ("pid@host@…").

@@ -48,18 +48,13 @@ func FreePorts(workers, frontDoors int) (Ports, error) {
 			_ = ln.Close()
 		}
 	}()
+	// Every port is below 32768, where the kernel hands out no ephemeral
+	// ports: a port picked now is bound by its process seconds later
+	// (after PostgreSQL's and Temporal's start), and in the meantime any
+	// outgoing connection or ":0" listener on the machine could take an
+	// ephemeral one. Temporal also keeps membership ports in a smallint
+	// column of PostgreSQL. Each is held until all are picked: no port twice.
 	free := func() int {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0
-		}
-		lns = append(lns, ln) // held until all are picked: no port twice
-		return ln.Addr().(*net.TCPAddr).Port
-	}
-	// Temporal keeps membership ports in a smallint column of PostgreSQL:
-	// they must be below 32768, where the kernel hands out no ephemeral
-	// ports.
-	low := func() int {
 		for range 200 {
 			port := 10000 + mrand.IntN(22000)
 			if ln, err := net.Listen("tcp", addr(port)); err == nil {
@@ -71,7 +66,7 @@ func FreePorts(workers, frontDoors int) (Ports, error) {
 	}
 	p := Ports{
 		Postgres: free(), Frontend: free(), FrontendHTTP: free(), History: free(), Matching: free(), InternalWorker: free(),
-		FrontendMembership: low(), HistoryMembership: low(), MatchingMembership: low(), WorkerMembership: low(),
+		FrontendMembership: free(), HistoryMembership: free(), MatchingMembership: free(), WorkerMembership: free(),
 		UI: free(), LLMSim: free(),
 	}
 	for range frontDoors {
@@ -80,7 +75,9 @@ func FreePorts(workers, frontDoors int) (Ports, error) {
 	for range workers {
 		p.Metrics = append(p.Metrics, free())
 	}
-	for _, n := range append([]int{p.Postgres, p.Frontend, p.UI, p.FrontendMembership, p.HistoryMembership, p.MatchingMembership, p.WorkerMembership}, p.FrontDoors...) {
+	all := []int{p.Postgres, p.Frontend, p.FrontendHTTP, p.History, p.Matching, p.InternalWorker,
+		p.FrontendMembership, p.HistoryMembership, p.MatchingMembership, p.WorkerMembership, p.UI, p.LLMSim}
+	for _, n := range append(append(all, p.FrontDoors...), p.Metrics...) {
 		if n == 0 {
 			return Ports{}, fmt.Errorf("no free port on 127.0.0.1")
 		}
