@@ -203,6 +203,11 @@ func TestGetCallIsOneDescribe(t *testing.T) {
 	id := hr.Header.Get(frontdoor.HeaderWorkflowID)
 	require.Equal(t, request.Key("acme", "u-poll", "", msgs(q)), id)
 	t.Cleanup(func() { _ = d.c.TerminateWorkflow(context.Background(), id, "", "test done") })
+	// The front door watches an async call in the background, to free its
+	// in-flight slot when it ends; the watch's first read (a Describe for
+	// the run ID, then a long poll) is not a poll's.
+	require.Eventually(t, func() bool { return rc.take()["DescribeWorkflowExecution"] > 0 },
+		10*time.Second, 10*time.Millisecond, "the front door never watched the async call")
 
 	for i := 0; i < 3; i++ {
 		rc.take()
