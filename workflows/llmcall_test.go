@@ -58,6 +58,9 @@ type harness struct {
 	calls  []activities.CallInput
 	at     []time.Time
 	start  time.Time
+	// onAttempt, when set, runs inside the scripted CallModel of attempt n
+	// (1-based), before it returns.
+	onAttempt func(n int)
 }
 
 func newHarness(t *testing.T, cfg *config.Config, script ...outcome) *harness {
@@ -84,6 +87,9 @@ func newHarnessWithGuards(t *testing.T, cfg *config.Config, budgets *guard.Budge
 		func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
 			h.calls = append(h.calls, in)
 			h.at = append(h.at, env.Now())
+			if h.onAttempt != nil {
+				h.onAttempt(len(h.calls))
+			}
 			if len(h.script) == 0 {
 				t.Fatalf("unexpected upstream attempt %d on %s", len(h.calls), in.Model)
 			}
@@ -661,7 +667,11 @@ func TestLLMCallHistoryGuard(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, nil, fail(failure.ServerError, 500))
-			h.env.RegisterDelayedCallback(func() { tc.grow(h.env) }, time.Millisecond) // during the backoff
+			// The history outgrows its limit during the first attempt (not
+			// by the clock: the test environment's clock runs on while the
+			// admission's local activities do, so a timed callback could
+			// come before the attempt).
+			h.onAttempt = func(int) { tc.grow(h.env) }
 			res, err := h.run(ask("When will my order arrive?"))
 			require.NoError(t, err)
 			require.Equal(t, []string{"qwen-72b:server_error:retry"}, res.Decisions(), "no attempt after the history outgrew its limit")
