@@ -136,7 +136,7 @@ func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string)
 			writeJSON(w, http.StatusAccepted, runningStatus(id, desc))
 			return
 		}
-		res, err := h.o.Client.Result(ctx, id)
+		res, err := h.o.Client.RunResult(ctx, id, desc.WorkflowExecution.RunID)
 		if err != nil {
 			h.callFailed(id, err).write(w)
 			return

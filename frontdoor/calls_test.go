@@ -229,6 +229,14 @@ func TestGetCallIsOneDescribe(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, otherStatus)
 	require.Equal(t, http.StatusNotFound, unknownStatus)
 	require.Equal(t, unknown, strings.ReplaceAll(other, id, unknownID), "another tenant's call looks like no call at all")
+
+	// An ended call: still one Describe; its close event is read (a long
+	// poll, not counted) by the run ID the Describe gave.
+	require.NoError(t, d.c.TerminateWorkflow(ctx, id, "", "ended for the poll"))
+	rc.take()
+	status, body := d.callURL(ctx, http.MethodGet, tokAcme, id)
+	require.NotEqual(t, http.StatusAccepted, status, body)
+	require.Equal(t, map[string]int{"DescribeWorkflowExecution": 1}, rc.take(), "poll of the ended call")
 }
 
 // TestDeleteCancelsTheTenantsOwnCall: DELETE /v1/calls/{id} cancels the

@@ -336,8 +336,15 @@ func (c *Client) final(ctx context.Context, id string) (workflows.CallResult, er
 
 // Result waits for the call with this workflow ID.
 func (c *Client) Result(ctx context.Context, id string) (workflows.CallResult, error) {
+	return c.RunResult(ctx, id, "")
+}
+
+// RunResult waits for run runID of the call id; with the run ID known (a
+// Describe's) the SDK reads the history's close event without a Describe
+// of its own.
+func (c *Client) RunResult(ctx context.Context, id, runID string) (workflows.CallResult, error) {
 	var res workflows.CallResult
-	err := c.Temporal.GetWorkflow(ctx, id, "").Get(ctx, &res)
+	err := c.Temporal.GetWorkflow(ctx, id, runID).Get(ctx, &res)
 	return res, err
 }
 

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -31,6 +32,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -281,10 +283,6 @@ func (c *Cluster) secret(name string, n int) (string, error) {
 	return s, os.WriteFile(path, []byte(s+"\n"), 0o600)
 }
 
-// IDSecret is the deployment secret of the cluster's workflow IDs
-// (LLM_ID_SECRET of its front doors).
-func (c *Cluster) IDSecret() (string, error) { return c.secret("id-secret", 32) }
-
 // Token is the bearer token of tenant at the front doors ("" when it has
 // none in clear).
 func (c *Cluster) Token(tenant string) string { return c.tokens[tenant] }
@@ -383,8 +381,9 @@ func (c *Cluster) Client(ctx context.Context) (client.Client, error) {
 	var tc client.Client
 	err := retry(ctx, time.Minute, func() error {
 		var err error
+		// No SDK log lines while the server is still starting.
 		tc, err = client.DialContext(ctx, client.Options{HostPort: c.TemporalAddress(), Namespace: "default",
-			Logger: quietLogger{}})
+			Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		if err != nil {
 			return err
 		}
@@ -567,18 +566,3 @@ func (c *Cluster) UIURL() string { return "http://" + addr(c.o.Ports.UI) }
 func (c *Cluster) FrontDoorURL(i int) string {
 	return "http://" + addr(c.o.Ports.FrontDoors[i]) + "/v1"
 }
-
-// StoreDSN is the URL of the shared store's database.
-func (c *Cluster) StoreDSN() string { return c.pg.DSN(StoreDB) }
-
-// PostgresDSN is the URL of database db on the cluster's PostgreSQL.
-func (c *Cluster) PostgresDSN(db string) string { return c.pg.DSN(db) }
-
-// quietLogger drops the SDK's log lines while the client waits for a
-// server that is still starting.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}

@@ -144,9 +144,6 @@ func (s *Server) Stop() {
 	}
 }
 
-// Port is the port the server listens on, at 127.0.0.1.
-func (s *Server) Port() int { return s.port }
-
 // DSN is the URL of database db on the server, as user postgres.
 func (s *Server) DSN(db string) string {
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.port, db)

@@ -421,17 +421,7 @@ func TestFAQFeaturesCJKStopWords(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tf := faqFeatures(keyword.Fold(tt.text), nil)
-			for _, w := range tt.want {
-				if _, ok := tf[w]; !ok {
-					t.Errorf("features of %q lack %q: %v", tt.text, w, tf)
-				}
-			}
-			for _, w := range tt.notWant {
-				if _, ok := tf[w]; ok {
-					t.Errorf("features of %q have %q", tt.text, w)
-				}
-			}
+			checkFeatures(t, tt.text, faqFeatures(keyword.Fold(tt.text), nil), tt.want, tt.notWant)
 		})
 	}
 }
@@ -548,17 +538,23 @@ func TestFAQLexicon(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tf := faqFeatures(keyword.Fold(tt.text), f)
-			for _, w := range tt.want {
-				if _, ok := tf[w]; !ok {
-					t.Errorf("features of %q lack %q: %v", tt.text, w, tf)
-				}
-			}
-			for _, w := range tt.notWant {
-				if _, ok := tf[w]; ok {
-					t.Errorf("features of %q have %q", tt.text, w)
-				}
-			}
+			checkFeatures(t, tt.text, faqFeatures(keyword.Fold(tt.text), f), tt.want, tt.notWant)
 		})
+	}
+}
+
+// checkFeatures reports the features of text that tf lacks from want or
+// has from notWant.
+func checkFeatures(t *testing.T, text string, tf map[string]float64, want, notWant []string) {
+	t.Helper()
+	for _, w := range want {
+		if _, ok := tf[w]; !ok {
+			t.Errorf("features of %q lack %q: %v", text, w, tf)
+		}
+	}
+	for _, w := range notWant {
+		if _, ok := tf[w]; ok {
+			t.Errorf("features of %q have %q", text, w)
+		}
 	}
 }
