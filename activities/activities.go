@@ -183,9 +183,6 @@ func New(o Options) (*Activities, error) {
 	return a, nil
 }
 
-// invalid is the non-retryable error of a request that must change. The
-// message already says everything; err is not attached as the cause, which
-// would reach the caller as the same text again, labelled "retryable: true".
 // SpendMeter tells what a tenant's calls cost today (UTC).
 type SpendMeter interface {
 	Spent(tenant string, now time.Time) float64
@@ -196,6 +193,9 @@ type SpendMeter interface {
 // resets (midnight UTC).
 const SpendCapError = "spend_cap"
 
+// invalid is the non-retryable error of a request that must change. The
+// message already says everything; err is not attached as the cause, which
+// would reach the caller as the same text again, labelled "retryable: true".
 func invalid(err error) error {
 	return temporal.NewApplicationErrorWithOptions(err.Error(), string(failure.InvalidRequest),
 		temporal.ApplicationErrorOptions{NonRetryable: true})

@@ -396,12 +396,6 @@ func answerSize(resp openai.ChatCompletionResponse) int {
 	return n
 }
 
-// backpressure holds the scope of a rate-limited attempt (a 429: the
-// model's rate_limit_scope; queue_full: the model's queue) for the
-// upstream's Retry-After, else rate_limit.hold, and reports whether the
-// refusal is backpressure: true until that scope has been held without a
-// break for rate_limit.breaker_after, when it starts to count against the
-// model's breaker.
 // ownShape reports whether a failure says more about the request than
 // about the model, so that it does not count against the model's breaker
 // (one tenant's huge requests would otherwise open it for everyone): a
@@ -420,6 +414,12 @@ func ownShape(m config.ModelConfig, in CallInput, class failure.Class) bool {
 	return w > 0 && (in.Prompt.Tokens*2 > w || in.Shape.MaxTokens*4 > w)
 }
 
+// backpressure holds the scope of a rate-limited attempt (a 429: the
+// model's rate_limit_scope; queue_full: the model's queue) for the
+// upstream's Retry-After, else rate_limit.hold, and reports whether the
+// refusal is backpressure: true until that scope has been held without a
+// break for rate_limit.breaker_after, when it starts to count against the
+// model's breaker.
 func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict) bool {
 	var scope string
 	switch v.Class {

@@ -30,14 +30,14 @@ func Escape(s string) string {
 			continue
 		case strings.ContainsRune("\\`*[]()<>#!|~{}", r):
 			b.WriteByte('\\')
-		case i == 0 && strings.ContainsRune("-+=>.", r):
-			// A list item, a heading underline or a quote at the start.
+		case i == 0 && strings.ContainsRune("-+=.", r):
+			// A list item or a heading underline at the start (a quote's
+			// ">" is escaped above).
 			b.WriteByte('\\')
-		case r == '.' || r == ')':
-			// "1." or "1)" at the start is an ordered list.
-			if allDigits(rs[:i]) && i > 0 {
-				b.WriteByte('\\')
-			}
+		case r == '.' && i > 0 && allDigits(rs[:i]):
+			// "1." at the start is an ordered list ("1)"'s ")" is escaped
+			// above).
+			b.WriteByte('\\')
 		}
 		b.WriteRune(r)
 	}
