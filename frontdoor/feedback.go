@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmclient"
@@ -57,19 +56,15 @@ func (h *Handler) postFeedback(w http.ResponseWriter, r *http.Request, tenant st
 		return
 	}
 	h.withOwnCall(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
-		if desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		res, err := h.o.Client.FeedbackOn(ctx, desc, o)
+		switch {
+		case errors.Is(err, llmclient.ErrCallRunning):
 			(&apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_running",
 				message: fmt.Sprintf("The call %s has not answered yet: send feedback once it has (GET %s says when).", id, callURL(id))}).write(w)
 			return
-		}
-		res, err := h.o.Client.FeedbackOn(ctx, desc, o)
-		switch {
 		case errors.Is(err, llmclient.ErrCallNotAnswered):
 			(&apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_not_answered",
 				message: fmt.Sprintf("The call %s ended without an answer (%s): there is no answer to give feedback on.", id, llmclient.StatusWord(desc.Status))}).write(w)
-			return
-		case errors.Is(err, llmclient.ErrCallNotFound):
-			callNotFound(id).write(w)
 			return
 		case err != nil:
 			h.lookupFailed(err).write(w)

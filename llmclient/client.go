@@ -219,10 +219,6 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 	if err != nil {
 		return "", client.StartWorkflowOptions{}, err
 	}
-	tq := c.TaskQueue
-	if tq == "" {
-		tq = workflows.TaskQueue
-	}
 	memo := map[string]any{}
 	if req.Tenant != "" {
 		memo[MemoTenant] = req.Tenant
@@ -232,7 +228,7 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 	}
 	return id, client.StartWorkflowOptions{
 		ID:                       id,
-		TaskQueue:                tq,
+		TaskQueue:                c.taskQueue(),
 		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
 		WorkflowExecutionTimeout: c.ExecutionTimeout(req),

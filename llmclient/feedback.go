@@ -68,8 +68,8 @@ func (c *Client) FeedbackOn(ctx context.Context, desc *client.WorkflowExecutionD
 		return workflows.FeedbackResult{}, fmt.Errorf("%w: call %s ended without an answer (%s): there is no rule to learn about",
 			ErrCallNotAnswered, id, StatusWord(desc.Status))
 	}
-	var res workflows.CallResult
-	if err := c.Temporal.GetWorkflow(ctx, id, desc.WorkflowExecution.RunID).Get(ctx, &res); err != nil {
+	res, err := c.RunResult(ctx, id, desc.WorkflowExecution.RunID)
+	if err != nil {
 		return workflows.FeedbackResult{}, fmt.Errorf("read the result of call %s: %w", id, err)
 	}
 	scenario, _ := desc.TypedSearchAttributes.GetKeyword(workflows.SAScenario)
@@ -118,6 +118,7 @@ func (c *Client) sendFeedback(ctx context.Context, key string, fb workflows.Feed
 	return out, fmt.Errorf("feedback on call %s to %s: %w", fb.CallID, lid, err)
 }
 
+// taskQueue is the task queue the client's calls run on.
 func (c *Client) taskQueue() string {
 	if c.TaskQueue == "" {
 		return workflows.TaskQueue

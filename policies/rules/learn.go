@@ -354,7 +354,7 @@ func (l Ledger) Sync(p Learning, now time.Time) (Ledger, []Change) {
 			if to == On {
 				reason = "no longer pinned by the policy"
 			}
-			changes = append(changes, r.change(to, now, reason))
+			changes = append(changes, r.change(to, reason))
 			if r.State == Off {
 				r.Recent = "" // the shadow window says nothing of firing
 			}
@@ -371,7 +371,7 @@ func (l Ledger) index(id string) int {
 }
 
 // change describes moving r to state to.
-func (r Record) change(to State, now time.Time, reason string) Change {
+func (r Record) change(to State, reason string) Change {
 	w := r.Window()
 	return Change{Rule: r.ID, From: r.State, To: to, Precision: w.Precision(), N: w.N(), Threshold: r.Threshold, Reason: reason}
 }
@@ -393,8 +393,9 @@ type Counted struct {
 	Fired    bool   `json:"fired"`
 	Judgment string `json:"judgment"`
 	// InWindow: the judgment is in the rule's window (it can move the rule);
-	// a feedback that arrives after the rule changed state, about a call
-	// made before, only adds to its totals.
+	// feedback of the other kind (fired while the rule is off, in shadow
+	// while it is on: a call made before its last change) only adds to its
+	// totals.
 	InWindow bool  `json:"in_window"`
 	State    State `json:"state"`
 }
@@ -512,7 +513,7 @@ func (r *Record) evaluate(min int, now time.Time) (Change, bool) {
 	default:
 		return Change{}, false
 	}
-	c := r.change(to, now, reason)
+	c := r.change(to, reason)
 	r.State, r.Reason, r.ChangedAt, r.Recent = to, reason, now, ""
 	r.Changes++
 	return c, true
