@@ -60,6 +60,9 @@ type FairnessRow struct {
 // TenantCount counts one tenant's calls by how they ended.
 type TenantCount struct {
 	Sent, OK, Limited, Other int
+	// InFlight of Limited were refused on max_in_flight; the rest on
+	// requests_per_minute or tokens_per_minute.
+	InFlight int
 	// Errors are a few examples of Other.
 	Errors []string
 }
@@ -159,7 +162,7 @@ func FairnessScenario(slots int) *llmsim.Scenario {
 
 func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url string, step *progress.Step) FairnessRow {
 	run := randomID()
-	caller := func(token, tenant string, sent, ok, limited, other *atomic.Int64, errs chan<- string) CallFunc {
+	caller := func(token, tenant string, sent, ok, limited, inFlight, other *atomic.Int64, errs chan<- string) CallFunc {
 		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		return func(ctx context.Context, i int) Result {
 			sent.Add(1)
@@ -180,7 +183,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 				}
 				return Result{Err: err}
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
+			answer, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			switch resp.StatusCode {
 			case http.StatusOK:
@@ -188,6 +191,10 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 				return Result{Answered: true}
 			case http.StatusTooManyRequests:
 				limited.Add(1)
+				// The refusal names its limit ("… on max_in_flight: …").
+				if strings.Contains(string(answer), " on "+frontdoor.LimitInFlight+":") {
+					inFlight.Add(1)
+				}
 			default:
 				other.Add(1)
 				select {
@@ -198,7 +205,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 			return Result{Err: fmt.Errorf("%s", resp.Status)}
 		}
 	}
-	var bSent, bOK, bLim, bOther, aSent, aOK, aLim, aOther atomic.Int64
+	var bSent, bOK, bLim, bInFlight, bOther, aSent, aOK, aLim, aInFlight, aOther atomic.Int64
 	bErrs, aErrs := make(chan string, 3), make(chan string, 3)
 
 	// A floods from Warmup before B's window to its end; its calls still
@@ -208,7 +215,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 	defer cancelA()
 	if row.Flooding {
 		aRate := o.Flood * float64(o.Quota) / 60
-		callA := caller(fairTokenA, "a", &aSent, &aOK, &aLim, &aOther, aErrs)
+		callA := caller(fairTokenA, "a", &aSent, &aOK, &aLim, &aInFlight, &aOther, aErrs)
 		go func() {
 			defer close(aDone)
 			_, _ = OpenLoop(actx, aRate, o.Warmup+o.Window, callA)
@@ -220,7 +227,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 	} else {
 		close(aDone)
 	}
-	callB := caller(fairTokenB, "b", &bSent, &bOK, &bLim, &bOther, bErrs)
+	callB := caller(fairTokenB, "b", &bSent, &bOK, &bLim, &bInFlight, &bOther, bErrs)
 	outs, _ := OpenLoop(ctx, o.Rate, o.Window, func(ctx context.Context, i int) Result {
 		r := callB(ctx, i)
 		step.Add(1)
@@ -235,8 +242,8 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 			row.BLatencies = append(row.BLatencies, out.Latency)
 		}
 	}
-	row.B = TenantCount{Sent: int(bSent.Load()), OK: int(bOK.Load()), Limited: int(bLim.Load()), Other: int(bOther.Load()), Errors: drain(bErrs)}
-	row.A = TenantCount{Sent: int(aSent.Load()), OK: int(aOK.Load()), Limited: int(aLim.Load()), Other: int(aOther.Load()), Errors: drain(aErrs)}
+	row.B = TenantCount{Sent: int(bSent.Load()), OK: int(bOK.Load()), Limited: int(bLim.Load()), InFlight: int(bInFlight.Load()), Other: int(bOther.Load()), Errors: drain(bErrs)}
+	row.A = TenantCount{Sent: int(aSent.Load()), OK: int(aOK.Load()), Limited: int(aLim.Load()), InFlight: int(aInFlight.Load()), Other: int(aOther.Load()), Errors: drain(aErrs)}
 	return row
 }
 
@@ -268,7 +275,7 @@ func (r *FairnessReport) Header(command string, m Machine, date time.Time) Heade
 
 // Table returns the fairness table.
 func (r *FairnessReport) Table() Table {
-	t := Table{Columns: []string{"row", "B p50", "B p95", "B p99", "B p99 ÷ alone", "B 200", "B 429", "B other", "A sent", "A 200", "A 429", "A other"}}
+	t := Table{Columns: []string{"row", "B p50", "B p95", "B p99", "B p99 ÷ alone", "B 200", "B 429", "B other", "A sent", "A 200", "A 429", "A 429 on max_in_flight", "A other"}}
 	base := Percentile(r.Rows[0].BLatencies, 0.99)
 	for _, row := range r.Rows {
 		p99 := Percentile(row.BLatencies, 0.99)
@@ -276,9 +283,9 @@ func (r *FairnessReport) Table() Table {
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2f×", float64(p99)/float64(base))
 		}
-		a := []string{"–", "–", "–", "–"}
+		a := []string{"–", "–", "–", "–", "–"}
 		if row.Flooding {
-			a = []string{fmt.Sprint(row.A.Sent), fmt.Sprint(row.A.OK), fmt.Sprint(row.A.Limited), fmt.Sprint(row.A.Other)}
+			a = []string{fmt.Sprint(row.A.Sent), fmt.Sprint(row.A.OK), fmt.Sprint(row.A.Limited), fmt.Sprint(row.A.InFlight), fmt.Sprint(row.A.Other)}
 		}
 		t.Rows = append(t.Rows, append([]string{row.Name,
 			fmtDur(Percentile(row.BLatencies, 0.5)), fmtDur(Percentile(row.BLatencies, 0.95)), fmtDur(p99), ratio,
