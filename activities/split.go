@@ -21,7 +21,9 @@ import (
 type SplitInput struct {
 	Question string `json:"question"`
 	Tenant   string `json:"tenant,omitempty"`
-	RuleID   string `json:"rule_id"`
+	// RuleID is the rule that chose step-by-step mode: not read here, it
+	// names the rule in the activity's input in history, for the operator.
+	RuleID string `json:"rule_id"`
 }
 
 // Split is the three smaller questions, who wrote them (a model's name,

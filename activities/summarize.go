@@ -81,11 +81,19 @@ func (a *Activities) Summarize(ctx context.Context, in SummarizeInput) (Summary,
 		return Summary{Reason: "no summary: the ladder has no model"}, nil
 	}
 	max := a.cfg.Pruning.Summary.MaxTokens
+	instruction, transcript := fmt.Sprintf(summaryInstruction, max), promptpkg.Transcript(msgs[d.From:d.To])
+	// The summary model is usually the ladder's smallest: rounds that
+	// overflowed a larger model may not fit its window either, and a
+	// request it must refuse would only cost budget and time.
+	if need := a.tokens.Count(instruction) + a.tokens.Count(transcript) + max; m.ContextWindow > 0 && need > m.ContextWindow {
+		return Summary{Model: m.Name, Reason: fmt.Sprintf("no summary: the %d dropped round(s) and the summary need %d tokens, over %s's context window (%d)",
+			d.Rounds, need, m.Name, m.ContextWindow)}, nil
+	}
 	resp, m, why := a.sideRequest(ctx, m, in.Request.Tenant, fmt.Sprintf("%ds", in.Attempt), m.Timeout.D(), openai.ChatCompletionRequest{
 		MaxTokens: max, Temperature: 1e-45,
 		Messages: []openai.ChatCompletionMessage{
-			{Role: openai.ChatMessageRoleSystem, Content: fmt.Sprintf(summaryInstruction, max)},
-			{Role: openai.ChatMessageRoleUser, Content: promptpkg.Transcript(msgs[d.From:d.To])},
+			{Role: openai.ChatMessageRoleSystem, Content: instruction},
+			{Role: openai.ChatMessageRoleUser, Content: transcript},
 		},
 	})
 	if why != "" {

@@ -23,7 +23,11 @@ import (
 // it was given. Generation.Recall and Recalled record it, so a test can
 // assert that a fact planted in a dropped round still reached the model.
 
-var summaryAskRE = regexp.MustCompile(`(?i)\bsummari[sz]e\b|总结|摘要`)
+// summaryAskRE matches an instruction to summarize the conversation (the
+// context refiner's opens "Summarize the conversation below"), not any
+// system prompt that mentions summaries ("You summarize documents" is an
+// ordinary call).
+var summaryAskRE = regexp.MustCompile(`(?i)^\s*summari[sz]e the (?:conversation|dialog(?:ue)?|chat)\b|^\s*(?:请)?(?:总结|概括)(?:以下|下面的?)?(?:对话|会话)`)
 
 // isSummaryRequest reports whether req's first message is a system or
 // developer message that asks for a summary.

@@ -19,9 +19,6 @@ func TestSummarizeKeepsFacts(t *testing.T) {
 			if got := Summarize(text, tt.max); got != tt.want {
 				t.Errorf("Summarize = %q, want %q", got, tt.want)
 			}
-			if got := Summarize(text, tt.max); got != Summarize(text, tt.max) {
-				t.Errorf("not deterministic")
-			}
 		})
 	}
 	if got := Summarize("hello there. fine.", 0); got != "hello there." {
@@ -40,5 +37,20 @@ func TestRecallDirective(t *testing.T) {
 	}
 	if recalled(msgs[:1:1], "ZX-4711") || recalled([]Message{msgs[0], msgs[2]}, "ZX-4711") {
 		t.Error("a fact only in the question is not recalled")
+	}
+}
+
+func TestIsSummaryRequest(t *testing.T) {
+	for content, want := range map[string]bool{
+		"Summarize the conversation below for another assistant that will not see it.": true,
+		"summarise the dialogue so far":                      true,
+		"请总结以下对话，保留所有事实":                                     true,
+		"You summarize documents for lawyers.":               false,
+		"You are a support agent. Never summarize policies.": false,
+	} {
+		req := &chatRequest{Messages: []Message{{Role: "system", Content: content}}}
+		if got := isSummaryRequest(req); got != want {
+			t.Errorf("isSummaryRequest(%q) = %v, want %v", content, got, want)
+		}
 	}
 }

@@ -272,7 +272,7 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	elapsed := workflow.Now(ctx).Sub(c.start)
 	var hp activities.Prepared
 	err := workflow.ExecuteLocalActivity(localOptions(ctx, "start hedge: "+plan.Model+", budget and guards"), a.StartHedge, activities.HedgeInput{
-		Prepare: activities.PrepareInput{Request: c.req, State: c.st, Elapsed: elapsed}, Model: plan.Model,
+		Prepare: activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: elapsed}, Model: plan.Model,
 	}).Get(ctx, &hp)
 	if err != nil || hp.Model == "" {
 		reason := hp.Reason

@@ -256,14 +256,7 @@ func (d *decider) retry() (Step, *Step) {
 	case config.ActionBumpTokens:
 		w := fixed(cp.Waits, d.next.ClassRetries[class])
 		st = d.step(Retry, w, "more tokens+retry")
-		base := sh.MaxTokens
-		if base <= 0 {
-			base = d.cfg.Pruning.ReserveOutputTokens
-		}
-		bumped := base + cp.MaxTokensIncrease
-		if limit := d.cfg.Limits.MaxTokens; limit > 0 && bumped > limit {
-			bumped = limit
-		}
+		bumped := d.bumpedMaxTokens()
 		if bumped <= sh.MaxTokens {
 			r := d.switchOrFallback(fmt.Sprintf("%s: max_tokens is already at the %d limit", class, sh.MaxTokens))
 			return Step{}, &r
@@ -286,22 +279,29 @@ func (d *decider) retry() (Step, *Step) {
 	return st, nil
 }
 
+// bumpedMaxTokens is the attempt's max_tokens (else the output reserve)
+// grown by the class's max_tokens_increase, within limits.max_tokens.
+func (d *decider) bumpedMaxTokens() int {
+	base := d.next.Shape.MaxTokens
+	if base <= 0 {
+		base = d.cfg.Pruning.ReserveOutputTokens
+	}
+	bumped := base + d.cp.MaxTokensIncrease
+	if limit := d.cfg.Limits.MaxTokens; limit > 0 && bumped > limit {
+		bumped = limit
+	}
+	return bumped
+}
+
 // continueStep asks the failed attempt's model for the missing part of
 // its truncated answer (action continue): max_tokens grows as bump_tokens
 // would, but all of it is for new text, so it is sent even at the
 // max_tokens limit.
 func (d *decider) continueStep() Step {
-	class, cp, sh := d.out.Class, d.cp, d.next.Shape
+	class, cp := d.out.Class, d.cp
 	w := fixed(cp.Waits, d.next.ClassRetries[class])
 	st := d.step(Retry, w, "continue")
-	base := sh.MaxTokens
-	if base <= 0 {
-		base = d.cfg.Pruning.ReserveOutputTokens
-	}
-	more := base + cp.MaxTokensIncrease
-	if limit := d.cfg.Limits.MaxTokens; limit > 0 && more > limit {
-		more = limit
-	}
+	more := d.bumpedMaxTokens()
 	st.Next.Shape.MaxTokens, st.Next.Shape.Temperature = more, cp.Temperature
 	st.Next.Shape.Continue = true
 	st.Reason = fmt.Sprintf("%s: %s continues the %d token(s) it wrote, up to %d new token(s), temperature %.1f, after %s",
