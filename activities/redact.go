@@ -98,8 +98,19 @@ func redactBytes(b []byte, key string) []byte {
 		return b
 	}
 	// The text as JSON would decode it, each byte remembering the span of
-	// b it came from, so that an escaped key is found like a plain one.
-	plain, from, to := unescapeLoose(b)
+	// b it came from, so that an escaped key is found like a plain one. A
+	// body without a backslash is its own decoding (byte i from span
+	// [i, i+1)): most bodies, read without an allocation per byte.
+	plain, from, to := b, []int(nil), []int(nil)
+	if bytes.IndexByte(b, '\\') >= 0 {
+		plain, from, to = unescapeLoose(b)
+	}
+	span := func(i int) (int, int) {
+		if from == nil {
+			return i, i + 1
+		}
+		return from[i], to[i]
+	}
 	n := minKeyPart
 	if len(key) < n {
 		n = len(key)
@@ -108,18 +119,21 @@ func redactBytes(b []byte, key string) []byte {
 	for i := 0; i+n <= len(key); i++ {
 		parts[key[i:i+n]] = true
 	}
-	mask := make([]bool, len(b))
-	hit := false
+	var mask []bool // allocated at the first hit
 	for i := 0; i+n <= len(plain); i++ {
 		if !parts[string(plain[i:i+n])] {
 			continue
 		}
-		hit = true
-		for j := from[i]; j < to[i+n-1]; j++ {
+		if mask == nil {
+			mask = make([]bool, len(b))
+		}
+		start, _ := span(i)
+		_, end := span(i + n - 1)
+		for j := start; j < end; j++ {
 			mask[j] = true
 		}
 	}
-	if !hit {
+	if mask == nil {
 		return b
 	}
 	var out bytes.Buffer

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -95,10 +94,6 @@ type Options struct {
 	// of a prompt (\u-escaped CJK text), and a prompt over the limit is
 	// still refused with 413 after decoding.
 	MaxBodyBytes int64
-	// DataConverter is the data converter of Client's Temporal client (for
-	// example the codec package's, when payloads are encrypted). Default
-	// converter.GetDefaultDataConverter().
-	DataConverter converter.DataConverter
 	// Logger receives one line per request (tenant, workflow ID, status;
 	// never tokens or prompts). Default: no logging.
 	Logger *slog.Logger
@@ -124,7 +119,6 @@ type Handler struct {
 	models []string
 	// passthrough are the fields some model of the policy forwards.
 	passthrough map[string]bool
-	namespace   string
 	hubs        *hubs // the subscriptions of streamed calls
 	limiter     *Limiter
 }
@@ -167,22 +161,16 @@ func New(o Options) (*Handler, error) {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 2*int64(request.MaxPromptBytes(o.Config.Limits)) + 64<<10
 	}
-	if o.DataConverter == nil {
-		o.DataConverter = converter.GetDefaultDataConverter()
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	h := &Handler{o: o, mux: http.NewServeMux(), namespace: o.Client.Namespace, limiter: NewLimiter(o.Tenants.Limits)}
+	h := &Handler{o: o, mux: http.NewServeMux(), limiter: NewLimiter(o.Tenants.Limits)}
 	h.hubs = newHubs(func(ctx context.Context, id string, yield func(llmclient.StreamItem) error) (workflows.CallResult, error) {
 		return o.Client.Follow(ctx, id, 0, "", yield)
 	}, o.SubscriptionGrace)
-	if h.namespace == "" {
-		h.namespace = "default"
-	}
 	h.passthrough = map[string]bool{}
 	for _, m := range o.Config.Models {
 		h.models = append(h.models, m.Name)

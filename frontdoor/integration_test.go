@@ -758,7 +758,7 @@ func TestEncryptedPayloads(t *testing.T) {
 		DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	d := newDoorWith(t, c, func(o *frontdoor.Options) { o.DataConverter = cd.DataConverter() })
+	d := newDoorWith(t, c, nil) // the client carries the codec
 	ctx := ctxT(t)
 
 	q := "Is my data encrypted at rest?"

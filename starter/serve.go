@@ -143,7 +143,7 @@ client of the deployment); without it serve listens only on loopback.
 		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits,
 			IDs: ids, Deadline: cfg.Call.Deadline.D()},
 		Tenants: tenants, Config: cfg, KeepAlive: *keepAlive, BodyTimeout: *bodyTimeout,
-		DataConverter: opts.DataConverter, Logger: logger,
+		Logger: logger,
 	})
 	if err != nil {
 		return err
