@@ -133,12 +133,9 @@ var faqPhrases = func() []faqPhrase {
 			out = append(out, faqPhrase{keys: keys, to: stems})
 		}
 	}
-	// Longest first, so "send it back" wins over "send back".
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j].keys) > len(out[j-1].keys); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	// Longest first, so "send it back" wins over "send back" (stable: equal
+	// lengths keep the table's order).
+	slices.SortStableFunc(out, func(a, b faqPhrase) int { return len(b.keys) - len(a.keys) })
 	return out
 }()
 
@@ -205,12 +202,9 @@ var faqCJKSynonyms = func() [][2][]rune {
 	for i, p := range pairs {
 		out[i] = [2][]rune{[]rune(p[0]), []rune(p[1])}
 	}
-	// Longest first, so 京东物流 wins over a shorter word inside it.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j][0]) > len(out[j-1][0]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	// Longest first, so 京东物流 wins over a shorter word inside it (stable:
+	// equal lengths keep the table's order).
+	slices.SortStableFunc(out, func(a, b [2][]rune) int { return len(b[0]) - len(a[0]) })
 	return out
 }()
 
@@ -266,7 +260,7 @@ var faqHomophones = func() map[rune][]rune {
 		rs := []rune(g)
 		for _, r := range rs {
 			for _, o := range rs {
-				if o != r && !containsRune(m[r], o) {
+				if o != r && !slices.Contains(m[r], o) {
 					m[r] = append(m[r], o)
 				}
 			}
@@ -275,24 +269,12 @@ var faqHomophones = func() map[rune][]rune {
 	return m
 }()
 
-func containsRune(rs []rune, r rune) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
 // fixCJKTypos returns run with a character replaced by its homophone where
 // the pair it forms with a neighbour is unknown to the FAQ and the
 // homophone makes a pair the FAQ uses (包果 → 包裹). run is not changed; a
 // copy is returned when a character is replaced.
 func (f *FAQ) fixCJKTypos(run []rune) []rune {
-	known := func(a, b rune) bool {
-		_, ok := f.idf["b:"+string([]rune{a, b})]
-		return ok
-	}
+	known := func(a, b rune) bool { return f.known("b:" + string([]rune{a, b})) }
 	out := run
 	for i := 0; i+1 < len(out); i++ {
 		a, b := out[i], out[i+1]

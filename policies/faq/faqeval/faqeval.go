@@ -109,14 +109,22 @@ type Result struct {
 // out-of-scope item: no answer).
 func (r Result) Right() bool { return r.Got == r.Expect }
 
-// Run matches every item against f at threshold.
+// Run matches every item against f at threshold (not above 0: the FAQ's
+// default). The best entry does not depend on the threshold: each item is
+// matched once, and filed as the answer or as below the threshold.
 func Run(f *faq.FAQ, items []Item, threshold float64) []Result {
+	if threshold <= 0 {
+		threshold = faq.DefaultThreshold
+	}
 	out := make([]Result, len(items))
 	for i, it := range items {
 		out[i].Item = it
-		if m, ok := f.Match(it.Q, threshold); ok {
+		m, ok := f.Match(it.Q, 1e-9)
+		switch {
+		case !ok:
+		case m.Score >= threshold:
 			out[i].Got, out[i].Score, out[i].Closest = m.ID, m.Score, m.Question
-		} else if m, ok := f.Match(it.Q, 1e-9); ok {
+		default:
 			out[i].Below, out[i].BelowScore, out[i].Closest = m.ID, m.Score, m.Question
 		}
 	}

@@ -40,15 +40,9 @@ func main() {
 }
 
 func run(evalPath, faqPath string, threshold float64, entries, rounds int, errors bool) error {
-	items, err := faqeval.Load(evalPath)
+	items, f, err := load(evalPath, faqPath)
 	if err != nil {
 		return err
-	}
-	f := faq.DefaultFAQ()
-	if faqPath != "" {
-		if f, err = faq.LoadFAQ(faqPath); err != nil {
-			return err
-		}
 	}
 	fmt.Printf("FAQ %s (%d entries), threshold %.2f, evaluation set %s (%d questions)\n\n",
 		f.Source(), f.Len(), threshold, evalPath, len(items))
@@ -83,15 +77,9 @@ func run(evalPath, faqPath string, threshold float64, entries, rounds int, error
 // runSweep prints, for the tune split only, what each threshold would give:
 // the calibration of the threshold looks at nothing else.
 func runSweep(evalPath, faqPath string) error {
-	items, err := faqeval.Load(evalPath)
+	items, f, err := load(evalPath, faqPath)
 	if err != nil {
 		return err
-	}
-	f := faq.DefaultFAQ()
-	if faqPath != "" {
-		if f, err = faq.LoadFAQ(faqPath); err != nil {
-			return err
-		}
 	}
 	fmt.Println("tune split: threshold  recall  wrong  oos wrong")
 	for t := 0.20; t < 0.601; t += 0.025 {
@@ -99,6 +87,20 @@ func runSweep(evalPath, faqPath string) error {
 		fmt.Printf("  %.3f  %5.1f %%  %4.1f %%  %4.1f %%\n", t, 100*c.Recall(), 100*c.WrongRate(), 100*c.OOSWrongRate())
 	}
 	return nil
+}
+
+// load reads the evaluation set and the FAQ (the embedded example when
+// faqPath is empty).
+func load(evalPath, faqPath string) ([]faqeval.Item, *faq.FAQ, error) {
+	items, err := faqeval.Load(evalPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if faqPath == "" {
+		return items, faq.DefaultFAQ(), nil
+	}
+	f, err := faq.LoadFAQ(faqPath)
+	return items, f, err
 }
 
 func micro(d time.Duration) string {
