@@ -129,8 +129,13 @@ func (c *Client) taskQueue() string {
 // Rules reads the records of the learner of scenario's calls; a scenario
 // without a learner (no feedback yet) is a *serviceerror.NotFound.
 func (c *Client) Rules(ctx context.Context, scenario string) (workflows.RulesView, error) {
+	return c.learnerRules(ctx, workflows.LearnerID(scenario))
+}
+
+// learnerRules queries the learner workflow id for its records.
+func (c *Client) learnerRules(ctx context.Context, id string) (workflows.RulesView, error) {
 	var v workflows.RulesView
-	val, err := c.Temporal.QueryWorkflow(ctx, workflows.LearnerID(scenario), "", workflows.QueryRules)
+	val, err := c.Temporal.QueryWorkflow(ctx, id, "", workflows.QueryRules)
 	if err != nil {
 		return v, err
 	}
@@ -151,13 +156,9 @@ func (c *Client) AllRules(ctx context.Context) ([]workflows.RulesView, error) {
 			return nil, fmt.Errorf("list the rules learners: %w", err)
 		}
 		for _, e := range resp.GetExecutions() {
-			val, err := c.Temporal.QueryWorkflow(ctx, e.GetExecution().GetWorkflowId(), "", workflows.QueryRules)
+			v, err := c.learnerRules(ctx, e.GetExecution().GetWorkflowId())
 			if err != nil {
 				return nil, fmt.Errorf("query %s: %w", e.GetExecution().GetWorkflowId(), err)
-			}
-			var v workflows.RulesView
-			if err := val.Get(&v); err != nil {
-				return nil, err
 			}
 			views = append(views, v)
 		}
