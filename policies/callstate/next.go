@@ -181,11 +181,11 @@ func (d *decider) refuses(model string) (string, bool) {
 		// that was refused: it would be refused too.
 		where := f.WithKey(failed).Scope(config.ScopeKey)
 		if !slices.ContainsFunc(m.Keys(), func(k string) bool { return m.WithKey(k).Scope(config.ScopeKey) != where }) {
-			return fmt.Sprintf("%s refused the key of %s", m.Endpoint(), d.model), false
+			return fmt.Sprintf("%s refused the key of %s", m.EndpointLabel(), d.model), false
 		}
 	}
 	if slices.Contains(d.v.Spent, m.Endpoint()) {
-		return fmt.Sprintf("the retry budget of %s is spent", m.Endpoint()), true
+		return fmt.Sprintf("the retry budget of %s is spent", m.EndpointLabel()), true
 	}
 	return "", false
 }
@@ -271,7 +271,7 @@ func (d *decider) retry() (Step, *Step) {
 		st = d.step(Retry, Wait{}, "repair")
 		st.Next.Shape.Temperature = cooler(sh.Temperature, cp.Temperature)
 		st.Next.Shape.Repair = RepairInstruction(class, d.out.Detail)
-		st.Reason = fmt.Sprintf("%s: %s; ask %s again at once, temperature %.1f, told what was wrong", class, oneLine(d.out.Detail, 300), d.model, deref(st.Next.Shape.Temperature))
+		st.Reason = fmt.Sprintf("%s: ask %s again at once, temperature %.1f, told what was wrong", class, d.model, deref(st.Next.Shape.Temperature))
 	default:
 		r := d.fallback(fmt.Sprintf("%s: action %q has no decision", class, cp.Action))
 		return Step{}, &r

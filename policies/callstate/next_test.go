@@ -179,17 +179,17 @@ func TestNext(t *testing.T) {
 		},
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
 		{name: "worker lost on a spent endpoint: no resend there", noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
-			kind: Fallback, decision: "fallback", reason: "retry budget of " + first + " is spent"},
+			kind: Fallback, decision: "fallback", reason: "retry budget of the endpoint of qwen-72b is spent"},
 		{name: "budget spent on the endpoint: a model on another endpoint at once", cfg: two, noBudget: true,
 			in:   func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError },
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "the retry budget of " + first + " is spent: switch to qwen-14b",
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "the retry budget of the endpoint of qwen-72b is spent: switch to qwen-14b",
 			check: func(t *testing.T, s Step) {
 				if !s.BudgetRefused {
 					t.Error("BudgetRefused not set")
 				}
 			}},
 		{name: "budget spent: a switch never lands on the same endpoint", noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.ReadTimeout },
-			kind: Fallback, decision: "fallback", reason: "retry budget of " + first,
+			kind: Fallback, decision: "fallback", reason: "retry budget of the endpoint of qwen-14b is spent and no other model may take the call",
 			check: func(t *testing.T, s Step) {
 				if !s.BudgetRefused {
 					t.Error("BudgetRefused not set")
@@ -258,6 +258,9 @@ func TestNext(t *testing.T) {
 			}
 			if st.Reason == "" || !strings.Contains(st.Reason, tc.reason) {
 				t.Errorf("reason %q does not say %q", st.Reason, tc.reason)
+			}
+			if strings.Contains(st.Reason, "://") {
+				t.Errorf("reason %q names an endpoint's address: tenants read it", st.Reason)
 			}
 			if tc.noBudget && (st.Kind == Retry || st.Kind == Resend || st.Kind == Switch && c.Endpoint(st.Next.Model) == first) {
 				t.Errorf("a %s step to %s, whose endpoint has no retry left", st.Kind, st.Next.Model)

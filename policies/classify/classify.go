@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -106,8 +105,16 @@ type Verdict struct {
 	// failure. Class is then Timeout, so that a caller that ignores
 	// Canceled still never treats the attempt as a success.
 	Canceled bool
-	// Reason is one line saying what was seen, e.g. "HTTP 429, Retry-After: 2s".
+	// Reason is one line saying what was seen, e.g. "HTTP 429, Retry-After: 2s",
+	// in the product's own words and the failure's structure (status, an
+	// identifier-like code, headers, counts): never the upstream's message,
+	// a transport error's text, a body, or anything a client or a model
+	// wrote. Tenants read it; it needs no mask, so it is no oracle.
 	Reason string
+	// Detail is what the transport said (an error's text), for operators'
+	// logs only: it may name addresses or quote what the upstream echoed.
+	// The upstream's own words are in Message.
+	Detail string
 	// Generic is set when an error body came with the response but no
 	// rule recognised it: the class is the status code's alone (a small
 	// model may name a better one, README "Diagnosis").
@@ -159,7 +166,7 @@ func Classify(obs Observation) Verdict {
 
 	if errors.Is(err, context.Canceled) {
 		v.Canceled = true
-		return v.is(failure.Timeout, "cancelled by the caller: "+errText(err))
+		return v.saw(err).is(failure.Timeout, "cancelled by the caller")
 	}
 
 	// An error response that go-openai decoded (*APIError) or could not
@@ -195,19 +202,20 @@ func Classify(obs Observation) Verdict {
 	case v.Status >= 300:
 		// A response arrived but its body could not be read (truncated).
 		info := parseErrorBody(obs.Body)
-		info.note = "body unreadable: " + errText(err)
-		return classifyErrorStatus(v, info)
+		info.note = "body unreadable (" + errKind(err) + ")"
+		return classifyErrorStatus(v.saw(err), info)
 	}
 
 	// No usable response: the transport, a deadline, or a broken 2xx body.
 	switch {
 	case obs.HeaderTimedOut || isHeaderTimeout(err):
-		return v.is(failure.ReadTimeout, "no response headers within the header timeout: "+errText(err))
+		return v.saw(err).is(failure.ReadTimeout, "no response headers within the header timeout (timeout awaiting response headers)")
 	case obs.AttemptTimedOut:
-		return v.is(failure.Timeout, "attempt deadline exceeded: "+errText(err))
+		return v.saw(err).is(failure.Timeout, "attempt deadline exceeded ("+errKind(err)+")")
 	}
+	v = v.saw(err)
 	if why, ok := connectFailure(err); ok {
-		return v.is(failure.Connect, why+": "+errText(err))
+		return v.is(failure.Connect, why)
 	}
 	var netErr net.Error
 	var urlErr *url.Error
@@ -215,19 +223,19 @@ func Classify(obs Observation) Verdict {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED)
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()):
-		return v.is(failure.Timeout, "deadline exceeded: "+errText(err))
+		return v.is(failure.Timeout, "deadline exceeded ("+errKind(err)+")")
 	case v.Status >= 200 && v.Status < 300:
 		return classifyBrokenBody(v, obs, err)
 	case closed && errors.As(err, &urlErr):
 		// From http.Client.Do: no response at all.
-		return v.is(failure.ServerError, "connection closed by the upstream after the request was sent, before a response: "+errText(err))
+		return v.is(failure.ServerError, "connection closed by the upstream after the request was sent, before a response ("+errKind(err)+")")
 	case closed || isJSONError(err):
 		// From reading the body of a response the caller did not record.
 		return classifyBrokenBody(v, obs, err)
 	case isClientLibraryRefusal(err):
-		return v.is(failure.InvalidRequest, "refused by go-openai before sending: "+errText(err))
+		return v.is(failure.InvalidRequest, "refused by go-openai before sending ("+errKind(err)+")")
 	}
-	return v.is(failure.ServerError, "unrecognised error: "+errText(err))
+	return v.is(failure.ServerError, "unrecognised error ("+errKind(err)+")")
 }
 
 // classifyStream judges a streamed reply once its stream was opened: a
@@ -246,7 +254,7 @@ func classifyStream(obs Observation, v Verdict) Verdict {
 		return v.is(failure.StreamBroken, fmt.Sprintf("no chunk within %s %s", st.IdleTimeout, after))
 	case st.Err != nil && errors.Is(st.Err, context.Canceled):
 		v.Canceled = true
-		return v.is(failure.Timeout, "cancelled by the caller: "+errText(st.Err))
+		return v.saw(st.Err).is(failure.Timeout, "cancelled by the caller")
 	case st.Err != nil && obs.AttemptTimedOut:
 		return v.is(failure.Timeout, "attempt deadline exceeded "+after)
 	case st.Err != nil && st.Chunks == 0 && errors.As(st.Err, new(*openai.APIError)):
@@ -274,12 +282,16 @@ func classifyStream(obs Observation, v Verdict) Verdict {
 		var apiErr *openai.APIError
 		if errors.As(st.Err, &apiErr) {
 			v.Code, v.Type, v.Message = anyString(apiErr.Code), apiErr.Type, cleanMessage(apiErr.Message)
-			return v.is(failure.StreamBroken, fmt.Sprintf("error inside the stream %s: %s", after, oneLine(apiErr.Message, 160)))
+			what := "error inside the stream"
+			if c := codeOf(errorInfo{code: v.Code, typ: v.Type}); c != "" {
+				what += " " + c
+			}
+			return v.saw(st.Err).is(failure.StreamBroken, what+" "+after)
 		}
 		if isJSONError(st.Err) {
-			return v.is(failure.StreamBroken, "malformed chunk "+after+": "+errText(st.Err))
+			return v.saw(st.Err).is(failure.StreamBroken, "malformed chunk "+after)
 		}
-		return v.is(failure.StreamBroken, "stream cut "+after+": "+errText(st.Err))
+		return v.saw(st.Err).is(failure.StreamBroken, "stream cut "+after+" ("+errKind(st.Err)+")")
 	case !st.Finished && st.Chunks == 0:
 		return v.is(failure.BodyError, "the stream ended without a chunk")
 	case !st.Finished:
@@ -292,6 +304,12 @@ func classifyStream(obs Observation, v Verdict) Verdict {
 func (v Verdict) is(c failure.Class, reason string) Verdict {
 	v.Class = c
 	v.Reason = oneLine(reason, 240)
+	return v
+}
+
+// saw keeps the text of err in Detail, for operators.
+func (v Verdict) saw(err error) Verdict {
+	v.Detail = oneLine(strings.ToValidUTF8(err.Error(), "\uFFFD"), 300)
 	return v
 }
 
@@ -412,7 +430,9 @@ func containsAny(s string, subs ...string) bool {
 }
 
 // describeResponse is the "what was seen" part of a reason:
-// `HTTP 429 rate_limit_exceeded: "Rate limit reached", Retry-After: 2s`.
+// `HTTP 429 rate_limit_exceeded, Retry-After: 2s`. It never quotes the
+// upstream's message (Verdict.Message keeps it for operators): an upstream
+// may echo the request, or the key it refused.
 func describeResponse(v Verdict, info errorInfo) string {
 	var b strings.Builder
 	if v.Status != 0 {
@@ -423,15 +443,8 @@ func describeResponse(v Verdict, info errorInfo) string {
 	if info.html {
 		b.WriteString(" HTML page")
 	}
-	code := info.code
-	if _, err := strconv.Atoi(code); err == nil {
-		code = "" // a numeric code (vLLM repeats the status) says nothing new
-	}
-	if c := cmp.Or(code, info.typ); c != "" {
+	if c := codeOf(info); c != "" {
 		b.WriteString(" " + c)
-	}
-	if m := cleanMessage(info.message); m != "" {
-		fmt.Fprintf(&b, ": %q", truncateRunes(m, 120))
 	}
 	if v.HasRetryAfter {
 		fmt.Fprintf(&b, ", Retry-After: %s", v.RetryAfter)
@@ -444,6 +457,25 @@ func describeResponse(v Verdict, info errorInfo) string {
 	}
 	return b.String()
 }
+
+// codeOf is the error code (else type) of info when it is an identifier
+// (letters, digits, _ . : -, at most 64 bytes): the structure of a failure
+// a reason may name. Anything else is the upstream's prose, kept in
+// Verdict.Message only.
+func codeOf(info errorInfo) string {
+	code := info.code
+	if _, err := strconv.Atoi(code); err == nil {
+		code = "" // a numeric code (vLLM repeats the status) says nothing new
+	}
+	for _, c := range []string{code, info.typ} {
+		if identifierRE.MatchString(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+var identifierRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_.:-]{0,63}$`)
 
 // classifyReply judges a response that go-openai decoded without error.
 func classifyReply(obs Observation, v Verdict) Verdict {
@@ -483,7 +515,7 @@ func classifyReply(obs Observation, v Verdict) Verdict {
 		switch {
 		case msg.Refusal != "":
 			v.Message = cleanMessage(msg.Refusal)
-			return v.is(failure.ContentFilter, fmt.Sprintf("HTTP %d, the model refused: %q", v.Status, truncateRunes(v.Message, 120)))
+			return v.is(failure.ContentFilter, fmt.Sprintf("HTTP %d, the model refused", v.Status))
 		case strings.TrimSpace(msg.ReasoningContent) != "":
 			return v.is(failure.OutputTruncated, fmt.Sprintf("HTTP %d, reasoning only (%d characters of thinking, no answer), finish_reason %s",
 				v.Status, utf8.RuneCountInString(msg.ReasoningContent), finishReason(ch)))
@@ -523,13 +555,13 @@ func classifyBrokenBody(v Verdict, obs Observation, err error) Verdict {
 	what := "malformed JSON body"
 	switch {
 	case info.html:
-		what = fmt.Sprintf("HTML page instead of JSON (%q)", truncateRunes(v.Message, 80))
+		what = "HTML page instead of JSON"
 	case len(obs.Body) == 0 && errors.Is(err, io.EOF):
 		what = "empty body"
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		what = "truncated body"
 	}
-	return v.is(failure.BodyError, status+", "+what+": "+errText(err))
+	return v.saw(err).is(failure.BodyError, status+", "+what+" ("+errKind(err)+")")
 }
 
 func bodyHint(body []byte) string {
@@ -537,7 +569,7 @@ func bodyHint(body []byte) string {
 	if s == "" {
 		return ""
 	}
-	return fmt.Sprintf(" (body %q)", truncateRunes(oneLine(s, 200), 80))
+	return fmt.Sprintf(" (a body of %d bytes)", len(s))
 }
 
 // parseErrorBody reads the error dialects seen in the wild:
@@ -721,7 +753,36 @@ func truncateRunes(s string, n int) string {
 
 func oneLine(s string, n int) string { return truncateRunes(collapse(s), n) }
 
-func errText(err error) string { return oneLine(err.Error(), 160) }
+// errKind names the kind of a transport or decoding error in the
+// product's words, for a reason: its text (Verdict.Detail) may name the
+// upstream's address.
+func errKind(err error) string {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "context canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "context deadline exceeded"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "unexpected EOF"
+	case errors.Is(err, io.EOF):
+		return "EOF"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset by peer"
+	case errors.Is(err, syscall.ECONNABORTED):
+		return "connection aborted"
+	case errors.Is(err, syscall.EPIPE):
+		return "broken pipe"
+	case isJSONError(err):
+		return "malformed JSON"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "i/o timeout"
+	}
+	if why, ok := connectFailure(err); ok {
+		return why
+	}
+	return "transport error"
+}
 
 func isHeaderTimeout(err error) bool {
 	return strings.Contains(err.Error(), "timeout awaiting response headers")

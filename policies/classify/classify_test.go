@@ -513,6 +513,14 @@ func TestClassifyUpstream(t *testing.T) {
 			if v.Reason == "" || strings.Contains(v.Reason, "\n") {
 				t.Errorf("Reason must be one non-empty line, got %q", v.Reason)
 			}
+			// Tenants read the reason: it never quotes the upstream's
+			// words nor names its address (Message and Detail keep them).
+			if m := v.Message; len(m) >= 16 && strings.Contains(v.Reason, m[:len(m)/2]) {
+				t.Errorf("Reason %q quotes the upstream's message %q", v.Reason, m)
+			}
+			if strings.Contains(v.Reason, "127.0.0.1") || strings.Contains(v.Reason, "http://") {
+				t.Errorf("Reason %q names the upstream's address", v.Reason)
+			}
 			if len([]rune(v.Message)) > maxMessageLen {
 				t.Errorf("Message is %d runes long", len([]rune(v.Message)))
 			}
@@ -577,12 +585,12 @@ func TestClassifyStream(t *testing.T) {
 		{"success", Observation{Status: 200, Stream: &Stream{Chunks: 12, Tokens: 12, Finished: true}, Response: answer("stop", "hello")}, failure.None, "HTTP 200"},
 		{"read_timeout/no first token", Observation{Status: 200, Stream: &Stream{FirstTokenTimedOut: true, FirstTokenTimeout: 8 * time.Second, Err: context.Canceled}}, failure.ReadTimeout, "no first token within 8s"},
 		{"stream_broken/idle", Observation{Status: 200, Stream: &Stream{Chunks: 50, Tokens: 50, IdleTimedOut: true, IdleTimeout: 20 * time.Second, Err: context.Canceled}}, failure.StreamBroken, "no chunk within 20s after 50 chunk(s)"},
-		{"stream_broken/error object after text", Observation{Status: 200, Stream: &Stream{Chunks: 3, Tokens: 3, Err: inStream}}, failure.StreamBroken, "error inside the stream after 3 chunk(s)"},
+		{"stream_broken/error object after text", Observation{Status: 200, Stream: &Stream{Chunks: 3, Tokens: 3, Err: inStream}}, failure.StreamBroken, "error inside the stream server_error after 3 chunk(s)"},
 		{"stream_broken/connection cut", Observation{Status: 200, Stream: &Stream{Chunks: 7, Tokens: 7, Err: io.ErrUnexpectedEOF}}, failure.StreamBroken, "stream cut after 7 chunk(s)"},
 		{"stream_broken/malformed chunk", Observation{Status: 200, Stream: &Stream{Chunks: 2, Tokens: 2, Err: jsonSyntaxErr()}}, failure.StreamBroken, "malformed chunk"},
 		{"stream_broken/no finish_reason", Observation{Status: 200, Stream: &Stream{Chunks: 9, Tokens: 9}, Response: answer("", "partial")}, failure.StreamBroken, "without a finish_reason"},
 		{"body_error/empty stream", Observation{Status: 200, Stream: &Stream{}, Response: answer("", "")}, failure.BodyError, "without a chunk"},
-		{"body_error/error object before any text", Observation{Status: 200, Stream: &Stream{Err: inStream}}, failure.BodyError, "upstream worker crashed"},
+		{"body_error/error object before any text", Observation{Status: 200, Stream: &Stream{Err: inStream}}, failure.BodyError, "HTTP 200 server_error with an error object in the stream"},
 		{"context length/error object before any text, judged by its code", Observation{Status: 200, Stream: &Stream{Err: limited}}, failure.ContextLengthExceeded, "context"},
 		{"timeout/attempt deadline mid-stream", Observation{Status: 200, AttemptTimedOut: true, Stream: &Stream{Chunks: 40, Tokens: 40, Err: context.DeadlineExceeded}}, failure.Timeout, "attempt deadline exceeded after 40"},
 		{"output_truncated/length", Observation{Status: 200, Stream: &Stream{Chunks: 256, Tokens: 256, Finished: true}, Response: answer("length", "long")}, failure.OutputTruncated, "finish_reason length"},

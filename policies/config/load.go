@@ -325,6 +325,31 @@ func (m ModelConfig) Scope(sc RateLimitScope) string {
 	return m.Endpoint()
 }
 
+// EndpointLabel names m's endpoint for tenants, who read it in reasons:
+// "the endpoint of qwen-72b" (its deployment's name with deployments),
+// never its address, which is the network's inside (Endpoint).
+func (m ModelConfig) EndpointLabel() string {
+	if len(m.Deployments) > 0 && m.KeyID != "" {
+		return "deployment " + m.KeyID + " of " + m.Name
+	}
+	return "the endpoint of " + m.Name
+}
+
+// ScopeLabel names what a rate limit of m holds back at scope sc, for
+// tenants: as Scope, with EndpointLabel for the address.
+func (m ModelConfig) ScopeLabel(sc RateLimitScope) string {
+	switch sc {
+	case ScopeKey:
+		if len(m.Deployments) > 0 {
+			return "deployment " + m.KeyID + " of " + m.Name
+		}
+		return "key " + m.APIKeyEnv + " of " + m.Name
+	case ScopeModel:
+		return "model " + m.Name
+	}
+	return m.EndpointLabel()
+}
+
 // Keys are the ids of m's keys: its deployments' names (Deployments),
 // else the names of the environment variables of its pool (APIKeyEnvs),
 // else its one key (APIKeyEnv, "" for none).
