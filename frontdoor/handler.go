@@ -319,22 +319,24 @@ func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant
 // answers it: at once (Prefer: respond-async), streamed, or when it ends.
 func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant string, a api) {
 	created := h.o.Now()
-	if ref := h.limiter.Check(tenant, created); ref != nil {
-		closeEarly(w) // its body is not read
-		rateLimited(ref).write(w)
+	// The request's place in its tenant's limits comes before its body is
+	// read: reading, decoding and validating it (schemas compiled, tokens
+	// estimated) run under the tenant's max_in_flight, and a request
+	// refused after that still spent one of its requests_per_minute.
+	adm, apiErr := h.enter(w, tenant)
+	if apiErr != nil {
+		apiErr.write(w)
 		return
 	}
+	defer h.leave(adm, r) // no call started: the slot is freed
 	req, cr, apiErr := h.callRequest(w, r, tenant, a)
+	if apiErr == nil {
+		apiErr = h.charge(w, adm, req)
+	}
 	if apiErr != nil {
 		apiErr.write(w)
 		return
 	}
-	adm, apiErr := h.admit(w, req)
-	if apiErr != nil {
-		apiErr.write(w)
-		return
-	}
-	defer h.leave(adm, r)
 	async := preferAsync(r.Header)
 	stream := cr.Stream && !async // respond-async wins
 	resume := resumePoint{offset: -1}

@@ -12,18 +12,23 @@ import (
 )
 
 // Limits are one tenant's load limits at the front door: calls it may
-// start per minute, estimated tokens per minute, and calls in flight. A
+// ask for per minute, estimated tokens per minute, and calls in flight. A
 // call over any of them is answered 429 with Retry-After before anything
-// starts.
+// starts. Requests the front door refuses after reading them count too
+// (see Limiter.Enter), so a tenant's invalid requests cost it what they
+// cost the front door.
 //
 // They are counted by each front-door process on its own: N front doors
 // behind a load balancer admit up to N times these. A zero field is no
 // limit; DefaultLimits holds the defaults.
 type Limits struct {
 	// RequestsPerMinute are the calls (POST /v1/chat/completions,
-	// /v1/responses) the tenant may ask for per minute. The bucket refills
-	// evenly and holds up to a minute's worth, so a quiet tenant may send
-	// that many at once. Default 600.
+	// /v1/responses) the tenant may ask for per minute, whether they
+	// start or are refused once read (invalid, too large, too slow, over
+	// tokens_per_minute); those refused before their body is read (over a
+	// limit) do not count. The bucket refills evenly and holds up to a
+	// minute's worth, so a quiet tenant may send that many at once.
+	// Default 600.
 	RequestsPerMinute int `yaml:"requests_per_minute"`
 	// TokensPerMinute are the tokens the tenant's calls may ask for per
 	// minute, each call estimated when it arrives as its prompt's tokens
@@ -33,7 +38,9 @@ type Limits struct {
 	// empties it. Default 1,000,000.
 	TokensPerMinute int `yaml:"tokens_per_minute"`
 	// MaxInFlight are the tenant's calls that may run at once. A call
-	// counts from its admission until its answer is sent; a call whose
+	// counts from before its body is read (so reading, decoding and
+	// validating it, schemas compiled and tokens estimated, run under
+	// this limit) until its answer is sent, or its refusal; a call whose
 	// client does not wait for it (Prefer: respond-async, or a client that
 	// left) counts until the front door sees it end, and at most until
 	// its deadline plus CallEndMargin. Default 64.
@@ -150,29 +157,57 @@ func (l *Limiter) load(tenant string) *load {
 	return ld
 }
 
-// Check reports whether a call of tenant would be refused at now whatever
-// its size, without taking anything: the front door asks before it reads
-// a body, so a tenant over its limits costs it no body reads.
-func (l *Limiter) Check(tenant string, now time.Time) *Refusal {
-	return l.decide(tenant, 1, now, false)
-}
-
-// Admit takes one request, tokens (the call's estimate) and a slot in
-// flight from tenant's limits at now, or says which limit refuses the
-// call and when to retry (the limit that frees last, when several
-// refuse). The Slot must be released (Release) or kept (Keep).
-func (l *Limiter) Admit(tenant string, tokens int, now time.Time) (*Slot, *Refusal) {
-	if r := l.decide(tenant, tokens, now, true); r != nil {
-		return nil, r
-	}
-	return &Slot{l: l, tenant: tenant}, nil
-}
-
-func (l *Limiter) decide(tenant string, tokens int, now time.Time, take bool) *Refusal {
+// Enter takes one request and a slot in flight from tenant's limits at
+// now, before the request's body is read, or says which limit refuses a
+// call of any size (its tokens bucket empty, too) and when to retry
+// (the limit that frees last, when several refuse); a refused request
+// takes nothing. The request stays spent whatever becomes of it: a
+// request refused after its body was read (invalid, too large, too slow,
+// over tokens_per_minute) cost the front door its reading, decoding and
+// validation, so it counts against requests_per_minute as an admitted
+// call does. The slot bounds how many of the tenant's requests the front
+// door reads and validates at once; it must be released (Release) or
+// kept (Keep).
+func (l *Limiter) Enter(tenant string, now time.Time) (*Slot, *Refusal) {
 	lim := l.limits(tenant)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ld := l.load(tenant)
+	if r := ld.refusal(tenant, lim, now); r != nil {
+		return nil, r
+	}
+	if lim.RequestsPerMinute > 0 {
+		ld.requests.level--
+	}
+	ld.inFlight++
+	return &Slot{l: l, tenant: tenant}, nil
+}
+
+// Charge takes tokens (the call's estimate, known once its body is
+// decoded) from the slot's tenant's tokens_per_minute at now, or says
+// when they will be there. A call estimated above a whole minute's worth
+// waits for a full bucket and empties it.
+func (s *Slot) Charge(tokens int, now time.Time) *Refusal {
+	lim := s.l.limits(s.tenant)
+	n := lim.TokensPerMinute
+	if n <= 0 {
+		return nil
+	}
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	b := &s.l.load(s.tenant).tokens
+	need := float64(min(max(tokens, 1), n))
+	b.refill(now, n)
+	if d := b.wait(need, n); d > 0 {
+		return &Refusal{Tenant: s.tenant, Limit: LimitTokens, Max: n, RetryAfter: d}
+	}
+	b.level -= need
+	return nil
+}
+
+// refusal is the limit that refuses any request of tenant at now (its
+// tokens bucket holds less than one token, say), or nil.
+func (ld *load) refusal(tenant string, lim Limits, now time.Time) *Refusal {
 	var worst *Refusal
 	refuse := func(limit string, max int, after time.Duration) {
 		if worst == nil || after > worst.RetryAfter {
@@ -188,24 +223,13 @@ func (l *Limiter) decide(tenant string, tokens int, now time.Time, take bool) *R
 			refuse(LimitRequests, n, d)
 		}
 	}
-	need := float64(min(max(tokens, 1), max(lim.TokensPerMinute, 1)))
 	if n := lim.TokensPerMinute; n > 0 {
 		ld.tokens.refill(now, n)
-		if d := ld.tokens.wait(need, n); d > 0 {
+		if d := ld.tokens.wait(1, n); d > 0 {
 			refuse(LimitTokens, n, d)
 		}
 	}
-	if worst != nil || !take {
-		return worst
-	}
-	if lim.RequestsPerMinute > 0 {
-		ld.requests.level--
-	}
-	if lim.TokensPerMinute > 0 {
-		ld.tokens.level -= need
-	}
-	ld.inFlight++
-	return nil
+	return worst
 }
 
 // InFlight returns tenant's calls in flight.
@@ -229,15 +253,15 @@ func (l *Limiter) End(tenant, id string) {
 	}
 }
 
-// Slot is an admitted call's place in its tenant's calls in flight.
+// Slot is a request's place in its tenant's calls in flight.
 type Slot struct {
 	l      *Limiter
 	tenant string
 	done   bool
 }
 
-// Release frees the slot: the call's answer was sent, or the call never
-// started. Further calls of Release or Keep do nothing.
+// Release frees the slot: the call's answer was sent, or the request was
+// refused and no call started. Further calls of Release or Keep do nothing.
 func (s *Slot) Release() {
 	if s == nil {
 		return
@@ -300,8 +324,9 @@ func rateLimited(r *Refusal) *apiError {
 			r.Tenant, r.Limit, r.Max, unit, max(r.RetryAfter, time.Second).Round(time.Second))}
 }
 
-// admission is an admitted call of a request: its slot, and once started
-// its workflow ID and whether its client waits for it.
+// admission is a request's place in its tenant's limits, from before its
+// body is read: its slot, and once started its call's workflow ID and
+// whether its client waits for it.
 type admission struct {
 	tenant   string
 	slot     *Slot
@@ -310,18 +335,29 @@ type admission struct {
 	deadline time.Duration
 }
 
-// admit takes the request's share of its tenant's limits, or answers 429.
-func (h *Handler) admit(w http.ResponseWriter, req workflows.CallRequest) (*admission, *apiError) {
-	slot, ref := h.limiter.Admit(req.Tenant, h.estimate(req), h.o.Now())
+// enter takes the request's place in its tenant's limits before its body
+// is read, or answers 429 without reading it. The caller must leave.
+func (h *Handler) enter(w http.ResponseWriter, tenant string) (*admission, *apiError) {
+	slot, ref := h.limiter.Enter(tenant, h.o.Now())
 	if ref != nil {
-		closeEarly(w)
+		closeEarly(w) // its body is not read
 		return nil, rateLimited(ref)
 	}
-	d := time.Duration(req.DeadlineMS) * time.Millisecond
-	if d <= 0 {
-		d = h.o.Config.Call.Deadline.D()
+	return &admission{tenant: tenant, slot: slot}, nil
+}
+
+// charge takes the valid request's tokens from its tenant's limits, or
+// answers 429.
+func (h *Handler) charge(w http.ResponseWriter, a *admission, req workflows.CallRequest) *apiError {
+	if ref := a.slot.Charge(h.estimate(req), h.o.Now()); ref != nil {
+		closeEarly(w)
+		return rateLimited(ref)
 	}
-	return &admission{tenant: req.Tenant, slot: slot, deadline: d}, nil
+	a.deadline = time.Duration(req.DeadlineMS) * time.Millisecond
+	if a.deadline <= 0 {
+		a.deadline = h.o.Config.Call.Deadline.D()
+	}
+	return nil
 }
 
 // estimate is the tokens a call asks for: its prompt's, estimated without
@@ -334,8 +370,9 @@ func (h *Handler) estimate(req workflows.CallRequest) int {
 	return prompt.EstimateMessages(req.Messages) + out
 }
 
-// leave ends a request's part in its call. The slot is freed when the
-// request waited for the call's end; a call that runs on without it (an
+// leave ends a request's part in its call. The slot is freed when no call
+// started (the request was refused) or the request waited for the call's
+// end; a call that runs on without it (an
 // async call, a client that left) keeps its slot until the front door sees
 // the call end.
 func (h *Handler) leave(a *admission, r *http.Request) {

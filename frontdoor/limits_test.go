@@ -24,35 +24,45 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 )
 
-// TestLimiterSteps steps one tenant's buckets through fixed instants.
+// TestLimiterSteps steps one tenant's buckets through fixed instants: a
+// request takes its request and its slot before its body is read (Enter)
+// and its tokens once decoded (Charge); one refused after it was read
+// has spent its request all the same.
 func TestLimiterSteps(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	lim := frontdoor.Limits{RequestsPerMinute: 3, TokensPerMinute: 600, MaxInFlight: 2}
 	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return lim })
 	type step struct {
-		name   string
-		at     time.Duration // after t0
+		name string
+		at   time.Duration // after t0
+		// tokens are charged once the request is entered; 0: the request
+		// is refused before (invalid, say) and charges none.
 		tokens int
-		// release frees the slot right away (the call's answer was sent).
-		release bool
+		// hold keeps the slot (the call runs); else it is released.
+		hold    bool
 		refused string // the limit that refuses, "" for admitted
 		after   time.Duration
 	}
 	for _, s := range []step{
-		{name: "a full bucket", at: 0, tokens: 100, release: true},
-		{name: "second", at: 0, tokens: 100, release: true},
-		{name: "third empties the request bucket", at: 0, tokens: 100, release: true},
-		{name: "fourth: one request in 20 s", at: 0, tokens: 100, refused: frontdoor.LimitRequests, after: 20 * time.Second},
-		{name: "10 s later: still 10 s", at: 10 * time.Second, tokens: 100, refused: frontdoor.LimitRequests, after: 10 * time.Second},
-		{name: "20 s later: a request, 200 tokens left", at: 20 * time.Second, tokens: 200, release: true},
-		{name: "tokens: 50 more than the 500 there at 40 s", at: 40 * time.Second, tokens: 550, refused: frontdoor.LimitTokens, after: 5 * time.Second},
-		{name: "over a minute's worth waits for a full bucket", at: 41 * time.Second, tokens: 5000, refused: frontdoor.LimitTokens, after: 9 * time.Second},
-		{name: "and takes it", at: 50 * time.Second, tokens: 5000},
-		{name: "both empty: named by the one that frees last", at: 50 * time.Second, tokens: 1, refused: frontdoor.LimitRequests, after: 10 * time.Second},
-		{name: "a second call in flight", at: 104 * time.Second, tokens: 1},
-		{name: "a third: max_in_flight", at: 124 * time.Second, tokens: 1, refused: frontdoor.LimitInFlight, after: frontdoor.InFlightRetryAfter},
+		{name: "a full bucket", at: 0, tokens: 300},
+		{name: "refused once read (invalid): its request is spent", at: 0},
+		{name: "over the tokens left: refused, its request spent", at: 0, tokens: 350, refused: frontdoor.LimitTokens, after: 5 * time.Second},
+		{name: "no request left: refused before its body, in 20 s", at: 0, refused: frontdoor.LimitRequests, after: 20 * time.Second},
+		{name: "10 s later: still 10 s", at: 10 * time.Second, refused: frontdoor.LimitRequests, after: 10 * time.Second},
+		{name: "over a minute's worth waits for a full bucket", at: 20 * time.Second, tokens: 5000, refused: frontdoor.LimitTokens, after: 10 * time.Second},
+		{name: "and takes it", at: 40 * time.Second, tokens: 5000},
+		{name: "both empty: named by the one that frees last", at: 40 * time.Second, refused: frontdoor.LimitRequests, after: 20 * time.Second},
+		{name: "a call in flight", at: 100 * time.Second, tokens: 1, hold: true},
+		{name: "a second", at: 100 * time.Second, tokens: 1, hold: true},
+		{name: "a third: max_in_flight, before its body", at: 100 * time.Second, refused: frontdoor.LimitInFlight, after: frontdoor.InFlightRetryAfter},
 	} {
-		slot, ref := l.Admit("acme", s.tokens, t0.Add(s.at))
+		at := t0.Add(s.at)
+		slot, ref := l.Enter("acme", at)
+		if ref == nil && s.tokens > 0 {
+			if ref = slot.Charge(s.tokens, at); ref != nil {
+				slot.Release()
+			}
+		}
 		switch {
 		case s.refused == "" && ref != nil:
 			t.Fatalf("%s: refused: %v", s.name, ref)
@@ -62,33 +72,38 @@ func TestLimiterSteps(t *testing.T) {
 			require.Equal(t, s.refused, ref.Limit, s.name)
 			require.Equal(t, "acme", ref.Tenant, s.name)
 			require.InDelta(t, s.after.Seconds(), ref.RetryAfter.Seconds(), 0.001, s.name)
-		case s.release:
+		case !s.hold:
 			slot.Release()
 			slot.Release() // a second release does nothing
 		}
 	}
 	require.Equal(t, 2, l.InFlight("acme"))
 	require.Zero(t, l.InFlight("globex"), "tenants are counted apart")
-	if _, ref := l.Admit("globex", 1, t0); ref != nil {
+	if _, ref := l.Enter("globex", t0); ref != nil {
 		t.Fatalf("another tenant is refused by acme's load: %v", ref)
 	}
 }
 
-// TestLimiterCheckTakesNothing: the check before the body is read refuses
-// what Admit would refuse whatever the call's size, and takes nothing.
-func TestLimiterCheckTakesNothing(t *testing.T) {
+// TestLimiterRefusalTakesNothing: a request refused before its body is
+// read takes neither a request nor a slot.
+func TestLimiterRefusalTakesNothing(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{RequestsPerMinute: 1} })
-	for range 3 {
-		require.Nil(t, l.Check("acme", t0))
-	}
-	slot, ref := l.Admit("acme", 10, t0)
+	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{RequestsPerMinute: 2, MaxInFlight: 1} })
+	a, ref := l.Enter("acme", t0)
 	require.Nil(t, ref)
-	slot.Release()
-	ref = l.Check("acme", t0.Add(30*time.Second))
+	for range 3 {
+		_, ref = l.Enter("acme", t0)
+		require.NotNil(t, ref)
+		require.Equal(t, frontdoor.LimitInFlight, ref.Limit)
+	}
+	a.Release()
+	b, ref := l.Enter("acme", t0)
+	require.Nil(t, ref, "the refused requests spent the second request")
+	b.Release()
+	_, ref = l.Enter("acme", t0.Add(10*time.Second))
 	require.NotNil(t, ref)
 	require.Equal(t, frontdoor.LimitRequests, ref.Limit)
-	require.Equal(t, 30*time.Second, ref.RetryAfter)
+	require.Equal(t, 20*time.Second, ref.RetryAfter)
 }
 
 // TestLimiterKeep: a call that runs on after its request keeps its slot
@@ -96,13 +111,13 @@ func TestLimiterCheckTakesNothing(t *testing.T) {
 func TestLimiterKeep(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	l := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{MaxInFlight: 2} })
-	a, _ := l.Admit("acme", 1, t0)
+	a, _ := l.Enter("acme", t0)
 	require.True(t, a.Keep("llm-1"), "the first keeper watches the call")
-	b, _ := l.Admit("acme", 1, t0)
+	b, _ := l.Enter("acme", t0)
 	require.False(t, b.Keep("llm-1"), "the same call is kept once")
 	require.Equal(t, 1, l.InFlight("acme"))
-	c, _ := l.Admit("acme", 1, t0)
-	_, ref := l.Admit("acme", 1, t0)
+	c, _ := l.Enter("acme", t0)
+	_, ref := l.Enter("acme", t0)
 	require.NotNil(t, ref, "the kept call and c fill max_in_flight")
 	c.Release()
 	l.End("acme", "llm-1")
@@ -110,7 +125,7 @@ func TestLimiterKeep(t *testing.T) {
 	require.Zero(t, l.InFlight("acme"))
 
 	unlimited := frontdoor.NewLimiter(func(string) frontdoor.Limits { return frontdoor.Limits{} })
-	s, _ := unlimited.Admit("acme", 1, t0)
+	s, _ := unlimited.Enter("acme", t0)
 	require.False(t, s.Keep("llm-2"), "nothing to watch without an in-flight limit")
 	require.Zero(t, unlimited.InFlight("acme"))
 }
@@ -261,9 +276,8 @@ func TestOverTheRateIs429(t *testing.T) {
 	require.NoError(t, err, "Retry-After %q", after)
 	require.InDelta(t, 20, secs, 2, "about 1,000 tokens to wait for at 50 a second")
 
-	// requests: the first call took one of two, the refused one none.
-	status, _, _, _ = post(t, ts.URL, tokAcme, 50, 10)
-	require.Equal(t, http.StatusServiceUnavailable, status)
+	// requests: the first call took one of two, and the one refused on
+	// tokens the other: its body was read and estimated.
 	status, after, typ, msg = post(t, ts.URL, tokAcme, 50, 10)
 	require.Equal(t, http.StatusTooManyRequests, status, msg)
 	require.Equal(t, "requests", typ)
@@ -274,6 +288,84 @@ func TestOverTheRateIs429(t *testing.T) {
 		status, _, _, msg = post(t, ts.URL, tokGlobex, 50, 2000)
 		require.Equal(t, http.StatusServiceUnavailable, status, "globex is held back by acme's load: %s", msg)
 	}
+}
+
+// invalid sends a chat completion that the front door refuses once it has
+// read it (no messages) and returns the status and the error's message.
+func invalid(t *testing.T, url, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", strings.NewReader(`{"model":"auto","messages":[]}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var e struct {
+		Error struct{ Code, Message string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e.Error.Message
+}
+
+// TestRefusedRequestsCountAgainstTheRate: requests the front door reads
+// and refuses (here: invalid) spend the tenant's requests_per_minute as
+// calls do, so a tenant whose every request is refused is held to its
+// rate like any other; once it is spent the next request is 429 before
+// its body is read, and another tenant is not held back.
+func TestRefusedRequestsCountAgainstTheRate(t *testing.T) {
+	ts := offline(t, "tenants:\n"+
+		"  - name: acme\n    tokens: ["+tokAcme+"]\n    limits: {requests_per_minute: 3}\n"+
+		"  - name: globex\n    tokens: ["+tokGlobex+"]\n", nil)
+	for i := range 3 {
+		status, msg := invalid(t, ts.URL, tokAcme)
+		require.Equal(t, http.StatusBadRequest, status, "request %d: %s", i+1, msg)
+	}
+	status, msg := invalid(t, ts.URL, tokAcme)
+	require.Equal(t, http.StatusTooManyRequests, status, "the three refused requests did not count: %s", msg)
+	require.Contains(t, msg, `tenant "acme" on requests_per_minute: limit 3 per minute`)
+	conn, br := rawRequest(t, ts, "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer "+tokAcme+
+		"\nContent-Type: application/json\nContent-Length: 200000", `{"model":`)
+	requireClosed(t, conn, br, http.StatusTooManyRequests)
+	for range 5 {
+		status, msg = invalid(t, ts.URL, tokGlobex)
+		require.Equal(t, http.StatusBadRequest, status, "globex is held back by acme's refusals: %s", msg)
+	}
+}
+
+// TestReadingRunsUnderMaxInFlight: a request holds its tenant's slot in
+// flight from before its body is read, so reading, decoding and
+// validating it count against max_in_flight: while one request of acme
+// (max_in_flight 1) is still sending its body, its next request is 429
+// max_in_flight without being read, globex's are read; once the first is
+// refused its slot is free again.
+func TestReadingRunsUnderMaxInFlight(t *testing.T) {
+	ts := offline(t, "tenants:\n"+
+		"  - name: acme\n    tokens: ["+tokAcme+"]\n    limits: {max_in_flight: 1, requests_per_minute: 0}\n"+
+		"  - name: globex\n    tokens: ["+tokGlobex+"]\n", nil)
+	slow, _ := rawRequest(t, ts, "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer "+tokAcme+
+		"\nContent-Type: application/json\nContent-Length: 2000", `{"model":"auto","messages":[`)
+	// until sends acme's invalid requests until one is answered want (the
+	// server may not have read the slow request's headers yet), for at
+	// most 10 s, and returns the last answer.
+	until := func(want int) (int, string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			status, msg := invalid(t, ts.URL, tokAcme)
+			if status == want || time.Now().After(deadline) {
+				return status, msg
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	status, msg := until(http.StatusTooManyRequests)
+	require.Equal(t, http.StatusTooManyRequests, status, "acme's second request is read while its first is still arriving: %s", msg)
+	require.Contains(t, msg, `tenant "acme" on max_in_flight: limit 1 calls in flight`)
+	status, msg = invalid(t, ts.URL, tokGlobex)
+	require.Equal(t, http.StatusBadRequest, status, "globex is held back by acme's slow body: %s", msg)
+
+	slow.Close() // its body ends short: refused, the slot freed
+	status, msg = until(http.StatusBadRequest)
+	require.Equal(t, http.StatusBadRequest, status, "the refused request keeps its slot: %s", msg)
 }
 
 // TestAsyncCallsCountInFlight: a Prefer: respond-async call counts as in
