@@ -11,7 +11,9 @@ import (
 // calls against r's tools and tool_choice, its content against
 // response_format. toolErr (class bad_tool_call) and schemaErr (class
 // schema_mismatch) say in one line what is wrong; both are nil for a good
-// answer. schemas compiles each schema once (nil: compile every time).
+// answer. Their Error is what a tenant may read (the place and the
+// constraint, no values, no names the model chose); structured.Detail of
+// them is the full text for the model's repair instruction. schemas compiles each schema once (nil: compile every time).
 func (r Request) CheckAnswer(schemas *structured.Cache, content string, calls []ToolCall) (toolErr, schemaErr error) {
 	toolErr = r.checkToolCalls(schemas, calls)
 	if len(calls) > 0 || !r.JSONAnswer() {
@@ -20,44 +22,67 @@ func (r Request) CheckAnswer(schemas *structured.Cache, content string, calls []
 	if raw := r.Schema(); raw != nil {
 		s, err := schemas.Schema(raw)
 		if err != nil {
-			return toolErr, fmt.Errorf("the schema does not compile: %v", err)
+			return toolErr, structured.Join([]structured.Problem{{
+				Public: "the schema does not compile",
+				Detail: fmt.Sprintf("the schema does not compile: %v", err),
+			}})
 		}
 		return toolErr, s.Validate(content)
 	}
 	return toolErr, structured.ObjectText(content)
 }
 
-// checkToolCalls checks the tool calls of an answer to r.
+// checkToolCalls checks the tool calls of an answer to r. A problem's
+// public words name the call by its index and the constraint only; the
+// names (the model's and the offered ones) go into its detail.
 func (r Request) checkToolCalls(schemas *structured.Cache, calls []ToolCall) error {
 	if len(calls) == 0 {
 		if r.RequiresToolCall() {
-			return fmt.Errorf("tool_choice is %s but the answer called no tool", r.ToolChoice)
+			return structured.Join([]structured.Problem{{
+				Public: "tool_choice requires a tool call but the answer called no tool",
+				Detail: fmt.Sprintf("tool_choice is %s but the answer called no tool", r.ToolChoice),
+			}})
 		}
 		return nil
 	}
 	if len(r.Tools) == 0 || (r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceNone) {
-		return fmt.Errorf("the answer called %s but no tool was offered", calls[0].Function.Name)
+		return structured.Join([]structured.Problem{{
+			Public: "the answer called a tool but no tool was offered",
+			Detail: fmt.Sprintf("the answer called %s but no tool was offered", calls[0].Function.Name),
+		}})
 	}
-	var problems []string
+	var problems []structured.Problem
 	for i, call := range calls {
 		name := call.Function.Name
 		at := fmt.Sprintf("tool_calls[%d]", i)
 		t, offered := r.tool(name)
 		switch {
 		case !offered:
-			problems = append(problems, fmt.Sprintf("%s calls %q, which was not offered (offered: %s)", at, name, strings.Join(r.ToolNames(), ", ")))
+			problems = append(problems, structured.Problem{
+				Public: at + " calls a tool that was not offered",
+				Detail: fmt.Sprintf("%s calls %q, which was not offered (offered: %s)", at, name, strings.Join(r.ToolNames(), ", ")),
+			})
 			continue
 		case r.ToolChoice != nil && r.ToolChoice.Function != "" && name != r.ToolChoice.Function:
-			problems = append(problems, fmt.Sprintf("%s calls %q, but tool_choice names %q", at, name, r.ToolChoice.Function))
+			problems = append(problems, structured.Problem{
+				Public: at + " calls another tool than the one tool_choice names",
+				Detail: fmt.Sprintf("%s calls %q, but tool_choice names %q", at, name, r.ToolChoice.Function),
+			})
 			continue
 		}
 		v, err := structured.Parse(call.Function.Arguments)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s (%s): the arguments are not valid JSON", at, name))
+			problems = append(problems, structured.Problem{
+				Public: at + ": the arguments are not valid JSON",
+				Detail: fmt.Sprintf("%s (%s): the arguments are not valid JSON", at, name),
+			})
 			continue
 		}
 		if _, ok := v.(map[string]any); !ok {
-			problems = append(problems, fmt.Sprintf("%s (%s): the arguments are not a JSON object", at, name))
+			problems = append(problems, structured.Problem{
+				Public: at + ": the arguments are not a JSON object",
+				Detail: fmt.Sprintf("%s (%s): the arguments are not a JSON object", at, name),
+			})
 			continue
 		}
 		if t.Function.Strict != nil && *t.Function.Strict && len(t.Function.Parameters) > 0 {
@@ -66,7 +91,10 @@ func (r Request) checkToolCalls(schemas *structured.Cache, calls []ToolCall) err
 				err = s.ValidateValue(v)
 			}
 			if err != nil {
-				problems = append(problems, fmt.Sprintf("%s (%s): the arguments do not match its parameters: %v", at, name, err))
+				problems = append(problems, structured.Problem{
+					Public: fmt.Sprintf("%s: the arguments do not match its parameters: %v", at, err),
+					Detail: fmt.Sprintf("%s (%s): the arguments do not match its parameters: %s", at, name, structured.Detail(err)),
+				})
 			}
 		}
 	}

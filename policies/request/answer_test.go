@@ -30,17 +30,25 @@ func TestAnswerToolCalls(t *testing.T) {
 		req     Request
 		content string
 		calls   []ToolCall
-		want    string
+		public  string // "" for a good answer; else a part of Error()
+		detail  string // a part of structured.Detail
 	}{
-		{"good call", tools(nil), "", []ToolCall{call("lookup_order", `{"order_id":"42"}`)}, ""},
-		{"text with optional tools", tools(nil), "Order 42 has shipped.", nil, ""},
-		{"unknown tool", tools(nil), "", []ToolCall{call("delete_db", `{}`)}, `calls "delete_db", which was not offered (offered: lookup_order, cancel_order)`},
-		{"arguments not JSON", tools(nil), "", []ToolCall{call("cancel_order", `{"order_id": 4`)}, "not valid JSON"},
-		{"arguments not an object", tools(nil), "", []ToolCall{call("cancel_order", `[1]`)}, "not a JSON object"},
-		{"strict parameters", tools(nil), "", []ToolCall{call("lookup_order", `{"order_id":42}`)}, "do not match its parameters: at /order_id"},
-		{"required but none", tools(&ToolChoice{Mode: ToolChoiceRequired}), "I think it shipped.", nil, "tool_choice is required but the answer called no tool"},
-		{"named but another", tools(&ToolChoice{Function: "lookup_order"}), "", []ToolCall{call("cancel_order", `{}`)}, `tool_choice names "lookup_order"`},
-		{"none offered", Request{}, "", []ToolCall{call("f", `{}`)}, "no tool was offered"},
+		{"good call", tools(nil), "", []ToolCall{call("lookup_order", `{"order_id":"42"}`)}, "", ""},
+		{"text with optional tools", tools(nil), "Order 42 has shipped.", nil, "", ""},
+		{"unknown tool", tools(nil), "", []ToolCall{call("delete_db", `{}`)},
+			"tool_calls[0] calls a tool that was not offered", `calls "delete_db", which was not offered (offered: lookup_order, cancel_order)`},
+		{"arguments not JSON", tools(nil), "", []ToolCall{call("cancel_order", `{"order_id": 4`)},
+			"tool_calls[0]: the arguments are not valid JSON", "tool_calls[0] (cancel_order): the arguments are not valid JSON"},
+		{"arguments not an object", tools(nil), "", []ToolCall{call("cancel_order", `[1]`)},
+			"tool_calls[0]: the arguments are not a JSON object", "not a JSON object"},
+		{"strict parameters", tools(nil), "", []ToolCall{call("lookup_order", `{"order_id":42}`)},
+			"tool_calls[0]: the arguments do not match its parameters: at /order_id: fails type", "at /order_id: got number, want string"},
+		{"required but none", tools(&ToolChoice{Mode: ToolChoiceRequired}), "I think it shipped.", nil,
+			"tool_choice requires a tool call but the answer called no tool", "tool_choice is required but the answer called no tool"},
+		{"named but another", tools(&ToolChoice{Function: "lookup_order"}), "", []ToolCall{call("cancel_order", `{}`)},
+			"tool_calls[0] calls another tool than the one tool_choice names", `tool_choice names "lookup_order"`},
+		{"none offered", Request{}, "", []ToolCall{call("f", `{}`)},
+			"the answer called a tool but no tool was offered", "the answer called f but no tool was offered"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,36 +57,70 @@ func TestAnswerToolCalls(t *testing.T) {
 				t.Errorf("schema error %v for a request without response_format", schemaErr)
 			}
 			switch {
-			case tc.want == "" && toolErr != nil:
+			case tc.public == "" && toolErr != nil:
 				t.Errorf("toolErr = %v, want nil", toolErr)
-			case tc.want != "" && (toolErr == nil || !strings.Contains(toolErr.Error(), tc.want)):
-				t.Errorf("toolErr = %v, want it to contain %q", toolErr, tc.want)
+			case tc.public != "" && (toolErr == nil || !strings.Contains(toolErr.Error(), tc.public)):
+				t.Errorf("toolErr = %v, want it to contain %q", toolErr, tc.public)
+			case tc.public != "" && !strings.Contains(structured.Detail(toolErr), tc.detail):
+				t.Errorf("Detail(toolErr) = %q, want it to contain %q", structured.Detail(toolErr), tc.detail)
 			}
 		})
 	}
 }
 
-func TestAnswerResponseFormat(t *testing.T) {
+// TestAnswerPublicWordsQuoteNothing: what a tenant reads of a failed
+// check (the error's text, an attempt's reason) holds neither the value
+// that failed, nor the pattern, nor a name the model chose; the detail
+// for the model's repair has the value.
+func TestAnswerPublicWordsQuoteNothing(t *testing.T) {
+	strict := true
+	tool := func(params string) Request {
+		return Request{Tools: []Tool{{Type: "function", Function: FunctionTool{Name: "lookup", Parameters: json.RawMessage(params), Strict: &strict}}}}
+	}
+	pattern := tool(`{"type":"object","additionalProperties":false,"required":["q"],"properties":{"q":{"type":"string","pattern":"^x$"}}}`)
+	open := tool(`{"type":"object","additionalProperties":{"type":"integer"}}`)
 	c := structured.NewCache()
-	schemaReq := Request{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema,
-		JSONSchema: &JSONSchema{Name: "order", Schema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},"status":{"type":"string","enum":["shipped","pending"]}},"required":["order_id","status"],"additionalProperties":false}`)}}}
-	objReq := Request{ResponseFormat: &ResponseFormat{Type: FormatJSONObject}}
 	for _, tc := range []struct {
-		req     Request
-		content string
-		bad     bool
+		name   string
+		req    Request
+		calls  []ToolCall
+		secret []string // never in Error()
+		detail string   // in Detail
+		public string   // in Error()
 	}{
-		{schemaReq, `{"order_id":"42","status":"shipped"}`, false},
-		{schemaReq, `{"order_id":"42"}`, true},
-		{schemaReq, "```json\n{}\n```", true},
-		{objReq, `{"anything": [1,2]}`, false},
-		{objReq, `[1,2]`, true},
-		{objReq, `Here you go`, true},
-		{Request{}, `not json at all`, false},
+		{"value against a pattern", pattern, []ToolCall{call("lookup", `{"q":"notakeyx"}`)}, []string{"notakeyx", "^x$"}, "notakeyx", "at /q: fails pattern"},
+		{"an extra property the model named", pattern, []ToolCall{call("lookup", `{"q":"x","notakeyx":1}`)}, []string{"notakeyx"}, "notakeyx", "at /: fails additionalProperties"},
+		{"a name the model chose in the path", open, []ToolCall{call("lookup", `{"notakeyx":"s"}`)}, []string{"notakeyx", `"s"`}, "notakeyx", "at /*: fails type"},
+		{"a tool the model invented", pattern, []ToolCall{call("notakeyx", `{}`)}, []string{"notakeyx", "lookup"}, "notakeyx", "tool_calls[0] calls a tool that was not offered"},
+		{"arguments that are not JSON", pattern, []ToolCall{call("lookup", `notakeyx`)}, []string{"notakeyx"}, "lookup", "tool_calls[0]: the arguments are not valid JSON"},
 	} {
-		_, err := tc.req.CheckAnswer(c, tc.content, nil)
-		if (err != nil) != tc.bad {
-			t.Errorf("Answer(%q) schema error = %v, want bad=%v", tc.content, err, tc.bad)
+		t.Run(tc.name, func(t *testing.T) {
+			err, _ := tc.req.CheckAnswer(c, "", tc.calls)
+			if err == nil {
+				t.Fatal("the answer passed")
+			}
+			for _, s := range tc.secret {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("Error() = %q quotes %q", err, s)
+				}
+			}
+			if !strings.Contains(err.Error(), tc.public) {
+				t.Errorf("Error() = %q, want %q", err, tc.public)
+			}
+			if d := structured.Detail(err); !strings.Contains(d, tc.detail) {
+				t.Errorf("Detail = %q, want %q in it", d, tc.detail)
+			}
+		})
+	}
+	schemaReq := Request{ResponseFormat: &ResponseFormat{Type: FormatJSONSchema,
+		JSONSchema: &JSONSchema{Name: "s", Schema: json.RawMessage(`{"type":"object","properties":{"q":{"type":"string","maxLength":3}}}`)}}}
+	for _, tc := range []struct{ content, public string }{
+		{`{"q":"notakeyx"}`, "at /q: fails maxLength"},
+		{`notakeyx {`, "the answer is not valid JSON"},
+	} {
+		_, err := schemaReq.CheckAnswer(c, tc.content, nil)
+		if err == nil || err.Error() != tc.public {
+			t.Errorf("CheckAnswer(%q) = %v, want %q", tc.content, err, tc.public)
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -23,6 +24,9 @@ const maxProblems = 3
 // Schema is a compiled JSON Schema.
 type Schema struct {
 	s *jsonschema.Schema
+	// declared holds the names the schema declares under properties,
+	// which a public line may show.
+	declared map[string]bool
 }
 
 // noLoader refuses every $ref outside the schema itself.
@@ -55,7 +59,28 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, errors.New(oneLine(err.Error()))
 	}
-	return &Schema{s: s}, nil
+	declared := map[string]bool{}
+	declare(doc, declared)
+	return &Schema{s: s, declared: declared}, nil
+}
+
+// declare adds the names under every "properties" of doc to names.
+func declare(doc any, names map[string]bool) {
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, sub := range v {
+			if props, ok := sub.(map[string]any); ok && k == "properties" {
+				for name := range props {
+					names[name] = true
+				}
+			}
+			declare(sub, names)
+		}
+	case []any:
+		for _, sub := range v {
+			declare(sub, names)
+		}
+	}
 }
 
 // Validate checks a JSON text against the schema: an error when it does
@@ -68,27 +93,92 @@ func (s *Schema) Validate(text string) error {
 	return s.ValidateValue(v)
 }
 
-// ValidateValue checks a value decoded by Parse against the schema.
+// ValidateValue checks a value decoded by Parse against the schema. A
+// value that does not match is a *Mismatch.
 func (s *Schema) ValidateValue(v any) error {
 	err := s.s.Validate(v)
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
-		var problems []string
-		leaves(ve, &problems)
+		var problems []Problem
+		s.leaves(ve, &problems)
 		return Join(problems)
 	}
 	return err
 }
 
-// leaves collects the innermost problems of a validation error.
-func leaves(e *jsonschema.ValidationError, out *[]string) {
+// leaves collects the innermost problems of a validation error: in public
+// the place in the answer and the keyword it fails, in detail what the
+// library says (with the values).
+func (s *Schema) leaves(e *jsonschema.ValidationError, out *[]Problem) {
 	if len(e.Causes) == 0 {
 		at := "/" + strings.Join(e.InstanceLocation, "/")
-		*out = append(*out, fmt.Sprintf("at %s: %s", at, e.ErrorKind.LocalizedString(printer)))
+		*out = append(*out, Problem{
+			Public: fmt.Sprintf("at %s: %s", s.publicPath(e.InstanceLocation), failsWhat(e.ErrorKind)),
+			Detail: fmt.Sprintf("at %s: %s", at, e.ErrorKind.LocalizedString(printer)),
+		})
 		return
 	}
 	for _, c := range e.Causes {
-		leaves(c, out)
+		s.leaves(c, out)
+	}
+}
+
+// publicPath is an instance location as a tenant may read it: array
+// indexes, and the names the schema itself declares under properties; a
+// name only the model chose is "*".
+func (s *Schema) publicPath(loc []string) string {
+	parts := make([]string, len(loc))
+	for i, tok := range loc {
+		switch {
+		case isIndex(tok), s.declared[tok]:
+			parts[i] = tok
+		default:
+			parts[i] = "*"
+		}
+	}
+	return "/" + strings.Join(parts, "/")
+}
+
+func isIndex(tok string) bool {
+	if tok == "" || len(tok) > 9 {
+		return false
+	}
+	for _, r := range tok {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// failsWhat names the constraint an error kind is about in the product's
+// own words: the keyword, never the value or the schema's argument (a
+// pattern, the names required).
+func failsWhat(k jsonschema.ErrorKind) string {
+	switch k.(type) {
+	case *kind.FalseSchema:
+		return "not allowed here (false schema)"
+	case *kind.RefCycle:
+		return "the schema's $refs loop"
+	case *kind.InvalidJsonValue:
+		return "not a JSON value"
+	}
+	if kw := k.KeywordPath(); len(kw) > 0 && publicKeyword[kw[0]] {
+		return "fails " + kw[0]
+	}
+	return "does not match the schema"
+}
+
+// publicKeyword lists the keywords a public line may name.
+var publicKeyword = map[string]bool{}
+
+func init() {
+	for _, kw := range strings.Fields(`type enum const format $ref $dynamicRef allOf anyOf oneOf not
+		minProperties maxProperties required dependency dependentRequired additionalProperties
+		propertyNames minItems maxItems additionalItems uniqueItems contains minContains maxContains
+		minLength maxLength pattern contentEncoding contentMediaType contentSchema
+		minimum maximum exclusiveMinimum exclusiveMaximum multipleOf`) {
+		publicKeyword[kw] = true
 	}
 }
 
@@ -101,7 +191,7 @@ func Parse(text string) (any, error) {
 	}
 	v, err := jsonschema.UnmarshalJSON(strings.NewReader(t))
 	if err != nil {
-		return nil, fmt.Errorf("the answer is not valid JSON: %s", oneLine(err.Error()))
+		return nil, &Mismatch{Problems: []Problem{{Public: "the answer is not valid JSON", Detail: "the answer is not valid JSON: " + oneLine(err.Error())}}}
 	}
 	return v, nil
 }
@@ -157,15 +247,62 @@ func (c *Cache) Schema(raw json.RawMessage) (*Schema, error) {
 	return s, nil
 }
 
-// Join words problems as one line, at most maxProblems of them.
-func Join(problems []string) error {
+// Problem is one thing wrong with an answer, worded twice.
+type Problem struct {
+	// Public is what a tenant may read (an attempt's reason): built from
+	// the product's own words and the failure's structure only (the
+	// place, the constraint's keyword, the tool call's index), never a
+	// value, the model's text, a name the model chose or a pattern.
+	Public string
+	// Detail is the full text for the model's repair instruction, the
+	// values included.
+	Detail string
+}
+
+// Mismatch is an answer that fails a check: its Error is the public line,
+// Detail(err) the model-facing one.
+type Mismatch struct {
+	Problems []Problem
+}
+
+// Error is the problems' public words, at most maxProblems of them.
+func (m *Mismatch) Error() string {
+	return line(m.Problems, func(p Problem) string { return p.Public })
+}
+
+// Detail is the full text of err for the model's repair instruction: a
+// Mismatch's details (values included), else err.Error(). Never show it
+// to a tenant.
+func Detail(err error) string {
+	var m *Mismatch
+	if errors.As(err, &m) {
+		return line(m.Problems, func(p Problem) string { return p.Detail })
+	}
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// Join makes problems one *Mismatch (nil when there are none).
+func Join(problems []Problem) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	if len(problems) > maxProblems {
-		problems = append(problems[:maxProblems:maxProblems], fmt.Sprintf("and %d more", len(problems)-maxProblems))
+	return &Mismatch{Problems: problems}
+}
+
+// line words problems as one line, at most maxProblems of them.
+func line(problems []Problem, word func(Problem) string) string {
+	n := min(len(problems), maxProblems)
+	parts := make([]string, 0, n+1)
+	for _, p := range problems[:n] {
+		parts = append(parts, word(p))
 	}
-	return errors.New(strings.Join(problems, "; "))
+	if len(problems) > maxProblems {
+		parts = append(parts, fmt.Sprintf("and %d more", len(problems)-maxProblems))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // oneLine folds a multi-line message onto one line.

@@ -14,29 +14,35 @@ func TestSchemaValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		text string
-		want string // "" for valid; else a part of the error
+		name   string
+		text   string
+		public string // "" for valid; else the error's text
+		detail string // a part of Detail
 	}{
-		{`{"order_id":"42","status":"shipped"}`, ""},
-		{"  {\"order_id\":\"42\",\"status\":\"pending\"}\n", ""},
-		{`{"order_id":42,"status":"shipped"}`, "at /order_id"},
-		{`{"order_id":"42"}`, "status"},
-		{`{"order_id":"42","status":"lost"}`, "at /status"},
-		{`{"order_id":"42","status":"shipped","x":1}`, "x"},
-		{`{"order_id": "42", "status": `, "not valid JSON"},
-		{`Sure! {"order_id":"42"}`, "not valid JSON"},
-		{``, "empty"},
+		{"good", `{"order_id":"42","status":"shipped"}`, "", ""},
+		{"good with space", "  {\"order_id\":\"42\",\"status\":\"pending\"}\n", "", ""},
+		{"wrong type", `{"order_id":42,"status":"shipped"}`, "at /order_id: fails type", "at /order_id: got number, want string"},
+		{"missing", `{"order_id":"42"}`, "at /: fails required", "status"},
+		{"not in enum", `{"order_id":"42","status":"lost"}`, "at /status: fails enum", "at /status: value must be one of"},
+		{"extra", `{"order_id":"42","status":"shipped","x":1}`, "at /: fails additionalProperties", "'x'"},
+		{"cut", `{"order_id": "42", "status": `, "the answer is not valid JSON", "not valid JSON: "},
+		{"prose", `Sure! {"order_id":"42"}`, "the answer is not valid JSON", "invalid character 'S'"},
+		{"empty", ``, "the answer is empty, not JSON", "empty"},
 	}
 	for _, c := range cases {
-		err := s.Validate(c.text)
-		switch {
-		case c.want == "" && err != nil:
-			t.Errorf("Validate(%q) = %v, want valid", c.text, err)
-		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
-			t.Errorf("Validate(%q) = %v, want an error with %q", c.text, err, c.want)
-		case err != nil && strings.Contains(err.Error(), "\n"):
-			t.Errorf("Validate(%q) error spans lines: %q", c.text, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			err := s.Validate(c.text)
+			switch {
+			case c.public == "" && err != nil:
+				t.Errorf("Validate(%q) = %v, want valid", c.text, err)
+			case c.public != "" && (err == nil || err.Error() != c.public):
+				t.Errorf("Validate(%q) = %v, want %q", c.text, err, c.public)
+			case c.public != "" && !strings.Contains(Detail(err), c.detail):
+				t.Errorf("Detail(Validate(%q)) = %q, want %q in it", c.text, Detail(err), c.detail)
+			case err != nil && strings.ContainsAny(err.Error()+Detail(err), "\n"):
+				t.Errorf("Validate(%q) error spans lines: %q", c.text, Detail(err))
+			}
+		})
 	}
 }
 
