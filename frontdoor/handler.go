@@ -423,7 +423,7 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 		return req, chatRequest{}, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
 			message: "Cannot read the request body: " + err.Error()}
 	}
-	cr, ferr := a.decode(body, h.passthrough)
+	cr, ferr := decodeBody(a, body, h.passthrough)
 	if ferr != nil {
 		code := "invalid_value"
 		if ferr.field == "" {
@@ -447,10 +447,10 @@ func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant str
 	req.MaxTokens, req.Temperature = cr.MaxTokens, cr.Temperature
 	req.IdempotencyKey = r.Header.Get(HeaderIdempotencyKey)
 	if v := r.Header.Get(HeaderDeadlineMS); v != "" {
-		ms, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
+		ms, problem := parseDeadlineMS(v, h.o.Config.Call.MaxDeadline.D())
+		if problem != "" {
 			return req, cr, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: HeaderDeadlineMS, code: "invalid_value",
-				message: fmt.Sprintf("Invalid request: %s header: %q is not a whole number of milliseconds.", HeaderDeadlineMS, v)}
+				message: fmt.Sprintf("Invalid request: %s header: %s.", HeaderDeadlineMS, problem)}
 		}
 		req.DeadlineMS = ms
 	}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
 
 	"github.com/durable-llm/durable-llm/policies/request"
 )
@@ -155,6 +158,71 @@ func decodeChatRequest(body []byte, passthrough map[string]bool) (chatRequest, *
 	return req, nil
 }
 
+// The fields of the objects inside a chat request that the front door
+// reads, and those it accepts and drops: what the official OpenAI clients
+// put in a message they return, so that an agent may send it back as it
+// came (refusal: the model's refusal text, never sent upstream; parsed,
+// parsed_arguments: their parse helpers' copies of content and
+// arguments; annotations: citations on OpenAI's answers; index: a
+// streamed tool call's position). Any other field is refused by name, as
+// at the top level.
+var (
+	messageFields = nestedFields{read: []string{"role", "content", "name", "tool_call_id", "tool_calls"},
+		ignored: []string{"refusal", "parsed", "annotations"},
+		nullOnly: map[string]string{
+			"audio":         "audio output is not supported (send its transcript as content)",
+			"function_call": "deprecated by OpenAI: send tool_calls instead",
+		}}
+	toolCallFields  = nestedFields{read: []string{"id", "type", "function"}, ignored: []string{"index"}}
+	functionFields  = nestedFields{read: []string{"name", "arguments"}, ignored: []string{"parsed_arguments"}}
+	textPartFields  = nestedFields{read: []string{"type", "text"}}
+	imagePartFields = nestedFields{read: []string{"type", "image_url"}}
+	imageURLFields  = nestedFields{read: []string{"url", "detail"}}
+	toolFields      = nestedFields{read: []string{"type", "function"}}
+	toolFuncFields  = nestedFields{read: []string{"name", "description", "parameters", "strict"}}
+	formatFields    = nestedFields{read: []string{"type", "json_schema"}}
+	schemaFields    = nestedFields{read: []string{"name", "description", "schema", "strict"}}
+)
+
+// nestedFields is what the front door makes of the fields of an object
+// inside the body: the ones it reads, the ones it drops, and the ones it
+// takes only as null (any other value is refused with the reason).
+type nestedFields struct {
+	read, ignored []string
+	nullOnly      map[string]string
+}
+
+// check refuses the first field of obj (at path at), in sorted order,
+// that nf neither reads nor drops, naming its path.
+func (nf nestedFields) check(obj map[string]json.RawMessage, at string) *fieldError {
+	for _, name := range sortedFields(obj) {
+		path := at + "." + name
+		if name == "" {
+			path = at + `.""`
+		}
+		switch {
+		case slices.Contains(nf.read, name), slices.Contains(nf.ignored, name):
+		case nf.nullOnly[name] != "":
+			if !isNull(obj[name]) {
+				return &fieldError{path, nf.nullOnly[name]}
+			}
+		default:
+			return &fieldError{path, "unknown field (not sent upstream, so not accepted)"}
+		}
+	}
+	return nil
+}
+
+// checkNested decodes raw, when it is an object, and checks its fields
+// with nf; any other JSON is left to the decoder that names its type.
+func checkNested(raw json.RawMessage, at string, nf nestedFields) *fieldError {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(raw, &obj) != nil {
+		return nil
+	}
+	return nf.check(obj, at)
+}
+
 // decodeMessage decodes one chat message; content is a string, null, or an
 // array of text parts (joined with newlines).
 func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError) {
@@ -162,6 +230,9 @@ func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return m, &fieldError{at, "want a message object"}
+	}
+	if err := messageFields.check(obj, at); err != nil {
+		return m, err
 	}
 	for _, f := range []struct {
 		name string
@@ -178,6 +249,23 @@ func decodeMessage(raw json.RawMessage, at string) (request.Message, *fieldError
 	}
 	m.SetParts(parts)
 	if tc, ok := obj["tool_calls"]; ok && !isNull(tc) {
+		var raws []json.RawMessage
+		if json.Unmarshal(tc, &raws) == nil {
+			for j, c := range raws {
+				cat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
+				if err := checkNested(c, cat, toolCallFields); err != nil {
+					return m, err
+				}
+				var fn struct {
+					Function json.RawMessage `json:"function"`
+				}
+				if json.Unmarshal(c, &fn) == nil && fn.Function != nil {
+					if err := checkNested(fn.Function, cat+".function", functionFields); err != nil {
+						return m, err
+					}
+				}
+			}
+		}
 		var calls []struct {
 			ID       string `json:"id"`
 			Type     string `json:"type"`
@@ -211,11 +299,20 @@ func decodeContent(raw json.RawMessage, at string) ([]request.Part, *fieldError)
 		part := request.Part{Type: typ}
 		switch typ {
 		case request.PartText:
+			if err := textPartFields.check(p, pat); err != nil {
+				return part, err
+			}
 			return part, stringAt(p, "text", pat, &part.Text)
 		case request.PartImageURL:
+			if err := imagePartFields.check(p, pat); err != nil {
+				return part, err
+			}
 			var img map[string]json.RawMessage
 			if err := decodeField(p, "image_url", &img, "an object {url, detail}"); err != nil {
 				err.field = pat + "." + err.field
+				return part, err
+			}
+			if err := imageURLFields.check(img, pat+".image_url"); err != nil {
 				return part, err
 			}
 			part.ImageURL = &request.ImageURL{}
@@ -293,6 +390,9 @@ func decodeAgent(top map[string]json.RawMessage, r *request.Request) *fieldError
 		if err := decodeField(top, f.name, f.dst, f.want); err != nil {
 			return err
 		}
+	}
+	if err := checkToolsAndFormat(top); err != nil {
+		return err
 	}
 	var logprobs *bool
 	if err := decodeField(top, "logprobs", &logprobs, "a boolean"); err != nil {
@@ -412,4 +512,131 @@ func jsonKind(raw json.RawMessage) string {
 		t = append(t[:24:24], "…"...)
 	}
 	return "number " + string(t)
+}
+
+// parseDeadlineMS reads an X-Deadline-Ms header: a whole number of
+// milliseconds, returned for Validate to check against the limits; or the
+// problem. A number too large for int64 is over the limit max, not "not a
+// number" (nor, as a time.Duration, negative).
+func parseDeadlineMS(v string, max time.Duration) (int64, string) {
+	ms, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err == nil:
+		return ms, ""
+	case errors.Is(err, strconv.ErrRange) && ms > 0:
+		return 0, fmt.Sprintf("over the limit of %d ms (%v)", max.Milliseconds(), max)
+	case errors.Is(err, strconv.ErrRange):
+		return 0, fmt.Sprintf("negative (want 0 for the default, or %d..%d)", request.MinRequestDeadline.Milliseconds(), max.Milliseconds())
+	}
+	if len(v) > 32 {
+		return 0, "not a whole number of milliseconds"
+	}
+	return 0, fmt.Sprintf("%q is not a whole number of milliseconds", v)
+}
+
+// decodeBody decodes a request body of api a, after checkText: the JSON
+// decoder would replace what is not UTF-8 by U+FFFD without a word, and
+// the request would run on text the client did not send.
+func decodeBody(a api, body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	if err := checkText(body); err != nil {
+		return chatRequest{}, err
+	}
+	return a.decode(body, passthrough)
+}
+
+// checkText reports where body is not Unicode text: a byte sequence that
+// is not UTF-8, or a \u escape of half a UTF-16 surrogate pair (a "\ud83d"
+// without its low half), which JSON decoding replaces by U+FFFD too. The
+// offset is the byte's in the body; the field is not known this early.
+func checkText(body []byte) *fieldError {
+	if !utf8.Valid(body) {
+		i := 0
+		for i < len(body) {
+			r, n := utf8.DecodeRune(body[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return &fieldError{problem: fmt.Sprintf("the request body is not valid UTF-8 (byte %d); JSON text must be UTF-8", i)}
+	}
+	inString := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '"':
+			inString = !inString
+		case c == '\\' && inString && i+1 < len(body):
+			i++
+			if body[i] != 'u' {
+				continue
+			}
+			hi, ok := hex4(body, i+1)
+			if !ok {
+				continue // a malformed escape: the decoder names it
+			}
+			switch {
+			case hi >= 0xDC00 && hi <= 0xDFFF:
+				return surrogateProblem(i - 1)
+			case hi >= 0xD800 && hi <= 0xDBFF:
+				lo, ok := -1, false
+				if i+6 < len(body) && body[i+5] == '\\' && body[i+6] == 'u' {
+					lo, ok = hex4(body, i+7)
+				}
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return surrogateProblem(i - 1)
+				}
+				i += 10 // both escapes, the loop's i++ steps past the last digit
+			default:
+				i += 4
+			}
+		}
+	}
+	return nil
+}
+
+func surrogateProblem(at int) *fieldError {
+	return &fieldError{problem: fmt.Sprintf("the request body has a \\u escape of half a UTF-16 surrogate pair at byte %d, which is no character (JSON strings must be Unicode text)", at)}
+}
+
+// hex4 reads the four hex digits at b[i:].
+func hex4(b []byte, i int) (int, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
+	return int(v), err == nil
+}
+
+// checkToolsAndFormat refuses unknown fields in tools (function tools:
+// another type is named by Validate) and in response_format, which
+// decodeAgent has decoded without them.
+func checkToolsAndFormat(top map[string]json.RawMessage) *fieldError {
+	var tools []map[string]json.RawMessage
+	if raw, ok := top["tools"]; ok && json.Unmarshal(raw, &tools) == nil {
+		for i, t := range tools {
+			at := fmt.Sprintf("tools[%d]", i)
+			var typ string
+			if json.Unmarshal(t["type"], &typ) != nil || typ != "function" {
+				continue
+			}
+			if err := toolFields.check(t, at); err != nil {
+				return err
+			}
+			if err := checkNested(t["function"], at+".function", toolFuncFields); err != nil {
+				return err
+			}
+		}
+	}
+	var format map[string]json.RawMessage
+	if raw, ok := top["response_format"]; ok && json.Unmarshal(raw, &format) == nil && format != nil {
+		if err := formatFields.check(format, "response_format"); err != nil {
+			return err
+		}
+		if raw, ok := format["json_schema"]; ok {
+			if err := checkNested(raw, "response_format.json_schema", schemaFields); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

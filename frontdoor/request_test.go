@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durable-llm/durable-llm/policies/request"
 )
@@ -101,6 +102,21 @@ func TestDecodeChatRequestNamesTheField(t *testing.T) {
 		{"part text a number", `{"messages":[{"role":"user","content":[{"type":"text","text":1}]}]}`, "messages[0].content[0].text", "want a string"},
 		{"tool call without function", `{"messages":[{"role":"assistant","tool_calls":[{"id":"x"}]}]}`, "messages[0].tool_calls[0].function", "missing"},
 		{"tool calls a string", `{"messages":[{"role":"assistant","tool_calls":"x"}]}`, "messages[0].tool_calls", "want an array"},
+		// Unknown fields inside the body are refused by path, as at the top level.
+		{"unknown field in a message", `{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi","reasoning_content":"x"}]}`, "messages[1].reasoning_content", "unknown field"},
+		{"misspelt field in a message", `{"messages":[{"role":"tool","tool_call_idx":"c1","content":"42"}]}`, "messages[0].tool_call_idx", "unknown field"},
+		{"empty field name in a message", `{"messages":[{"role":"user","content":"Hi","":1}]}`, `messages[0].""`, "unknown field"},
+		{"audio reference in a message", `{"messages":[{"role":"assistant","audio":{"id":"audio_1"}},{"role":"user","content":"Hi"}]}`, "messages[0].audio", "audio output is not supported"},
+		{"function_call in a message", `{"messages":[{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}]}`, "messages[0].function_call", "send tool_calls instead"},
+		{"unknown field in a text part", `{"messages":[{"role":"user","content":[{"type":"text","text":"Hi","cache_control":{"type":"ephemeral"}}]}]}`, "messages[0].content[0].cache_control", "unknown field"},
+		{"unknown field in an image part", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png"},"text":"x"}]}]}`, "messages[0].content[0].text", "unknown field"},
+		{"unknown field in image_url", `{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://example.com/a.png","format":"png"}}]}]}`, "messages[0].content[0].image_url.format", "unknown field"},
+		{"unknown field in a tool call", `{"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"},"extra":1}]}]}`, "messages[0].tool_calls[0].extra", "unknown field"},
+		{"unknown field in a tool call's function", `{"messages":[{"role":"assistant","tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}","args":"{}"}}]}]}`, "messages[0].tool_calls[0].function.args", "unknown field"},
+		{"unknown field in a tool", `{"messages":[],"tools":[{"type":"function","function":{"name":"f"},"cache_control":{}}]}`, "tools[0].cache_control", "unknown field"},
+		{"unknown field in a tool's function", `{"messages":[],"tools":[{"type":"function","function":{"name":"f","parameter":{}}}]}`, "tools[0].function.parameter", "unknown field"},
+		{"unknown field in response_format", `{"messages":[],"response_format":{"type":"json_object","schema":{}}}`, "response_format.schema", "unknown field"},
+		{"unknown field in json_schema", `{"messages":[],"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{},"strct":true}}}`, "response_format.json_schema.strct", "unknown field"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := decodeChatRequest([]byte(tc.body), nil)
@@ -170,5 +186,88 @@ func TestPreferAsync(t *testing.T) {
 		if got := preferAsync(h); got != want {
 			t.Errorf("Prefer: %q → %v, want %v", v, got, want)
 		}
+	}
+}
+
+// TestDecodeChatRequestTakesBackItsOwnMessages: the fields the official
+// clients keep in a message they return (refusal, parsed, annotations,
+// null audio and function_call, a streamed tool call's index, the parse
+// helpers' parsed_arguments) are accepted when an agent sends the message
+// back, and dropped.
+func TestDecodeChatRequestTakesBackItsOwnMessages(t *testing.T) {
+	body := `{"messages":[{"role":"user","content":"Where is order 42?"},
+		{"role":"assistant","content":null,"refusal":null,"audio":null,"function_call":null,"annotations":[],"parsed":null,
+		 "tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"lookup_order","arguments":"{}","parsed_arguments":{}}}]},
+		{"role":"tool","tool_call_id":"c1","content":"shipped"}],
+		"tools":[{"type":"function","function":{"name":"lookup_order","description":"d","parameters":{"type":"object"},"strict":false}}],
+		"response_format":{"type":"json_schema","json_schema":{"name":"a","description":"d","schema":{"type":"object"},"strict":true}}}`
+	got, err := decodeChatRequest([]byte(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []request.Message{{Role: "user", Content: "Where is order 42?"},
+		{Role: "assistant", ToolCalls: []request.ToolCall{{ID: "c1", Type: "function", Function: request.FunctionCall{Name: "lookup_order", Arguments: "{}"}}}},
+		{Role: "tool", ToolCallID: "c1", Content: "shipped"}}
+	if !reflect.DeepEqual(got.Messages, want) {
+		t.Errorf("got  %+v\nwant %+v", got.Messages, want)
+	}
+	// A tool of another type is named by Validate ("custom" is not
+	// supported), not refused here for its fields.
+	if _, err := decodeChatRequest([]byte(`{"messages":[],"tools":[{"type":"custom","custom":{"name":"f"}}]}`), nil); err != nil {
+		t.Errorf("a custom tool: %v", err)
+	}
+}
+
+func TestCheckText(t *testing.T) {
+	for _, tc := range []struct {
+		name, body, problem string
+	}{
+		{"UTF-8", `{"messages":[{"role":"user","content":"订单 ✓ 😀"}]}`, ""},
+		{"escaped pair", `{"content":"\ud83d\ude00 and \u00e9 and \\ud83d"}`, ""},
+		{"a bad byte", "{\"content\":\"ok \xff\"}", "not valid UTF-8 (byte 15)"},
+		{"a cut sequence", "{\"content\":\"\xe8\xae\"}", "not valid UTF-8 (byte 12)"},
+		{"overlong encoding", "{\"content\":\"\xc0\xaf\"}", "not valid UTF-8"},
+		{"an encoded surrogate", "{\"content\":\"\xed\xa0\x80\"}", "not valid UTF-8"},
+		{"lone high surrogate escape", `{"content":"\ud83d!"}`, "half a UTF-16 surrogate pair at byte 12"},
+		{"high surrogate at the end", `{"content":"\ud83d"}`, "half a UTF-16 surrogate pair at byte 12"},
+		{"lone low surrogate escape", `{"content":"\uDE00"}`, "half a UTF-16 surrogate pair"},
+		{"high then a non-surrogate escape", `{"content":"\ud83d\u0041"}`, "half a UTF-16 surrogate pair"},
+		{"two high surrogates", `{"content":"\ud83d\ud83d"}`, "half a UTF-16 surrogate pair"},
+		{"in a field name", `{"\ud800":1}`, "half a UTF-16 surrogate pair"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkText([]byte(tc.body))
+			switch {
+			case tc.problem == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.problem != "" && (err == nil || err.field != "" || !strings.Contains(err.problem, tc.problem)):
+				t.Errorf("got %v, want …%q…", err, tc.problem)
+			}
+		})
+	}
+}
+
+func TestParseDeadlineMS(t *testing.T) {
+	for _, tc := range []struct {
+		name, v string
+		ms      int64
+		problem string
+	}{
+		{"ten seconds", "10000", 10000, ""},
+		{"beyond a Duration, for Validate to refuse", "10000000000000", 10000000000000, ""},
+		{"beyond int64", "99999999999999999999", 0, "over the limit of 600000 ms (10m0s)"},
+		{"far below int64", "-99999999999999999999", 0, "negative"},
+		{"a fraction", "1.5", 0, `"1.5" is not a whole number of milliseconds`},
+		{"long garbage, not echoed", strings.Repeat("x", 100), 0, "not a whole number of milliseconds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms, problem := parseDeadlineMS(tc.v, 10*time.Minute)
+			if ms != tc.ms || !strings.Contains(problem, tc.problem) || (tc.problem == "") != (problem == "") {
+				t.Errorf("got %d, %q; want %d, …%q…", ms, problem, tc.ms, tc.problem)
+			}
+			if strings.Contains(problem, "xxxx") {
+				t.Errorf("the header is echoed: %q", problem)
+			}
+		})
 	}
 }

@@ -281,12 +281,13 @@ func Validate(r Request, cfg *config.Config) error {
 	}
 
 	if d := r.DeadlineMS; d != 0 {
-		dd := time.Duration(d) * time.Millisecond
+		// Compared in milliseconds: as a time.Duration (nanoseconds) a
+		// deadline above 292 years overflows and reads as negative.
 		switch {
 		case d < 0:
 			e.add("deadline_ms", "%d is negative (want 0 for the default, or %d..%d)",
 				d, MinRequestDeadline.Milliseconds(), lim.maxDeadline.Milliseconds())
-		case dd < MinRequestDeadline:
+		case d < MinRequestDeadline.Milliseconds():
 			e.add("deadline_ms", "%d ms is below the minimum of %d ms (%v)", d, MinRequestDeadline.Milliseconds(), MinRequestDeadline)
 		case d > lim.maxDeadline.Milliseconds():
 			e.add("deadline_ms", "%d ms is over the limit of %d ms (%v)", d, lim.maxDeadline.Milliseconds(), lim.maxDeadline)

@@ -134,6 +134,9 @@ func TestValidateRequestRefuses(t *testing.T) {
 		{"deadline too short", validateCfg, func(r *Request) { r.DeadlineMS = 999 }, "deadline_ms", "999 ms is below the minimum of 1000 ms"},
 		{"deadline too long", validateCfg, func(r *Request) { r.DeadlineMS = 120001 }, "deadline_ms", "120001 ms is over the limit of 120000 ms (2m0s)"},
 		{"deadline over the default limit", nil, func(r *Request) { r.DeadlineMS = 600001 }, "deadline_ms", "over the limit of 600000 ms (10m0s)"},
+		// 10^13 ms overflows a time.Duration (ns): it read as negative, "below the minimum".
+		{"deadline that overflows a Duration", validateCfg, func(r *Request) { r.DeadlineMS = 10_000_000_000_000 }, "deadline_ms", "10000000000000 ms is over the limit of 120000 ms (2m0s)"},
+		{"largest deadline", nil, func(r *Request) { r.DeadlineMS = math.MaxInt64 }, "deadline_ms", "9223372036854775807 ms is over the limit of 600000 ms"},
 		// 6+24 bytes of system message, 4+2000 of user message.
 		{"prompt too large", validateCfg, func(r *Request) { r.Messages[1].Content = strings.Repeat("x", 2000) }, "messages", "prompt is 1.99 KiB (2034 bytes), over the limit of 1000 bytes"},
 		{"prompt over the default 1 MiB", nil, func(r *Request) { r.Messages[1].Content = strings.Repeat("订", 400000) }, "messages", "prompt is 1.14 MiB (1200034 bytes), over the limit of 1 MiB (1048576 bytes)"},
