@@ -95,5 +95,8 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 			status: 400, code: "invalid_value", param: "messages[0].reasoning_content", says: "unknown field"},
 		{name: "an unknown field in a content part", body: withMessages(`{"role":"user","content":[{"type":"text","text":"Hi","cache_control":{"type":"ephemeral"}}]}`),
 			status: 400, code: "invalid_value", param: "messages[0].content[0].cache_control", says: "unknown field"},
+		// An oversized feedback was a 400 unreadable_body.
+		{name: "an oversized feedback", path: "/v1/calls/llm-" + strings.Repeat("0", 64) + "/feedback",
+			body: `{"outcome":"` + strings.Repeat("x", 5000) + `"}`, status: 413, code: "request_too_large", says: "over the limit of 4096 bytes"},
 	})
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"go.temporal.io/sdk/client"
 
@@ -83,10 +84,21 @@ func (h *Handler) postFeedback(w http.ResponseWriter, r *http.Request, tenant st
 // outcome.
 func readOutcome(w http.ResponseWriter, r *http.Request) (rules.Outcome, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxFeedbackBytes))
-	if err != nil {
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		closeEarly(w)
+		return "", &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
+			message: fmt.Sprintf(`The request body is over the limit of %d bytes (a feedback is {"outcome":"…"}).`, maxFeedbackBytes)}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		closeEarly(w)
+		return "", &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
+			message: "The request body did not arrive in time."}
+	case err != nil:
+		// Not the error's text: it names the connection's addresses.
 		closeEarly(w)
 		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
-			message: fmt.Sprintf("Cannot read the request body (at most %d bytes): %v", maxFeedbackBytes, err)}
+			message: "Cannot read the request body."}
 	}
 	var in struct {
 		Outcome *string `json:"outcome"`
