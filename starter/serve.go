@@ -37,7 +37,8 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	taskQueue := fs.String("task-queue", serveEnv("WORKER_TASK_QUEUE", workflows.TaskQueue), "task queue of the workers (env WORKER_TASK_QUEUE)")
 	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE keep-alive interval while a streamed call retries")
 	logLevel := fs.String("log-level", serveEnv("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
-	maxConns := fs.Int("max-conns", defaultMaxConns, "most connections open at once; more wait to be accepted (env FRONTDOOR_MAX_CONNS)")
+	maxConns := fs.Int("max-conns", defaultMaxConns, "most connections open at once; more wait to be accepted, and from 90 % of it on idle ones are closed after 1s (env FRONTDOOR_MAX_CONNS)")
+	perClient := fs.Int("max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address; beyond, its longest idle one is closed, else the new one is answered 429 (env FRONTDOOR_MAX_CONNS_PER_CLIENT)")
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "most time a request's body may take to arrive; slower: 408, connection closed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: starter serve [--addr 127.0.0.1:8080] [--policy FILE] [--tokens FILE]
@@ -67,6 +68,9 @@ client of the deployment); without it serve listens only on loopback.
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
 	if err := connLimit(fs, maxConns, "FRONTDOOR_MAX_CONNS"); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if err := countSetting(fs, "max-conns-per-client", perClient, "FRONTDOOR_MAX_CONNS_PER_CLIENT"); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	// Workflow IDs keyed with LLM_ID_SECRET; without it only on loopback.
@@ -148,23 +152,20 @@ client of the deployment); without it serve listens only on loopback.
 	if err != nil {
 		return err
 	}
-	ln, err := listen(*addr, *maxConns)
-	if err != nil {
-		return fmt.Errorf("serve: %w", err)
-	}
-	// No write timeout: a call may take as long as its deadline (up to the
-	// policy's max_deadline), and streams stay open while it retries.
 	var handler http.Handler = h
 	if traced {
 		handler = tracing.Handler(h)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv, ln, err := doorServer(*addr, handler, connOptions{MaxConns: *maxConns, PerClient: *perClient})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	models := make([]string, len(cfg.Models))
 	for i, m := range cfg.Models {
 		models[i] = m.Name
 	}
-	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n",
-		ln.Addr(), *maxConns, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
+	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections, %d per client address)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n",
+		ln.Addr(), *maxConns, *perClient, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
 	for _, name := range tenants.Names() {
 		l := tenants.Limits(name)
 		fmt.Fprintf(out, "  limits of %s: %s, %s, %s\n", name,
@@ -197,17 +198,24 @@ const defaultMaxConns = 1024
 // connLimit settles --max-conns of fs: the flag when given, else the
 // variable env when set, else its default; it must be 1 or more.
 func connLimit(fs *flag.FlagSet, maxConns *int, env string) error {
-	if !flagSet(fs, "max-conns") {
+	return countSetting(fs, "max-conns", maxConns, env)
+}
+
+// countSetting settles the connection count of the flag name of fs: the
+// flag when given, else the variable env when set, else its default; it
+// must be 1 or more.
+func countSetting(fs *flag.FlagSet, name string, n *int, env string) error {
+	if !flagSet(fs, name) {
 		if v := os.Getenv(env); v != "" {
-			n, err := strconv.Atoi(v)
+			i, err := strconv.Atoi(v)
 			if err != nil {
 				return fmt.Errorf("%s=%q: want a whole number of connections", env, v)
 			}
-			*maxConns = n
+			*n = i
 		}
 	}
-	if *maxConns < 1 {
-		return fmt.Errorf("--max-conns (%s) is %d; want 1 or more", env, *maxConns)
+	if *n < 1 {
+		return fmt.Errorf("--%s (%s) is %d; want 1 or more", name, env, *n)
 	}
 	return nil
 }

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/llmclient"
+)
+
+// hangGuard bounds every wait of these tests for an answer: far beyond
+// what an answer takes, far below the server's 2-minute idle timeout.
+const hangGuard = 30 * time.Second
+
+// startDoor serves h with doorServer on a loopback port and returns its
+// address.
+func startDoor(t *testing.T, h http.Handler, o connOptions) string {
+	t.Helper()
+	srv, ln, err := doorServer("127.0.0.1:0", h, o)
+	require.NoError(t, err)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return ln.Addr().String()
+}
+
+// dialFrom opens a connection to addr from the loopback address from
+// ("127.0.0.1", "127.0.0.2", …: all of 127/8 is this machine's).
+func dialFrom(t *testing.T, from, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+	c, err := d.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// get sends GET path on c (keep-alive) and reads the answer, within the
+// hang guard; it returns the status and the body, or the error.
+func get(c net.Conn, br *bufio.Reader, path, token string) (int, string, error) {
+	head := "GET " + path + " HTTP/1.1\r\nHost: door\r\n"
+	if token != "" {
+		head += "Authorization: Bearer " + token + "\r\n"
+	}
+	if _, err := io.WriteString(c, head+"\r\n"); err != nil {
+		return 0, "", err
+	}
+	_ = c.SetReadDeadline(time.Now().Add(hangGuard))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// TestIdleConnectionsDoNotBlockTheDoor: a client without a token holds
+// --max-conns (1,024) idle keep-alive connections, each after one GET
+// /healthz; a tenant's request on a new connection is still answered (the
+// door, under pressure, closes connections idle for a second instead of
+// two minutes).
+func TestIdleConnectionsDoNotBlockTheDoor(t *testing.T) {
+	const token = "tok-acme-5e1b9c3a7d2f4e6a8b0c1d3e5f7a9b2c"
+	tenants, err := frontdoor.ParseTokens(token + "=acme")
+	require.NoError(t, err)
+	c, err := client.NewLazyClient(client.Options{HostPort: closedAddr(t)})
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c}, Tenants: tenants})
+	require.NoError(t, err)
+	// One address holds them all here: its cap is not what is tested.
+	addr := startDoor(t, h, connOptions{MaxConns: defaultMaxConns, PerClient: 2 * defaultMaxConns})
+
+	for i := range defaultMaxConns {
+		conn := dialFrom(t, "127.0.0.1", addr)
+		status, _, err := get(conn, bufio.NewReader(conn), "/healthz", "")
+		require.NoError(t, err, "idle connection %d", i)
+		require.Equal(t, http.StatusOK, status)
+	}
+
+	conn := dialFrom(t, "127.0.0.1", addr)
+	status, body, err := get(conn, bufio.NewReader(conn), "/v1/models", token)
+	require.NoError(t, err, "the tenant's request is not answered while %d idle connections are held", defaultMaxConns)
+	require.Equal(t, http.StatusOK, status, body)
+	require.Contains(t, body, `"qwen-72b"`)
+}
+
+// TestConnectionsPerClientAddress: one address may hold --max-conns-per-
+// client connections; a new one beyond takes the place of the address's
+// idle one, and when none is idle it is answered 429 too_many_connections
+// and closed, while another address is served.
+func TestConnectionsPerClientAddress(t *testing.T) {
+	entered, unblock := make(chan struct{}, 2), make(chan struct{}, 2)
+	t.Cleanup(func() { unblock <- struct{}{}; unblock <- struct{}{} })
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			entered <- struct{}{}
+			<-unblock
+		}
+		_, _ = io.WriteString(w, "ok")
+	})
+	addr := startDoor(t, h, connOptions{MaxConns: 64, PerClient: 2})
+
+	// Two requests of 127.0.0.1 being served: none of its connections is
+	// idle.
+	type held struct {
+		conn net.Conn
+		br   *bufio.Reader
+		done chan error
+	}
+	var busy []held
+	for range 2 {
+		conn := dialFrom(t, "127.0.0.1", addr)
+		hc := held{conn: conn, br: bufio.NewReader(conn), done: make(chan error, 1)}
+		go func() {
+			_, _, err := get(hc.conn, hc.br, "/block", "")
+			hc.done <- err
+		}()
+		select {
+		case <-entered:
+		case <-time.After(hangGuard):
+			t.Fatal("a first request is not served")
+		}
+		busy = append(busy, hc)
+	}
+
+	third := dialFrom(t, "127.0.0.1", addr)
+	br := bufio.NewReader(third)
+	status, body, err := get(third, br, "/healthz", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusTooManyRequests, status, body)
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+	require.Equal(t, "too_many_connections", e.Error.Code)
+	require.Contains(t, e.Error.Message, "at most 2 may be open at once")
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the refused connection is not closed")
+
+	other := dialFrom(t, "127.0.0.2", addr)
+	status, body, err = get(other, bufio.NewReader(other), "/healthz", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "another address is refused: %s", body)
+
+	// One answered: its connection is idle, and a new one of the address
+	// takes its place.
+	unblock <- struct{}{}
+	var idle held
+	select {
+	case err = <-busy[0].done:
+		idle = busy[0]
+	case err = <-busy[1].done:
+		idle = busy[1]
+	case <-time.After(hangGuard):
+		t.Fatal("an unblocked request is not answered")
+	}
+	require.NoError(t, err)
+	fourth := dialFrom(t, "127.0.0.1", addr)
+	status, body, err = get(fourth, bufio.NewReader(fourth), "/healthz", "")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, "a new connection is refused while the address has an idle one: %s", body)
+	_ = idle.conn.SetReadDeadline(time.Now().Add(hangGuard))
+	_, err = idle.br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the address's idle connection is not closed for the new one")
+}
