@@ -95,6 +95,16 @@ func TestBadInputIsRefusedByName(t *testing.T) {
 			status: 400, code: "invalid_value", param: "messages[0].reasoning_content", says: "unknown field"},
 		{name: "an unknown field in a content part", body: withMessages(`{"role":"user","content":[{"type":"text","text":"Hi","cache_control":{"type":"ephemeral"}}]}`),
 			status: 400, code: "invalid_value", param: "messages[0].content[0].cache_control", says: "unknown field"},
+		// An unknown scenario was accepted, its rules skipped.
+		{name: "an unknown scenario", headers: map[string]string{"X-Scenario": "medcal"}, body: question,
+			status: 400, code: "invalid_value", param: "X-Scenario", says: `X-Scenario header: unknown scenario "medcal" (known: customer_service, medical, finance, education;`},
+		// Image URLs into the network were forwarded.
+		{name: "an image URL to cloud metadata", body: withMessages(`{"role":"user","content":[{"type":"text","text":"What is this?"},{"type":"image_url","image_url":{"url":"http://169.254.169.254/latest/meta-data/"}}]}`),
+			status: 400, code: "invalid_value", param: "messages[0].content[1].image_url.url", says: "a link-local address"},
+		{name: "an image URL to loopback in decimal", body: withMessages(`{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://2130706433:8000/x.png"}}]}`),
+			status: 400, code: "invalid_value", param: "messages[0].content[0].image_url.url", says: "a loopback address"},
+		{name: "an image URL with credentials", body: withMessages(`{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://u:p@images.example.com/x.png"}}]}`),
+			status: 400, code: "invalid_value", param: "messages[0].content[0].image_url.url", says: "credentials"},
 		// An oversized feedback was a 400 unreadable_body.
 		{name: "an oversized feedback", path: "/v1/calls/llm-" + strings.Repeat("0", 64) + "/feedback",
 			body: `{"outcome":"` + strings.Repeat("x", 5000) + `"}`, status: 413, code: "request_too_large", says: "over the limit of 4096 bytes"},

@@ -32,6 +32,7 @@ type Config struct {
 	Call      CallConfig                    `yaml:"call"`
 	HTTP      HTTPConfig                    `yaml:"http"`
 	Limits    LimitsConfig                  `yaml:"limits"`
+	Request   RequestConfig                 `yaml:"request"`
 	FAQ       FAQConfig                     `yaml:"faq"`
 	Stream    StreamConfig                  `yaml:"stream"`
 	Hedge     HedgeConfig                   `yaml:"hedge"`

@@ -299,6 +299,15 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 		{"handoff without message", minimal + "rules:\n  - {id: r, action: handoff, keywords: [x]}\n", []string{`rules[0].message: must be the text the user sees for a handoff rule`}, ""},
 		{"duplicate rule id", minimal + "rules:\n  - {id: r, action: no_retry, keywords: [x]}\n  - {id: r, action: no_retry, keywords: [y]}\n", []string{`rules[1].id: must be unique, got "r" (also rules[0]) (line 10)`}, ""},
 
+		// request: scenarios and image hosts.
+		{"empty scenario", minimal + "request:\n  scenarios: ['']\n", []string{`request.scenarios[0]: must be a scenario name (or "*" for any), got "" (line 9)`}, ""},
+		{"scenario twice", minimal + "request:\n  scenarios: [shop, Shop]\n", []string{`request.scenarios[1]: names "Shop" a second time (also request.scenarios[0]; case is ignored) (line 9)`}, ""},
+		{"scenarios a string", minimal + "request:\n  scenarios: shop\n", []string{`request.scenarios: must be a list`}, ""},
+		{"image host a URL", minimal + "request:\n  allow_image_hosts: ['http://images.corp.example/']\n", []string{`request.allow_image_hosts[0]: must be a host name`, `got "http://images.corp.example/" (line 9)`}, ""},
+		{"image host with a port", minimal + "request:\n  allow_image_hosts: [images.corp.example, 'images.corp.example:8080']\n", []string{`request.allow_image_hosts[1]: must be a host name`}, ""},
+		{"image host with a space", minimal + "request:\n  allow_image_hosts: ['images corp']\n", []string{`request.allow_image_hosts[0]: must be a host name`}, ""},
+		{"unknown request field", minimal + "request:\n  allow_image_host: [x.example]\n", []string{`request.allow_image_host: unknown field; expected one of scenarios, allow_image_hosts (line 9)`}, ""},
+
 		// The file as a whole.
 		{"duplicate key", minimal + "budget:\n  ratio: 0.1\n  ratio: 0.2\n", []string{`bad.yaml: budget.ratio: mapping key "ratio" already defined at line 9 (line 10)`}, ""},
 		{"two documents", minimal + "---\nmodels: []\n", []string{"bad.yaml: line 9: must hold one YAML document, got a second one (---)"}, ""},
@@ -338,7 +347,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, faq, stream, hedge, cache, store, spend, diagnose, rules, learn, placeholder (line 8)"},
+		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, request, faq, stream, hedge, cache, store, spend, diagnose, rules, learn, placeholder (line 8)"},
 		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, deployments, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
 		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds, summarize (line 10)"},

@@ -277,6 +277,8 @@ func (c *Config) validate() []Problem {
 	posInt("limits.max_images", l.MaxImages, "number of images")
 	posInt("limits.max_image_bytes", l.MaxImageBytes, "size in bytes")
 
+	c.Request.validate(bad)
+
 	// faq
 	fraction("faq.threshold", c.FAQ.Threshold, true)
 

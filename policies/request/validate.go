@@ -224,6 +224,12 @@ const PromptBytesPerContextToken = 16
 //     passthrough fields that a model's policy lists; and a model that
 //     can serve what the request needs (Needs: the preferred one, else
 //     at least one rung).
+//   - scenario: empty or one cfg.KnownScenario accepts (request.scenarios,
+//     the rules' and hedge.scenarios' scenarios).
+//   - image URLs: none to an address or name inside the network (loopback,
+//     link-local, private, shared, localhost, *.internal, …) unless
+//     request.allow_image_hosts lists it, none with credentials (see
+//     imageURLProblem).
 //   - idempotency_key: empty or valid for ValidateKey.
 //   - every string valid UTF-8.
 //
@@ -242,6 +248,11 @@ func Validate(r Request, cfg *config.Config) error {
 		if len(f.value) > MaxLabelBytes {
 			e.add(f.field, "%d bytes, over the limit of %d", len(f.value), MaxLabelBytes)
 		}
+	}
+
+	if cfg != nil && len(r.Scenario) <= MaxLabelBytes && utf8.ValidString(r.Scenario) && !cfg.KnownScenario(r.Scenario) {
+		e.add("scenario", "unknown scenario %q (known: %s; the policy's request.scenarios, rules and hedge.scenarios name them)",
+			r.Scenario, joinSome(cfg.KnownScenarios(), 20))
 	}
 
 	validateMessages(e, r.Messages, lim)
@@ -295,6 +306,11 @@ func Validate(r Request, cfg *config.Config) error {
 	}
 
 	validateAgent(e, r, cfg, lim)
+	var allowHosts []string
+	if cfg != nil {
+		allowHosts = cfg.Request.AllowImageHosts
+	}
+	validateImageHosts(e, r.Messages, allowHosts)
 
 	if r.IdempotencyKey != "" {
 		if p := keyProblem(r.IdempotencyKey); p != "" {
@@ -396,6 +412,18 @@ func reqCheckUTF8(e *ValidationError, field, s string) {
 		}
 		i += n
 	}
+}
+
+// joinSome joins the first n of names with ", " and says how many more
+// there are.
+func joinSome(names []string, n int) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:n], ", "), len(names)-n)
 }
 
 // reqByteSize formats n as "1.5 MiB (1572864 bytes)".

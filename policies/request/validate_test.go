@@ -243,3 +243,31 @@ func TestValidateRequestWithDefaultConfig(t *testing.T) {
 		t.Errorf("Validate(DefaultConfig) = %v", err)
 	}
 }
+
+// TestValidateRefusesUnknownScenarios: a scenario the policy does not
+// name is refused, naming the known ones (a misspelt one would skip its
+// rules); the known ones are accepted as rules match them, case ignored.
+func TestValidateRefusesUnknownScenarios(t *testing.T) {
+	cfg := config.DefaultConfig()
+	for _, tc := range []struct {
+		name, scenario, says string
+	}{
+		{"none", "", ""},
+		{"request.scenarios'", "customer_service", ""},
+		{"a rule's, in another case", "Medical", ""},
+		{"misspelt", "medcal", `scenario: unknown scenario "medcal" (known: customer_service, medical, finance, education; the policy's request.scenarios, rules and hedge.scenarios name them)`},
+		{"unknown", "billing", `unknown scenario "billing"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := validRequest()
+			r.Scenario = tc.scenario
+			err := Validate(r, cfg)
+			switch {
+			case tc.says == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)):
+				t.Errorf("error %v, want …%s…", err, tc.says)
+			}
+		})
+	}
+}
