@@ -260,6 +260,11 @@ func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Req
 				message: fmt.Sprintf("%s is not allowed on %s (use %s).", r.Method, r.URL.Path, method)}).write(w)
 			return
 		}
+		if e := headerProblem(r); e != nil {
+			closeEarly(w)
+			e.write(w)
+			return
+		}
 		auth := r.Header.Get("Authorization")
 		scheme, token, _ := strings.Cut(auth, " ")
 		if auth == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {

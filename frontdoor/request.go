@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
+	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -637,6 +640,42 @@ func checkToolsAndFormat(top map[string]json.RawMessage) *fieldError {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// singleHeaders are the request headers the front door reads one value
+// of: sent twice, which one counts would depend on who reads them (a
+// proxy in front may check the other), so a second one is refused.
+var singleHeaders = []string{"Authorization", "Content-Type", HeaderIdempotencyKey, HeaderSessionID,
+	HeaderScenario, HeaderDeadlineMS, HeaderLastEventID}
+
+// headerProblem checks what every authenticated route reads of a
+// request's headers before its token: each of singleHeaders at most once,
+// and the body of a POST declared as JSON in UTF-8 (no Content-Type: JSON
+// is assumed). It returns the refusal, or nil.
+func headerProblem(r *http.Request) *apiError {
+	for _, name := range singleHeaders {
+		if n := len(r.Header.Values(name)); n > 1 {
+			return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: name, code: "duplicate_header",
+				message: fmt.Sprintf("Invalid request: the %s header is sent %d times; send it once.", name, n)}
+		}
+	}
+	ct := r.Header.Get("Content-Type")
+	if r.Method != http.MethodPost || ct == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "Content-Type", code: "invalid_content_type",
+			message: "Invalid request: the Content-Type header is not a media type; send Content-Type: application/json."}
+	case mt != "application/json" && !strings.HasSuffix(mt, "+json"):
+		return &apiError{status: http.StatusUnsupportedMediaType, typ: typeInvalidRequest, param: "Content-Type", code: "unsupported_media_type",
+			message: "Invalid request: the body must be JSON; send Content-Type: application/json."}
+	case params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8"):
+		return &apiError{status: http.StatusUnsupportedMediaType, typ: typeInvalidRequest, param: "Content-Type", code: "unsupported_media_type",
+			message: "Invalid request: the body must be UTF-8 JSON; send Content-Type: application/json (charset=utf-8, or none)."}
 	}
 	return nil
 }
