@@ -23,7 +23,7 @@ import (
 // messages (net/http's own status line, headers and body, which no
 // handler's answer can look like: a handler's headers come sorted, with a
 // Date) and rewrite them; every other write passes as it is. A test
-// (TestShapeErrors) pins the messages of the Go release in go.mod.
+// (TestShapeErrors) pins those messages for the Go release it runs on.
 //
 // Wrap the raw listener, beneath any listener that wraps its
 // connections in a type of its own.
