@@ -39,10 +39,15 @@
 //     plus a margin (llmclient), and every wait for an answer, plain or
 //     streamed, ends after that plus WaitMargin with a 504 that names the
 //     call; the same request attaches to it again.
-//   - Nothing starts for bad input. The body is capped (413), decoded with
-//     every problem naming its field (400), and checked with
-//     request.Validate against the same policy the workers run
-//     before any workflow is started.
+//   - Nothing starts for bad input, and nothing of it is dropped or
+//     repaired. The headers it reads are taken once each, the body must be
+//     JSON (Content-Type) in UTF-8 (no U+FFFD replaces a bad byte), is
+//     capped (413), decoded with every problem naming its field, unknown
+//     fields included at every level (400), and checked with
+//     request.Validate against the same policy the workers run (its
+//     scenarios, its image hosts) before any workflow is started.
+//     ShapeErrors gives what net/http answers by itself the same error
+//     shape.
 //   - A client that disconnects does not cancel its call: the workflow
 //     runs on, and the same request (or Idempotency-Key) returns its
 //     recorded answer without a second upstream call.
@@ -89,5 +94,8 @@
 //	X-Scenario header          business scenario (selects business rules)
 //	X-Deadline-Ms header       deadline of the whole call
 //
-// Every other field is ignored, as OpenAI clients send many.
+// Every other field is refused by name, except those stock clients send
+// that do not change the answer (IgnoredFields, and the fields they keep
+// in a message they return: see decodeMessage) and the passthrough
+// fields of the policy's models.
 package frontdoor

@@ -7,8 +7,9 @@
 // ScopedKey without one; ValidateKey; README "Idempotency and audit").
 //
 // Invariants:
-//   - No Temporal import; it imports only the config package, for the
-//     limits.
+//   - No Temporal import; besides the standard library it imports the
+//     config package (the limits), structured (schemas) and
+//     golang.org/x/net/idna (image URLs' hosts).
 //   - Pure functions of their arguments: no clock, no randomness, no state
 //     (an IDs is an immutable value; its String never shows its secret).
 //   - The key derivation is frozen: a change would give a running call's
