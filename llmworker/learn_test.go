@@ -30,6 +30,8 @@ func learningStack(t *testing.T) (*stack, string) {
 	scenario := "shop-" + uuid.NewString()[:8]
 	s := newStack(t, func(c *config.Config) {
 		c.Learn.Refresh = config.Duration(200 * time.Millisecond)
+		// Any scenario: a test asks in a fresh one that no rule names.
+		c.Request.Scenarios = append(c.Request.Scenarios, config.AnyScenario)
 		c.Rules = append([]config.Rule{
 			{ID: "refund", Scenario: scenario, Keywords: []string{"refund"}, Action: config.RuleSafeMessage, MinPrecision: 0.5,
 				Message: "Refunds are handled on the refunds page."},
