@@ -23,15 +23,18 @@
 //     owner from the call's memo with one Describe and answer 404 for
 //     another tenant's call, exactly as for a call that does not exist.
 //   - Tenants cannot crowd each other out. Each has a token bucket of
-//     requests and estimated tokens per minute and a cap on calls in
-//     flight (Limits, from the tenants file; counted per front-door
-//     process), answered 429 with Retry-After. A request takes its
-//     request and its slot before its body is read (over a limit: 429,
-//     nothing read) and its tokens once it is decoded, so reading and
-//     validating it run under the tenant's max_in_flight, and a request
-//     refused once read still spent a request: a tenant's refused requests
-//     cost it, not the others. A tenant at its daily spend cap (the
-//     workers' policy) gets 429 spend_cap.
+//     requests, estimated tokens and milliseconds of validation per minute
+//     and a cap on calls in flight (Limits, from the tenants file; counted
+//     per front-door process), answered 429 with Retry-After. A request
+//     takes its request and its slot before its body is read (over a
+//     limit: 429, nothing read) and its tokens once it is decoded, so
+//     reading and validating it run under the tenant's max_in_flight, and
+//     a request refused once read still spent a request. A tenant's
+//     requests are decoded and validated one at a time, the time charged
+//     to its validation budget: however expensive they are (schemas to
+//     compile), they take at most one core, and a tenant's refused
+//     requests cost it, not the others. A tenant at its daily spend cap
+//     (the workers' policy) gets 429 spend_cap.
 //   - Slow clients cannot hold the server: a body must arrive within
 //     BodyTimeout (408), and every refusal closes the connection without
 //     reading the rest of the body.

@@ -334,10 +334,26 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 		return
 	}
 	defer h.leave(adm, r) // no call started: the slot is freed
-	req, cr, apiErr := h.callRequest(w, r, tenant, a)
+	body, apiErr := h.readBody(w, r)
+	if apiErr != nil {
+		apiErr.write(w)
+		return
+	}
+	// Decoded and validated in the tenant's turn, on its budget.
+	end, ref, err := adm.slot.Validate(r.Context(), h.o.Now)
+	if err != nil {
+		return // the client left
+	}
+	if ref != nil {
+		closeEarly(w)
+		rateLimited(ref).write(w)
+		return
+	}
+	req, cr, apiErr := h.callRequest(body, r, tenant, a)
 	if apiErr == nil {
 		apiErr = h.charge(w, adm, req)
 	}
+	end()
 	if apiErr != nil {
 		apiErr.write(w)
 		return
@@ -405,29 +421,33 @@ func writeCompletion(w http.ResponseWriter, id string, created time.Time, res wo
 	writeJSON(w, http.StatusOK, newCompletion(id, created, res))
 }
 
-// callRequest reads, decodes and validates the body into a CallRequest. No
-// call starts for a request it refuses.
-func (h *Handler) callRequest(w http.ResponseWriter, r *http.Request, tenant string, a api) (workflows.CallRequest, chatRequest, *apiError) {
-	var req workflows.CallRequest
+// readBody reads a call's body, within MaxBodyBytes and BodyTimeout.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.o.MaxBodyBytes))
 	if err == nil {
 		// Read: no deadline while the call runs (the server's watch for
 		// the client leaving reads the connection).
 		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	} else {
-		closeEarly(w) // the rest of the body is not read
-		var tooBig *http.MaxBytesError
-		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return req, chatRequest{}, &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
-				message: fmt.Sprintf("The request body did not arrive within %s.", h.o.BodyTimeout)}
-		}
-		if errors.As(err, &tooBig) {
-			return req, chatRequest{}, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
-				message: fmt.Sprintf("The request body is over the limit of %d bytes (prompts may be at most %d bytes).", h.o.MaxBodyBytes, request.MaxPromptBytes(h.o.Config.Limits))}
-		}
-		return req, chatRequest{}, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
-			message: "Cannot read the request body: " + err.Error()}
+		return body, nil
 	}
+	closeEarly(w) // the rest of the body is not read
+	var tooBig *http.MaxBytesError
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
+			message: fmt.Sprintf("The request body did not arrive within %s.", h.o.BodyTimeout)}
+	}
+	if errors.As(err, &tooBig) {
+		return nil, &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
+			message: fmt.Sprintf("The request body is over the limit of %d bytes (prompts may be at most %d bytes).", h.o.MaxBodyBytes, request.MaxPromptBytes(h.o.Config.Limits))}
+	}
+	return nil, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
+		message: "Cannot read the request body: " + err.Error()}
+}
+
+// callRequest decodes and validates a body into a CallRequest. No call
+// starts for a request it refuses.
+func (h *Handler) callRequest(body []byte, r *http.Request, tenant string, a api) (workflows.CallRequest, chatRequest, *apiError) {
+	var req workflows.CallRequest
 	cr, ferr := decodeBody(a, body, h.passthrough)
 	if ferr != nil {
 		code := "invalid_value"

@@ -12,11 +12,12 @@ import (
 )
 
 // Limits are one tenant's load limits at the front door: calls it may
-// ask for per minute, estimated tokens per minute, and calls in flight. A
-// call over any of them is answered 429 with Retry-After before anything
-// starts. Requests the front door refuses after reading them count too
-// (see Limiter.Enter), so a tenant's invalid requests cost it what they
-// cost the front door.
+// ask for per minute, estimated tokens per minute, calls in flight, and
+// the time the front door may spend validating its requests per minute.
+// A call over any of them is answered 429 with Retry-After before
+// anything starts. Requests the front door refuses after reading them
+// count too (see Limiter.Enter), so a tenant's invalid requests cost it
+// what they cost the front door.
 //
 // They are counted by each front-door process on its own: N front doors
 // behind a load balancer admit up to N times these. A zero field is no
@@ -45,17 +46,29 @@ type Limits struct {
 	// left) counts until the front door sees it end, and at most until
 	// its deadline plus CallEndMargin. Default 64.
 	MaxInFlight int `yaml:"max_in_flight"`
+	// ValidationMSPerMinute are the milliseconds per minute the front
+	// door may spend decoding and validating the tenant's requests
+	// (schemas compiled, tokens estimated), valid or refused, measured on
+	// each; the tenant's requests are validated one at a time, so they
+	// never take more than one core however expensive they are (see
+	// Slot.Validate). Once they are spent, the tenant's requests are
+	// refused before their body is read until the bucket holds a
+	// millisecond again. Most requests take well under a millisecond; a
+	// tool schema at the limits of policies/structured takes about half a
+	// second. Default 6,000 (a tenth of a core).
+	ValidationMSPerMinute int `yaml:"validation_ms_per_minute"`
 }
 
 // DefaultLimits are the limits of a tenant that the tenants file does not
 // limit otherwise.
-var DefaultLimits = Limits{RequestsPerMinute: 600, TokensPerMinute: 1_000_000, MaxInFlight: 64}
+var DefaultLimits = Limits{RequestsPerMinute: 600, TokensPerMinute: 1_000_000, MaxInFlight: 64, ValidationMSPerMinute: 6000}
 
 // Names of the limits, as the tenants file and the 429s name them.
 const (
-	LimitRequests = "requests_per_minute"
-	LimitTokens   = "tokens_per_minute"
-	LimitInFlight = "max_in_flight"
+	LimitRequests   = "requests_per_minute"
+	LimitTokens     = "tokens_per_minute"
+	LimitInFlight   = "max_in_flight"
+	LimitValidation = "validation_ms_per_minute"
 )
 
 // InFlightRetryAfter is the Retry-After of a call refused by
@@ -72,7 +85,7 @@ func (l Limits) problem() string {
 	for _, f := range []struct {
 		name string
 		v    int
-	}{{LimitRequests, l.RequestsPerMinute}, {LimitTokens, l.TokensPerMinute}, {LimitInFlight, l.MaxInFlight}} {
+	}{{LimitRequests, l.RequestsPerMinute}, {LimitTokens, l.TokensPerMinute}, {LimitInFlight, l.MaxInFlight}, {LimitValidation, l.ValidationMSPerMinute}} {
 		if f.v < 0 {
 			return fmt.Sprintf("%s is %d; want 0 (no limit) or more", f.name, f.v)
 		}
@@ -84,7 +97,8 @@ func (l Limits) problem() string {
 type Refusal struct {
 	// Tenant whose limit refused the call.
 	Tenant string
-	// Limit is LimitRequests, LimitTokens or LimitInFlight.
+	// Limit is LimitRequests, LimitTokens, LimitInFlight or
+	// LimitValidation.
 	Limit string
 	// Max is the limit's value.
 	Max int
@@ -108,8 +122,13 @@ type Limiter struct {
 
 // load is one tenant's state.
 type load struct {
-	requests, tokens bucket
-	inFlight         int
+	// validation holds milliseconds; it goes below zero when a
+	// validation takes more than it held.
+	requests, tokens, validation bucket
+	inFlight                     int
+	// turn holds a token while one of the tenant's requests is being
+	// validated.
+	turn chan struct{}
 	// kept are the calls whose slot outlives their request, by workflow
 	// ID.
 	kept map[string]bool
@@ -151,7 +170,7 @@ func NewLimiter(limits func(tenant string) Limits) *Limiter {
 func (l *Limiter) load(tenant string) *load {
 	ld := l.loads[tenant]
 	if ld == nil {
-		ld = &load{kept: map[string]bool{}}
+		ld = &load{kept: map[string]bool{}, turn: make(chan struct{}, 1)}
 		l.loads[tenant] = ld
 	}
 	return ld
@@ -229,7 +248,65 @@ func (ld *load) refusal(tenant string, lim Limits, now time.Time) *Refusal {
 			refuse(LimitTokens, n, d)
 		}
 	}
+	if r := ld.validationRefusal(tenant, lim, now); r != nil {
+		refuse(r.Limit, r.Max, r.RetryAfter)
+	}
 	return worst
+}
+
+// validationRefusal refuses any request of tenant while its validation
+// bucket holds less than a millisecond at now.
+func (ld *load) validationRefusal(tenant string, lim Limits, now time.Time) *Refusal {
+	n := lim.ValidationMSPerMinute
+	if n <= 0 {
+		return nil
+	}
+	ld.validation.refill(now, n)
+	if d := ld.validation.wait(1, n); d > 0 {
+		return &Refusal{Tenant: tenant, Limit: LimitValidation, Max: n, RetryAfter: d}
+	}
+	return nil
+}
+
+// Validate waits for the tenant's turn to decode and validate the slot's
+// request: a tenant's requests are validated one at a time, so that
+// however expensive they are (large prompts, schemas to compile) they take
+// at most one of the front door's cores, and the others' requests are
+// never queued behind them. It returns end, to be called when the
+// validation is done: end frees the turn and charges the time from the
+// turn's start (clock) to the tenant's validation_ms_per_minute. It
+// refuses the request instead when the tenant's validation budget is
+// spent by the time its turn comes, and returns ctx's error if ctx ends
+// first (the client left).
+func (s *Slot) Validate(ctx context.Context, clock func() time.Time) (end func(), ref *Refusal, err error) {
+	s.l.mu.Lock()
+	turn := s.l.load(s.tenant).turn
+	s.l.mu.Unlock()
+	select {
+	case turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	lim := s.l.limits(s.tenant)
+	start := clock()
+	s.l.mu.Lock()
+	ref = s.l.load(s.tenant).validationRefusal(s.tenant, lim, start)
+	s.l.mu.Unlock()
+	if ref != nil {
+		<-turn
+		return nil, ref, nil
+	}
+	return func() {
+		if lim.ValidationMSPerMinute > 0 {
+			now := clock()
+			s.l.mu.Lock()
+			b := &s.l.load(s.tenant).validation
+			b.refill(now, lim.ValidationMSPerMinute)
+			b.level -= float64(now.Sub(start)) / float64(time.Millisecond)
+			s.l.mu.Unlock()
+		}
+		<-turn
+	}, nil, nil
 }
 
 // InFlight returns tenant's calls in flight.
@@ -318,6 +395,8 @@ func rateLimited(r *Refusal) *apiError {
 		typ = "tokens"
 	case LimitInFlight:
 		unit = "calls in flight"
+	case LimitValidation:
+		unit = "ms of validation per minute"
 	}
 	return &apiError{status: http.StatusTooManyRequests, typ: typ, code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
 		message: fmt.Sprintf("Rate limit reached for tenant %q on %s: limit %d %s at this front door. Please try again in %s.",

@@ -2,6 +2,7 @@ package frontdoor_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,6 +105,65 @@ func TestLimiterRefusalTakesNothing(t *testing.T) {
 	require.NotNil(t, ref)
 	require.Equal(t, frontdoor.LimitRequests, ref.Limit)
 	require.Equal(t, 20*time.Second, ref.RetryAfter)
+}
+
+// TestLimiterValidation: a tenant's requests are validated one at a time,
+// each charging the time it took to validation_ms_per_minute; once that
+// is spent its requests are refused, before their body is read and at
+// their turn, until it refills, while another tenant validates.
+func TestLimiterValidation(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	l := frontdoor.NewLimiter(func(string) frontdoor.Limits {
+		return frontdoor.Limits{ValidationMSPerMinute: 60} // 1 ms a second
+	})
+	ctx := context.Background()
+	at := func(ds ...time.Duration) func() time.Time {
+		return func() time.Time {
+			d := ds[0]
+			ds = ds[1:]
+			return t0.Add(d)
+		}
+	}
+
+	p, ref := l.Enter("acme", t0)
+	require.Nil(t, ref)
+	q, ref := l.Enter("acme", t0)
+	require.Nil(t, ref)
+	end, ref, err := p.Validate(ctx, at(0, 100*time.Millisecond))
+	require.NoError(t, err)
+	require.Nil(t, ref)
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _, err = q.Validate(canceled, at(0))
+	require.ErrorIs(t, err, context.Canceled, "q validates while p does")
+	g, _ := l.Enter("globex", t0)
+	gEnd, ref, err := g.Validate(ctx, at(0, 0))
+	require.NoError(t, err, "another tenant waits for acme's turn")
+	require.Nil(t, ref)
+	gEnd()
+
+	end() // 100 ms of a 60 ms bucket: 40 ms owed
+	_, ref, err = q.Validate(ctx, at(100*time.Millisecond))
+	require.NoError(t, err)
+	require.NotNil(t, ref, "q, entered before the budget was spent, is validated")
+	require.Equal(t, frontdoor.LimitValidation, ref.Limit)
+	require.Equal(t, 60, ref.Max)
+	require.InDelta(t, 41, ref.RetryAfter.Seconds(), 0.001, "41 ms to refill at 1 ms a second")
+	q.Release()
+	p.Release()
+
+	_, ref = l.Enter("acme", t0.Add(30*time.Second))
+	require.NotNil(t, ref, "refused before its body is read")
+	require.Equal(t, frontdoor.LimitValidation, ref.Limit)
+	require.InDelta(t, 11.1, ref.RetryAfter.Seconds(), 0.001, "40 ms owed at 100 ms, 29.9 of them repaid")
+	r, ref := l.Enter("acme", t0.Add(41*time.Second+100*time.Millisecond))
+	require.Nil(t, ref, "the bucket holds a millisecond again")
+	end, ref, err = r.Validate(ctx, at(41*time.Second+100*time.Millisecond, 41*time.Second+100*time.Millisecond))
+	require.NoError(t, err)
+	require.Nil(t, ref)
+	end()
+	r.Release()
 }
 
 // TestLimiterKeep: a call that runs on after its request keeps its slot
@@ -330,6 +390,45 @@ func TestRefusedRequestsCountAgainstTheRate(t *testing.T) {
 		status, msg = invalid(t, ts.URL, tokGlobex)
 		require.Equal(t, http.StatusBadRequest, status, "globex is held back by acme's refusals: %s", msg)
 	}
+}
+
+// TestValidationTimeCountsAgainstTheTenant: the time the front door takes
+// to validate a tenant's requests, refused ones too, is charged to its
+// validation_ms_per_minute: after one refused request with a large tool
+// schema (compiled before the refusal) a tenant with 1 ms a minute is
+// refused 429 before its next body is read, naming the limit; another
+// tenant is not.
+func TestValidationTimeCountsAgainstTheTenant(t *testing.T) {
+	ts := offline(t, "tenants:\n"+
+		"  - name: acme\n    tokens: ["+tokAcme+"]\n    limits: {validation_ms_per_minute: 1, requests_per_minute: 0}\n"+
+		"  - name: globex\n    tokens: ["+tokGlobex+"]\n", nil)
+	var props []string
+	for i := range 4999 {
+		props = append(props, fmt.Sprintf(`"%s_%d":{"type":"array","items":{"type":"string"}}`, uuid.NewString()[:8], i))
+	}
+	body := `{"model":"auto","temperature":7,"messages":[{"role":"user","content":"Look up my order."}],` +
+		`"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{` + strings.Join(props, ",") + `}}}}]}`
+	req, err := http.NewRequest(http.MethodPost, ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tokAcme)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "temperature 7 is refused")
+
+	conn, br := rawRequest(t, ts, "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer "+tokAcme+
+		"\nContent-Type: application/json\nContent-Length: 200000", `{"model":`)
+	resp = requireClosed(t, conn, br, http.StatusTooManyRequests)
+	var e struct {
+		Error struct{ Type, Code, Message string }
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
+	require.Equal(t, "rate_limit_exceeded", e.Error.Code)
+	require.Contains(t, e.Error.Message, `tenant "acme" on validation_ms_per_minute: limit 1 ms of validation per minute`)
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	status, msg := invalid(t, ts.URL, tokGlobex)
+	require.Equal(t, http.StatusBadRequest, status, "globex is held back by acme's validations: %s", msg)
 }
 
 // TestReadingRunsUnderMaxInFlight: a request holds its tenant's slot in

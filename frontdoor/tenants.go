@@ -83,9 +83,10 @@ type TenantEntry struct {
 // TenantLimits are the limits a tenant's entry sets; nil fields keep the
 // file's defaults (TenantsFile.Defaults).
 type TenantLimits struct {
-	RequestsPerMinute *int `yaml:"requests_per_minute"`
-	TokensPerMinute   *int `yaml:"tokens_per_minute"`
-	MaxInFlight       *int `yaml:"max_in_flight"`
+	RequestsPerMinute     *int `yaml:"requests_per_minute"`
+	TokensPerMinute       *int `yaml:"tokens_per_minute"`
+	MaxInFlight           *int `yaml:"max_in_flight"`
+	ValidationMSPerMinute *int `yaml:"validation_ms_per_minute"`
 }
 
 // over returns d with the fields of l that are set.
@@ -96,7 +97,8 @@ func (l *TenantLimits) over(d Limits) Limits {
 	for _, f := range []struct {
 		from *int
 		to   *int
-	}{{l.RequestsPerMinute, &d.RequestsPerMinute}, {l.TokensPerMinute, &d.TokensPerMinute}, {l.MaxInFlight, &d.MaxInFlight}} {
+	}{{l.RequestsPerMinute, &d.RequestsPerMinute}, {l.TokensPerMinute, &d.TokensPerMinute}, {l.MaxInFlight, &d.MaxInFlight},
+		{l.ValidationMSPerMinute, &d.ValidationMSPerMinute}} {
 		if f.from != nil {
 			*f.to = *f.from
 		}

@@ -144,7 +144,7 @@ func TestExampleTenantsFileLoads(t *testing.T) {
 	if got, ok := tn.Lookup("tok-globex-dev-b7e1c94a2d6f08357a9c1e4b"); !ok || got != "globex" {
 		t.Errorf("Lookup by digest = %q, %v", got, ok)
 	}
-	if got, want := tn.Limits("acme"), (Limits{RequestsPerMinute: 120, TokensPerMinute: 1_000_000, MaxInFlight: 16}); got != want {
+	if got, want := tn.Limits("acme"), (Limits{RequestsPerMinute: 120, TokensPerMinute: 1_000_000, MaxInFlight: 16, ValidationMSPerMinute: 6000}); got != want {
 		t.Errorf("Limits(acme) = %+v, want %+v", got, want)
 	}
 	if got := tn.Limits("globex"); got != DefaultLimits {
@@ -173,9 +173,9 @@ func TestTenantsFileLimits(t *testing.T) {
 		tenant string
 		want   Limits
 	}{
-		{"acme", Limits{RequestsPerMinute: 60, TokensPerMinute: 0, MaxInFlight: 2}},
-		{"globex", Limits{RequestsPerMinute: 60, TokensPerMinute: 0, MaxInFlight: DefaultLimits.MaxInFlight}},
-		{"initech", Limits{RequestsPerMinute: 60, TokensPerMinute: 0, MaxInFlight: DefaultLimits.MaxInFlight}},
+		{"acme", Limits{RequestsPerMinute: 60, TokensPerMinute: 0, MaxInFlight: 2, ValidationMSPerMinute: DefaultLimits.ValidationMSPerMinute}},
+		{"globex", Limits{RequestsPerMinute: 60, TokensPerMinute: 0, MaxInFlight: DefaultLimits.MaxInFlight, ValidationMSPerMinute: DefaultLimits.ValidationMSPerMinute}},
+		{"initech", Limits{RequestsPerMinute: 60, TokensPerMinute: 0, MaxInFlight: DefaultLimits.MaxInFlight, ValidationMSPerMinute: DefaultLimits.ValidationMSPerMinute}},
 	} {
 		if got := tn.Limits(tc.tenant); got != tc.want {
 			t.Errorf("Limits(%s) = %+v, want %+v", tc.tenant, got, tc.want)

@@ -51,9 +51,10 @@ tenant's token as its API key.
 
 Tokens map to tenants through %s="<token>=acme,<token>=globex"
 (tokens of at least %d characters, e.g. from openssl rand -hex 32) and/or
-a tenants file (--tokens), which also sets each tenant's limits: requests
-and tokens per minute and calls in flight, counted by this process (a
-call over one is answered 429 with Retry-After). Temporal settings come
+a tenants file (--tokens), which also sets each tenant's limits: requests,
+tokens and milliseconds of validation per minute and calls in flight,
+counted by this process (a call over one is answered 429 with
+Retry-After). Temporal settings come
 from TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, …; %s, when set, encrypts
 payloads as the workers do. %s keys the workflow IDs (shared by every
 client of the deployment); without it serve listens only on loopback.
@@ -168,8 +169,9 @@ client of the deployment); without it serve listens only on loopback.
 		ln.Addr(), *maxConns, *perClient, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
 	for _, name := range tenants.Names() {
 		l := tenants.Limits(name)
-		fmt.Fprintf(out, "  limits of %s: %s, %s, %s\n", name,
-			limitText(l.RequestsPerMinute, "requests/min"), limitText(l.TokensPerMinute, "tokens/min"), limitText(l.MaxInFlight, "calls in flight"))
+		fmt.Fprintf(out, "  limits of %s: %s, %s, %s, %s\n", name,
+			limitText(l.RequestsPerMinute, "requests/min"), limitText(l.TokensPerMinute, "tokens/min"), limitText(l.MaxInFlight, "calls in flight"),
+			limitText(l.ValidationMSPerMinute, "ms of validation/min"))
 	}
 
 	errc := make(chan error, 1)
