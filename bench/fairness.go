@@ -27,6 +27,11 @@ type FairnessOptions struct {
 	InFlight int
 	// Flood is how many times its quota A sends; default 10.
 	Flood float64
+	// Refused is how many properties the tool schema of each of A's
+	// refused requests has (see refusedBody); default 4,999: at the
+	// schema limits (policies/structured: 5,000 properties, 10,000
+	// subschemas), about 0.5 s of one core to compile here.
+	Refused int
 	// Rate is tenant B's calls per second, well within its own limits
 	// (the defaults); default 4.
 	Rate float64
@@ -48,9 +53,11 @@ type FairnessOptions struct {
 // FairnessRow is one row: B's calls, and A's when A floods.
 type FairnessRow struct {
 	Name string
-	// Flooding: A sends Flood times its quota; Limited: A's limits are
-	// on (else A has none).
-	Flooding, Limited bool
+	// Flooding: A sends Flood times its quota; Refused: each of A's
+	// requests is one the front door refuses once read, after compiling
+	// its tool schema (refusedBody); Limited: A's limits are on (else A
+	// has none).
+	Flooding, Refused, Limited bool
 	// B and A count each tenant's answers by HTTP status.
 	B, A TenantCount
 	// BLatencies are the latencies of B's answered calls.
@@ -59,10 +66,13 @@ type FairnessRow struct {
 
 // TenantCount counts one tenant's calls by how they ended.
 type TenantCount struct {
-	Sent, OK, Limited, Other int
-	// InFlight of Limited were refused on max_in_flight; the rest on
-	// requests_per_minute or tokens_per_minute.
-	InFlight int
+	// Invalid are the 4xx answers other than 429 (the request refused
+	// once read).
+	Sent, OK, Invalid, Limited, Other int
+	// InFlight of Limited were refused on max_in_flight, Validation on
+	// validation_ms_per_minute; the rest on requests_per_minute or
+	// tokens_per_minute.
+	InFlight, Validation int
 	// Errors are a few examples of Other.
 	Errors []string
 }
@@ -85,14 +95,18 @@ const (
 // server) to an in-process worker and llmsim at their realistic speed,
 // first alone, then while tenant A floods at Flood times its
 // requests_per_minute, with A's limits on, then with A unlimited (the
-// front door before per-tenant limits). Each row has a front door of its
-// own (fresh buckets); the worker and llmsim are shared.
+// front door before per-tenant limits); then the same two with every
+// request of A one the front door refuses after the expensive part of
+// validating it (a tool schema of Refused properties compiled). Each row
+// has a front door of its own (fresh buckets); the worker and llmsim are
+// shared.
 func RunFairness(ctx context.Context, o FairnessOptions) (*FairnessReport, error) {
 	if o.Temporal == nil {
 		return nil, fmt.Errorf("fairness: a Temporal client is required")
 	}
 	o.Quota, o.InFlight = orDefault(o.Quota, 120), orDefault(o.InFlight, 4)
 	o.Tokens, o.Slots = orDefault(o.Tokens, 20), orDefault(o.Slots, 12)
+	o.Refused = orDefault(o.Refused, 4999)
 	if o.Flood <= 0 {
 		o.Flood = 10
 	}
@@ -122,10 +136,12 @@ func RunFairness(ctx context.Context, o FairnessOptions) (*FairnessReport, error
 		{Name: "B alone"},
 		{Name: "B while A floods, limits on", Flooding: true, Limited: true},
 		{Name: "B while A floods, A unlimited", Flooding: true},
+		{Name: "B while A sends refused requests, limits on", Flooding: true, Refused: true, Limited: true},
+		{Name: "B while A sends refused requests, A unlimited", Flooding: true, Refused: true},
 	} {
 		aLimits := fmt.Sprintf("{requests_per_minute: %d, max_in_flight: %d}", o.Quota, o.InFlight)
 		if !row.Limited {
-			aLimits = "{requests_per_minute: 0, tokens_per_minute: 0, max_in_flight: 0}"
+			aLimits = "{requests_per_minute: 0, tokens_per_minute: 0, max_in_flight: 0, validation_ms_per_minute: 0}"
 		}
 		tenants, err := frontdoor.ParseTenantsFile([]byte("tenants:\n"+
 			"  - name: a\n    tokens: ["+fairTokenA+"]\n    limits: "+aLimits+"\n"+
@@ -162,12 +178,15 @@ func FairnessScenario(slots int) *llmsim.Scenario {
 
 func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url string, step *progress.Step) FairnessRow {
 	run := randomID()
-	caller := func(token, tenant string, sent, ok, limited, inFlight, other *atomic.Int64, errs chan<- string) CallFunc {
+	caller := func(token, tenant string, refuse bool, sent, ok, invalid, limited, inFlight, validation, other *atomic.Int64, errs chan<- string) CallFunc {
 		hc := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		return func(ctx context.Context, i int) Result {
 			sent.Add(1)
 			body := fmt.Sprintf(`{"model":"auto","user":"%s-%s-%d","messages":[{"role":"user","content":%q}]}`,
 				run, tenant, i, StreamQuestion(i, o.Tokens))
+			if refuse {
+				body = refusedBody(o.Refused, run, i)
+			}
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
 			if err != nil {
 				return Result{Err: err}
@@ -192,9 +211,14 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 			case http.StatusTooManyRequests:
 				limited.Add(1)
 				// The refusal names its limit ("… on max_in_flight: …").
-				if strings.Contains(string(answer), " on "+frontdoor.LimitInFlight+":") {
+				switch {
+				case strings.Contains(string(answer), " on "+frontdoor.LimitInFlight+":"):
 					inFlight.Add(1)
+				case strings.Contains(string(answer), " on "+frontdoor.LimitValidation+":"):
+					validation.Add(1)
 				}
+			case http.StatusBadRequest, http.StatusRequestEntityTooLarge:
+				invalid.Add(1)
 			default:
 				other.Add(1)
 				select {
@@ -205,7 +229,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 			return Result{Err: fmt.Errorf("%s", resp.Status)}
 		}
 	}
-	var bSent, bOK, bLim, bInFlight, bOther, aSent, aOK, aLim, aInFlight, aOther atomic.Int64
+	var bSent, bOK, bInvalid, bLim, bInFlight, bValidation, bOther, aSent, aOK, aInvalid, aLim, aInFlight, aValidation, aOther atomic.Int64
 	bErrs, aErrs := make(chan string, 3), make(chan string, 3)
 
 	// A floods from Warmup before B's window to its end; its calls still
@@ -215,7 +239,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 	defer cancelA()
 	if row.Flooding {
 		aRate := o.Flood * float64(o.Quota) / 60
-		callA := caller(fairTokenA, "a", &aSent, &aOK, &aLim, &aInFlight, &aOther, aErrs)
+		callA := caller(fairTokenA, "a", row.Refused, &aSent, &aOK, &aInvalid, &aLim, &aInFlight, &aValidation, &aOther, aErrs)
 		go func() {
 			defer close(aDone)
 			_, _ = OpenLoop(actx, aRate, o.Warmup+o.Window, callA)
@@ -227,7 +251,7 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 	} else {
 		close(aDone)
 	}
-	callB := caller(fairTokenB, "b", &bSent, &bOK, &bLim, &bInFlight, &bOther, bErrs)
+	callB := caller(fairTokenB, "b", false, &bSent, &bOK, &bInvalid, &bLim, &bInFlight, &bValidation, &bOther, bErrs)
 	outs, _ := OpenLoop(ctx, o.Rate, o.Window, func(ctx context.Context, i int) Result {
 		r := callB(ctx, i)
 		step.Add(1)
@@ -242,9 +266,30 @@ func runFairnessRow(ctx context.Context, o FairnessOptions, row FairnessRow, url
 			row.BLatencies = append(row.BLatencies, out.Latency)
 		}
 	}
-	row.B = TenantCount{Sent: int(bSent.Load()), OK: int(bOK.Load()), Limited: int(bLim.Load()), InFlight: int(bInFlight.Load()), Other: int(bOther.Load()), Errors: drain(bErrs)}
-	row.A = TenantCount{Sent: int(aSent.Load()), OK: int(aOK.Load()), Limited: int(aLim.Load()), InFlight: int(aInFlight.Load()), Other: int(aOther.Load()), Errors: drain(aErrs)}
+	row.B = TenantCount{Sent: int(bSent.Load()), OK: int(bOK.Load()), Invalid: int(bInvalid.Load()), Limited: int(bLim.Load()), InFlight: int(bInFlight.Load()), Validation: int(bValidation.Load()), Other: int(bOther.Load()), Errors: drain(bErrs)}
+	row.A = TenantCount{Sent: int(aSent.Load()), OK: int(aOK.Load()), Invalid: int(aInvalid.Load()), Limited: int(aLim.Load()), InFlight: int(aInFlight.Load()), Validation: int(aValidation.Load()), Other: int(aOther.Load()), Errors: drain(aErrs)}
 	return row
+}
+
+// refusedBody is the i-th chat completion of a run that the front door
+// refuses once it has read it, after the expensive part of validating
+// it: it offers a tool whose parameters have n properties, each an array
+// of strings (2n+1 subschemas, compiled), and asks for a temperature out
+// of range. The properties' names are the request's own, so that no
+// schema is compiled once for several requests (the compiled-schema
+// cache).
+func refusedBody(n int, run string, i int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"auto","temperature":7,"messages":[{"role":"user","content":"Look up my order."}],` +
+		`"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{`)
+	for j := range n {
+		if j > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"%s_%d_%d":{"type":"array","items":{"type":"string"}}`, run[:8], i, j)
+	}
+	b.WriteString(`}}}}]}`)
+	return b.String()
 }
 
 func drain(c chan string) []string {
@@ -263,11 +308,12 @@ func drain(c chan string) []string {
 func (r *FairnessReport) Header(command string, m Machine, date time.Time) Header {
 	o := r.Options
 	return Header{Title: "Fairness — one tenant floods, another keeps its latency", Command: command, Machine: m, Date: date, Params: []string{
-		fmt.Sprintf("tenant B: %.0f calls/s for %s (open loop), within its limits (the defaults: %d requests/min, %d tokens/min, %d in flight)",
-			o.Rate, o.Window, frontdoor.DefaultLimits.RequestsPerMinute, frontdoor.DefaultLimits.TokensPerMinute, frontdoor.DefaultLimits.MaxInFlight),
-		fmt.Sprintf("tenant A: requests_per_minute %d (%.0f calls/s, in bursts of up to a minute's worth), max_in_flight %d; it floods at %.0f× its rate (%.0f calls/s), from %s before B's window to its end",
-			o.Quota, float64(o.Quota)/60, o.InFlight, o.Flood, o.Flood*float64(o.Quota)/60, o.Warmup),
+		fmt.Sprintf("tenant B: %.0f calls/s for %s (open loop), within its limits (the defaults: %d requests/min, %d tokens/min, %d in flight, %d ms of validation/min)",
+			o.Rate, o.Window, frontdoor.DefaultLimits.RequestsPerMinute, frontdoor.DefaultLimits.TokensPerMinute, frontdoor.DefaultLimits.MaxInFlight, frontdoor.DefaultLimits.ValidationMSPerMinute),
+		fmt.Sprintf("tenant A: requests_per_minute %d (%.0f calls/s, in bursts of up to a minute's worth), max_in_flight %d, validation_ms_per_minute %d (the default); it floods at %.0f× its rate (%.0f calls/s), from %s before B's window to its end. \"A unlimited\": all four 0 (its requests are still validated one at a time)",
+			o.Quota, float64(o.Quota)/60, o.InFlight, frontdoor.DefaultLimits.ValidationMSPerMinute, o.Flood, o.Flood*float64(o.Quota)/60, o.Warmup),
 		fmt.Sprintf("upstream: llmsim's default models at their realistic speed (time to first token lognormal, median 300 ms; 40 tokens/s), answers of %d tokens; qwen-72b, the ladder's first, serves %d requests at once and queues the rest; one in-process worker (default policy) on the bench's dev server, shared by the rows", o.Tokens, o.Slots),
+		fmt.Sprintf("refused requests: A's requests in the last two rows offer a tool whose parameters have %d properties, each an array of strings (%d subschemas, within the schema limits of policies/structured; %d KB), named apart in every request (none is compiled once for two), and a temperature of 7: the front door compiles the schema, then answers 400", o.Refused, 2*o.Refused+1, len(refusedBody(o.Refused, randomID(), 0))/1000),
 		"front door: frontdoor.Handler on a local HTTP server, a new one per row (fresh buckets), called with net/http, non-streamed calls; every call a new idempotency key",
 		"latency: B's calls answered 200, from request to the end of the answer",
 	}}
@@ -275,7 +321,7 @@ func (r *FairnessReport) Header(command string, m Machine, date time.Time) Heade
 
 // Table returns the fairness table.
 func (r *FairnessReport) Table() Table {
-	t := Table{Columns: []string{"row", "B p50", "B p95", "B p99", "B p99 ÷ alone", "B 200", "B 429", "B other", "A sent", "A 200", "A 429", "A 429 on max_in_flight", "A other"}}
+	t := Table{Columns: []string{"row", "B p50", "B p95", "B p99", "B p99 ÷ alone", "B 200", "B 429", "B other", "A sent", "A 200", "A 400", "A 429", "A 429 on max_in_flight", "A 429 on validation_ms_per_minute", "A other"}}
 	base := Percentile(r.Rows[0].BLatencies, 0.99)
 	for _, row := range r.Rows {
 		p99 := Percentile(row.BLatencies, 0.99)
@@ -283,13 +329,14 @@ func (r *FairnessReport) Table() Table {
 		if base > 0 {
 			ratio = fmt.Sprintf("%.2f×", float64(p99)/float64(base))
 		}
-		a := []string{"–", "–", "–", "–", "–"}
+		a := []string{"–", "–", "–", "–", "–", "–", "–"}
 		if row.Flooding {
-			a = []string{fmt.Sprint(row.A.Sent), fmt.Sprint(row.A.OK), fmt.Sprint(row.A.Limited), fmt.Sprint(row.A.InFlight), fmt.Sprint(row.A.Other)}
+			a = []string{fmt.Sprint(row.A.Sent), fmt.Sprint(row.A.OK), fmt.Sprint(row.A.Invalid), fmt.Sprint(row.A.Limited),
+				fmt.Sprint(row.A.InFlight), fmt.Sprint(row.A.Validation), fmt.Sprint(row.A.Other)}
 		}
 		t.Rows = append(t.Rows, append([]string{row.Name,
 			fmtDur(Percentile(row.BLatencies, 0.5)), fmtDur(Percentile(row.BLatencies, 0.95)), fmtDur(p99), ratio,
-			fmt.Sprint(row.B.OK), fmt.Sprint(row.B.Limited), fmt.Sprint(row.B.Other)}, a...))
+			fmt.Sprint(row.B.OK), fmt.Sprint(row.B.Limited), fmt.Sprint(row.B.Invalid + row.B.Other)}, a...))
 	}
 	return t
 }
@@ -307,8 +354,8 @@ func (r *FairnessReport) Targets() []string {
 		if ratio <= 1.5 && row.A.Limited > 0 && row.B.Limited == 0 {
 			verdict = "met"
 		}
-		out = append(out, fmt.Sprintf("%s: B's p99 within 1.5× of alone, A gets 429s and B none: %.2f×, A %d × 429, B %d × 429 — %s",
-			row.Name, ratio, row.A.Limited, row.B.Limited, verdict))
+		out = append(out, fmt.Sprintf("%s: B's p99 (%s) within 1.5× of alone (%s), A gets 429s and B none: %.2f×, A %d × 429, B %d × 429 — %s",
+			row.Name, fmtDur(Percentile(row.BLatencies, 0.99)), fmtDur(base), ratio, row.A.Limited, row.B.Limited, verdict))
 	}
 	return out
 }

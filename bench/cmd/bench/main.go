@@ -8,7 +8,7 @@
 //	stream-events  history events per second of generation of a streamed call, per stream.batch_interval
 //	hedge          a slow tail: not hedged vs hedged (adaptive, fixed delay): p50/p95/p99 and extra requests
 //	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
-//	fairness       one tenant floods the front door at 10× its quota: another tenant's p99 alone vs during the flood
+//	fairness       one tenant floods the front door at 10× its quota, with calls or with refused, expensive requests: another tenant's p99 alone vs during the flood
 //
 // Usage:
 //
@@ -78,6 +78,7 @@ type options struct {
 	memTokens  int
 	hedgeN     int
 	fairWindow time.Duration
+	fairProps  int
 }
 
 func run(args []string) error {
@@ -106,6 +107,7 @@ func run(args []string) error {
 	memTokens := fs.Int("memory-tokens", 60, "memory: tokens of every answer")
 	hedgeN := fs.Int("hedge-calls", 400, "hedge: calls per contender")
 	fairWindow := fs.Duration("fairness-window", 15*time.Second, "fairness: how long tenant B's calls are measured in each row")
+	fairRefused := fs.Int("fairness-refused-properties", 4999, "fairness: properties of the tool schema of tenant A's refused requests (compiled before the refusal)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,7 +117,7 @@ func run(args []string) error {
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
-		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN, fairWindow: *fairWindow,
+		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN, fairWindow: *fairWindow, fairProps: *fairRefused,
 	}
 	for _, v := range split(*eventsIv) {
 		d, err := time.ParseDuration(v)
@@ -356,7 +358,7 @@ func runFairness(ctx context.Context, o options) error {
 	}
 	defer func() { _ = srv.Stop() }()
 	date := time.Now()
-	fo := bench.FairnessOptions{Temporal: srv.Client(), Window: o.fairWindow, Progress: display, Meter: display}
+	fo := bench.FairnessOptions{Temporal: srv.Client(), Window: o.fairWindow, Refused: o.fairProps, Progress: display, Meter: display}
 	if o.short {
 		fo.Window, fo.Warmup = min(fo.Window, 5*time.Second), 3*time.Second
 	}
