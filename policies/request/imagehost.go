@@ -52,6 +52,14 @@ func imageURLProblem(raw string, allow []string) string {
 		if what := addressKind(addr); what != "" {
 			return "a URL to " + what + hostAllowHint
 		}
+		// 0177.0.0.1 is 127.0.0.1 to parsers that read a leading 0 as
+		// decimal (Python's ipaddress before 3.9.5 did), 127.0.0.1 to
+		// inet_aton: refused when either reading is refused.
+		if alt, ok := decimalReading(host); ok && alt != addr && !hostAllowed(host, alt, allow) {
+			if what := addressKind(alt); what != "" {
+				return "a URL to " + what + " when its parts with a leading 0 are read as decimal, as some parsers do" + hostAllowHint
+			}
+		}
 		return ""
 	}
 	if internalName(host) {
@@ -101,6 +109,26 @@ func numericLabel(l string) bool {
 		return strings.Trim(rest, "0123456789abcdef") == ""
 	}
 	return l != "" && strings.Trim(l, "0123456789") == ""
+}
+
+// decimalReading is host read as an IPv4 address whose parts with a
+// leading 0 are decimal, not octal; ok is false when host has no such
+// part or is no address that way.
+func decimalReading(host string) (netip.Addr, bool) {
+	parts := strings.Split(host, ".")
+	octal := false
+	for i, p := range parts {
+		if len(p) > 1 && p[0] == '0' && p[1] != 'x' {
+			parts[i], octal = strings.TrimLeft(p, "0"), true
+			if parts[i] == "" {
+				parts[i] = "0"
+			}
+		}
+	}
+	if !octal {
+		return netip.Addr{}, false
+	}
+	return legacyIPv4(parts)
 }
 
 // legacyIPv4 reads the parts of an IPv4 address as inet_aton does.
