@@ -259,7 +259,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if v.Class == failure.None {
 		// A well-formed reply: is it the answer the request asked for?
 		calls = toolCalls(resp.Choices[0].Message.ToolCalls, ex.requestID)
-		toolErr, schemaErr := in.Request.CheckAnswer(a.schemas, answerText(resp), calls)
+		toolErr, schemaErr := in.Request.CheckAnswer(ctx, a.schemas, answerText(resp), calls)
 		switch {
 		case toolErr != nil:
 			v.Class, v.Reason = failure.BadToolCall, toolErr.Error()

@@ -1,6 +1,8 @@
 package request
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -11,11 +13,16 @@ import (
 // calls against r's tools and tool_choice, its content against
 // response_format. toolErr (class bad_tool_call) and schemaErr (class
 // schema_mismatch) say in one line what is wrong; both are nil for a good
-// answer. Their Error is what a tenant may read (the place and the
+// answer. An answer that could not be checked (structured.ErrStepBudget,
+// or ctx ended) is a schemaErr, whatever part of it was being checked.
+// Their Error is what a tenant may read (the place and the
 // constraint, no values, no names the model chose); structured.Detail of
 // them is the full text for the model's repair instruction. schemas compiles each schema once (nil: compile every time).
-func (r Request) CheckAnswer(schemas *structured.Cache, content string, calls []ToolCall) (toolErr, schemaErr error) {
-	toolErr = r.checkToolCalls(schemas, calls)
+func (r Request) CheckAnswer(ctx context.Context, schemas *structured.Cache, content string, calls []ToolCall) (toolErr, schemaErr error) {
+	toolErr, unchecked := r.checkToolCalls(ctx, schemas, calls)
+	if unchecked != nil {
+		return nil, unchecked
+	}
 	if len(calls) > 0 || !r.JSONAnswer() {
 		return toolErr, nil
 	}
@@ -27,29 +34,30 @@ func (r Request) CheckAnswer(schemas *structured.Cache, content string, calls []
 				Detail: fmt.Sprintf("the schema does not compile: %v", err),
 			}})
 		}
-		return toolErr, s.Validate(content)
+		return toolErr, s.Validate(ctx, content)
 	}
 	return toolErr, structured.ObjectText(content)
 }
 
 // checkToolCalls checks the tool calls of an answer to r. A problem's
 // public words name the call by its index and the constraint only; the
-// names (the model's and the offered ones) go into its detail.
-func (r Request) checkToolCalls(schemas *structured.Cache, calls []ToolCall) error {
+// names (the model's and the offered ones) go into its detail. unchecked
+// is the error of arguments that could not be checked.
+func (r Request) checkToolCalls(ctx context.Context, schemas *structured.Cache, calls []ToolCall) (err, unchecked error) {
 	if len(calls) == 0 {
 		if r.RequiresToolCall() {
 			return structured.Join([]structured.Problem{{
 				Public: "tool_choice requires a tool call but the answer called no tool",
 				Detail: fmt.Sprintf("tool_choice is %s but the answer called no tool", r.ToolChoice),
-			}})
+			}}), nil
 		}
-		return nil
+		return nil, nil
 	}
 	if len(r.Tools) == 0 || (r.ToolChoice != nil && r.ToolChoice.Mode == ToolChoiceNone) {
 		return structured.Join([]structured.Problem{{
 			Public: "the answer called a tool but no tool was offered",
 			Detail: fmt.Sprintf("the answer called %s but no tool was offered", calls[0].Function.Name),
-		}})
+		}}), nil
 	}
 	var problems []structured.Problem
 	for i, call := range calls {
@@ -87,18 +95,27 @@ func (r Request) checkToolCalls(schemas *structured.Cache, calls []ToolCall) err
 		}
 		if t.Function.Strict != nil && *t.Function.Strict && len(t.Function.Parameters) > 0 {
 			s, err := schemas.Schema(t.Function.Parameters)
-			if err == nil {
-				err = s.ValidateValue(v)
-			}
 			if err != nil {
+				problems = append(problems, structured.Problem{
+					Public: at + ": its parameters do not compile",
+					Detail: fmt.Sprintf("%s (%s): its parameters do not compile: %v", at, name, err),
+				})
+				continue
+			}
+			err = s.ValidateValue(ctx, v)
+			var m *structured.Mismatch
+			switch {
+			case errors.As(err, &m):
 				problems = append(problems, structured.Problem{
 					Public: fmt.Sprintf("%s: the arguments do not match its parameters: %v", at, err),
 					Detail: fmt.Sprintf("%s (%s): the arguments do not match its parameters: %s", at, name, structured.Detail(err)),
 				})
+			case err != nil:
+				return nil, fmt.Errorf("%s: %w", at, err)
 			}
 		}
 	}
-	return structured.Join(problems)
+	return structured.Join(problems), nil
 }
 
 // tool is r's function named name.

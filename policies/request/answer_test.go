@@ -1,9 +1,13 @@
 package request
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durable-llm/durable-llm/policies/structured"
 )
@@ -52,7 +56,7 @@ func TestAnswerToolCalls(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			toolErr, schemaErr := tc.req.CheckAnswer(c, tc.content, tc.calls)
+			toolErr, schemaErr := tc.req.CheckAnswer(context.Background(), c, tc.content, tc.calls)
 			if schemaErr != nil {
 				t.Errorf("schema error %v for a request without response_format", schemaErr)
 			}
@@ -95,7 +99,7 @@ func TestAnswerPublicWordsQuoteNothing(t *testing.T) {
 		{"arguments that are not JSON", pattern, []ToolCall{call("lookup", `notakeyx`)}, []string{"notakeyx"}, "lookup", "tool_calls[0]: the arguments are not valid JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err, _ := tc.req.CheckAnswer(c, "", tc.calls)
+			err, _ := tc.req.CheckAnswer(context.Background(), c, "", tc.calls)
 			if err == nil {
 				t.Fatal("the answer passed")
 			}
@@ -118,10 +122,52 @@ func TestAnswerPublicWordsQuoteNothing(t *testing.T) {
 		{`{"q":"notakeyx"}`, "at /q: fails maxLength"},
 		{`notakeyx {`, "the answer is not valid JSON"},
 	} {
-		_, err := schemaReq.CheckAnswer(c, tc.content, nil)
+		_, err := schemaReq.CheckAnswer(context.Background(), c, tc.content, nil)
 		if err == nil || err.Error() != tc.public {
 			t.Errorf("CheckAnswer(%q) = %v, want %q", tc.content, err, tc.public)
 		}
+	}
+}
+
+// TestAnswerThatCannotBeChecked: arguments whose check would be
+// exponential (a strict tool whose $ref cycle doubles with every level,
+// arguments 40 levels deep) are a schema_mismatch that says so, found
+// after the step budget; a check whose context ends stops.
+func TestAnswerThatCannotBeChecked(t *testing.T) {
+	strict := true
+	r := Request{Tools: []Tool{{Type: "function", Function: FunctionTool{Name: "nest", Strict: &strict,
+		Parameters: json.RawMessage(`{"$defs":{"r":{"type":"object","properties":{"a":{"allOf":[{"$ref":"#/$defs/r"},{"$ref":"#/$defs/r"}]}}}},"$ref":"#/$defs/r"}`)}}}}
+	if err := Validate(Request{Messages: []Message{{Role: RoleUser, Content: "nest"}}, Tools: r.Tools}, nil); err != nil {
+		t.Fatalf("Validate = %v: the schema is small and within the limits", err)
+	}
+	deep := strings.Repeat(`{"a":`, 40) + `{}` + strings.Repeat(`}`, 40)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		want error
+		text string
+	}{
+		{"out of steps", context.Background(), structured.ErrStepBudget, fmt.Sprintf("tool_calls[0]: the answer could not be checked within %d steps", structured.StepBudget)},
+		{"cancelled", cancelled, context.Canceled, "tool_calls[0]: checking the answer was stopped: context canceled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			done := make(chan struct{})
+			var toolErr, schemaErr error
+			go func() {
+				defer close(done)
+				toolErr, schemaErr = r.CheckAnswer(c.ctx, Schemas(), "", []ToolCall{call("nest", deep)})
+			}()
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the check still runs after a minute")
+			}
+			if toolErr != nil || !errors.Is(schemaErr, c.want) || schemaErr.Error() != c.text {
+				t.Errorf("CheckAnswer = %v, %v; want nil, %q", toolErr, schemaErr, c.text)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package request
 import (
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -145,7 +146,7 @@ func validateTools(e *ValidationError, r Request) {
 		reqCheckUTF8(e, at+".function.description", t.Function.Description)
 		if p := t.Function.Parameters; len(p) > 0 && string(p) != "null" {
 			if _, err := validated.Schema(p); err != nil {
-				e.add(at+".function.parameters", "not a valid JSON Schema: %v", err)
+				e.add(at+".function.parameters", "%s", schemaProblem(err))
 			}
 		}
 	}
@@ -164,6 +165,17 @@ func validateTools(e *ValidationError, r Request) {
 	if r.ParallelToolCalls != nil && len(r.Tools) == 0 {
 		e.add("parallel_tool_calls", "only allowed when tools are offered")
 	}
+}
+
+// schemaProblem words a schema the cache refused: a limit as it is
+// ("the schema has 120000 properties; at most 5000"), anything else as
+// not a valid JSON Schema.
+func schemaProblem(err error) string {
+	var limit *structured.LimitError
+	if errors.As(err, &limit) {
+		return limit.Error()
+	}
+	return "not a valid JSON Schema: " + err.Error()
 }
 
 func validateFormat(e *ValidationError, f *ResponseFormat) {
@@ -185,7 +197,7 @@ func validateFormat(e *ValidationError, f *ResponseFormat) {
 			e.add("response_format.json_schema.name", "%q is not a schema name (want 1 to 64 of a-z, A-Z, 0-9, _ and -)", s.Name)
 		}
 		if _, err := validated.Schema(s.Schema); err != nil {
-			e.add("response_format.json_schema.schema", "not a valid JSON Schema: %v", err)
+			e.add("response_format.json_schema.schema", "%s", schemaProblem(err))
 		}
 	case "":
 		e.add("response_format.type", "missing (want text, json_object or json_schema)")

@@ -3,6 +3,7 @@ package request
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -13,6 +14,26 @@ func agentReq() Request {
 	return Request{Messages: []Message{{Role: RoleUser, Content: "Where is order 42?"}},
 		Tools: []Tool{{Type: "function", Function: FunctionTool{Name: "lookup_order",
 			Parameters: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}}}`)}}}}
+}
+
+// doublingSchema is issue 30's schema whose d_i is two $refs to d_{i-1}.
+func doublingSchema(levels int) string {
+	var b strings.Builder
+	b.WriteString(`{"$defs":{"d0":{"type":"string"}`)
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&b, `,"d%d":{"allOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i-1, i-1)
+	}
+	fmt.Fprintf(&b, `},"type":"object","properties":{"q":{"$ref":"#/$defs/d%d"}}}`, levels)
+	return b.String()
+}
+
+// propertiesSchema is an object schema of n properties, each one.
+func propertiesSchema(n int, one string) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"p%d":%s`, i, one)
+	}
+	return `{"type":"object","properties":{` + strings.Join(parts, ",") + `}}`
 }
 
 func TestValidateAgentFields(t *testing.T) {
@@ -37,6 +58,14 @@ func TestValidateAgentFields(t *testing.T) {
 		{"tool name", func(r *Request) { r.Tools[0].Function.Name = "look up" }, "tools[0].function.name", "not a function name"},
 		{"duplicate tool", func(r *Request) { r.Tools = append(r.Tools, r.Tools[0]) }, "tools[1].function.name", "offered twice"},
 		{"bad parameters schema", func(r *Request) { r.Tools[0].Function.Parameters = json.RawMessage(`{"type":"objekt"}`) }, "tools[0].function.parameters", "not a valid JSON Schema"},
+		{"parameters that double their $refs", func(r *Request) { r.Tools[0].Function.Parameters = json.RawMessage(doublingSchema(40)) },
+			"tools[0].function.parameters", "the schema's $refs expand it to more than 100000 subschemas; at most 100000"},
+		{"parameters of 120,000 properties", func(r *Request) {
+			r.Tools[0].Function.Parameters = json.RawMessage(propertiesSchema(120000, `{"type":"string"}`))
+		}, "tools[0].function.parameters", "the schema is 3248922 bytes; at most 524288 (512 KiB)"},
+		{"json_schema of 5,001 properties", func(r *Request) {
+			r.ResponseFormat = &ResponseFormat{Type: FormatJSONSchema, JSONSchema: &JSONSchema{Name: "big", Schema: json.RawMessage(propertiesSchema(5001, "true"))}}
+		}, "response_format.json_schema.schema", "the schema has 5001 properties; at most 5000"},
 		{"json_schema ok", func(r *Request) {
 			r.ResponseFormat = &ResponseFormat{Type: FormatJSONSchema, JSONSchema: &JSONSchema{Name: "order", Schema: json.RawMessage(`{"type":"object"}`)}}
 		}, "", ""},

@@ -2,10 +2,11 @@ package structured
 
 import (
 	"bytes"
-	"crypto/sha256"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -21,12 +22,57 @@ var printer = message.NewPrinter(language.English)
 // maxProblems bounds the problems one check reports.
 const maxProblems = 3
 
-// Schema is a compiled JSON Schema.
+// Schema is a compiled JSON Schema. It is safe for concurrent use.
 type Schema struct {
-	s *jsonschema.Schema
+	doc   map[string]any // the instrumented document, read only
+	steps []step
 	// declared holds the names the schema declares under properties,
 	// which a public line may show.
 	declared map[string]bool
+	// cost is the estimated memory the Schema holds at most, in bytes
+	// (estimate, with maxCopies).
+	cost       int64
+	subschemas int
+	// budget is the steps one check may take (StepBudget).
+	budget int64
+	// copies holds the compiled copies not in use. Each copy counts on
+	// its own meter, so one check at a time uses it; a check that finds
+	// none compiles another while fewer than maxCopies exist, else waits.
+	copies    chan *compiled
+	mu        sync.Mutex
+	made      int
+	maxCopies int
+}
+
+// compiled is one compiled copy of a Schema with the meter its steps
+// count on.
+type compiled struct {
+	s *jsonschema.Schema
+	m *meter
+}
+
+// The memory a Schema holds, estimated from its size: the decoded
+// document takes up to 8 bytes per byte of JSON, and a compiled subschema
+// with its part of the document up to 2,500 bytes whatever its text (the
+// library's Schema struct, the document's maps). Measured on the heap
+// after compiling schemas of many small properties, long descriptions,
+// large enums, arrays of items and 60 levels of nesting (the densest in
+// maps): the estimate of one copy is 1.0 to 2.5 times what they hold
+// (BenchmarkCompile reports both).
+const (
+	bytesPerByte      = 8
+	bytesPerSubschema = 2500
+	// maxCopiesOfSmall is the most compiled copies of a schema of at most
+	// smallSchema bytes (no more than the CPUs either); a larger one has
+	// one copy, and its checks take turns.
+	maxCopiesOfSmall = 4
+	smallSchema      = 16 << 10
+)
+
+// estimate is the memory a schema of rawBytes with subschemas holds with
+// copies compiled copies.
+func estimate(rawBytes, subschemas, copies int) int64 {
+	return int64(rawBytes)*bytesPerByte + int64(copies)*int64(subschemas)*bytesPerSubschema
 }
 
 // noLoader refuses every $ref outside the schema itself.
@@ -37,66 +83,121 @@ func (noLoader) Load(url string) (any, error) {
 }
 
 // Compile compiles a JSON Schema (draft 2020-12 unless it says otherwise).
-// Its error says what is wrong with the schema.
+// Its error says what is wrong with the schema; a *LimitError says which
+// of the limits (MaxSchemaBytes, …) the schema is over, found on the
+// decoded document before anything is compiled.
 func Compile(raw json.RawMessage) (*Schema, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return nil, errors.New("missing (want a JSON Schema object)")
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if len(raw) > MaxSchemaBytes {
+		return nil, limitf("the schema is %d bytes; at most %d (%d KiB)", len(raw), MaxSchemaBytes, MaxSchemaBytes>>10)
+	}
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("not JSON: %v", err)
 	}
-	if _, ok := doc.(map[string]any); !ok {
+	doc, ok := v.(map[string]any)
+	if !ok {
 		return nil, errors.New("want a JSON Schema object")
 	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(noLoader{})
-	const loc = "urn:durable-llm:schema"
-	if err := c.AddResource(loc, doc); err != nil {
+	p, err := check(doc)
+	if err != nil {
 		return nil, err
 	}
-	s, err := c.Compile(loc)
+	s := &Schema{doc: doc, steps: p.instrument(), declared: p.declared, subschemas: p.count, budget: StepBudget, maxCopies: 1}
+	if len(raw) <= smallSchema {
+		s.maxCopies = min(maxCopiesOfSmall, runtime.GOMAXPROCS(0))
+	}
+	s.cost = estimate(len(raw), p.count, s.maxCopies)
+	s.copies = make(chan *compiled, s.maxCopies)
+	c, err := s.compile()
 	if err != nil {
 		return nil, errors.New(oneLine(err.Error()))
 	}
-	declared := map[string]bool{}
-	declare(doc, declared)
-	return &Schema{s: s, declared: declared}, nil
+	s.made = 1
+	s.copies <- c
+	return s, nil
 }
 
-// declare adds the names under every "properties" of doc to names.
-func declare(doc any, names map[string]bool) {
-	switch v := doc.(type) {
-	case map[string]any:
-		for k, sub := range v {
-			if props, ok := sub.(map[string]any); ok && k == "properties" {
-				for name := range props {
-					names[name] = true
-				}
-			}
-			declare(sub, names)
+// compile makes one compiled copy of s.
+func (s *Schema) compile() (*compiled, error) {
+	m := &meter{}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(noLoader{})
+	c.AssertFormat() // the steps are formats (instrument keeps the drafts' own)
+	for _, st := range s.steps {
+		c.RegisterFormat(st.format(m))
+	}
+	const loc = "urn:durable-llm:schema"
+	if err := c.AddResource(loc, s.doc); err != nil {
+		return nil, err
+	}
+	cs, err := c.Compile(loc)
+	if err != nil {
+		return nil, err
+	}
+	return &compiled{s: cs, m: m}, nil
+}
+
+// take returns a compiled copy for one check, waiting for one while
+// maxCopies are in use.
+func (s *Schema) take(ctx context.Context) (*compiled, error) {
+	select {
+	case c := <-s.copies:
+		return c, nil
+	default:
+	}
+	s.mu.Lock()
+	grow := s.made < s.maxCopies
+	if grow {
+		s.made++
+	}
+	s.mu.Unlock()
+	if grow {
+		c, err := s.compile()
+		if err != nil {
+			s.mu.Lock()
+			s.made--
+			s.mu.Unlock()
+			return nil, err
 		}
-	case []any:
-		for _, sub := range v {
-			declare(sub, names)
-		}
+		return c, nil
+	}
+	select {
+	case c := <-s.copies:
+		return c, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %w", errStopped, context.Cause(ctx))
 	}
 }
 
 // Validate checks a JSON text against the schema: an error when it does
-// not parse or does not validate, naming the place and the problem.
-func (s *Schema) Validate(text string) error {
+// not parse or does not validate, naming the place and the problem. The
+// check stops when ctx ends, and after StepBudget steps.
+func (s *Schema) Validate(ctx context.Context, text string) error {
 	v, err := Parse(text)
 	if err != nil {
 		return err
 	}
-	return s.ValidateValue(v)
+	return s.ValidateValue(ctx, v)
 }
 
 // ValidateValue checks a value decoded by Parse against the schema. A
-// value that does not match is a *Mismatch.
-func (s *Schema) ValidateValue(v any) error {
-	err := s.s.Validate(v)
+// value that does not match is a *Mismatch; one that cannot be checked
+// within StepBudget steps is ErrStepBudget; a check stopped because ctx
+// ended wraps ctx's error.
+func (s *Schema) ValidateValue(ctx context.Context, v any) error {
+	c, err := s.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { s.copies <- c }()
+	c.m.reset(ctx, s.budget)
+	err = c.validate(v)
+	if errors.Is(err, errStopped) {
+		return fmt.Errorf("%w: %w", err, context.Cause(ctx))
+	}
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
 		var problems []Problem
@@ -104,6 +205,21 @@ func (s *Schema) ValidateValue(v any) error {
 		return Join(problems)
 	}
 	return err
+}
+
+// validate runs the library's check, turning a meter's stop into its
+// error.
+func (c *compiled) validate(v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, ok := r.(stop)
+			if !ok {
+				panic(r)
+			}
+			err = st.err
+		}
+	}()
+	return c.s.Validate(v)
 }
 
 // leaves collects the innermost problems of a validation error: in public
@@ -207,44 +323,6 @@ func ObjectText(text string) error {
 		return fmt.Errorf("the answer is JSON but not an object (want {…})")
 	}
 	return nil
-}
-
-// Cache compiles each schema once. It is safe for concurrent use.
-type Cache struct {
-	mu      sync.Mutex
-	schemas map[[32]byte]*Schema
-}
-
-// maxCached bounds the compiled schemas a Cache keeps.
-const maxCached = 256
-
-// NewCache returns an empty Cache.
-func NewCache() *Cache { return &Cache{schemas: map[[32]byte]*Schema{}} }
-
-// Schema compiles raw, or returns it compiled before. A nil Cache
-// compiles every time.
-func (c *Cache) Schema(raw json.RawMessage) (*Schema, error) {
-	if c == nil {
-		return Compile(raw)
-	}
-	key := sha256.Sum256(raw)
-	c.mu.Lock()
-	s, ok := c.schemas[key]
-	c.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	s, err := Compile(raw)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	if len(c.schemas) >= maxCached {
-		clear(c.schemas)
-	}
-	c.schemas[key] = s
-	c.mu.Unlock()
-	return s, nil
 }
 
 // Problem is one thing wrong with an answer, worded twice.

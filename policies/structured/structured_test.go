@@ -1,6 +1,7 @@
 package structured
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -31,7 +32,7 @@ func TestSchemaValidate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			err := s.Validate(c.text)
+			err := s.Validate(context.Background(), c.text)
 			switch {
 			case c.public == "" && err != nil:
 				t.Errorf("Validate(%q) = %v, want valid", c.text, err)
