@@ -320,7 +320,8 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 		}
 		m = m.WithKey(key)
 		canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
-		scope, left := a.held(m, now)
+		sc, left := a.held(m, now)
+		scope := m.ScopeLabel(sc) // tenants read it: no address
 		if in.Only && left > 0 {
 			// A hedge does not wait: refused before anything is paid.
 			p.State = p.State.Skip(m.Name, failure.None)
@@ -344,11 +345,11 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 		if !ok {
 			p.State = p.State.Skip(m.Name, failure.None)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "pace",
-				Reason: fmt.Sprintf("paced to %s on %s: its turn comes later than the call can wait", lim, m.Scope(m.RateLimitScope))})
+				Reason: fmt.Sprintf("paced to %s on %s: its turn comes later than the call can wait", lim, m.ScopeLabel(m.RateLimitScope))})
 			continue
 		}
 		if paced > left {
-			left, holdReason = paced, fmt.Sprintf("paced to %s on %s", lim, m.Scope(m.RateLimitScope))
+			left, holdReason = paced, fmt.Sprintf("paced to %s on %s", lim, m.ScopeLabel(m.RateLimitScope))
 		}
 		b := a.budgets.For(m.Endpoint())
 		if p.State.Requests == 0 && in.Request.Step == 0 {
@@ -360,10 +361,10 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			// this tenant took its share while others are calling.
 			a.metrics.BudgetRefused()
 			p.State = p.State.Skip(m.Name, failure.None)
-			reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.Endpoint())
+			reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.EndpointLabel())
 			if capped {
 				reason = fmt.Sprintf("tenant %q took its share (%.0f%%) of the retry budget of %s while other tenants call: no upstream call made",
-					in.Request.Tenant, a.cfg.Budget.TenantShare*100, m.Endpoint())
+					in.Request.Tenant, a.cfg.Budget.TenantShare*100, m.EndpointLabel())
 			}
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget", Reason: reason})
 			continue
@@ -434,15 +435,15 @@ func paceLimits(cfg *config.Config) map[string]limits {
 // held returns the rate-limit hold on model m at now: the scope held the
 // longest (its rate_limit_scope, or the model's own queue) and how long it
 // is still held; 0 when free.
-func (a *Activities) held(m config.ModelConfig, now time.Time) (string, time.Duration) {
-	scope := m.Scope(m.RateLimitScope)
+func (a *Activities) held(m config.ModelConfig, now time.Time) (config.RateLimitScope, time.Duration) {
+	sc, scope := m.RateLimitScope, m.Scope(m.RateLimitScope)
 	left := a.holds.Left(scope, now)
 	if q := m.Scope(config.ScopeModel); q != scope {
 		if l := a.holds.Left(q, now); l > left {
-			scope, left = q, l
+			sc, left = config.ScopeModel, l
 		}
 	}
-	return scope, left
+	return sc, left
 }
 
 // DecideNext decides the step after a failed attempt: it tells the guards

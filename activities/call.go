@@ -22,6 +22,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/policies/structured"
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
@@ -260,15 +261,18 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		// A well-formed reply: is it the answer the request asked for?
 		calls = toolCalls(resp.Choices[0].Message.ToolCalls, ex.requestID)
 		toolErr, schemaErr := in.Request.CheckAnswer(ctx, a.schemas, answerText(resp), calls)
+		// The reason names the field and the constraint; the values and
+		// the model's text go only into the repair instruction.
 		switch {
 		case toolErr != nil:
-			v.Class, v.Reason = failure.BadToolCall, toolErr.Error()
+			v.Class, v.Reason, out.Detail = failure.BadToolCall, toolErr.Error(), structured.Detail(toolErr)
 		case schemaErr != nil:
-			v.Class, v.Reason = failure.SchemaMismatch, schemaErr.Error()
+			v.Class, v.Reason, out.Detail = failure.SchemaMismatch, schemaErr.Error(), structured.Detail(schemaErr)
 		}
 	}
 	redactVerdict(&v, key)
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
+	out.Upstream = strings.Trim(v.Message+"; "+v.Detail, "; ")
 	if v.Generic {
 		out.Diagnosable, out.Type, out.Message = true, v.Type, v.Message
 	}

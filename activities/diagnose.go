@@ -72,7 +72,7 @@ func (a *Activities) Diagnose(ctx context.Context, in DiagnoseInput) (Diagnosis,
 		return a.diagnosed(Diagnosis{Reason: "no diagnosis: the breaker of " + m.Name + " is open"}, "refused"), nil
 	case !a.budgets.For(m.WithKey(key).Endpoint()).TryRetry(now):
 		// The budget of where it goes: the key's deployment, if any.
-		return a.diagnosed(Diagnosis{Reason: "no diagnosis: the retry budget of " + m.WithKey(key).Endpoint() + " is spent"}, "refused"), nil
+		return a.diagnosed(Diagnosis{Reason: "no diagnosis: the retry budget of " + m.WithKey(key).EndpointLabel() + " is spent"}, "refused"), nil
 	}
 	m = m.WithKey(key)
 
@@ -105,7 +105,10 @@ func (a *Activities) Diagnose(ctx context.Context, in DiagnoseInput) (Diagnosis,
 	defer cancel()
 	resp, err := a.client(m).CreateChatCompletion(cctx, req)
 	if err != nil {
-		return a.diagnosed(Diagnosis{Model: m.Name, Reason: "no diagnosis: " + redactString(oneLine(err.Error()), a.apiKey(m))}, "error"), nil
+		// The error's text (an address, what the upstream said) is for
+		// operators: tenants read the reason.
+		activity.GetLogger(ctx).Warn("diagnosis request failed", "model", m.Name, "error", redactString(oneLine(err.Error()), a.apiKey(m)))
+		return a.diagnosed(Diagnosis{Model: m.Name, Reason: "no diagnosis: the request to " + m.Name + " failed"}, "error"), nil
 	}
 	var got struct {
 		Class  string `json:"class"`
@@ -122,7 +125,7 @@ func (a *Activities) Diagnose(ctx context.Context, in DiagnoseInput) (Diagnosis,
 		}
 	}
 	if !slices.Contains(diagnosable, failure.Class(got.Class)) {
-		return a.diagnosed(Diagnosis{Model: m.Name, Reason: fmt.Sprintf("no diagnosis: %s answered %q, not one of the known classes", m.Name, oneLine(text))}, "invalid"), nil
+		return a.diagnosed(Diagnosis{Model: m.Name, Reason: fmt.Sprintf("no diagnosis: %s named none of the known classes", m.Name)}, "invalid"), nil
 	}
 	return a.diagnosed(Diagnosis{Class: failure.Class(got.Class), Model: m.Name, Reason: oneLine(got.Reason)}, "named"), nil
 }

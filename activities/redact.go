@@ -66,10 +66,14 @@ func redactErr(err error, key string) {
 	}
 }
 
-// redactVerdict masks the key in every text of a verdict: its reason and
-// the upstream's code, type and message, decoded from the body.
+// redactVerdict masks the key in the upstream's words a verdict keeps for
+// operators: code, type, message and the transport's text. Never its
+// Reason: tenants read it, it may name fields of their own schema, and a
+// mask over text a tenant chose answers, fragment by fragment, which
+// pieces belong to the key. The reason is kept free of the upstream's
+// words by construction instead (classify.Verdict.Reason).
 func redactVerdict(v *classify.Verdict, key string) {
-	v.Reason = redactString(v.Reason, key)
+	v.Detail = redactString(v.Detail, key)
 	v.Code = redactString(v.Code, key)
 	v.Type = redactString(v.Type, key)
 	v.Message = redactString(v.Message, key)

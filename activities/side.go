@@ -7,6 +7,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 
+	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
@@ -32,7 +33,7 @@ func (a *Activities) sideRequest(ctx context.Context, m config.ModelConfig, tena
 	}
 	m = m.WithKey(key)
 	if ok, _ := a.budgets.For(m.Endpoint()).TryRetryFor(now, tenant); !ok {
-		return resp, m, "the retry budget of " + m.Endpoint() + " is spent"
+		return resp, m, "the retry budget of " + m.EndpointLabel() + " is spent"
 	}
 	req.Model = m.Name
 	info := activity.GetInfo(ctx)
@@ -42,7 +43,10 @@ func (a *Activities) sideRequest(ctx context.Context, m config.ModelConfig, tena
 	resp, err := a.client(m).CreateChatCompletion(cctx, req)
 	stop()
 	if err != nil {
-		return resp, m, m.Name + ": " + redactString(oneLine(err.Error()), a.apiKey(m))
+		// Tenants read the reason: the product's words for what failed;
+		// the error's text (an address, the upstream's words) is logged.
+		activity.GetLogger(ctx).Warn("side request failed", "model", m.Name, "error", redactString(oneLine(err.Error()), a.apiKey(m)))
+		return resp, m, m.Name + ": " + classify.Classify(classify.Observation{Err: err, Now: a.now()}).Reason
 	}
 	return resp, m, ""
 }

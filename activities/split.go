@@ -118,7 +118,7 @@ func (a *Activities) splitByModel(ctx context.Context, q, tenant string) Split {
 		qs = append(qs, s)
 	}
 	if len(qs) != splitSteps {
-		billed.Reason = fmt.Sprintf("%s did not answer three distinct questions (%q)", m.Name, oneLine(text))
+		billed.Reason = fmt.Sprintf("%s did not answer %d distinct questions (it gave %d)", m.Name, splitSteps, len(qs))
 		return billed
 	}
 	billed.Questions, billed.By = qs, m.Name

@@ -170,7 +170,7 @@ read:
 					i = len(calls) - 1 // a continuation without an index
 				}
 				if i < 0 || i > len(calls)+maxToolCallGap {
-					obs.Err = fmt.Errorf("malformed chunk: tool call index %d after %d call(s)", i, len(calls))
+					obs.Err = &classify.MalformedChunk{What: fmt.Sprintf("tool call index %d after %d call(s)", i, len(calls))}
 					break read
 				}
 				for len(calls) <= i {

@@ -185,10 +185,22 @@ type CallOutcome struct {
 	Code   string        `json:"code,omitempty"`
 	// Diagnosable is set when the upstream's error body matched no
 	// classifier rule; Type and Message are what it said (redacted).
-	Diagnosable      bool          `json:"diagnosable,omitempty"`
-	Type             string        `json:"type,omitempty"`
-	Message          string        `json:"message,omitempty"`
-	Reason           string        `json:"reason,omitempty"`
+	Diagnosable bool   `json:"diagnosable,omitempty"`
+	Type        string `json:"type,omitempty"`
+	Message     string `json:"message,omitempty"`
+	// Reason says what was seen in the product's words and the failure's
+	// structure (status, code, field path, constraint): tenants read it in
+	// the call's attempts, so it never quotes the upstream, the request or
+	// the model, and needs no mask.
+	Reason string `json:"reason,omitempty"`
+	// Detail is what was wrong with an answer (bad_tool_call,
+	// schema_mismatch) in full, values included, for the repair
+	// instruction sent to the model; never shown to a tenant.
+	Detail string `json:"detail,omitempty"`
+	// Upstream is what the upstream or the transport said (its message,
+	// an error's text), key-masked, for operators: in history and logs,
+	// never in a call's result.
+	Upstream         string        `json:"upstream,omitempty"`
 	RetryAfter       time.Duration `json:"retry_after,omitempty"`
 	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`
 	Content          string        `json:"content,omitempty"`

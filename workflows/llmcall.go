@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -264,7 +265,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
-				ConnectResends: out.ConnectResends, Detail: out.Reason, Partial: c.partialTokens(class, out),
+				ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
 			}, Needs: c.req.Needs()}).Get(ctx, &step)
 		if err != nil {
 			return "", err
@@ -348,13 +349,19 @@ func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activitie
 	case err != nil && temporal.IsCanceledError(err):
 		return class, "", err
 	case err != nil:
-		return class, "no diagnosis: " + err.Error(), nil
+		workflow.GetLogger(ctx).Warn("diagnosis failed", "error", err)
+		return class, "no diagnosis: the diagnosis attempt failed", nil
+	}
+	// What tenants read names the model and the class only: the diagnosis
+	// model's own words may quote the error body (README "Security and
+	// tenants"); they are in the Diagnose activity's result.
+	switch {
 	case d.Class == "":
 		return class, d.Reason, nil
 	case d.Class == class:
-		return class, fmt.Sprintf("%s agrees: %s (%s)", d.Model, d.Class, d.Reason), nil
+		return class, fmt.Sprintf("%s agrees: %s", d.Model, d.Class), nil
 	}
-	return d.Class, fmt.Sprintf("diagnosed by %s as %s (not %s): %s", d.Model, d.Class, class, d.Reason), nil
+	return d.Class, fmt.Sprintf("diagnosed by %s as %s (not %s)", d.Model, d.Class, class), nil
 }
 
 // raceOptions are callOptions for one attempt of a hedged call: the

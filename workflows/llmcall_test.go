@@ -346,7 +346,7 @@ func TestLLMCallPaths(t *testing.T) {
 			script:    []outcome{fail(failure.BodyError, 200), ok("done")},
 			want:      []string{"qwen-72b:body_error:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Contains(t, res.Attempts[0].Reason, "the retry budget of http://127.0.0.1:8000 is spent: switch to qwen-14b")
+				require.Contains(t, res.Attempts[0].Reason, "the retry budget of the endpoint of qwen-72b is spent: switch to qwen-14b")
 				require.Zero(t, res.Attempts[0].DelayMS)
 			},
 		},
@@ -386,7 +386,7 @@ func TestLLMCallPaths(t *testing.T) {
 			script: []outcome{ok("done")},
 			want:   []string{"qwen-72b:ok:skip", "qwen-14b:ok:skip", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Contains(t, res.Attempts[0].Reason, "rate-limit hold on http://127.0.0.1:8000 for")
+				require.Contains(t, res.Attempts[0].Reason, "rate-limit hold on the endpoint of qwen-72b for")
 				require.Contains(t, res.Attempts[0].Reason, "longer than the call can wait")
 				require.Less(t, h.at[0].Sub(h.start), time.Second, "no wait for a hold it does not meet")
 			},
@@ -397,7 +397,7 @@ func TestLLMCallPaths(t *testing.T) {
 			script: []outcome{fail(failure.BodyError, 200)},
 			want:   []string{"qwen-72b:body_error:fallback"}, source: workflows.SourceFAQ,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Contains(t, res.Attempts[0].Reason, "retry budget of http://127.0.0.1:8000 is spent")
+				require.Contains(t, res.Attempts[0].Reason, "retry budget of the endpoint of qwen-72b is spent")
 				require.Len(t, h.calls, 1, "one upstream request")
 			},
 		},

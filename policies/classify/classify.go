@@ -288,6 +288,10 @@ func classifyStream(obs Observation, v Verdict) Verdict {
 			}
 			return v.saw(st.Err).is(failure.StreamBroken, what+" "+after)
 		}
+		var mc *MalformedChunk
+		if errors.As(st.Err, &mc) {
+			return v.saw(st.Err).is(failure.StreamBroken, "malformed chunk "+after+": "+mc.What)
+		}
 		if isJSONError(st.Err) {
 			return v.saw(st.Err).is(failure.StreamBroken, "malformed chunk "+after)
 		}
@@ -299,6 +303,13 @@ func classifyStream(obs Observation, v Verdict) Verdict {
 	}
 	return classifyReply(obs, v)
 }
+
+// MalformedChunk is a stream's chunk that decoded but cannot be used
+// (a tool call's index out of range). What says so in the product's words
+// and numbers, so a reason may quote it.
+type MalformedChunk struct{ What string }
+
+func (e *MalformedChunk) Error() string { return "malformed chunk: " + e.What }
 
 // is sets the class and the reason.
 func (v Verdict) is(c failure.Class, reason string) Verdict {
