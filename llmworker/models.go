@@ -89,11 +89,21 @@ func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want
 	}
 	slices.Sort(e.Offered)
 	for _, w := range e.Want {
-		if !slices.Contains(e.Offered, w) {
+		if !Offers(e.Offered, w) {
 			e.Missing = append(e.Missing, w)
 		}
 	}
 	return e
+}
+
+// Offers reports whether a list of models offers name: it holds name, or
+// name has no tag and the list holds name:latest (Ollama lists "tiny" as
+// "tiny:latest" and serves it under both names).
+func Offers(offered []string, name string) bool {
+	if slices.Contains(offered, name) {
+		return true
+	}
+	return !strings.Contains(name, ":") && slices.Contains(offered, name+":latest")
 }
 
 // listError words why an endpoint gave no list, without the URL's secrets.

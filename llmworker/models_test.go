@@ -50,3 +50,58 @@ func TestModelCheckNeverEchoesTheKey(t *testing.T) {
 		}
 	}
 }
+
+// TestOffers: a ladder name without a tag is offered by an endpoint that
+// lists it with Ollama's default tag, and only with that one.
+func TestOffers(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		offered []string
+		want    bool
+	}{
+		{"tiny", []string{"tiny"}, true},
+		{"tiny", []string{"other", "tiny:latest"}, true},
+		{"tiny:latest", []string{"tiny:latest"}, true},
+		{"tiny:latest", []string{"tiny"}, false},
+		{"tiny", []string{"tiny:q4"}, false},
+		{"tiny", []string{"tiny-eos:latest"}, false},
+		{"tiny:q4", []string{"tiny:latest"}, false},
+		{"gpt-4o", nil, false},
+	} {
+		if got := llmworker.Offers(c.offered, c.name); got != c.want {
+			t.Errorf("Offers(%q, %q) = %v, want %v", c.offered, c.name, got, c.want)
+		}
+	}
+}
+
+// TestModelCheckAcceptsOllamasLatestTag: LLM_MODELS=tiny passes the
+// start-up check against an endpoint that lists "tiny:latest", as Ollama
+// does; a name it does not list is still refused.
+func TestModelCheckAcceptsOllamasLatestTag(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"tiny:latest","object":"model","created":1,"owned_by":"library"},{"id":"tiny-eos:latest","object":"model","created":1,"owned_by":"library"}]}`))
+	}))
+	defer srv.Close()
+	for _, c := range []struct {
+		models  string
+		missing string
+	}{
+		{"tiny", ""},
+		{"tiny,tiny-eos:latest", ""},
+		{"tiny,small", "small"},
+	} {
+		cfg := config.DefaultConfig()
+		env := map[string]string{config.EnvBaseURL: srv.URL + "/v1", config.EnvModels: c.models}
+		if err := cfg.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+			t.Fatal(err)
+		}
+		_, err := llmworker.CheckModels(llmworker.AskModels(context.Background(), cfg, func(string) string { return "" }, 5*time.Second), false)
+		switch {
+		case c.missing == "" && err != nil:
+			t.Errorf("LLM_MODELS=%s: refused: %v", c.models, err)
+		case c.missing != "" && (err == nil || !strings.Contains(err.Error(), "does not offer "+c.missing)):
+			t.Errorf("LLM_MODELS=%s: want %s refused, got %v", c.models, c.missing, err)
+		}
+	}
+}
