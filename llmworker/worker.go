@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"sync"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -115,6 +116,9 @@ type Worker struct {
 	logger    *slog.Logger
 	stop      context.CancelFunc
 	done      chan struct{}
+	// stopTimeout is the SDK workers' WorkerStopTimeout.
+	stopTimeout time.Duration
+	log         *slog.Logger // the worker's own messages
 }
 
 // New builds the activities and a Temporal worker with LLMCall and every
@@ -192,8 +196,9 @@ func New(c client.Client, o Options) (*Worker, error) {
 	reviews.RegisterWorkflowWithOptions(workflows.RiskReview, workflow.RegisterOptions{Name: workflows.ReviewWorkflowName, VersioningBehavior: guardBehavior})
 	return &Worker{
 		Worker: w, Activities: acts, Sync: sync, Reviews: reviews, Rules: ruleStates, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
-		input:  workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
-		logger: cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
+		input:       workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
+		logger:      cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
+		stopTimeout: o.Worker.WorkerStopTimeout, log: cmp.Or(o.Logger, slog.Default()),
 	}, nil
 }
 
@@ -235,11 +240,45 @@ func (w *Worker) Run(interruptCh <-chan interface{}) error {
 	return nil
 }
 
+// StopSlack is how long Stop may take beyond the stop timeout: the SDK's
+// own shutdown (its ShutdownWorker call, its pollers) and the last report
+// to the fleet's guard (at most 2 s).
+const StopSlack = 5 * time.Second
+
+// StopTimeout is the drain timeout: how long Stop lets the attempts in
+// flight finish (Options.Worker.WorkerStopTimeout, by default the slowest
+// model's timeout + 5 s).
+func (w *Worker) StopTimeout() time.Duration { return w.stopTimeout }
+
 // Stop stops the worker, then its sync after one last report of what the
-// worker's guards saw.
+// worker's guards saw. It returns within StopTimeout + StopSlack whatever
+// the attempts in flight are doing: the SDK waits up to the stop timeout
+// for each of its task workers in turn (workflow tasks, local
+// activities, activities, and again for the reviews' worker), so an
+// attempt that ignores its cancelled context could hold it several times
+// that; Stop stops both workers at once and leaves such an attempt behind
+// (the process may exit; the call resends the attempt on another worker).
 func (w *Worker) Stop() {
-	w.Worker.Stop()
-	w.Reviews.Stop()
+	done := make(chan struct{})
+	go func() {
+		var wg sync.WaitGroup
+		for _, sdk := range []worker.Worker{w.Worker, w.Reviews} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sdk.Stop()
+			}()
+		}
+		wg.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(w.stopTimeout + StopSlack - 2*time.Second)
+	select {
+	case <-done:
+	case <-t.C:
+		w.log.Warn("attempts still run after the drain timeout: left behind", "drain_timeout", w.stopTimeout)
+	}
+	t.Stop()
 	w.Rules.Stop()
 	if w.stop != nil {
 		w.stop()

@@ -239,14 +239,13 @@ func run(args []string) error {
 		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "store", cfg.Store.Kind, "tracing", traced,
 		"max_calls", calls, "sticky_cache", cache, "memory_limit", memoryLimit(), "gogc", gcPercent(), "godebug", os.Getenv("GODEBUG"))
 
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	interrupt := make(chan any)
-	go func() {
-		s := <-sig
-		logger.Info("stopping: draining in-flight activities", "signal", s.String())
-		close(interrupt)
-	}()
+	go onSignal(sig, interrupt, w.StopTimeout(), w.StopTimeout()+llmworker.StopSlack+exitSlack, logger, func() {
+		flush()
+		os.Exit(1)
+	})
 	if err := w.Start(); err != nil {
 		return err
 	}
@@ -269,6 +268,31 @@ func run(args []string) error {
 	w.Stop()
 	logger.Info("worker stopped")
 	return nil
+}
+
+// exitSlack is how long the closes after the worker's Stop (the Temporal
+// client, the usage flush, the store, the tracer's last export) may take
+// before the process exits without them.
+const exitSlack = 10 * time.Second
+
+// onSignal closes interrupt at the first signal, which stops the worker
+// (its attempts have drain to finish), and calls exit at a second signal,
+// or once limit has passed without the process ending: a worker stops
+// within its drain timeout (and the slack of its shutdown) whatever its
+// attempts, or the closes after them, are doing.
+func onSignal(sig <-chan os.Signal, interrupt chan<- any, drain, limit time.Duration, logger *slog.Logger, exit func()) {
+	s := <-sig
+	logger.Info("stopping: draining in-flight activities", "signal", s.String(), "drain_timeout", drain)
+	close(interrupt)
+	t := time.NewTimer(limit)
+	defer t.Stop()
+	select {
+	case s := <-sig:
+		logger.Warn("second signal: exiting without waiting for the attempts in flight", "signal", s.String())
+	case <-t.C:
+		logger.Error("still stopping after the drain timeout and its slack: exiting", "limit", limit)
+	}
+	exit()
 }
 
 // warnNotCurrent says loudly when this versioned worker's build is not the
