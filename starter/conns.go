@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
 )
 
 // Connection limits of the front door (starter serve).
@@ -42,15 +44,18 @@ type connOptions struct {
 // doorServer listens on addr and returns the listener and the HTTP server
 // of the front door serving h, the two wired together: the listener
 // counts the server's connections by client address and state
-// (http.Server.ConnState) and closes idle ones under pressure (connGuard).
-// No write timeout: a call may take as long as its deadline (up to the
-// policy's max_deadline), and streams stay open while it retries.
+// (http.Server.ConnState) and closes idle ones under pressure (connGuard),
+// and answers what net/http refuses by itself in OpenAI's error shape
+// (frontdoor.ShapeErrors, beneath the guard: the server must see the
+// guard's connections). Serve the listener as it is. No write timeout: a
+// call may take as long as its deadline (up to the policy's
+// max_deadline), and streams stay open while it retries.
 func doorServer(addr string, h http.Handler, o connOptions) (*http.Server, net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, nil, err
 	}
-	g := newConnGuard(ln, o)
+	g := newConnGuard(frontdoor.ShapeErrors(ln), o)
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: serveIdleTimeout, ConnState: g.track}
 	return srv, g, nil
 }

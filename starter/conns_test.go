@@ -91,6 +91,19 @@ func TestIdleConnectionsDoNotBlockTheDoor(t *testing.T) {
 	require.NoError(t, err, "the tenant's request is not answered while %d idle connections are held", defaultMaxConns)
 	require.Equal(t, http.StatusOK, status, body)
 	require.Contains(t, body, `"qwen-72b"`)
+
+	// What net/http refuses by itself is answered in OpenAI's shape too.
+	conn = dialFrom(t, "127.0.0.1", addr)
+	_, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\n\r\n") // no Host
+	require.NoError(t, err)
+	_ = conn.SetReadDeadline(time.Now().Add(hangGuard))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	var e struct{ Error struct{ Code string } }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&e), "not OpenAI's error shape")
+	require.NotEmpty(t, e.Error.Code)
 }
 
 // TestConnectionsPerClientAddress: one address may hold --max-conns-per-
