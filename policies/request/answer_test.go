@@ -83,6 +83,7 @@ func TestAnswerPublicWordsQuoteNothing(t *testing.T) {
 	}
 	pattern := tool(`{"type":"object","additionalProperties":false,"required":["q"],"properties":{"q":{"type":"string","pattern":"^x$"}}}`)
 	open := tool(`{"type":"object","additionalProperties":{"type":"integer"}}`)
+	list := tool(`{"type":"object","properties":{"list":{"type":"array","items":{"type":"integer"}}}}`)
 	c := structured.NewCache()
 	for _, tc := range []struct {
 		name   string
@@ -95,6 +96,8 @@ func TestAnswerPublicWordsQuoteNothing(t *testing.T) {
 		{"value against a pattern", pattern, []ToolCall{call("lookup", `{"q":"notakeyx"}`)}, []string{"notakeyx", "^x$"}, "notakeyx", "at /q: fails pattern"},
 		{"an extra property the model named", pattern, []ToolCall{call("lookup", `{"q":"x","notakeyx":1}`)}, []string{"notakeyx"}, "notakeyx", "at /: fails additionalProperties"},
 		{"a name the model chose in the path", open, []ToolCall{call("lookup", `{"notakeyx":"s"}`)}, []string{"notakeyx", `"s"`}, "notakeyx", "at /*: fails type"},
+		{"a name of digits the model chose", open, []ToolCall{call("lookup", `{"12345678":"s"}`)}, []string{"12345678"}, "12345678", "at /*: fails type"},
+		{"an index in an array", list, []ToolCall{call("lookup", `{"list":[1,"notakeyx"]}`)}, []string{"notakeyx"}, "at /list/1: got string, want integer", "at /list/1: fails type"},
 		{"a tool the model invented", pattern, []ToolCall{call("notakeyx", `{}`)}, []string{"notakeyx", "lookup"}, "notakeyx", "tool_calls[0] calls a tool that was not offered"},
 		{"arguments that are not JSON", pattern, []ToolCall{call("lookup", `notakeyx`)}, []string{"notakeyx"}, "lookup", "tool_calls[0]: the arguments are not valid JSON"},
 	} {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -201,7 +202,7 @@ func (s *Schema) ValidateValue(ctx context.Context, v any) error {
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
 		var problems []Problem
-		s.leaves(ve, &problems)
+		s.leaves(v, ve, &problems)
 		return Join(problems)
 	}
 	return err
@@ -225,46 +226,43 @@ func (c *compiled) validate(v any) (err error) {
 // leaves collects the innermost problems of a validation error: in public
 // the place in the answer and the keyword it fails, in detail what the
 // library says (with the values).
-func (s *Schema) leaves(e *jsonschema.ValidationError, out *[]Problem) {
+func (s *Schema) leaves(v any, e *jsonschema.ValidationError, out *[]Problem) {
 	if len(e.Causes) == 0 {
 		at := "/" + strings.Join(e.InstanceLocation, "/")
 		*out = append(*out, Problem{
-			Public: fmt.Sprintf("at %s: %s", s.publicPath(e.InstanceLocation), failsWhat(e.ErrorKind)),
+			Public: fmt.Sprintf("at %s: %s", s.publicPath(v, e.InstanceLocation), failsWhat(e.ErrorKind)),
 			Detail: fmt.Sprintf("at %s: %s", at, e.ErrorKind.LocalizedString(printer)),
 		})
 		return
 	}
 	for _, c := range e.Causes {
-		s.leaves(c, out)
+		s.leaves(v, c, out)
 	}
 }
 
-// publicPath is an instance location as a tenant may read it: array
-// indexes, and the names the schema itself declares under properties; a
-// name only the model chose is "*".
-func (s *Schema) publicPath(loc []string) string {
+// publicPath is the location loc in the answer v as a tenant may read
+// it: the indexes of arrays, and of an object's names those the schema
+// itself declares under properties; a name only the model chose is "*".
+func (s *Schema) publicPath(v any, loc []string) string {
 	parts := make([]string, len(loc))
 	for i, tok := range loc {
-		switch {
-		case isIndex(tok), s.declared[tok]:
-			parts[i] = tok
-		default:
-			parts[i] = "*"
+		parts[i] = "*"
+		switch c := v.(type) {
+		case []any:
+			if n, err := strconv.Atoi(tok); err == nil && n >= 0 && n < len(c) {
+				parts[i], v = tok, c[n]
+				continue
+			}
+		case map[string]any:
+			if s.declared[tok] {
+				parts[i] = tok
+			}
+			v = c[tok]
+			continue
 		}
+		v = nil
 	}
 	return "/" + strings.Join(parts, "/")
-}
-
-func isIndex(tok string) bool {
-	if tok == "" || len(tok) > 9 {
-		return false
-	}
-	for _, r := range tok {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 // failsWhat names the constraint an error kind is about in the product's
