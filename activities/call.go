@@ -182,6 +182,15 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if fits {
 		obs.PromptTokens, obs.ContextWindow = 0, 0 // fits: let the upstream judge
 		req := chatRequest(m, in.Request, msgs, in.Shape)
+		if req.MaxTokens == 0 && a.cfg.Limits.DefaultMaxTokens > 0 {
+			// No limit of the caller's or the policy's yet: the default,
+			// within what the window leaves after the prompt (a server's
+			// own default may be small enough to cut most answers).
+			req.MaxTokens = defaultMaxTokens(a.cfg.Limits.DefaultMaxTokens, m.ContextWindow, in.Prompt.Tokens, a.cfg.Pruning.ReserveOutputTokens)
+			if openai.NewReasoningValidator().Validate(req) != nil {
+				req.MaxCompletionTokens, req.MaxTokens = req.MaxTokens, 0
+			}
+		}
 		if m.Stream {
 			live := pub.text
 			if checked(in.Request) {
@@ -256,6 +265,11 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	redact(&obs, key)
 	v := classify.Classify(obs)
 	v = a.bodyLimit(v, ex, obs, resp)
+	if v.Class == failure.OutputTruncated && callersLimit(in) && obs.Response != nil && usableAnswer(resp) {
+		// The caller's own max_tokens reached: its answer, as OpenAI
+		// gives it (finish_reason length), never a reason to retry.
+		v.Class, v.Reason = failure.None, fmt.Sprintf("HTTP %d, finish_reason length at the caller's max_tokens (%d)", v.Status, in.Request.MaxTokens)
+	}
 	var calls []request.ToolCall
 	if v.Class == failure.None {
 		// A well-formed reply: is it the answer the request asked for?
@@ -345,6 +359,33 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	return out, temporal.NewApplicationErrorWithOptions(
 		fmt.Sprintf("%s on %s: %s", v.Class, m.Name, v.Reason), string(v.Class),
 		temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+}
+
+// callersLimit reports whether the attempt's max_tokens is the one the
+// caller set (the request's, not grown by a retry).
+func callersLimit(in CallInput) bool {
+	return in.Request.MaxTokens > 0 && in.Shape.MaxTokens == in.Request.MaxTokens && in.Continue == ""
+}
+
+// usableAnswer reports whether a reply that stopped at its limit holds an
+// answer: text besides thinking, or a tool call (checked after).
+func usableAnswer(resp openai.ChatCompletionResponse) bool {
+	if len(resp.Choices) == 0 {
+		return false
+	}
+	msg := resp.Choices[0].Message
+	return len(msg.ToolCalls) > 0 || classify.StripThinking(answerText(resp)) != ""
+}
+
+// defaultMaxTokens is the max_tokens sent for a request that sets none:
+// the policy's default, at most what the model's context window leaves
+// after the prompt, and at least the output reserve the prompt's cut kept
+// free.
+func defaultMaxTokens(def, window, promptTokens, reserve int) int {
+	if window > 0 && promptTokens > 0 && window-promptTokens < def {
+		return max(window-promptTokens, min(reserve, def))
+	}
+	return def
 }
 
 // bodyLimit makes an attempt whose reply went over http.max_body_bytes

@@ -93,6 +93,11 @@ type call struct {
 	delivered string
 	// ref is the refined request and partial answer (refine.go).
 	ref refiner
+	// best is the longest text a model wrote for the call in an attempt
+	// that failed (cut at its limit, or its stream broken) and that the
+	// caller has not seen: the answer when no model answers in full,
+	// instead of a canned one.
+	best bestText
 	// sent are the fingerprints of the requests the call's attempts sent:
 	// the same one again is duplicate spend.
 	sent []string
@@ -266,6 +271,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
 				ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
+				CallerLimit: c.req.MaxTokens > 0,
 			}, Needs: c.req.Needs()}).Get(ctx, &step)
 		if err != nil {
 			return "", err
@@ -273,6 +279,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if out.Published > 0 {
 			c.delivered += out.Content
 		}
+		c.keepBest(class, prep.Model, out)
 		c.keepPartial(step, out)
 		if note != "" {
 			step.Reason += "; " + note
@@ -583,6 +590,12 @@ func (c *call) fallback(ctx workflow.Context, reason string) (CallResult, error)
 		c.finish(ctx, OutcomeFailed)
 		return c.res, temporal.NewApplicationErrorWithOptions(c.res.Reason, ErrFallbackUnavailable,
 			temporal.ApplicationErrorOptions{Details: []any{c.res}})
+	}
+	if c.best.text != "" && c.delivered == "" && workflow.GetVersion(ctx, "best-model-text", workflow.DefaultVersion, 1) == 1 {
+		// Versioned: a run of an older build that went to the FAQ here
+		// keeps doing so when it replays.
+		c.answerBest(ctx, reason)
+		return c.res, nil
 	}
 	workflow.SetCurrentDetails(ctx, "business fallback: "+reason)
 	var ans activities.FallbackAnswer

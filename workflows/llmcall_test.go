@@ -148,9 +148,11 @@ func TestLLMCallPaths(t *testing.T) {
 		source    workflows.Source
 		check     func(t *testing.T, h *harness, res workflows.CallResult)
 		mutateCfg func(cfg *config.Config)
-		budget    func(cfg *config.Config) *guard.Budgets
-		holds     func(cfg *config.Config) *guard.Holds
-		pacer     func(cfg *config.Config) *guard.Pacer
+		// noMaxTokens: the request sets no max_tokens (the table's set 512).
+		noMaxTokens bool
+		budget      func(cfg *config.Config) *guard.Budgets
+		holds       func(cfg *config.Config) *guard.Holds
+		pacer       func(cfg *config.Config) *guard.Pacer
 	}{
 		{
 			name: "success", script: []outcome{ok("Your order ships today.")},
@@ -207,14 +209,48 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name:   "output truncated raises max_tokens and lowers temperature",
-			script: []outcome{fail(failure.OutputTruncated, 200), ok("done")},
-			want:   []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			name:        "output truncated under the policy's limit raises max_tokens and lowers temperature",
+			noMaxTokens: true,
+			script:      []outcome{fail(failure.OutputTruncated, 200), ok("done")},
+			want:        []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, 512+256, h.calls[1].Shape.MaxTokens)
+				require.Equal(t, 4096+256, h.calls[1].Shape.MaxTokens, "limits.default_max_tokens + 256")
 				require.NotNil(t, h.calls[1].Shape.Temperature)
 				require.InDelta(t, 0.3, *h.calls[1].Shape.Temperature, 1e-9)
 				require.Equal(t, int64(500), res.Attempts[0].DelayMS)
+			},
+		},
+		{
+			// An empty answer at the caller's own max_tokens: the limit is
+			// the caller's, never raised; another model may answer within it.
+			name:   "output truncated at the caller's max_tokens never raises it",
+			script: []outcome{fail(failure.OutputTruncated, 200), ok("done")},
+			want:   []string{"qwen-72b:output_truncated:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, 512, h.calls[1].Shape.MaxTokens, "the caller's max_tokens")
+			},
+		},
+		{
+			// Every model cut its answer at the policy's limit until the
+			// retries ran out: the longest text a model wrote answers,
+			// degraded and cut (finish_reason length), not the FAQ.
+			name:        "exhausted truncation retries answer with the longest model text",
+			noMaxTokens: true,
+			script: []outcome{
+				{class: failure.OutputTruncated, status: 200, content: "Your parcel left"},
+				{class: failure.OutputTruncated, status: 200, content: " the depot on Monday"}, // continuations
+				{class: failure.OutputTruncated, status: 200, content: " and"},
+				{class: failure.OutputTruncated, status: 200, content: "Your"}, // another model, from scratch
+			},
+			want: []string{"qwen-72b:output_truncated:continue", "qwen-72b:output_truncated:continue",
+				"qwen-72b:output_truncated:switch_model", "qwen-14b:output_truncated:fallback"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, "Your parcel left the depot on Monday and", res.Content)
+				require.Equal(t, "length", res.FinishReason)
+				require.Equal(t, "qwen-72b", res.Model)
+				require.True(t, res.Degraded)
+				require.Empty(t, res.FAQID, "no canned answer")
+				require.Contains(t, res.Reason, "answered with the longest text a model wrote")
 			},
 		},
 		{
@@ -427,7 +463,9 @@ func TestLLMCallPaths(t *testing.T) {
 				q = "When will my order arrive?"
 			}
 			req := ask(q)
-			req.MaxTokens = 512
+			if !tc.noMaxTokens {
+				req.MaxTokens = 512
+			}
 			res, err := h.run(req)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, res.Decisions())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
@@ -135,6 +136,41 @@ func (c *call) keepPartial(step callstate.Step, out activities.CallOutcome) {
 		return
 	}
 	c.ref.partial = joinContinuation(c.ref.partial, out.Content)
+}
+
+// bestText is a model's text kept from a failed attempt.
+type bestText struct {
+	text, model string
+	tokens      int
+}
+
+// keepBest keeps the text of a failed attempt that a model wrote for the
+// call (an answer cut at a limit, a stream that broke), with the part it
+// continues, when it is the longest so far. Text the caller has already
+// seen (streamed) is the delivered text's, and a request only a model's
+// whole answer serves (a tool call, JSON) has no use for a cut one.
+func (c *call) keepBest(class failure.Class, model string, out activities.CallOutcome) {
+	if out.Published > 0 || c.req.Structured() || (class != failure.OutputTruncated && class != failure.StreamBroken) {
+		return
+	}
+	text := joinContinuation(c.ref.partial, out.Content)
+	if classify.StripThinking(text) == "" || len(text) <= len(c.best.text) {
+		return
+	}
+	c.best = bestText{text: text, model: model, tokens: out.CompletionTokens}
+}
+
+// answerBest ends the call with the best text a model wrote, degraded and
+// cut (finish_reason length), when no model answered in full: a model's
+// text is never traded for a canned answer.
+func (c *call) answerBest(ctx workflow.Context, reason string) {
+	c.res.Content, c.res.Model, c.res.FinishReason = c.best.text, c.best.model, "length"
+	c.res.Source, c.res.Degraded = SourceModel, true
+	if c.best.model != c.ad.FirstModel {
+		c.res.Source = SourceFallbackModel
+	}
+	c.res.Reason = fmt.Sprintf("%s; answered with the longest text a model wrote (%s, %d token(s)), cut short", reason, c.best.model, c.best.tokens)
+	c.finish(ctx, OutcomeDegraded)
 }
 
 // takeNote returns the note of the attempt just made and forgets it.

@@ -1,6 +1,7 @@
 package callstate
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -279,12 +280,16 @@ func (d *decider) retry() (Step, *Step) {
 	return st, nil
 }
 
-// bumpedMaxTokens is the attempt's max_tokens (else the output reserve)
-// grown by the class's max_tokens_increase, within limits.max_tokens.
+// bumpedMaxTokens is the attempt's max_tokens (else the default sent,
+// else the output reserve) grown by the class's max_tokens_increase,
+// within limits.max_tokens. A caller's own max_tokens never grows.
 func (d *decider) bumpedMaxTokens() int {
 	base := d.next.Shape.MaxTokens
+	if d.out.CallerLimit && base > 0 {
+		return base
+	}
 	if base <= 0 {
-		base = d.cfg.Pruning.ReserveOutputTokens
+		base = cmp.Or(d.cfg.Limits.DefaultMaxTokens, d.cfg.Pruning.ReserveOutputTokens)
 	}
 	bumped := base + d.cp.MaxTokensIncrease
 	if limit := d.cfg.Limits.MaxTokens; limit > 0 && bumped > limit {

@@ -198,6 +198,9 @@ type Outcome struct {
 	// the caller keeps to be continued (output_truncated; 0: none, or it
 	// reached a streaming caller and counts in Delivered instead).
 	Partial int `json:"partial,omitempty"`
+	// CallerLimit: the request set max_tokens itself. The attempt's limit
+	// is the caller's and never grows (README "Failure classes").
+	CallerLimit bool `json:"caller_limit,omitempty"`
 }
 
 // Verdicts are the answers of the process-wide guards, gathered by the

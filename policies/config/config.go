@@ -450,6 +450,12 @@ type LimitsConfig struct {
 	MaxMessages    int     `yaml:"max_messages"`
 	MaxTokens      int     `yaml:"max_tokens"` // largest max_tokens a request may ask
 	MaxTemperature float64 `yaml:"max_temperature"`
+	// DefaultMaxTokens is the max_tokens sent for a request that sets
+	// none (0: send none), bounded by what the model's context window
+	// leaves after the prompt: so that a server's own small default (a
+	// Modelfile's num_predict) does not cut the answer. It is the policy's
+	// limit, not the caller's: an answer cut at it is output_truncated.
+	DefaultMaxTokens int `yaml:"default_max_tokens"`
 	// MaxImages per request, and MaxImageBytes per image sent inline as
 	// a data URI (every attempt's input, image included, is written to
 	// history).

@@ -270,6 +270,9 @@ func (c *Config) validate() []Problem {
 	}
 	posInt("limits.max_messages", l.MaxMessages, "number of messages")
 	posInt("limits.max_tokens", l.MaxTokens, "number of tokens")
+	if l.DefaultMaxTokens < 0 || l.DefaultMaxTokens > l.MaxTokens {
+		bad("limits.default_max_tokens", "must be 0 (send none) or a number of tokens up to limits.max_tokens (%d), got %d", l.MaxTokens, l.DefaultMaxTokens)
+	}
 	if !(l.MaxTemperature > 0 && l.MaxTemperature <= 2) {
 		bad("limits.max_temperature", "must be a temperature in (0,2], got %v", l.MaxTemperature)
 	}
