@@ -133,6 +133,10 @@ func CheckModels(ends []EndpointModels, lenient bool) (warnings []string, err er
 	var problems []string
 	for _, e := range ends {
 		switch {
+		case !e.Listed():
+			// Checked first: an empty list lacks every model without
+			// saying anything of them.
+			warnings = append(warnings, fmt.Sprintf("%s lists no models (%v): %s not checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
 		case len(e.Missing) > 0:
 			msg := fmt.Sprintf("%s does not offer %s (it offers: %s)", e.BaseURL, strings.Join(e.Missing, ", "), strings.Join(e.Offered, ", "))
 			if lenient {
@@ -140,9 +144,6 @@ func CheckModels(ends []EndpointModels, lenient bool) (warnings []string, err er
 			} else {
 				problems = append(problems, msg)
 			}
-		case e.Listed():
-		default:
-			warnings = append(warnings, fmt.Sprintf("%s lists no models (%v): %s not checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
 		}
 	}
 	if len(problems) > 0 {

@@ -105,3 +105,38 @@ func TestModelCheckAcceptsOllamasLatestTag(t *testing.T) {
 		}
 	}
 }
+
+// TestModelCheckWarnsOnAnEmptyList: an endpoint whose /v1/models list is
+// empty (some gateways list nothing) is a warning, as the worker's help
+// says, not a refusal to start; a list that lacks a ladder model is still
+// refused.
+func TestModelCheckWarnsOnAnEmptyList(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		refused    bool
+	}{
+		{"empty list", `{"object":"list","data":[]}`, false},
+		{"null list", `{"object":"list","data":null}`, false},
+		{"list without the ladder's model", `{"object":"list","data":[{"id":"other","object":"model"}]}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(c.body))
+			}))
+			defer srv.Close()
+			cfg := config.DefaultConfig()
+			env := map[string]string{config.EnvBaseURL: srv.URL + "/v1", config.EnvModels: "qwen-72b"}
+			if err := cfg.ApplyEnv(func(k string) string { return env[k] }); err != nil {
+				t.Fatal(err)
+			}
+			warnings, err := llmworker.CheckModels(llmworker.AskModels(context.Background(), cfg, func(string) string { return "" }, 5*time.Second), false)
+			if c.refused != (err != nil) {
+				t.Fatalf("refused = %v (%v), want %v", err != nil, err, c.refused)
+			}
+			if !c.refused && (len(warnings) != 1 || !strings.Contains(warnings[0], "lists no models")) {
+				t.Errorf("warnings %q, want one saying the endpoint lists no models", warnings)
+			}
+		})
+	}
+}
