@@ -2,6 +2,9 @@ package activities
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -79,4 +82,32 @@ func BenchmarkDecisionPath(b *testing.B) {
 			b.ReportMetric(float64(sent), "sent-tokens")
 		})
 	}
+}
+
+// BenchmarkFingerprint compares, side by side in one run, the billing
+// fingerprint (messages hashed field by field) with the JSON encoding it
+// replaced, on the decision path's 1 k-token conversation.
+func BenchmarkFingerprint(b *testing.B) {
+	a, err := New(Options{Config: config.DefaultConfig()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r := request.Request{Tenant: "acme", UserID: "u1", SessionID: "s1", Messages: conversation(b, a.tokens, 1_000)}
+	sh := callstate.Shape{MaxTokens: 512}
+	b.Run("fields", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = fingerprint(r, "qwen-72b", r.Messages, sh)
+		}
+	})
+	b.Run("json-baseline", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			params := r
+			params.Messages = nil
+			j, _ := json.Marshal([]any{r.Tenant, r.UserID, r.SessionID, "qwen-72b", r.Messages, sh.MaxTokens, sh.Temperature, params})
+			sum := sha256.Sum256(j)
+			_ = hex.EncodeToString(sum[:])
+		}
+	})
 }

@@ -2,8 +2,11 @@ package activities
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"io"
+	"math"
 	"sync"
 	"time"
 
@@ -24,12 +27,58 @@ const maxFingerprints = 100_000
 // are two requests), the model, the messages as sent, the shape
 // (max_tokens, temperature) and the fields that change the answer (tools,
 // response format, sampling, passthrough).
+//
+// The messages, most of its bytes, are hashed field by field, each string
+// with its length in front (so no two requests share their bytes), with no
+// JSON built on the decision path; the other fields (small) are hashed as
+// their JSON. TestFingerprintGolden pins the bytes: the same on every
+// replay and every build.
 func fingerprint(r request.Request, model string, msgs []request.Message, sh callstate.Shape) string {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	num := func(v int64) { h.Write(n[:binary.PutVarint(n[:], v)]) }
+	str := func(s string) { num(int64(len(s))); io.WriteString(h, s) }
+	str("fp2") // the scheme
+	for _, s := range []string{r.Tenant, r.UserID, r.SessionID, model} {
+		str(s)
+	}
+	num(int64(len(msgs)))
+	for _, m := range msgs {
+		str(m.Role)
+		str(m.Content)
+		str(m.Name)
+		str(m.ToolCallID)
+		num(int64(len(m.Parts)))
+		for _, p := range m.Parts {
+			str(p.Type)
+			str(p.Text)
+			if p.ImageURL != nil {
+				str(p.ImageURL.URL)
+				str(p.ImageURL.Detail)
+			} else {
+				num(-1)
+			}
+		}
+		num(int64(len(m.ToolCalls)))
+		for _, c := range m.ToolCalls {
+			str(c.ID)
+			str(c.Type)
+			str(c.Function.Name)
+			str(c.Function.Arguments)
+		}
+	}
+	num(int64(sh.MaxTokens))
+	if sh.Temperature != nil {
+		num(int64(math.Float64bits(*sh.Temperature)))
+	} else {
+		num(-1)
+	}
 	params := r
 	params.Messages, params.IdempotencyKey, params.Stream, params.DeadlineMS = nil, "", false, 0
-	b, _ := json.Marshal([]any{r.Tenant, r.UserID, r.SessionID, model, msgs, sh.MaxTokens, sh.Temperature, params})
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	params.Tenant, params.UserID, params.SessionID = "", "", ""
+	b, _ := json.Marshal(params)
+	str(string(b))
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // seenRequests remembers the fingerprints of the billed requests this

@@ -213,3 +213,41 @@ func TestPickKeyByHeadroom(t *testing.T) {
 		t.Errorf("picks %v after the reports aged: want the rotation, A included", got)
 	}
 }
+
+// TestFingerprintGolden pins the fingerprint's bytes: a request's
+// fingerprint is the same on every replay and every build, so a resend on
+// another worker of the fleet is known as the same request. A change here
+// is a change of scheme (and of its "fp" tag), never a silent one.
+func TestFingerprintGolden(t *testing.T) {
+	warm := 0.3
+	r := request.Request{Tenant: "acme", UserID: "u1", SessionID: "s1",
+		Tools: []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "lookup"}}}}
+	msgs := []request.Message{
+		{Role: "system", Content: "You are a support agent."},
+		{Role: "user", Parts: []request.Part{{Type: "text", Text: "what is this?"}, {Type: "image_url", ImageURL: &request.ImageURL{URL: "https://example.com/a.png"}}}},
+		{Role: "assistant", ToolCalls: []request.ToolCall{{ID: "c1", Type: "function", Function: request.FunctionCall{Name: "lookup", Arguments: `{"q":"a"}`}}}},
+		{Role: "tool", ToolCallID: "c1", Content: "found"},
+	}
+	for _, c := range []struct {
+		name string
+		fp   string
+	}{
+		{"whole", fingerprint(r, "qwen-72b", msgs, callstate.Shape{MaxTokens: 512, Temperature: &warm})},
+		{"bare", fingerprint(request.Request{}, "m", []request.Message{{Role: "user", Content: "hi"}}, callstate.Shape{})},
+	} {
+		want := map[string]string{
+			"whole": "50d4687a3af63a75a72968758f37948240dfd64ebc3a44471b20e75f5e3be865",
+			"bare":  "585f31b04aa0f8e0aff6df65bfe09c66777f70bf16d0ef417c691422f9abb0d0",
+		}[c.name]
+		if c.fp != want {
+			t.Errorf("%s: fingerprint %s, want %s", c.name, c.fp, want)
+		}
+	}
+	// Lengths in front: moving text from one field to the next is
+	// another request.
+	a := fingerprint(request.Request{UserID: "ab", SessionID: "c"}, "m", nil, callstate.Shape{})
+	b := fingerprint(request.Request{UserID: "a", SessionID: "bc"}, "m", nil, callstate.Shape{})
+	if a == b {
+		t.Error("fields run into each other")
+	}
+}
