@@ -18,8 +18,8 @@ import (
 // The context refiner benchmark (README "Context refiner") runs the same
 // llmsim script under today's action and the refiner's, side by side:
 //
-//   - output_truncated: an answer of Tokens tokens asked with max_tokens
-//     MaxTokens, under bump_tokens (regenerate with 256 more) and continue
+//   - output_truncated: an answer of Tokens tokens under the policy's
+//     limit MaxTokens (limits.default_max_tokens), under bump_tokens (regenerate with 256 more) and continue
 //     (ask for the missing part only): attempts, and the prompt and
 //     completion tokens billed per call (every attempt, failed ones
 //     included, as llmsim's usage says);
@@ -125,10 +125,21 @@ func runTruncations(ctx context.Context, o RefinerOptions, action config.Action)
 		return nil, err
 	}
 	defer sim.Close()
+	// The limit is the policy's (limits.default_max_tokens, sent when the
+	// request sets none): a caller's own max_tokens reached is an answer,
+	// never output_truncated.
+	limit := 0
+	for _, tc := range o.Truncations {
+		if limit != 0 && tc.MaxTokens != limit {
+			return nil, fmt.Errorf("refiner: every truncation case needs the same MaxTokens (the policy's default limit), got %d and %d", limit, tc.MaxTokens)
+		}
+		limit = tc.MaxTokens
+	}
 	lc, _, stop, err := startDurableWorker(o.Temporal, sim.BaseURL, DurableOptions{Mutate: func(c *config.Config) {
 		cp := c.Classes[failure.OutputTruncated]
 		cp.Action = action
 		c.Classes[failure.OutputTruncated] = cp
+		c.Limits.DefaultMaxTokens = limit
 	}})
 	if err != nil {
 		return nil, err
@@ -140,7 +151,6 @@ func runTruncations(ctx context.Context, o RefinerOptions, action config.Action)
 		req := DurableRequest(run, i, 60*time.Second)
 		q := fmt.Sprintf("Explain the delivery options in detail, case %d.", i)
 		req.Messages[len(req.Messages)-1].Content = fmt.Sprintf("[[sim tokens=%d]] %s", tc.Tokens, q)
-		req.MaxTokens = tc.MaxTokens
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		res, err := lc.Call(cctx, req)
 		cancel()
