@@ -34,9 +34,10 @@
 //
 //   - [[sim tokens=N]] in the last user message: exactly N tokens,
 //     finish_reason "stop" (on every attempt and model);
-//   - else max_tokens (or max_completion_tokens) M: the model writes M
-//     tokens, finish_reason "stop" (but never less than the short answer);
 //   - else the short answer.
+//
+// max_tokens (or max_completion_tokens) never lengthens an answer, as on a
+// real server (a client may send a generous limit on every request).
 //
 // The text is AnswerTokens(model, question, N): the short answer continued
 // with sentences of words chosen by a hash of the question, so answers of

@@ -153,8 +153,8 @@ func TestAnswerLength(t *testing.T) {
 	}{
 		{"short answer without a length", "", 0, 0, short, openai.FinishReasonStop, ns},
 		{"tokens directive", "[[sim tokens=300]]", 0, 0, llmsim.AnswerTokens("m", q, 300), openai.FinishReasonStop, 300},
-		{"max_tokens sets the length", "", 250, 0, llmsim.AnswerTokens("m", q, 250), openai.FinishReasonStop, 250},
-		{"max_completion_tokens too", "", 0, 120, llmsim.AnswerTokens("m", q, 120), openai.FinishReasonStop, 120},
+		{"max_tokens never lengthens the answer", "", 250, 0, short, openai.FinishReasonStop, ns},
+		{"max_completion_tokens neither", "", 0, 120, short, openai.FinishReasonStop, ns},
 		{"max_tokens below the short answer cuts", "", 4, 0, llmsim.AnswerTokens("m", q, 4), openai.FinishReasonLength, 4},
 		{"max_tokens below the directive cuts", "[[sim tokens=300]]", 100, 0, llmsim.AnswerTokens("m", q, 100), openai.FinishReasonLength, 100},
 	}
@@ -493,9 +493,6 @@ func TestContinuation(t *testing.T) {
 	// tokens; the continuation repeats it (the directive's fault is used
 	// up: times=1).
 	withTokens := map[string]any{"role": "user", "content": q + " [[sim tokens=60 fault=cut_stream after=25]]"}
-	// The same with max_tokens: 60 for the first request instead of the
-	// tokens directive.
-	withMax := map[string]any{"role": "user", "content": q + " [[sim fault=cut_stream after=25]]"}
 	// cut streams the question and returns the part the client received
 	// before the cut.
 	cut := func(t *testing.T, model, key string, user map[string]any, maxTokens int) string {
@@ -521,7 +518,6 @@ func TestContinuation(t *testing.T) {
 	cases := []struct {
 		name   string
 		model  string
-		max    bool // max_tokens 60, then the 35 left, instead of the directive
 		body   func(user map[string]any, partial string) map[string]any
 		stream bool
 		// want is the continuation; status and errHas a refusal.
@@ -533,7 +529,7 @@ func TestContinuation(t *testing.T) {
 		{name: "vllm streamed", model: "m", body: vllm, stream: true, want: rest},
 		{name: "deepseek prefix", model: "m", body: deepseek, want: rest},
 		{name: "deepseek prefix streamed", model: "m", body: deepseek, stream: true, want: rest},
-		{name: "max_tokens: the rest of the budget", model: "m", max: true, body: func(user map[string]any, p string) map[string]any {
+		{name: "max_tokens: the rest of the budget", model: "m", body: func(user map[string]any, p string) map[string]any {
 			b := vllm(user, p)
 			b["max_tokens"] = 60 - 25
 			return b
@@ -557,11 +553,8 @@ func TestContinuation(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			key := fmt.Sprintf("cont-%d", i)
-			user, maxTokens := withTokens, 0
-			if c.max {
-				user, maxTokens = withMax, 60
-			}
-			partial := cut(t, c.model, key, user, maxTokens)
+			user := withTokens
+			partial := cut(t, c.model, key, user, 0)
 			full := llmsim.AnswerTokens(c.model, q, 60)
 			body := c.body(user, partial)
 			body["model"], body["stream"] = c.model, c.stream

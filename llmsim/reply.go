@@ -44,11 +44,10 @@ func tokensDirective(dirs []Directive) int {
 	return 0
 }
 
-// render decides the answer. Its natural length is dirTokens when given;
-// else, with max_tokens M, the longer of the short answer and prefix + M
-// tokens (the model writes M new tokens); else the short answer. The
-// content is what follows the prefix in a continuation, then cut at
-// max_tokens new tokens with finish_reason "length".
+// render decides the answer. Its natural length is dirTokens when given,
+// else the short answer's; max_tokens never lengthens it. The content is
+// what follows the prefix in a continuation, then cut at max_tokens new
+// tokens with finish_reason "length".
 func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f Fault, prompt int) rendered {
 	q := req.question()
 	limit := req.maxTokens()
@@ -72,12 +71,13 @@ func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f F
 		prefix = cont.prefix
 		rd.prefix = prefix
 	}
+	// The answer's natural length is the model's own (the directive's, else
+	// the short answer's); max_tokens only cuts it, as on a real server: a
+	// client that sends a generous limit on every request (durable-llm
+	// sends limits.default_max_tokens) gets answers of the usual length.
 	total := EstimateTokens(Answer(req.Model, q))
-	switch {
-	case dirTokens > 0:
+	if dirTokens > 0 {
 		total = dirTokens
-	case limit > 0:
-		total = max(total, EstimateTokens(prefix)+limit)
 	}
 	content := AnswerTokens(req.Model, q, total)
 	if rd.continuation {
