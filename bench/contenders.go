@@ -49,6 +49,7 @@ type Contender struct {
 
 // Contender names, in the order tables list them.
 const (
+	NameOneShot  = "one-shot"
 	NameNaive    = "naive loop"
 	NameBackoff  = "exp backoff, no jitter"
 	NameOpenAIGo = "openai-go defaults"
@@ -127,6 +128,23 @@ func goOpenAIAnswer(resp goopenai.ChatCompletionResponse, err error) error {
 		return errNoAnswer
 	}
 	return nil
+}
+
+// NewOneShot is a client with no resilience layer: go-openai, one request
+// per call, no retry, the call's deadline as its only timeout. Its share
+// of model answers is the floor no resilience layer may fall below.
+func NewOneShot(baseURL string, deadline time.Duration) *Contender {
+	hc, closeIdle := newHTTPClient()
+	c := goOpenAIClient(baseURL, hc)
+	call := func(ctx context.Context, i int) Result {
+		key := fmt.Sprintf("call-%d", i)
+		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), deadline)
+		defer cancel()
+		err := goOpenAIAnswer(c.CreateChatCompletion(ctx, chatRequest(i)))
+		return Result{Key: key, Answered: err == nil, ByModel: err == nil, Err: err}
+	}
+	return &Contender{Name: NameOneShot, About: fmt.Sprintf("go-openai, one request per call, no retry, the %s deadline as its timeout", fmtDur(deadline)),
+		Call: call, Close: closeIdle}
 }
 
 // NewNaive is the naive retry loop: go-openai with a fixed per-attempt

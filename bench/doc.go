@@ -11,21 +11,34 @@
 // after another, each against its own fresh simulator with the same
 // scenario and seed:
 //
+//   - NewOneShot: go-openai, one request per call, no retry, the call's
+//     deadline as its timeout: the floor no resilience layer may fall
+//     below;
 //   - NewNaive: go-openai, fixed timeout, immediate retries ×3;
 //   - NewBackoff: the same with waits of 1, 2 and 4 s (no jitter);
 //   - NewOpenAIGo: the official openai-go/v3 client with its default retries;
 //   - NewTemporalDefault: a bare workflow (BareWorkflow) whose one activity
 //     makes the go-openai call under Temporal's default retry policy;
 //   - NewDurable: durable-llm, LLMCall through llmclient on an in-process
-//     llmworker with the default policy.
+//     llmworker with the default policy (and with three workers).
+//
+// A scenario's first phase is healthy, its last recovered and those
+// between are the incident; a scenario of one faulty phase (storm-sporadic)
+// is faulty for the whole run.
 //
 // Every upstream request carries Idempotency-Key "<call>/<n>" (durable-llm
 // sends "<workflow id>/<attempt>" itself), so llmsim's per-conversation
 // stats give each logical call's attempts exactly. Summarize turns the
 // client-side outcomes and llmsim's stats into the storm metrics:
 // amplification over the incident and overall, calls answered within the
-// deadline and by a model, latency percentiles, peak-to-mean of upstream
-// arrivals per 100 ms, and the time to recover after the incident.
+// deadline and by a model (over the run, over the calls started in the
+// incident, over those started while the endpoint works: phases without
+// faults or changed latency), latency percentiles, peak-to-mean of
+// upstream arrivals per 100 ms, the time to recover after each end of the
+// fault, and self-heal: of the calls whose first upstream request failed
+// (llmsim's record of that request: an injected fault, or anything but a
+// 200), the share a model still answered. Targets checks issue 26's
+// targets on durable-llm's runs and prints each met or MISSED.
 // WriteStormChart draws the upstream arrivals per 100 ms of each contender.
 //
 // # Overhead

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -165,7 +166,7 @@ func TestLoadStormCases(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
 			}
-			if c.Rate <= 0 || c.ClientTimeout <= 0 || c.IncidentEnd <= c.IncidentStart || c.Duration <= c.IncidentEnd {
+			if c.Rate <= 0 || c.ClientTimeout <= 0 || c.IncidentEnd <= c.IncidentStart || c.Duration <= c.IncidentEnd && !(c.Sporadic && c.Duration == c.IncidentEnd) {
 				t.Errorf("%s (short %v): bad case %+v", name, short, c)
 			}
 			if _, err := c.scenario(); err != nil {
@@ -175,5 +176,117 @@ func TestLoadStormCases(t *testing.T) {
 	}
 	if _, err := LoadStormCase("nope", time.Second, false); err == nil || !strings.Contains(err.Error(), "spike") {
 		t.Errorf("unknown case: %v", err)
+	}
+}
+
+// TestStormPhases checks the phases a flapping case and a sporadic case
+// are judged by: which calls start while the endpoint works, and where
+// each fault ends.
+func TestStormPhases(t *testing.T) {
+	flap, err := LoadStormCase("flap5", 20*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := time.Second
+	wantEnds := []FaultEnd{{13 * s, 18 * s}, {23 * s, 28 * s}, {33 * s, 38 * s}, {43 * s, 48 * s}, {53 * s, -1}}
+	if got := flap.FaultEnds(); !slices.Equal(got, wantEnds) {
+		t.Errorf("flap5 fault ends %v, want %v", got, wantEnds)
+	}
+	if flap.IncidentStart != 8*s || flap.IncidentEnd != 53*s {
+		t.Errorf("flap5 incident %v → %v, want 8s → 53s", flap.IncidentStart, flap.IncidentEnd)
+	}
+	for _, tt := range []struct {
+		at          time.Duration
+		working, up bool
+	}{
+		{0, true, false}, {7900 * time.Millisecond, true, false}, {8 * s, false, false}, {12900 * time.Millisecond, false, false},
+		{13 * s, true, true}, {17900 * time.Millisecond, true, true}, {18 * s, false, false}, {53 * s, true, false}, {79 * s, true, false},
+	} {
+		if w, up := flap.Working(tt.at); w != tt.working || up != tt.up {
+			t.Errorf("flap5 at %v: working %v, in an up window of the incident %v; want %v, %v", tt.at, w, up, tt.working, tt.up)
+		}
+	}
+	sp, err := LoadStormCase("sporadic", 20*time.Second, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sp.Sporadic || sp.IncidentStart != 0 || sp.IncidentEnd != sp.Duration || len(sp.FaultEnds()) != 0 {
+		t.Errorf("sporadic case %+v: want the whole run as its incident and no fault end", sp)
+	}
+	if w, _ := sp.Working(30 * s); w {
+		t.Error("sporadic: a call at 30 s starts while the endpoint works, want never")
+	}
+}
+
+// TestSummarizeAnswers checks the answer-side metrics of a flapping run:
+// calls started in up windows, self-heal from llmsim's record of each
+// call's first request, and the recovery after each down window.
+func TestSummarizeAnswers(t *testing.T) {
+	s := time.Second
+	c := StormCase{Rate: 10, Duration: 40 * s, Deadline: 20 * s, IncidentStart: 10 * s, IncidentEnd: 30 * s,
+		Phases: []StormPhase{
+			{Name: "up-1", End: 10 * s}, {Name: "down-1", Start: 10 * s, End: 15 * s, Sick: true},
+			{Name: "up-2", Start: 15 * s, End: 25 * s}, {Name: "down-2", Start: 25 * s, End: 30 * s, Sick: true},
+			{Name: "recovered", Start: 30 * s, End: -1},
+		}}
+	// Calls fail in the down windows and for 1 s after the first; those
+	// started in the first down window make two requests, the first a 503.
+	bad := func(at time.Duration) bool {
+		return at >= 10*s && at < 16*s || at >= 25*s && at < 30*s
+	}
+	outs := calls(c.Duration, bad)
+	st := llmsim.Stats{Conversations: map[string]llmsim.Conversation{}}
+	for _, o := range outs {
+		cv := llmsim.Conversation{Attempts: 1, Requests: []llmsim.Attempt{{N: 1, Outcome: "200"}}}
+		if o.Start >= 10*s && o.Start < 15*s {
+			cv = llmsim.Conversation{Attempts: 2, Requests: []llmsim.Attempt{{N: 1, Outcome: "503", Fault: llmsim.FaultUnavailable}, {N: 2, Outcome: "200"}}}
+		}
+		st.Conversations[o.Key] = cv
+	}
+	// Of the first down window's calls, those started from 12 s on were
+	// answered all the same (by their second request).
+	for i := range outs {
+		if outs[i].Start >= 12*s && outs[i].Start < 15*s {
+			outs[i].ByModel, outs[i].Answered = true, true
+		}
+	}
+	got := Summarize(outs, st, c)
+	if got.WorkingCalls != 300 || got.UpCalls != 100 {
+		t.Errorf("working calls %d, in up windows %d; want 300, 100", got.WorkingCalls, got.UpCalls)
+	}
+	if want := 100 * 290.0 / 300; got.WorkingByModelPct != want || got.UpByModelPct != 90 {
+		t.Errorf("by a model while working %v %%, in up windows %v %%; want %v, 90", got.WorkingByModelPct, got.UpByModelPct, want)
+	}
+	if p, ok := got.SelfHealPct(); got.FirstFailed != 50 || got.Healed != 30 || !ok || p != 60 {
+		t.Errorf("self-heal %d of %d (%v %%, %v); want 30 of 50, 60 %%", got.Healed, got.FirstFailed, p, ok)
+	}
+	want := []Recovery{{At: 15 * s, Recovered: true, After: s}, {At: 30 * s, Recovered: true}}
+	if !slices.Equal(got.Recoveries, want) {
+		t.Errorf("recoveries %v, want %v", got.Recoveries, want)
+	}
+	if w, _ := got.WorstRecovery(); w != want[0] || got.RecoveryString() != "1.00 s" {
+		t.Errorf("worst recovery %v (%s), want %v", w, got.RecoveryString(), want[0])
+	}
+}
+
+func TestFirstFailed(t *testing.T) {
+	for _, tt := range []struct {
+		name         string
+		reqs         []llmsim.Attempt
+		failed, sent bool
+	}{
+		{"none sent", nil, false, false},
+		{"answered", []llmsim.Attempt{{N: 1, Outcome: "200"}}, false, true},
+		{"hang, client gave up", []llmsim.Attempt{{N: 1, Outcome: "499", Fault: llmsim.FaultHang}, {N: 2, Outcome: "200"}}, true, true},
+		{"502", []llmsim.Attempt{{N: 1, Outcome: "502", Fault: llmsim.FaultBadGateway}}, true, true},
+		{"capacity 429", []llmsim.Attempt{{N: 1, Outcome: "429"}}, true, true},
+		{"listed out of order", []llmsim.Attempt{{N: 2, Outcome: "200"}, {N: 1, Outcome: "reset", Fault: llmsim.FaultReset}}, true, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			failed, sent := firstFailed(llmsim.Conversation{Attempts: len(tt.reqs), Requests: tt.reqs})
+			if failed != tt.failed || sent != tt.sent {
+				t.Errorf("firstFailed = %v, %v; want %v, %v", failed, sent, tt.failed, tt.sent)
+			}
+		})
 	}
 }

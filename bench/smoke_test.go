@@ -86,3 +86,42 @@ func TestStormHarness(t *testing.T) {
 		}
 	}
 }
+
+// TestStormSporadicOneShot runs the sporadic case (short) with the one-shot
+// client and the naive loop: one-shot sends exactly one request per call and
+// answers precisely the calls whose request did not fail (its self-heal is
+// 0), the naive loop's immediate retries heal every call whose first request
+// failed.
+func TestStormSporadicOneShot(t *testing.T) {
+	c, err := LoadStormCase("sporadic", 2*time.Second, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Duration = 5 * time.Second
+	rep, err := RunStorm(context.Background(), c, StormOptions{Contenders: []string{KeyOneShot, KeyNaive}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, naive := rep.Runs[0].Summary, rep.Runs[1].Summary
+	if rep.Runs[0].Name != NameOneShot || one.Calls != 50 || naive.Calls != 50 {
+		t.Fatalf("runs %s (%d calls), %s (%d calls); want one-shot and 50 calls each", rep.Runs[0].Name, one.Calls, rep.Runs[1].Name, naive.Calls)
+	}
+	if one.AmpOverall != 1 {
+		t.Errorf("one-shot amplification %.2f, want 1", one.AmpOverall)
+	}
+	if want := 100 * float64(one.Calls-one.FirstFailed) / float64(one.Calls); one.ByModelPct != want || one.Healed != 0 {
+		t.Errorf("one-shot: %v %% by a model, %d of %d failed first requests healed; want %v %%, none", one.ByModelPct, one.Healed, one.FirstFailed, want)
+	}
+	if naive.Healed != naive.FirstFailed || naive.ByModelPct != 100 {
+		t.Errorf("naive loop: %d of %d failed first requests healed, %v %% by a model; want all, 100 %%", naive.Healed, naive.FirstFailed, naive.ByModelPct)
+	}
+	if len(one.Recoveries) != 0 || one.WorkingCalls != 0 {
+		t.Errorf("one-shot: %d recoveries, %d calls while the endpoint works; want none in a sporadic case", len(one.Recoveries), one.WorkingCalls)
+	}
+	md := rep.Markdown(rep.Header("go test", ThisMachine(), time.Now()), "")
+	for _, want := range []string{"| one-shot", "incident window: the whole run", "self-heal"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -42,9 +42,17 @@ type StormCase struct {
 	StartToClose time.Duration
 	// Deadline is every contender's per-call deadline.
 	Deadline time.Duration
-	// IncidentStart and IncidentEnd delimit the incident (the scenario's
-	// second phase) from the start of the run.
+	// IncidentStart and IncidentEnd delimit the incident (every phase
+	// between the scenario's first and its last; for a case of one phase,
+	// the whole run) from the start of the run.
 	IncidentStart, IncidentEnd time.Duration
+	// Phases are the scenario's phases on the run's clock; nil: healthy
+	// before the incident, sick during it, healthy after it.
+	Phases []StormPhase
+	// Sporadic marks a case whose one phase is faulty for the whole run
+	// (seed 002's sporadic timeouts): no call starts while the endpoint
+	// works, and no fault ends to recover from.
+	Sporadic bool
 	// Tail is the window at the end of the arrivals whose goodput tells a
 	// recovered contender from a collapsed one.
 	Tail time.Duration
@@ -55,13 +63,87 @@ type StormCase struct {
 	// same simulator under another host name, so requests are told apart
 	// by model); empty: every model on one endpoint.
 	SecondEndpoint []string
-	// RetryAfter is the Retry-After of a rate-limit burst (0: none): model
-	// answers are due back within it + 2 s of the end of the burst.
+	// RetryAfter is the Retry-After of a rate-limit burst (0: none).
 	RetryAfter time.Duration
 }
 
+// StormPhase is one phase of a storm case on the run's clock.
+type StormPhase struct {
+	Name string
+	// Start and End are offsets from the start of the run; End < 0: until
+	// the run ends.
+	Start, End time.Duration
+	// Sick reports a phase with faults or a changed latency: the endpoint
+	// does not work as usual.
+	Sick bool
+}
+
+// contains reports whether offset t falls in the phase.
+func (p StormPhase) contains(t time.Duration) bool {
+	return t >= p.Start && (p.End < 0 || t < p.End)
+}
+
+// phases returns the case's phases, or for a case built without them the
+// three its incident window implies.
+func (c StormCase) phases() []StormPhase {
+	if len(c.Phases) > 0 {
+		return c.Phases
+	}
+	return []StormPhase{
+		{Name: "healthy", End: c.IncidentStart},
+		{Name: "incident", Start: c.IncidentStart, End: c.IncidentEnd, Sick: true},
+		{Name: "recovered", Start: c.IncidentEnd, End: -1},
+	}
+}
+
+// Working reports whether offset t falls in a phase where the endpoint
+// works; inIncident whether that phase lies inside the incident (a
+// flapping endpoint's up windows).
+func (c StormCase) Working(t time.Duration) (working, inIncident bool) {
+	for _, p := range c.phases() {
+		if p.contains(t) {
+			return !p.Sick, !p.Sick && t >= c.IncidentStart && t < c.IncidentEnd
+		}
+	}
+	return false, false
+}
+
+// FaultEnd is an instant a sick phase gives way to a working one.
+type FaultEnd struct {
+	// At is the offset from the start of the run; Until is when the next
+	// sick phase starts (< 0: none before the run ends).
+	At, Until time.Duration
+}
+
+// FaultEnds lists the instants a sick phase gives way to a working one,
+// in order (one for most cases, one per down window for a flapping
+// endpoint, none for a sporadic one).
+func (c StormCase) FaultEnds() []FaultEnd {
+	ps := c.phases()
+	var out []FaultEnd
+	for i := 1; i < len(ps); i++ {
+		if !ps[i-1].Sick || ps[i].Sick {
+			continue
+		}
+		e := FaultEnd{At: ps[i].Start, Until: -1}
+		for _, q := range ps[i+1:] {
+			if q.Sick {
+				e.Until = q.Start
+				break
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// sick reports a phase with faults or a changed latency.
+func sick(p llmsim.Phase) bool {
+	return len(p.Faults) > 0 || p.Latency != nil || len(p.ModelLatency) > 0
+}
+
 // StormCaseNames lists the storm cases in the order they run.
-var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "two", "queuefull"}
+var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "sporadic"}
 
 var stormTitles = map[string]string{
 	"spike":      "Storm — a 5-second upstream latency spike",
@@ -72,8 +154,10 @@ var stormTitles = map[string]string{
 	"5xx":        "Storm — a 5xx burst: 50 % HTML 502 for 10 s",
 	"slow":       "Storm — a slowdown beyond the first-token timeout for 10 s",
 	"flap":       "Storm — a flapping endpoint: 10 s up, 10 s down, for a minute",
+	"flap5":      "Storm — a flapping endpoint: 5 s up, 5 s down, for 45 s",
 	"two":        "Storm — two endpoints, one sick",
 	"queuefull":  "Storm — queue_full on the primary model, the smaller one healthy",
+	"sporadic":   "Storm — sporadic faults for the whole run: 5 % of requests hang or get a 502",
 }
 
 // secondEndpoint are the models each case serves from a second endpoint.
@@ -120,7 +204,11 @@ func (c StormCase) ModelURL(baseURL, model string) string {
 // LoadStormCase returns the storm case called name with its scenario from
 // bench/scenarios/storm-<name>.yaml. deadline is the per-call deadline.
 // short shrinks it for a smoke run: at most 3 s before the incident, at
-// most 4 s of incident and 6 s after it.
+// most 4 s of each incident phase and 6 s after it (a sporadic case: at
+// most 8 s in all).
+//
+// A scenario of one phase with faults is a sporadic case: its incident is
+// the whole run.
 func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, error) {
 	data, err := scenarioFS.ReadFile("scenarios/storm-" + name + ".yaml")
 	if err != nil {
@@ -130,8 +218,11 @@ func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, 
 	if err != nil {
 		return StormCase{}, err
 	}
-	if len(sc.Phases) < 2 || sc.Load == nil || sc.Load.Rate <= 0 {
-		return StormCase{}, fmt.Errorf("storm-%s.yaml: needs a healthy phase, an incident phase and load.rate", name)
+	if sc.Load == nil || sc.Load.Rate <= 0 || len(sc.Phases) < 2 && (len(sc.Phases) == 0 || !sick(sc.Phases[0])) {
+		return StormCase{}, fmt.Errorf("storm-%s.yaml: needs load.rate and a healthy phase, an incident phase and a recovered one, or one faulty phase for the whole run", name)
+	}
+	if len(sc.Phases) == 1 {
+		return loadSporadic(name, sc, data, deadline, short)
 	}
 	// The incident is every phase between the first (healthy) and the
 	// last (recovered).
@@ -161,6 +252,15 @@ func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, 
 		Tail: min(10*time.Second, sc.Load.Duration.D()/3), Metastable: name == "metastable",
 		SecondEndpoint: secondEndpoint[name],
 	}
+	var at time.Duration
+	for i, p := range sc.Phases {
+		ph := StormPhase{Name: p.Name, Start: at, End: at + p.Duration.D(), Sick: sick(p)}
+		if i == len(sc.Phases)-1 {
+			ph.End = -1
+		}
+		c.Phases = append(c.Phases, ph)
+		at = ph.End
+	}
 	for _, p := range incident {
 		for _, f := range p.Faults {
 			if f.Kind == llmsim.FaultRateLimited {
@@ -171,6 +271,27 @@ func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, 
 	return c, nil
 }
 
+// loadSporadic returns the case of a scenario whose one phase is faulty
+// for the whole run.
+func loadSporadic(name string, sc *llmsim.Scenario, data []byte, deadline time.Duration, short bool) (StormCase, error) {
+	if short {
+		sc.Load.Duration = min(sc.Load.Duration, llmsim.Duration(8*time.Second))
+		var err error
+		if data, err = marshalScenario(sc); err != nil {
+			return StormCase{}, err
+		}
+	}
+	d := sc.Load.Duration.D()
+	return StormCase{
+		Name: name, Title: stormTitles[name], Scenario: data,
+		Rate: sc.Load.Rate, Duration: d, ClientTimeout: sc.Load.ClientTimeout.D(),
+		StartToClose: 2 * time.Second, Deadline: deadline,
+		IncidentStart: 0, IncidentEnd: d, Tail: min(10*time.Second, d/3),
+		Phases:   []StormPhase{{Name: sc.Phases[0].Name, End: -1, Sick: true}},
+		Sporadic: true, SecondEndpoint: secondEndpoint[name],
+	}, nil
+}
+
 // scenario parses a fresh copy of the case's scenario.
 func (c StormCase) scenario() (*llmsim.Scenario, error) {
 	return llmsim.ParseScenario(c.Scenario, "storm-"+c.Name+".yaml")
@@ -178,6 +299,7 @@ func (c StormCase) scenario() (*llmsim.Scenario, error) {
 
 // Contender keys accepted by StormOptions.Contenders.
 const (
+	KeyOneShot  = "oneshot"
 	KeyNaive    = "naive"
 	KeyBackoff  = "backoff"
 	KeyOpenAIGo = "openai-go"
@@ -189,7 +311,7 @@ const (
 )
 
 // StormContenders lists the storm contenders' keys in the order they run.
-var StormContenders = []string{KeyNaive, KeyBackoff, KeyOpenAIGo, KeyLiteLLM, KeyTemporal, KeyDurable, KeyDurable3}
+var StormContenders = []string{KeyOneShot, KeyNaive, KeyBackoff, KeyOpenAIGo, KeyLiteLLM, KeyTemporal, KeyDurable, KeyDurable3}
 
 // StormOptions configure RunStorm.
 type StormOptions struct {
@@ -252,6 +374,8 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 		return nil
 	}
 	switch key {
+	case KeyOneShot:
+		return NewOneShot(baseURL, c.Deadline), nil
 	case KeyNaive:
 		return NewNaive(baseURL, c.ClientTimeout, c.Deadline), nil
 	case KeyLiteLLM:
@@ -346,9 +470,24 @@ type StormSummary struct {
 	// tail window (the last seconds of arrivals).
 	TailByModelPct float64
 	// IncidentByModelPct is the share of the calls started during the
-	// incident that a model answered within their deadline (seed 002's
-	// self-heal rate).
+	// incident that a model answered within their deadline.
 	IncidentByModelPct float64
+	// WorkingCalls are the calls started while the endpoint works (in a
+	// phase without faults or changed latency), WorkingByModelPct the share
+	// of them a model answered within their deadline; UpCalls and
+	// UpByModelPct the same for the working phases inside the incident (a
+	// flapping endpoint's up windows).
+	WorkingCalls, UpCalls           int
+	WorkingByModelPct, UpByModelPct float64
+	// FirstFailed counts the calls whose first upstream request failed (an
+	// injected fault, or no 200: the client gave up first, the connection
+	// was reset), as llmsim recorded it; Healed those of them a model still
+	// answered within their deadline (seed 002's self-heal).
+	FirstFailed, Healed int
+	// Recoveries holds, for each end of a fault (Case.FaultEnds), how long
+	// until ≥ 99 % of the calls started from then until the next fault
+	// were answered by a model within their deadline.
+	Recoveries []Recovery
 	// Endpoints is the load on each endpoint, the sick one first.
 	Endpoints []EndpointLoad
 	// Sources counts durable-llm's answer sources.
@@ -356,6 +495,63 @@ type StormSummary struct {
 	// Upstream counts what llmsim answered: status codes, "499" (client gone
 	// first), "reset".
 	Upstream map[string]int
+}
+
+// Recovery is the recovery after one end of a fault.
+type Recovery struct {
+	// At is the end of the fault, from the start of the run.
+	At time.Duration
+	// Recovered reports whether ≥ 99 % model answers came back before the
+	// next fault (or the run's end) left too few calls to judge; After is
+	// how long after At.
+	Recovered bool
+	After     time.Duration
+}
+
+// String formats the recovery ("0 s", "1.40 s", "not in the window").
+func (r Recovery) String() string {
+	if !r.Recovered {
+		return "not in the window"
+	}
+	return fmtDur(r.After)
+}
+
+// SelfHealPct is the share of the calls whose first request failed that a
+// model still answered within their deadline; ok false when no first
+// request failed.
+func (s StormSummary) SelfHealPct() (pct float64, ok bool) {
+	if s.FirstFailed == 0 {
+		return 0, false
+	}
+	return 100 * float64(s.Healed) / float64(s.FirstFailed), true
+}
+
+// WorstRecovery is the longest recovery after a fault's end (a recovery
+// that did not happen is the worst); ok false when no fault ended.
+func (s StormSummary) WorstRecovery() (r Recovery, ok bool) {
+	for i, x := range s.Recoveries {
+		if i == 0 || r.Recovered && (!x.Recovered || x.After > r.After) {
+			r = x
+		}
+	}
+	return r, len(s.Recoveries) > 0
+}
+
+// firstFailed reports whether the first upstream request of a
+// conversation failed: llmsim injected a fault into it, or it ended in
+// anything but a 200 (the client gave up first, the connection was reset,
+// a status of the capacity model). ok false when the call sent none.
+func firstFailed(cv llmsim.Conversation) (failed, ok bool) {
+	if len(cv.Requests) == 0 {
+		return false, false
+	}
+	first := cv.Requests[0]
+	for _, r := range cv.Requests[1:] {
+		if r.N < first.N {
+			first = r
+		}
+	}
+	return first.Fault != llmsim.FaultNone || first.Outcome != "200", true
 }
 
 // EndpointLoad is what one endpoint received in a run.
@@ -423,10 +619,34 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 				s.IncidentByModelPct++
 			}
 		}
+		if working, up := c.Working(o.Start); working {
+			s.WorkingCalls++
+			if good(o) {
+				s.WorkingByModelPct++
+			}
+			if up {
+				s.UpCalls++
+				if good(o) {
+					s.UpByModelPct++
+				}
+			}
+		}
+		if failed, ok := firstFailed(st.Conversations[o.Key]); ok && failed {
+			s.FirstFailed++
+			if good(o) {
+				s.Healed++
+			}
+		}
 	}
-	if s.IncidentCalls > 0 {
-		s.IncidentByModelPct = 100 * s.IncidentByModelPct / float64(s.IncidentCalls)
+	ratio := func(n, of int) float64 {
+		if of == 0 {
+			return 0
+		}
+		return 100 * float64(n) / float64(of)
 	}
+	s.IncidentByModelPct = ratio(int(s.IncidentByModelPct), s.IncidentCalls)
+	s.WorkingByModelPct = ratio(int(s.WorkingByModelPct), s.WorkingCalls)
+	s.UpByModelPct = ratio(int(s.UpByModelPct), s.UpCalls)
 	n := float64(len(outs))
 	s.AnsweredPct, s.ByModelPct = 100*float64(answered)/n, 100*float64(byModel)/n
 	lat := Latencies(outs)
@@ -441,7 +661,15 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 		peak = max(peak, b.Arrivals)
 	}
 	s.PeakOverOffered = float64(peak) / (c.Rate * llmsim.BucketWidth.Seconds())
-	s.Recovery, s.Recovered = RecoveryTime(outs, c.IncidentEnd, good, 100*time.Millisecond, max(10, int(c.Rate*3)))
+	minCalls := max(10, int(c.Rate*3))
+	if !c.Sporadic {
+		s.Recovery, s.Recovered = RecoveryTime(outs, c.IncidentEnd, good, 100*time.Millisecond, minCalls)
+	}
+	for _, e := range c.FaultEnds() {
+		r := Recovery{At: e.At}
+		r.After, r.Recovered = RecoveryWithin(outs, e.At, e.Until, good, 100*time.Millisecond, minCalls)
+		s.Recoveries = append(s.Recoveries, r)
+	}
 	tailGood, tail := 0, 0
 	for _, o := range outs {
 		if o.Start >= c.Duration-c.Tail {
@@ -462,7 +690,18 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 // offset from from. It reports false when no such t leaves at least
 // minCalls calls to judge.
 func RecoveryTime(outs []Outcome, from time.Duration, good func(Outcome) bool, step time.Duration, minCalls int) (time.Duration, bool) {
-	sorted := slices.Clone(outs)
+	return RecoveryWithin(outs, from, -1, good, step, minCalls)
+}
+
+// RecoveryWithin is RecoveryTime over the calls started before until
+// (< 0: no bound): the recovery after one fault, judged before the next.
+func RecoveryWithin(outs []Outcome, from, until time.Duration, good func(Outcome) bool, step time.Duration, minCalls int) (time.Duration, bool) {
+	var sorted []Outcome
+	for _, o := range outs {
+		if until < 0 || o.Start < until {
+			sorted = append(sorted, o)
+		}
+	}
 	sort.SliceStable(sorted, func(a, b int) bool { return sorted[a].Start < sorted[b].Start })
 	// suffix[i] = good calls among sorted[i:]
 	suffix := make([]int, len(sorted)+1)
@@ -484,10 +723,15 @@ func RecoveryTime(outs []Outcome, from time.Duration, good func(Outcome) bool, s
 	}
 }
 
-// RecoveryString formats the recovery time ("0 s", "7.4 s", "not in run").
+// RecoveryString formats the longest recovery after a fault's end ("0 s",
+// "7.4 s", "not in run"; "n/a" when no fault ended).
 func (s StormSummary) RecoveryString() string {
-	if !s.Recovered {
+	r, ok := s.WorstRecovery()
+	switch {
+	case !ok:
+		return "n/a"
+	case !r.Recovered:
 		return "not in run"
 	}
-	return fmtDur(s.Recovery)
+	return fmtDur(r.After)
 }

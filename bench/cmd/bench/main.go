@@ -2,7 +2,7 @@
 // baselines, prints a table per benchmark and writes the tables (Markdown)
 // and charts (PNG) to bench/results:
 //
-//	storm          retry storms (latency spike, vLLM slowdown) and a metastable case, five clients
+//	storm          retry storms, flapping and sporadic faults and a metastable case: a one-shot client, five retrying ones and durable-llm
 //	overhead       durable-llm vs a bare one-activity workflow vs a direct call
 //	stream         time to first token and total time of a streamed answer: direct vs llmclient.Stream vs the front door
 //	stream-events  history events per second of generation of a streamed call, per stream.batch_interval
