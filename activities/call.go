@@ -265,9 +265,12 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	redact(&obs, key)
 	v := classify.Classify(obs)
 	v = a.bodyLimit(v, ex, obs, resp)
-	if v.Class == failure.OutputTruncated && callersLimit(in) && obs.Response != nil && usableAnswer(resp) {
+	if v.Class == failure.OutputTruncated && callersLimit(in) && obs.Response != nil && usableAnswer(resp) &&
+		(resp.Usage.CompletionTokens == 0 || resp.Usage.CompletionTokens >= in.Request.MaxTokens) {
 		// The caller's own max_tokens reached: its answer, as OpenAI
-		// gives it (finish_reason length), never a reason to retry.
+		// gives it (finish_reason length), never a reason to retry. (A
+		// reply cut short of it by the server's own limit is still
+		// output_truncated.)
 		v.Class, v.Reason = failure.None, fmt.Sprintf("HTTP %d, finish_reason length at the caller's max_tokens (%d)", v.Status, in.Request.MaxTokens)
 	}
 	var calls []request.ToolCall

@@ -70,6 +70,13 @@ func TestCallersLimitIsAnAnswer(t *testing.T) {
 		t.Errorf("sent max_tokens %v, want the caller's 64", got)
 	}
 
+	// Cut at 64 tokens under the caller's 100: the server's own limit,
+	// not the caller's, cut it.
+	if _, err := attempt(100); err == nil {
+		t.Error("an answer the server cut short of the caller's max_tokens was taken as whole")
+	}
+	sent = sent[:1]
+
 	if _, err := attempt(0); err == nil {
 		t.Error("an answer cut at the policy's default limit was taken as whole")
 	}

@@ -77,8 +77,10 @@ func TestIntegrationContextRefinerKeepsADroppedFact(t *testing.T) {
 	require.Contains(t, res.Content, "Not in context: ZX-4711.", "plain pruning drops the fact")
 }
 
-// TestIntegrationOutputTruncatedContinues: a 600-token answer asked with
-// max_tokens 300 is cut at 300 (finish_reason length). With continue (the
+// TestIntegrationOutputTruncatedContinues: a 600-token answer under the
+// policy's limit of 300 (limits.default_max_tokens: the request sets none;
+// a caller's own limit reached would be its answer) is cut at 300
+// (finish_reason length). With continue (the
 // default) the next attempt sends those 300 tokens for the model to
 // continue and asks for up to 556 new ones: two attempts, the answer is
 // exactly llmsim's whole answer (no token twice), and the second attempt
@@ -91,9 +93,9 @@ func TestIntegrationOutputTruncatedContinues(t *testing.T) {
 	const q = "Explain the delivery options in detail."
 	// At llmsim's real pace (the first token after about 300 ms, then 40
 	// tokens/s, streamed): each attempt generates for seconds.
-	s := newStack(t, nil)
+	limit300 := func(c *config.Config) { c.Limits.DefaultMaxTokens = 300 }
+	s := newStack(t, limit300)
 	req := question("[[sim tokens=600]] " + q)
-	req.MaxTokens = 300
 	res := s.call(req)
 	require.Equal(t, []string{"qwen-72b:output_truncated:continue", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "%+v", res.Attempts)
 	whole := llmsim.AnswerTokens("qwen-72b", q, 600)
@@ -108,6 +110,7 @@ func TestIntegrationOutputTruncatedContinues(t *testing.T) {
 	// The baseline's tokens do not depend on the pace: instant models.
 	instant := llmsim.Options{Scenario: &llmsim.Scenario{Name: "instant", Models: llmsim.InstantModels()}}
 	old := newStackWith(t, instant, func(c *config.Config) {
+		limit300(c)
 		cp := c.Classes[failure.OutputTruncated]
 		cp.Action = config.ActionBumpTokens
 		c.Classes[failure.OutputTruncated] = cp
