@@ -496,7 +496,23 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		a.metrics.BudgetRefused()
 	}
 	noteDecision(ctx, out.Class, step.Decision, step.Next.Model)
+	logDecision(ctx, s.Model, out.Class, step)
 	return step, nil
+}
+
+// logDecision is the one line an attempt the policy classified gets in
+// the worker's log: info while a model may still answer, warn when the
+// call leaves the models (fallback, failure). The SDK's own error line of
+// the attempt is debug (internal/logging).
+func logDecision(ctx context.Context, model string, class failure.Class, step callstate.Step) {
+	if !activity.IsActivity(ctx) {
+		return
+	}
+	log := activity.GetLogger(ctx).Info
+	if step.Kind == callstate.Fallback || step.Kind == callstate.Fail {
+		log = activity.GetLogger(ctx).Warn
+	}
+	log("attempt failed", "class", string(class), "model", model, "decision", step.Decision, "next_model", step.Next.Model)
 }
 
 // RecordRetrySuccess tells the class breaker that a retry of class

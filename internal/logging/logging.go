@@ -26,6 +26,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/durable-llm/durable-llm/policies/failure"
+
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
@@ -69,10 +71,57 @@ func New(o Options) (logger *slog.Logger, flush func(), err error) {
 		core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)
 	}
 	var h slog.Handler = zapslog.NewHandler(core, zapslog.WithCaller(true))
+	h = expectedHandler{h}
 	if o.Private {
 		h = privateHandler{h}
 	}
 	return slog.New(h), func() { _ = core.Sync() }, nil
+}
+
+// expectedHandler logs the SDK's "Activity error." line of an attempt
+// that failed as classified (its error is an application error whose type
+// is a failure class: a 429, a truncated answer) at debug level, without
+// the error level's stack trace: the policy handled it as designed, and
+// the call's decision logs one info or warn line of its own with the
+// class, the model and the decision (activities.DecideNext). Unexpected
+// errors stay errors.
+type expectedHandler struct{ slog.Handler }
+
+func (e expectedHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level == slog.LevelError && r.Message == "Activity error." && classified(r) {
+		out := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+		r.Attrs(func(a slog.Attr) bool { out.AddAttrs(a); return true })
+		if !e.Handler.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		return e.Handler.Handle(ctx, out)
+	}
+	return e.Handler.Handle(ctx, r)
+}
+
+func (e expectedHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return expectedHandler{e.Handler.WithAttrs(attrs)}
+}
+
+func (e expectedHandler) WithGroup(name string) slog.Handler {
+	return expectedHandler{e.Handler.WithGroup(name)}
+}
+
+// classified reports whether a record's error is an application error
+// whose type is a failure class.
+func classified(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Resolve().Any().(error); ok {
+			var appErr *temporal.ApplicationError
+			if errors.As(err, &appErr) && failure.Class(appErr.Type()).Valid() && failure.Class(appErr.Type()) != failure.None {
+				found = true
+				return false
+			}
+		}
+		return true
+	})
+	return found
 }
 
 // privateHandler replaces, in every attribute, an error that holds a

@@ -123,3 +123,30 @@ func TestPrivateLogsWithholdApplicationErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestClassifiedAttemptFailuresAreNotErrors: the SDK's "Activity error."
+// line of an attempt that failed as classified (a 429) is no error line
+// with a stack; an activity's unexpected error stays one.
+func TestClassifiedAttemptFailuresAreNotErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, typ string
+		isError   bool
+	}{
+		{"classified", "rate_limited", false},
+		{"unexpected", "panic", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			l, flush, err := logging.New(logging.Options{Level: "info", Out: &buf})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fail := temporal.NewApplicationError("rate_limited on qwen-72b: HTTP 429", c.typ)
+			log.NewStructuredLogger(l).Error("Activity error.", "ActivityType", "CallModel", "Error", fail)
+			flush()
+			if got := strings.Contains(buf.String(), "\terror\t"); got != c.isError {
+				t.Errorf("error line = %v, want %v:\n%s", got, c.isError, buf.String())
+			}
+		})
+	}
+}
