@@ -275,6 +275,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 	now := a.now()
 	p := Prepared{State: in.State}
 	want := in.State.Model
+	var breakerSkipped []string
 	for first := true; ; first = false {
 		if in.Only && !first {
 			if n := len(p.Skipped); n > 0 {
@@ -292,6 +293,9 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
 		if !ok {
+			if w := a.trialWait(in, breakerSkipped); w.Hold > 0 {
+				return w, nil
+			}
 			p.Reason = "no model left to try"
 			if len(p.Skipped) > 0 {
 				p.Reason = fmt.Sprintf("no model left to try: %d skipped (open breakers, spent retry budgets, rate limits or missing capabilities)", len(p.Skipped))
@@ -305,6 +309,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			continue
 		}
 		if !a.breakers.Permit(m.Name, now, a.rand()) {
+			breakerSkipped = append(breakerSkipped, m.Name)
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
 				Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now))})
@@ -430,6 +435,29 @@ func paceLimits(cfg *config.Config) map[string]limits {
 		out[sc] = l
 	}
 	return out
+}
+
+// trialWait is the wait of a call whose every model is behind an open
+// breaker (skipped are those models, in ladder order), when the call may
+// still wait for the breakers' trials to show recovery: up to
+// call.max_wait for its scenario (max_wait_stream when streamed) in all,
+// within its deadline, a step of 0.5–1.5 s at a time (drawn, so that
+// waiting calls recheck apart). Zero Hold: no wait, the fallback answers.
+func (a *Activities) trialWait(in PrepareInput, skipped []string) Prepared {
+	if in.Only || len(skipped) == 0 {
+		return Prepared{}
+	}
+	left := a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream) - in.State.Waited
+	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+	step := min(500*time.Millisecond+time.Duration(a.rand()*float64(time.Second)), left, canWait)
+	if step < 100*time.Millisecond {
+		return Prepared{}
+	}
+	st := in.State
+	st.Waited += step
+	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true,
+		HoldReason: fmt.Sprintf("every model's breaker is open (%s): waiting for their trials (%s of %s waited)",
+			strings.Join(skipped, ", "), callstate.FormatDuration(st.Waited), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
 }
 
 // held returns the rate-limit hold on model m at now: the scope held the

@@ -110,6 +110,11 @@ type Prepared struct {
 	Hold       time.Duration `json:"hold,omitempty"`
 	HoldScope  string        `json:"hold_scope,omitempty"`
 	HoldReason string        `json:"hold_reason,omitempty"`
+	// Recheck: every model is behind an open breaker and the call may
+	// wait (call.max_wait): after Hold the workflow prepares the attempt
+	// again instead of sending it, so that the breakers' trials decide who
+	// goes, a share at a time, rather than every waiting call at once.
+	Recheck bool `json:"recheck,omitempty"`
 	// Key is the id (environment variable) of the key of the model's pool
 	// the attempt uses; "" for a model with one key.
 	Key string `json:"key,omitempty"`

@@ -214,6 +214,11 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			if err := c.hold(ctx, prep); err != nil {
 				return "", err
 			}
+			if prep.Recheck {
+				// A wait for open breakers' trials: prepare again, and
+				// let the breakers say whether this call goes now.
+				continue
+			}
 			remaining = c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
 			if remaining < callstate.MinAttemptTime {
 				return fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",

@@ -724,3 +724,49 @@ func TestLLMCallHistoryGuard(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"qwen-72b:server_error:retry", "qwen-72b:ok:answer"}, res.Decisions())
 }
+
+// TestLLMCallWaitsForTheBreakersTrials: every model's breaker is open when
+// the call starts; it waits on visible timers (call.max_wait), rechecking,
+// and the model answers once its breaker lets trials through, instead of
+// the FAQ answering at once. Without max_wait it is the FAQ at once.
+func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
+	for _, wait := range []time.Duration{10 * time.Second, 0} {
+		t.Run(fmt.Sprintf("max_wait %s", wait), func(t *testing.T) {
+			cfg := config.DefaultConfig()
+			cfg.Breaker.OpenFor = config.Duration(3 * time.Second)
+			cfg.Call.MaxWait = config.Duration(wait)
+			var s testsuite.WorkflowTestSuite
+			s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			env := s.NewTestWorkflowEnvironment()
+			brk := guard.NewBreakerRegistry(cfg.Breaker, nil)
+			acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Now: env.Now, Rand: func() float64 { return 0.05 }})
+			require.NoError(t, err)
+			env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
+			env.RegisterActivity(acts)
+			var calls []time.Time
+			env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
+					calls = append(calls, env.Now())
+					return activities.CallOutcome{Status: 200, Content: "Your parcel ships today.", FinishReason: "stop", CompletionTokens: 5}, nil
+				})
+			start := env.Now()
+			for _, m := range cfg.Models {
+				brk.Trip(m.Name, start)
+			}
+			env.ExecuteWorkflow(workflows.WorkflowName, ask("Where is my order? I want to track my package."))
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			var res workflows.CallResult
+			require.NoError(t, env.GetWorkflowResult(&res))
+			if wait == 0 {
+				require.Equal(t, workflows.SourceFAQ, res.Source, "no wait: the FAQ at once")
+				require.Empty(t, calls)
+				return
+			}
+			require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
+			require.Len(t, calls, 1, "one upstream request, once the breaker lets trials through")
+			require.GreaterOrEqual(t, calls[0].Sub(start), 3*time.Second, "not before the open period ended")
+			require.Less(t, calls[0].Sub(start), 5*time.Second, "soon after it")
+		})
+	}
+}

@@ -27,6 +27,9 @@ type State struct {
 	Shape Shape `json:"shape"`
 	// N numbers the next attempt (1 for the first); a resend keeps it.
 	N int `json:"n"`
+	// Waited is how long the call has waited for open breakers' trials
+	// (call.max_wait bounds it).
+	Waited time.Duration `json:"waited,omitempty"`
 	// Upstream counts the failed attempts that were sent upstream
 	// (lost-worker resends and attempts refused before sending excluded).
 	Upstream int `json:"upstream"`

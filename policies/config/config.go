@@ -2,6 +2,7 @@ package config
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/failure"
@@ -395,6 +396,33 @@ type CallConfig struct {
 	// a failed workflow at 50 MB or 51,200). 0: the default (8 MiB, 8,000).
 	MaxHistoryBytes  int `yaml:"max_history_bytes"`
 	MaxHistoryEvents int `yaml:"max_history_events"`
+	// MaxWait is how long a call whose every model is behind an open
+	// breaker may wait for the breakers' trials to show recovery, on
+	// visible timers, before the FAQ answers (within its deadline);
+	// MaxWaitStream the same for a streamed call, whose user watches;
+	// MaxWaitScenarios sets it per scenario for both. 0: no wait.
+	MaxWait          Duration       `yaml:"max_wait"`
+	MaxWaitStream    Duration       `yaml:"max_wait_stream"`
+	MaxWaitScenarios []ScenarioWait `yaml:"max_wait_scenarios"`
+}
+
+// ScenarioWait is call.max_wait for the calls of one scenario.
+type ScenarioWait struct {
+	Scenario string   `yaml:"scenario"`
+	MaxWait  Duration `yaml:"max_wait"`
+}
+
+// MaxWaitFor is how long a call of scenario may wait for open breakers.
+func (c CallConfig) MaxWaitFor(scenario string, stream bool) time.Duration {
+	for _, w := range c.MaxWaitScenarios {
+		if strings.EqualFold(w.Scenario, scenario) {
+			return w.MaxWait.D()
+		}
+	}
+	if stream {
+		return c.MaxWaitStream.D()
+	}
+	return c.MaxWait.D()
 }
 
 // The defaults of CallConfig's history guard.

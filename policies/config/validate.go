@@ -270,6 +270,14 @@ func (c *Config) validate() []Problem {
 	}
 	posInt("limits.max_messages", l.MaxMessages, "number of messages")
 	posInt("limits.max_tokens", l.MaxTokens, "number of tokens")
+	if c.Call.MaxWait.D() < 0 || c.Call.MaxWaitStream.D() < 0 {
+		bad("call.max_wait", "must be a duration of 0 or more, got %s / %s (stream)", c.Call.MaxWait.D(), c.Call.MaxWaitStream.D())
+	}
+	for i, w := range c.Call.MaxWaitScenarios {
+		if w.Scenario == "" || w.MaxWait.D() < 0 {
+			bad(fmt.Sprintf("call.max_wait_scenarios[%d]", i), "must name a scenario and a duration of 0 or more, got %q and %s", w.Scenario, w.MaxWait.D())
+		}
+	}
 	if l.DefaultMaxTokens < 0 || l.DefaultMaxTokens > l.MaxTokens {
 		bad("limits.default_max_tokens", "must be 0 (send none) or a number of tokens up to limits.max_tokens (%d), got %d", l.MaxTokens, l.DefaultMaxTokens)
 	}
