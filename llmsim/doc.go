@@ -37,7 +37,11 @@
 //   - else the short answer.
 //
 // max_tokens (or max_completion_tokens) never lengthens an answer, as on a
-// real server (a client may send a generous limit on every request).
+// real server (a client may send a generous limit on every request). A
+// request that sets none gets the model's own limit (ModelSpec's
+// default_max_tokens, DefaultServerMaxTokens = 512 unless set; -1 none), as
+// an Ollama Modelfile's num_predict or a gateway's default: a longer answer
+// is cut there with finish_reason "length".
 //
 // The text is AnswerTokens(model, question, N): the short answer continued
 // with sentences of words chosen by a hash of the question, so answers of

@@ -157,6 +157,8 @@ func TestAnswerLength(t *testing.T) {
 		{"max_completion_tokens neither", "", 0, 120, short, openai.FinishReasonStop, ns},
 		{"max_tokens below the short answer cuts", "", 4, 0, llmsim.AnswerTokens("m", q, 4), openai.FinishReasonLength, 4},
 		{"max_tokens below the directive cuts", "[[sim tokens=300]]", 100, 0, llmsim.AnswerTokens("m", q, 100), openai.FinishReasonLength, 100},
+		{"the server's own limit cuts a request that sets none", "[[sim tokens=600]]", 0, 0, llmsim.AnswerTokens("m", q, llmsim.DefaultServerMaxTokens), openai.FinishReasonLength, llmsim.DefaultServerMaxTokens},
+		{"a request's own limit lifts the server's", "[[sim tokens=600]]", 1000, 0, llmsim.AnswerTokens("m", q, 600), openai.FinishReasonStop, 600},
 	}
 	for _, c := range cases {
 		req := ask("m", q+" "+c.directive)

@@ -51,6 +51,9 @@ func tokensDirective(dirs []Directive) int {
 func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f Fault, prompt int) rendered {
 	q := req.question()
 	limit := req.maxTokens()
+	if limit == 0 {
+		limit = m.serverLimit() // the server's own default
+	}
 	rd := rendered{finish: "stop", prompt: prompt}
 	if isSplitRequest(req) {
 		rd.content = SplitQuestion(StripDirectives(q))

@@ -52,6 +52,11 @@ type Scenario struct {
 type ModelSpec struct {
 	// Name is the model id clients send.
 	Name string `json:"name" yaml:"name"`
+	// DefaultMaxTokens is the server's own limit on a request that sets no
+	// max_tokens, as real servers have one (an Ollama Modelfile's
+	// num_predict, a gateway's default): an answer longer than it is cut
+	// with finish_reason "length". 0 means DefaultServerMaxTokens; -1 none.
+	DefaultMaxTokens int `json:"default_max_tokens,omitempty" yaml:"default_max_tokens,omitempty"`
 	// ContextWindow in tokens; 0 means the default for a known name
 	// (qwen-72b 32768, qwen-14b 8192, llama-8b 4096), else 8192.
 	ContextWindow int `json:"context_window,omitempty" yaml:"context_window,omitempty"`
@@ -210,6 +215,20 @@ func InstantModels() []ModelSpec {
 }
 
 // ttft returns the resolved time to first token (after resolve).
+// DefaultServerMaxTokens is a model's own limit when its spec sets none.
+const DefaultServerMaxTokens = 512
+
+// serverLimit is the limit m applies to a request that sets none.
+func (m ModelSpec) serverLimit() int {
+	switch {
+	case m.DefaultMaxTokens < 0:
+		return 0
+	case m.DefaultMaxTokens == 0:
+		return DefaultServerMaxTokens
+	}
+	return m.DefaultMaxTokens
+}
+
 func (m ModelSpec) ttft() Latency {
 	if m.TTFT != nil {
 		return *m.TTFT

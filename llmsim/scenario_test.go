@@ -88,7 +88,7 @@ phases:
 		{"negative after", "gen.yaml", `phases: [{faults: [{kind: cut_stream, after: -1}]}]`,
 			`gen.yaml: phases[0].faults[0].after: must not be negative, got -1`},
 		{"unknown model field", "gen.yaml", `models: [{name: m, tokens_per_sec: 40}]`,
-			`gen.yaml: models[0].tokens_per_sec: unknown field (did you mean tokens_per_second?) (known: name, context_window, slots, queue, reject_status, ttft, latency, tokens_per_second, itl, reasoning, reasoning_tokens, continuation, load_factor, stream_interval, rate_limit, burst, rate_limit_per_key)`},
+			`gen.yaml: models[0].tokens_per_sec: unknown field (did you mean tokens_per_second?) (known: name, default_max_tokens, context_window, slots, queue, reject_status, ttft, latency, tokens_per_second, itl, reasoning, reasoning_tokens, continuation, load_factor, stream_interval, rate_limit, burst, rate_limit_per_key)`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
