@@ -17,8 +17,13 @@ TEMPORAL_SERVER_VERSION := v1.29.1
 UI_SERVER_VERSION := v2.42.1
 CLUSTER_BINS := $(BIN)/temporal-server $(BIN)/temporal-sql-tool $(BIN)/temporal-ui-server
 export TEMPORAL_CLI := $(TEMPORAL)
+# A real OpenAI-compatible LLM server for internal/realllm's tests, built from
+# the Go module proxy (its module zip lacks llama.cpp's vendored headers: see make ollama).
+OLLAMA_VERSION := v0.17.4
+OLLAMA := $(BIN)/ollama
+export DURABLE_LLM_OLLAMA := $(OLLAMA)
 
-.PHONY: run test test-short lint bench temporal cluster cluster-bin llmsim histories tidy screenshot faq-eval
+.PHONY: run test test-short lint bench temporal ollama cluster cluster-bin llmsim histories tidy screenshot faq-eval
 
 ## temporal: build the pinned Temporal CLI (dev server + Web UI) into ./bin
 temporal: $(TEMPORAL)
@@ -26,6 +31,20 @@ $(TEMPORAL):
 	@mkdir -p $(BIN)
 	@echo "building Temporal CLI $(TEMPORAL_VERSION) into ./bin (first time: a few minutes)…"
 	GOBIN=$(BIN) $(GO) install github.com/temporalio/cli/cmd/temporal@$(TEMPORAL_VERSION)
+
+## ollama: build Ollama $(OLLAMA_VERSION) into ./bin, the real LLM server of the tests (first time:
+##         about 5 min on 2 cores). The module zip has no vendor/ directories, so three of
+##         llama.cpp's headers come from elsewhere: nlohmann/json (Debian nlohmann-json3-dev),
+##         stb/stb_image.h (Debian libstb-dev) and a stub miniaudio/miniaudio.h (audio input off).
+ollama: $(OLLAMA)
+$(OLLAMA):
+	@test -f /usr/include/nlohmann/json_fwd.hpp -a -f /usr/include/stb/stb_image.h || \
+	  { echo "make ollama needs Debian's nlohmann-json3-dev and libstb-dev (apt-get install nlohmann-json3-dev libstb-dev)"; exit 1; }
+	@mkdir -p $(BIN)
+	@echo "building Ollama $(OLLAMA_VERSION) into ./bin (first time: about 5 minutes)…"
+	CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/internal/realllm/testdata/include" GOBIN=$(BIN) \
+	  nice -n 10 $(GO) install -ldflags "-X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION:v%=%)" \
+	  github.com/ollama/ollama@$(OLLAMA_VERSION)
 
 ## cluster-bin: build Temporal's server, SQL tool and Web UI server into ./bin (first time: a few minutes)
 cluster-bin: $(CLUSTER_BINS)
@@ -55,7 +74,7 @@ run: $(TEMPORAL)
 	@exec $(BIN)/devstack
 
 ## test: everything a change must pass
-test: $(TEMPORAL) $(CLUSTER_BINS) lint
+test: $(TEMPORAL) $(OLLAMA) $(CLUSTER_BINS) lint
 	$(GO) test -count=1 -timeout 30m ./...
 
 ## test-short: unit tests only (no dev server)

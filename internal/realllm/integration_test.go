@@ -1,0 +1,268 @@
+package realllm_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/internal/realllm"
+	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/workflows"
+)
+
+const token = "tok-realllm-5d8e2a7c4b1f9e3a6c0d8b2f4e7a1c9d"
+
+var shared testenv.Shared
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Stop()
+	os.Exit(code)
+}
+
+// stack is the whole path against the real server: Ollama (one slot)
+// behind its counting proxy, a dev server, a worker configured by the
+// one-line quick start and the front door.
+type stack struct {
+	llm  *realllm.Server
+	cfg  *config.Config
+	c    client.Client
+	door *httptest.Server
+	oc   openai.Client
+}
+
+func newStack(t *testing.T) *stack {
+	t.Helper()
+	llm := realllm.Start(t, realllm.Options{NumParallel: 1})
+	c := shared.Server(t).Client()
+
+	// The quick start: LLM_BASE_URL and LLM_MODELS, with the model names
+	// as a user types them (Ollama lists tiny:latest), checked as the
+	// worker checks them at start-up.
+	env := map[string]string{config.EnvBaseURL: llm.BaseURL, config.EnvModels: "tiny,tiny-eos"}
+	cfg := config.DefaultConfig()
+	require.NoError(t, cfg.ApplyEnv(func(k string) string { return env[k] }))
+	ends := llmworker.AskModels(context.Background(), cfg, func(string) string { return "" }, 10*time.Second)
+	warnings, err := llmworker.CheckModels(ends, false)
+	require.NoError(t, err, "the start-up model check refuses LLM_MODELS=tiny,tiny-eos")
+	require.Empty(t, warnings)
+	require.Equal(t, []string{"tiny-eos:latest", "tiny:latest"}, ends[0].Offered)
+
+	tq := "realllm-" + uuid.NewString()[:8]
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	tenants, err := frontdoor.ParseTokens(token + "=acme")
+	require.NoError(t, err)
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c, TaskQueue: tq}, Tenants: tenants, Config: cfg})
+	require.NoError(t, err)
+	door := httptest.NewServer(h)
+	t.Cleanup(door.Close)
+	oc := openai.NewClient(option.WithBaseURL(door.URL+"/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0))
+	return &stack{llm: llm, cfg: cfg, c: c, door: door, oc: oc}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// ask is a one-question request to model (with maxTokens when positive),
+// unique per call so that none is answered from another's result.
+func ask(model string, maxTokens int64) openai.ChatCompletionNewParams {
+	id := uuid.NewString()[:8]
+	p := openai.ChatCompletionNewParams{
+		Model: model,
+		User:  openai.String("u-" + id),
+		Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.SystemMessage("You are a support agent."),
+			openai.UserMessage("Where is my order " + id + "?"),
+		},
+	}
+	if maxTokens > 0 {
+		p.MaxTokens = openai.Int(maxTokens)
+	}
+	return p
+}
+
+func resilience(t *testing.T, raw string) frontdoor.Resilience {
+	t.Helper()
+	var body struct {
+		R *frontdoor.Resilience `json:"x_resilience"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &body))
+	require.NotNil(t, body.R, "no x_resilience in %s", raw)
+	return *body.R
+}
+
+// describe is what the test log shows of a call: its attempts and the
+// upstream requests the proxy saw.
+func (s *stack) describe(r frontdoor.Resilience) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "source %s, degraded %v, reason %q; attempts:", r.Source, r.Degraded, r.Reason)
+	for _, a := range r.Attempts {
+		fmt.Fprintf(&b, " [%d %s %d ms HTTP %d class=%q decision=%q %q]", a.N, a.Model, a.DurationMS, a.Status, a.Class, a.Decision, a.Reason)
+	}
+	b.WriteString("; upstream requests:")
+	for _, q := range s.llm.Completions(r.WorkflowID) {
+		mt := "none"
+		if q.MaxTokens != nil {
+			mt = fmt.Sprint(*q.MaxTokens)
+		}
+		fmt.Fprintf(&b, " [%s %s stream=%v max_tokens=%s → %d]", q.RequestID, q.Model, q.Stream, mt, q.Status)
+	}
+	return b.String()
+}
+
+// TestRealLLM runs calls through the front door against a real Ollama
+// server with tiny random models: answers come from the model, with and
+// without the caller's max_tokens, streamed, and several at once on one
+// slot; each upstream request is counted by the proxy in front of Ollama.
+func TestRealLLM(t *testing.T) {
+	s := newStack(t)
+
+	t.Run("plain", func(t *testing.T) {
+		resp, err := s.oc.Chat.Completions.New(ctxT(t), ask("tiny-eos", 1000))
+		require.NoError(t, err)
+		r := resilience(t, resp.RawJSON())
+		t.Log(s.describe(r))
+		require.Equal(t, "model", r.Source, s.describe(r))
+		require.False(t, r.Degraded, s.describe(r))
+		require.Equal(t, "tiny-eos", resp.Model)
+		require.Len(t, resp.Choices, 1)
+		require.NotEmpty(t, resp.Choices[0].Message.Content)
+		require.Positive(t, resp.Usage.PromptTokens)
+		require.Positive(t, resp.Usage.CompletionTokens)
+		require.Len(t, s.llm.Completions(r.WorkflowID), 1, "one upstream request with the call's X-Request-ID")
+	})
+
+	t.Run("streamed", func(t *testing.T) {
+		// tiny writes up to the caller's 1,000 tokens, as they come.
+		ctx := ctxT(t)
+		var hr *http.Response
+		stream := s.oc.Chat.Completions.NewStreaming(ctx, ask("tiny", 1000), option.WithResponseInto(&hr))
+		var acc openai.ChatCompletionAccumulator
+		var text strings.Builder
+		deltas := 0
+		var last openai.ChatCompletionChunk
+		for stream.Next() {
+			c := stream.Current()
+			acc.AddChunk(c)
+			if len(c.Choices) > 0 {
+				if d := c.Choices[0].Delta.Content; d != "" {
+					text.WriteString(d)
+					deltas++
+				}
+				if c.Choices[0].FinishReason != "" {
+					last = c
+				}
+			}
+		}
+		require.NoError(t, stream.Err())
+		id := hr.Header.Get("X-Workflow-Id")
+		require.NotEmpty(t, id)
+		var res workflows.CallResult
+		require.NoError(t, s.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
+		r := resilience(t, last.RawJSON())
+		t.Logf("%d deltas, %d bytes; %s", deltas, text.Len(), s.describe(r))
+		require.Equal(t, "model", r.Source, s.describe(r))
+		require.Equal(t, workflows.Source("model"), res.Source)
+		require.Equal(t, "length", res.FinishReason, "the caller's limit reached")
+		require.NotEmpty(t, res.Content)
+		require.Equal(t, res.Content, text.String(), "the streamed text is the call's content")
+		require.Equal(t, res.Content, acc.Choices[0].Message.Content)
+		require.Greater(t, deltas, 1, "the text came in pieces, as the model generated it")
+		ups := s.llm.Completions(id)
+		require.Len(t, ups, 1, s.describe(r))
+		require.True(t, ups[0].Stream, "the upstream call is streamed")
+	})
+
+	t.Run("concurrent on one slot", func(t *testing.T) {
+		// Four calls at once; Ollama generates for one at a time (one
+		// slot), the others wait for it. tiny stops at the caller's 1,000
+		// tokens: each takes a while.
+		const n = 4
+		ctx := ctxT(t)
+		var wg sync.WaitGroup
+		results := make([]*openai.ChatCompletion, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				results[i], errs[i] = s.oc.Chat.Completions.New(ctx, ask("tiny", 1000))
+			}()
+		}
+		wg.Wait()
+		var ups []realllm.Request
+		for i := range n {
+			require.NoError(t, errs[i], "call %d", i)
+			r := resilience(t, results[i].RawJSON())
+			t.Logf("call %d: %s", i, s.describe(r))
+			// A call that waits in the queue past the first-token timeout
+			// may be answered by the other model.
+			require.Contains(t, []string{"model", "fallback_model"}, r.Source, "call %d: %s", i, s.describe(r))
+			require.NotEmpty(t, results[i].Choices[0].Message.Content, "call %d", i)
+			ups = append(ups, s.llm.Completions(r.WorkflowID)...)
+		}
+		inFlight := realllm.MaxInFlight(ups)
+		t.Logf("%d upstream requests, at most %d at once", len(ups), inFlight)
+		require.GreaterOrEqual(t, inFlight, 2, "the calls did not meet at the server: its one slot was never contended")
+	})
+
+	t.Run("caller's max_tokens reached", func(t *testing.T) {
+		// tiny never ends by itself: it stops at the caller's 16 tokens.
+		// That is the caller's answer, as OpenAI gives it: one request,
+		// finish_reason length, never retried with a larger limit.
+		resp, err := s.oc.Chat.Completions.New(ctxT(t), ask("tiny", 16))
+		require.NoError(t, err)
+		r := resilience(t, resp.RawJSON())
+		t.Log(s.describe(r))
+		ups := s.llm.Completions(r.WorkflowID)
+		require.Len(t, ups, 1, "one upstream request: %s", s.describe(r))
+		require.NotNil(t, ups[0].MaxTokens)
+		require.Equal(t, 16, *ups[0].MaxTokens, "the caller's limit, sent as it is")
+		require.Equal(t, "model", r.Source, s.describe(r))
+		require.False(t, r.Degraded, s.describe(r))
+		require.Equal(t, "length", resp.Choices[0].FinishReason)
+		require.NotEmpty(t, resp.Choices[0].Message.Content)
+		require.Equal(t, int64(16), resp.Usage.CompletionTokens)
+	})
+
+	t.Run("no max_tokens", func(t *testing.T) {
+		// The caller sets no limit; the server's own (num_predict 128 in
+		// the Modelfile) would cut a good share of tiny-eos's answers.
+		// The policy's default limit goes with the first request instead,
+		// and the model ends its answer by itself.
+		resp, err := s.oc.Chat.Completions.New(ctxT(t), ask("tiny-eos", 0))
+		require.NoError(t, err)
+		r := resilience(t, resp.RawJSON())
+		t.Logf("%d completion tokens; %s", resp.Usage.CompletionTokens, s.describe(r))
+		require.Equal(t, "model", r.Source, s.describe(r))
+		require.NotEmpty(t, resp.Choices[0].Message.Content)
+		require.Equal(t, "stop", resp.Choices[0].FinishReason, s.describe(r))
+		ups := s.llm.Completions(r.WorkflowID)
+		require.NotEmpty(t, ups)
+		require.NotNil(t, ups[0].MaxTokens, "the first request went without a limit: the server's own applies")
+		require.Equal(t, s.cfg.Limits.DefaultMaxTokens, *ups[0].MaxTokens, "the policy's default limit")
+	})
+}
