@@ -254,6 +254,22 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
+			// A generation that outlasted its attempt's deadline: its text is
+			// a model's, and answers when no model answers in full.
+			name: "text cut by an attempt's deadline answers instead of the FAQ",
+			script: []outcome{
+				{class: failure.Timeout, status: 200, content: "Your parcel left the depot on Monday and"},
+				fail(failure.Timeout, 504), fail(failure.Timeout, 504), fail(failure.Timeout, 504),
+			},
+			want: []string{"qwen-72b:timeout:prune+retry", "qwen-72b:timeout:prune+retry", "qwen-72b:timeout:prune+retry", "qwen-72b:timeout:fallback"},
+			source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Equal(t, "Your parcel left the depot on Monday and", res.Content)
+				require.Equal(t, "length", res.FinishReason)
+				require.True(t, res.Degraded)
+			},
+		},
+		{
 			name:   "queue full switches model after 200 ms",
 			script: []outcome{fail(failure.QueueFull, 429), ok("done")},
 			want:   []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,

@@ -145,12 +145,20 @@ type bestText struct {
 }
 
 // keepBest keeps the text of a failed attempt that a model wrote for the
-// call (an answer cut at a limit, a stream that broke), with the part it
+// call (an answer cut at a limit, a stream that broke, a generation that
+// outlasted the attempt's deadline), with the part it
 // continues, when it is the longest so far. Text the caller has already
 // seen (streamed) is the delivered text's, and a request only a model's
 // whole answer serves (a tool call, JSON) has no use for a cut one.
 func (c *call) keepBest(class failure.Class, model string, out activities.CallOutcome) {
-	if out.Published > 0 || c.req.Structured() || (class != failure.OutputTruncated && class != failure.StreamBroken) {
+	switch class {
+	case failure.OutputTruncated, failure.StreamBroken, failure.Timeout:
+		// Text a model wrote before its limit, a cut, or the attempt's
+		// deadline (a generation too long for it): never a filter's.
+	default:
+		return
+	}
+	if out.Published > 0 || c.req.Structured() {
 		return
 	}
 	text := joinContinuation(c.ref.partial, out.Content)
