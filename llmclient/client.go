@@ -5,6 +5,7 @@
 package llmclient
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,43 @@ type Client struct {
 	// streamed call's linger and a busy worker's delays, or a backlog
 	// before the call's first workflow task. Default 1 min.
 	ExecutionMargin time.Duration
+	// ReplayWindow is how long a completed call's result answers the same
+	// request under its derived key; after it the request starts a new
+	// call (a new run of the same workflow ID). KeyWindow is the same for
+	// an explicit idempotency key. A running call is always attached to.
+	// Defaults config.DefaultReplayWindow (60 s) and DefaultKeyWindow
+	// (24 h); the front door sets the policy's idempotency section.
+	ReplayWindow, KeyWindow time.Duration
+}
+
+// window is how long req's completed call answers a duplicate of it.
+func (c *Client) window(req workflows.CallRequest) time.Duration {
+	if req.IdempotencyKey != "" {
+		return cmp.Or(c.KeyWindow, config.DefaultKeyWindow)
+	}
+	return cmp.Or(c.ReplayWindow, config.DefaultReplayWindow)
+}
+
+// expired reports whether the call under id completed longer than req's
+// window ago: the same request then starts a new run. A call that failed
+// or timed out is run again anyway (ALLOW_DUPLICATE_FAILED_ONLY).
+func (c *Client) expired(ctx context.Context, id string, req workflows.CallRequest) bool {
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return false // the start's own error tells
+	}
+	info := desc.GetWorkflowExecutionInfo()
+	if info.GetStatus() != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED || info.GetCloseTime() == nil {
+		return false
+	}
+	return time.Since(info.GetCloseTime().AsTime()) > c.window(req)
+}
+
+// anew returns opts for a new run of a completed call whose window has
+// passed.
+func anew(opts client.StartWorkflowOptions) client.StartWorkflowOptions {
+	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+	return opts
 }
 
 // DefaultExecutionMargin is the default of Client.ExecutionMargin.
@@ -197,6 +235,11 @@ func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.W
 	}
 	run, err := c.Temporal.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, req)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) && c.expired(ctx, id, req) {
+		// Completed longer ago than its window: the same request is a new
+		// call (a new run under the same ID).
+		run, err = c.Temporal.ExecuteWorkflow(ctx, anew(opts), workflows.WorkflowName, req)
+	}
 	if errors.As(err, &started) {
 		// Completed before: the recorded result is the answer.
 		run, err = c.Temporal.GetWorkflow(ctx, id, ""), nil
@@ -265,6 +308,15 @@ func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows
 		StartWorkflowOperation: op,
 		UpdateOptions:          uo,
 	})
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) && c.expired(ctx, id, req) {
+		// Completed longer ago than its window: a new run, the same ID.
+		op = c.Temporal.NewWithStartWorkflowOperation(anew(opts), workflows.WorkflowName, req)
+		h, err = c.Temporal.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
+			StartWorkflowOperation: op,
+			UpdateOptions:          uo,
+		})
+	}
 	checked := false
 	if err == nil {
 		if explicit {
@@ -281,7 +333,6 @@ func (c *Client) Call(ctx context.Context, req workflows.CallRequest) (workflows
 	if ctx.Err() != nil {
 		return workflows.CallResult{}, fmt.Errorf("LLM call %s: %w", id, ctx.Err())
 	}
-	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if !errors.As(err, &started) {
 		// Not started (the start's own error), or started but without an
 		// answer from the update (the call failed, or its worker's build

@@ -148,3 +148,47 @@ func TestIDsWithSecret(t *testing.T) {
 	require.NotEqual(t, request.KeyFor(req), run.GetID())
 	require.NoError(t, c.TerminateWorkflow(ctx, run.GetID(), "", "test done"))
 }
+
+// TestDuplicatesExpire: the same request under its derived key gets the
+// recorded answer within the replay window (one run, its run ID) and is a
+// new call after it (a new run under the same workflow ID, as a chat UI's
+// "regenerate" expects); an explicit key keeps its answer for its longer
+// window, Start and Call alike.
+func TestDuplicatesExpire(t *testing.T) {
+	c := shared.Server(t).Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lc := &llmclient.Client{Temporal: c, TaskQueue: withWorker(t, c), ReplayWindow: 2 * time.Second, KeyWindow: time.Hour}
+	runOf := func(id string) string {
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		require.NoError(t, err)
+		return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+	}
+	derived := ask("", "", "When does my parcel arrive? "+uuid.NewString()[:8])
+	keyed := ask("parcel-"+uuid.NewString()[:8], "", "When does my parcel arrive?")
+	first, err := lc.Call(ctx, derived)
+	require.NoError(t, err)
+	firstRun := runOf(first.RequestID)
+	_, err = lc.Call(ctx, keyed)
+	require.NoError(t, err)
+	keyedID, err := lc.Key(keyed)
+	require.NoError(t, err)
+	keyedRun := runOf(keyedID)
+
+	again, err := lc.Call(ctx, derived)
+	require.NoError(t, err)
+	require.Equal(t, firstRun, runOf(again.RequestID), "within the replay window: the recorded answer, no new run")
+
+	time.Sleep(3 * time.Second)
+	later, err := lc.Call(ctx, derived)
+	require.NoError(t, err)
+	require.Equal(t, first.RequestID, later.RequestID, "the same workflow ID")
+	require.NotEqual(t, firstRun, runOf(later.RequestID), "after the replay window: a new call")
+	run, err := lc.Start(ctx, derived)
+	require.NoError(t, err)
+	require.Equal(t, runOf(later.RequestID), run.GetRunID(), "Start within the new run's window attaches to it")
+
+	_, err = lc.Call(ctx, keyed)
+	require.NoError(t, err)
+	require.Equal(t, keyedRun, runOf(keyedID), "an explicit key keeps its answer for its own window")
+}

@@ -34,13 +34,15 @@ type Config struct {
 	HTTP      HTTPConfig                    `yaml:"http"`
 	Limits    LimitsConfig                  `yaml:"limits"`
 	Request   RequestConfig                 `yaml:"request"`
-	FAQ       FAQConfig                     `yaml:"faq"`
-	Stream    StreamConfig                  `yaml:"stream"`
-	Hedge     HedgeConfig                   `yaml:"hedge"`
-	Cache     CacheConfig                   `yaml:"cache"`
-	Store     StoreConfig                   `yaml:"store"`
-	Spend     SpendConfig                   `yaml:"spend"`
-	Diagnose  DiagnoseConfig                `yaml:"diagnose"`
+	// Idempotency: how long a completed call answers a duplicate.
+	Idempotency IdempotencyConfig `yaml:"idempotency"`
+	FAQ         FAQConfig         `yaml:"faq"`
+	Stream      StreamConfig      `yaml:"stream"`
+	Hedge       HedgeConfig       `yaml:"hedge"`
+	Cache       CacheConfig       `yaml:"cache"`
+	Store       StoreConfig       `yaml:"store"`
+	Spend       SpendConfig       `yaml:"spend"`
+	Diagnose    DiagnoseConfig    `yaml:"diagnose"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
 	// Learn is how the rules learn from users' feedback (README

@@ -347,7 +347,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
-		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, request, faq, stream, hedge, cache, store, spend, diagnose, rules, learn, placeholder (line 8)"},
+		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, request, idempotency, faq, stream, hedge, cache, store, spend, diagnose, rules, learn, placeholder (line 8)"},
 		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, deployments, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
 		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds, summarize (line 10)"},

@@ -289,6 +289,7 @@ func (c *Config) validate() []Problem {
 	posInt("limits.max_image_bytes", l.MaxImageBytes, "size in bytes")
 
 	c.Request.validate(bad)
+	c.Idempotency.validate(bad)
 
 	// faq
 	fraction("faq.threshold", c.FAQ.Threshold, true)
