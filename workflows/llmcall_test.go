@@ -261,7 +261,7 @@ func TestLLMCallPaths(t *testing.T) {
 				{class: failure.Timeout, status: 200, content: "Your parcel left the depot on Monday and"},
 				fail(failure.Timeout, 504), fail(failure.Timeout, 504), fail(failure.Timeout, 504),
 			},
-			want: []string{"qwen-72b:timeout:prune+retry", "qwen-72b:timeout:prune+retry", "qwen-72b:timeout:prune+retry", "qwen-72b:timeout:fallback"},
+			want:   []string{"qwen-72b:timeout:prune+retry", "qwen-72b:timeout:prune+retry", "qwen-72b:timeout:prune+retry", "qwen-72b:timeout:fallback"},
 			source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, "Your parcel left the depot on Monday and", res.Content)
