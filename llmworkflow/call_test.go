@@ -210,7 +210,9 @@ func TestAttachOutcomes(t *testing.T) {
 
 func TestErrorTyping(t *testing.T) {
 	failWith := func(err error) func(workflow.Context, workflows.CallRequest) (workflows.CallResult, error) {
-		return func(workflow.Context, workflows.CallRequest) (workflows.CallResult, error) { return workflows.CallResult{}, err }
+		return func(workflow.Context, workflows.CallRequest) (workflows.CallResult, error) {
+			return workflows.CallResult{}, err
+		}
 	}
 	for _, tc := range []struct {
 		name      string

@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 
 // AskInput is the input of the test's agent workflow.
 type AskInput struct {
-	CallsQueue string                 `json:"calls_queue"`
+	CallsQueue string                `json:"calls_queue"`
 	Request    workflows.CallRequest `json:"request"`
 }
 
