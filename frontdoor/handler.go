@@ -104,7 +104,9 @@ type Options struct {
 // Handler is the OpenAI-compatible front door: an http.Handler that serves
 //
 //	POST /v1/chat/completions   start or attach to a durable call
-//	POST /v1/responses          the same, in the Responses API (stateless subset)
+//	POST /v1/responses          the same, in the Responses API (stateless subset and background)
+//	GET  /v1/responses/{id}     a background response (?stream=true&starting_after=N: its events)
+//	POST /v1/responses/{id}/cancel  cancel it
 //	GET  /v1/models             the ladder's models
 //	GET  /v1/models/{model}     one of them
 //	GET  /v1/calls/{id}         a call started with Prefer: respond-async
@@ -180,6 +182,8 @@ func New(o Options) (*Handler, error) {
 	}
 	h.mux.HandleFunc("/v1/chat/completions", h.authed(http.MethodPost, h.chatCompletions))
 	h.mux.HandleFunc("/v1/responses", h.authed(http.MethodPost, h.responses))
+	h.mux.HandleFunc("/v1/responses/{id}", h.authed(http.MethodGet, h.getResponse))
+	h.mux.HandleFunc("/v1/responses/{id}/cancel", h.authed(http.MethodPost, h.cancelResponse))
 	h.mux.HandleFunc("/v1/models", h.authed(http.MethodGet, h.listModels))
 	h.mux.HandleFunc("/v1/models/{model}", h.authed(http.MethodGet, h.getModel))
 	h.mux.HandleFunc("/v1/calls/{id}", h.callRoute())

@@ -24,54 +24,97 @@ import (
 // responsesHandled are the request fields decodeResponsesRequest reads.
 var responsesHandled = []string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
 	"text", "max_output_tokens", "temperature", "top_p", "stream", "user", "reasoning", "top_logprobs",
-	"previous_response_id", "truncation", "stream_options"}
+	"previous_response_id", "truncation", "stream_options", "background", "store"}
 
 // responsesIgnored are Responses API fields that do not change the answer.
-var responsesIgnored = []string{"store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier", "include"}
+var responsesIgnored = []string{"metadata", "service_tier", "prompt_cache_key", "safety_identifier", "include"}
 
 // responsesUnsupported explains Responses API fields the front door refuses.
 var responsesUnsupported = map[string]string{
 	"conversation":   "stored conversations are not supported: send the conversation as input",
-	"background":     "use the Prefer: respond-async header and GET /v1/calls/{id}",
 	"prompt":         "stored prompts are not supported: send instructions and input",
 	"max_tool_calls": "not supported",
 }
 
-// responsesAPI is POST /v1/responses.
-type responsesAPI struct{}
+// responsesAPI is POST /v1/responses. When bg is set, decode reports
+// there whether the request asked for a background response.
+type responsesAPI struct {
+	bg *bool
+}
 
-func (responsesAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
-	return decodeResponsesRequest(body, passthrough)
+func (a responsesAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	cr, bg, err := decodeResponsesBody(body, passthrough)
+	if a.bg != nil {
+		*a.bg = bg
+	}
+	return cr, err
 }
 func (responsesAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
 	writeJSON(w, http.StatusOK, newResponseObject(id, created, res, "completed"))
 }
-func (responsesAPI) stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat {
-	// A client that reconnects after some text has the message item open.
-	return &responsesFormat{sw: sw, respID: sw.id, msgOpen: resume.set && resume.bytes > 0}
+func (a responsesAPI) stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat {
+	// A client that reconnects (Last-Event-ID) has the events up to its
+	// text, or the two that open the stream.
+	after := -1
+	switch {
+	case resume.set && resume.bytes > 0:
+		after = seqText(resume.bytes)
+	case resume.set:
+		after = seqInProgress
+	}
+	return newResponsesFormat(sw, a.bg != nil && *a.bg, after)
 }
 func (responsesAPI) objectID(id string) string { return responseID(id) }
 
-// responses serves POST /v1/responses.
+// responses serves POST /v1/responses (background.go).
 func (h *Handler) responses(w http.ResponseWriter, r *http.Request, tenant string) {
-	h.serveCall(w, r, tenant, responsesAPI{})
+	h.serveResponses(w, r, tenant)
 }
 
+// responseIDPrefix starts every response ID: resp_<workflow ID>.
+const responseIDPrefix = "resp_"
+
 // responseID is the id of a call's response object.
-func responseID(workflowID string) string { return "resp_" + workflowID }
+func responseID(workflowID string) string { return responseIDPrefix + workflowID }
 
 // decodeResponsesRequest decodes a Responses API body into the chat
 // request it asks for, naming the field of every problem as the client
 // sent it (input[2].content[0].image_url, text.format, …).
 func decodeResponsesRequest(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	cr, _, err := decodeResponsesBody(body, passthrough)
+	return cr, err
+}
+
+// decodeResponsesBody is decodeResponsesRequest, which also says whether
+// the request asks for a background response.
+func decodeResponsesBody(body []byte, passthrough map[string]bool) (chatRequest, bool, *fieldError) {
 	var req chatRequest
 	top, ferr := decodeTop(body)
 	if ferr != nil {
-		return req, ferr
+		return req, false, ferr
 	}
 	if err := sortFields(top, fieldSet{responsesHandled, responsesIgnored, responsesUnsupported}, passthrough, &req.Agent); err != nil {
-		return req, err
+		return req, false, err
 	}
+	var background, store *bool
+	if err := decodeField(top, "background", &background, "a boolean"); err != nil {
+		return req, false, err
+	}
+	if err := decodeField(top, "store", &store, "a boolean"); err != nil {
+		return req, false, err
+	}
+	bg := background != nil && *background
+	if bg && store != nil && !*store {
+		// As OpenAI answers it: a background response is retrieved later.
+		return req, false, &fieldError{"store", "background responses must be stored (want store: true or no store with background: true)"}
+	}
+	req, err := decodeResponsesFields(top, req)
+	return req, bg, err
+}
+
+// decodeResponsesFields decodes the fields of a Responses API body but
+// background and store into req.
+func decodeResponsesFields(top map[string]json.RawMessage, req chatRequest) (chatRequest, *fieldError) {
 	var prev *string
 	if err := decodeField(top, "previous_response_id", &prev, "a string"); err != nil {
 		return req, err
@@ -375,6 +418,7 @@ type responseObject struct {
 	Error             json.RawMessage `json:"error"`
 	IncompleteDetails json.RawMessage `json:"incomplete_details"`
 	ParallelToolCalls bool            `json:"parallel_tool_calls"`
+	Background        bool            `json:"background"`
 	Tools             []any           `json:"tools"`
 	Usage             *responseUsage  `json:"usage,omitempty"`
 	Metadata          map[string]any  `json:"metadata"`
@@ -456,21 +500,63 @@ func newResponseObject(id string, created time.Time, res workflows.CallResult, s
 	return o
 }
 
+// Sequence numbers of a response's stream events. They are a function of
+// the answer, not of the connection, so that every connection that
+// streams one response numbers its events alike and a client resumes
+// (starting_after, Last-Event-ID) exactly where it stopped:
+//
+//	0, 1             response.created, response.in_progress
+//	2, 3             output_item.added, content_part.added of the message
+//	3 + b            the output_text.delta that ends at byte b of the text
+//	4 + len(text) …  output_text.done, content_part.done, output_item.done,
+//	                 then 4 per function call, then response.completed
+//
+// So the numbers grow with every event but are not consecutive: each
+// delta's is the byte length of the text so far plus 3, which names the
+// text a client has whatever pieces its connection got (the stream's
+// deltas while the call runs, the result's pieces after it ended).
+const (
+	seqCreated    = 0
+	seqInProgress = 1
+	seqItemAdded  = 2
+	seqPartAdded  = 3
+)
+
+// seqText is the sequence number of the delta that ends at byte b.
+func seqText(b int) int { return seqPartAdded + b }
+
+// textOf is the bytes of answer text a client has after the event with
+// sequence number seq.
+func textOf(seq int) int { return max(0, seq-seqPartAdded) }
+
 // responsesFormat streams Responses API events: response.created, the
 // message item and its output_text deltas, function call items, and
-// response.completed (or an error event).
+// response.completed (or an error event). Events up to sequence number
+// after are the client's already and not sent.
 type responsesFormat struct {
-	sw      *sseWriter
-	respID  string
-	seq     int
-	msgOpen bool
+	sw         *sseWriter
+	wid        string
+	background bool
+	after      int
+	last       int // the sequence number of the last event, sent or not
+	started    bool
+	msgOpen    bool
 }
 
-// event sends one typed event with its sequence number.
-func (f *responsesFormat) event(id, typ string, fields map[string]any) {
+func newResponsesFormat(sw *sseWriter, background bool, after int) *responsesFormat {
+	return &responsesFormat{sw: sw, wid: strings.TrimPrefix(sw.id, responseIDPrefix), background: background, after: after, last: -1}
+}
+
+// event sends one typed event with sequence number seq, unless the
+// client has it.
+func (f *responsesFormat) event(seq int, id, typ string, fields map[string]any) {
+	seq = max(seq, f.last+1) // a replaced answer (hedge.replace) may be shorter than the text streamed
+	f.last = seq
+	if seq <= f.after {
+		return
+	}
 	fields["type"] = typ
-	fields["sequence_number"] = f.seq
-	f.seq++
+	fields["sequence_number"] = seq
 	b, err := json.Marshal(fields)
 	if err != nil {
 		return
@@ -482,60 +568,83 @@ func (f *responsesFormat) event(id, typ string, fields map[string]any) {
 	_ = f.sw.raw(text)
 }
 
-func (f *responsesFormat) workflowID() string { return strings.TrimPrefix(f.respID, "resp_") }
-
 func (f *responsesFormat) start(model string) {
-	o := newResponseObject(f.workflowID(), time.Unix(f.sw.created, 0), workflows.CallResult{Model: model}, "in_progress")
-	f.event("", "response.created", map[string]any{"response": o})
-	f.event("", "response.in_progress", map[string]any{"response": o})
+	f.started = true
+	o := newResponseObject(f.wid, time.Unix(f.sw.created, 0), workflows.CallResult{Model: model}, "in_progress")
+	o.Background = f.background
+	created := o
+	if f.background {
+		created.Status = "queued"
+	}
+	f.event(seqCreated, "", "response.created", map[string]any{"response": created})
+	f.event(seqInProgress, "", "response.in_progress", map[string]any{"response": o})
 }
 
-// open starts the message item, once.
-func (f *responsesFormat) open() {
+// open starts the stream and the message item, once.
+func (f *responsesFormat) open(model string) {
+	if !f.started {
+		f.start(model) // a resumed stream: filtered by after
+	}
 	if f.msgOpen {
 		return
 	}
 	f.msgOpen = true
-	id := f.workflowID()
-	f.event("", "response.output_item.added", map[string]any{"output_index": 0, "item": respMessage(id, "", "in_progress")})
-	f.event("", "response.content_part.added", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0, "part": textPart("")})
+	f.event(seqItemAdded, "", "response.output_item.added", map[string]any{"output_index": 0, "item": respMessage(f.wid, "", "in_progress")})
+	f.event(seqPartAdded, "", "response.content_part.added", map[string]any{"item_id": msgItemID(f.wid), "output_index": 0, "content_index": 0, "part": textPart("")})
 }
 
+// text sends a piece of the text; sseID is "<offset>:<bytes>", the bytes
+// of text once the piece is added (resumePoint.id).
 func (f *responsesFormat) text(sseID, model, piece string) {
-	f.open()
-	f.event(sseID, "response.output_text.delta", map[string]any{"item_id": msgItemID(f.workflowID()), "output_index": 0,
+	f.open(model)
+	_, b, _ := strings.Cut(sseID, ":")
+	n, err := strconv.Atoi(b)
+	if err != nil {
+		n = textOf(f.last) + len(piece)
+	}
+	f.event(seqText(n), sseID, "response.output_text.delta", map[string]any{"item_id": msgItemID(f.wid), "output_index": 0,
 		"content_index": 0, "delta": piece, "logprobs": []any{}})
 }
 
 func (f *responsesFormat) end(id string, res workflows.CallResult) {
+	if !f.started {
+		f.start(modelOf(res))
+	}
+	seq := seqText(len(res.Content)) + 1
 	idx := 0
 	if res.Content != "" || len(res.ToolCalls) == 0 {
 		if !f.msgOpen {
-			f.open()
-			f.event("", "response.output_text.delta", map[string]any{"item_id": msgItemID(id), "output_index": 0,
-				"content_index": 0, "delta": res.Content, "logprobs": []any{}})
+			f.open(modelOf(res))
+			if res.Content != "" {
+				f.event(seqText(len(res.Content)), "", "response.output_text.delta", map[string]any{"item_id": msgItemID(id), "output_index": 0,
+					"content_index": 0, "delta": res.Content, "logprobs": []any{}})
+			}
 		}
-		f.event("", "response.output_text.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
+		f.event(seq, "", "response.output_text.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
 			"text": res.Content, "logprobs": []any{}})
-		f.event("", "response.content_part.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
+		f.event(seq+1, "", "response.content_part.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
 			"part": textPart(res.Content)})
-		f.event("", "response.output_item.done", map[string]any{"output_index": 0, "item": respMessage(id, res.Content, "completed")})
+		f.event(seq+2, "", "response.output_item.done", map[string]any{"output_index": 0, "item": respMessage(id, res.Content, "completed")})
 		idx++
 	}
+	seq += 3
 	for i, c := range res.ToolCalls {
 		item := functionCallItem{Type: "function_call", ID: fnItemID(id, i), CallID: c.ID, Name: c.Function.Name, Status: "in_progress"}
-		f.event("", "response.output_item.added", map[string]any{"output_index": idx, "item": item})
-		f.event("", "response.function_call_arguments.delta", map[string]any{"item_id": item.ID, "output_index": idx, "delta": c.Function.Arguments})
-		f.event("", "response.function_call_arguments.done", map[string]any{"item_id": item.ID, "output_index": idx,
+		f.event(seq, "", "response.output_item.added", map[string]any{"output_index": idx, "item": item})
+		f.event(seq+1, "", "response.function_call_arguments.delta", map[string]any{"item_id": item.ID, "output_index": idx, "delta": c.Function.Arguments})
+		f.event(seq+2, "", "response.function_call_arguments.done", map[string]any{"item_id": item.ID, "output_index": idx,
 			"name": c.Function.Name, "arguments": c.Function.Arguments})
 		item.Arguments, item.Status = c.Function.Arguments, "completed"
-		f.event("", "response.output_item.done", map[string]any{"output_index": idx, "item": item})
+		f.event(seq+3, "", "response.output_item.done", map[string]any{"output_index": idx, "item": item})
+		seq += 4
 		idx++
 	}
-	f.event("", "response.completed", map[string]any{"response": newResponseObject(id, time.Unix(f.sw.created, 0), res, "completed")})
+	o := newResponseObject(id, time.Unix(f.sw.created, 0), res, "completed")
+	o.Background = f.background
+	f.event(seq, "", "response."+o.Status, map[string]any{"response": o}) // completed, or incomplete (max_output_tokens)
 }
 
 func (f *responsesFormat) fail(e *apiError) {
 	b := e.body()
-	f.event("", "error", map[string]any{"code": b.Error.Code, "message": b.Error.Message, "param": b.Error.Param})
+	f.event(f.last+1, "", "error", map[string]any{"code": b.Error.Code, "message": b.Error.Message, "param": b.Error.Param})
 }
