@@ -2,7 +2,11 @@ package frontdoor_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +250,71 @@ func TestBackgroundStreamResumes(t *testing.T) {
 	require.Equal(t, final, whole.text.String())
 	require.Equal(t, int64(0), whole.seqs[0])
 	requireIncreasing(whole.seqs)
+}
+
+// TestBackgroundWithTypeScriptClient: background responses with the
+// official OpenAI JavaScript client (testdata/openai-ts/background.mjs):
+// create and poll with responses.retrieve, responses.cancel of a slow
+// one, and a stream left after three deltas and resumed with
+// retrieve(id, {stream: true, starting_after}).
+func TestBackgroundWithTypeScriptClient(t *testing.T) {
+	dir, err := filepath.Abs("testdata/openai-ts")
+	require.NoError(t, err)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH (Node 20 or later is needed)")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
+		t.Skipf("the OpenAI JavaScript client is not installed: npm ci --prefix %s", dir)
+	}
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	cmd := exec.CommandContext(ctx, node, "background.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-background")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var got struct {
+		Polled struct {
+			ID            string `json:"id"`
+			CreatedStatus string `json:"created_status"`
+			Background    bool   `json:"background"`
+			Status        string `json:"status"`
+			Text          string `json:"text"`
+		} `json:"polled"`
+		Cancelled struct {
+			CancelStatus string `json:"cancel_status"`
+			Status       string `json:"status"`
+		} `json:"cancelled"`
+		Resumed struct {
+			ID        string  `json:"id"`
+			Seqs      []int64 `json:"seqs"`
+			Text      string  `json:"text"`
+			FinalText string  `json:"final_text"`
+			Status    string  `json:"status"`
+		} `json:"resumed"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+
+	client := &llmclient.Client{Temporal: d.c}
+	res, err := client.Result(ctx, strings.TrimPrefix(got.Polled.ID, "resp_"))
+	require.NoError(t, err)
+	require.Equal(t, "queued", got.Polled.CreatedStatus)
+	require.True(t, got.Polled.Background)
+	require.Equal(t, "completed", got.Polled.Status)
+	require.Equal(t, res.Content, got.Polled.Text)
+
+	require.Equal(t, "cancelled", got.Cancelled.CancelStatus)
+	require.Equal(t, "cancelled", got.Cancelled.Status)
+
+	r := got.Resumed
+	require.Equal(t, "completed", r.Status, string(out))
+	res, err = client.Result(ctx, strings.TrimPrefix(r.ID, "resp_"))
+	require.NoError(t, err)
+	require.Equal(t, res.Content, r.FinalText)
+	require.Equal(t, res.Content, r.Text, "the deltas before and after the resume add up to the answer")
+	for i := 1; i < len(r.Seqs); i++ {
+		require.Greater(t, r.Seqs[i], r.Seqs[i-1], "sequence numbers %v", r.Seqs)
+	}
 }
