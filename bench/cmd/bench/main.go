@@ -65,6 +65,7 @@ type options struct {
 	window     time.Duration
 	inflight   int
 	raw        bool
+	note       string
 	streamN    int
 	streamCons []string
 	tokens     int
@@ -94,6 +95,7 @@ func run(args []string) error {
 	window := fs.Duration("overhead-window", 12*time.Second, "overhead: total length of each contender's throughput rounds")
 	inflight := fs.Int("memory-calls", 1000, "memory: calls in flight")
 	raw := fs.Bool("raw", false, "storm: also write every call's outcome to storm-<case>.csv")
+	note := fs.String("note", "", "storm: a line added to each report's header, saying what code or settings the run measured")
 	streamN := fs.Int("stream-calls", 30, "stream: sequential streamed calls per contender")
 	streamCons := fs.String("stream-contenders", "", "stream: contenders to run (default all; the direct call always runs): "+strings.Join(bench.StreamContenders, ", "))
 	tokens := fs.Int("stream-tokens", 500, "stream, stream-events: tokens of every streamed answer")
@@ -115,7 +117,7 @@ func run(args []string) error {
 		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
 		short: *short, deadline: *deadline, out: *out,
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
-		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw,
+		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw, note: *note,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
 		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN, fairWindow: *fairWindow, fairProps: *fairRefused,
 	}
@@ -168,15 +170,16 @@ func run(args []string) error {
 	return nil
 }
 
-// withoutOut drops -out and its value from the command the reports show:
-// where the results were written is not part of how they were made.
+// withoutOut drops -out and -note and their values from the command the
+// reports show: where the results were written is not part of how they
+// were made, and the note has a line of its own.
 func withoutOut(args []string) []string {
 	var out []string
 	for i := 0; i < len(args); i++ {
 		switch a := args[i]; {
-		case a == "-out" || a == "--out":
+		case a == "-out" || a == "--out" || a == "-note" || a == "--note":
 			i++
-		case strings.HasPrefix(a, "-out=") || strings.HasPrefix(a, "--out="):
+		case strings.HasPrefix(a, "-out=") || strings.HasPrefix(a, "--out=") || strings.HasPrefix(a, "-note=") || strings.HasPrefix(a, "--note="):
 		default:
 			out = append(out, a)
 		}
@@ -239,7 +242,11 @@ func runStorms(ctx context.Context, o options) error {
 				return err
 			}
 		}
-		md := rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), chart)
+		h := rep.Header(o.command, bench.ThisMachine(), date)
+		if o.note != "" {
+			h.Params = append([]string{"note: " + o.note}, h.Params...)
+		}
+		md := rep.Markdown(h, chart)
 		if err := write(o, "storm-"+name+".md", md); err != nil {
 			return err
 		}
