@@ -3,6 +3,8 @@ package llmworker_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"testing"
@@ -24,7 +26,9 @@ import (
 // never saw them, through the task queue's guard workflow. Worker A
 // answers calls whose first model fails until its breaker opens; then A
 // stops and worker B, fresh, takes the next call: it skips the model
-// without sending it a request.
+// without sending it a request. The breaker opens for 30 s here (the
+// policy's first open period is 1 s), so that it is still open once B has
+// started and read the fleet's view.
 func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})
@@ -33,7 +37,9 @@ func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	c := srv.Client()
 	tq := "llm-guard-" + uuid.NewString()[:8]
 	bin := buildWorker(t)
-	env := []string{"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "LLM_BASE_URL=" + sim.BaseURL, "WORKER_TASK_QUEUE=" + tq}
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	require.NoError(t, os.WriteFile(policy, []byte("breaker:\n  open_for: 30s\n"), 0o600))
+	env := []string{"TEMPORAL_ADDRESS=" + srv.FrontendHostPort(), "LLM_BASE_URL=" + sim.BaseURL, "WORKER_TASK_QUEUE=" + tq, "POLICY_FILE=" + policy}
 	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
 	ask := func(i int) workflows.CallResult {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -236,7 +236,9 @@ func TestIntegrationMaintenanceAnswersFromFAQWithoutRetry(t *testing.T) {
 }
 
 func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
-	s := newStack(t, nil)
+	// Open for 30 s (the policy's first period is 1 s): the next call
+	// meets it open however slow this machine is.
+	s := newStack(t, func(cfg *config.Config) { cfg.Breaker.OpenFor = config.Duration(30 * time.Second) })
 	// Each call fails twice on qwen-72b (retry, then switch): after three
 	// calls the breaker has seen 5+ consecutive failures.
 	for i := 0; i < 3; i++ {
@@ -251,6 +253,47 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 	for _, r := range s.upstream(res.RequestID).Requests {
 		require.NotEqual(t, "qwen-72b", r.Model)
 	}
+}
+
+// TestIntegrationBreakerLetsARecoveredModelServeWithinSeconds: with the
+// default policy, a breaker that opened stays open only open_for (1 s)
+// and then lets a share of the calls through as trials, doubling it as
+// they succeed, so a model that works again answers again seconds later,
+// not after a fixed 30 s. The calls after the trip are healthy and come
+// in rounds of 10 at once: some skip qwen-72b (open, or not drawn as a
+// trial), until it answers a whole round.
+func TestIntegrationBreakerLetsARecoveredModelServeWithinSeconds(t *testing.T) {
+	s := newStack(t, nil)
+	for i := 0; i < 3; i++ { // 6 failures on qwen-72b: open
+		s.call(question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
+	}
+	tripped := time.Now()
+	skipped := 0
+	for round := 0; ; round++ {
+		require.Less(t, time.Since(tripped), 20*time.Second, "qwen-72b did not answer a whole round of calls within 20 s of its breaker opening (%d rounds, %d calls skipped it)", round, skipped)
+		first := make([]string, 10)
+		var wg sync.WaitGroup
+		for i := range first {
+			wg.Go(func() { first[i] = s.call(question(fmt.Sprintf("and now, %d.%d?", round, i))).Decisions()[0] })
+		}
+		wg.Wait()
+		answered := 0
+		for i, d := range first {
+			switch d {
+			case "qwen-72b:ok:answer":
+				answered++
+			case "qwen-72b:breaker_open:switch_model":
+				skipped++
+			default:
+				t.Fatalf("round %d, call %d: first decision %q, want qwen-72b answering or skipped by its breaker", round, i, d)
+			}
+		}
+		if answered == len(first) {
+			break
+		}
+	}
+	require.Positive(t, skipped, "no call met the open breaker")
+	t.Logf("qwen-72b answered a whole round %v after its breaker opened; %d calls skipped it", time.Since(tripped).Round(10*time.Millisecond), skipped)
 }
 
 // TestIntegrationBurstRetriesStayWithinBudget: every request fails with a

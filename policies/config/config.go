@@ -320,14 +320,27 @@ type BudgetConfig struct {
 
 // BreakerConfig is the per-model circuit breaker and the per-class breaker.
 type BreakerConfig struct {
-	ConsecutiveFailures int      `yaml:"consecutive_failures"`
-	FailureRate         float64  `yaml:"failure_rate"` // over the last Window calls
-	Window              int      `yaml:"window"`       // calls
-	MinCalls            int      `yaml:"min_calls"`    // before the rate applies
-	OpenFor             Duration `yaml:"open_for"`
-	ProbeFraction       float64  `yaml:"probe_fraction"`  // of calls let through half-open
-	CloseThreshold      float64  `yaml:"close_threshold"` // probe success rate to close
-	Probes              int      `yaml:"probes"`          // probes judged before deciding
+	ConsecutiveFailures int     `yaml:"consecutive_failures"`
+	FailureRate         float64 `yaml:"failure_rate"` // over the last Window calls
+	Window              int     `yaml:"window"`       // calls
+	MinCalls            int     `yaml:"min_calls"`    // before the rate applies
+	// OpenFor is the first open period. Each failed half-open trial
+	// reopens the breaker for twice the period before, up to OpenForMax
+	// (0: the period never grows); every HealAfter spent closed halves it
+	// again, down to OpenFor (HealAfter 0: back to OpenFor as soon as the
+	// breaker closes).
+	OpenFor    Duration `yaml:"open_for"`
+	OpenForMax Duration `yaml:"open_for_max"`
+	HealAfter  Duration `yaml:"heal_after"`
+	// ProbeFraction is the share of calls half-open first lets through as
+	// trials; each successful trial doubles it, up to every call.
+	ProbeFraction float64 `yaml:"probe_fraction"`
+	// CloseThreshold is the share of trial results that must succeed: the
+	// breaker reopens as soon as its trials can no longer reach it over
+	// at least Probes results, and closes once Probes results are in and
+	// the share reached every call.
+	CloseThreshold float64 `yaml:"close_threshold"`
+	Probes         int     `yaml:"probes"`
 	// ClassFailureRate: when retries of one class fail more than this
 	// fraction within ClassWindow, that class stops retrying and goes
 	// straight to the fallback (README "Failure classes"). The rate is

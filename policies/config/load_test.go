@@ -282,6 +282,8 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 		{"connect retries", minimal + "backoff:\n  connect_retries: 11\n", []string{"backoff.connect_retries: must be a count from 0 to 10, got 11"}, ""},
 		{"failure rate negative", minimal + "breaker:\n  failure_rate: -0.1\n", []string{"breaker.failure_rate: must be a fraction in (0,1], got -0.1"}, ""},
 		{"probe fraction", minimal + "breaker:\n  probe_fraction: 2\n", []string{"breaker.probe_fraction: must be a fraction in (0,1], got 2"}, ""},
+		{"open_for_max below open_for", minimal + "breaker:\n  open_for: 2s\n  open_for_max: 1s\n", []string{"breaker.open_for_max: must be 0 (the open period never grows) or at least breaker.open_for (2s), got 1s"}, ""},
+		{"heal_after negative", minimal + "breaker:\n  heal_after: -1s\n", []string{"breaker.heal_after: must be a duration ≥ 0"}, ""},
 		{"breaker numbers", minimal + "breaker:\n  consecutive_failures: -1\n  min_calls: 50\n",
 			[]string{"breaker.consecutive_failures: must be a positive number of failures, got -1 (line 9)", "breaker.min_calls: must be at most breaker.window (20), got 50 (line 10)"}, ""},
 		{"cap below base", minimal + "backoff:\n  base: 2s\n  cap: 1s\n", []string{"backoff.cap: must be at least backoff.base (2s), got 1s (line 10)"}, ""},

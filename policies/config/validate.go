@@ -212,6 +212,12 @@ func (c *Config) validate() []Problem {
 		bad("breaker.min_calls", "must be at most breaker.window (%d), got %d", br.Window, br.MinCalls)
 	}
 	posDur("breaker.open_for", br.OpenFor)
+	if br.OpenForMax != 0 && br.OpenForMax < br.OpenFor {
+		bad("breaker.open_for_max", "must be 0 (the open period never grows) or at least breaker.open_for (%s), got %s", br.OpenFor, br.OpenForMax)
+	}
+	if br.HealAfter < 0 {
+		bad("breaker.heal_after", "must be a duration ≥ 0 such as \"10s\" (0: the open period shrinks back as soon as the breaker closes), got %s", br.HealAfter)
+	}
 	fraction("breaker.probe_fraction", br.ProbeFraction, true)
 	fraction("breaker.close_threshold", br.CloseThreshold, true)
 	posInt("breaker.probes", br.Probes, "number of probes")

@@ -17,10 +17,11 @@ type BreakerState int
 const (
 	// BreakerClosed lets every call through and watches the outcomes.
 	BreakerClosed BreakerState = iota
-	// BreakerOpen refuses every call until OpenFor has passed.
+	// BreakerOpen refuses every call until its open period has passed.
 	BreakerOpen
-	// BreakerHalfOpen lets ProbeFraction of the calls through as probes
-	// and decides from their outcomes whether to close or reopen.
+	// BreakerHalfOpen lets a share of the calls through as trials, a
+	// share that grows as they succeed, and decides from their outcomes
+	// whether to close or reopen.
 	BreakerHalfOpen
 )
 
@@ -36,6 +37,17 @@ func (s BreakerState) String() string {
 		return "half_open"
 	}
 	return "unknown"
+}
+
+// parseBreakerState is the inverse of String; anything else is closed.
+func parseBreakerState(s string) BreakerState {
+	switch s {
+	case "open":
+		return BreakerOpen
+	case "half_open":
+		return BreakerHalfOpen
+	}
+	return BreakerClosed
 }
 
 // checkBreaker refuses the model-breaker settings config.Validate refuses.
@@ -54,6 +66,10 @@ func checkBreaker(cfg config.BreakerConfig) error {
 		return fmt.Errorf("breaker.min_calls must be a number of calls in [1, breaker.window (%d)], got %d", cfg.Window, cfg.MinCalls)
 	case cfg.OpenFor <= 0:
 		return fmt.Errorf("breaker.open_for must be a positive duration, got %s", cfg.OpenFor)
+	case cfg.OpenForMax != 0 && cfg.OpenForMax < cfg.OpenFor:
+		return fmt.Errorf("breaker.open_for_max must be 0 or at least breaker.open_for (%s), got %s", cfg.OpenFor, cfg.OpenForMax)
+	case cfg.HealAfter < 0:
+		return fmt.Errorf("breaker.heal_after must be a duration ≥ 0, got %s", cfg.HealAfter)
 	case !isFraction(cfg.ProbeFraction):
 		return fmt.Errorf("breaker.probe_fraction must be a fraction in (0,1], got %v", cfg.ProbeFraction)
 	case !isFraction(cfg.CloseThreshold):
@@ -85,14 +101,20 @@ func isFraction(f float64) bool { return f > 0 && f <= 1 }
 //
 // Closed, it opens after ConsecutiveFailures failures in a row, or when
 // more than FailureRate of the last Window calls failed (once MinCalls
-// calls were seen). Open, it refuses every call for OpenFor. Then it is
-// half-open: Allow lets a call through as a probe when u < ProbeFraction;
-// after Probes probe results it closes when their success share reaches
-// CloseThreshold and reopens (for a new OpenFor) otherwise — as soon as the
-// threshold can no longer be reached, so a still-failing upstream sees as
-// few probes as possible. Half-open, only as many results count as probes
-// were let through; others (late results of calls from before the breaker
-// opened) are ignored, as are all results while open.
+// calls were seen). Open, it refuses every call for its open period:
+// OpenFor at first. Then it is half-open: a call is a trial when u is
+// below the trial share, which starts at ProbeFraction and doubles with
+// each trial that succeeds, up to every call. It closes once Probes trial
+// results are in, at least CloseThreshold of them succeeded and the share
+// has reached every call; it reopens as soon as the trials can no longer
+// reach CloseThreshold (over at least Probes results), for twice the
+// period before, up to OpenForMax. So a recovered upstream gets its
+// traffic back within a few trials, and one that stays down is tried
+// less and less often. Every HealAfter spent closed halves the period
+// again, down to OpenFor (HealAfter 0: back to OpenFor when it closes).
+// Half-open, only as many results count as trials were let through;
+// others (late results of calls from before the breaker opened) are
+// ignored, as are all results while open.
 //
 // State changes happen when a method is called with an instant past the
 // deadline (there is no timer). Every change is reported to the hook given
@@ -103,8 +125,17 @@ type Breaker struct {
 	mu  sync.Mutex
 	cfg config.BreakerConfig // as given, checked by NewBreaker
 
-	state     BreakerState
+	state BreakerState
+	// openUntil is the end of the open period; half-open, the instant
+	// the trials began.
 	openUntil time.Time
+	// period is how long the next opening lasts.
+	period time.Duration
+	// healFrom is, closed with a grown period, the start of the healthy
+	// stretch HealAfter is counted from.
+	healFrom time.Time
+	// closedAt is the last instant trials closed it.
+	closedAt time.Time
 
 	// Closed: consecutive failures and a ring of the last outcomes.
 	consecutive int
@@ -113,10 +144,10 @@ type Breaker struct {
 	calls       int
 	failures    int
 
-	// Half-open: probes let through, their results, their successes.
-	probesAllowed  int
-	probeResults   int
-	probeSuccesses int
+	// Half-open: trials let through, their results, their successes.
+	admitted  int
+	results   int
+	successes int
 
 	onChange func(from, to BreakerState, now time.Time)
 }
@@ -125,13 +156,14 @@ type Breaker struct {
 // taken as given (the Class… fields are not read). Build cfg with
 // config.DefaultConfig or config.LoadConfig, which validate it. NewBreaker
 // panics when a setting it reads is one config.Validate refuses: a count or
-// OpenFor that is not positive, a fraction outside (0,1], or MinCalls above
+// OpenFor that is not positive, an OpenForMax below OpenFor (other than
+// 0), a negative HealAfter, a fraction outside (0,1], or MinCalls above
 // Window.
 func NewBreaker(cfg config.BreakerConfig) *Breaker {
 	if err := checkBreaker(cfg); err != nil {
 		panic(fmt.Sprintf("guard.NewBreaker: %v", err))
 	}
-	return &Breaker{cfg: cfg, outcomes: make([]bool, cfg.Window)}
+	return &Breaker{cfg: cfg, outcomes: make([]bool, cfg.Window), period: cfg.OpenFor.D()}
 }
 
 // State returns the breaker's state at now.
@@ -144,31 +176,52 @@ func (b *Breaker) State(now time.Time) BreakerState {
 
 // Allow decides whether one call may go to the model at now: always when
 // closed, never when open, and when half-open if u (uniform in [0,1)) is
-// below ProbeFraction, in which case the call is a probe. Call it once per
-// attempt and Record the outcome of every allowed call.
+// below the trial share, in which case the call is a trial. Call it once
+// per attempt and Record the outcome of every allowed call.
 func (b *Breaker) Allow(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(u) && b.admit()
+	return b.permit(u, 0) && b.admit()
 }
 
-// Permit is Allow without taking a probe: it tells the worker that plans
+// Permit is Allow without taking a trial: it tells the worker that plans
 // an attempt whether to plan it here (u as in Allow); Admit then takes the
-// probe where the attempt runs, which also records its outcome.
+// trial where the attempt runs, which also records its outcome.
 func (b *Breaker) Permit(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(u)
+	return b.permit(u, 0)
 }
 
-func (b *Breaker) permit(u float64) bool {
-	return b.state == BreakerClosed || b.state == BreakerHalfOpen && u < b.cfg.ProbeFraction
+// permit decides u against the trial share, or fleet's when larger.
+func (b *Breaker) permit(u, fleet float64) bool {
+	switch b.state {
+	case BreakerClosed:
+		return true
+	case BreakerHalfOpen:
+		return u < max(b.share(), fleet)
+	}
+	return false
+}
+
+// share is the half-open trial share: ProbeFraction doubled by each trial
+// that succeeded, at most 1.
+func (b *Breaker) share() float64 {
+	return trialShare(b.cfg.ProbeFraction, b.successes)
+}
+
+func trialShare(first float64, successes int) float64 {
+	s := first
+	for i := 0; i < successes && s < 1; i++ {
+		s *= 2
+	}
+	return min(s, 1)
 }
 
 // Admit lets an attempt that was permitted through at now: always when
-// closed (and when half-open, as a probe), never when open.
+// closed (and when half-open, as a trial), never when open.
 func (b *Breaker) Admit(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -181,7 +234,7 @@ func (b *Breaker) admit() bool {
 	case BreakerClosed:
 		return true
 	case BreakerHalfOpen:
-		b.probesAllowed++
+		b.admitted++
 		return true
 	}
 	return false
@@ -189,15 +242,24 @@ func (b *Breaker) admit() bool {
 
 // Record records the outcome of a call at now.
 func (b *Breaker) Record(now time.Time, success bool) {
+	b.record(now, success)
+}
+
+// record records the outcome of a call at now and reports whether it
+// counted: false while open and for a half-open result beyond the trials
+// let through.
+func (b *Breaker) record(now time.Time, success bool) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
 	switch b.state {
 	case BreakerClosed:
 		b.recordClosed(now, success)
+		return true
 	case BreakerHalfOpen:
-		b.recordProbe(now, success)
+		return b.recordTrial(now, success)
 	}
+	return false
 }
 
 // RecordOutcome records the outcome of a call by its failure class: the
@@ -206,21 +268,32 @@ func (b *Breaker) Record(now time.Time, success bool) {
 // invalid_request, or our own breaker_open, worker_lost) is ignored.
 // It does not trip the breaker for auth; the decision activity calls Trip for that.
 func (b *Breaker) RecordOutcome(now time.Time, class failure.Class) {
-	switch {
-	case class == failure.None:
-		b.Record(now, true)
-	case class.CountsForBreaker():
-		b.Record(now, false)
-	}
+	b.outcome(now, class)
 }
 
-// Trip opens the breaker at once for OpenFor from now, whatever its state
-// (an auth failure: the model's key is refused). Tripping an open breaker
-// extends its open period.
+// outcome is RecordOutcome; it reports whether the outcome counted.
+func (b *Breaker) outcome(now time.Time, class failure.Class) bool {
+	switch {
+	case class == failure.None:
+		return b.record(now, true)
+	case class.CountsForBreaker():
+		return b.record(now, false)
+	}
+	return false
+}
+
+// Trip opens the breaker at once for its open period from now, whatever
+// its state (an auth failure: the model's key is refused). Tripping an
+// open breaker extends its open period; tripping a half-open one is a
+// failed trial (the period doubles).
 func (b *Breaker) Trip(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
+	if b.state == BreakerHalfOpen {
+		b.reopen(now)
+		return
+	}
 	b.open(now)
 }
 
@@ -232,12 +305,29 @@ func (b *Breaker) OpenUntil(now time.Time) (time.Time, bool) {
 	return b.openUntil, b.state == BreakerOpen && now.Before(b.openUntil)
 }
 
-// tick moves an open breaker to half-open once OpenFor has passed.
+// tick moves an open breaker to half-open once its period has passed, and
+// lets a closed one's grown period heal.
 func (b *Breaker) tick(now time.Time) {
-	if b.state == BreakerOpen && !now.Before(b.openUntil) {
-		b.probesAllowed, b.probeResults, b.probeSuccesses = 0, 0, 0
-		b.set(BreakerHalfOpen, now)
+	switch b.state {
+	case BreakerOpen:
+		if !now.Before(b.openUntil) {
+			b.admitted, b.results, b.successes = 0, 0, 0
+			b.set(BreakerHalfOpen, now)
+		}
+	case BreakerClosed:
+		b.period, b.healFrom = b.healed(now)
 	}
+}
+
+// healed is the open period and the start of its healthy stretch at now,
+// closed: halved for every HealAfter since healFrom, down to OpenFor.
+func (b *Breaker) healed(now time.Time) (time.Duration, time.Time) {
+	p, from := b.period, b.healFrom
+	first, heal := b.cfg.OpenFor.D(), b.cfg.HealAfter.D()
+	for p > first && heal > 0 && now.Sub(from) >= heal {
+		p, from = max(p/2, first), from.Add(heal)
+	}
+	return p, from
 }
 
 func (b *Breaker) recordClosed(now time.Time, success bool) {
@@ -264,44 +354,74 @@ func (b *Breaker) recordClosed(now time.Time, success bool) {
 	}
 }
 
-func (b *Breaker) recordProbe(now time.Time, success bool) {
-	if b.probeResults >= b.probesAllowed {
-		return // not a probe: a late result from before
+// recordTrial judges a half-open result; false when it is not a trial's.
+func (b *Breaker) recordTrial(now time.Time, success bool) bool {
+	if b.results >= b.admitted {
+		return false // not a trial: a late result from before
 	}
-	b.probeResults++
+	b.results++
 	if success {
-		b.probeSuccesses++
+		b.successes++
 	}
-	// Close when the probes are judged and good enough; reopen as soon as
-	// even all-successful remaining probes could not reach the threshold.
-	best := float64(b.probeSuccesses+b.cfg.Probes-min(b.probeResults, b.cfg.Probes)) / float64(max(b.probeResults, b.cfg.Probes))
+	// Reopen as soon as even all-successful further trials could not
+	// reach the threshold over at least Probes results; close when Probes
+	// results are in and the share has grown to every call.
+	n := max(b.results, b.cfg.Probes)
+	best := b.successes + n - b.results
 	switch {
-	case best < b.cfg.CloseThreshold-1e-9:
-		b.open(now)
-	case b.probeResults >= b.cfg.Probes:
-		b.resetClosed()
-		b.set(BreakerClosed, now)
+	case float64(best) < b.cfg.CloseThreshold*float64(n)-1e-9:
+		b.reopen(now)
+	case b.results >= b.cfg.Probes && b.share() >= 1:
+		b.close(now)
 	}
+	return true
 }
 
-// adopt opens the breaker until until (an open period the fleet decided),
-// unless it is already open at least that long.
-func (b *Breaker) adopt(until, now time.Time) {
+// overlay lays the fleet's view of this breaker over it at now: the
+// fleet's open period is adopted (unless this one is open at least as
+// long), with the period it grew to; a close the fleet's trials decided
+// closes this breaker if its trials began before it.
+func (b *Breaker) overlay(fb fleetBreaker, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	if b.state == BreakerOpen && !b.openUntil.Before(until) {
-		return
+	b.period = max(b.period, fb.Period)
+	switch {
+	case fb.open:
+		if b.state == BreakerOpen && !b.openUntil.Before(fb.until) {
+			return
+		}
+		b.resetClosed()
+		b.openUntil = fb.until
+		b.set(BreakerOpen, now)
+	case b.state == BreakerHalfOpen && !fb.Closed.IsZero() && !fb.Closed.Before(b.openUntil):
+		b.close(now)
 	}
-	b.resetClosed()
-	b.openUntil = until
-	b.set(BreakerOpen, now)
+}
+
+// reopen opens the breaker after failed trials, for twice the period
+// before (at most OpenForMax; never when it is 0).
+func (b *Breaker) reopen(now time.Time) {
+	if top := b.cfg.OpenForMax.D(); top > b.period {
+		b.period = min(2*b.period, top)
+	}
+	b.open(now)
 }
 
 func (b *Breaker) open(now time.Time) {
-	b.openUntil = now.Add(b.cfg.OpenFor.D())
+	b.openUntil = now.Add(b.period)
 	b.resetClosed()
 	b.set(BreakerOpen, now)
+}
+
+// close closes the breaker after good trials; its period heals from now.
+func (b *Breaker) close(now time.Time) {
+	b.resetClosed()
+	b.closedAt, b.healFrom = now, now
+	if b.cfg.HealAfter == 0 {
+		b.period = b.cfg.OpenFor.D()
+	}
+	b.set(BreakerClosed, now)
 }
 
 func (b *Breaker) resetClosed() {
@@ -338,8 +458,8 @@ type BreakerRegistry struct {
 	sync     *Sync
 }
 
-// SetSync joins the registry to its fleet: outcomes are reported, and a
-// breaker the fleet opened refuses here too (see Sync).
+// SetSync joins the registry to its fleet: outcomes are reported, and the
+// fleet's view of a breaker is laid over the local one (see Sync).
 func (r *BreakerRegistry) SetSync(s *Sync) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -352,19 +472,33 @@ func (r *BreakerRegistry) fleet() *Sync {
 	return r.sync
 }
 
-// fleetOpen reports whether the fleet has model's breaker open at now; the
-// local breaker then takes the fleet's open period, so that it half-opens
-// and probes when the fleet's ends instead of letting everything through.
-func (r *BreakerRegistry) fleetOpen(model string, now time.Time) bool {
+// overlay lays the fleet's view of model's breaker at now over the local
+// one: while the fleet has it open, the local breaker takes the fleet's
+// open period (so that it half-opens and tries when the fleet's ends
+// instead of letting everything through) and the period it grew to; a
+// close the fleet's trials decided closes a local half-open. It returns
+// whether the fleet has it open, and the fleet's trial share when the
+// fleet has it half-open (0 otherwise), which a local half-open uses when
+// larger than its own: the fleet's trials ramp it up.
+func (r *BreakerRegistry) overlay(model string, now time.Time) (open bool, share float64) {
 	s := r.fleet()
 	if s == nil {
-		return false
+		return false, 0
 	}
-	until, open := s.fleetOpen(model, now)
-	if open {
-		r.Breaker(model).adopt(until, now)
+	fb, ok := s.fleetBreaker(model, now)
+	if !ok {
+		return false, 0
 	}
-	return open
+	var b *Breaker
+	if fb.open {
+		b = r.Breaker(model)
+	} else {
+		b = r.existing(model)
+	}
+	if b != nil {
+		b.overlay(fb, now)
+	}
+	return fb.open, fb.Share
 }
 
 // NewBreakerRegistry returns an empty registry whose breakers use cfg,
@@ -380,10 +514,7 @@ func NewBreakerRegistry(cfg config.BreakerConfig, onStateChange StateChangeHook)
 
 // Breaker returns the breaker of model, creating it (closed) on first use.
 func (r *BreakerRegistry) Breaker(model string) *Breaker {
-	r.mu.RLock()
-	b, ok := r.breakers[model]
-	r.mu.RUnlock()
-	if ok {
+	if b := r.existing(model); b != nil {
 		return b
 	}
 	r.mu.Lock()
@@ -391,7 +522,7 @@ func (r *BreakerRegistry) Breaker(model string) *Breaker {
 	if b, ok := r.breakers[model]; ok {
 		return b
 	}
-	b = NewBreaker(r.cfg)
+	b := NewBreaker(r.cfg)
 	if r.onChange != nil {
 		hook := r.onChange
 		b.onChange = func(from, to BreakerState, now time.Time) { hook(model, from, to, now) }
@@ -400,43 +531,60 @@ func (r *BreakerRegistry) Breaker(model string) *Breaker {
 	return b
 }
 
+// existing returns model's breaker, nil when it has none yet.
+func (r *BreakerRegistry) existing(model string) *Breaker {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.breakers[model]
+}
+
 // State returns the state of model's breaker at now; a model never seen is
 // closed (and no breaker is created for it).
 func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
-	if r.fleetOpen(model, now) {
+	if open, _ := r.overlay(model, now); open {
 		return BreakerOpen
 	}
-	r.mu.RLock()
-	b, ok := r.breakers[model]
-	r.mu.RUnlock()
-	if !ok {
+	b := r.existing(model)
+	if b == nil {
 		return BreakerClosed
 	}
 	return b.State(now)
 }
 
-// Allow is Breaker.Allow for model; false while the fleet has it open.
+// Allow is Breaker.Allow for model; false while the fleet has it open,
+// and half-open with the fleet's trial share when larger.
 func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
-	if r.fleetOpen(model, now) {
+	open, share := r.overlay(model, now)
+	if open {
 		return false
 	}
-	return r.Breaker(model).Allow(now, u)
+	b := r.Breaker(model)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(now)
+	return b.permit(u, share) && b.admit()
 }
 
-// Permit is Breaker.Permit for model; false while the fleet has it open.
+// Permit is Breaker.Permit for model; false while the fleet has it open,
+// and half-open with the fleet's trial share when larger.
 func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
-	if r.fleetOpen(model, now) {
+	open, share := r.overlay(model, now)
+	if open {
 		return false
 	}
-	r.mu.RLock()
-	b, ok := r.breakers[model]
-	r.mu.RUnlock()
-	return !ok || b.Permit(now, u)
+	b := r.existing(model)
+	if b == nil {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tick(now)
+	return b.permit(u, share)
 }
 
 // Admit is Breaker.Admit for model; false while the fleet has it open.
 func (r *BreakerRegistry) Admit(model string, now time.Time) bool {
-	if r.fleetOpen(model, now) {
+	if open, _ := r.overlay(model, now); open {
 		return false
 	}
 	return r.Breaker(model).Admit(now)
@@ -444,13 +592,13 @@ func (r *BreakerRegistry) Admit(model string, now time.Time) bool {
 
 // Record is Breaker.Record for model.
 func (r *BreakerRegistry) Record(model string, now time.Time, success bool) {
-	r.Breaker(model).Record(now, success)
+	counted := r.Breaker(model).record(now, success)
 	if s := r.fleet(); s != nil {
 		class := failure.ServerError
 		if success {
 			class = failure.None
 		}
-		s.outcome(model, now, class, false)
+		s.outcome(model, now, class, false, !counted)
 	}
 }
 
@@ -459,9 +607,9 @@ func (r *BreakerRegistry) RecordOutcome(model string, now time.Time, class failu
 	if class != failure.None && !class.CountsForBreaker() {
 		return // creates no breaker for a class it would ignore
 	}
-	r.Breaker(model).RecordOutcome(now, class)
+	counted := r.Breaker(model).outcome(now, class)
 	if s := r.fleet(); s != nil {
-		s.outcome(model, now, class, false)
+		s.outcome(model, now, class, false, !counted)
 	}
 }
 
@@ -469,7 +617,7 @@ func (r *BreakerRegistry) RecordOutcome(model string, now time.Time, class failu
 func (r *BreakerRegistry) Trip(model string, now time.Time) {
 	r.Breaker(model).Trip(now)
 	if s := r.fleet(); s != nil {
-		s.outcome(model, now, failure.None, true)
+		s.outcome(model, now, failure.None, true, false)
 	}
 }
 

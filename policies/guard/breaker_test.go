@@ -16,17 +16,22 @@ import (
 
 // testBreakerConfig is small enough to walk through by hand: open after 3
 // failures in a row or more than half of the last 10 calls (from 6 calls
-// on); open for 10 s; probe with 20 % of the calls; close when 3 of 4
-// probes succeed. The per-class settings are the default policy's.
+// on); open 1 s at first, doubled by each failed trial up to 8 s, halved
+// by every 10 s closed; half-open, a quarter of the calls are trials at
+// first, twice as many after each success (¼, ½, all); close once 4 trial
+// results are in and 90 % of them succeeded (so all 4 must). The
+// per-class settings are the default policy's.
 var testBreakerConfig = func() config.BreakerConfig {
 	c := config.DefaultConfig().Breaker
 	c.ConsecutiveFailures = 3
 	c.FailureRate = 0.5
 	c.Window = 10
 	c.MinCalls = 6
-	c.OpenFor = config.Duration(10 * time.Second)
-	c.ProbeFraction = 0.2
-	c.CloseThreshold = 0.75
+	c.OpenFor = config.Duration(time.Second)
+	c.OpenForMax = config.Duration(8 * time.Second)
+	c.HealAfter = config.Duration(10 * time.Second)
+	c.ProbeFraction = 0.25
+	c.CloseThreshold = 0.9
 	c.Probes = 4
 	return c
 }()
@@ -80,6 +85,10 @@ func bOutcome(at time.Duration, class failure.Class, want BreakerState) breakerS
 	return breakerStep{at: at, op: bopOutcome, class: class, want: want}
 }
 
+func bTrip(at time.Duration, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopTrip, want: want}
+}
+
 func bRepeat(n int, s breakerStep) []breakerStep {
 	out := make([]breakerStep, n)
 	for i := range out {
@@ -93,11 +102,40 @@ func bOpened() []breakerStep {
 	return []breakerStep{bFail(0, BreakerClosed), bFail(0, BreakerClosed), bFail(0, BreakerOpen)}
 }
 
+// bTrialFails lets one trial through at at and fails it: the breaker
+// reopens.
+func bTrialFails(at time.Duration) []breakerStep {
+	return []breakerStep{bAllow(at, 0, true, BreakerHalfOpen), bFail(at, BreakerOpen)}
+}
+
+// bOpenFor checks that a breaker that opened at at stays open for d.
+func bOpenFor(at, d time.Duration) []breakerStep {
+	return []breakerStep{bState(at+d-time.Millisecond, BreakerOpen), bState(at+d, BreakerHalfOpen)}
+}
+
+// bRecovers lets four trials through at at and succeeds them: the share
+// ramps ¼ → ½ → all and the breaker closes on the fourth.
+func bRecovers(at time.Duration) []breakerStep {
+	return []breakerStep{
+		bAllow(at, 0.2, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
+		bAllow(at, 0.4, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
+		bAllow(at, 0.9, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
+		bAllow(at, 0.9, true, BreakerHalfOpen), bOK(at, BreakerClosed),
+	}
+}
+
+// bGrownTo4s opens a breaker at 0 and fails its trials at 1 s and 3 s: it
+// is open from 3 s for 4 s.
+func bGrownTo4s() []breakerStep {
+	return slices.Concat(bOpened(), bTrialFails(brSec), bTrialFails(3*brSec))
+}
+
 const brSec = time.Second
 
 func TestBreaker(t *testing.T) {
 	tests := []struct {
 		name  string
+		cfg   func(*config.BreakerConfig) // changes to testBreakerConfig
 		steps []breakerStep
 	}{
 		{
@@ -145,90 +183,178 @@ func TestBreaker(t *testing.T) {
 			}),
 		},
 		{
-			name: "open becomes half-open after OpenFor",
+			name: "the first open period is short: open_for",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(9*brSec+999*time.Millisecond, 0, false, BreakerOpen),
-				bState(10*brSec, BreakerHalfOpen),
+				bAllow(999*time.Millisecond, 0, false, BreakerOpen),
+				bState(brSec, BreakerHalfOpen),
 			}),
 		},
 		{
-			name: "half-open lets ProbeFraction of the calls through",
+			name: "half-open lets probe_fraction of the calls through as trials",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(10*brSec, 0, true, BreakerHalfOpen),
-				bAllow(10*brSec, 0.19, true, BreakerHalfOpen),
-				bAllow(10*brSec, 0.2, false, BreakerHalfOpen),
-				bAllow(10*brSec, 0.5, false, BreakerHalfOpen),
-				bAllow(10*brSec, 0.99, false, BreakerHalfOpen),
+				bAllow(brSec, 0, true, BreakerHalfOpen),
+				bAllow(brSec, 0.24, true, BreakerHalfOpen),
+				bAllow(brSec, 0.25, false, BreakerHalfOpen),
+				bAllow(brSec, 0.5, false, BreakerHalfOpen),
+				bAllow(brSec, 0.99, false, BreakerHalfOpen),
 			}),
 		},
 		{
-			name: "closes after enough successful probes",
-			steps: slices.Concat(bOpened(), bRepeat(4, bAllow(10*brSec, 0.1, true, BreakerHalfOpen)), []breakerStep{
-				bOK(11*brSec, BreakerHalfOpen), bOK(11*brSec, BreakerHalfOpen),
-				bFail(11*brSec, BreakerHalfOpen), // 3/4 still possible
-				bOK(12*brSec, BreakerClosed),     // 3/4 ≥ 0.75
-				bAllow(12*brSec, 0.99, true, BreakerClosed),
+			name: "each successful trial doubles the share, up to every call",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(brSec, 0.1, true, BreakerHalfOpen),
+				bAllow(brSec, 0.3, false, BreakerHalfOpen), // ¼
+				bOK(1100*time.Millisecond, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, 0.3, true, BreakerHalfOpen), // ½
+				bAllow(1100*time.Millisecond, 0.5, false, BreakerHalfOpen),
+				bOK(1200*time.Millisecond, BreakerHalfOpen),
+				bAllow(1200*time.Millisecond, 0.99, true, BreakerHalfOpen), // all
+				bAllow(1200*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bOK(1300*time.Millisecond, BreakerHalfOpen), // 3 results < probes
+				bOK(1300*time.Millisecond, BreakerClosed),   // 4/4, share all: close
+				bAllow(1300*time.Millisecond, 0.99, true, BreakerClosed),
+			}),
+		},
+		{
+			name: "the share does not grow without successes",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(brSec, 0.1, true, BreakerHalfOpen),
+				bAllow(5*brSec, 0.3, false, BreakerHalfOpen), // time alone does not ramp it
 			}),
 		},
 		{
 			name: "a closed breaker starts counting afresh",
-			steps: slices.Concat(bOpened(), bRepeat(4, bAllow(10*brSec, 0.1, true, BreakerHalfOpen)),
-				bRepeat(3, bOK(11*brSec, BreakerHalfOpen)), []breakerStep{
-					bOK(11*brSec, BreakerClosed),
-					bFail(12*brSec, BreakerClosed), bFail(12*brSec, BreakerClosed), bFail(12*brSec, BreakerOpen),
-				}),
-		},
-		{
-			name: "reopens as soon as the probes cannot reach the threshold",
-			steps: slices.Concat(bOpened(), bRepeat(4, bAllow(10*brSec, 0.1, true, BreakerHalfOpen)), []breakerStep{
-				bOK(11*brSec, BreakerHalfOpen),
-				bFail(11*brSec, BreakerHalfOpen),
-				bFail(12*brSec, BreakerOpen), // at best 2/4 < 0.75
-				bAllow(12*brSec, 0, false, BreakerOpen),
-				bOK(13*brSec, BreakerOpen), // the fourth probe's result is ignored
-				bState(21*brSec+999*time.Millisecond, BreakerOpen),
-				bState(22*brSec, BreakerHalfOpen), // a new OpenFor from the reopening
+			steps: slices.Concat(bOpened(), bRecovers(brSec), []breakerStep{
+				bFail(2*brSec, BreakerClosed), bFail(2*brSec, BreakerClosed), bFail(2*brSec, BreakerOpen),
 			}),
 		},
 		{
-			name: "half-open counts only as many results as probes let through",
+			name: "a failing trial reopens, for twice the period",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bFail(10*brSec, BreakerHalfOpen), // a late result: no probe was let through
-				bAllow(10*brSec, 0.1, true, BreakerHalfOpen),
-				bOK(11*brSec, BreakerHalfOpen),
-				bFail(11*brSec, BreakerHalfOpen), // again more results than probes
+				bAllow(brSec, 0.1, true, BreakerHalfOpen), bAllow(brSec, 0.1, true, BreakerHalfOpen),
+				bOK(1500*time.Millisecond, BreakerHalfOpen),
+				bFail(1500*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
+				bAllow(1500*time.Millisecond, 0, false, BreakerOpen),
+			}, bOpenFor(1500*time.Millisecond, 2*brSec)),
+		},
+		{
+			name: "trials that keep failing double the period up to open_for_max",
+			steps: slices.Concat(bOpened(), bOpenFor(0, brSec),
+				bTrialFails(brSec), bOpenFor(brSec, 2*brSec),
+				bTrialFails(3*brSec), bOpenFor(3*brSec, 4*brSec),
+				bTrialFails(7*brSec), bOpenFor(7*brSec, 8*brSec),
+				bTrialFails(15*brSec), bOpenFor(15*brSec, 8*brSec), // the cap
+			),
+		},
+		{
+			name:  "open_for_max 0: the period never grows",
+			cfg:   func(c *config.BreakerConfig) { c.OpenForMax = 0 },
+			steps: slices.Concat(bOpened(), bTrialFails(brSec), bOpenFor(brSec, brSec), bTrialFails(2*brSec), bOpenFor(2*brSec, brSec)),
+		},
+		{
+			name: "closes at 90 % of the trials, not only at all of them",
+			cfg:  func(c *config.BreakerConfig) { c.Probes = 10 },
+			steps: slices.Concat(bOpened(), bRepeat(10, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				[]breakerStep{bFail(brSec, BreakerHalfOpen)}, // at best 9/10
+				bRepeat(8, bOK(brSec, BreakerHalfOpen)),
+				[]breakerStep{bOK(brSec, BreakerClosed)}, // 9/10
+			),
+		},
+		{
+			name: "reopens when 90 % can no longer be reached",
+			cfg:  func(c *config.BreakerConfig) { c.Probes = 10 },
+			steps: slices.Concat(bOpened(), bRepeat(10, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				[]breakerStep{bOK(brSec, BreakerHalfOpen), bFail(brSec, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen),
+					bFail(brSec, BreakerOpen)}, // at best 8/10
+				bOpenFor(brSec, 2*brSec),
+			),
+		},
+		{
+			name: "past probes results, the trials' success rate must stay at 90 %",
+			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 }, // 7 successes to reach every call
+			steps: slices.Concat(bOpened(), bRepeat(12, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				bRepeat(4, bOK(brSec, BreakerHalfOpen)), // 4/4 but the share is 16 %
+				[]breakerStep{bOK(brSec, BreakerHalfOpen), // 32 %
+					bFail(brSec, BreakerOpen)}, // 5/6 < 90 %
+			),
+		},
+		{
+			name: "half-open until the share reaches every call",
+			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 },
+			steps: slices.Concat(bOpened(), bRepeat(7, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				bRepeat(6, bOK(brSec, BreakerHalfOpen)),  // 64 %
+				[]breakerStep{bOK(brSec, BreakerClosed)}, // 128 %: every call
+			),
+		},
+		{
+			name: "after heal_after closed the period is halved",
+			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec), // closed at 7 s with 4 s
+				[]breakerStep{bFail(17*brSec, BreakerClosed), bFail(17*brSec, BreakerClosed), bFail(17*brSec, BreakerOpen)},
+				bOpenFor(17*brSec, 2*brSec),
+			),
+		},
+		{
+			name: "a trip before heal_after keeps the grown period",
+			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
+				[]breakerStep{bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerOpen)},
+				bOpenFor(16*brSec, 4*brSec),
+			),
+		},
+		{
+			name: "every heal_after halves it again, down to open_for",
+			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
+				[]breakerStep{bFail(47*brSec, BreakerClosed), bFail(47*brSec, BreakerClosed), bFail(47*brSec, BreakerOpen)},
+				bOpenFor(47*brSec, brSec), // 4 → 2 → 1 → 1
+			),
+		},
+		{
+			name: "heal_after 0: back to open_for as soon as it closes",
+			cfg:  func(c *config.BreakerConfig) { c.HealAfter = 0 },
+			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
+				[]breakerStep{bFail(7*brSec, BreakerClosed), bFail(7*brSec, BreakerClosed), bFail(7*brSec, BreakerOpen)},
+				bOpenFor(7*brSec, brSec),
+			),
+		},
+		{
+			name: "a trip from closed opens for the period, it does not grow it",
+			steps: slices.Concat(bOpened(), bRecovers(brSec),
+				[]breakerStep{bFail(2*brSec, BreakerClosed), bFail(2*brSec, BreakerClosed), bFail(2*brSec, BreakerOpen)},
+				bOpenFor(2*brSec, brSec),
+			),
+		},
+		{
+			name: "half-open counts only as many results as trials let through",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bFail(brSec, BreakerHalfOpen), // a late result: no trial was let through
+				bAllow(brSec, 0.1, true, BreakerHalfOpen),
+				bOK(1100*time.Millisecond, BreakerHalfOpen),
+				bFail(1100*time.Millisecond, BreakerHalfOpen), // again more results than trials
 			}),
 		},
 		{
 			name: "results while open are ignored",
-			steps: slices.Concat(bOpened(), bRepeat(5, bOK(brSec, BreakerOpen)), []breakerStep{
-				bState(10*brSec, BreakerHalfOpen),
+			steps: slices.Concat(bOpened(), bRepeat(5, bOK(500*time.Millisecond, BreakerOpen)), []breakerStep{
+				bState(brSec, BreakerHalfOpen),
+				bAllow(brSec, 0.3, false, BreakerHalfOpen), // the share did not grow
 			}),
 		},
 		{
-			name: "trip opens a closed breaker at once",
-			steps: []breakerStep{
-				{at: 5 * brSec, op: bopTrip, want: BreakerOpen},
-				bState(14*brSec+999*time.Millisecond, BreakerOpen),
-				bState(15*brSec, BreakerHalfOpen),
-			},
+			name:  "trip opens a closed breaker at once",
+			steps: slices.Concat([]breakerStep{bTrip(5*brSec, BreakerOpen)}, bOpenFor(5*brSec, brSec)),
 		},
 		{
 			name: "trip extends an open breaker",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				{at: 8 * brSec, op: bopTrip, want: BreakerOpen},
-				bState(10*brSec, BreakerOpen),
-				bState(18*brSec, BreakerHalfOpen),
-			}),
+				bTrip(800*time.Millisecond, BreakerOpen),
+				bState(brSec, BreakerOpen),
+			}, bOpenFor(800*time.Millisecond, brSec)),
 		},
 		{
-			name: "trip reopens a half-open breaker",
+			name: "trip of a half-open breaker is a failed trial",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bState(10*brSec, BreakerHalfOpen),
-				{at: 11 * brSec, op: bopTrip, want: BreakerOpen},
-				bState(20*brSec, BreakerOpen),
-				bState(21*brSec, BreakerHalfOpen),
-			}),
+				bState(brSec, BreakerHalfOpen),
+				bTrip(1500*time.Millisecond, BreakerOpen),
+			}, bOpenFor(1500*time.Millisecond, 2*brSec)),
 		},
 		{
 			name: "only upstream-health classes count",
@@ -253,7 +379,11 @@ func TestBreaker(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := NewBreaker(testBreakerConfig)
+			cfg := testBreakerConfig
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
+			b := NewBreaker(cfg)
 			for i, s := range tt.steps {
 				now := budgetAt(s.at)
 				switch s.op {
@@ -278,10 +408,15 @@ func TestBreaker(t *testing.T) {
 	}
 }
 
-// The breaker built from the default policy uses its settings as they are.
+// The breaker built from the default policy uses its settings as they
+// are: it trips after consecutive_failures, opens for open_for, doubles the
+// period with each failed trial up to open_for_max, lets probe_fraction of
+// the calls through as trials at first.
 func TestBreakerDefaultConfig(t *testing.T) {
 	cfg := config.DefaultConfig().Breaker
-	open := cfg.OpenFor.D()
+	if cfg.OpenFor.D() > 2*time.Second || cfg.OpenForMax.D() < 8*cfg.OpenFor.D() {
+		t.Fatalf("default open_for %v, open_for_max %v: want a short first period (≤ 2 s) that can grow", cfg.OpenFor, cfg.OpenForMax)
+	}
 	b := NewBreaker(cfg)
 	now := budgetAt(0)
 	for i := range cfg.ConsecutiveFailures {
@@ -293,14 +428,26 @@ func TestBreakerDefaultConfig(t *testing.T) {
 	if got := b.State(now); got != BreakerOpen {
 		t.Fatalf("state %v after %d failures, want open", got, cfg.ConsecutiveFailures)
 	}
-	if got := b.State(now.Add(open - 1)); got != BreakerOpen {
-		t.Errorf("state %v just before open_for %v, want open", got, open)
+	period := cfg.OpenFor.D()
+	for i := range 8 {
+		if got := b.State(now.Add(period - 1)); got != BreakerOpen {
+			t.Fatalf("opening %d: state %v just before %v, want open", i, got, period)
+		}
+		now = now.Add(period)
+		if got := b.State(now); got != BreakerHalfOpen {
+			t.Fatalf("opening %d: state %v after %v, want half_open", i, got, period)
+		}
+		if i == 0 && (b.Allow(now, cfg.ProbeFraction) || !b.Allow(now, math.Nextafter(cfg.ProbeFraction, 0))) {
+			t.Fatalf("the trial share is not %v", cfg.ProbeFraction)
+		}
+		if i > 0 && !b.Allow(now, 0) {
+			t.Fatalf("opening %d: no trial let through", i)
+		}
+		b.Record(now, false)
+		period = min(2*period, cfg.OpenForMax.D())
 	}
-	if got := b.State(now.Add(open)); got != BreakerHalfOpen {
-		t.Errorf("state %v after open_for %v, want half_open", got, open)
-	}
-	if b.Allow(now.Add(open), cfg.ProbeFraction) || !b.Allow(now.Add(open), math.Nextafter(cfg.ProbeFraction, 0)) {
-		t.Errorf("the probe fraction is not %v", cfg.ProbeFraction)
+	if period != cfg.OpenForMax.D() {
+		t.Errorf("after 8 failed trials the period is %v, want the cap %v", period, cfg.OpenForMax)
 	}
 }
 
@@ -321,6 +468,9 @@ func TestNewBreakerRefuses(t *testing.T) {
 		{"min_calls 0", func(c *config.BreakerConfig) { c.MinCalls = 0 }, "breaker.min_calls", false},
 		{"min_calls above window", func(c *config.BreakerConfig) { c.MinCalls = c.Window + 1 }, "breaker.min_calls", false},
 		{"open_for 0", func(c *config.BreakerConfig) { c.OpenFor = 0 }, "breaker.open_for", false},
+		{"open_for_max below open_for", func(c *config.BreakerConfig) { c.OpenForMax = c.OpenFor - 1 }, "breaker.open_for_max", false},
+		{"open_for_max negative", func(c *config.BreakerConfig) { c.OpenForMax = -1 }, "breaker.open_for_max", false},
+		{"heal_after negative", func(c *config.BreakerConfig) { c.HealAfter = -1 }, "breaker.heal_after", false},
 		{"probe_fraction 0 (half-open forever)", func(c *config.BreakerConfig) { c.ProbeFraction = 0 }, "breaker.probe_fraction", false},
 		{"close_threshold 0", func(c *config.BreakerConfig) { c.CloseThreshold = 0 }, "breaker.close_threshold", false},
 		{"close_threshold above 1", func(c *config.BreakerConfig) { c.CloseThreshold = 2 }, "breaker.close_threshold", false},
@@ -414,22 +564,22 @@ func TestBreakerRegistry(t *testing.T) {
 		t.Fatalf("Snapshot = %v, want %v", got, want)
 	}
 
-	t10 := budgetAt(10 * brSec)
-	if reg.Allow(big, t10, 0.5) {
-		t.Fatal("half-open breaker let a non-probe call through")
+	t1 := budgetAt(brSec)
+	if reg.Allow(big, t1, 0.5) {
+		t.Fatal("half-open breaker let a non-trial call through")
 	}
 	for range 4 {
-		if !reg.Allow(big, t10, 0.1) {
-			t.Fatal("half-open breaker refused a probe")
+		if !reg.Allow(big, t1, 0.1) {
+			t.Fatal("half-open breaker refused a trial")
 		}
-		reg.Record(big, t10, true)
+		reg.Record(big, t1, true)
 	}
 	reg.Trip(small, budgetAt(11*brSec))
 
 	wantCalls := []breakerHookCall{
 		{big, BreakerClosed, BreakerOpen, 0},
-		{big, BreakerOpen, BreakerHalfOpen, 10 * brSec},
-		{big, BreakerHalfOpen, BreakerClosed, 10 * brSec},
+		{big, BreakerOpen, BreakerHalfOpen, brSec},
+		{big, BreakerHalfOpen, BreakerClosed, brSec},
 		{small, BreakerClosed, BreakerOpen, 11 * brSec},
 	}
 	if !slices.Equal(calls, wantCalls) {
@@ -599,34 +749,36 @@ func TestClassBreakerConcurrent(t *testing.T) {
 }
 
 // TestBreakerPermitAdmit: the worker that plans an attempt asks Permit
-// (no probe taken); the worker that runs it Admits it, which takes the
-// probe whose outcome it then records, so half-open probes are counted
+// (no trial taken); the worker that runs it Admits it, which takes the
+// trial whose outcome it then records, so half-open trials are counted
 // where their results arrive.
 func TestBreakerPermitAdmit(t *testing.T) {
 	cfg := config.DefaultConfig().Breaker
-	cfg.Probes = 1
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	planner, runner := NewBreaker(cfg), NewBreaker(cfg)
 	planner.Trip(t0)
 	runner.Trip(t0)
-	half := t0.Add(cfg.OpenFor.D() + time.Second)
+	half := t0.Add(cfg.OpenFor.D())
 	if planner.Permit(t0, 0) || runner.Admit(t0) {
 		t.Fatal("an open breaker permitted or admitted an attempt")
 	}
 	if planner.Permit(half, cfg.ProbeFraction) || !planner.Permit(half, cfg.ProbeFraction/2) {
-		t.Error("half-open Permit does not follow the probe fraction")
+		t.Error("half-open Permit does not follow the trial share")
 	}
 	if planner.State(half) != BreakerHalfOpen {
 		t.Fatalf("planner %s, want half-open", planner.State(half))
 	}
 	if !runner.Admit(half) {
-		t.Fatal("a half-open breaker did not admit a permitted probe")
+		t.Fatal("a half-open breaker did not admit a permitted trial")
 	}
 	runner.Record(half, true)
-	if runner.State(half) != BreakerClosed {
-		t.Errorf("the probe admitted where it ran did not count: %s, want closed", runner.State(half))
+	// The trial counted where it ran: its share doubled there.
+	if u := cfg.ProbeFraction * 1.5; !runner.Permit(half, u) || planner.Permit(half, u) {
+		t.Errorf("the trial admitted where it ran did not count: runner Permit(%v) %v, planner %v", u, runner.Permit(half, u), planner.Permit(half, u))
 	}
+	// Permit takes no trial: a result the planner did not admit is late.
+	planner.Record(half, false)
 	if planner.State(half) != BreakerHalfOpen {
-		t.Errorf("Permit took a probe in the planner: %s", planner.State(half))
+		t.Errorf("Permit took a trial in the planner: %s", planner.State(half))
 	}
 }

@@ -45,6 +45,11 @@ type ModelOutcome struct {
 	At    time.Time     `json:"at"`
 	Class failure.Class `json:"class,omitempty"`
 	Trip  bool          `json:"trip,omitempty"`
+	// Ignored: the worker's breaker did not count it (it was open, or
+	// half-open and the result was not a trial's: a late result of a call
+	// from before it opened); the fleet's breaker does not count it
+	// either.
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 // HoldEvent is a rate limit that held Scope from At for For.
@@ -55,14 +60,19 @@ type HoldEvent struct {
 }
 
 // View is what the fleet's guard knows at one instant: each endpoint's
-// budget window, the models whose breaker the fleet's outcomes opened, the
-// scopes held, and the last report applied per worker (so a worker knows
-// which of its counts the view includes).
+// budget window, the models whose breaker the fleet's outcomes opened and
+// what else the fleet's breakers know, the scopes held, and the last
+// report applied per worker (so a worker knows which of its counts the
+// view includes).
 type View struct {
 	At      time.Time                 `json:"at"`
 	Budgets map[string]BudgetSnapshot `json:"budgets,omitempty"`
 	// Open maps a model to the end of its open period.
 	Open map[string]time.Time `json:"open,omitempty"`
+	// Breakers holds, for the models whose fleet breaker has grown its
+	// period, is half-open or was closed by its trials, what a worker's
+	// breaker takes from it.
+	Breakers map[string]BreakerView `json:"breakers,omitempty"`
 	// Holds maps a scope to the end of its hold.
 	Holds map[string]time.Time `json:"holds,omitempty"`
 	Acks  map[string]int64     `json:"acks,omitempty"`
@@ -71,13 +81,32 @@ type View struct {
 	FirstTokens map[string]FirstTokenP90 `json:"first_tokens,omitempty"`
 }
 
+// BreakerView is what a fleet's view says of one model's breaker beyond
+// whether it is open.
+type BreakerView struct {
+	// Period is the open period the fleet's breaker grew to (failed
+	// trials), when above the policy's open_for: a worker's breaker opens
+	// at least that long.
+	Period time.Duration `json:"period,omitempty"`
+	// Share is, half-open, the share of calls the fleet's trials have
+	// earned: a worker's half-open breaker lets that share through when
+	// larger than its own.
+	Share float64 `json:"share,omitempty"`
+	// Closed is the last instant the fleet's trials closed the breaker: a
+	// worker's breaker whose trials began before then closes too.
+	Closed time.Time `json:"closed,omitempty"`
+}
+
 // Fleet is the guard state of every worker of a deployment, built from
 // their reports: one retry budget per endpoint, whose floor is counted
-// once for the fleet; breakers that open on the failures all workers saw;
+// once for the fleet; breakers that judge the outcomes all workers saw;
 // the rate-limit holds. It is deterministic in its inputs (no clock of its
-// own), so it can live in a workflow. Fleet breakers only open: once
-// OpenFor has passed a model's fleet breaker starts closed again, and
-// probing is left to each worker's own breaker. Safe for concurrent use.
+// own), so it can live in a workflow. A fleet breaker is a Breaker whose
+// every reported outcome is a call it let through: it opens on the
+// fleet's failures; half-open, it judges the outcomes the workers' breakers
+// counted (their trials, and the calls of workers whose breaker is closed)
+// and ramps its share, reopens with a grown period or closes, and the
+// workers' breakers follow it through the View. Safe for concurrent use.
 type Fleet struct {
 	budgetCfg  config.BudgetConfig
 	breakerCfg config.BreakerConfig
@@ -124,11 +153,13 @@ func (f *Fleet) Apply(r Report) bool {
 	}
 	for _, o := range r.Outcomes {
 		seen = later(seen, o.At)
-		b := f.breaker(o.Model, o.At)
-		if o.Trip {
+		b := f.breaker(o.Model)
+		switch {
+		case o.Trip:
 			b.Trip(o.At)
-		} else if o.Class == failure.None || o.Class.CountsForBreaker() {
-			b.RecordOutcome(o.At, o.Class)
+		case o.Ignored:
+		case o.Class == failure.None || o.Class.CountsForBreaker():
+			b.judge(o.At, o.Class)
 		}
 	}
 	f.seen[r.Worker] = seen
@@ -141,15 +172,102 @@ func (f *Fleet) Apply(r Report) bool {
 	return true
 }
 
-// breaker returns the fleet breaker of model at now, starting it closed
-// again once an open period has passed.
-func (f *Fleet) breaker(model string, now time.Time) *Breaker {
+// breaker returns the fleet breaker of model, creating it closed.
+func (f *Fleet) breaker(model string) *Breaker {
 	b := f.breakers[model]
-	if b == nil || b.State(now) == BreakerHalfOpen {
+	if b == nil {
 		b = NewBreaker(f.breakerCfg)
 		f.breakers[model] = b
 	}
 	return b
+}
+
+// judge records a reported outcome in a fleet breaker at now: a worker let
+// the call through, so half-open it is a trial.
+func (b *Breaker) judge(now time.Time, class failure.Class) {
+	b.mu.Lock()
+	b.tick(now)
+	if b.state == BreakerHalfOpen {
+		b.admitted++
+	}
+	b.mu.Unlock()
+	b.outcome(now, class)
+}
+
+// peek is the breaker at now as a query sees it, changing nothing: its
+// state, the end of its open period, and its view.
+func (b *Breaker) peek(now time.Time) (BreakerState, time.Time, BreakerView) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st, period, successes := b.state, b.period, b.successes
+	switch {
+	case st == BreakerOpen && !now.Before(b.openUntil):
+		st, successes = BreakerHalfOpen, 0
+	case st == BreakerClosed:
+		period, _ = b.healed(now)
+	}
+	var v BreakerView
+	if period > b.cfg.OpenFor.D() {
+		v.Period = period
+	}
+	if st == BreakerHalfOpen {
+		v.Share = trialShare(b.cfg.ProbeFraction, successes)
+	}
+	if st == BreakerClosed {
+		v.Closed = b.closedAt
+	}
+	return st, b.openUntil, v
+}
+
+// BreakerMemo is one fleet breaker in a FleetState: what it needs to go
+// on judging as it did (a closed breaker's last outcomes are not kept).
+type BreakerMemo struct {
+	Model string `json:"model"`
+	// State is closed, open or half_open.
+	State string `json:"state"`
+	// Until is, open, the end of its open period; half-open, when its
+	// trials began.
+	Until  time.Time     `json:"until,omitzero"`
+	Period time.Duration `json:"period"`
+	// HealFrom is, closed, the start of the healthy stretch its period
+	// heals over.
+	HealFrom time.Time `json:"heal_from,omitzero"`
+	// Results and Successes are, half-open, its trials' results.
+	Results   int       `json:"results,omitempty"`
+	Successes int       `json:"successes,omitempty"`
+	Closed    time.Time `json:"closed,omitzero"`
+}
+
+// memo returns b as a BreakerMemo of model at now; false when it is as
+// new (closed, at its first period, never closed by trials within
+// ackKeep), which needs no memo.
+func (b *Breaker) memo(model string, now time.Time) (BreakerMemo, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	m := BreakerMemo{Model: model, State: b.state.String(), Until: b.openUntil, Period: b.period,
+		HealFrom: b.healFrom, Results: b.results, Successes: b.successes, Closed: b.closedAt}
+	if b.state == BreakerClosed {
+		m.Period, m.HealFrom = b.healed(now)
+		m.Until, m.Results, m.Successes = time.Time{}, 0, 0
+		if m.Period <= b.cfg.OpenFor.D() {
+			m.HealFrom = time.Time{}
+			if b.closedAt.IsZero() || now.Sub(b.closedAt) >= ackKeep {
+				return m, false
+			}
+		}
+	}
+	return m, true
+}
+
+// restore loads m into a new breaker.
+func (b *Breaker) restore(m BreakerMemo) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.state, b.openUntil, b.period, b.healFrom, b.closedAt = parseBreakerState(m.State), m.Until, m.Period, m.HealFrom, m.Closed
+	b.results, b.successes, b.admitted = m.Results, m.Successes, m.Results
+	if b.period <= 0 {
+		b.period = b.cfg.OpenFor.D()
+	}
 }
 
 // Latest is the latest instant of any report applied (zero before one).
@@ -172,8 +290,15 @@ func (f *Fleet) View(now time.Time) View {
 		v.Budgets[ep] = f.budgets.For(ep).peek(now)
 	}
 	for m, b := range f.breakers {
-		if until, open := b.OpenUntil(now); open {
+		st, until, bv := b.peek(now)
+		if st == BreakerOpen {
 			v.Open[m] = until
+		}
+		if bv != (BreakerView{}) {
+			if v.Breakers == nil {
+				v.Breakers = map[string]BreakerView{}
+			}
+			v.Breakers[m] = bv
 		}
 	}
 	for _, sc := range f.holds.Scopes() {
@@ -189,14 +314,19 @@ func (f *Fleet) View(now time.Time) View {
 }
 
 // FleetState is a Fleet in a few bytes, carried across a guard workflow's
-// continue-as-new: the budget windows by bucket, the open breakers (as
-// trips at the instant they opened), the holds and the last report of
-// each worker.
+// continue-as-new: the budget windows by bucket, the breakers that are not
+// as new, the holds and the last report of each worker.
 type FleetState struct {
-	Budget []BudgetCount    `json:"budget,omitempty"`
-	Open   []ModelOutcome   `json:"open,omitempty"`
-	Holds  []HoldEvent      `json:"holds,omitempty"`
-	Acks   map[string]int64 `json:"acks,omitempty"`
+	Budget []BudgetCount `json:"budget,omitempty"`
+	// Open are the open breakers as trips at the instant they opened: all
+	// that a state from a build before Breakers carries, and what such a
+	// build reads of this one's (Restore takes Breakers over Open).
+	Open []ModelOutcome `json:"open,omitempty"`
+	// Breakers are the breakers that are open, half-open, have a grown
+	// period or were closed by their trials lately, sorted by model.
+	Breakers []BreakerMemo    `json:"breakers,omitempty"`
+	Holds    []HoldEvent      `json:"holds,omitempty"`
+	Acks     map[string]int64 `json:"acks,omitempty"`
 	// Seen is the latest instant of each acknowledged worker's reports.
 	Seen map[string]time.Time `json:"seen,omitempty"`
 	// FirstTokens are each model's recent times to first token.
@@ -223,8 +353,12 @@ func (f *Fleet) State(now time.Time) FleetState {
 		b.mu.Unlock()
 	}
 	for _, m := range slices.Sorted(maps.Keys(f.breakers)) {
-		if until, open := f.breakers[m].OpenUntil(now); open {
+		b := f.breakers[m]
+		if until, open := b.OpenUntil(now); open {
 			st.Open = append(st.Open, ModelOutcome{Model: m, At: until.Add(-f.breakerCfg.OpenFor.D()), Trip: true})
+		}
+		if memo, ok := b.memo(m, now); ok {
+			st.Breakers = append(st.Breakers, memo)
 		}
 	}
 	for _, sc := range f.holds.Scopes() {
@@ -241,8 +375,19 @@ func (f *Fleet) Restore(st FleetState) {
 	for w, s := range st.Acks {
 		f.acks[w], f.seen[w] = s, st.Seen[w]
 	}
+	memos := map[string]bool{}
+	for _, m := range st.Breakers {
+		f.breaker(m.Model).restore(m)
+		memos[m.Model] = true
+	}
 	f.mu.Unlock()
-	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: st.Open, Holds: st.Holds, FirstTokens: st.FirstTokens})
+	var open []ModelOutcome // a state from before Breakers
+	for _, o := range st.Open {
+		if !memos[o.Model] {
+			open = append(open, o)
+		}
+	}
+	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: open, Holds: st.Holds, FirstTokens: st.FirstTokens})
 	f.mu.Lock()
 	delete(f.acks, "\x00restore")
 	delete(f.seen, "\x00restore")

@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"encoding/json"
+	"maps"
 	"testing"
 	"time"
 
@@ -65,24 +67,26 @@ func TestFleetSharesGuards(t *testing.T) {
 	}
 
 	// A breaker opened by failures worker a saw refuses in worker b.
+	tripped := t0.Add(time.Second)
 	for i := range cfg.Breaker.ConsecutiveFailures {
-		a.breakers.RecordOutcome(model, t0.Add(time.Duration(i)*time.Millisecond), failure.ServerError)
+		a.breakers.RecordOutcome(model, tripped.Add(time.Duration(i-cfg.Breaker.ConsecutiveFailures+1)*time.Millisecond), failure.ServerError)
 	}
-	if !b.breakers.Allow(model, t0.Add(time.Second), 0) {
+	if !b.breakers.Allow(model, tripped, 0) {
 		t.Fatal("worker b refused before any sync")
 	}
-	syncAll(f, t0.Add(time.Second), a, b)
-	if b.breakers.Allow(model, t0.Add(1100*time.Millisecond), 0) || b.breakers.State(model, t0.Add(1100*time.Millisecond)) != BreakerOpen {
+	syncAll(f, tripped, a, b)
+	during := tripped.Add(cfg.Breaker.OpenFor.D() / 2)
+	if b.breakers.Allow(model, during, 0) || b.breakers.State(model, during) != BreakerOpen {
 		t.Error("worker b let a call through to a model whose breaker the fleet opened")
 	}
-	// Once the fleet's open period has passed, worker b decides alone again.
-	later := t0.Add(cfg.Breaker.OpenFor.D() + 2*time.Second)
+	// Once the fleet's open period has passed, worker b's breaker tries.
+	later := tripped.Add(cfg.Breaker.OpenFor.D())
 	syncAll(f, later, a, b)
 	if st := b.breakers.State(model, later); st != BreakerHalfOpen {
-		t.Errorf("worker b's breaker is %s after the fleet's open period, want half_open (probes, not everything)", st)
+		t.Errorf("worker b's breaker is %s after the fleet's open period, want half_open (trials, not everything)", st)
 	}
 	if !b.breakers.Allow(model, later, 0) {
-		t.Error("worker b refuses a probe after the fleet's open period")
+		t.Error("worker b refuses a trial after the fleet's open period")
 	}
 
 	// A rate limit worker a met holds the scope in worker b.
@@ -200,5 +204,190 @@ func TestFleetFirstTokens(t *testing.T) {
 	g.Restore(f.State(now))
 	if got, want := g.View(now).FirstTokens, f.View(now).FirstTokens; len(got) != 2 || got["qwen-72b"] != want["qwen-72b"] || got["llama-8b"] != want["llama-8b"] {
 		t.Errorf("restored %+v, want %+v", got, want)
+	}
+}
+
+// TestFleetBreakerGrowsAndRamps: the fleet's breaker judges every
+// worker's trials: one worker's failed trial reopens the model for the
+// grown period in the other too; the trials that succeed anywhere ramp the
+// share every worker lets through; the close the fleet's trials decide
+// closes the others' half-open breakers; the grown period heals.
+func TestFleetBreakerGrowsAndRamps(t *testing.T) {
+	cfg := config.DefaultConfig() // open_for 1 s, doubling, share 10 %, 5 trials, 90 %
+	br := cfg.Breaker
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	const model = "qwen-72b"
+	f := NewFleet(cfg.Budget, br)
+	a, b := newWorker("a", cfg), newWorker("b", cfg)
+	trial := func(w worker, now time.Time, ok bool) {
+		t.Helper()
+		if !w.breakers.Allow(model, now, 0) {
+			t.Fatalf("%v: no trial let through", now.Sub(t0))
+		}
+		class := failure.ServerError
+		if ok {
+			class = failure.None
+		}
+		w.breakers.RecordOutcome(model, now, class)
+	}
+
+	// Worker a trips it; the fleet opens it for open_for.
+	for range br.ConsecutiveFailures {
+		a.breakers.RecordOutcome(model, t0, failure.ServerError)
+	}
+	syncAll(f, t0, a, b)
+	if st := b.breakers.State(model, at(time.Millisecond)); st != BreakerOpen {
+		t.Fatalf("worker b: %s, want open", st)
+	}
+
+	// Its first trial fails in worker a: reopened for twice open_for, in b too.
+	first := br.OpenFor.D()
+	trial(a, at(first), false)
+	syncAll(f, at(first+100*time.Millisecond), a, b)
+	v := f.View(at(first + 100*time.Millisecond))
+	if want := at(3 * first); !v.Open[model].Equal(want) || v.Breakers[model].Period != 2*first {
+		t.Fatalf("fleet after a failed trial: open until %v, period %v; want until %v, period %v",
+			v.Open[model].Sub(t0), v.Breakers[model].Period, want.Sub(t0), 2*first)
+	}
+	if st := b.breakers.State(model, at(first+200*time.Millisecond)); st != BreakerOpen {
+		t.Errorf("worker b: %s after worker a's trial failed, want open", st)
+	}
+	if got := b.breakers.Breaker(model).period; got != 2*first {
+		t.Errorf("worker b's breaker took period %v, want the fleet's %v", got, 2*first)
+	}
+
+	// Half-open again at 3 s. A late failure in b (no trial of b's) is not
+	// judged by the fleet either.
+	half := at(3 * first)
+	b.breakers.RecordOutcome(model, half, failure.Timeout)
+	trial(a, half, true)
+	trial(a, half, true)
+	trial(b, half, true)
+	syncAll(f, half.Add(100*time.Millisecond), a, b)
+	now := half.Add(200 * time.Millisecond)
+	v = f.View(now)
+	if _, open := v.Open[model]; open || v.Breakers[model].Share != 0.8 {
+		t.Fatalf("fleet after 3 good trials and a late failure: open %v, share %v; want half-open at 80 %%", open, v.Breakers[model].Share)
+	}
+	// Worker b earned 20 % itself; the fleet's 80 % lets u = 0.5 through.
+	if b.breakers.Breaker(model).Permit(now, 0.5) || !b.breakers.Permit(model, now, 0.5) {
+		t.Errorf("worker b does not take the fleet's trial share: own %v, with the fleet %v",
+			b.breakers.Breaker(model).Permit(now, 0.5), b.breakers.Permit(model, now, 0.5))
+	}
+
+	// Two more good trials in a: the fleet has 5 of 5 and closes; b's
+	// half-open breaker closes with it.
+	trial(a, now, true)
+	trial(a, now, true)
+	syncAll(f, now.Add(100*time.Millisecond), a, b)
+	later := now.Add(200 * time.Millisecond)
+	v = f.View(later)
+	if !v.Breakers[model].Closed.Equal(now) || v.Breakers[model].Share != 0 {
+		t.Fatalf("fleet after 5 good trials: %+v, want closed at %v", v.Breakers[model], now.Sub(t0))
+	}
+	if st := b.breakers.State(model, later); st != BreakerClosed {
+		t.Errorf("worker b: %s after the fleet's trials closed the breaker, want closed", st)
+	}
+
+	// The grown period heals after heal_after closed.
+	if got := f.View(now.Add(br.HealAfter.D() - time.Millisecond)).Breakers[model].Period; got != 2*first {
+		t.Errorf("period %v before heal_after, want %v", got, 2*first)
+	}
+	if got := f.View(now.Add(br.HealAfter.D())).Breakers[model].Period; got != 0 {
+		t.Errorf("period %v after heal_after, want open_for again (not in the view)", got)
+	}
+}
+
+// TestFleetStateRestoresBreakers: a fleet's breakers survive the guard's
+// continue-as-new (State, JSON, Restore) as they were: open with a grown
+// period, half-open with trials judged, closed with a period still
+// healing; and a state written before Breakers (Open trips only) restores
+// as it did.
+func TestFleetStateRestoresBreakers(t *testing.T) {
+	cfg := config.DefaultConfig()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	fail := func(m string, d time.Duration) ModelOutcome {
+		return ModelOutcome{Model: m, At: at(d), Class: failure.ServerError}
+	}
+	ok := func(m string, d time.Duration) ModelOutcome { return ModelOutcome{Model: m, At: at(d)} }
+	var outs []ModelOutcome
+	for _, m := range []string{"open", "half", "healing"} {
+		for range 5 {
+			outs = append(outs, fail(m, 0))
+		}
+		outs = append(outs, fail(m, time.Second)) // a failed trial: 2 s
+	}
+	outs = append(outs, ok("half", 3*time.Second), ok("half", 3*time.Second)) // half-open, 2 of 2
+	for range 5 {
+		outs = append(outs, ok("healing", 3*time.Second)) // closed at 3 s with 2 s
+	}
+	f := NewFleet(cfg.Budget, cfg.Breaker)
+	f.Apply(Report{Worker: "a", Seq: 1, Outcomes: outs})
+	now := at(3500 * time.Millisecond)
+	f.Apply(Report{Worker: "a", Seq: 2, Outcomes: []ModelOutcome{fail("open", 3*time.Second)}}) // 4 s from 3 s
+
+	raw, err := json.Marshal(f.State(now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st FleetState
+	if err := json.Unmarshal(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFleet(cfg.Budget, cfg.Breaker)
+	g.Restore(st)
+	for _, d := range []time.Duration{3500 * time.Millisecond, 6 * time.Second, 13 * time.Second} {
+		want, got := f.View(at(d)), g.View(at(d))
+		if !maps.EqualFunc(got.Open, want.Open, time.Time.Equal) || !maps.EqualFunc(got.Breakers, want.Breakers, sameBreakerView) {
+			t.Errorf("at %v restored %+v %+v, want %+v %+v", d, got.Open, got.Breakers, want.Open, want.Breakers)
+		}
+	}
+	if v := g.View(now); !v.Open["open"].Equal(at(7*time.Second)) || v.Breakers["half"].Share != 0.4 || v.Breakers["healing"].Period != 2*time.Second {
+		t.Errorf("restored view %+v %+v", v.Open, v.Breakers)
+	}
+	// The restored half-open breaker goes on judging: three more good
+	// trials close it.
+	g.Apply(Report{Worker: "a", Seq: 3, Outcomes: []ModelOutcome{ok("half", 4*time.Second), ok("half", 4*time.Second), ok("half", 4*time.Second)}})
+	if v := g.View(at(4 * time.Second)); !v.Breakers["half"].Closed.Equal(at(4 * time.Second)) {
+		t.Errorf("the restored half-open breaker did not close after 5 of 5: %+v", v.Breakers["half"])
+	}
+
+	// A state from before Breakers: only open trips.
+	old := NewFleet(cfg.Budget, cfg.Breaker)
+	old.Restore(FleetState{Open: []ModelOutcome{{Model: "m", At: t0, Trip: true}}})
+	if v := old.View(t0); !v.Open["m"].Equal(t0.Add(cfg.Breaker.OpenFor.D())) {
+		t.Errorf("an old state's trip restored as %+v, want open until open_for", v.Open)
+	}
+	// And an old build reads this one's open breakers from Open.
+	for _, o := range st.Open {
+		if o.Model == "open" && !o.At.Add(cfg.Breaker.OpenFor.D()).Equal(at(7*time.Second)) {
+			t.Errorf("Open carries %v for an old build, which would open it until %v; want 7 s", o.At.Sub(t0), o.At.Add(cfg.Breaker.OpenFor.D()).Sub(t0))
+		}
+	}
+}
+
+func sameBreakerView(a, b BreakerView) bool {
+	return a.Period == b.Period && a.Share == b.Share && a.Closed.Equal(b.Closed)
+}
+
+// TestFleetWithAnOldGuardInput: a guard started by an older build has no
+// open_for_max or heal_after in its input (zero): its breakers work, with
+// a period that never grows, as before.
+func TestFleetWithAnOldGuardInput(t *testing.T) {
+	cfg := config.DefaultConfig()
+	br := cfg.Breaker
+	br.OpenFor, br.OpenForMax, br.HealAfter = config.Duration(30*time.Second), 0, 0
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f := NewFleet(cfg.Budget, br)
+	var outs []ModelOutcome
+	for range 5 {
+		outs = append(outs, ModelOutcome{Model: "m", At: t0, Class: failure.ServerError})
+	}
+	outs = append(outs, ModelOutcome{Model: "m", At: t0.Add(30 * time.Second), Class: failure.ServerError})
+	f.Apply(Report{Worker: "a", Seq: 1, Outcomes: outs})
+	if v := f.View(t0.Add(31 * time.Second)); !v.Open["m"].Equal(t0.Add(60 * time.Second)) {
+		t.Errorf("open until %v, want 60 s (30 s, not grown)", v.Open["m"].Sub(t0))
 	}
 }

@@ -167,20 +167,35 @@ func (s *Sync) fleetRemaining(endpoint string, now time.Time) (int, bool) {
 	return max(limit-spent, 0), ok
 }
 
-// outcome records an attempt's outcome on model at now.
-func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip bool) {
+// outcome records an attempt's outcome on model at now; ignored: this
+// worker's breaker did not count it.
+func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip, ignored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending.Outcomes = append(s.pending.Outcomes, ModelOutcome{Model: model, At: now, Class: class, Trip: trip})
+	s.pending.Outcomes = append(s.pending.Outcomes, ModelOutcome{Model: model, At: now, Class: class, Trip: trip, Ignored: ignored})
 }
 
-// fleetOpen reports whether the fleet's view has model's breaker open at
-// now, and until when (false without a fresh view).
-func (s *Sync) fleetOpen(model string, now time.Time) (time.Time, bool) {
+// fleetBreaker is what the fleet's view says of one model's breaker at an
+// instant.
+type fleetBreaker struct {
+	BreakerView
+	open  bool
+	until time.Time // open: the end of the fleet's open period
+}
+
+// fleetBreaker returns what the fleet's view says of model's breaker at
+// now; false without a fresh view.
+func (s *Sync) fleetBreaker(model string, now time.Time) (fleetBreaker, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	until, ok := s.view.Open[model]
-	return until, ok && s.fresh(now) && until.After(now)
+	if !s.fresh(now) {
+		return fleetBreaker{}, false
+	}
+	fb := fleetBreaker{BreakerView: s.view.Breakers[model]}
+	if until, ok := s.view.Open[model]; ok && until.After(now) {
+		fb.open, fb.until = true, until
+	}
+	return fb, true
 }
 
 // hold records a rate limit holding scope from now for d.
