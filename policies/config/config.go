@@ -304,9 +304,11 @@ type BackoffConfig struct {
 	ConnectRetries int      `yaml:"connect_retries"`
 }
 
-// BudgetConfig is the per-process sliding-window retry budget: retries ≤
-// Ratio·requests + Floor per Window. Ratio 0 leaves only the floor; Ratio 0
-// and Floor 0 allow no retries.
+// BudgetConfig is the retry budget of an endpoint (guard.RetryBudget): a
+// reserve of at most Floor retries, refilled by Ratio per request or, on
+// thin traffic, by Floor per Window, so retries ≤ Ratio·requests + Floor
+// over any stretch of time. Ratio 0 leaves only the floor per window;
+// Ratio 0 and Floor 0 allow no retries.
 type BudgetConfig struct {
 	Window Duration `yaml:"window"`
 	Ratio  float64  `yaml:"ratio"`

@@ -15,23 +15,31 @@ import (
 const windowBuckets = 60
 
 // RetryBudget is the per-process retry budget (README "Failure classes"), in the manner of
-// Envoy's retry budgets and Finagle's RetryBudget: over the last Window,
-// retries may be at most Ratio × requests plus Floor, so a quiet system can
-// still retry while a failing upstream cannot be hit by a retry storm —
-// the fleet-wide amplification stays below 1 + Ratio once traffic is
-// above Floor/Ratio requests per window.
+// Envoy's retry budgets, Finagle's RetryBudget and gRPC's retry throttling:
+// retries are paid from a reserve of at most Floor retries, which every
+// request refills by Ratio of a retry and which refills by Floor per
+// Window while there is too little traffic to do it. Over any stretch of
+// time, then, retries are at most Floor + Ratio × the requests in it (once
+// traffic is above Floor/(Ratio × Window) requests a second; a quiet
+// system gets its Floor per Window), so the amplification of a short
+// incident stays below 1 + Ratio + Floor/its calls however long the
+// healthy traffic before it ran. A sliding window of Ratio × requests
+// alone (the budget's first form) let the healthy minute before an
+// incident pay for a tenth of a minute's traffic in retries during it.
 //
 // The settings are used as given; zeros mean what they say:
-//   - Ratio 0: requests earn no retries, only the Floor is left.
-//   - Floor 0: no retries beyond the ratio (none while there are fewer
-//     than 1/Ratio requests in the window).
+//   - Ratio 0: requests earn no retries, only the Floor per Window is left.
+//   - Floor 0: no retries beyond the ratio (the reserve holds one retry,
+//     earned by 1/Ratio requests).
 //   - Ratio 0 and Floor 0: no retries at all.
 //
 // Counts are kept in a ring of 60 buckets, so memory is constant whatever
-// the load; a request or retry counts for between Window − Window/60 and
-// Window after it was recorded. Instants are arguments; an instant earlier
-// than one already seen is treated as the latest one seen, so a clock step
-// backwards can never corrupt the window.
+// the load; the reserve is worked out from the buckets of the last Window,
+// oldest first, starting full (a reserve is full again after a Window). A
+// bucket's requests refill the reserve before its retries spend it.
+// Instants are arguments; an instant earlier than one already seen is
+// treated as the latest one seen, so a clock step backwards can never
+// corrupt the window.
 //
 // A RetryBudget is safe for concurrent use. Build one per process and share
 // it between all calls.
@@ -55,8 +63,9 @@ type BudgetSnapshot struct {
 	// Requests and Retries recorded in the window.
 	Requests int
 	Retries  int
-	// Allowed is how many retries the window allows in total:
-	// floor(Ratio × Requests) + Floor. Retries may reach it, not exceed it.
+	// Allowed is how many retries the window allows in total: the
+	// retries spent in it plus the whole retries left in the reserve.
+	// Retries may reach it, not exceed it.
 	Allowed int
 }
 
@@ -159,7 +168,7 @@ func (b *RetryBudget) TryRetryFor(now time.Time, tenant string) (ok, capped bool
 func (b *RetryBudget) peek(now time.Time) BudgetSnapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.of(b.ring.sumAt(b.ring.peek(now)))
+	return b.stateAt(b.ring.peek(now))
 }
 
 // add records requests and retries at now (a fleet's reports).
@@ -219,20 +228,52 @@ func (b *RetryBudget) Snapshot(now time.Time) BudgetSnapshot {
 }
 
 func (b *RetryBudget) snapshot(now time.Time) BudgetSnapshot {
-	return b.of(b.ring.sum(now))
+	return b.stateAt(b.ring.at(now))
 }
 
-// of is the snapshot of a window with req requests and ret retries.
-func (b *RetryBudget) of(req, ret int) BudgetSnapshot {
-	return BudgetSnapshot{Requests: req, Retries: ret, Allowed: allowance(b.ratio, b.floor, req)}
+// stateAt is the budget's snapshot at the end of bucket i: the window's
+// counts, and the reserve worked out from its buckets oldest first.
+func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
+	var s BudgetSnapshot
+	rr := reserveOf(b.ratio, b.floor)
+	level := float64(b.floor)
+	for k := i - windowBuckets + 1; k <= i; k++ {
+		req, ret := b.ring.bucket(k)
+		s.Requests += req
+		s.Retries += ret
+		level = rr.step(level, req, ret)
+	}
+	s.Allowed = s.Retries + whole(level)
+	return s
 }
 
-// allowance is the retries a window of req requests allows:
-// floor(ratio × req) + floor. The epsilon keeps float noise
-// (0.29 × 100 = 28.999…) from losing a retry.
-func allowance(ratio float64, floor, req int) int {
-	return int(math.Floor(ratio*float64(req)+1e-9)) + floor
+// reserveRule is how a budget's reserve fills. It starts full (floor
+// retries) and holds at most size retries from one bucket to the next; a
+// bucket adds ratio × its requests, or idle (floor ÷ windowBuckets) when
+// that is more, and its retries spend what it added and what it was
+// given. So a bucket's own requests pay for its retries however many they
+// are, and what is left over is kept only up to size.
+type reserveRule struct{ size, ratio, idle float64 }
+
+// reserveOf is the reserve of a budget with ratio and floor: floor
+// retries, or one retry when the floor is 0 and requests earn retries.
+func reserveOf(ratio float64, floor int) reserveRule {
+	size := float64(floor)
+	if floor == 0 && ratio > 0 {
+		size = 1
+	}
+	return reserveRule{size: size, ratio: ratio, idle: float64(floor) / windowBuckets}
 }
+
+// step is the reserve after a bucket of req requests and ret retries
+// that was given level.
+func (r reserveRule) step(level float64, req, ret int) float64 {
+	return min(r.size, level) + max(r.ratio*float64(req), r.idle) - float64(ret)
+}
+
+// whole is the whole retries a reserve level holds. The epsilon keeps
+// float noise (0.1 × 10 = 0.999…) from losing a retry.
+func whole(level float64) int { return max(int(math.Floor(level+1e-9)), 0) }
 
 // windowRing counts two kinds of events over a sliding time window in
 // windowBuckets buckets. It is not synchronised; its owner locks.
@@ -306,6 +347,15 @@ func (r *windowRing) counts(now time.Time) []BudgetCount {
 
 func (r *windowRing) sum(now time.Time) (a, b int) {
 	return r.sumAt(r.at(now))
+}
+
+// bucket returns the counts of bucket k (zero when it is not in the ring).
+func (r *windowRing) bucket(k int64) (a, b int) {
+	bk := r.buckets[((k%windowBuckets)+windowBuckets)%windowBuckets]
+	if bk.index != k {
+		return 0, 0
+	}
+	return bk.a, bk.b
 }
 
 // sumAt sums the window that ends at bucket i.

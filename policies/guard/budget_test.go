@@ -41,10 +41,12 @@ func TestRetryBudget(t *testing.T) {
 		steps []budgetStep
 	}{
 		{
-			name: "floor lets a quiet system retry",
+			name: "floor lets a quiet system retry, and refills by the floor per window",
 			cfg:  budgetConfig(time.Minute, 0.1, 2),
 			steps: []budgetStep{
 				{at: 0, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
+				// 2 retries per 60 s: one more after 30 s.
+				{at: 30 * time.Second, retries: 3, allowed: 1, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
 			},
 		},
 		{
@@ -53,20 +55,6 @@ func TestRetryBudget(t *testing.T) {
 			steps: []budgetStep{
 				{at: 0, requests: 30, retries: 6, allowed: 5, want: BudgetSnapshot{Requests: 30, Retries: 5, Allowed: 5}},
 				{at: time.Second, requests: 10, retries: 2, allowed: 1, want: BudgetSnapshot{Requests: 40, Retries: 6, Allowed: 6}},
-			},
-		},
-		{
-			name: "the window slides: old requests and retries stop counting",
-			cfg:  budgetConfig(time.Minute, 0.1, 2),
-			steps: []budgetStep{
-				{at: 0, requests: 30, retries: 5, allowed: 5, want: BudgetSnapshot{Requests: 30, Retries: 5, Allowed: 5}},
-				{at: 30 * time.Second, requests: 20, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 50, Retries: 7, Allowed: 7}},
-				{at: 59*time.Second + 999*time.Millisecond, retries: 1, allowed: 0, want: BudgetSnapshot{Requests: 50, Retries: 7, Allowed: 7}},
-				// t=0 has left the window: 20 requests, 2 retries remain.
-				{at: 60 * time.Second, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 20, Retries: 4, Allowed: 4}},
-				// The 30 s requests have left too; the floor is used up by the 60 s retries.
-				{at: 90 * time.Second, retries: 3, allowed: 0, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
-				{at: 120 * time.Second, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
 			},
 		},
 		{
@@ -113,16 +101,15 @@ func TestRetryBudget(t *testing.T) {
 			},
 		},
 		{
-			name: "ratio 0, floor 3: exactly 3 retries per window, whatever the traffic",
+			name: "ratio 0, floor 3: 3 retries per window, whatever the traffic",
 			cfg:  budgetConfig(time.Minute, 0, 3),
 			steps: []budgetStep{
-				{at: 0, requests: 1000, retries: 2, allowed: 2, want: BudgetSnapshot{Requests: 1000, Retries: 2, Allowed: 3}},
-				{at: 10 * time.Second, requests: 1000, retries: 5, allowed: 1, want: BudgetSnapshot{Requests: 2000, Retries: 3, Allowed: 3}},
-				{at: 59*time.Second + 999*time.Millisecond, retries: 1, allowed: 0, want: BudgetSnapshot{Requests: 2000, Retries: 3, Allowed: 3}},
-				// The two t=0 retries have left the window; the t=10 s one has not.
-				{at: 60 * time.Second, retries: 5, allowed: 2, want: BudgetSnapshot{Requests: 1000, Retries: 3, Allowed: 3}},
-				{at: 70 * time.Second, retries: 5, allowed: 1, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
-				{at: 130 * time.Second, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
+				{at: 0, requests: 1000, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 1000, Retries: 3, Allowed: 3}},
+				// A third of a window refills one retry.
+				{at: 20 * time.Second, requests: 1000, retries: 5, allowed: 1, want: BudgetSnapshot{Requests: 2000, Retries: 4, Allowed: 4}},
+				{at: 30 * time.Second, retries: 5, allowed: 0, want: BudgetSnapshot{Requests: 2000, Retries: 4, Allowed: 4}},
+				// A whole window later the reserve is full again.
+				{at: 90 * time.Second, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
 			},
 		},
 		{
@@ -136,14 +123,15 @@ func TestRetryBudget(t *testing.T) {
 		},
 		{
 			name: "a clock stepping back counts at the latest instant",
-			cfg:  budgetConfig(time.Minute, 0.1, 1),
+			cfg:  budgetConfig(time.Minute, 0, 1),
 			steps: []budgetStep{
-				{at: 0, requests: 10, want: BudgetSnapshot{Requests: 10, Allowed: 2}},
-				{at: 50 * time.Second, want: BudgetSnapshot{Requests: 10, Allowed: 2}},
-				{at: 5 * time.Second, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 10, Retries: 2, Allowed: 2}},
-				// The retries were counted at 50 s, so at 70 s they still count
-				// (at 5 s they would have left the window).
-				{at: 70 * time.Second, retries: 1, allowed: 0, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 1}},
+				{at: 0, want: BudgetSnapshot{Allowed: 1}},
+				{at: 50 * time.Second, want: BudgetSnapshot{Allowed: 1}},
+				{at: 5 * time.Second, retries: 2, allowed: 1, want: BudgetSnapshot{Retries: 1, Allowed: 1}},
+				// The retry was counted at 50 s, so at 70 s the reserve has
+				// refilled only a third of it (had it been counted at 5 s, it
+				// would be full again).
+				{at: 70 * time.Second, retries: 1, allowed: 0, want: BudgetSnapshot{Retries: 1, Allowed: 1}},
 			},
 		},
 	}
@@ -172,6 +160,38 @@ func TestRetryBudget(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The healthy traffic before an incident banks at most the floor: after a
+// minute of 10 healthy calls a second, a 10 s incident in which 6 of every
+// 10 calls fail and want a retry gets at most floor + 10 % of its 100
+// calls in retries (a sliding window of 10 % of the requests alone let it
+// have 70).
+func TestRetryBudgetBanksNoMoreThanTheFloor(t *testing.T) {
+	b := NewRetryBudget(budgetConfig(time.Minute, 0.1, 10))
+	for s := range 60 {
+		for range 10 {
+			b.RecordRequest(budgetAt(time.Duration(s) * time.Second))
+		}
+	}
+	got := 0
+	for s := 60; s < 70; s++ {
+		now := budgetAt(time.Duration(s) * time.Second)
+		for range 10 {
+			b.RecordRequest(now)
+		}
+		for range 6 {
+			if b.TryRetry(now) {
+				got++
+			}
+		}
+	}
+	if got > 10+10 {
+		t.Errorf("the incident's 100 calls got %d retries, want at most 20 (floor 10 + 10 %% of 100)", got)
+	}
+	if got < 18 {
+		t.Errorf("the incident's 100 calls got %d retries, want the floor and most of their 10 %% (≥ 18)", got)
 	}
 }
 

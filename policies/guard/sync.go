@@ -130,7 +130,7 @@ func (s *Sync) fleetBudget(endpoint string, now time.Time) (limit, spent int, ok
 		return 0, 0, false
 	}
 	b := s.view.Budgets[endpoint]
-	req, ret := b.Requests, b.Retries
+	req, ret := 0, 0
 	for _, r := range append(slices.Clone(s.sent), s.pending) {
 		for _, c := range r.Budget {
 			if c.Endpoint == endpoint && now.Sub(c.At) < s.budget.Window.D() {
@@ -139,7 +139,14 @@ func (s *Sync) fleetBudget(endpoint string, now time.Time) (limit, spent int, ok
 			}
 		}
 	}
-	return allowance(s.budget.Ratio, s.budget.Floor, req), ret, true
+	// The view's reserve, refilled by this worker's requests and spent by
+	// its retries that the view does not include yet.
+	level := float64(s.budget.Floor)
+	if v, ok := s.view.Budgets[endpoint]; ok {
+		level = float64(v.Allowed - v.Retries)
+	}
+	left := whole(level + s.budget.Ratio*float64(req) - float64(ret))
+	return b.Retries + ret + left, b.Retries + ret, true
 }
 
 // fleetRetry decides a retry on endpoint at now from the fleet's budget
