@@ -45,6 +45,9 @@ type Activities struct {
 	fleet       *guard.Sync // nil: this worker decides alone
 	tracing     bool
 	hedges      *guard.RetryBudget
+	// races are the upstream requests of the hedged attempts running in
+	// this process (race.go): the first to answer cuts the other's.
+	races races
 	// cache keeps good answers for the fallback (README "Answer cache");
 	// nil when the policy turns it off.
 	cache *answerCache

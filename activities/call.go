@@ -107,6 +107,11 @@ func (a *Activities) definitionTokens(req request.Request) int {
 func (a *Activities) CallModel(ctx context.Context, in CallInput) (CallOutcome, error) {
 	ctx, span := a.chatSpan(ctx, in)
 	out, err := a.callModel(ctx, in)
+	if err == nil && cutsRival(in) {
+		// Its answer is the call's: the rival's request, if it runs in
+		// this process, stops now rather than at its next heartbeat.
+		a.races.cut(raceKey(activity.GetInfo(ctx).WorkflowExecution.RunID, in.Attempt, !in.Hedge))
+	}
 	endChatSpan(span, in, out, err)
 	return out, err
 }
@@ -164,6 +169,12 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout)
 	defer cancel()
+	if in.Announce {
+		// A hedged attempt: its rival's answer may cut its request (races).
+		var cut context.CancelCauseFunc
+		callCtx, cut = context.WithCancelCause(callCtx)
+		defer a.races.join(raceKey(info.WorkflowExecution.RunID, in.Attempt, in.Hedge), cut)()
+	}
 	pub := a.publisher(ctx, in, m)
 	defer pub.close(ctx)
 	var tokens atomic.Int64
@@ -214,6 +225,11 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 	stopHeartbeat()
 	out.Duration = a.now().Sub(start)
+	if errors.Is(context.Cause(callCtx), errCutByRace) && ctx.Err() == nil {
+		// Its rival answered: the workflow, taking that answer, cancels
+		// this attempt; until then it waits, its request already closed.
+		awaitCancel(ctx, info.HeartbeatTimeout)
+	}
 	switch {
 	case !firstAt.IsZero():
 		a.firstToken(m.Name, firstAt.Sub(start))

@@ -176,6 +176,10 @@ type CallInput struct {
 	// Hedge: the attempt is the hedge of attempt Attempt (its request ID
 	// ends in "h").
 	Hedge bool `json:"hedge,omitempty"`
+	// HedgeReplace: the race is under hedge.replace (the primary's answer
+	// replaces the hedge's), so a hedge that answers first leaves the
+	// primary running.
+	HedgeReplace bool `json:"hedge_replace,omitempty"`
 	// Cache: the answer, if good, may be kept in the answer cache (the
 	// call's first model, nothing streamed before it).
 	Cache bool `json:"cache,omitempty"`

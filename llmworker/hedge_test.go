@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -55,6 +56,33 @@ func TestIntegrationHedgeLoses(t *testing.T) {
 	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.True(t, res.Attempts[0].Hedge)
 	require.Equal(t, "qwen-72b", res.Model)
+}
+
+// TestIntegrationHedgeLoserIsCut: the hedge answers first and the first
+// model's request, which would have generated for 8 s, is closed within a
+// second of the answer (a provider bills what it generates), not at the
+// attempt's next heartbeat.
+func TestIntegrationHedgeLoserIsCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	// An upstream that stops generating when its client goes (vLLM aborts
+	// the request), so its slot says whether the request is still open.
+	keep := false
+	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{ContinueOnDisconnect: &keep}}, hedged("300ms"))
+	res := s.call(question("[[sim fault=latency latency=8s model=qwen-72b times=1]] Where is my invoice?"))
+	answered := time.Now()
+	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
+	for {
+		if n, _ := s.sim.InFlight("qwen-72b"); n == 0 {
+			break
+		}
+		require.Less(t, time.Since(answered), 5*time.Second, "the losing request is still open")
+		time.Sleep(20 * time.Millisecond)
+	}
+	open := time.Since(answered)
+	t.Logf("the losing request closed %v after the call answered", open.Round(time.Millisecond))
+	require.Less(t, open, time.Second, "the losing request stayed open after the hedge answered")
 }
 
 // TestIntegrationHedgeBudget: with a tiny hedge budget only the one hedge

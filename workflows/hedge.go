@@ -166,7 +166,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	}
 	// The attempt tells when its hedge delay passed without a first token
 	// (a note, not a workflow timer: those fire up to a second late).
-	in.Announce, in.HedgeAfter = true, plan.After
+	in.Announce, in.HedgeAfter, in.HedgeReplace = true, plan.After, plan.Replace
 	start(&r.primary, prep, in, timeout, "")
 	in.HedgeAfter = 0
 
