@@ -95,7 +95,7 @@ func newHedgeBudget(cfg *config.Config) *guard.RetryBudget {
 	if cfg.Hedge.Budget == 0 {
 		floor = 0
 	}
-	return guard.NewRetryBudget(config.BudgetConfig{Window: cfg.Budget.Window, Ratio: cfg.Hedge.Budget, Floor: floor})
+	return guard.NewShareBudget(config.BudgetConfig{Window: cfg.Budget.Window, Ratio: cfg.Hedge.Budget, Floor: floor})
 }
 
 // hedgePlan is the hedge of a call's first attempt on m, nil when the

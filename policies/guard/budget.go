@@ -56,6 +56,9 @@ type RetryBudget struct {
 	// fleet's (see Sync).
 	endpoint string
 	sync     *Sync
+	// shareOnly: a share budget (NewShareBudget), a sliding window with no
+	// reserve.
+	shareOnly bool
 }
 
 // BudgetSnapshot is the state of a RetryBudget at one instant.
@@ -83,6 +86,17 @@ func NewRetryBudget(cfg config.BudgetConfig) *RetryBudget {
 	}
 	return &RetryBudget{ratio: cfg.Ratio, floor: cfg.Floor, ring: newWindowRing(cfg.Window.D()),
 		share: cfg.TenantShare, tenants: map[string]*windowRing{}}
+}
+
+// NewShareBudget returns a budget that allows, over the last Window, at
+// most Ratio × the requests recorded in it plus Floor: a share of the
+// traffic, without the reserve of a retry budget, for what should follow
+// the traffic of the last window rather than bound an incident (hedges,
+// which help most in a latency spike, paid for by the calls before it).
+func NewShareBudget(cfg config.BudgetConfig) *RetryBudget {
+	b := NewRetryBudget(cfg)
+	b.shareOnly = true
+	return b
 }
 
 // checkBudget refuses the budget settings config.Validate refuses.
@@ -235,6 +249,11 @@ func (b *RetryBudget) snapshot(now time.Time) BudgetSnapshot {
 // counts, and the reserve worked out from its buckets oldest first.
 func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 	var s BudgetSnapshot
+	if b.shareOnly {
+		s.Requests, s.Retries = b.ring.sumAt(i)
+		s.Allowed = int(math.Floor(b.ratio*float64(s.Requests)+1e-9)) + b.floor
+		return s
+	}
 	rr := reserveOf(b.ratio, b.floor)
 	level := float64(b.floor)
 	for k := i - windowBuckets + 1; k <= i; k++ {

@@ -195,6 +195,36 @@ func TestRetryBudgetBanksNoMoreThanTheFloor(t *testing.T) {
 	}
 }
 
+// A share budget (the hedges') follows the traffic of the last window: a
+// minute of 10 calls a second pays for 5 % of them in a burst after it,
+// where a retry budget's reserve would allow only its floor.
+func TestShareBudgetFollowsTheWindow(t *testing.T) {
+	cfg := budgetConfig(time.Minute, 0.05, 1)
+	share, retry := NewShareBudget(cfg), NewRetryBudget(cfg)
+	for s := range 60 {
+		for range 10 {
+			share.RecordRequest(budgetAt(time.Duration(s) * time.Second))
+			retry.RecordRequest(budgetAt(time.Duration(s) * time.Second))
+		}
+	}
+	burst := budgetAt(59*time.Second + 500*time.Millisecond)
+	shared, retried := 0, 0
+	for range 100 {
+		if share.TryRetry(burst) {
+			shared++
+		}
+		if retry.TryRetry(burst) {
+			retried++
+		}
+	}
+	if shared != 31 {
+		t.Errorf("the share budget allowed %d in the burst, want 31 (5 %% of 600 + 1)", shared)
+	}
+	if retried > 2 {
+		t.Errorf("the retry budget allowed %d in the burst, want its reserve of 1 and this second's 5 %% of 10 (≤ 2)", retried)
+	}
+}
+
 // The budget built from the default policy uses its ratio, floor and
 // window as they are.
 func TestRetryBudgetDefaultConfig(t *testing.T) {
