@@ -21,8 +21,11 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmnexus"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/guard"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 	"github.com/google/uuid"
 )
@@ -186,7 +189,21 @@ func New(c client.Client, o Options) (*Worker, error) {
 		// current build at its next workflow task.
 		guardBehavior = workflow.VersioningBehaviorAutoUpgrade
 	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	ids, err := request.IDsFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	// Workflows of other namespaces call through Nexus (llmnexus).
+	svc, err := llmnexus.Service(llmnexus.Options{TaskQueue: tq, IDs: ids, Client: llmclient.Client{Deadline: o.Config.Call.Deadline.D()}})
+	if err != nil {
+		return nil, err
+	}
 	w := worker.New(c, tq, o.Worker)
+	w.RegisterNexusService(svc)
 	w.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterActivity(acts)
 	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName, VersioningBehavior: guardBehavior})

@@ -28,6 +28,7 @@ type options struct {
 	ids        request.IDs
 	deadline   time.Duration
 	margin     time.Duration
+	nexus      string
 }
 
 // WithTaskQueue sets the task queue of the durable-llm workers; default
@@ -67,6 +68,11 @@ func WithDeadline(d time.Duration) Option { return func(o *options) { o.deadline
 // execution timeout (see llmclient.Client.ExecutionMargin); default
 // llmclient.DefaultExecutionMargin (1 min).
 func WithExecutionMargin(d time.Duration) Option { return func(o *options) { o.margin = d } }
+
+// WithNexus makes Call go through the durable-llm Nexus service on
+// endpoint, as CallNexus does (for an agent in another namespace than
+// durable-llm); WithTaskQueue and WithWorkflowID then do not apply.
+func WithNexus(endpoint string) Option { return func(o *options) { o.nexus = endpoint } }
 
 // defaultMaxDeadline is the default policy's call.max_deadline, the
 // longest deadline a worker should have (a test pins it to the policy's).
@@ -199,10 +205,16 @@ const maxStarts = 3
 // Call waits for it to stop. Its execution timeout is the request's
 // deadline plus a margin (WithDeadline, WithExecutionMargin).
 //
+// With WithNexus the call goes through the Nexus service instead
+// (CallNexus).
+//
 // Errors are *Error (see Kind): FallbackUnavailable (retryable),
 // InvalidRequest, KeyReused, Canceled, TimedOut, Failed.
 func Call(ctx workflow.Context, req workflows.CallRequest, opts ...Option) (workflows.CallResult, error) {
 	o := resolve(opts)
+	if o.nexus != "" {
+		return callNexus(ctx, o.nexus, req, o)
+	}
 	req = o.apply(req)
 	if err := precheck(req); err != nil {
 		return workflows.CallResult{}, err

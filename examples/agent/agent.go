@@ -33,6 +33,11 @@ type Input struct {
 	CallsQueue string `json:"calls_queue,omitempty"`
 	// MaxTurns bounds the model calls; default DefaultMaxTurns.
 	MaxTurns int `json:"max_turns,omitempty"`
+	// NexusEndpoint, when set, sends the model calls through the
+	// durable-llm Nexus service on that endpoint (llmworkflow.WithNexus:
+	// the agent runs in another namespace than durable-llm) instead of as
+	// child workflows; CallsQueue then does not apply.
+	NexusEndpoint string `json:"nexus_endpoint,omitempty"`
 }
 
 // Output is the agent's final answer and how it got there.
@@ -61,6 +66,9 @@ func Agent(ctx workflow.Context, in Input) (Output, error) {
 	opts := []llmworkflow.Option{}
 	if in.CallsQueue != "" {
 		opts = append(opts, llmworkflow.WithTaskQueue(in.CallsQueue))
+	}
+	if in.NexusEndpoint != "" {
+		opts = append(opts, llmworkflow.WithNexus(in.NexusEndpoint))
 	}
 	maxTurns := in.MaxTurns
 	if maxTurns <= 0 {
