@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -27,6 +28,10 @@ import (
 	"syscall"
 	"time"
 
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/durable-llm/durable-llm/llmnexus"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -104,11 +109,17 @@ func run() error {
 	for _, n := range names {
 		args = append(args, "--search-attribute", n+"="+workflows.SearchAttributes[n])
 	}
+	// A second namespace for agents that call durable-llm through Nexus.
+	args = append(args, "--namespace", agentsNamespace)
 	if _, err := start("temporal", nil, *temporalBin, args...); err != nil {
 		return err
 	}
 	if err := waitListening(ctx, fmt.Sprintf("127.0.0.1:%d", *port), 30*time.Second); err != nil {
 		return fmt.Errorf("Temporal dev server did not start (see .devstack/temporal.log): %w", err)
+	}
+
+	if err := createEndpoint(ctx, fmt.Sprintf("127.0.0.1:%d", *port)); err != nil {
+		return err
 	}
 
 	var workerEnv []string
@@ -159,8 +170,9 @@ Ask a question (in another terminal):
   go run ./starter ask "[[sim fault=rate_limited times=1]] Where is my order?"
 
 Then open the Web UI link it prints to see every attempt, wait and decision.
-Ctrl-C stops everything.
-`, *uiPort, upstream)
+Workflows in namespace %[3]s call it through the Nexus endpoint %[4]s
+(docs/agents.md). Ctrl-C stops everything.
+`, *uiPort, upstream, agentsNamespace, endpointName)
 
 	exited := make(chan error, 1)
 	go func() { exited <- w.cmd.Wait() }()
@@ -227,4 +239,29 @@ func tail(path string, n int) string {
 	}
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+// The namespace for agents and the Nexus endpoint make run creates.
+const (
+	agentsNamespace = "agents"
+	endpointName    = "durable-llm"
+)
+
+// createEndpoint creates the Nexus endpoint durable-llm, whose target is
+// the worker's namespace and task queue, once the server answers.
+func createEndpoint(ctx context.Context, addr string) error {
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		var c client.Client
+		c, err = client.Dial(client.Options{HostPort: addr, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+		if err != nil {
+			continue
+		}
+		err = llmnexus.EnsureEndpoint(ctx, c, endpointName, client.DefaultNamespace, workflows.TaskQueue)
+		c.Close()
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("create the Nexus endpoint %s: %w", endpointName, err)
 }
