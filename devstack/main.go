@@ -171,7 +171,7 @@ Ask a question (in another terminal):
 
 Then open the Web UI link it prints to see every attempt, wait and decision.
 Workflows in namespace %[3]s call it through the Nexus endpoint %[4]s
-(docs/agents.md). Ctrl-C stops everything.
+(docs/nexus.md). Ctrl-C stops everything.
 `, *uiPort, upstream, agentsNamespace, endpointName)
 
 	exited := make(chan error, 1)
