@@ -148,20 +148,20 @@ func skipsTools(ctx workflow.Context, in agent.Input) (agent.Output, error) {
 	return agent.Agent(ctx, in)
 }
 
-// README's "From a Temporal workflow (Go)" shows the agent's loop as this
-// package has it.
-func TestREADMEShowsTheLoop(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// docs/calling.md's "From a Temporal workflow (Go)" shows the agent's loop
+// as this package has it.
+func TestDocsShowTheLoop(t *testing.T) {
+	readme, err := os.ReadFile("../../docs/calling.md")
 	require.NoError(t, err)
 	src, err := os.ReadFile("agent.go")
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(readme), "### From a Temporal workflow (Go)")
-	require.True(t, ok, "README has the section")
+	_, section, ok := strings.Cut(string(readme), "## From a Temporal workflow (Go)\n")
+	require.True(t, ok, "docs/calling.md has the section")
 	_, block, ok := strings.Cut(section, "```go\n")
 	require.True(t, ok)
 	block, _, ok = strings.Cut(block, "```\n")
 	require.True(t, ok)
 	indented := "\t" + strings.ReplaceAll(strings.TrimSuffix(block, "\n"), "\n", "\n\t")
 	indented = strings.ReplaceAll(indented, "\n\t\n", "\n\n")
-	require.Contains(t, string(src), indented, "README's loop is agent.go's")
+	require.Contains(t, string(src), indented, "docs/calling.md's loop is agent.go's")
 }
