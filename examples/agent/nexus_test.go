@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"strings"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -41,7 +44,8 @@ func askNexus(ctx workflow.Context, endpoint string, req workflows.CallRequest) 
 // history replays. Then the same one-turn request from two namespaces,
 // under the same caller workflow ID, with a tenant forged in the request:
 // two calls, each tenant its own namespace, each its own model request
-// (no shared cache or idempotency across namespaces).
+// (no shared cache or idempotency across namespaces). Last, a caller
+// cancelled mid-call cancels its call.
 func TestIntegrationAgentNexus(t *testing.T) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{ExtraArgs: []string{"--namespace", "agents", "--namespace", "others"}})
 	c := srv.Client()
@@ -125,6 +129,26 @@ func TestIntegrationAgentNexus(t *testing.T) {
 	require.Equal(t, "others", tenantOf(t, c, b.RequestID))
 	require.Equal(t, before+2, sim.Stats().Totals.Arrivals, "each namespace's call asked the model: no answer crossed namespaces")
 	require.True(t, strings.HasPrefix(a.RequestID, request.KeyPrefix))
+
+	// Cancelling the caller cancels its call through the operation.
+	slow := workflows.CallRequest{UserID: "u-2", SessionID: "s-2",
+		Messages: []request.Message{{Role: "user", Content: "[[sim fault=latency latency=60s]] Will you answer slowly?"}}}
+	canceller := "canceller-" + uuid.NewString()[:8]
+	crun, err := agents.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: canceller, TaskQueue: agentQueue}, askNexus, endpoint, slow)
+	require.NoError(t, err)
+	sum := sha256.Sum256([]byte(canceller + "\x00" + request.IDs{}.Fingerprint(slow)))
+	callID := request.IDs{}.Scoped("agents", "nx-"+hex.EncodeToString(sum[:]))
+	require.Eventually(t, func() bool {
+		desc, err := c.DescribeWorkflowExecution(ctx, callID, "")
+		return err == nil && desc.GetPendingActivities() != nil && len(desc.GetPendingActivities()) > 0
+	}, 30*time.Second, 100*time.Millisecond, "the call %s runs its attempt", callID)
+	require.NoError(t, agents.CancelWorkflow(ctx, canceller, ""))
+	var ignored workflows.CallResult
+	require.Error(t, crun.Get(ctx, &ignored), "the cancelled caller ends without an answer")
+	require.Eventually(t, func() bool {
+		desc, err := c.DescribeWorkflowExecution(ctx, callID, "")
+		return err == nil && desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED
+	}, 30*time.Second, 100*time.Millisecond, "the call is cancelled with its caller")
 }
 
 // tenantOf is the tenant in the call's memo.
