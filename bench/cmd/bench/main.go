@@ -8,6 +8,7 @@
 //	stream-events  history events per second of generation of a streamed call, per stream.batch_interval
 //	hedge          a slow tail: not hedged vs hedged (adaptive, fixed delay): p50/p95/p99 and extra requests
 //	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
+//	paths          one model call from an agent: bare child workflow, llmworkflow.Call, Nexus, front door (not in the default set)
 //	fairness       one tenant floods the front door at 10× its quota, with calls or with refused, expensive requests: another tenant's p99 alone vs during the flood
 //
 // Usage:
@@ -159,8 +160,10 @@ func run(args []string) error {
 			err = runMemory(ctx, o)
 		case "fairness":
 			err = runFairness(ctx, o)
+		case "paths":
+			err = runPaths(ctx, o)
 		default:
-			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness)", b)
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness, paths)", b)
 		}
 		if err != nil {
 			return err
@@ -269,6 +272,25 @@ func runOverhead(ctx context.Context, o options) error {
 	}
 	return write(o, "overhead.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), nil))
 }
+func runPaths(ctx context.Context, o options) error {
+	fmt.Fprintf(display, "bench: paths — starting a Temporal dev server\n")
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{ExtraArgs: []string{"--namespace", bench.PathsNamespace}})
+	if err != nil {
+		return fmt.Errorf("start the Temporal dev server: %w", err)
+	}
+	defer func() { _ = srv.Stop() }()
+	date := time.Now()
+	calls := 100
+	if o.short {
+		calls = 10
+	}
+	rep, err := bench.RunPaths(ctx, bench.PathsOptions{Temporal: srv.Client(), HostPort: srv.FrontendHostPort(), Calls: calls, Progress: display})
+	if err != nil {
+		return err
+	}
+	return write(o, "paths.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date)))
+}
+
 func runStream(ctx context.Context, o options) error {
 	srv, err := devServer(ctx, "stream")
 	if err != nil {
