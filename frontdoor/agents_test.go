@@ -316,14 +316,6 @@ func TestResponsesAPIToolRoundTrip(t *testing.T) {
 		require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", r.OutputText(), "streamed=%v", streamed)
 		require.Positive(t, r.Usage.OutputTokens)
 	}
-
-	// A stored response cannot be continued: the 400 says what to send.
-	_, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", PreviousResponseID: openai.String("resp_x"),
-		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And then?")}})
-	e := apiError(t, err)
-	require.Equal(t, http.StatusBadRequest, e.StatusCode)
-	require.Equal(t, "previous_response_id", e.Param)
-	require.Contains(t, e.Message, "send the whole conversation as input")
 }
 
 // TestStreamedToolCallSurvivesACutStream: the upstream cuts the stream

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -97,6 +98,13 @@ type Options struct {
 	// Logger receives one line per request (tenant, workflow ID, status;
 	// never tokens or prompts). Default: no logging.
 	Logger *slog.Logger
+	// StoreRetention is how long a completed response may be continued
+	// (previous_response_id) and its input listed. Default
+	// DefaultStoreRetention (30 days).
+	StoreRetention time.Duration
+	// DataConverter decodes a stored call's request; default the SDK's
+	// (a deployment that encrypts payloads passes its codec's).
+	DataConverter converter.DataConverter
 	// Now is the clock of the created fields; default time.Now.
 	Now func() time.Time
 }
@@ -107,6 +115,8 @@ type Options struct {
 //	POST /v1/responses          the same, in the Responses API (stateless subset and background)
 //	GET  /v1/responses/{id}     a background response (?stream=true&starting_after=N: its events)
 //	POST /v1/responses/{id}/cancel  cancel it
+//	DELETE /v1/responses/{id}   delete a stored response
+//	GET  /v1/responses/{id}/input_items  its input items
 //	GET  /v1/models             the ladder's models
 //	GET  /v1/models/{model}     one of them
 //	GET  /v1/calls/{id}         a call started with Prefer: respond-async
@@ -182,8 +192,16 @@ func New(o Options) (*Handler, error) {
 	}
 	h.mux.HandleFunc("/v1/chat/completions", h.authed(http.MethodPost, h.chatCompletions))
 	h.mux.HandleFunc("/v1/responses", h.authed(http.MethodPost, h.responses))
-	h.mux.HandleFunc("/v1/responses/{id}", h.authed(http.MethodGet, h.getResponse))
+	getResp, delResp := h.authed(http.MethodGet, h.getResponse), h.authed(http.MethodDelete, h.deleteResponse)
+	h.mux.HandleFunc("/v1/responses/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodDelete {
+			delResp(w, r)
+			return
+		}
+		getResp(w, r)
+	})
 	h.mux.HandleFunc("/v1/responses/{id}/cancel", h.authed(http.MethodPost, h.cancelResponse))
+	h.mux.HandleFunc("/v1/responses/{id}/input_items", h.authed(http.MethodGet, h.listInputItems))
 	h.mux.HandleFunc("/v1/models", h.authed(http.MethodGet, h.listModels))
 	h.mux.HandleFunc("/v1/models/{model}", h.authed(http.MethodGet, h.getModel))
 	h.mux.HandleFunc("/v1/calls/{id}", h.callRoute())
@@ -475,6 +493,11 @@ func (h *Handler) callRequest(body []byte, r *http.Request, tenant string, a api
 	req.Scenario, req.Model, req.Messages = r.Header.Get(HeaderScenario), model, cr.Messages
 	req.MaxTokens, req.Temperature = cr.MaxTokens, cr.Temperature
 	req.IdempotencyKey = r.Header.Get(HeaderIdempotencyKey)
+	if cr.prev != "" {
+		if apiErr := h.chain(r.Context(), &req, cr.prev, tenant); apiErr != nil {
+			return req, cr, apiErr
+		}
+	}
 	if v := r.Header.Get(HeaderDeadlineMS); v != "" {
 		ms, problem := parseDeadlineMS(v, h.o.Config.Call.MaxDeadline.D())
 		if problem != "" {

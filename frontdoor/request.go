@@ -35,6 +35,8 @@ type chatRequest struct {
 	// fieldOf, when set, names a CallRequest field as the client's API
 	// spells it (the Responses API's input[3] for messages[2]).
 	fieldOf func(field string) string
+	// prev is the Responses API's previous_response_id.
+	prev string
 }
 
 // IgnoredFields are request fields that stock OpenAI SDKs and agent

@@ -119,8 +119,8 @@ func decodeResponsesFields(top map[string]json.RawMessage, req chatRequest) (cha
 	if err := decodeField(top, "previous_response_id", &prev, "a string"); err != nil {
 		return req, err
 	}
-	if prev != nil && *prev != "" {
-		return req, &fieldError{"previous_response_id", "responses are not stored: send the whole conversation as input (the Agents SDK does with store: false)"}
+	if prev != nil {
+		req.prev = *prev
 	}
 	var truncation *string
 	if err := decodeField(top, "truncation", &truncation, "a string"); err != nil {

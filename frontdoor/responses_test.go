@@ -53,7 +53,6 @@ func TestDecodeResponsesRequest(t *testing.T) {
 	}
 
 	for _, c := range []struct{ body, field, part string }{
-		{`{"input":"hi","previous_response_id":"resp_1"}`, "previous_response_id", "send the whole conversation"},
 		{`{"input":"hi","conversation":"conv_1"}`, "conversation", "not supported"},
 		{`{"input":"hi","tools":[{"type":"web_search"}]}`, "tools[0].type", `"web_search" tools are not supported`},
 		{`{"input":[{"type":"item_reference","id":"x"}]}`, "input[0].type", `"item_reference" items are not supported`},

@@ -147,7 +147,7 @@ client of the deployment); without it serve listens only on loopback.
 	h, err := frontdoor.New(frontdoor.Options{
 		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits,
 			IDs: ids, Deadline: cfg.Call.Deadline.D(), ReplayWindow: cfg.Idempotency.ReplayWindow.D(), KeyWindow: cfg.Idempotency.KeyWindow.D()},
-		Tenants: tenants, Config: cfg, KeepAlive: *keepAlive, BodyTimeout: *bodyTimeout,
+		Tenants: tenants, Config: cfg, DataConverter: opts.DataConverter, KeepAlive: *keepAlive, BodyTimeout: *bodyTimeout,
 		Logger: logger,
 	})
 	if err != nil {

@@ -1,0 +1,87 @@
+package frontdoor_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/stretchr/testify/require"
+)
+
+// TestPreviousResponseChaining: a tool-using agent continues its stored
+// response with previous_response_id, sending only the function call's
+// output; the call is rebuilt with the question and the function call
+// before it (the simulator answers from the tool's output only then).
+// input_items lists them in order; another tenant cannot continue, list
+// or delete it; its owner can.
+func TestPreviousResponseChaining(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai(tokAcme)
+	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup_order",
+		Description: openai.String("Find an order by its id"), Strict: openai.Bool(false),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []string{"order_id"}}}}
+	r1, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", Instructions: openai.String("You are a support agent."),
+		Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Where is order 42? (chained)")}})
+	require.NoError(t, err)
+	var call responses.ResponseFunctionToolCall
+	for _, item := range r1.Output {
+		if item.Type == "function_call" {
+			call = item.AsFunctionCall()
+		}
+	}
+	require.Equal(t, "lookup_order", call.Name, "%s", r1.RawJSON())
+
+	out := responses.ResponseInputItemParamOfFunctionCallOutput("shipped on Monday")
+	out.OfFunctionCallOutput.CallID = openai.String(call.CallID)
+	next := responses.ResponseNewParams{Model: "auto", Tools: []responses.ToolUnionParam{tool}, PreviousResponseID: openai.String(r1.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfInputItemList: responses.ResponseInputParam{out}}}
+	r2, err := oc.Responses.New(ctx, next)
+	if err != nil {
+		e := apiError(t, err)
+		t.Fatalf("%s %s %s", e.Param, e.Code, e.Message)
+	}
+	require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", r2.OutputText())
+
+	// Its input, oldest first: the question, the function call, its output.
+	get := func(tok, method, path string) (int, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, method, d.ts.URL+path, nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m), "%s", b)
+		return resp.StatusCode, m
+	}
+	code, list := get(tokAcme, http.MethodGet, "/v1/responses/"+r2.ID+"/input_items?order=asc")
+	require.Equal(t, http.StatusOK, code, "%v", list)
+	var types []string
+	for _, it := range list["data"].([]any) {
+		types = append(types, it.(map[string]any)["type"].(string))
+	}
+	require.Equal(t, []string{"message", "function_call", "function_call_output"}, types)
+
+	// Another tenant: the same 404 as an unknown ID, naming the field,
+	// and no call started.
+	_, err = d.openai(tokGlobex).Responses.New(ctx, next)
+	e := apiError(t, err)
+	require.Equal(t, http.StatusNotFound, e.StatusCode)
+	require.Equal(t, "previous_response_id", e.Param)
+	require.NotContains(t, e.Message, "shipped")
+	code, _ = get(tokGlobex, http.MethodGet, "/v1/responses/"+r2.ID+"/input_items")
+	require.Equal(t, http.StatusNotFound, code)
+	code, _ = get(tokGlobex, http.MethodDelete, "/v1/responses/"+r2.ID)
+	require.Equal(t, http.StatusNotFound, code)
+
+	// Its owner deletes it (Temporal removes the workflow asynchronously).
+	code, del := get(tokAcme, http.MethodDelete, "/v1/responses/"+r1.ID)
+	require.Equal(t, http.StatusOK, code, "%v", del)
+	require.Equal(t, true, del["deleted"])
+}
