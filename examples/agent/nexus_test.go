@@ -45,7 +45,8 @@ func askNexus(ctx workflow.Context, endpoint string, req workflows.CallRequest) 
 // under the same caller workflow ID, with a tenant forged in the request:
 // two calls, each tenant its own namespace, each its own model request
 // (no shared cache or idempotency across namespaces). Last, a caller
-// cancelled mid-call cancels its call.
+// cancelled mid-call cancels its call, and one whose worker stopped
+// mid-call gets its answer from one model request.
 func TestIntegrationAgentNexus(t *testing.T) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{ExtraArgs: []string{"--namespace", "agents", "--namespace", "others"}})
 	c := srv.Client()
@@ -75,13 +76,16 @@ func TestIntegrationAgentNexus(t *testing.T) {
 	}
 	agents, others := dial("agents"), dial("others")
 	agentQueue := "agent-test-" + uuid.NewString()[:8]
-	for _, nc := range []client.Client{agents, others} {
+	startCaller := func(nc client.Client) worker.Worker {
 		w := worker.New(nc, agentQueue, worker.Options{})
 		agent.Register(w, nc, &agent.Tools{Orders: orders})
 		w.RegisterWorkflow(askNexus)
 		require.NoError(t, w.Start())
-		t.Cleanup(w.Stop)
+		return w
 	}
+	callerWorker := startCaller(agents)
+	t.Cleanup(func() { callerWorker.Stop() })
+	t.Cleanup(startCaller(others).Stop)
 
 	id := "agent-nexus-" + uuid.NewString()[:8]
 	run, err := agents.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: agentQueue}, agent.WorkflowName,
@@ -129,6 +133,23 @@ func TestIntegrationAgentNexus(t *testing.T) {
 	require.Equal(t, "others", tenantOf(t, c, b.RequestID))
 	require.Equal(t, before+2, sim.Stats().Totals.Arrivals, "each namespace's call asked the model: no answer crossed namespaces")
 	require.True(t, strings.HasPrefix(a.RequestID, request.KeyPrefix))
+
+	// The caller's worker stopped mid-call and another started: the turn
+	// completes once, with one model request.
+	mid := workflows.CallRequest{UserID: "u-3", SessionID: "s-3",
+		Messages: []request.Message{{Role: "user", Content: "[[sim fault=latency latency=3s]] Are you still there?"}}}
+	midCaller := "mid-" + uuid.NewString()[:8]
+	before = sim.Stats().Totals.Arrivals
+	mrun, err := agents.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: midCaller, TaskQueue: agentQueue}, askNexus, endpoint, mid)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return sim.Stats().Totals.Arrivals > before }, 30*time.Second, 50*time.Millisecond, "the call reached the model")
+	callerWorker.Stop()
+	callerWorker = startCaller(agents)
+	var midRes workflows.CallResult
+	require.NoError(t, mrun.Get(ctx, &midRes))
+	require.Equal(t, workflows.SourceModel, midRes.Source)
+	require.Equal(t, before+1, sim.Stats().Totals.Arrivals, "one model request for the turn")
+	require.Equal(t, 1, sim.Stats().Conversations[midRes.RequestID].Attempts)
 
 	// Cancelling the caller cancels its call through the operation.
 	slow := workflows.CallRequest{UserID: "u-2", SessionID: "s-2",
