@@ -2,13 +2,19 @@ package frontdoor_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // TestPreviousResponseChaining: a tool-using agent continues its stored
@@ -84,4 +90,42 @@ func TestPreviousResponseChaining(t *testing.T) {
 	code, del := get(tokAcme, http.MethodDelete, "/v1/responses/"+r1.ID)
 	require.Equal(t, http.StatusOK, code, "%v", del)
 	require.Equal(t, true, del["deleted"])
+}
+
+// TestChainOf50Turns: 50 turns chained with previous_response_id; each
+// turn's call has as many history events as the first (the conversation
+// is in its input, not its history), far under the history guard, and
+// every turn sees the whole conversation.
+func TestChainOf50Turns(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai(tokAcme)
+	var prev string
+	var first, most int64
+	var total time.Duration
+	for i := range 50 {
+		p := responses.ResponseNewParams{Model: "auto",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String(fmt.Sprintf("turn %d of the chain", i))}}
+		if prev != "" {
+			p.PreviousResponseID = openai.String(prev)
+		}
+		start := time.Now()
+		r, err := oc.Responses.New(ctx, p)
+		require.NoError(t, err, "turn %d", i)
+		total += time.Since(start)
+		desc, err := d.c.DescribeWorkflowExecution(ctx, strings.TrimPrefix(r.ID, "resp_"), "")
+		require.NoError(t, err)
+		n := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+		if i == 0 {
+			first = n
+		}
+		most = max(most, n)
+		require.LessOrEqual(t, n, 2*first, "turn %d: %d history events, the first had %d", i, n, first)
+		require.Less(t, n, int64(config.DefaultMaxHistoryEvents))
+		prev = r.ID
+	}
+	req, err := (&llmclient.Client{Temporal: d.c}).Request(ctx, nil, strings.TrimPrefix(prev, "resp_"), "")
+	require.NoError(t, err)
+	require.Len(t, req.Messages, 50*2-1) // 50 questions, 49 answers before the last
+	t.Logf("50 turns: %d to %d history events per turn, %s per turn (lookup of the previous response, call, answer)", first, most, total/50)
 }
