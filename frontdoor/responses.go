@@ -17,9 +17,8 @@ import (
 // Agents SDK, for its stateless subset: input items (messages with text
 // and images, function calls and their outputs), instructions, function
 // tools, structured outputs (text.format), streaming events. It maps onto
-// the same LLMCall as chat completions. previous_response_id is refused:
-// send the whole conversation as input (store: false), as the Agents SDK
-// does when it keeps the history itself.
+// the same LLMCall as chat completions. previous_response_id continues a
+// stored response (stored.go).
 
 // responsesHandled are the request fields decodeResponsesRequest reads.
 var responsesHandled = []string{"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
