@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,4 +131,53 @@ func TestChainOf50Turns(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, req.Messages, 50*2-1) // 50 questions, 49 answers before the last
 	t.Logf("50 turns: %d to %d history events per turn, %s per turn (lookup of the previous response, call, answer)", first, most, total/50)
+}
+
+// TestAgentsSDKChainsWithPreviousResponseID: the OpenAI Agents SDK
+// (@openai/agents) runs a tool-using support agent for two turns, the
+// second continuing the first with previousResponseId; the tool runs,
+// both turns answer from its output, and the second turn's call holds
+// the first turn's conversation.
+func TestAgentsSDKChainsWithPreviousResponseID(t *testing.T) {
+	dir, err := filepath.Abs("testdata/openai-ts")
+	require.NoError(t, err)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH (Node 20 or later is needed)")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", "agents")); err != nil {
+		t.Skipf("the OpenAI Agents SDK is not installed: npm ci --prefix %s", dir)
+	}
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	cmd := exec.CommandContext(ctx, node, "agents-sdk.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+d.ts.URL+"/v1", "OPENAI_API_KEY="+tokAcme)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	t.Logf("%s", out)
+	var got struct {
+		First, FirstID, Second, SecondID string
+		ToolCalls                        []string
+	}
+	require.NoError(t, json.Unmarshal(out, &struct {
+		First     *string   `json:"first"`
+		FirstID   *string   `json:"first_id"`
+		Second    *string   `json:"second"`
+		SecondID  *string   `json:"second_id"`
+		ToolCalls *[]string `json:"tool_calls"`
+	}{&got.First, &got.FirstID, &got.Second, &got.SecondID, &got.ToolCalls}), string(out))
+	require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", got.First)
+	require.NotEmpty(t, got.ToolCalls)
+	require.Equal(t, "42", got.ToolCalls[0])
+	req, err := (&llmclient.Client{Temporal: d.c}).Request(ctx, nil, strings.TrimPrefix(got.SecondID, "resp_"), "")
+	require.NoError(t, err)
+	var texts []string
+	for _, m := range req.Messages {
+		texts = append(texts, m.Text())
+	}
+	require.Contains(t, texts, "Where is order 42?", "the second turn's call holds the first turn")
+	require.Contains(t, texts, "Where is order 42? Tell me again.")
 }
