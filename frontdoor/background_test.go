@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 )
 
@@ -317,4 +319,64 @@ func TestBackgroundWithTypeScriptClient(t *testing.T) {
 	for i := 1; i < len(r.Seqs); i++ {
 		require.Greater(t, r.Seqs[i], r.Seqs[i-1], "sequence numbers %v", r.Seqs)
 	}
+}
+
+// TestBackgroundStreamSurvivesFrontDoorRestart: a streamed background
+// response left after three deltas is resumed with starting_after from a
+// new front door process (the first one closed while the call streams):
+// the resumed events repeat nothing and lose nothing.
+func TestBackgroundStreamSurvivesFrontDoorRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	var opts *frontdoor.Options
+	d := newDoor(t, func(o *frontdoor.Options) { opts = o })
+	ctx := ctxT(t)
+
+	var seqs []int64
+	var text strings.Builder
+	var id string
+	s := d.openai(tokAcme).Responses.NewStreaming(ctx, backgroundParams("[[sim tokens=300]] Tell me a long story."))
+	deltas := 0
+	for deltas < 3 && s.Next() {
+		ev := s.Current()
+		seqs = append(seqs, ev.SequenceNumber)
+		switch ev.Type {
+		case "response.created":
+			id = ev.Response.ID
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+			deltas++
+		}
+	}
+	require.NoError(t, s.Close())
+	require.Equal(t, 3, deltas)
+	last := seqs[len(seqs)-1]
+
+	// The front door goes away and another starts on the same Temporal.
+	d.ts.CloseClientConnections()
+	d.ts.Close()
+	h, err := frontdoor.New(*opts)
+	require.NoError(t, err)
+	d.ts = httptest.NewServer(h)
+	t.Cleanup(d.ts.Close)
+	require.True(t, d.running(ctx, strings.TrimPrefix(id, "resp_")), "the call ended before the restart: make it longer")
+
+	r := d.openai(tokAcme).Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: openai.Int(last)})
+	var final *responses.Response
+	for r.Next() {
+		ev := r.Current()
+		require.Greater(t, ev.SequenceNumber, seqs[len(seqs)-1], "sequence numbers %v then %d", seqs, ev.SequenceNumber)
+		seqs = append(seqs, ev.SequenceNumber)
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+		case "response.completed":
+			resp := ev.Response
+			final = &resp
+		}
+	}
+	require.NoError(t, r.Err())
+	require.NotNil(t, final)
+	require.Equal(t, final.OutputText(), text.String())
 }
