@@ -112,7 +112,7 @@ type Options struct {
 // Handler is the OpenAI-compatible front door: an http.Handler that serves
 //
 //	POST /v1/chat/completions   start or attach to a durable call
-//	POST /v1/responses          the same, in the Responses API (stateless subset and background)
+//	POST /v1/responses          the same, in the Responses API (background, stored, chained)
 //	GET  /v1/responses/{id}     a background response (?stream=true&starting_after=N: its events)
 //	POST /v1/responses/{id}/cancel  cancel it
 //	DELETE /v1/responses/{id}   delete a stored response
