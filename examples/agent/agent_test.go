@@ -141,6 +141,21 @@ func agentID(h *historypb.History) (string, error) {
 	return "", fmt.Errorf("the history starts no LLM call")
 }
 
+// goBlockAfter is the first Go code block of the Markdown file path after
+// heading: the code a doc shows, for a test to compare with its own.
+func goBlockAfter(t *testing.T, path, heading string) string {
+	t.Helper()
+	doc, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(doc), heading)
+	require.True(t, ok, "%s has the section %q", path, heading)
+	_, block, ok := strings.Cut(section, "```go\n")
+	require.True(t, ok, "%s's section %q has a Go block", path, heading)
+	block, _, ok = strings.Cut(block, "```\n")
+	require.True(t, ok, "%s's Go block ends", path)
+	return block
+}
+
 // skipsTools is the agent changed so that it answers without tools: its
 // first call's request differs, so its call's ID does too.
 func skipsTools(ctx workflow.Context, in agent.Input) (agent.Output, error) {
@@ -151,16 +166,9 @@ func skipsTools(ctx workflow.Context, in agent.Input) (agent.Output, error) {
 // docs/calling.md's "From a Temporal workflow (Go)" shows the agent's loop
 // as this package has it.
 func TestDocsShowTheLoop(t *testing.T) {
-	readme, err := os.ReadFile("../../docs/calling.md")
-	require.NoError(t, err)
+	block := goBlockAfter(t, "../../docs/calling.md", "## From a Temporal workflow (Go)\n")
 	src, err := os.ReadFile("agent.go")
 	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(readme), "## From a Temporal workflow (Go)\n")
-	require.True(t, ok, "docs/calling.md has the section")
-	_, block, ok := strings.Cut(section, "```go\n")
-	require.True(t, ok)
-	block, _, ok = strings.Cut(block, "```\n")
-	require.True(t, ok)
 	indented := "\t" + strings.ReplaceAll(strings.TrimSuffix(block, "\n"), "\n", "\n\t")
 	indented = strings.ReplaceAll(indented, "\n\t\n", "\n\n")
 	require.Contains(t, string(src), indented, "docs/calling.md's loop is agent.go's")
