@@ -31,6 +31,13 @@ func lookupOrder() openai.ChatCompletionToolUnionParam {
 	})
 }
 
+// lookupOrderResponsesTool is lookupOrder as a Responses API tool.
+func lookupOrderResponsesTool() responses.ToolUnionParam {
+	return responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup_order",
+		Description: openai.String("Find an order by its id"), Strict: openai.Bool(false),
+		Parameters: map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []string{"order_id"}}}}
+}
+
 func agentParams(user, question string) openai.ChatCompletionNewParams {
 	return openai.ChatCompletionNewParams{
 		Model:    "auto",
@@ -260,9 +267,7 @@ func TestResponsesAPIToolRoundTrip(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	oc := d.openai(tokAcme)
-	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup_order",
-		Description: openai.String("Find an order by its id"), Strict: openai.Bool(false),
-		Parameters: map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []string{"order_id"}}}}
+	tool := lookupOrderResponsesTool()
 	for _, streamed := range []bool{false, true} {
 		question := "Where is order 42?"
 		if streamed {

@@ -30,9 +30,7 @@ func TestPreviousResponseChaining(t *testing.T) {
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
 	oc := d.openai(tokAcme)
-	tool := responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: "lookup_order",
-		Description: openai.String("Find an order by its id"), Strict: openai.Bool(false),
-		Parameters: map[string]any{"type": "object", "properties": map[string]any{"order_id": map[string]any{"type": "string"}}, "required": []string{"order_id"}}}}
+	tool := lookupOrderResponsesTool()
 	r1, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", Instructions: openai.String("You are a support agent."),
 		Tools: []responses.ToolUnionParam{tool}, Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Where is order 42? (chained)")}})
 	require.NoError(t, err)
