@@ -4,7 +4,9 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +14,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,18 +83,49 @@ func SearchAttributeArgs(attrs map[string]string) []string {
 
 // StartServer starts a dev server with the given search attributes
 // (name → type). The caller stops it.
+//
+// A start that does not answer within a minute is tried again, up to three
+// times, on fresh ports (a port picked free can be taken by another
+// package's server before this one binds it, and a loaded machine can make
+// a start slow); the process of a failed start is killed, and the error
+// carries the end of what it printed.
 func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) (*testsuite.DevServer, error) {
 	cli, err := TemporalCLI()
 	if err != nil {
 		return nil, err
 	}
-	out := o.Log
-	if out == nil {
-		out = io.Discard
+	var errs []error
+	for try := 1; try <= 3; try++ {
+		srv, err := startOnce(ctx, cli, attrs, o)
+		if err == nil {
+			return srv, nil
+		}
+		errs = append(errs, fmt.Errorf("try %d: %w", try, err))
+		if ctx.Err() != nil || o.HostPort != "" {
+			break // a fixed port or a cancelled start: trying again changes nothing
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// startOnce is one start of the dev server on free ports.
+func startOnce(ctx context.Context, cli string, attrs map[string]string, o ServerOptions) (*testsuite.DevServer, error) {
+	printed := &tail{max: 4 << 10}
+	var out io.Writer = printed
+	if o.Log != nil {
+		out = io.MultiWriter(o.Log, printed)
+	}
+	hostPort := o.HostPort
+	if hostPort == "" {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		hostPort = "127.0.0.1:" + p
 	}
 	opts := testsuite.DevServerOptions{
 		ExistingPath:  cli,
-		ClientOptions: &client.Options{HostPort: o.HostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))},
+		ClientOptions: &client.Options{HostPort: hostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))},
 		DBFilename:    o.DBFile,
 		LogLevel:      "error",
 		ExtraArgs:     append(SearchAttributeArgs(attrs), o.ExtraArgs...),
@@ -101,7 +137,83 @@ func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return testsuite.StartDevServer(ctx, opts)
+	srv, err := testsuite.StartDevServer(ctx, opts)
+	if err != nil {
+		killServer(cli, hostPort)
+		return nil, fmt.Errorf("%w; the server printed: %q", err, printed.String())
+	}
+	return srv, nil
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = t.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.buf))
+}
+
+// killServer kills the dev server process started from cli on hostPort's
+// port, found by its command line in /proc (testsuite.StartDevServer does
+// not hand back the process of a start that never answered). Where there
+// is no /proc it does nothing.
+func killServer(cli, hostPort string) {
+	_, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := bytes.Split(bytes.TrimRight(cmdline, "\x00"), []byte{0})
+		if len(args) == 0 || string(args[0]) != cli {
+			continue
+		}
+		for i := 0; i+1 < len(args); i++ {
+			if string(args[i]) == "--port" && string(args[i+1]) == port {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+// freePort is a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	_, port, err := net.SplitHostPort(l.Addr().String())
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return port, nil
 }
 
 // Server starts a dev server for one test and stops it when the test ends.
@@ -159,14 +271,9 @@ func (s *Shared) Stop() {
 // servers that must be told their port, like the Web UI).
 func FreePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
-		t.Fatalf("find a free port: %v", err)
-	}
-	defer l.Close()
-	_, port, err := net.SplitHostPort(l.Addr().String())
-	if err != nil {
-		t.Fatalf("find a free port: %v", err)
+		t.Fatal(err)
 	}
 	return port
 }
