@@ -2,6 +2,7 @@ package frontdoor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
@@ -194,16 +196,64 @@ func idOf(item any) any {
 	return nil
 }
 
-// deleteResponse serves DELETE /v1/responses/{id}: the call's workflow is
-// deleted (a running one is terminated first, by Temporal).
+// DeletedWorkflow is the workflow type of a deleted response's tombstone:
+// a run under the call's workflow ID that holds nothing of the response.
+const DeletedWorkflow = "ResponseDeleted"
+
+// deleteResponse serves DELETE /v1/responses/{id}: the call's workflow
+// run is deleted (a running one is terminated first, by Temporal), and a
+// tombstone run is started and terminated under its ID. Temporal deletes
+// a run asynchronously, and one that completed moments ago only once its
+// close tasks are acknowledged (about 30 s on the dev server); the
+// tombstone is the workflow's current run from the moment DELETE answers,
+// so every endpoint of every front door process answers 404 at once
+// (ownerOf knows no tenant of it). It never runs: its first task is
+// delayed past its execution timeout, and it is terminated right away.
+// Terminated, it lets the same request start a new call under the ID
+// (ALLOW_DUPLICATE_FAILED_ONLY); it stays, without content, for the
+// namespace's retention, the record of the deletion.
 func (h *Handler) deleteResponse(w http.ResponseWriter, r *http.Request, tenant string) {
 	h.withOwnResponse(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
 		if _, err := h.o.Client.Temporal.WorkflowService().DeleteWorkflowExecution(ctx, deleteRequest(h.o.Client.Namespace, desc)); err != nil {
 			h.lookupFailed(err).write(w)
 			return
 		}
+		if err := h.tombstone(ctx, id, desc.RawResponse.GetExecutionConfig().GetTaskQueue().GetName(), tenant); err != nil {
+			h.lookupFailed(err).write(w) // a DELETE sent again deletes (again) and writes it
+			return
+		}
 		writeJSON(w, http.StatusOK, map[string]any{"id": responseID(id), "object": "response", "deleted": true})
 	})
+}
+
+// tombstone starts and terminates the DeletedWorkflow run under call id.
+// A call started under the ID in between (the same request sent again)
+// is a new response: it is left as it is.
+func (h *Handler) tombstone(ctx context.Context, id, taskQueue, tenant string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.o.StartTimeout)
+	defer cancel()
+	run, err := h.o.Client.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID: id, TaskQueue: taskQueue,
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL,
+		// Should the front door stop before the terminate, the run times
+		// out within a minute, never having run.
+		WorkflowExecutionTimeout: time.Minute, StartDelay: time.Hour,
+		StaticSummary: "Response " + responseID(id) + " deleted by tenant " + tenant,
+	}, DeletedWorkflow)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("start the tombstone of %s: %w", id, err)
+	}
+	err = h.o.Client.Temporal.TerminateWorkflow(ctx, id, run.GetRunID(), "DELETE /v1/responses/"+responseID(id))
+	var nf *serviceerror.NotFound
+	if err != nil && !errors.As(err, &nf) {
+		return fmt.Errorf("terminate the tombstone of %s: %w", id, err)
+	}
+	return nil
 }
 
 func deleteRequest(ns string, desc *client.WorkflowExecutionDescription) *workflowservice.DeleteWorkflowExecutionRequest {

@@ -179,3 +179,68 @@ func TestAgentsSDKChainsWithPreviousResponseID(t *testing.T) {
 	require.Contains(t, texts, "Where is order 42?", "the second turn's call holds the first turn")
 	require.Contains(t, texts, "Where is order 42? Tell me again.")
 }
+
+// TestDeletedResponseIsGone: right after DELETE answers, the response is
+// gone for its owner on every endpoint, as OpenAI's is: retrieve,
+// input_items, previous_response_id and a second DELETE are 404. The
+// same for a background response deleted while it runs. The same request
+// sent again is a new call, kept like any other.
+func TestDeletedResponseIsGone(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai(tokAcme)
+	gone := func(t *testing.T, id string) {
+		t.Helper()
+		_, err := oc.Responses.Get(ctx, id, responses.ResponseGetParams{})
+		e := apiError(t, err)
+		require.Equal(t, http.StatusNotFound, e.StatusCode, "retrieve: %s", e.Message)
+		require.Equal(t, "response_not_found", e.Code)
+		s := oc.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{})
+		require.False(t, s.Next())
+		require.Equal(t, http.StatusNotFound, apiError(t, s.Err()).StatusCode, "retrieve with stream")
+		_, err = oc.Responses.InputItems.List(ctx, id, responses.InputItemListParams{})
+		require.Equal(t, http.StatusNotFound, apiError(t, err).StatusCode, "input_items")
+		_, err = oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", PreviousResponseID: openai.String(id),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And then?")}})
+		e = apiError(t, err)
+		require.Equal(t, http.StatusNotFound, e.StatusCode, "previous_response_id: %s", e.Message)
+		require.Equal(t, "previous_response_id", e.Param)
+		require.Equal(t, "previous_response_not_found", e.Code)
+		_, err = oc.Responses.Cancel(ctx, id)
+		require.Equal(t, http.StatusNotFound, apiError(t, err).StatusCode, "cancel")
+		err = oc.Responses.Delete(ctx, id)
+		require.Equal(t, http.StatusNotFound, apiError(t, err).StatusCode, "a second DELETE")
+	}
+
+	t.Run("completed", func(t *testing.T) {
+		p := responses.ResponseNewParams{Model: "auto", Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("A response to delete.")}}
+		r, err := oc.Responses.New(ctx, p)
+		require.NoError(t, err)
+		start := time.Now()
+		require.NoError(t, oc.Responses.Delete(ctx, r.ID))
+		t.Logf("DELETE of a completed response answered in %s", time.Since(start))
+		gone(t, r.ID)
+
+		again, err := oc.Responses.New(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, r.OutputText(), again.OutputText())
+		require.Equal(t, 2, d.upstream(strings.TrimPrefix(r.ID, "resp_")).Attempts, "answered by a new call, not the deleted one")
+		kept, err := oc.Responses.Get(ctx, again.ID, responses.ResponseGetParams{})
+		require.NoError(t, err, "the same request after the DELETE is a new call, kept")
+		require.Equal(t, responses.ResponseStatusCompleted, kept.Status)
+	})
+
+	t.Run("running", func(t *testing.T) {
+		r, err := oc.Responses.New(ctx, backgroundParams("[[sim tokens=2000]] A long answer, deleted while it runs."))
+		require.NoError(t, err)
+		require.Eventually(t, func() bool {
+			got, err := oc.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+			require.NoError(t, err)
+			return got.Status == responses.ResponseStatusInProgress
+		}, 30*time.Second, 50*time.Millisecond)
+		start := time.Now()
+		require.NoError(t, oc.Responses.Delete(ctx, r.ID))
+		t.Logf("DELETE of a running response answered in %s", time.Since(start))
+		gone(t, r.ID)
+	})
+}
