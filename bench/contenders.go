@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -352,6 +354,22 @@ type DurableOptions struct {
 	Workers int
 }
 
+// durablePath is res's attempts and reason in a line.
+func durablePath(res workflows.CallResult) string {
+	var parts []string
+	for _, a := range res.Attempts {
+		p := a.Model + ":" + cmp.Or(a.Class, "ok") + ":" + a.Decision
+		if a.DelayMS > 0 {
+			p += fmt.Sprintf("+%dms", a.DelayMS)
+		}
+		parts = append(parts, p)
+	}
+	if res.Reason != "" {
+		parts = append(parts, "reason: "+res.Reason)
+	}
+	return strings.Join(parts, " > ")
+}
+
 // NewDurable is durable-llm: LLMCall through llmclient on an in-process
 // worker (llmworker, default policy pointed at baseURL) on its own task
 // queue of c's server.
@@ -375,7 +393,7 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 			return Result{Key: key, Err: err}
 		}
 		byModel := res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel
-		return Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source)}
+		return Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source), Path: durablePath(res)}
 	}
 	name, about := NameDurable, "LLMCall workflow via llmclient, default policy"
 	if o.Workers > 1 {

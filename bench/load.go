@@ -20,6 +20,10 @@ type Result struct {
 	// Source is durable-llm's answer source (model, fallback_model, faq,
 	// rule, placeholder, handoff); empty for the baselines.
 	Source string
+	// Path is, for durable-llm, what each attempt met and decided
+	// (model:class:decision, with its delay) and the reason of a degraded
+	// answer: the raw CSV's last column, for reading a run call by call.
+	Path string
 	// Err is the error the caller finally saw, if any.
 	Err error
 }

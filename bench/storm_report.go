@@ -332,10 +332,11 @@ func (r *StormReport) Markdown(h Header, chart string) string {
 // WriteCSV writes every call of every run: contender, start and latency in
 // milliseconds, upstream attempts, when its first request reached llmsim
 // (ms since the start of its stats) and how that request ended (outcome,
-// then the injected fault, if any), answered, by a model, source, error.
+// then the injected fault, if any), answered, by a model, source, error,
+// and durable-llm's path (Result.Path).
 func (r *StormReport) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"contender", "call", "start_ms", "latency_ms", "attempts", "first_request_ms", "first_request", "answered", "by_model", "source", "error"})
+	_ = cw.Write([]string{"contender", "call", "start_ms", "latency_ms", "attempts", "first_request_ms", "first_request", "answered", "by_model", "source", "error", "path"})
 	for _, run := range r.Runs {
 		for _, o := range run.Outcomes {
 			e := ""
@@ -349,7 +350,7 @@ func (r *StormReport) WriteCSV(w io.Writer) error {
 				firstAt, first = fmt.Sprint(f.AtMS), strings.TrimSuffix(f.Outcome+" "+string(f.Fault), " ")
 			}
 			_ = cw.Write([]string{run.Name, fmt.Sprint(o.I), fmt.Sprint(o.Start.Milliseconds()), fmt.Sprint(o.Latency.Milliseconds()),
-				fmt.Sprint(cv.Attempts), firstAt, first, fmt.Sprint(o.Answered), fmt.Sprint(o.ByModel), o.Source, e})
+				fmt.Sprint(cv.Attempts), firstAt, first, fmt.Sprint(o.Answered), fmt.Sprint(o.ByModel), o.Source, e, o.Path})
 		}
 	}
 	cw.Flush()

@@ -328,9 +328,9 @@ type BreakerConfig struct {
 	MinCalls            int     `yaml:"min_calls"`    // before the rate applies
 	// OpenFor is the first open period. Each failed half-open trial
 	// reopens the breaker for twice the period before, up to OpenForMax
-	// (0: the period never grows); every HealAfter spent closed halves it
-	// again, down to OpenFor (HealAfter 0: back to OpenFor as soon as the
-	// breaker closes).
+	// (0: the period never grows); trials that close it halve the period,
+	// and every HealAfter spent closed halves it again, down to OpenFor
+	// (HealAfter 0: back to OpenFor as soon as the breaker closes).
 	OpenFor    Duration `yaml:"open_for"`
 	OpenForMax Duration `yaml:"open_for_max"`
 	HealAfter  Duration `yaml:"heal_after"`

@@ -110,8 +110,9 @@ func isFraction(f float64) bool { return f > 0 && f <= 1 }
 // reach CloseThreshold (over at least Probes results), for twice the
 // period before, up to OpenForMax. So a recovered upstream gets its
 // traffic back within a few trials, and one that stays down is tried
-// less and less often. Every HealAfter spent closed halves the period
-// again, down to OpenFor (HealAfter 0: back to OpenFor when it closes).
+// less and less often. Trials that close it halve the period, and every
+// HealAfter spent closed halves it again, down to OpenFor (HealAfter 0:
+// back to OpenFor when it closes).
 // Half-open, only as many results count as trials were let through;
 // others (late results of calls from before the breaker opened) are
 // ignored, as are all results while open.
@@ -414,10 +415,14 @@ func (b *Breaker) open(now time.Time) {
 	b.set(BreakerOpen, now)
 }
 
-// close closes the breaker after good trials; its period heals from now.
+// close closes the breaker after good trials: the period is halved (the
+// upstream came back sooner than it had grown to expect, so a flapping one
+// does not ratchet it up across its short healthy spells) and heals on
+// from now.
 func (b *Breaker) close(now time.Time) {
 	b.resetClosed()
 	b.closedAt, b.healFrom = now, now
+	b.period = max(b.period/2, b.cfg.OpenFor.D())
 	if b.cfg.HealAfter == 0 {
 		b.period = b.cfg.OpenFor.D()
 	}

@@ -287,17 +287,17 @@ func TestBreaker(t *testing.T) {
 			),
 		},
 		{
-			name: "after heal_after closed the period is halved",
-			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec), // closed at 7 s with 4 s
+			name: "after heal_after closed the period is halved again",
+			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec), // closed at 7 s: 4 s → 2 s
 				[]breakerStep{bFail(17*brSec, BreakerClosed), bFail(17*brSec, BreakerClosed), bFail(17*brSec, BreakerOpen)},
-				bOpenFor(17*brSec, 2*brSec),
+				bOpenFor(17*brSec, brSec),
 			),
 		},
 		{
-			name: "a trip before heal_after keeps the grown period",
+			name: "good trials halve the grown period; a trip before heal_after keeps the half",
 			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
 				[]breakerStep{bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerOpen)},
-				bOpenFor(16*brSec, 4*brSec),
+				bOpenFor(16*brSec, 2*brSec),
 			),
 		},
 		{

@@ -211,7 +211,7 @@ func TestFleetFirstTokens(t *testing.T) {
 // worker's trials: one worker's failed trial reopens the model for the
 // grown period in the other too; the trials that succeed anywhere ramp the
 // share every worker lets through; the close the fleet's trials decide
-// closes the others' half-open breakers; the grown period heals.
+// closes the others' half-open breakers and halves the grown period.
 func TestFleetBreakerGrowsAndRamps(t *testing.T) {
 	cfg := config.DefaultConfig() // open_for 1 s, doubling, share 10 %, 5 trials, 90 %
 	br := cfg.Breaker
@@ -290,12 +290,13 @@ func TestFleetBreakerGrowsAndRamps(t *testing.T) {
 		t.Errorf("worker b: %s after the fleet's trials closed the breaker, want closed", st)
 	}
 
-	// The grown period heals after heal_after closed.
-	if got := f.View(now.Add(br.HealAfter.D() - time.Millisecond)).Breakers[model].Period; got != 2*first {
-		t.Errorf("period %v before heal_after, want %v", got, 2*first)
+	// The close halves the grown period, here back to open_for, in the
+	// fleet and in b.
+	if got := f.View(later).Breakers[model].Period; got != 0 {
+		t.Errorf("fleet period %v after its trials closed it, want open_for again (not in the view)", got)
 	}
-	if got := f.View(now.Add(br.HealAfter.D())).Breakers[model].Period; got != 0 {
-		t.Errorf("period %v after heal_after, want open_for again (not in the view)", got)
+	if got := b.breakers.Breaker(model).period; got != first {
+		t.Errorf("worker b's period %v after the close, want %v", got, first)
 	}
 }
 
@@ -317,16 +318,16 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 		for range 5 {
 			outs = append(outs, fail(m, 0))
 		}
-		outs = append(outs, fail(m, time.Second)) // a failed trial: 2 s
+		outs = append(outs, fail(m, time.Second), fail(m, 3*time.Second)) // failed trials: 2 s, then 4 s
 	}
-	outs = append(outs, ok("half", 3*time.Second), ok("half", 3*time.Second)) // half-open, 2 of 2
+	outs = append(outs, ok("half", 7*time.Second), ok("half", 7*time.Second)) // half-open, 2 of 2
 	for range 5 {
-		outs = append(outs, ok("healing", 3*time.Second)) // closed at 3 s with 2 s
+		outs = append(outs, ok("healing", 7*time.Second)) // closed at 7 s: 4 s halved to 2 s
 	}
 	f := NewFleet(cfg.Budget, cfg.Breaker)
 	f.Apply(Report{Worker: "a", Seq: 1, Outcomes: outs})
-	now := at(3500 * time.Millisecond)
-	f.Apply(Report{Worker: "a", Seq: 2, Outcomes: []ModelOutcome{fail("open", 3*time.Second)}}) // 4 s from 3 s
+	now := at(7500 * time.Millisecond)
+	f.Apply(Report{Worker: "a", Seq: 2, Outcomes: []ModelOutcome{fail("open", 7*time.Second)}}) // 8 s from 7 s
 
 	raw, err := json.Marshal(f.State(now))
 	if err != nil {
@@ -338,19 +339,19 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	}
 	g := NewFleet(cfg.Budget, cfg.Breaker)
 	g.Restore(st)
-	for _, d := range []time.Duration{3500 * time.Millisecond, 6 * time.Second, 13 * time.Second} {
+	for _, d := range []time.Duration{7500 * time.Millisecond, 10 * time.Second, 17 * time.Second} {
 		want, got := f.View(at(d)), g.View(at(d))
 		if !maps.EqualFunc(got.Open, want.Open, time.Time.Equal) || !maps.EqualFunc(got.Breakers, want.Breakers, sameBreakerView) {
 			t.Errorf("at %v restored %+v %+v, want %+v %+v", d, got.Open, got.Breakers, want.Open, want.Breakers)
 		}
 	}
-	if v := g.View(now); !v.Open["open"].Equal(at(7*time.Second)) || v.Breakers["half"].Share != 0.4 || v.Breakers["healing"].Period != 2*time.Second {
+	if v := g.View(now); !v.Open["open"].Equal(at(15*time.Second)) || v.Breakers["half"].Share != 0.4 || v.Breakers["healing"].Period != 2*time.Second {
 		t.Errorf("restored view %+v %+v", v.Open, v.Breakers)
 	}
 	// The restored half-open breaker goes on judging: three more good
 	// trials close it.
-	g.Apply(Report{Worker: "a", Seq: 3, Outcomes: []ModelOutcome{ok("half", 4*time.Second), ok("half", 4*time.Second), ok("half", 4*time.Second)}})
-	if v := g.View(at(4 * time.Second)); !v.Breakers["half"].Closed.Equal(at(4 * time.Second)) {
+	g.Apply(Report{Worker: "a", Seq: 3, Outcomes: []ModelOutcome{ok("half", 8*time.Second), ok("half", 8*time.Second), ok("half", 8*time.Second)}})
+	if v := g.View(at(8 * time.Second)); !v.Breakers["half"].Closed.Equal(at(8 * time.Second)) {
 		t.Errorf("the restored half-open breaker did not close after 5 of 5: %+v", v.Breakers["half"])
 	}
 
@@ -362,8 +363,8 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	}
 	// And an old build reads this one's open breakers from Open.
 	for _, o := range st.Open {
-		if o.Model == "open" && !o.At.Add(cfg.Breaker.OpenFor.D()).Equal(at(7*time.Second)) {
-			t.Errorf("Open carries %v for an old build, which would open it until %v; want 7 s", o.At.Sub(t0), o.At.Add(cfg.Breaker.OpenFor.D()).Sub(t0))
+		if o.Model == "open" && !o.At.Add(cfg.Breaker.OpenFor.D()).Equal(at(15*time.Second)) {
+			t.Errorf("Open carries %v for an old build, which would open it until %v; want 15 s", o.At.Sub(t0), o.At.Add(cfg.Breaker.OpenFor.D()).Sub(t0))
 		}
 	}
 }
