@@ -15,7 +15,9 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
+	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -164,24 +166,49 @@ func responseNotFound(id string) *apiError {
 // the lookup timeout, and runs then with its call.
 func (h *Handler) withOwnResponse(w http.ResponseWriter, r *http.Request, tenant string,
 	then func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription)) {
-	rid := r.PathValue("id")
-	id, ok := strings.CutPrefix(rid, responseIDPrefix)
-	if !ok {
-		responseNotFound(rid).write(w)
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.LookupTimeout)
 	defer cancel()
-	desc, apiErr := h.ownCall(ctx, id, tenant)
+	id, desc, apiErr := h.ownResponse(ctx, r.PathValue("id"), tenant)
 	if apiErr != nil {
-		if apiErr.status == http.StatusNotFound {
-			apiErr = responseNotFound(rid)
-		}
 		apiErr.write(w)
 		return
 	}
 	w.Header().Set(HeaderWorkflowID, id)
 	then(ctx, id, desc)
+}
+
+// notStoredNote is in the message of the 404 of a response created with
+// store: false.
+const notStoredNote = "was created with store: false"
+
+// ownResponse describes the tenant's response rid (resp_<workflow ID>)
+// with one Describe: its workflow ID and call. Another tenant's response
+// and an unknown one are responseNotFound alike; the tenant's own
+// response created with store: false is a 404 that says so, as it is not
+// kept (its call stays in Temporal for the namespace's retention, as
+// every call's history does, but no endpoint serves it again).
+func (h *Handler) ownResponse(ctx context.Context, rid, tenant string) (string, *client.WorkflowExecutionDescription, *apiError) {
+	id, ok := strings.CutPrefix(rid, responseIDPrefix)
+	if !ok {
+		return "", nil, responseNotFound(rid)
+	}
+	desc, apiErr := h.ownCall(ctx, id, tenant)
+	if apiErr != nil {
+		if apiErr.status == http.StatusNotFound {
+			apiErr = responseNotFound(rid)
+		}
+		return id, nil, apiErr
+	}
+	var noStore bool
+	if err := desc.GetMemoValue(llmclient.MemoNoStore, &noStore); err != nil && !errors.Is(err, temporal.ErrNoData) {
+		return id, nil, h.lookupFailed(fmt.Errorf("call %s: decode its memo: %w", id, err))
+	}
+	if noStore {
+		e := responseNotFound(rid)
+		e.message = fmt.Sprintf("Response %q %s: it is not kept, so it cannot be retrieved, listed, continued, cancelled or deleted.", rid, notStoredNote)
+		return id, nil, e
+	}
+	return id, desc, nil
 }
 
 // responseState is the response object of call id as it stands.
@@ -289,19 +316,10 @@ func (h *Handler) getResponse(w http.ResponseWriter, r *http.Request, tenant str
 // (-1: all): the stream of its call, shared with every other connection
 // that streams it (hubs), cut where the client stopped.
 func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant string, after int) {
-	rid := r.PathValue("id")
-	id, ok := strings.CutPrefix(rid, responseIDPrefix)
-	if !ok {
-		responseNotFound(rid).write(w)
-		return
-	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.o.LookupTimeout)
-	desc, apiErr := h.ownCall(ctx, id, tenant)
+	id, desc, apiErr := h.ownResponse(ctx, r.PathValue("id"), tenant)
 	cancel()
 	if apiErr != nil {
-		if apiErr.status == http.StatusNotFound {
-			apiErr = responseNotFound(rid)
-		}
 		apiErr.write(w)
 		return
 	}

@@ -107,6 +107,7 @@ func decodeResponsesBody(body []byte, passthrough map[string]bool) (chatRequest,
 		// As OpenAI answers it: a background response is retrieved later.
 		return req, false, &fieldError{"store", "background responses must be stored (want store: true or no store with background: true)"}
 	}
+	req.Agent.NoStore = store != nil && !*store
 	req, err := decodeResponsesFields(top, req)
 	return req, bg, err
 }

@@ -43,15 +43,8 @@ func prevError(status int, code, message string) *apiError {
 func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows.CallRequest, workflows.CallResult, *client.WorkflowExecutionDescription, *apiError) {
 	var req workflows.CallRequest
 	var res workflows.CallResult
-	id, ok := strings.CutPrefix(rid, responseIDPrefix)
-	if !ok {
-		return req, res, nil, responseNotFound(rid)
-	}
-	desc, apiErr := h.ownCall(ctx, id, tenant)
+	id, desc, apiErr := h.ownResponse(ctx, rid, tenant)
 	if apiErr != nil {
-		if apiErr.status == http.StatusNotFound {
-			apiErr = responseNotFound(rid)
-		}
 		return req, res, nil, apiErr
 	}
 	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
@@ -87,6 +80,10 @@ func (h *Handler) chain(ctx context.Context, req *workflows.CallRequest, prev, t
 	defer cancel()
 	preq, pres, _, apiErr := h.storedCall(ctx, prev, tenant)
 	if apiErr != nil {
+		if apiErr.status == http.StatusNotFound && strings.Contains(apiErr.message, notStoredNote) {
+			return prevError(http.StatusNotFound, "previous_response_not_found", fmt.Sprintf("response %q %s and cannot be continued "+
+				"(send the conversation as input, or create the response with store: true).", prev, notStoredNote))
+		}
 		if apiErr.status == http.StatusNotFound {
 			return prevError(http.StatusNotFound, "previous_response_not_found", fmt.Sprintf("no response with ID %q.", prev))
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
@@ -243,4 +244,71 @@ func TestDeletedResponseIsGone(t *testing.T) {
 		t.Logf("DELETE of a running response answered in %s", time.Since(start))
 		gone(t, r.ID)
 	})
+}
+
+// TestUnstoredResponseIsNotKept: a response created with store: false is
+// answered, and then, as OpenAI's, it cannot be retrieved, listed,
+// continued, cancelled or deleted, not even by its own tenant: each is a
+// 404 that says why. The same request sent again with its idempotency key
+// is still answered by the same call, one upstream request; the same
+// request with store: true is another call, kept. A background response
+// must be stored (400 naming store).
+func TestUnstoredResponseIsNotKept(t *testing.T) {
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	oc := d.openai(tokAcme)
+	p := responses.ResponseNewParams{Model: "auto", Store: openai.Bool(false),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("A question not to keep.")}}
+	key := option.WithHeader("Idempotency-Key", "unstored-"+fmt.Sprint(time.Now().UnixNano()))
+	r, err := oc.Responses.New(ctx, p, key)
+	require.NoError(t, err)
+	require.NotEmpty(t, r.OutputText())
+	wid := strings.TrimPrefix(r.ID, "resp_")
+
+	notKept := func(what string, err error) {
+		t.Helper()
+		e := apiError(t, err)
+		require.Equal(t, http.StatusNotFound, e.StatusCode, "%s: %s", what, e.Message)
+		require.Contains(t, e.Message, "store: false", what)
+	}
+	_, err = oc.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
+	notKept("retrieve", err)
+	require.Equal(t, "response_not_found", apiError(t, err).Code)
+	s := oc.Responses.GetStreaming(ctx, r.ID, responses.ResponseGetParams{})
+	require.False(t, s.Next())
+	notKept("retrieve with stream", s.Err())
+	_, err = oc.Responses.InputItems.List(ctx, r.ID, responses.InputItemListParams{})
+	notKept("input_items", err)
+	_, err = oc.Responses.Cancel(ctx, r.ID)
+	notKept("cancel", err)
+	notKept("delete", oc.Responses.Delete(ctx, r.ID))
+	_, err = oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", PreviousResponseID: openai.String(r.ID),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And then?")}})
+	notKept("previous_response_id", err)
+	e := apiError(t, err)
+	require.Equal(t, "previous_response_id", e.Param)
+	require.Equal(t, "previous_response_not_found", e.Code)
+
+	// Idempotency is kept: the same request and key reach the same call.
+	again, err := oc.Responses.New(ctx, p, key)
+	require.NoError(t, err)
+	require.Equal(t, r.ID, again.ID)
+	require.Equal(t, r.OutputText(), again.OutputText())
+	require.Equal(t, 1, d.upstream(wid).Attempts)
+
+	// The same question stored is another call, which is kept.
+	p.Store = openai.Bool(true)
+	kept, err := oc.Responses.New(ctx, p)
+	require.NoError(t, err)
+	require.NotEqual(t, r.ID, kept.ID)
+	got, err := oc.Responses.Get(ctx, kept.ID, responses.ResponseGetParams{})
+	require.NoError(t, err)
+	require.Equal(t, kept.OutputText(), got.OutputText())
+
+	p.Store, p.Background = openai.Bool(false), openai.Bool(true)
+	_, err = oc.Responses.New(ctx, p)
+	e = apiError(t, err)
+	require.Equal(t, http.StatusBadRequest, e.StatusCode)
+	require.Equal(t, "store", e.Param)
+	require.Contains(t, e.Message, "background")
 }

@@ -109,6 +109,9 @@ const (
 	// MemoFingerprint is request.IDs.Fingerprint of the request, for a call
 	// started with an explicit idempotency key.
 	MemoFingerprint = "request_fingerprint"
+	// MemoNoStore is true for a call whose request is NoStore (a response
+	// created with store: false), which the front door never serves again.
+	MemoNoStore = "no_store"
 )
 
 // ErrInvalidRequest wraps every request problem found before starting.
@@ -268,6 +271,9 @@ func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWo
 	}
 	if req.IdempotencyKey != "" {
 		memo[MemoFingerprint] = c.IDs.Fingerprint(req)
+	}
+	if req.NoStore {
+		memo[MemoNoStore] = true
 	}
 	return id, client.StartWorkflowOptions{
 		ID:                       id,

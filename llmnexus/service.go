@@ -95,6 +95,9 @@ func (o Options) startOptions(req workflows.CallRequest) (client.StartWorkflowOp
 	}
 	id := o.IDs.For(req)
 	memo := map[string]any{llmclient.MemoTenant: req.Tenant, llmclient.MemoFingerprint: o.IDs.Fingerprint(req)}
+	if req.NoStore {
+		memo[llmclient.MemoNoStore] = true
+	}
 	return client.StartWorkflowOptions{
 		ID:                       id,
 		TaskQueue:                o.TaskQueue,

@@ -156,7 +156,9 @@ func canonicalJSON(tenant, userID, sessionID string, msgs []Message, shape *answ
 // (maps by sorted key), empty ones left out; numbers as Go's encoding/json
 // writes them (the shortest form that reads back the same, as JavaScript's
 // JSON.stringify does). Stream is not in it (a streamed and a plain request
-// get the same answer) and neither is the idempotency key.
+// get the same answer) and neither is the idempotency key. NoStore is in
+// it though it does not change the answer: a response that is kept and
+// one that is not are two calls, so neither reaches the other's.
 type answerShape struct {
 	Scenario          string                     `json:"scenario,omitempty"`
 	Model             string                     `json:"model,omitempty"`
@@ -177,6 +179,7 @@ type answerShape struct {
 	TopLogprobs       *int                       `json:"top_logprobs,omitempty"`
 	ReasoningEffort   string                     `json:"reasoning_effort,omitempty"`
 	Passthrough       map[string]json.RawMessage `json:"passthrough,omitempty"`
+	NoStore           bool                       `json:"no_store,omitempty"`
 }
 
 // shapeOf is r's answer shape, nil when r sets none of its fields (so the
@@ -189,7 +192,7 @@ func shapeOf(r Request) *answerShape {
 		ResponseFormat: r.ResponseFormat, Stop: r.Stop, Seed: r.Seed, TopP: r.TopP,
 		PresencePenalty: r.PresencePenalty, FrequencyPenalty: r.FrequencyPenalty,
 		LogitBias: r.LogitBias, Logprobs: r.Logprobs, TopLogprobs: r.TopLogprobs,
-		ReasoningEffort: r.ReasoningEffort, Passthrough: r.Passthrough,
+		ReasoningEffort: r.ReasoningEffort, Passthrough: r.Passthrough, NoStore: r.NoStore,
 	}
 	b, _ := json.Marshal(s)
 	if string(b) == "{}" {

@@ -316,6 +316,7 @@ func TestKeyForCoversEveryAnswerField(t *testing.T) {
 		{"seed", func(r *Request) { s := int64(7); r.Seed = &s }},
 		{"top_p", func(r *Request) { r.TopP = f(0.5) }},
 		{"reasoning_effort", func(r *Request) { r.ReasoningEffort = "low" }},
+		{"no_store", func(r *Request) { r.NoStore = true }}, // not the answer, but whether it is kept
 	}
 	seen := map[string]string{KeyFor(base): "base"}
 	for _, tt := range tests {

@@ -63,6 +63,11 @@ type Request struct {
 	// Stream asks for the answer's tokens live, through the call's
 	// workflow stream (README "Streaming"); the result is the same.
 	Stream bool `json:"stream,omitempty"`
+	// NoStore marks a response created with store: false at the front
+	// door's Responses API: answered, then never retrieved, listed or
+	// continued. It is in the key (a kept and an unkept request are two
+	// calls); the workflow does not read it.
+	NoStore bool `json:"no_store,omitempty"`
 
 	// The chat-completions fields agents use (README "Agents"), sent
 	// upstream as given; nil or zero: not sent.
