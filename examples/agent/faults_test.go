@@ -311,15 +311,32 @@ func (cv *conversation) firstTurnOpen() bool {
 	return cv.sim.Stats().Totals.Arrivals == 1 && openRequests(cv.sim) == 1
 }
 
+// resend is what a turn's upstream request goes through after a fault.
+type resend int
+
+const (
+	// notResent: one upstream request, answered.
+	notResent resend = iota
+	// resentAfterKill: the durable-llm worker died with the request open.
+	// The request was cut (llmsim saw its client go) and the new worker
+	// sent it once more: two requests, one answer.
+	resentAfterKill
+	// mayResendAfterOutage: the server was down past the call's
+	// heartbeat timeout while the request was open. The model answered a
+	// worker that could not report it, and the server, back, timed the
+	// attempt out: it may be sent once more, and then the model answers
+	// twice.
+	mayResendAfterOutage
+)
+
 // finish waits for the agent's answer and checks what a user would: the
 // conversation ran its two turns (the tool call, the answer) and ran the
-// tool once; each turn started one call and completed once; each turn
-// got exactly one completed model answer; and each turn sent one
-// upstream request, but for the turns in resent, whose durable-llm worker
-// died with the request open: those sent it twice, the second time as a
-// worker_lost resend with the same Idempotency-Key. It returns the
-// upstream requests per turn.
-func (cv *conversation) finish(resent map[int]bool) []int {
+// tool once; each turn started one call, completed once and took one
+// answer from the model; and each turn sent one upstream request, but for
+// the turns in resent (see resend), which sent it at most twice, the
+// second time as a worker_lost resend with the same Idempotency-Key. It
+// returns the upstream requests per turn.
+func (cv *conversation) finish(resent map[int]resend) []int {
 	t := cv.t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -362,19 +379,25 @@ func (cv *conversation) finish(resent map[int]bool) []int {
 			}
 			require.Equal(t, id+"/1", r.IdempotencyKey, "turn %d: every request is its first attempt's", turn)
 		}
-		require.Equal(t, 1, answered, "turn %d: completed model answers: %+v", turn, up.Requests)
 		var res workflows.CallResult
 		require.NoError(t, cv.calls.GetWorkflow(ctx, id, "").Get(ctx, &res))
 		require.Equal(t, workflows.SourceModel, res.Source, "turn %d", turn)
-		want, wantDecisions := 1, []string{"qwen-72b:ok:answer"}
-		if resent[turn] {
-			want, wantDecisions = 2, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}
-		}
-		require.Equal(t, want, up.Attempts, "turn %d: upstream requests: %+v", turn, up.Requests)
-		if resent[turn] {
+		once, twice := []string{"qwen-72b:ok:answer"}, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}
+		switch resent[turn] {
+		case notResent:
+			require.Equal(t, 1, up.Attempts, "turn %d: upstream requests: %+v", turn, up.Requests)
+			require.Equal(t, 1, answered, "turn %d: model answers: %+v", turn, up.Requests)
+			require.Equal(t, once, res.Decisions(), "turn %d", turn)
+		case resentAfterKill:
+			require.Equal(t, 2, up.Attempts, "turn %d: upstream requests: %+v", turn, up.Requests)
 			require.Equal(t, llmsim.OutcomeClientGone, up.Requests[0].Outcome, "turn %d: the killed worker's request was cut open", turn)
+			require.Equal(t, 1, answered, "turn %d: model answers: %+v", turn, up.Requests)
+			require.Equal(t, twice, res.Decisions(), "turn %d", turn)
+		case mayResendAfterOutage:
+			require.Contains(t, []int{1, 2}, up.Attempts, "turn %d: upstream requests: %+v", turn, up.Requests)
+			require.Equal(t, up.Attempts, answered, "turn %d: model answers: %+v", turn, up.Requests)
+			require.Equal(t, [][]string{once, twice}[up.Attempts-1], res.Decisions(), "turn %d", turn)
 		}
-		require.Equal(t, wantDecisions, res.Decisions(), "turn %d", turn)
 		perTurn[i] = up.Attempts
 		total += up.Attempts
 	}
@@ -399,7 +422,7 @@ func TestIntegrationAgentWorkerKilledMidCall(t *testing.T) {
 	t.Parallel()
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{ExtraArgs: []string{"--namespace", "agents"}})
 	for _, path := range faultPaths {
-		for _, victim := range []string{"agent", "llm"} {
+		for _, victim := range []string{"agent", "durable-llm"} {
 			t.Run(path.name+"/"+victim+" worker killed", func(t *testing.T) {
 				t.Parallel()
 				sim, err := llmsim.NewServer(llmsim.Options{})
@@ -416,7 +439,11 @@ func TestIntegrationAgentWorkerKilledMidCall(t *testing.T) {
 					cv.llm.kill()
 					cv.llm = startWorkerProcess(t, cv.llmSpec)
 				}
-				perTurn := cv.finish(map[int]bool{1: victim == "llm"})
+				want := map[int]resend{}
+				if victim == "durable-llm" {
+					want[1] = resentAfterKill
+				}
+				perTurn := cv.finish(want)
 				t.Logf("%s worker killed with turn 1's request open: upstream requests per turn %v; answered %v after the kill",
 					victim, perTurn, time.Since(killed).Round(100*time.Millisecond))
 			})
@@ -425,14 +452,20 @@ func TestIntegrationAgentWorkerKilledMidCall(t *testing.T) {
 }
 
 // TestIntegrationAgentDevServerKilledMidCall SIGKILLs the Temporal dev
-// server (file-backed) while the first model request of two agents, one
-// on each path, is open upstream, keeps it down until the model has
-// answered both (each answer reaches a durable-llm worker with no server
-// to report it to), and starts it again on the same file and port. The
-// workers live on and reconnect; each turn of each agent completes once
-// with one upstream request (the durable-llm worker did not die, so
-// nothing is resent). The durable-llm worker runs the default policy's
-// heartbeat timeout (10 s); the server is down about 4 s.
+// server (file-backed) while the first model request of four agents is
+// open upstream, keeps it down until the model has answered them all
+// (each answer reaches a live durable-llm worker with no server to report
+// it to: about 3 s), and starts it again on the same file and port. The
+// workers live on and reconnect. There is an agent on each path for each
+// of two durable-llm workers: one with the default policy's heartbeat
+// timeout (10 s), longer than the outage, one with 2 s, shorter.
+//
+// Within the heartbeat timeout each turn completes once with one
+// upstream request: the worker reports the answer it kept once the
+// server is back. Past it, the server, back, times the attempt out before
+// the worker's report arrives and the first turn is resent once
+// (worker_lost, same Idempotency-Key): the model answers that turn twice,
+// the agent still takes one answer per turn.
 func TestIntegrationAgentDevServerKilledMidCall(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -448,39 +481,47 @@ func TestIntegrationAgentDevServerKilledMidCall(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = srv.Stop() })
 
-	convs := make([]*conversation, len(faultPaths))
-	for i, path := range faultPaths {
-		sim, err := llmsim.NewServer(llmsim.Options{})
-		require.NoError(t, err)
-		t.Cleanup(sim.Close)
-		convs[i] = newConversation(t, hostPort, path, sim, "")
+	type outageCase struct {
+		name      string
+		heartbeat string // "": the default policy's
+		first     resend // what the first turn's request goes through
+		conv      *conversation
 	}
-	for _, cv := range convs {
-		cv.start()
+	var cases []*outageCase
+	for _, path := range faultPaths {
+		cases = append(cases,
+			&outageCase{name: path.name + "/within the heartbeat timeout", first: notResent},
+			&outageCase{name: path.name + "/past the heartbeat timeout", heartbeat: "2s", first: mayResendAfterOutage})
+		for _, oc := range cases[len(cases)-2:] {
+			sim, err := llmsim.NewServer(llmsim.Options{})
+			require.NoError(t, err)
+			t.Cleanup(sim.Close)
+			oc.conv = newConversation(t, hostPort, path, sim, oc.heartbeat)
+		}
 	}
-	for _, cv := range convs {
-		cv.waitFirstTurnOpen()
+	for _, oc := range cases {
+		oc.conv.start()
 	}
-	for _, cv := range convs {
-		require.True(t, cv.firstTurnOpen(), "the %s agent's first request is still open at the kill", cv.path.name)
+	for _, oc := range cases {
+		oc.conv.waitFirstTurnOpen()
+	}
+	for _, oc := range cases {
+		require.True(t, oc.conv.firstTurnOpen(), "%s: the first request is still open at the kill", oc.name)
 	}
 	down := time.Now()
 	killDevServer(t, hostPort)
 	_ = srv.Stop() // reaps the killed process
-	// The server stays down until the model has answered both requests:
-	// each answer reaches its worker while there is no server to take it.
-	for _, cv := range convs {
-		require.Eventually(t, func() bool { return openRequests(cv.sim) == 0 }, 30*time.Second, 20*time.Millisecond,
-			"the model answered the %s agent's first turn", cv.path.name)
+	for _, oc := range cases {
+		require.Eventually(t, func() bool { return openRequests(oc.conv.sim) == 0 }, 30*time.Second, 20*time.Millisecond,
+			"%s: the model answered the first turn", oc.name)
 	}
-	time.Sleep(time.Second)
 	srv, err = testenv.StartServer(context.Background(), workflows.SearchAttributes, opts)
 	require.NoError(t, err, "start the dev server again on %s with its file", hostPort)
 	t.Logf("dev server killed and back on the same file in %v", time.Since(down).Round(100*time.Millisecond))
-	for _, cv := range convs {
-		t.Run(cv.path.name, func(t *testing.T) {
-			cv.t = t
-			perTurn := cv.finish(nil)
+	for _, oc := range cases {
+		t.Run(oc.name, func(t *testing.T) {
+			oc.conv.t = t
+			perTurn := oc.conv.finish(map[int]resend{1: oc.first})
 			t.Logf("dev server killed with turn 1's request open: upstream requests per turn %v; answered %v after the kill",
 				perTurn, time.Since(down).Round(100*time.Millisecond))
 		})
