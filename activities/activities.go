@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -463,6 +464,41 @@ func (a *Activities) trialWait(in PrepareInput, skipped []string) Prepared {
 			strings.Join(skipped, ", "), callstate.FormatDuration(st.Waited), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
 }
 
+// waitForTrials turns fb, a fallback for want of a model to switch to,
+// into a step back to PrepareAttempt when models that could serve the call
+// are behind open breakers (open) and the call may still wait for their
+// trials (trialWait's bounds: call.max_wait for its scenario, the
+// deadline): those models become untried again, so PrepareAttempt waits on
+// a visible timer and lets the breakers say when the call goes. Without
+// this, an attempt whose breaker opened between planning and sending, or
+// a failure while the other models were open, went to the FAQ at once.
+// Otherwise it returns fb.
+func (a *Activities) waitForTrials(in DecideInput, open []string, fb callstate.Step) callstate.Step {
+	var waitOn []string
+	for _, m := range a.cfg.Models {
+		if slices.Contains(open, m.Name) && len(request.Lacks(m, in.Needs)) == 0 {
+			waitOn = append(waitOn, m.Name)
+		}
+	}
+	left := a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream) - in.State.Waited
+	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Outcome.Elapsed - callstate.MinAttemptTime
+	if len(waitOn) == 0 || min(left, canWait) < 100*time.Millisecond {
+		return fb
+	}
+	next := fb.Next
+	failed := next.Model
+	next.Tried = slices.DeleteFunc(slices.Clone(next.Tried), func(m string) bool { return slices.Contains(waitOn, m) })
+	if !slices.Contains(waitOn, failed) && !slices.Contains(next.Tried, failed) {
+		next.Tried = append(next.Tried, failed) // its class said switch: not this model again
+	}
+	next.Model, next.Pending = waitOn[0], failure.None
+	next.From = callstate.From{N: next.N, Class: in.Outcome.Class}
+	next.N++
+	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: "wait_for_trials",
+		Reason: fmt.Sprintf("%s; %s behind an open breaker: wait for their trials (call.max_wait %s, %s waited)",
+			fb.Reason, strings.Join(waitOn, ", "), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)), callstate.FormatDuration(in.State.Waited))}
+}
+
 // held returns the rate-limit hold on model m at now: the scope held the
 // longest (its rate_limit_scope, or the model's own queue) and how long it
 // is still held; 0 when free.
@@ -523,6 +559,9 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		v.OtherKey = a.otherKey(m, s.Key, now)
 	}
 	step := callstate.Next(a.cfg, s, out, v)
+	if step.Kind == callstate.Fallback && step.NoModel {
+		step = a.waitForTrials(in, v.Open, step)
+	}
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()
 	}

@@ -246,6 +246,10 @@ type DecideInput struct {
 	// Needs are the capabilities the request needs (request.Needs): a
 	// model without one is never switched to.
 	Needs []config.Capability `json:"needs,omitempty"`
+	// Scenario and Stream choose the call's call.max_wait, for a call
+	// that no model is left to switch to but open breakers.
+	Scenario string `json:"scenario,omitempty"`
+	Stream   bool   `json:"stream,omitempty"`
 }
 
 // FallbackInput asks for the business fallback answer.

@@ -277,7 +277,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
 				ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
 				CallerLimit: c.req.MaxTokens > 0,
-			}, Needs: c.req.Needs()}).Get(ctx, &step)
+			}, Needs: c.req.Needs(), Scenario: c.req.Scenario, Stream: c.req.Stream}).Get(ctx, &step)
 		if err != nil {
 			return "", err
 		}

@@ -786,3 +786,60 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMCallWaitsWhenTheLastModelsBreakerRefuses: the two first models'
+// breakers are open; the third's opens between the planning of its
+// attempt and its sending (another call's failure), so the attempt is
+// refused with no upstream request and no model is left to switch to. The
+// call waits for the trials (call.max_wait) and a model answers once a
+// breaker lets it through, instead of the FAQ answering at once (as it
+// still does without max_wait).
+func TestLLMCallWaitsWhenTheLastModelsBreakerRefuses(t *testing.T) {
+	for _, wait := range []time.Duration{10 * time.Second, 0} {
+		t.Run(fmt.Sprintf("max_wait %s", wait), func(t *testing.T) {
+			cfg := config.DefaultConfig()
+			cfg.Breaker.OpenFor = config.Duration(3 * time.Second)
+			cfg.Call.MaxWait = config.Duration(wait)
+			var s testsuite.WorkflowTestSuite
+			s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+			env := s.NewTestWorkflowEnvironment()
+			brk := guard.NewBreakerRegistry(cfg.Breaker, nil)
+			acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Now: env.Now, Rand: func() float64 { return 0.05 }})
+			require.NoError(t, err)
+			env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
+			env.RegisterActivity(acts)
+			last := cfg.Models[len(cfg.Models)-1].Name
+			var sent []string
+			env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
+				func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
+					if in.Model == last && len(sent) == 0 {
+						brk.Trip(last, env.Now()) // opened where the attempt runs
+						out := activities.CallOutcome{Class: failure.BreakerOpen, NotSent: true, Reason: "breaker of " + last + " open: no upstream call made"}
+						return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(failure.BreakerOpen),
+							temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+					}
+					sent = append(sent, in.Model)
+					return activities.CallOutcome{Status: 200, Content: "Your parcel ships today.", FinishReason: "stop", CompletionTokens: 5}, nil
+				})
+			start := env.Now()
+			for _, m := range cfg.Models[:len(cfg.Models)-1] {
+				brk.Trip(m.Name, start)
+			}
+			env.ExecuteWorkflow(workflows.WorkflowName, ask("Where is my order? I want to track my package."))
+			require.True(t, env.IsWorkflowCompleted())
+			require.NoError(t, env.GetWorkflowError())
+			var res workflows.CallResult
+			require.NoError(t, env.GetWorkflowResult(&res))
+			refused := last + ":breaker_open:wait_for_trials"
+			if wait == 0 {
+				require.Equal(t, workflows.SourceFAQ, res.Source, "no wait: the FAQ at once")
+				require.Empty(t, sent)
+				require.NotContains(t, res.Decisions(), refused)
+				return
+			}
+			require.Contains(t, res.Decisions(), refused, res.Reason)
+			require.True(t, res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel, "%s: %s", res.Source, res.Reason)
+			require.Len(t, sent, 1, "one upstream request, once a breaker lets trials through")
+		})
+	}
+}

@@ -456,7 +456,9 @@ func (d *decider) switchTo(w Wait, why string) Step {
 		if u := d.unableLeft(); len(u) > 0 {
 			why += fmt.Sprintf(" (%s cannot serve the request: it lacks a capability the request needs)", strings.Join(u, ", "))
 		}
-		return d.fallback(why)
+		st := d.fallback(why)
+		st.NoModel = true
+		return st
 	}
 	if !d.fits(w.Delay) {
 		return d.fallback(why + "; no time left before the deadline")

@@ -337,6 +337,11 @@ type Step struct {
 	// BudgetRefused is set when a spent retry budget changed the step:
 	// the class wanted another request on an endpoint with none left.
 	BudgetRefused bool `json:"budget_refused,omitempty"`
+	// NoModel is set on a fallback because the class wanted another
+	// model and the ladder had none left (tried, behind an open breaker
+	// or unable): the worker may turn it into a wait for the open
+	// breakers' trials, as when every model is open before an attempt.
+	NoModel bool `json:"no_model,omitempty"`
 }
 
 // cloneCounts copies a count map (never nil, so a step can count into it).
