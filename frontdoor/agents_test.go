@@ -15,6 +15,7 @@ import (
 	oshared "github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 )
 
@@ -341,4 +342,67 @@ func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
 	require.Len(t, r.Attempts, 2, "%+v", r.Attempts)
 	require.Equal(t, "stream_broken", r.Attempts[0].Class)
 	require.Equal(t, "qwen-72b", r.Attempts[1].Model)
+}
+
+// TestVercelAISDKResponses: the Vercel AI SDK (ai with @ai-sdk/openai's
+// Responses API model, openai.responses("auto")) gets the call's answer
+// with generateText, and the same text piece by piece with streamText;
+// with a tool, generateText's loop runs it and answers from its output.
+func TestVercelAISDKResponses(t *testing.T) {
+	dir, err := filepath.Abs("testdata/openai-ts")
+	require.NoError(t, err)
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH (Node 20 or later is needed)")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ai-sdk", "openai")); err != nil {
+		t.Skipf("the Vercel AI SDK is not installed: npm ci --prefix %s", dir)
+	}
+	d := newDoor(t, nil)
+	ctx := ctxT(t)
+	cmd := exec.CommandContext(ctx, node, "ai-sdk.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	t.Logf("%s", out)
+	var got struct {
+		Generated struct {
+			Text, ID, Finish string
+			OutputTokens     int `json:"output_tokens"`
+		}
+		Streamed struct {
+			Text, Final, ID, Finish string
+			Deltas                  int
+		}
+		Tool struct {
+			Text, ID string
+			Steps    int
+			Calls    []string
+		}
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	answer := func(rid string) string {
+		t.Helper()
+		res, err := (&llmclient.Client{Temporal: d.c}).Result(ctx, strings.TrimPrefix(rid, "resp_"))
+		require.NoError(t, err)
+		return res.Content
+	}
+
+	g := got.Generated
+	require.NotEmpty(t, g.Text)
+	require.Equal(t, answer(g.ID), g.Text, "generateText's text is the call's answer")
+	require.Equal(t, "stop", g.Finish)
+	require.Positive(t, g.OutputTokens)
+
+	s := got.Streamed
+	require.Equal(t, answer(s.ID), s.Text, "streamText's pieces add up to the call's answer")
+	require.Equal(t, s.Text, s.Final)
+	require.Greater(t, s.Deltas, 1, "the text arrives in pieces")
+	require.Equal(t, "stop", s.Finish)
+
+	require.Equal(t, []string{"42"}, got.Tool.Calls)
+	require.Equal(t, 2, got.Tool.Steps)
+	require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", got.Tool.Text)
 }
