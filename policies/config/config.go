@@ -327,7 +327,8 @@ type BreakerConfig struct {
 	Window              int     `yaml:"window"`       // calls
 	MinCalls            int     `yaml:"min_calls"`    // before the rate applies
 	// OpenFor is the first open period. Each failed half-open trial
-	// reopens the breaker for twice the period before, up to OpenForMax
+	// reopens the breaker for twice the period before (at most half the
+	// time since it opened from closed), up to OpenForMax
 	// (0: the period never grows); trials that close it halve the period,
 	// and every HealAfter spent closed halves it again, down to OpenFor
 	// (HealAfter 0: back to OpenFor as soon as the breaker closes).

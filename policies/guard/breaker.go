@@ -108,7 +108,8 @@ func isFraction(f float64) bool { return f > 0 && f <= 1 }
 // results are in, at least CloseThreshold of them succeeded and the share
 // has reached every call; it reopens as soon as the trials can no longer
 // reach CloseThreshold (over at least Probes results), for twice the
-// period before, up to OpenForMax. So a recovered upstream gets its
+// period before (but at most half the time since it opened from closed),
+// up to OpenForMax. So a recovered upstream gets its
 // traffic back within a few trials, and one that stays down is tried
 // less and less often. Trials that close it halve the period, and every
 // HealAfter spent closed halves it again, down to OpenFor (HealAfter 0:
@@ -137,6 +138,9 @@ type Breaker struct {
 	healFrom time.Time
 	// closedAt is the last instant trials closed it.
 	closedAt time.Time
+	// since is when it last opened from closed: the start of the outage
+	// as this breaker saw it, which bounds how far the period grows.
+	since time.Time
 
 	// Closed: consecutive failures and a ring of the last outcomes.
 	consecutive int
@@ -401,15 +405,26 @@ func (b *Breaker) overlay(fb fleetBreaker, now time.Time) {
 }
 
 // reopen opens the breaker after failed trials, for twice the period
-// before (at most OpenForMax; never when it is 0).
+// before, but at most half the time since it opened from closed (and
+// OpenForMax; never longer when that is 0): the upstream is then never
+// left untried for more than a third of an outage's length, so a model that
+// comes back is seen soon after, while one that stays down is tried
+// geometrically less often.
 func (b *Breaker) reopen(now time.Time) {
 	if top := b.cfg.OpenForMax.D(); top > b.period {
-		b.period = min(2*b.period, top)
+		grown := min(2*b.period, top)
+		if !b.since.IsZero() {
+			grown = min(grown, now.Sub(b.since)/2)
+		}
+		b.period = max(b.period, grown)
 	}
 	b.open(now)
 }
 
 func (b *Breaker) open(now time.Time) {
+	if b.state == BreakerClosed {
+		b.since = now
+	}
 	b.openUntil = now.Add(b.period)
 	b.resetClosed()
 	b.set(BreakerOpen, now)

@@ -124,10 +124,10 @@ func bRecovers(at time.Duration) []breakerStep {
 	}
 }
 
-// bGrownTo4s opens a breaker at 0 and fails its trials at 1 s and 3 s: it
-// is open from 3 s for 4 s.
+// bGrownTo4s opens a breaker at 0 and fails its trials at 4 s (2 s, half
+// the outage so far) and 12 s: it is open from 12 s for 4 s.
 func bGrownTo4s() []breakerStep {
-	return slices.Concat(bOpened(), bTrialFails(brSec), bTrialFails(3*brSec))
+	return slices.Concat(bOpened(), bTrialFails(4*brSec), bOpenFor(4*brSec, 2*brSec), bTrialFails(12*brSec), bOpenFor(12*brSec, 4*brSec))
 }
 
 const brSec = time.Second
@@ -231,19 +231,28 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "a failing trial reopens, for twice the period",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0.1, true, BreakerHalfOpen), bAllow(brSec, 0.1, true, BreakerHalfOpen),
-				bOK(1500*time.Millisecond, BreakerHalfOpen),
-				bFail(1500*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
-				bAllow(1500*time.Millisecond, 0, false, BreakerOpen),
-			}, bOpenFor(1500*time.Millisecond, 2*brSec)),
+				bAllow(4*brSec, 0.1, true, BreakerHalfOpen), bAllow(4*brSec, 0.1, true, BreakerHalfOpen),
+				bOK(4500*time.Millisecond, BreakerHalfOpen),
+				bFail(4500*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
+				bAllow(4500*time.Millisecond, 0, false, BreakerOpen),
+			}, bOpenFor(4500*time.Millisecond, 2*brSec)),
+		},
+		{
+			name: "the period grows to at most half the time since the breaker opened",
+			steps: slices.Concat(bOpened(), bOpenFor(0, brSec),
+				bTrialFails(brSec), bOpenFor(brSec, brSec), // 1 s into the outage: stays 1 s
+				bTrialFails(2*brSec), bOpenFor(2*brSec, brSec),
+				bTrialFails(3*brSec), bOpenFor(3*brSec, 1500*time.Millisecond),
+				bTrialFails(4500*time.Millisecond), bOpenFor(4500*time.Millisecond, 2250*time.Millisecond),
+			),
 		},
 		{
 			name: "trials that keep failing double the period up to open_for_max",
 			steps: slices.Concat(bOpened(), bOpenFor(0, brSec),
-				bTrialFails(brSec), bOpenFor(brSec, 2*brSec),
-				bTrialFails(3*brSec), bOpenFor(3*brSec, 4*brSec),
-				bTrialFails(7*brSec), bOpenFor(7*brSec, 8*brSec),
-				bTrialFails(15*brSec), bOpenFor(15*brSec, 8*brSec), // the cap
+				bTrialFails(10*brSec), bOpenFor(10*brSec, 2*brSec),
+				bTrialFails(20*brSec), bOpenFor(20*brSec, 4*brSec),
+				bTrialFails(30*brSec), bOpenFor(30*brSec, 8*brSec),
+				bTrialFails(40*brSec), bOpenFor(40*brSec, 8*brSec), // the cap
 			),
 		},
 		{
@@ -266,7 +275,7 @@ func TestBreaker(t *testing.T) {
 			steps: slices.Concat(bOpened(), bRepeat(10, bAllow(brSec, 0, true, BreakerHalfOpen)),
 				[]breakerStep{bOK(brSec, BreakerHalfOpen), bFail(brSec, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen),
 					bFail(brSec, BreakerOpen)}, // at best 8/10
-				bOpenFor(brSec, 2*brSec),
+				bOpenFor(brSec, brSec), // 1 s into the outage: the period stays open_for
 			),
 		},
 		{
@@ -288,31 +297,31 @@ func TestBreaker(t *testing.T) {
 		},
 		{
 			name: "after heal_after closed the period is halved again",
-			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec), // closed at 7 s: 4 s → 2 s
-				[]breakerStep{bFail(17*brSec, BreakerClosed), bFail(17*brSec, BreakerClosed), bFail(17*brSec, BreakerOpen)},
-				bOpenFor(17*brSec, brSec),
+			steps: slices.Concat(bGrownTo4s(), bRecovers(16*brSec), // closed at 16 s: 4 s → 2 s
+				[]breakerStep{bFail(26*brSec, BreakerClosed), bFail(26*brSec, BreakerClosed), bFail(26*brSec, BreakerOpen)},
+				bOpenFor(26*brSec, brSec),
 			),
 		},
 		{
 			name: "good trials halve the grown period; a trip before heal_after keeps the half",
-			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
-				[]breakerStep{bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerOpen)},
-				bOpenFor(16*brSec, 2*brSec),
+			steps: slices.Concat(bGrownTo4s(), bRecovers(16*brSec),
+				[]breakerStep{bFail(25*brSec, BreakerClosed), bFail(25*brSec, BreakerClosed), bFail(25*brSec, BreakerOpen)},
+				bOpenFor(25*brSec, 2*brSec),
 			),
 		},
 		{
 			name: "every heal_after halves it again, down to open_for",
-			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
-				[]breakerStep{bFail(47*brSec, BreakerClosed), bFail(47*brSec, BreakerClosed), bFail(47*brSec, BreakerOpen)},
-				bOpenFor(47*brSec, brSec), // 4 → 2 → 1 → 1
+			steps: slices.Concat(bGrownTo4s(), bRecovers(16*brSec),
+				[]breakerStep{bFail(56*brSec, BreakerClosed), bFail(56*brSec, BreakerClosed), bFail(56*brSec, BreakerOpen)},
+				bOpenFor(56*brSec, brSec), // 4 → 2 → 1 → 1
 			),
 		},
 		{
 			name: "heal_after 0: back to open_for as soon as it closes",
 			cfg:  func(c *config.BreakerConfig) { c.HealAfter = 0 },
-			steps: slices.Concat(bGrownTo4s(), bRecovers(7*brSec),
-				[]breakerStep{bFail(7*brSec, BreakerClosed), bFail(7*brSec, BreakerClosed), bFail(7*brSec, BreakerOpen)},
-				bOpenFor(7*brSec, brSec),
+			steps: slices.Concat(bGrownTo4s(), bRecovers(16*brSec),
+				[]breakerStep{bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerClosed), bFail(16*brSec, BreakerOpen)},
+				bOpenFor(16*brSec, brSec),
 			),
 		},
 		{
@@ -353,8 +362,8 @@ func TestBreaker(t *testing.T) {
 			name: "trip of a half-open breaker is a failed trial",
 			steps: slices.Concat(bOpened(), []breakerStep{
 				bState(brSec, BreakerHalfOpen),
-				bTrip(1500*time.Millisecond, BreakerOpen),
-			}, bOpenFor(1500*time.Millisecond, 2*brSec)),
+				bTrip(4*brSec, BreakerOpen),
+			}, bOpenFor(4*brSec, 2*brSec)),
 		},
 		{
 			name: "only upstream-health classes count",
@@ -429,7 +438,7 @@ func TestBreakerDefaultConfig(t *testing.T) {
 		t.Fatalf("state %v after %d failures, want open", got, cfg.ConsecutiveFailures)
 	}
 	period := cfg.OpenFor.D()
-	for i := range 8 {
+	for i := range 16 {
 		if got := b.State(now.Add(period - 1)); got != BreakerOpen {
 			t.Fatalf("opening %d: state %v just before %v, want open", i, got, period)
 		}
@@ -444,10 +453,10 @@ func TestBreakerDefaultConfig(t *testing.T) {
 			t.Fatalf("opening %d: no trial let through", i)
 		}
 		b.Record(now, false)
-		period = min(2*period, cfg.OpenForMax.D())
+		period = max(period, min(2*period, cfg.OpenForMax.D(), now.Sub(budgetAt(0))/2))
 	}
 	if period != cfg.OpenForMax.D() {
-		t.Errorf("after 8 failed trials the period is %v, want the cap %v", period, cfg.OpenForMax)
+		t.Errorf("after 16 failed trials the period is %v, want the cap %v", period, cfg.OpenForMax)
 	}
 }
 

@@ -236,6 +236,9 @@ type BreakerMemo struct {
 	Results   int       `json:"results,omitempty"`
 	Successes int       `json:"successes,omitempty"`
 	Closed    time.Time `json:"closed,omitzero"`
+	// Since is, open or half-open, when it opened from closed (a state
+	// without it lets the period double as before).
+	Since time.Time `json:"since,omitzero"`
 }
 
 // memo returns b as a BreakerMemo of model at now; false when it is as
@@ -245,10 +248,10 @@ func (b *Breaker) memo(model string, now time.Time) (BreakerMemo, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	m := BreakerMemo{Model: model, State: b.state.String(), Until: b.openUntil, Period: b.period,
-		HealFrom: b.healFrom, Results: b.results, Successes: b.successes, Closed: b.closedAt}
+		HealFrom: b.healFrom, Results: b.results, Successes: b.successes, Closed: b.closedAt, Since: b.since}
 	if b.state == BreakerClosed {
 		m.Period, m.HealFrom = b.healed(now)
-		m.Until, m.Results, m.Successes = time.Time{}, 0, 0
+		m.Until, m.Results, m.Successes, m.Since = time.Time{}, 0, 0, time.Time{}
 		if m.Period <= b.cfg.OpenFor.D() {
 			m.HealFrom = time.Time{}
 			if b.closedAt.IsZero() || now.Sub(b.closedAt) >= ackKeep {
@@ -263,7 +266,7 @@ func (b *Breaker) memo(model string, now time.Time) (BreakerMemo, bool) {
 func (b *Breaker) restore(m BreakerMemo) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.state, b.openUntil, b.period, b.healFrom, b.closedAt = parseBreakerState(m.State), m.Until, m.Period, m.HealFrom, m.Closed
+	b.state, b.openUntil, b.period, b.healFrom, b.closedAt, b.since = parseBreakerState(m.State), m.Until, m.Period, m.HealFrom, m.Closed, m.Since
 	b.results, b.successes, b.admitted = m.Results, m.Successes, m.Results
 	if b.period <= 0 {
 		b.period = b.cfg.OpenFor.D()

@@ -241,25 +241,26 @@ func TestFleetBreakerGrowsAndRamps(t *testing.T) {
 		t.Fatalf("worker b: %s, want open", st)
 	}
 
-	// Its first trial fails in worker a: reopened for twice open_for, in b too.
+	// A trial 4 s into the outage fails in worker a: reopened for twice
+	// open_for (half the outage so far), in b too.
 	first := br.OpenFor.D()
-	trial(a, at(first), false)
-	syncAll(f, at(first+100*time.Millisecond), a, b)
-	v := f.View(at(first + 100*time.Millisecond))
-	if want := at(3 * first); !v.Open[model].Equal(want) || v.Breakers[model].Period != 2*first {
+	trial(a, at(4*first), false)
+	syncAll(f, at(4*first+100*time.Millisecond), a, b)
+	v := f.View(at(4*first + 100*time.Millisecond))
+	if want := at(6 * first); !v.Open[model].Equal(want) || v.Breakers[model].Period != 2*first {
 		t.Fatalf("fleet after a failed trial: open until %v, period %v; want until %v, period %v",
 			v.Open[model].Sub(t0), v.Breakers[model].Period, want.Sub(t0), 2*first)
 	}
-	if st := b.breakers.State(model, at(first+200*time.Millisecond)); st != BreakerOpen {
+	if st := b.breakers.State(model, at(4*first+200*time.Millisecond)); st != BreakerOpen {
 		t.Errorf("worker b: %s after worker a's trial failed, want open", st)
 	}
 	if got := b.breakers.Breaker(model).period; got != 2*first {
 		t.Errorf("worker b's breaker took period %v, want the fleet's %v", got, 2*first)
 	}
 
-	// Half-open again at 3 s. A late failure in b (no trial of b's) is not
+	// Half-open again at 6 s. A late failure in b (no trial of b's) is not
 	// judged by the fleet either.
-	half := at(3 * first)
+	half := at(6 * first)
 	b.breakers.RecordOutcome(model, half, failure.Timeout)
 	trial(a, half, true)
 	trial(a, half, true)
@@ -318,16 +319,16 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 		for range 5 {
 			outs = append(outs, fail(m, 0))
 		}
-		outs = append(outs, fail(m, time.Second), fail(m, 3*time.Second)) // failed trials: 2 s, then 4 s
+		outs = append(outs, fail(m, 4*time.Second), fail(m, 12*time.Second)) // failed trials: 2 s, then 4 s
 	}
-	outs = append(outs, ok("half", 7*time.Second), ok("half", 7*time.Second)) // half-open, 2 of 2
+	outs = append(outs, ok("half", 16*time.Second), ok("half", 16*time.Second)) // half-open, 2 of 2
 	for range 5 {
-		outs = append(outs, ok("healing", 7*time.Second)) // closed at 7 s: 4 s halved to 2 s
+		outs = append(outs, ok("healing", 16*time.Second)) // closed at 16 s: 4 s halved to 2 s
 	}
 	f := NewFleet(cfg.Budget, cfg.Breaker)
 	f.Apply(Report{Worker: "a", Seq: 1, Outcomes: outs})
-	now := at(7500 * time.Millisecond)
-	f.Apply(Report{Worker: "a", Seq: 2, Outcomes: []ModelOutcome{fail("open", 7*time.Second)}}) // 8 s from 7 s
+	now := at(16500 * time.Millisecond)
+	f.Apply(Report{Worker: "a", Seq: 2, Outcomes: []ModelOutcome{fail("open", 16*time.Second)}}) // 8 s from 16 s
 
 	raw, err := json.Marshal(f.State(now))
 	if err != nil {
@@ -339,19 +340,27 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	}
 	g := NewFleet(cfg.Budget, cfg.Breaker)
 	g.Restore(st)
-	for _, d := range []time.Duration{7500 * time.Millisecond, 10 * time.Second, 17 * time.Second} {
+	for _, d := range []time.Duration{16500 * time.Millisecond, 19 * time.Second, 26 * time.Second} {
 		want, got := f.View(at(d)), g.View(at(d))
 		if !maps.EqualFunc(got.Open, want.Open, time.Time.Equal) || !maps.EqualFunc(got.Breakers, want.Breakers, sameBreakerView) {
 			t.Errorf("at %v restored %+v %+v, want %+v %+v", d, got.Open, got.Breakers, want.Open, want.Breakers)
 		}
 	}
-	if v := g.View(now); !v.Open["open"].Equal(at(15*time.Second)) || v.Breakers["half"].Share != 0.4 || v.Breakers["healing"].Period != 2*time.Second {
+	if v := g.View(now); !v.Open["open"].Equal(at(24*time.Second)) || v.Breakers["half"].Share != 0.4 || v.Breakers["healing"].Period != 2*time.Second {
 		t.Errorf("restored view %+v %+v", v.Open, v.Breakers)
+	}
+	// The restored open breaker knows when its outage began: a trial that
+	// fails at 24 s grows its period to 12 s (half the outage), not 16 s.
+	for _, fl := range []*Fleet{f, g} {
+		fl.Apply(Report{Worker: "a", Seq: 3, Outcomes: []ModelOutcome{fail("open", 24*time.Second)}})
+	}
+	if got, want := g.View(at(25*time.Second)).Breakers["open"].Period, f.View(at(25*time.Second)).Breakers["open"].Period; got != want || want != 12*time.Second {
+		t.Errorf("after a failed trial at 24 s the restored breaker's period is %v, the original's %v; want 12 s", got, want)
 	}
 	// The restored half-open breaker goes on judging: three more good
 	// trials close it.
-	g.Apply(Report{Worker: "a", Seq: 3, Outcomes: []ModelOutcome{ok("half", 8*time.Second), ok("half", 8*time.Second), ok("half", 8*time.Second)}})
-	if v := g.View(at(8 * time.Second)); !v.Breakers["half"].Closed.Equal(at(8 * time.Second)) {
+	g.Apply(Report{Worker: "a", Seq: 4, Outcomes: []ModelOutcome{ok("half", 17*time.Second), ok("half", 17*time.Second), ok("half", 17*time.Second)}})
+	if v := g.View(at(17 * time.Second)); !v.Breakers["half"].Closed.Equal(at(17 * time.Second)) {
 		t.Errorf("the restored half-open breaker did not close after 5 of 5: %+v", v.Breakers["half"])
 	}
 
@@ -363,8 +372,8 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	}
 	// And an old build reads this one's open breakers from Open.
 	for _, o := range st.Open {
-		if o.Model == "open" && !o.At.Add(cfg.Breaker.OpenFor.D()).Equal(at(15*time.Second)) {
-			t.Errorf("Open carries %v for an old build, which would open it until %v; want 15 s", o.At.Sub(t0), o.At.Add(cfg.Breaker.OpenFor.D()).Sub(t0))
+		if o.Model == "open" && !o.At.Add(cfg.Breaker.OpenFor.D()).Equal(at(24*time.Second)) {
+			t.Errorf("Open carries %v for an old build, which would open it until %v; want 24 s", o.At.Sub(t0), o.At.Add(cfg.Breaker.OpenFor.D()).Sub(t0))
 		}
 	}
 }
