@@ -354,7 +354,7 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	for _, fl := range []*Fleet{f, g} {
 		fl.Apply(Report{Worker: "a", Seq: 3, Outcomes: []ModelOutcome{fail("open", 24*time.Second)}})
 	}
-	if got, want := g.View(at(25*time.Second)).Breakers["open"].Period, f.View(at(25*time.Second)).Breakers["open"].Period; got != want || want != 12*time.Second {
+	if got, want := g.View(at(25 * time.Second)).Breakers["open"].Period, f.View(at(25 * time.Second)).Breakers["open"].Period; got != want || want != 12*time.Second {
 		t.Errorf("after a failed trial at 24 s the restored breaker's period is %v, the original's %v; want 12 s", got, want)
 	}
 	// The restored half-open breaker goes on judging: three more good
