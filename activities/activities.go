@@ -41,7 +41,7 @@ type Activities struct {
 	keys     *keyPools
 	seen     *seenRequests
 	// firstTokens and hedges: the adaptive hedge delay and the hedge
-	// budget (README "Hedged calls").
+	// budget (docs/how-it-works.md "Hedged calls").
 	firstTokens *guard.FirstTokens
 	fleet       *guard.Sync // nil: this worker decides alone
 	tracing     bool
@@ -49,7 +49,7 @@ type Activities struct {
 	// races are the upstream requests of the hedged attempts running in
 	// this process (race.go): the first to answer cuts the other's.
 	races races
-	// cache keeps good answers for the fallback (README "Answer cache");
+	// cache keeps good answers for the fallback (docs/how-it-works.md "Answer cache");
 	// nil when the policy turns it off.
 	cache *answerCache
 	// summaries are the sessions' context summaries (summarize.go).
@@ -109,7 +109,7 @@ type Options struct {
 	// spend caps (llmworker.Usage); nil: caps are not enforced.
 	Spend SpendMeter
 	// RuleGate says whether a business rule fires: the learners' current
-	// states (README "Business rules"); nil: every rule fires.
+	// states (docs/rules.md); nil: every rule fires.
 	RuleGate rules.Gate
 	// Tracing adds a GenAI span per upstream attempt and the HTTP client
 	// span under it, in the global tracer provider (package tracing).

@@ -16,7 +16,7 @@ import (
 )
 
 // answerCache keeps good model answers in the worker's memory, by tenant,
-// scenario and normalised question (README "Answer cache"): at most max,
+// scenario and normalised question (docs/how-it-works.md "Answer cache"): at most max,
 // the least recently used dropped first, each served for ttl; with a
 // shared store, in the store too, for every worker.
 type answerCache struct {

@@ -570,7 +570,7 @@ func classLabel(c failure.Class) string {
 }
 
 // chatRequest is the upstream request of one attempt on model m: the
-// request's fields (README "Agents"), the attempt's messages and shape.
+// request's fields (docs/agents.md), the attempt's messages and shape.
 func chatRequest(m config.ModelConfig, r request.Request, msgs []request.Message, sh callstate.Shape) openai.ChatCompletionRequest {
 	req := openai.ChatCompletionRequest{Model: m.Name, MaxTokens: sh.MaxTokens}
 	if sh.Temperature != nil {
@@ -718,7 +718,7 @@ type Progress struct {
 // enough for the heartbeat timeout; it also delivers cancellation to ctx.
 // It is a timer, not a goroutine: a worker runs up to WORKER_MAX_CALLS
 // attempts at once, most of them waiting on the upstream, and a parked
-// goroutine per attempt is memory (README "Benchmarks", memory).
+// goroutine per attempt is memory (docs/benchmarks.md, memory).
 func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (stop func()) {
 	if timeout <= 0 {
 		return func() {}

@@ -53,7 +53,7 @@ var diagnosisExamples = []struct{ body, class, reason string }{
 }
 
 // Diagnose asks the policy's diagnosis model to name the class of an
-// error body no classifier rule recognised (README "Diagnosis"). The
+// error body no classifier rule recognised (docs/how-it-works.md "Diagnosis"). The
 // answer must be one of the known classes (a JSON schema with their
 // names); the request is paid from the model's endpoint budget, and a
 // diagnosis that cannot be made leaves the attempt's class as it was.

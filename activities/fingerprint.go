@@ -16,7 +16,7 @@ import (
 
 // DuplicateWindow is how long an upstream request's fingerprint is
 // remembered: the same request sent again within it is duplicate spend
-// (README "Token accounting").
+// (docs/operating.md "API keys").
 const DuplicateWindow = time.Hour
 
 // maxFingerprints bounds the fingerprints a process remembers.

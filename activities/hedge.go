@@ -15,7 +15,7 @@ import (
 )
 
 // SignalAttemptNote is the signal an attempt that may be hedged (or is a
-// hedge) sends its call (README "Hedged calls"): at its first chunk, and
+// hedge) sends its call (docs/how-it-works.md "Hedged calls"): at its first chunk, and
 // when its hedge delay passed without one. Its value is an AttemptNote.
 // The attempt keeps the time itself: Temporal's timers fire up to a
 // second late on the dev server, too coarse for a hedge delay.
@@ -68,7 +68,7 @@ func (a *Activities) firstToken(model string, d time.Duration) {
 }
 
 // firstTokenP90 is the p90 time to first token of model the adaptive
-// delay uses: the fleet's (README "Shared guards") when its view is fresh
+// delay uses: the fleet's (docs/how-it-works.md "Shared guards") when its view is fresh
 // and has enough times, else this worker's. where words its source.
 func (a *Activities) firstTokenP90(model string) (p90 time.Duration, n int, where string) {
 	if a.fleet != nil {

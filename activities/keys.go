@@ -10,7 +10,7 @@ import (
 
 // keyPools keeps, per pooled model, where the rotation over its keys is;
 // a key parked after a refusal is a hold of its own scope, so the fleet's
-// guard shares it with every worker (README "Key pools"). Safe for
+// guard shares it with every worker (docs/operating.md "API keys"). Safe for
 // concurrent use.
 type keyPools struct {
 	mu    sync.Mutex

@@ -16,7 +16,7 @@ import (
 )
 
 // SplitInput asks for the three smaller questions of a step-by-step
-// answer (README "Business rules"): the call's question and its tenant,
+// answer (docs/rules.md): the call's question and its tenant,
 // whose share of the retry budget pays for the model's request.
 type SplitInput struct {
 	Question string `json:"question"`

@@ -120,7 +120,7 @@ type Prepared struct {
 	Key string `json:"key,omitempty"`
 	// Fingerprint identifies the request the attempt sends (who asks,
 	// model, messages, parameters; the text a continuation sends after
-	// them aside: README "Token accounting").
+	// them aside: docs/operating.md "API keys").
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// Resends is how many network-layer resends after a failed connect the
 	// call's attempts cap leaves this attempt (each is also charged to the
@@ -276,7 +276,7 @@ type FallbackAnswer struct {
 	Score  float64 `json:"score,omitempty"`
 }
 
-// The topics of a streamed call's workflow stream (README "Streaming").
+// The topics of a streamed call's workflow stream (docs/calling.md "Streaming").
 const (
 	// TopicDelta carries Delta items: the answer's text, in order. Their
 	// concatenation is the call's final content.

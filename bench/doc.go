@@ -4,7 +4,7 @@
 //
 // # Storm
 //
-// RunStorm replays an incident of README "Benchmarks" as an llmsim scenario
+// RunStorm replays an incident of docs/benchmarks.md as an llmsim scenario
 // (bench/scenarios/storm-*.yaml, loaded by LoadStormCase) and drives it at
 // a constant arrival rate (OpenLoop: call i starts at i/rate whether or not
 // earlier calls have finished, as users arrive). Five contenders run one

@@ -15,7 +15,7 @@ import (
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
-// The context refiner benchmark (README "Context refiner") runs the same
+// The context refiner benchmark (docs/how-it-works.md "Context refiner") runs the same
 // llmsim script under today's action and the refiner's, side by side:
 //
 //   - output_truncated: an answer of Tokens tokens under the policy's

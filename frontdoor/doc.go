@@ -15,7 +15,7 @@
 //     workflow ID: an Idempotency-Key header becomes
 //     IDs.Scoped(tenant, key); without one the key is derived from the
 //     tenant, user, X-Session-Id, messages and every field that changes the
-//     answer (IDs.For; README "Idempotency and audit"), keyed with the
+//     answer (IDs.For; docs/how-it-works.md "Idempotency and audit"), keyed with the
 //     deployment secret (IDsFor refuses a non-loopback address without
 //     one). Two tenants sending the same key reach two different calls; a
 //     key sent again with another request is a 422 naming the key. GET and

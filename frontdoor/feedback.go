@@ -20,7 +20,7 @@ import (
 const maxFeedbackBytes = 4 << 10
 
 // Feedback is the answer to POST /v1/calls/{id}/feedback: what the rules'
-// learner recorded (README "Rules that learn from users").
+// learner recorded (docs/rules.md "Rules that learn from users").
 type Feedback struct {
 	ID       string `json:"id"`
 	Object   string `json:"object"` // "call.feedback"

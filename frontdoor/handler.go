@@ -32,7 +32,7 @@ const (
 	// HeaderIdempotencyKey names the caller's idempotency key; scoped by
 	// tenant, it selects the workflow.
 	HeaderIdempotencyKey = "Idempotency-Key"
-	// HeaderSessionID is the session part of the derived key (README "Idempotency and audit").
+	// HeaderSessionID is the session part of the derived key (docs/how-it-works.md "Idempotency and audit").
 	HeaderSessionID = "X-Session-Id"
 	// HeaderScenario selects business rules (customer_service, medical, …).
 	HeaderScenario = "X-Scenario"
@@ -121,7 +121,7 @@ type Options struct {
 //	GET  /v1/models/{model}     one of them
 //	GET  /v1/calls/{id}         a call started with Prefer: respond-async
 //	DELETE /v1/calls/{id}       cancel the tenant's own running call
-//	POST /v1/calls/{id}/feedback  what the user did after the call (README "Rules that learn from users")
+//	POST /v1/calls/{id}/feedback  what the user did after the call (docs/rules.md "Rules that learn from users")
 //	GET  /healthz               liveness, no token needed
 //
 // It is safe for concurrent use.

@@ -41,7 +41,7 @@ type chatRequest struct {
 
 // IgnoredFields are request fields that stock OpenAI SDKs and agent
 // frameworks send and that do not change the answer: accepted and not
-// sent upstream (README "Agents").
+// sent upstream (docs/agents.md).
 var IgnoredFields = []string{"store", "metadata", "service_tier", "prompt_cache_key", "safety_identifier"}
 
 // handledFields are the fields decodeChatRequest reads.
@@ -370,7 +370,7 @@ func stringAt(obj map[string]json.RawMessage, name, at string, dst *string) *fie
 	return nil
 }
 
-// decodeAgent decodes the agent fields (README "Agents") into r, naming
+// decodeAgent decodes the agent fields (docs/agents.md) into r, naming
 // the field of a value of the wrong type; Validate checks the values.
 func decodeAgent(top map[string]json.RawMessage, r *request.Request) *fieldError {
 	fields := []struct {

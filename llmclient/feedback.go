@@ -29,7 +29,7 @@ var (
 )
 
 // Feedback tells the rules' learner what the user did after call id
-// (README "Rules that learn from users"): outcome is resolved, abandoned, handoff_requested
+// (docs/rules.md "Rules that learn from users"): outcome is resolved, abandoned, handoff_requested
 // or complaint. The call must be an LLM call that answered; its result
 // says which rule fired (RuleID) and which matched but were off
 // (ShadowRules), and its scenario (the LlmScenario search attribute)

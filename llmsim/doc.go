@@ -1,5 +1,5 @@
 // Package llmsim is an OpenAI-compatible LLM simulator that reproduces
-// every failure of README "Failure classes" and the capacity of a GPU server. Tests start
+// every failure of docs/how-it-works.md "Failure classes" and the capacity of a GPU server. Tests start
 // it in-process (NewServer), demos and benchmarks run the command
 // llmsim/cmd/llmsim.
 //
@@ -104,7 +104,7 @@
 // without taking a slot; back faults take a slot and answer after the
 // model's time to first token (error answers) or its generation time.
 //
-//	fault                    status  class (README "Failure classes")          params                    client sees
+//	fault                    status  class (docs/how-it-works.md "Failure classes")          params                    client sees
 //	latency                  200     read_timeout (client)    latency                   extra time to first token, then a normal answer
 //	hang                     -       read_timeout             -                         nothing until the client gives up
 //	reset                    -       server_error             -                         TCP RST before any response byte (the request was sent)
@@ -251,7 +251,7 @@
 // mean rate_limited?)`. The shipped scenarios (BuiltinScenarios) are
 // embedded: healthy, mixed (the demo), spike-5s (a 5-second latency
 // spike), vllm-slowdown (a vLLM cluster slowing from 800 ms to 2.5 s; both
-// are storms of README "Benchmarks"), metastable, and class-<class> for
+// are storms of docs/benchmarks.md), metastable, and class-<class> for
 // every failure class an upstream can cause (connect failures happen
 // before any server sees the request: dial a closed port to produce them).
 // healthy and mixed generate at realistic speeds, class-stream_broken at

@@ -15,7 +15,7 @@ import (
 type Fault string
 
 // The faults. Each comment says what the client receives and which failure
-// class (README "Failure classes") a correct classifier assigns to it.
+// class (docs/how-it-works.md "Failure classes") a correct classifier assigns to it.
 const (
 	// FaultNone is no fault: a normal answer.
 	FaultNone Fault = ""
@@ -155,7 +155,7 @@ type FaultInfo struct {
 	Fault Fault
 	// Status is the HTTP status the client sees (0: no HTTP response).
 	Status int
-	// Class is the failure class of README "Failure classes" a correct classifier assigns.
+	// Class is the failure class of docs/how-it-works.md "Failure classes" a correct classifier assigns.
 	Class string
 	// Params lists the parameters the fault reads.
 	Params string

@@ -8,8 +8,7 @@ import (
 
 // Split requests: a request whose first message is a system (or
 // developer) message that asks to split a question into three smaller
-// questions (the step-by-step mode's fixed prompt, README "Business
-// rules") is answered as a small model would, deterministically: JSON
+// questions (the step-by-step mode's fixed prompt, docs/rules.md) is answered as a small model would, deterministically: JSON
 // {"steps": [three questions]} made of the question's sentences in three
 // groups, or, for a question of fewer sentences, three questions about it
 // (what is asked, the method, the result). Faults other than directives'

@@ -8,7 +8,7 @@ import (
 )
 
 // Summary requests and recall checks: how the simulator serves and
-// measures a context refiner (README "Context refiner").
+// measures a context refiner (docs/how-it-works.md "Context refiner").
 //
 // A request whose first message is a system (or developer) message that
 // asks to summarize ("summarize", "summarise", "总结", "摘要") is answered with

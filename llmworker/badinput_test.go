@@ -25,7 +25,7 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-// TestIntegrationBadInputAtTheGoClient sends every bad request of README "How it works", step 1
+// TestIntegrationBadInputAtTheGoClient sends every bad request of docs/how-it-works.md, step 1
 // through llmclient.Call to a real worker. Each one gets an error that
 // names the field and the problem, leaves no workflow running and costs no
 // upstream request. A request the client can judge alone (size, emptiness,

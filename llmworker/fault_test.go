@@ -398,7 +398,7 @@ func TestIntegrationUpstreamGarbageIsClassified(t *testing.T) {
 		answered  string   // "model", "fallback_model" or "degraded"
 	}{
 		// The request was sent, so it may have been processed: not a
-		// connect failure to resend at once (README "Failure classes"), but a server error.
+		// connect failure to resend at once (docs/how-it-works.md "Failure classes"), but a server error.
 		{"reset after the request, before the response", "[[sim fault=reset model=qwen-72b times=always]]",
 			[]string{"server_error", "server_error"}, "fallback_model"},
 		{"hang: no response headers", "[[sim fault=hang times=1]]",

@@ -22,7 +22,7 @@ import (
 const maxLearnedScenarios = 256
 
 // RuleStates is a worker's view of the learners' rule states
-// (README "Rules that learn from users"), read by admission through Gate: every refresh it
+// (docs/rules.md "Rules that learn from users"), read by admission through Gate: every refresh it
 // queries the learner of each scenario it follows. A scenario without a
 // learner (no feedback yet) has every rule on; a learner that cannot be
 // read keeps the last states read. Safe for concurrent use.

@@ -38,7 +38,7 @@ type usageKey struct {
 }
 
 // Usage adds the tokens the worker's calls count to the shared store's
-// usage table (README "Usage and cost"), every flush interval: it reads
+// usage table (docs/how-it-works.md "Shared store and usage"), every flush interval: it reads
 // them off the workflow's llm_tokens counter through Handler, which the
 // SDK calls only when the workflow runs, never on replay, so a call's
 // tokens are added once.

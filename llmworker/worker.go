@@ -64,13 +64,13 @@ type Options struct {
 	// tracing interceptor puts them in the call's trace (package tracing).
 	Tracing bool
 	// Deployment, when its Name is set, makes this a versioned worker of
-	// that Worker Deployment at BuildID (README "Deploying a new build"):
+	// that Worker Deployment at BuildID (docs/deploying.md "Deploying a new build"):
 	// each call runs to its end on the build that started it (pinned),
 	// the fleet's guard moves to new builds (auto-upgrade), and the worker
 	// gets work only once its version is current (MakeCurrent).
 	Deployment Deployment
 	// Guards shares the retry budgets, breakers and rate-limit holds with
-	// the other workers of the task queue (README "Shared guards").
+	// the other workers of the task queue (docs/how-it-works.md "Shared guards").
 	Guards GuardOptions
 }
 

@@ -17,7 +17,7 @@ import (
 )
 
 // feedbackCmd is `starter feedback <call id> <outcome>`: what the user did
-// after a call, for the rules' learner (README "Rules that learn from users").
+// after a call, for the rules' learner (docs/rules.md "Rules that learn from users").
 func feedbackCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("feedback", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print what the learner recorded as JSON")

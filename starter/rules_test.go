@@ -17,7 +17,7 @@ import (
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
-// TestBusinessRulesTable runs each row of README "Business rules" on a
+// TestBusinessRulesTable runs each row of docs/rules.md on a
 // dev server, a worker with the default policy and llmsim: the failures
 // are llmsim's, the rules the shipped ones.
 func TestBusinessRulesTable(t *testing.T) {

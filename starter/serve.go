@@ -110,7 +110,7 @@ client of the deployment); without it serve listens only on loopback.
 	traced := tracing.On(os.Getenv)
 	if traced {
 		// A server span per request, in the trace of the call it starts
-		// (README "Tracing").
+		// (docs/operating.md "Tracing").
 		shutdown, err := tracing.Setup(ctx, "durable-llm-frontdoor")
 		if err != nil {
 			return err

@@ -1,6 +1,6 @@
 // Package store is the state several workers share beyond Temporal: the
-// answer cache (README "Answer cache") and the token usage that `starter
-// usage` sums (README "Usage and cost"), in PostgreSQL — the database the
+// answer cache (docs/how-it-works.md "Answer cache") and the token usage that `starter
+// usage` sums (docs/how-it-works.md "Shared store and usage"), in PostgreSQL — the database the
 // deployment already runs for Temporal, as a database of its own. The
 // policy selects it (store.kind: postgres); the connection URL comes from
 // the environment variable store.dsn_env and never from the policy file.

@@ -23,7 +23,7 @@
 // each batch of deltas. GOMEMLIMIT, Go's soft memory limit, is not set by
 // default: one sized to the calls made the collector starve heartbeats
 // with 1,000 streams in flight, and 18 % of them lost their answer (`go
-// run ./bench/cmd/bench -bench memory`, README "Benchmarks").
+// run ./bench/cmd/bench -bench memory`, docs/benchmarks.md).
 // GOGC is 40 unless set: each call in flight holds little live memory but
 // streams make much short-lived garbage, and with Go's 100 the heap ran at
 // twice its live size (40 against 50: 4 MB less with 1,000 streamed calls
@@ -32,7 +32,7 @@
 // GODEBUG does not say): the worker's deep workflow and activity stacks
 // would otherwise size every new goroutine, the seven of each streamed call
 // included. With HTTP buffers of 1 KiB they took 1,000 streamed calls in
-// flight from 251 MB to 192 MB (README "Benchmarks").
+// flight from 251 MB to 192 MB (docs/benchmarks.md).
 // WORKER_PPROF=1 serves Go's profiles at /debug/pprof/ on the metrics
 // address.
 package main
@@ -129,7 +129,7 @@ func run(args []string) error {
 	opts.Logger = log.NewStructuredLogger(logger)
 	traced := tracing.On(os.Getenv)
 	if traced {
-		// OpenTelemetry over OTLP (README "Tracing"): the workflow, its
+		// OpenTelemetry over OTLP (docs/operating.md "Tracing"): the workflow, its
 		// activities and each upstream request join the caller's trace.
 		shutdown, err := tracing.Setup(context.Background(), "durable-llm-worker")
 		if err != nil {

@@ -1,7 +1,7 @@
 // Package workflows holds LLMCall, the durable LLM call: one workflow
 // execution per call, on task queue llm-calls.
 //
-// The workflow is only the state machine of README "How it works":
+// The workflow is only the state machine of docs/how-it-works.md:
 //
 //	admit (validate, rules) → [prepare → call → decide → record → wait]… →
 //	answer | fallback (cache → FAQ → rule card → placeholder) | hand-off | clear error
@@ -19,10 +19,10 @@
 //
 // LLMGuard (guard.go) is the other workflow: one long-running run per task
 // queue that keeps the retry budgets, breakers and rate-limit holds of all
-// its workers (README "Shared guards"), fed by signals and read by query.
+// its workers (docs/how-it-works.md "Shared guards"), fed by signals and read by query.
 //
 // Changing this workflow: runs may be in flight. Any change to the sequence
 // of commands (activities, timers, local activities, search-attribute
 // upserts) must be guarded with workflow.GetVersion, and `starter replay`
-// must pass against recorded histories before deploying (see README).
+// must pass against recorded histories before deploying (docs/deploying.md).
 package workflows

@@ -9,7 +9,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
-// The shared guards of a fleet of workers (README "Shared guards").
+// The shared guards of a fleet of workers (docs/how-it-works.md "Shared guards").
 const (
 	// GuardWorkflowName is the workflow type of the fleet's guard: one
 	// run per task queue, ID GuardID(task queue).

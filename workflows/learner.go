@@ -16,7 +16,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/rules"
 )
 
-// Rules that learn from users (README "Rules that learn from users"): one RulesLearner per
+// Rules that learn from users (docs/rules.md "Rules that learn from users"): one RulesLearner per
 // scenario keeps every rule's record (rules.Ledger) and its state.
 const (
 	// LearnerWorkflowName is the workflow type of a scenario's learner,
@@ -152,7 +152,7 @@ type learner struct {
 }
 
 // RulesLearner keeps the records of the rules that apply to one scenario's
-// calls (README "Rules that learn from users"). Feedback comes through the UpdateFeedback
+// calls (docs/rules.md "Rules that learn from users"). Feedback comes through the UpdateFeedback
 // update (a second feedback for a call already counted changes nothing);
 // QueryRules reads every rule's record, precision and state. The rules,
 // their thresholds and learn.min_feedback come from the worker's policy

@@ -235,7 +235,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint,
 			// Only the first model's whole answer may be kept: any other is
-			// a degraded one (README "Answer cache").
+			// a degraded one (docs/how-it-works.md "Answer cache").
 			Cache: prep.Model == c.ad.FirstModel && c.delivered == "",
 		}, remaining)
 		// A hedged attempt may have been carried by its hedge.
@@ -365,8 +365,7 @@ func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activitie
 		return class, "no diagnosis: the diagnosis attempt failed", nil
 	}
 	// What tenants read names the model and the class only: the diagnosis
-	// model's own words may quote the error body (README "Security and
-	// tenants"); they are in the Diagnose activity's result.
+	// model's own words may quote the error body (docs/security.md); they are in the Diagnose activity's result.
 	switch {
 	case d.Class == "":
 		return class, d.Reason, nil

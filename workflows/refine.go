@@ -16,7 +16,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
-// The context refiner (README "Context refiner") rebuilds a retry's
+// The context refiner (docs/how-it-works.md "Context refiner") rebuilds a retry's
 // request instead of resending it:
 //
 //   - after context_length_exceeded with summarize on, the rounds the

@@ -12,7 +12,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/markdown"
 )
 
-// Risk review (README "Business rules"): a call whose rule has review:
+// Risk review (docs/rules.md): a call whose rule has review:
 // true starts a RiskReview workflow on its own task queue. It waits for an
 // operator's decision (the UpdateReviewDecision update, sent by
 // `starter review approve|reject <call id>`), so the reviewers' queue is

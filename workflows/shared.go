@@ -17,7 +17,7 @@ const TaskQueue = "llm-calls"
 // any language start it by this name with a CallRequest as JSON.
 const WorkflowName = "LLMCall"
 
-// CallRequest is the input of LLMCall (README "Calling it").
+// CallRequest is the input of LLMCall (docs/calling.md).
 type CallRequest = request.Request
 
 // Message is one chat message of a CallRequest.
@@ -36,7 +36,7 @@ type Source string
 const (
 	SourceModel         Source = "model"          // the preferred (first) model answered
 	SourceFallbackModel Source = "fallback_model" // another model of the ladder answered
-	SourceCache         Source = "cache"          // a model's earlier answer to the same question (README "Answer cache")
+	SourceCache         Source = "cache"          // a model's earlier answer to the same question (docs/how-it-works.md "Answer cache")
 	SourceFAQ           Source = "faq"            // the FAQ answered
 	SourceRule          Source = "rule"           // a business rule's card or safe message answered
 	SourcePlaceholder   Source = "placeholder"    // nothing could answer: a polite placeholder
@@ -53,7 +53,7 @@ const (
 	OutcomeCanceled = "canceled"
 )
 
-// CallResult is the output of LLMCall (README "Calling it").
+// CallResult is the output of LLMCall (docs/calling.md).
 type CallResult struct {
 	// RequestID is the workflow ID, i.e. the idempotency key.
 	RequestID    string `json:"request_id"`
@@ -77,8 +77,7 @@ type CallResult struct {
 	RuleID     string `json:"rule_id,omitempty"`
 	Flag       string `json:"flag,omitempty"`
 	// ShadowRules are the rules that matched this call but that the
-	// learner had turned off: they would have fired (README "Business
-	// rules"). Feedback on the call is counted for them in shadow.
+	// learner had turned off: they would have fired (docs/rules.md). Feedback on the call is counted for them in shadow.
 	ShadowRules []string `json:"shadow_rules,omitempty"`
 	// Review is the ID of the RiskReview workflow the call's rule started,
 	// waiting for an operator's decision.
@@ -92,7 +91,7 @@ type CallResult struct {
 	// answering; the call's result (Client.Result) is the final answer.
 	Replaceable bool `json:"replaceable,omitempty"`
 	// Replaced is the quick answer the caller got first, when the first
-	// model's answer replaced it (README "Hedged calls").
+	// model's answer replaced it (docs/how-it-works.md "Hedged calls").
 	Replaced *QuickAnswer `json:"replaced,omitempty"`
 	Attempts []Attempt    `json:"attempts"`
 }
@@ -141,7 +140,7 @@ type QuickAnswer struct {
 // result stays the final answer.
 const UpdateAnswer = "answer"
 
-// The topics of a streamed call (README "Streaming").
+// The topics of a streamed call (docs/calling.md "Streaming").
 const (
 	TopicDelta = activities.TopicDelta
 	TopicEvent = activities.TopicEvent
@@ -158,7 +157,7 @@ const (
 	EventWaiting        = "waiting"
 	EventResumed        = "resumed"
 	// EventHedgeStarted: the first attempt had no first token in time and
-	// a hedge model answers too (README "Hedged calls").
+	// a hedge model answers too (docs/how-it-works.md "Hedged calls").
 	EventHedgeStarted = "hedge_started"
 	// EventReplaced: under hedge.replace, the first model's answer
 	// (Content) replaces the hedge's text streamed before it.
@@ -247,10 +246,10 @@ type Attempt struct {
 	DelayMS      int64  `json:"delay_ms,omitempty"`
 	// RetriedFrom names the attempt this one retries ("1", "1 (worker_lost)").
 	RetriedFrom string `json:"retried_from,omitempty"`
-	// Hedge: the attempt is the hedge of attempt N (README "Hedged calls").
+	// Hedge: the attempt is the hedge of attempt N (docs/how-it-works.md "Hedged calls").
 	Hedge bool `json:"hedge,omitempty"`
 	// Diagnosis is what the diagnosis model said of a failure no rule
-	// recognised (README "Diagnosis").
+	// recognised (docs/how-it-works.md "Diagnosis").
 	Diagnosis string `json:"diagnosis,omitempty"`
 }
 

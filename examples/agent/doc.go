@@ -1,7 +1,7 @@
 // Package agent is an example agent workflow on durable-llm: it loops
 // model call → tool activities → model call until the model stops asking
 // for tools, and every model call is a durable LLMCall made through
-// llmworkflow.Call (README "Calling it", "From a Temporal workflow").
+// llmworkflow.Call (docs/calling.md, "From a Temporal workflow").
 //
 // Invariants: the workflow code is deterministic (tools run as
 // activities, model calls as child workflows), so its recorded history

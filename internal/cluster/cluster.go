@@ -180,8 +180,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	common := append([]string{
 		"TEMPORAL_ADDRESS=" + c.TemporalAddress(), "TEMPORAL_NAMESPACE=default",
 		"LLM_BASE_URL=" + upstream, "POLICY_FILE=" + policy, "LLM_STORE_DSN=" + c.pg.DSN(StoreDB),
-		// Keyed workflow IDs, as in production (README "Idempotency and
-		// audit"); starter ask against the cluster reads the same file.
+		// Keyed workflow IDs, as in production (docs/how-it-works.md
+		// "Idempotency and audit"); starter ask against the cluster reads the same file.
 		"LLM_ID_SECRET=" + idSecret,
 	}, o.Env...)
 	for i := range o.Workers {

@@ -152,7 +152,7 @@ func temporalRows(ctx context.Context, o Options) []Row {
 	}{
 		{o.TaskQueue, "workflow", enumspb.TASK_QUEUE_TYPE_WORKFLOW},
 		{o.TaskQueue, "activity", enumspb.TASK_QUEUE_TYPE_ACTIVITY},
-		// The risk reviews' own queue (README "Business rules").
+		// The risk reviews' own queue (docs/rules.md).
 		{workflows.ReviewTaskQueue, "workflow", enumspb.TASK_QUEUE_TYPE_WORKFLOW},
 	} {
 		check := fmt.Sprintf("workers on %s (%s)", kind.queue, kind.name)

@@ -1,7 +1,7 @@
 // Package tracing turns on OpenTelemetry tracing for the worker and the
 // front door when OTEL_EXPORTER_OTLP_ENDPOINT (or
 // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set, and leaves it off otherwise
-// (README "Tracing"): spans go over OTLP/HTTP to a collector or a trace
+// (docs/operating.md "Tracing"): spans go over OTLP/HTTP to a collector or a trace
 // viewer, and the Temporal client carries the trace from the front door's
 // request through the workflow and its activities to the upstream request.
 package tracing

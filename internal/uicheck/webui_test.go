@@ -259,7 +259,7 @@ func uiStack(t *testing.T, sc *llmsim.Scenario) (string, *llmclient.Client, *con
 	return chromium, &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}, cfg
 }
 
-// reviewsScreenshotFile is README "Business rules"' picture of the queue.
+// reviewsScreenshotFile is docs/rules.md' picture of the queue.
 const reviewsScreenshotFile = "../../docs/ui-reviews.png"
 
 // reviewColumns are the columns README tells reviewers to add to the

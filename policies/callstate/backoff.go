@@ -54,7 +54,7 @@ func Fixed(waits []config.Duration, n int) time.Duration {
 }
 
 // HonourRetryAfter decides whether an upstream's Retry-After is honoured
-// (README "Failure classes", rate_limited: "honour it exactly, capped at 60 s; beyond the cap,
+// (docs/how-it-works.md "Failure classes", rate_limited: "honour it exactly, capped at 60 s; beyond the cap,
 // switch model"). It returns the wait and true when retryAfter is at most
 // cap (a negative retryAfter counts as 0, "retry now"); beyond the cap it
 // returns 0 and false: the caller must not wait, it switches model instead.

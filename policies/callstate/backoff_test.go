@@ -43,7 +43,7 @@ func TestFullJitter(t *testing.T) {
 		{"cap below base", 0, time.Second, 300 * ms, 0.5, 150 * ms, false},
 		{"no base", 3, 0, cp, 0.5, 0, false},
 		{"no cap", 3, base, 0, 0.5, 0, false},
-		// README "Failure classes": connect resends at 0.3 s · 2^n.
+		// docs/how-it-works.md "Failure classes": connect resends at 0.3 s · 2^n.
 		{"connect n=0", 0, 300 * ms, 10 * time.Second, 0.5, 150 * ms, false},
 		{"connect n=1", 1, 300 * ms, 10 * time.Second, 0.5, 300 * ms, false},
 		{"connect n=2", 2, 300 * ms, 10 * time.Second, 0.5, 600 * ms, false},

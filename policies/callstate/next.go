@@ -18,7 +18,7 @@ import (
 const MinAttemptTime = time.Second
 
 // Next decides the step after a failed attempt of the call in state s
-// (README "How it works", step 5): the class's action, vetoed in this order
+// (docs/how-it-works.md, step 5): the class's action, vetoed in this order
 // by the class's own verdict (fail, fallback), a business rule, the
 // attempts cap (every request of the call counts), the class's resend,
 // switch and retry limits and switch rule, the class breaker and the

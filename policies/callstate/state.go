@@ -202,7 +202,7 @@ type Outcome struct {
 	// reached a streaming caller and counts in Delivered instead).
 	Partial int `json:"partial,omitempty"`
 	// CallerLimit: the request set max_tokens itself. The attempt's limit
-	// is the caller's and never grows (README "Failure classes").
+	// is the caller's and never grows (docs/how-it-works.md "Failure classes").
 	CallerLimit bool `json:"caller_limit,omitempty"`
 }
 

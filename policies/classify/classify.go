@@ -117,7 +117,7 @@ type Verdict struct {
 	Detail string
 	// Generic is set when an error body came with the response but no
 	// rule recognised it: the class is the status code's alone (a small
-	// model may name a better one, README "Diagnosis").
+	// model may name a better one, docs/how-it-works.md "Diagnosis").
 	Generic bool
 }
 
@@ -127,7 +127,7 @@ func (v Verdict) OK() bool { return v.Class == failure.None && !v.Canceled }
 // maxMessageLen bounds Verdict.Message, in runes.
 const maxMessageLen = 300
 
-// Classify decides the failure class of one upstream attempt (README "Failure classes"). It
+// Classify decides the failure class of one upstream attempt (docs/how-it-works.md "Failure classes"). It
 // is a pure function of obs and never panics on upstream garbage.
 //
 // In short: a caller's cancellation is reported as Canceled; an error

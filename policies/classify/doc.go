@@ -1,6 +1,6 @@
 // Package classify turns what one upstream attempt produced (an
 // Observation: go-openai's error or response, the status, headers and raw
-// body) into a Verdict: its failure class (README "Failure classes") and a
+// body) into a Verdict: its failure class (docs/how-it-works.md "Failure classes") and a
 // one-line reason, plus the upstream's Retry-After and rate-limit headers.
 //
 // Invariants:

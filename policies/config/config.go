@@ -19,8 +19,8 @@ type Config struct {
 	// Models is the ladder, in order of preference. At least one; left out
 	// of a file, the default ladder (the local llmsim) is used.
 	Models []ModelConfig `yaml:"models"`
-	// Classes maps every failure class to its action (README "Failure
-	// classes"). A file's entry for a class is laid over that class's
+	// Classes maps every failure class to its action (docs/how-it-works.md
+	// "Failure classes"). A file's entry for a class is laid over that class's
 	// default; an entry that names another action starts from the default
 	// entry of the first class (in failure.AllClasses order) with that
 	// action and keeps its own TripBreaker (see ParseConfig).
@@ -112,7 +112,7 @@ var StandardFields = []string{
 // Capability is something a model can serve that not every model can.
 type Capability string
 
-// The capabilities a request may need (README "Agents").
+// The capabilities a request may need (docs/agents.md).
 const (
 	CapTools      Capability = "tools"       // function tools and tool calls
 	CapJSONSchema Capability = "json_schema" // response_format json_object / json_schema
@@ -209,7 +209,7 @@ type ModelConfig struct {
 // Action is what callstate.Next does with a failure class.
 type Action string
 
-// The actions a class can take (README "Failure classes").
+// The actions a class can take (docs/how-it-works.md "Failure classes").
 const (
 	// ActionResend resends the same attempt at once (worker_lost; connect
 	// failures are resent at the network layer inside the call activity).
@@ -287,7 +287,7 @@ type ClassPolicy struct {
 	KeepRounds int `yaml:"keep_rounds"`
 	// Summarize, for ActionPruneResend: the rounds the pruning drops are
 	// replaced by a summary that PruningConfig.Summary's model writes
-	// (README "Context refiner"), so their facts stay in the prompt.
+	// (docs/how-it-works.md "Context refiner"), so their facts stay in the prompt.
 	Summarize bool `yaml:"summarize"`
 }
 
@@ -346,7 +346,7 @@ type BreakerConfig struct {
 	Probes         int     `yaml:"probes"`
 	// ClassFailureRate: when retries of one class fail more than this
 	// fraction within ClassWindow, that class stops retrying and goes
-	// straight to the fallback (README "Failure classes"). The rate is
+	// straight to the fallback (docs/how-it-works.md "Failure classes"). The rate is
 	// judged only once ClassMinRetries retries were seen in the window.
 	ClassFailureRate float64  `yaml:"class_failure_rate"`
 	ClassWindow      Duration `yaml:"class_window"`
@@ -490,7 +490,7 @@ const (
 	MaxBodyBytesLimit = 3 << 19 // 1.5 MiB
 )
 
-// LimitsConfig are the request limits of README "How it works", step 1.
+// LimitsConfig are the request limits of docs/how-it-works.md, step 1.
 type LimitsConfig struct {
 	MaxPromptBytes int     `yaml:"max_prompt_bytes"`
 	MaxMessages    int     `yaml:"max_messages"`
@@ -521,7 +521,7 @@ type FAQConfig struct {
 // RuleAction is what a business rule does.
 type RuleAction string
 
-// The business-rule actions (README "How it works").
+// The business-rule actions (docs/how-it-works.md).
 const (
 	RuleHandoff     RuleAction = "handoff"      // hand off to a human, no model call
 	RuleSafeMessage RuleAction = "safe_message" // answer with the rule's message, flag for review

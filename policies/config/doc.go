@@ -1,4 +1,4 @@
-// Package config owns the worker's policy (README "Configuration"): the
+// Package config owns the worker's policy (docs/policy.md): the
 // Config type, the embedded default policy file default_policy.yaml, and
 // the loading and checking of a user's policy file.
 //

@@ -24,7 +24,7 @@ type HedgeConfig struct {
 	// Replace keeps the primary attempt running when the hedge answers
 	// first: the hedge's answer is delivered at once (the call's answer
 	// update; a streamed call's text), and the primary's, when it
-	// succeeds, replaces it as the call's result (README "Hedged calls").
+	// succeeds, replaces it as the call's result (docs/how-it-works.md "Hedged calls").
 	Replace bool `yaml:"replace"`
 	// Scenarios override the rule for calls of one scenario.
 	Scenarios []HedgeScenario `yaml:"scenarios"`

@@ -3,7 +3,7 @@ package config
 import "time"
 
 // IdempotencyConfig says how long a completed call answers a duplicate of
-// its request (README "Idempotency and audit"). A duplicate that arrives
+// its request (docs/how-it-works.md "Idempotency and audit"). A duplicate that arrives
 // while the call runs always attaches to it: one generation, whatever the
 // window.
 type IdempotencyConfig struct {

@@ -74,7 +74,7 @@ func LoadConfigOrDefault(path string) (*Config, error) {
 
 // ParseConfig parses a policy file's bytes over a copy of DefaultConfig and
 // validates the result; source names the file in error messages and becomes
-// Config.Source. The rules (README "Configuration", and the header of
+// Config.Source. The rules (docs/policy.md, and the header of
 // default_policy.yaml):
 //
 //   - A field left out, or written with no value ("key:"), keeps its

@@ -9,7 +9,7 @@ import (
 )
 
 // RequestConfig is what a request may name or point to besides its
-// limits (README "Security and tenants").
+// limits (docs/security.md).
 type RequestConfig struct {
 	// Scenarios a request may name besides those that Rules and
 	// Hedge.Scenarios name (KnownScenario); a request naming another is

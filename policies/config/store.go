@@ -1,7 +1,7 @@
 package config
 
 // StoreConfig says where the state that several workers share beyond
-// Temporal is kept (README "Shared store"): the answer cache and the token
+// Temporal is kept (docs/how-it-works.md "Shared store and usage"): the answer cache and the token
 // usage `starter usage` sums.
 type StoreConfig struct {
 	// Kind is StoreMemory (each worker its own cache; usage only in the

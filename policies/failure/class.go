@@ -1,6 +1,6 @@
 package failure
 
-// Class is the failure class of one upstream attempt (README "Failure classes"). The empty
+// Class is the failure class of one upstream attempt (docs/how-it-works.md "Failure classes"). The empty
 // class means the attempt succeeded.
 type Class string
 
@@ -35,7 +35,7 @@ const (
 	SchemaMismatch Class = "schema_mismatch"
 )
 
-// AllClasses lists every failure class in the order of README "Failure classes".
+// AllClasses lists every failure class in the order of docs/how-it-works.md "Failure classes".
 var AllClasses = []Class{
 	Connect, ReadTimeout, StreamBroken, Timeout, QueueFull, RateLimited,
 	ContextLengthExceeded, OutputTruncated, ServiceUnavailable,

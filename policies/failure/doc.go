@@ -1,5 +1,5 @@
 // Package failure names what can go wrong with one upstream attempt: the
-// failure Class (README "Failure classes") and the facts about a class that
+// failure Class (docs/how-it-works.md "Failure classes") and the facts about a class that
 // every other package needs, such as whether it counts against a model's
 // breaker.
 //
@@ -9,6 +9,6 @@
 //   - A class's string value appears in history (the ApplicationError type
 //     of a failed attempt), in search attributes, in the policy file and in
 //     metrics: once released it never changes, and AllClasses lists every
-//     class in the README's order.
+//     class in the order of docs/how-it-works.md "Failure classes".
 //   - No Temporal import, no state, no logging.
 package failure

@@ -1,4 +1,4 @@
-// Package faq is the first business fallback (README "How it works", step
+// Package faq is the first business fallback (docs/how-it-works.md, step
 // 7): a FAQ file parsed and indexed once (ParseFAQ, LoadFAQ, DefaultFAQ for
 // the embedded example), and Match, which returns the best entry for a
 // question, in English or Chinese, when its score clears a threshold. The

@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The FAQ is the first business fallback (README "How it works" step 7): when no model may
+// The FAQ is the first business fallback (docs/how-it-works.md step 7): when no model may
 // or can answer, the best matching FAQ answer above a threshold is returned,
 // with the entry's id recorded. It is matched on the fallback path, often
 // while the upstream is overloaded, so the index is built once at load and a

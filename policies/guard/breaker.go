@@ -97,7 +97,7 @@ func checkClassBreaker(cfg config.BreakerConfig) error {
 // isFraction reports whether f is in (0,1] (NaN is not).
 func isFraction(f float64) bool { return f > 0 && f <= 1 }
 
-// Breaker is the circuit breaker of one model in one process (README "Failure classes").
+// Breaker is the circuit breaker of one model in one process (docs/how-it-works.md "Failure classes").
 //
 // Closed, it opens after ConsecutiveFailures failures in a row, or when
 // more than FailureRate of the last Window calls failed (once MinCalls
@@ -668,7 +668,7 @@ func (r *BreakerRegistry) Snapshot(now time.Time) map[string]BreakerState {
 	return out
 }
 
-// ClassBreaker is the per-class breaker (README "Failure classes": a class
+// ClassBreaker is the per-class breaker (docs/how-it-works.md "Failure classes": a class
 // whose retries keep failing stops retrying and degrades). It counts the outcomes of retries by the failure class that
 // caused them over a sliding ClassWindow; when at least ClassMinRetries
 // retries of a class were seen and more than ClassFailureRate of them

@@ -14,7 +14,7 @@ import (
 // slides in steps of Window/60 (1 s for a 60 s window).
 const windowBuckets = 60
 
-// RetryBudget is the per-process retry budget (README "Failure classes"), in the manner of
+// RetryBudget is the per-process retry budget (docs/how-it-works.md "Failure classes"), in the manner of
 // Envoy's retry budgets, Finagle's RetryBudget and gRPC's retry throttling:
 // retries are paid from a reserve of at most Floor retries, which every
 // request refills by Ratio of a retry and which refills by Floor per

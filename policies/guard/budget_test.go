@@ -62,7 +62,7 @@ func TestRetryBudget(t *testing.T) {
 			cfg:  budgetConfig(time.Minute, 0.1, 10),
 			steps: []budgetStep{
 				// 500 calls time out in one second and all want to retry (the
-				// latency spike of README "Benchmarks").
+				// latency spike of docs/benchmarks.md).
 				{at: 0, requests: 500, retries: 500, allowed: 60, want: BudgetSnapshot{Requests: 500, Retries: 60, Allowed: 60}},
 				{at: time.Second, requests: 500, retries: 500, allowed: 50, want: BudgetSnapshot{Requests: 1000, Retries: 110, Allowed: 110}},
 			},

@@ -1,5 +1,5 @@
 // Package guard holds the per-process protections that outlive a single
-// call (README "Failure classes"): a retry budget per upstream endpoint
+// call (docs/how-it-works.md "Failure classes"): a retry budget per upstream endpoint
 // (RetryBudget, Budgets), one circuit breaker per model (Breaker,
 // BreakerRegistry), the per-class breaker (ClassBreaker) that stops
 // retrying a class whose retries keep failing, and the rate-limit holds

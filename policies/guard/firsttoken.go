@@ -13,7 +13,7 @@ const FirstTokenSamples = 200
 
 // FirstTokens keeps each model's recent times to first token (the whole
 // reply of a model that does not stream), for the adaptive hedge delay
-// (README "Hedged calls"). Safe for concurrent use.
+// (docs/how-it-works.md "Hedged calls"). Safe for concurrent use.
 type FirstTokens struct {
 	mu  sync.Mutex
 	per map[string][]time.Duration

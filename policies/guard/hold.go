@@ -11,7 +11,7 @@ import (
 // the scope to count as held without a break.
 const holdGap = time.Second
 
-// Holds are the rate-limit holds of a process (README "Failure classes"):
+// Holds are the rate-limit holds of a process (docs/how-it-works.md "Failure classes"):
 // a scope (an endpoint, a key on an endpoint, a model; see
 // config.ModelConfig.Scope) that answered 429 or queue_full is held until
 // its Retry-After has passed, so that calls arriving meanwhile wait or go

@@ -9,7 +9,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
-// Sync joins one worker's guards to its fleet (README "Shared guards"). It
+// Sync joins one worker's guards to its fleet (docs/how-it-works.md "Shared guards"). It
 // gathers what the worker's budgets, breakers and holds record into
 // reports (Cut) for the fleet's guard, and overlays the fleet's View on
 // their decisions while the view is fresh: a budget then counts the

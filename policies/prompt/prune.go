@@ -32,7 +32,7 @@ import (
 // changes a kept message and never mutates its input.
 
 // DefaultPruneFactor is the share of the middle history each pruning stage
-// keeps of the previous one (README "Failure classes": attempt n keeps 0.5^n).
+// keeps of the previous one (docs/how-it-works.md "Failure classes": attempt n keeps 0.5^n).
 const DefaultPruneFactor = 0.5
 
 // LastPruneStage is the stage from which PruneForAttempt keeps only the
@@ -91,7 +91,7 @@ func PruneForAttempt(msgs []request.Message, stage int, factor float64) PruneRes
 
 // PruneKeepRounds keeps the system part, the newest n rounds of the middle
 // history and the current question (the context_length_exceeded action:
-// README "Failure classes" keeps 3). n ≤ 0 keeps no round.
+// docs/how-it-works.md "Failure classes" keeps 3). n ≤ 0 keeps no round.
 func PruneKeepRounds(msgs []request.Message, n int) PruneResult {
 	return pruneParse(msgs).keepNewest(n)
 }

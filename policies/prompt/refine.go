@@ -7,7 +7,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
-// The context refiner (README "Context refiner") replaces the rounds a
+// The context refiner (docs/how-it-works.md "Context refiner") replaces the rounds a
 // prune drops with one marked message that summarises them, so that a
 // retry after context_length_exceeded keeps their facts in far fewer
 // tokens. The summary message is a system message placed right after the

@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// The request fields agents use besides messages (README "Agents"): tools,
+// The request fields agents use besides messages (docs/agents.md): tools,
 // structured outputs, sampling controls and image parts. They are plain
 // JSON in the chat-completions shape, so a CallRequest written by any
 // Temporal SDK carries them as the OpenAI API spells them.
@@ -284,7 +284,7 @@ func (r Request) Schema() json.RawMessage {
 
 // Structured reports whether a text answer that is not a model's cannot
 // answer r: it requires a tool call, or a JSON answer (json_object or
-// json_schema) (README "Agents": the FAQ is no answer to an agent that
+// json_schema) (docs/agents.md: the FAQ is no answer to an agent that
 // must parse it).
 func (r Request) Structured() bool {
 	return r.RequiresToolCall() || r.JSONAnswer()

@@ -9,7 +9,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/structured"
 )
 
-// CheckAnswer checks a model's answer to r (README "Agents"): its tool
+// CheckAnswer checks a model's answer to r (docs/agents.md): its tool
 // calls against r's tools and tool_choice, its content against
 // response_format. toolErr (class bad_tool_call) and schemaErr (class
 // schema_mismatch) say in one line what is wrong; both are nil for a good

@@ -1,10 +1,10 @@
 // Package request owns the shape of a call as a caller asks for it and what
 // may be asked: the Request and Message types (plain JSON, the workflow's
-// input), Validate (README "How it works", step 1), the prompt size
+// input), Validate (docs/how-it-works.md, step 1), the prompt size
 // (PromptBytes, MaxPromptBytes, DefaultMaxPromptBytes: the one definition
 // the worker, the front door and llmclient share) and the idempotency key
 // (IDs, keyed with the deployment secret of LLM_ID_SECRET; Key, KeyFor,
-// ScopedKey without one; ValidateKey; README "Idempotency and audit").
+// ScopedKey without one; ValidateKey; docs/how-it-works.md "Idempotency and audit").
 //
 // Invariants:
 //   - No Temporal import; besides the standard library it imports the

@@ -23,7 +23,7 @@ import (
 // compatible, NAT64 and 6to4), after the IDNA mapping that turns
 // full-width digits and dots into ASCII. It is never resolved: a public
 // name whose DNS answer is a private address is the model server's to
-// refuse (README "Security and tenants").
+// refuse (docs/security.md).
 
 // hostAllowHint ends every refusal of a host.
 const hostAllowHint = "; the policy's request.allow_image_hosts can allow a host"

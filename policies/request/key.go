@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// The idempotency key is the workflow ID of a call (README "Idempotency and audit"): a duplicate
+// The idempotency key is the workflow ID of a call (docs/how-it-works.md "Idempotency and audit"): a duplicate
 // start with the same key attaches to the running call or gets its recorded
 // result, so no duplicate ever reaches the upstream twice.
 
@@ -54,7 +54,7 @@ func Key(tenant, userID, sessionID string, msgs []Message) string {
 }
 
 // EnvIDSecret names the environment variable that holds the deployment's
-// secret for workflow IDs (README "Idempotency and audit"). Every client of
+// secret for workflow IDs (docs/how-it-works.md "Idempotency and audit"). Every client of
 // one deployment (front door, starter, llmclient users) must share it, or
 // the same request reaches two different calls.
 const EnvIDSecret = "LLM_ID_SECRET"

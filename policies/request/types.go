@@ -37,7 +37,7 @@ const (
 	RoleTool      = "tool"
 )
 
-// Request is one LLM call as a caller asks for it (README "Calling it"). It is plain
+// Request is one LLM call as a caller asks for it (docs/calling.md). It is plain
 // JSON; the workflow's input type CallRequest is this type.
 type Request struct {
 	// Tenant scopes the idempotency key; set by the front door from the
@@ -61,7 +61,7 @@ type Request struct {
 	// derived from tenant, user, session and messages.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Stream asks for the answer's tokens live, through the call's
-	// workflow stream (README "Streaming"); the result is the same.
+	// workflow stream (docs/calling.md "Streaming"); the result is the same.
 	Stream bool `json:"stream,omitempty"`
 	// NoStore marks a response created with store: false at the front
 	// door's Responses API: answered, then never retrieved, listed or
@@ -69,7 +69,7 @@ type Request struct {
 	// calls); the workflow does not read it.
 	NoStore bool `json:"no_store,omitempty"`
 
-	// The chat-completions fields agents use (README "Agents"), sent
+	// The chat-completions fields agents use (docs/agents.md), sent
 	// upstream as given; nil or zero: not sent.
 	Tools             []Tool          `json:"tools,omitempty"`
 	ToolChoice        *ToolChoice     `json:"tool_choice,omitempty"`

@@ -49,7 +49,7 @@ func MaxPromptBytes(l config.LimitsConfig) int {
 }
 
 // The request limits Validate applies when the Config leaves them
-// zero (README "How it works", step 1); they mirror the defaults of the policy file.
+// zero (docs/how-it-works.md, step 1); they mirror the defaults of the policy file.
 const (
 	reqDefaultMaxMessages    = 1000
 	reqDefaultMaxTokens      = 32768
@@ -196,7 +196,7 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 // would record all of it in the call's history again.
 const PromptBytesPerContextToken = 16
 
-// Validate checks r before anything is sent (README "How it works", step 1) and returns nil
+// Validate checks r before anything is sent (docs/how-it-works.md, step 1) and returns nil
 // or a *ValidationError listing every problem as "field: problem":
 //
 //   - messages: at least one, at most Limits.MaxMessages (default 1000);
@@ -215,7 +215,7 @@ const PromptBytesPerContextToken = 16
 //   - temperature: unset or a number in 0..Limits.MaxTemperature (default 2).
 //   - deadline_ms: 0 (the policy's default) or MinRequestDeadline..Call.MaxDeadline
 //     (default 10 min).
-//   - the agent fields (README "Agents"): tools (functions with unique
+//   - the agent fields (docs/agents.md): tools (functions with unique
 //     names and parameters that compile as JSON Schema), tool_choice
 //     (a mode, or a function that is offered), response_format (a schema
 //     that compiles), stop, top_p, penalties, logit_bias, top_logprobs,

@@ -76,7 +76,7 @@ func Lacks(m config.ModelConfig, need []config.Capability) []config.Capability {
 	return out
 }
 
-// validateAgent checks the agent fields of r (README "Agents").
+// validateAgent checks the agent fields of r (docs/agents.md).
 func validateAgent(e *ValidationError, r Request, cfg *config.Config, lim reqLimits) {
 	validateTools(e, r)
 	validateFormat(e, r.ResponseFormat)

@@ -1,5 +1,5 @@
-// Package rules applies the business rules of the policy file (README "How
-// it works", step 2): CheckRules finds the rule, matched on the request's
+// Package rules applies the business rules of the policy file (docs/how-it-works.md,
+// step 2): CheckRules finds the rule, matched on the request's
 // scenario and keywords in the question, that decides before any model
 // call whether a call is handed off, answered with a safe message or
 // allowed one attempt only; RuleCard finds the rule whose message is the

@@ -9,7 +9,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/config"
 )
 
-// Learning from users (README "Rules that learn from users"): after
+// Learning from users (docs/rules.md "Rules that learn from users"): after
 // a call, its caller tells what the user did (an Outcome). Each scenario's
 // learner judges that outcome for the rule that fired on the call, and for
 // the rules that matched but were off (shadow), and keeps every rule's

@@ -7,7 +7,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/keyword"
 )
 
-// Business rules are a semantic breaker (README "How it works", step 2):
+// Business rules are a semantic breaker (docs/how-it-works.md, step 2):
 // some questions must not be retried, or not be answered by a model at
 // all, whatever the upstream does. They are matched on the scenario of the
 // request and on keywords in the current question.
@@ -24,7 +24,7 @@ import (
 
 // CheckRules returns the first rule, in order, whose scenario matches the
 // request's scenario and that has a keyword in the question. This is the
-// check made before any model call (README "How it works" step 2); its action (handoff,
+// check made before any model call (docs/how-it-works.md step 2); its action (handoff,
 // safe_message, no_retry) decides what the call does next.
 //
 // A rule's scenario matches when it is empty (any scenario) or equal to
@@ -95,7 +95,7 @@ func Admit(rules []config.Rule, gate Gate, scenario, question string) Verdict {
 }
 
 // RuleCard returns the rule whose message serves as the answer card of the
-// business fallback (README "How it works" step 7: FAQ, then rule card, then placeholder),
+// business fallback (docs/how-it-works.md step 7: FAQ, then rule card, then placeholder),
 // when no model could answer. It matches scenario and keywords exactly as
 // CheckRules does, but:
 //   - only rules with a non-blank Message are candidates: a matching rule

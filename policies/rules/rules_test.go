@@ -7,7 +7,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/config"
 )
 
-// testRules are the business rules of README "How it works", step 2.
+// testRules are the business rules of docs/how-it-works.md, step 2.
 var testRules = []config.Rule{
 	{ID: "medical-urgent", Scenario: "medical", Keywords: []string{"出血", "紧急", "疼痛", "chest pain", "bleeding"},
 		Action: config.RuleHandoff, Message: "请立即联系医生或拨打 120。"},
@@ -145,7 +145,7 @@ func TestRuleCard(t *testing.T) {
 }
 
 func TestCheckRulesDefaultPolicy(t *testing.T) {
-	// README "Business rules" against the shipped policy file: emergency
+	// docs/rules.md against the shipped policy file: emergency
 	// words hand off before any call; the other rules wait for failures.
 	rules := config.DefaultConfig().Rules
 	tests := []struct {

@@ -6,7 +6,7 @@
 // the failure's structure (the place in the answer, the keyword it fails,
 // a tool call's index), never a value, the model's text or a name only
 // the model chose; Detail has the full text, values included, for the
-// repair instruction sent back to the model (README "Agents").
+// repair instruction sent back to the model (docs/agents.md).
 //
 // Schemas are compiled with github.com/santhosh-tekuri/jsonschema; a
 // schema's $ref may point inside the schema only (nothing is loaded from
