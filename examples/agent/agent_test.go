@@ -141,18 +141,18 @@ func agentID(h *historypb.History) (string, error) {
 	return "", fmt.Errorf("the history starts no LLM call")
 }
 
-// goBlockAfter is the first Go code block of the Markdown file path after
-// heading: the code a doc shows, for a test to compare with its own.
-func goBlockAfter(t *testing.T, path, heading string) string {
+// blockAfter is the first code block in lang of the Markdown file path
+// after heading: the code a doc shows, for a test to compare with its own.
+func blockAfter(t *testing.T, path, heading, lang string) string {
 	t.Helper()
 	doc, err := os.ReadFile(path)
 	require.NoError(t, err)
 	_, section, ok := strings.Cut(string(doc), heading)
 	require.True(t, ok, "%s has the section %q", path, heading)
-	_, block, ok := strings.Cut(section, "```go\n")
-	require.True(t, ok, "%s's section %q has a Go block", path, heading)
+	_, block, ok := strings.Cut(section, "```"+lang+"\n")
+	require.True(t, ok, "%s's section %q has a %s block", path, heading, lang)
 	block, _, ok = strings.Cut(block, "```\n")
-	require.True(t, ok, "%s's Go block ends", path)
+	require.True(t, ok, "%s's %s block ends", path, lang)
 	return block
 }
 
@@ -166,7 +166,7 @@ func skipsTools(ctx workflow.Context, in agent.Input) (agent.Output, error) {
 // docs/calling.md's "From a Temporal workflow (Go)" shows the agent's loop
 // as this package has it.
 func TestDocsShowTheLoop(t *testing.T) {
-	block := goBlockAfter(t, "../../docs/calling.md", "## From a Temporal workflow (Go)\n")
+	block := blockAfter(t, "../../docs/calling.md", "## From a Temporal workflow (Go)\n", "go")
 	src, err := os.ReadFile("agent.go")
 	require.NoError(t, err)
 	indented := "\t" + strings.ReplaceAll(strings.TrimSuffix(block, "\n"), "\n", "\n\t")

@@ -199,7 +199,7 @@ func childCalls(ctx workflow.Context, in agent.Input) (agent.Output, error) {
 
 // README's Nexus subsection shows askNexus as this test runs it.
 func TestREADMEShowsTheNexusCaller(t *testing.T) {
-	block := goBlockAfter(t, "../../README.md", "### From a workflow in another namespace (Nexus)")
+	block := blockAfter(t, "../../README.md", "### From a workflow in another namespace (Nexus)", "go")
 	src, err := os.ReadFile("nexus_test.go")
 	require.NoError(t, err)
 	require.Contains(t, string(src), block, "README's caller is the test's")

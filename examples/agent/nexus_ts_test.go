@@ -201,23 +201,8 @@ func TestIntegrationTypeScriptNexusCaller(t *testing.T) {
 // docs/nexus.md's TypeScript caller is testdata/ts-nexus/workflows.ts's,
 // the workflow TestIntegrationTypeScriptNexusCaller runs.
 func TestDocsShowTheTypeScriptNexusCaller(t *testing.T) {
-	block := fencedBlockAfter(t, "../../docs/nexus.md", "## The caller (TypeScript)\n", "ts")
+	block := blockAfter(t, "../../docs/nexus.md", "## The caller (TypeScript)\n", "ts")
 	src, err := os.ReadFile(filepath.Join(tsNexusDir, "workflows.ts"))
 	require.NoError(t, err)
 	require.Contains(t, string(src), block, "docs/nexus.md's TypeScript caller is workflows.ts's")
-}
-
-// fencedBlockAfter is the first code block in lang after heading in the
-// Markdown file path (goBlockAfter for any language).
-func fencedBlockAfter(t *testing.T, path, heading, lang string) string {
-	t.Helper()
-	doc, err := os.ReadFile(path)
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(doc), heading)
-	require.True(t, ok, "%s has the section %q", path, heading)
-	_, block, ok := strings.Cut(section, "```"+lang+"\n")
-	require.True(t, ok, "%s's section %q has a %s block", path, heading, lang)
-	block, _, ok = strings.Cut(block, "```\n")
-	require.True(t, ok, "%s's %s block ends", path, lang)
-	return block
 }
