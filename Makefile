@@ -17,7 +17,7 @@ TEMPORAL_SERVER_VERSION := v1.29.1
 UI_SERVER_VERSION := v2.42.1
 CLUSTER_BINS := $(BIN)/temporal-server $(BIN)/temporal-sql-tool $(BIN)/temporal-ui-server
 export TEMPORAL_CLI := $(TEMPORAL)
-# A real OpenAI-compatible LLM server for internal/realllm's tests, built from
+# A real OpenAI-compatible LLM server for testkit/realllm's tests, built from
 # the Go module proxy (its module zip lacks llama.cpp's vendored headers: see make ollama).
 OLLAMA_VERSION := v0.17.4
 OLLAMA := $(BIN)/ollama
@@ -42,12 +42,12 @@ $(OLLAMA):
 	  { echo "make ollama needs Debian's nlohmann-json3-dev and libstb-dev (apt-get install nlohmann-json3-dev libstb-dev)"; exit 1; }
 	@mkdir -p $(BIN)
 	@echo "building Ollama $(OLLAMA_VERSION) into ./bin (first time: about 5 minutes)…"
-	CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/internal/realllm/testdata/include" GOBIN=$(BIN) \
+	CGO_ENABLED=1 CGO_CPPFLAGS="-I$(CURDIR)/testkit/realllm/testdata/include" GOBIN=$(BIN) \
 	  nice -n 10 $(GO) install -ldflags "-X github.com/ollama/ollama/version.Version=$(OLLAMA_VERSION:v%=%)" \
 	  github.com/ollama/ollama@$(OLLAMA_VERSION)
 
 # ollama-if-able builds Ollama for make test where its C++ headers are
-# installed; elsewhere (a machine with only Go) internal/realllm's test skips
+# installed; elsewhere (a machine with only Go) testkit/realllm's test skips
 # and says so. .ci/run installs them and requires the test
 # (DURABLE_LLM_REQUIRE_REALLLM=1).
 ollama-if-able:
@@ -98,11 +98,11 @@ lint:
 
 ## screenshot: re-take docs/ui-attempts.png and docs/ui-calls.png, the README's Web UI pictures (needs Chromium)
 screenshot: $(TEMPORAL)
-	$(GO) test -count=1 -run TestWebUI ./internal/uicheck -update
+	$(GO) test -count=1 -run TestWebUI ./testkit/uicheck -update
 
 ## histories: re-record the golden histories the replay tests replay (real runs on a dev server)
 histories: $(TEMPORAL)
-	$(GO) run ./internal/histories/cmd/record-histories -out workflows/testdata/histories $(if $(ONLY),-only $(ONLY))
+	$(GO) run ./testkit/histories/cmd/record-histories -out workflows/testdata/histories $(if $(ONLY),-only $(ONLY))
 
 ## bench: storm, overhead and memory benchmarks (prints tables, writes charts);
 ##        BENCH_FLAGS="-bench storm -storm spike" runs one, "-short" a smoke run

@@ -22,7 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/durable-llm/durable-llm/internal/cluster"
+	"github.com/durable-llm/durable-llm/testkit/cluster"
 )
 
 func main() {

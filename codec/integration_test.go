@@ -28,9 +28,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/durable-llm/durable-llm/codec"
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/replay"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 

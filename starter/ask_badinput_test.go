@@ -16,10 +16,10 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/codec"
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 

@@ -14,8 +14,8 @@ import (
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/log"
 
-	"github.com/durable-llm/durable-llm/internal/doctor"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/starter/internal/doctor"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 

@@ -8,7 +8,7 @@
 //	starter codec-server [flags]     /encode and /decode for the Web UI and CLI (codec)
 //	starter serve [flags]            the OpenAI-compatible HTTP front door (frontdoor)
 //	starter usage [--since 24h]      tokens and estimated cost per tenant and model (store)
-//	starter doctor [--probe]         what stands between this machine and a first call (internal/doctor)
+//	starter doctor [--probe]         what stands between this machine and a first call (starter/internal/doctor)
 //	starter feedback <id> <outcome>  what the user did after a call, for the rules' learner (llmclient)
 //	starter rules [--scenario S]     each rule's precision and state, by scenario (llmclient)
 //	starter review list|approve|reject  the risk reviews' queue (workflows.RiskReview)

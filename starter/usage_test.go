@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/store"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 )
 
 var postgres testenv.SharedPostgres

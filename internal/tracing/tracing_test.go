@@ -21,12 +21,12 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/internal/tracing"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 )
 
 var shared testenv.Shared

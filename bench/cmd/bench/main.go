@@ -36,7 +36,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/progress"
 
 	"github.com/durable-llm/durable-llm/bench"
-	"github.com/durable-llm/durable-llm/internal/testenv"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 	"go.temporal.io/sdk/testsuite"
 )

@@ -19,11 +19,11 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/internal/realllm"
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/realllm"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/durable-llm/durable-llm/internal/pgserver"
+	"github.com/durable-llm/durable-llm/testkit/pgserver"
 )
 
 // RequirePostgresEnv, set to 1 (as CI does), turns a missing PostgreSQL

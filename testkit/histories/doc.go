@@ -25,5 +25,5 @@
 // ReplayWorkflowHistoryFromJSONFile reads). Workflow IDs are
 // "history-<path>", identities are fixed, and prompts are short, so a
 // re-recording differs only in timestamps, jitter and ports. The command
-// is internal/histories/cmd/record-histories (`make histories`).
+// is testkit/histories/cmd/record-histories (`make histories`).
 package histories

@@ -14,8 +14,8 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/durable-llm/durable-llm/internal/histories"
 	"github.com/durable-llm/durable-llm/internal/progress"
+	"github.com/durable-llm/durable-llm/testkit/histories"
 )
 
 func main() {

@@ -37,8 +37,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/internal/pgserver"
 	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/testkit/pgserver"
 )
 
 // The programs a cluster runs, in Options.Bin.

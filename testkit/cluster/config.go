@@ -86,7 +86,7 @@ func FreePorts(workers, frontDoors int) (Ports, error) {
 // serverConfig is Temporal's server configuration: both stores on
 // PostgreSQL (SQL visibility holds the LLM search attributes), every
 // service in one process, bound to 127.0.0.1.
-var serverConfig = template.Must(template.New("temporal").Parse(`# Written by durable-llm's cluster (internal/cluster); rewritten at each start.
+var serverConfig = template.Must(template.New("temporal").Parse(`# Written by durable-llm's cluster (testkit/cluster); rewritten at each start.
 log:
   stdout: true
   level: warn
@@ -169,7 +169,7 @@ dynamicConfigClient:
 
 // dynamicConfig: search attributes are read fresh (no wait after they
 // are registered), as on the dev server.
-const dynamicConfig = `# Written by durable-llm's cluster (internal/cluster).
+const dynamicConfig = `# Written by durable-llm's cluster (testkit/cluster).
 system.forceSearchAttributesCacheRefreshOnRead:
   - value: true
 frontend.persistenceMaxQPS:
@@ -179,7 +179,7 @@ history.persistenceMaxQPS:
 `
 
 // uiConfig is the Web UI server's configuration.
-var uiConfig = template.Must(template.New("ui").Parse(`# Written by durable-llm's cluster (internal/cluster).
+var uiConfig = template.Must(template.New("ui").Parse(`# Written by durable-llm's cluster (testkit/cluster).
 temporalGrpcAddress: "127.0.0.1:{{.Ports.Frontend}}"
 host: 127.0.0.1
 port: {{.Ports.UI}}

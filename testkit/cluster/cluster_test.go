@@ -23,9 +23,9 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/internal/cluster"
-	"github.com/durable-llm/durable-llm/internal/testenv"
 	"github.com/durable-llm/durable-llm/policies/guard"
+	"github.com/durable-llm/durable-llm/testkit/cluster"
+	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 

@@ -9,7 +9,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/durable-llm/durable-llm/internal/realllm"
+	"github.com/durable-llm/durable-llm/testkit/realllm"
 )
 
 // ggufFile is what readGGUF reads back: the key-value pairs and, per

@@ -1,0 +1,9 @@
+// Package testkit holds, in its subpackages, the rigs that integration
+// tests, benchmarks and `make cluster` run against: dev servers with the
+// LLM search attributes (testenv), throwaway PostgreSQL servers
+// (pgserver), the one-machine production cluster (cluster), the
+// golden-history recorder (histories), and the tests against real parts
+// (uicheck: the Web UI in Chromium; deploytest: worker versioning;
+// realllm: a real LLM server). They import the product; nothing in the
+// product imports them (internal/ holds the leaf helpers it does import).
+package testkit
