@@ -210,7 +210,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
-			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes},
+			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: a.firstTokenTimeout(m, timeout, start), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {
@@ -749,4 +749,20 @@ func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (
 		t.Stop()
 		mu.Unlock()
 	}
+}
+
+// firstTokenTimeout is how long an attempt of m whose whole timeout is
+// timeout waits for its first token: m's first_token_timeout, unless
+// retries after a read_timeout fail too often across the process (the
+// class breaker is open for read_timeout), in which case the step after a
+// cut would be the fallback, and the attempt keeps its request open for its
+// whole timeout (the call's deadline less the fallback's reserve): an
+// upstream that is slow, not dead, still answers the call, and the request
+// is already paid for. TestSlowUpstreamIsWaitedForWhenRetriesFail.
+func (a *Activities) firstTokenTimeout(m config.ModelConfig, timeout time.Duration, now time.Time) time.Duration {
+	ft := m.FirstTokenTimeout.D()
+	if ft < timeout && !a.classes.Allow(failure.ReadTimeout, now) {
+		return timeout
+	}
+	return ft
 }
