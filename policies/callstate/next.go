@@ -156,6 +156,7 @@ func (d *decider) allowed(st Step) Step {
 	if next == "" {
 		r := d.keepDelivered(d.fallback(fmt.Sprintf("%s; %s and no other model may take the call", st.Reason, why)))
 		r.BudgetRefused = budget
+		r.NoModel = budget && r.Kind == Fallback // a spent budget, not a rule such as auth's
 		return r
 	}
 	sw := d.step(Switch, Wait{}, "switch_model")

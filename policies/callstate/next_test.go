@@ -199,12 +199,33 @@ func TestNext(t *testing.T) {
 			o.Class = failure.BodyError
 			v.Open = []string{"qwen-14b", "llama-8b"}
 		},
-			noBudget: true, kind: Fallback, decision: "fallback", reason: "retry budget"},
+			noBudget: true, kind: Fallback, decision: "fallback", reason: "retry budget",
+			check: func(t *testing.T, s Step) {
+				if !s.NoModel {
+					t.Error("NoModel not set: the worker cannot offer a wait for the open breakers' trials")
+				}
+			}},
 		{name: "open breakers leave no model: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class = failure.QueueFull
 			v.Open = []string{"qwen-14b", "llama-8b"}
 		},
-			kind: Fallback, decision: "fallback", reason: "no other model"},
+			kind: Fallback, decision: "fallback", reason: "no other model",
+			check: func(t *testing.T, s Step) {
+				if !s.NoModel {
+					t.Error("NoModel not set: the worker cannot offer a wait for the open breakers' trials")
+				}
+			}},
+		{name: "the attempts cap is no want of a model", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			s.Requests = 4
+			v.Open = []string{"qwen-14b", "llama-8b"}
+		},
+			kind: Fallback, decision: "fallback", reason: "attempts cap",
+			check: func(t *testing.T, s Step) {
+				if s.NoModel {
+					t.Error("NoModel set on the attempts cap: a wait would lead to a request over the cap")
+				}
+			}},
 		{name: "attempts cap", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError; s.Requests = 4 },
 			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4 upstream requests)"},
 		{name: "connect resends count against the cap", in: func(s *State, o *Outcome, v *Verdicts) {

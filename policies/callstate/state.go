@@ -338,9 +338,10 @@ type Step struct {
 	// the class wanted another request on an endpoint with none left.
 	BudgetRefused bool `json:"budget_refused,omitempty"`
 	// NoModel is set on a fallback because the class wanted another
-	// model and the ladder had none left (tried, behind an open breaker
-	// or unable): the worker may turn it into a wait for the open
-	// breakers' trials, as when every model is open before an attempt.
+	// request and no model was left to take it (tried, behind an open
+	// breaker, unable, or on an endpoint whose retry budget is spent): the
+	// worker may turn it into a wait for the open breakers' trials, as
+	// when every model is open before an attempt.
 	NoModel bool `json:"no_model,omitempty"`
 }
 
