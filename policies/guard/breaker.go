@@ -149,10 +149,12 @@ type Breaker struct {
 	calls       int
 	failures    int
 
-	// Half-open: trials let through, their results, their successes.
+	// Half-open: trials let through, their results, their successes, and
+	// when the last was let through.
 	admitted  int
 	results   int
 	successes int
+	trialAt   time.Time
 
 	onChange func(from, to BreakerState, now time.Time)
 }
@@ -187,7 +189,7 @@ func (b *Breaker) Allow(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(u, 0) && b.admit()
+	return b.permit(now, u, 0) && b.admit(now)
 }
 
 // Permit is Allow without taking a trial: it tells the worker that plans
@@ -197,16 +199,24 @@ func (b *Breaker) Permit(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(u, 0)
+	return b.permit(now, u, 0)
 }
 
-// permit decides u against the trial share, or fleet's when larger.
-func (b *Breaker) permit(u, fleet float64) bool {
+// permit decides u against the trial share, or fleet's when larger. Until
+// a trial has succeeded here or in the fleet, one trial at a time: while
+// the first is out (for at most the open period), no other is let
+// through, so an upstream still down costs one request per opening, not a
+// share of every call waiting for it.
+func (b *Breaker) permit(now time.Time, u, fleet float64) bool {
 	switch b.state {
 	case BreakerClosed:
 		return true
 	case BreakerHalfOpen:
-		return u < max(b.share(), fleet)
+		share := max(b.share(), fleet)
+		if share <= b.cfg.ProbeFraction && b.admitted > b.results && now.Sub(b.trialAt) < b.period {
+			return false
+		}
+		return u < share
 	}
 	return false
 }
@@ -231,15 +241,16 @@ func (b *Breaker) Admit(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.admit()
+	return b.admit(now)
 }
 
-func (b *Breaker) admit() bool {
+func (b *Breaker) admit(now time.Time) bool {
 	switch b.state {
 	case BreakerClosed:
 		return true
 	case BreakerHalfOpen:
 		b.admitted++
+		b.trialAt = now
 		return true
 	}
 	return false
@@ -582,7 +593,7 @@ func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(u, share) && b.admit()
+	return b.permit(now, u, share) && b.admit(now)
 }
 
 // Permit is Breaker.Permit for model; false while the fleet has it open,
@@ -599,7 +610,7 @@ func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(u, share)
+	return b.permit(now, u, share)
 }
 
 // Admit is Breaker.Admit for model; false while the fleet has it open.

@@ -102,6 +102,12 @@ func bOpened() []breakerStep {
 	return []breakerStep{bFail(0, BreakerClosed), bFail(0, BreakerClosed), bFail(0, BreakerOpen)}
 }
 
+// bFirstTrialOK lets the first trial through at 1 s and it succeeds: the
+// share doubles, and trials may be out several at a time.
+func bFirstTrialOK() []breakerStep {
+	return []breakerStep{bAllow(brSec, 0, true, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen)}
+}
+
 // bTrialFails lets one trial through at at and fails it: the breaker
 // reopens.
 func bTrialFails(at time.Duration) []breakerStep {
@@ -190,13 +196,18 @@ func TestBreaker(t *testing.T) {
 			}),
 		},
 		{
-			name: "half-open lets probe_fraction of the calls through as trials",
+			name: "half-open lets probe_fraction of the calls through as trials, one at a time until one succeeds",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0, true, BreakerHalfOpen),
-				bAllow(brSec, 0.24, true, BreakerHalfOpen),
 				bAllow(brSec, 0.25, false, BreakerHalfOpen),
-				bAllow(brSec, 0.5, false, BreakerHalfOpen),
 				bAllow(brSec, 0.99, false, BreakerHalfOpen),
+				bAllow(brSec, 0.24, true, BreakerHalfOpen),
+				bAllow(brSec, 0, false, BreakerHalfOpen), // the first trial is out
+				bAllow(1999*time.Millisecond, 0, false, BreakerHalfOpen),
+				bAllow(2*brSec, 0, true, BreakerHalfOpen),                  // out for the open period: another goes
+				bOK(2100*time.Millisecond, BreakerHalfOpen),                // ½ now, several at once
+				bAllow(2100*time.Millisecond, 0.49, true, BreakerHalfOpen), //
+				bAllow(2100*time.Millisecond, 0.49, true, BreakerHalfOpen), //
+				bAllow(2100*time.Millisecond, 0.5, false, BreakerHalfOpen), //
 			}),
 		},
 		{
@@ -231,8 +242,8 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "a failing trial reopens, for twice the period",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(4*brSec, 0.1, true, BreakerHalfOpen), bAllow(4*brSec, 0.1, true, BreakerHalfOpen),
-				bOK(4500*time.Millisecond, BreakerHalfOpen),
+				bAllow(4*brSec, 0.1, true, BreakerHalfOpen), bOK(4500*time.Millisecond, BreakerHalfOpen),
+				bAllow(4500*time.Millisecond, 0.1, true, BreakerHalfOpen),
 				bFail(4500*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
 				bAllow(4500*time.Millisecond, 0, false, BreakerOpen),
 			}, bOpenFor(4500*time.Millisecond, 2*brSec)),
@@ -263,17 +274,17 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "closes at 90 % of the trials, not only at all of them",
 			cfg:  func(c *config.BreakerConfig) { c.Probes = 10 },
-			steps: slices.Concat(bOpened(), bRepeat(10, bAllow(brSec, 0, true, BreakerHalfOpen)),
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(9, bAllow(brSec, 0, true, BreakerHalfOpen)),
 				[]breakerStep{bFail(brSec, BreakerHalfOpen)}, // at best 9/10
-				bRepeat(8, bOK(brSec, BreakerHalfOpen)),
+				bRepeat(7, bOK(brSec, BreakerHalfOpen)),
 				[]breakerStep{bOK(brSec, BreakerClosed)}, // 9/10
 			),
 		},
 		{
 			name: "reopens when 90 % can no longer be reached",
 			cfg:  func(c *config.BreakerConfig) { c.Probes = 10 },
-			steps: slices.Concat(bOpened(), bRepeat(10, bAllow(brSec, 0, true, BreakerHalfOpen)),
-				[]breakerStep{bOK(brSec, BreakerHalfOpen), bFail(brSec, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen),
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(9, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				[]breakerStep{bFail(brSec, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen),
 					bFail(brSec, BreakerOpen)}, // at best 8/10
 				bOpenFor(brSec, brSec), // 1 s into the outage: the period stays open_for
 			),
@@ -281,8 +292,8 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "past probes results, the trials' success rate must stay at 90 %",
 			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 }, // 7 successes to reach every call
-			steps: slices.Concat(bOpened(), bRepeat(12, bAllow(brSec, 0, true, BreakerHalfOpen)),
-				bRepeat(4, bOK(brSec, BreakerHalfOpen)), // 4/4 but the share is 16 %
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(11, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				bRepeat(3, bOK(brSec, BreakerHalfOpen)), // 4/4 but the share is 16 %
 				[]breakerStep{bOK(brSec, BreakerHalfOpen), // 32 %
 					bFail(brSec, BreakerOpen)}, // 5/6 < 90 %
 			),
@@ -290,8 +301,8 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "half-open until the share reaches every call",
 			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 },
-			steps: slices.Concat(bOpened(), bRepeat(7, bAllow(brSec, 0, true, BreakerHalfOpen)),
-				bRepeat(6, bOK(brSec, BreakerHalfOpen)),  // 64 %
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(6, bAllow(brSec, 0, true, BreakerHalfOpen)),
+				bRepeat(5, bOK(brSec, BreakerHalfOpen)),  // 64 %
 				[]breakerStep{bOK(brSec, BreakerClosed)}, // 128 %: every call
 			),
 		},
