@@ -255,11 +255,20 @@ func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 		return s
 	}
 	rr := reserveOf(b.ratio, b.floor)
-	level := float64(b.floor)
 	for k := i - windowBuckets + 1; k <= i; k++ {
 		req, ret := b.ring.bucket(k)
 		s.Requests += req
 		s.Retries += ret
+	}
+	if b.ratio*float64(s.Requests) >= float64(b.floor) {
+		// Traffic earns the floor over the window: no idle refill, or an
+		// incident whose calls wait instead of sending (open breakers)
+		// would be paid more than ratio × requests + floor.
+		rr.idle = 0
+	}
+	level := float64(b.floor)
+	for k := i - windowBuckets + 1; k <= i; k++ {
+		req, ret := b.ring.bucket(k)
 		level = rr.step(level, req, ret)
 	}
 	s.Allowed = s.Retries + whole(level)
@@ -269,8 +278,8 @@ func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 // reserveRule is how a budget's reserve fills. It starts full (floor
 // retries) and holds at most size retries from one bucket to the next; a
 // bucket adds ratio × its requests, or idle (floor ÷ windowBuckets) when
-// that is more, and its retries spend what it added and what it was
-// given. So a bucket's own requests pay for its retries however many they
+// that is more and the window's traffic is too thin to earn the floor,
+// and its retries spend what it added and what it was given. So a bucket's own requests pay for its retries however many they
 // are, and what is left over is kept only up to size.
 type reserveRule struct{ size, ratio, idle float64 }
 

@@ -195,6 +195,35 @@ func TestRetryBudgetBanksNoMoreThanTheFloor(t *testing.T) {
 	}
 }
 
+// An incident whose calls wait instead of sending (every other second no
+// request at all: open breakers) earns no idle refill while the window's
+// traffic pays the floor: over 40 s its 200 requests get at most 10 % of
+// them plus the floor in retries.
+func TestRetryBudgetGivesAWaitingIncidentNoIdleRefill(t *testing.T) {
+	b := NewRetryBudget(budgetConfig(time.Minute, 0.1, 10))
+	got, requests := 0, 0
+	for s := range 40 {
+		now := budgetAt(time.Duration(s) * time.Second)
+		if s%2 == 0 {
+			for range 10 {
+				b.RecordRequest(now)
+				requests++
+			}
+		}
+		for range 10 {
+			if b.TryRetry(now) {
+				got++
+			}
+		}
+	}
+	if limit := requests/10 + 10; got > limit {
+		t.Errorf("%d requests got %d retries, want at most %d (10 %% and the floor)", requests, got, limit)
+	}
+	if got < requests/10 {
+		t.Errorf("%d requests got %d retries, want their 10 %% at least", requests, got)
+	}
+}
+
 // A share budget (the hedges') follows the traffic of the last window: a
 // minute of 10 calls a second pays for 5 % of them in a burst after it,
 // where a retry budget's reserve would allow only its floor.
