@@ -210,7 +210,8 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
-			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: a.firstTokenTimeout(m, timeout, start), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes},
+			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
+				patient: func() bool { return a.onlyFallbackAfterACut(a.now()) }},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {
@@ -751,18 +752,24 @@ func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (
 	}
 }
 
-// firstTokenTimeout is how long an attempt of m whose whole timeout is
-// timeout waits for its first token: m's first_token_timeout, unless
-// retries after a read_timeout fail too often across the process (the
-// class breaker is open for read_timeout), in which case the step after a
-// cut would be the fallback, and the attempt keeps its request open for its
-// whole timeout (the call's deadline less the fallback's reserve): an
-// upstream that is slow, not dead, still answers the call, and the request
-// is already paid for. TestSlowUpstreamIsWaitedForWhenRetriesFail.
-func (a *Activities) firstTokenTimeout(m config.ModelConfig, timeout time.Duration, now time.Time) time.Duration {
-	ft := m.FirstTokenTimeout.D()
-	if ft < timeout && !a.classes.Allow(failure.ReadTimeout, now) {
-		return timeout
+// onlyFallbackAfterACut reports whether cutting an attempt at its
+// first-token timeout at now could lead only to the fallback: retries
+// after a read_timeout fail too often across the process (the class
+// breaker is open for read_timeout), or no endpoint of the ladder has a
+// retry left for a retry or a switch. The attempt then keeps its request
+// open within its timeout (the call's deadline less the fallback's
+// reserve): an upstream that is slow, not dead, still answers the call,
+// and the request is already paid for.
+// TestSlowUpstreamIsWaitedForWhenRetriesFail.
+func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
+	if !a.classes.Allow(failure.ReadTimeout, now) {
+		return true
 	}
-	return ft
+	endpoints := make([]string, 0, len(a.cfg.Models))
+	for _, l := range a.cfg.Models {
+		if !slices.Contains(endpoints, l.Endpoint()) {
+			endpoints = append(endpoints, l.Endpoint())
+		}
+	}
+	return len(a.budgets.Spent(now, endpoints...)) == len(endpoints)
 }

@@ -15,15 +15,17 @@ import (
 // token comes after 600 ms, past the model's 200 ms first_token_timeout.
 // Normally the attempt is cut there (read_timeout: prune and retry, or
 // switch). Once retries after read_timeout fail too often across the
-// process (the class breaker is open), the step after a cut would be the
-// FAQ: the attempt then keeps its request open within its timeout, and the
-// slow model's answer reaches the caller.
+// process (the class breaker is open), or the endpoint's retry budget is
+// spent, the step after a cut would be the FAQ: the attempt then keeps
+// its request open within its timeout, and the slow model's answer
+// reaches the caller.
 func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 	reply := sse{headerDelay: 600 * time.Millisecond, done: true,
 		events: []sseEvent{{data: delta("Your parcel ")}, {data: delta("ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
 	srv := httptest.NewServer(http.HandlerFunc(reply.serve))
 	defer srv.Close()
-	for _, retriesFail := range []bool{false, true} {
+	for _, why := range []string{"", "retries fail", "budget spent"} {
+		retriesFail := why != ""
 		cfg := config.DefaultConfig()
 		for i := range cfg.Models {
 			cfg.Models[i].BaseURL = srv.URL + "/v1"
@@ -33,7 +35,11 @@ func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if retriesFail {
+		switch why {
+		case "budget spent": // every model is on srv's endpoint
+			for a.budgets.For(cfg.Models[0].Endpoint()).TryRetry(time.Now()) {
+			}
+		case "retries fail":
 			for range 2 * cfg.Breaker.ClassMinRetries {
 				a.classes.Record(failure.ReadTimeout, time.Now(), false)
 			}
@@ -49,7 +55,7 @@ func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("with retries failing, the slow answer was cut: %v", err)
+			t.Fatalf("%s: the slow answer was cut: %v", why, err)
 		}
 		var out CallOutcome
 		if err := v.Get(&out); err != nil {

@@ -45,6 +45,10 @@ type streamed struct {
 type streamLimits struct {
 	firstToken, idle time.Duration
 	maxBytes         int
+	// patient, when set, is asked when the first-token timeout passes:
+	// true lets the request run on (to its context's deadline) instead of
+	// cutting it.
+	patient func() bool
 }
 
 // watchdog cancels a streamed request when no first chunk arrives within
@@ -59,7 +63,12 @@ type watchdog struct {
 
 func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 	w := &watchdog{cancel: cancel, idle: t.idle}
-	w.timer = time.AfterFunc(t.firstToken, func() { w.fire(errFirstToken) })
+	w.timer = time.AfterFunc(t.firstToken, func() {
+		if t.patient != nil && t.patient() {
+			return
+		}
+		w.fire(errFirstToken)
+	})
 	return w
 }
 
