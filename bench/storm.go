@@ -214,6 +214,11 @@ func LoadStormCase(name string, deadline time.Duration, short bool) (StormCase, 
 	if err != nil {
 		return StormCase{}, fmt.Errorf("no storm case %q (have %s)", name, strings.Join(StormCaseNames, ", "))
 	}
+	return stormCaseFrom(name, data, deadline, short)
+}
+
+// stormCaseFrom is LoadStormCase for the scenario data of case name.
+func stormCaseFrom(name string, data []byte, deadline time.Duration, short bool) (StormCase, error) {
 	sc, err := llmsim.ParseScenario(data, "storm-"+name+".yaml")
 	if err != nil {
 		return StormCase{}, err
