@@ -46,10 +46,12 @@ type Attacher struct {
 	Client client.Client
 }
 
-// Register registers the Attach activity, under AttachActivity, on the
-// worker of the workflows that use Call.
+// Register registers the Attach activity, under AttachActivity, and the
+// Forward activity of WithDeltasOn, under ForwardActivity, on the worker
+// of the workflows that use Call.
 func Register(r worker.ActivityRegistry, c client.Client) {
 	r.RegisterActivityWithOptions((&Attacher{Client: c}).Attach, activity.RegisterOptions{Name: AttachActivity})
+	r.RegisterActivityWithOptions((&Forwarder{Client: c}).Forward, activity.RegisterOptions{Name: ForwardActivity})
 }
 
 // Attach waits for the call in.WorkflowID and returns its result. The

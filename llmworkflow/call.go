@@ -29,6 +29,7 @@ type options struct {
 	deadline   time.Duration
 	margin     time.Duration
 	nexus      string
+	deltas     *deltasTo
 }
 
 // WithTaskQueue sets the task queue of the durable-llm workers; default
@@ -134,6 +135,11 @@ func (o options) apply(req workflows.CallRequest) workflows.CallRequest {
 	if o.key != "" {
 		req.IdempotencyKey = o.key
 	}
+	if o.deltas != nil {
+		// Not part of the fingerprint: the same turn, streamed or not, is
+		// one call.
+		req.Stream = true
+	}
 	return req
 }
 
@@ -212,6 +218,9 @@ const maxStarts = 3
 // InvalidRequest, KeyReused, Canceled, TimedOut, Failed.
 func Call(ctx workflow.Context, req workflows.CallRequest, opts ...Option) (workflows.CallResult, error) {
 	o := resolve(opts)
+	if err := o.checkDeltas(); err != nil {
+		return workflows.CallResult{}, err
+	}
 	if o.nexus != "" {
 		return callNexus(ctx, o.nexus, req, o)
 	}
@@ -270,10 +279,15 @@ func startChild(ctx workflow.Context, id, fp string, req workflows.CallRequest, 
 		}
 		return res, false, typed(id, err)
 	}
+	// With WithDeltasOn, the call's items go to this workflow's stream
+	// while it runs.
+	fwd := forward(ctx, id, fp, false, req, o)
 	if err := f.Get(ctx, &res); err != nil {
-		return res, false, typed(id, err)
+		res, err = forwarded(ctx, fwd, id, res, typed(id, err))
+		return res, false, err
 	}
-	return res, false, nil
+	res, err = forwarded(ctx, fwd, id, res, nil)
+	return res, false, err
 }
 
 // attach waits for the existing call id through the Attach activity.
@@ -295,10 +309,16 @@ func attach(ctx workflow.Context, id, fp string, named bool, req workflows.CallR
 	if named {
 		in.CheckFingerprint = true
 	}
+	fwd := forward(ctx, id, fp, named, req, o)
 	var res workflows.CallResult
 	err := workflow.ExecuteActivity(actx, AttachActivity, in).Get(ctx, &res)
+	res, err = forwarded(ctx, fwd, id, res, err)
 	if err == nil {
 		return res, nil
+	}
+	var own *Error
+	if errors.As(err, &own) {
+		return res, err
 	}
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) {

@@ -19,4 +19,9 @@
 //   - Errors are *Error with a Kind (errors.As), or the sentinels through
 //     errors.Is; temporal.IsCanceledError still holds for a cancelled Call.
 //     Only FallbackUnavailable and TimedOut are worth retrying as they are.
+//   - WithDeltasOn streams the call and republishes its items on the
+//     agent's own workflow stream through the Forward activity (workflow
+//     code cannot subscribe to another workflow's stream); Call returns
+//     once the call's done event is there, so a turn's text comes whole,
+//     in order, before anything the agent publishes after it.
 package llmworkflow
