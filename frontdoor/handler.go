@@ -470,6 +470,12 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 // starts for a request it refuses.
 func (h *Handler) callRequest(body []byte, r *http.Request, tenant string, a api) (workflows.CallRequest, chatRequest, *apiError) {
 	var req workflows.CallRequest
+	if _, ok := a.(responsesAPI); ok {
+		var apiErr *apiError
+		if body, apiErr = h.resolveItemReferences(r.Context(), body, tenant); apiErr != nil {
+			return req, chatRequest{}, apiErr
+		}
+	}
 	cr, ferr := decodeBody(a, body, h.passthrough)
 	if ferr != nil {
 		code := "invalid_value"
