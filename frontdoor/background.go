@@ -79,17 +79,19 @@ func (h *Handler) serveResponses(w http.ResponseWriter, r *http.Request, tenant 
 	// streams, so that GET ?stream=true can follow it live.
 	req.Stream = true
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.o.StartTimeout)
-	run, err := h.o.Client.Start(sctx, req)
+	run, replayed, err := h.o.Client.Begin(sctx, req)
 	cancel()
 	if err != nil {
 		h.startFailed(err).write(w)
 		return
 	}
 	id := run.GetID()
+	idem := h.idempotencyOf(req, replayed)
 	w.Header().Set(HeaderWorkflowID, id)
 	adm.id, adm.async = id, true // the call keeps its slot until it ends
 	if cr.Stream {
 		sw := newSSEWriter(w, responseID(id), created)
+		sw.idem = idem
 		resume := resumePoint{offset: -1}
 		h.stream(w, r, id, h.waitLimit(req), cr, resume, sw, a.stream(sw, cr, resume))
 		return
@@ -119,13 +121,14 @@ func (h *Handler) answerCall(w http.ResponseWriter, r *http.Request, adm *admiss
 		req.Stream = true
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.o.StartTimeout)
-	run, err := h.o.Client.Start(sctx, req)
+	run, replayed, err := h.o.Client.Begin(sctx, req)
 	cancel()
 	if err != nil {
 		h.startFailed(err).write(w)
 		return
 	}
 	id := run.GetID()
+	idem := h.idempotencyOf(req, replayed)
 	w.Header().Set(HeaderWorkflowID, id)
 	adm.id, adm.async = id, async
 	switch {
@@ -136,6 +139,7 @@ func (h *Handler) answerCall(w http.ResponseWriter, r *http.Request, adm *admiss
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
 	case stream:
 		sw := newSSEWriter(w, a.objectID(id), created)
+		sw.idem = idem
 		h.stream(w, r, id, h.waitLimit(req), cr, resume, sw, a.stream(sw, cr, resume))
 	default:
 		limit := h.waitLimit(req)
@@ -151,7 +155,7 @@ func (h *Handler) answerCall(w http.ResponseWriter, r *http.Request, adm *admiss
 		}
 		w.Header().Set(HeaderSource, string(res.Source))
 		w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
-		a.write(w, id, created, res)
+		a.write(w, id, created, res, idem)
 	}
 }
 

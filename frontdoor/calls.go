@@ -145,7 +145,7 @@ func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string)
 		if t := desc.WorkflowCloseTime; t != nil {
 			created = *t
 		}
-		writeCompletion(w, id, created, res)
+		writeCompletion(w, id, created, res, nil)
 	})
 }
 

@@ -314,8 +314,9 @@ func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Req
 type api interface {
 	// decode reads a request body (see decodeChatRequest).
 	decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError)
-	// write answers a finished call with 200.
-	write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult)
+	// write answers a finished call with 200; idem is the request's
+	// idempotency window (nil: not told).
+	write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult, idem *Idempotency)
 	// stream is the format of a streamed answer; resume is where a
 	// reconnecting client's stream stopped.
 	stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat
@@ -329,8 +330,8 @@ type chatAPI struct{}
 func (chatAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
 	return decodeChatRequest(body, passthrough)
 }
-func (chatAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
-	writeCompletion(w, id, created, res)
+func (chatAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult, idem *Idempotency) {
+	writeCompletion(w, id, created, res, idem)
 }
 func (chatAPI) stream(sw *sseWriter, cr chatRequest, _ resumePoint) streamFormat {
 	return chatFormat{sw: sw, includeUsage: cr.IncludeUsage}
@@ -394,13 +395,14 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 	}
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.o.StartTimeout)
-	run, err := h.o.Client.Start(sctx, req)
+	run, replayed, err := h.o.Client.Begin(sctx, req)
 	cancel()
 	if err != nil {
 		h.startFailed(err).write(w)
 		return
 	}
 	id := run.GetID()
+	idem := h.idempotencyOf(req, replayed)
 	w.Header().Set(HeaderWorkflowID, id)
 	adm.id, adm.async = id, async
 
@@ -412,6 +414,7 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusRunning, URL: callURL(id)})
 	case stream:
 		sw := newSSEWriter(w, a.objectID(id), created)
+		sw.idem = idem
 		h.stream(w, r, id, h.waitLimit(req), cr, resume, sw, a.stream(sw, cr, resume))
 	default:
 		// The first answer: a hedge's quick one under hedge.replace (its
@@ -431,16 +434,18 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, tenant strin
 		w.Header().Set(HeaderWorkflowID, id)
 		w.Header().Set(HeaderSource, string(res.Source))
 		w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
-		a.write(w, id, created, res)
+		a.write(w, id, created, res, idem)
 	}
 }
 
 // writeCompletion answers a finished call with its chat.completion.
-func writeCompletion(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
+func writeCompletion(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult, idem *Idempotency) {
 	w.Header().Set(HeaderWorkflowID, id)
 	w.Header().Set(HeaderSource, string(res.Source))
 	w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
-	writeJSON(w, http.StatusOK, newCompletion(id, created, res))
+	c := newCompletion(id, created, res)
+	c.Resilience.Idempotency = idem
+	writeJSON(w, http.StatusOK, c)
 }
 
 // readBody reads a call's body, within MaxBodyBytes and BodyTimeout.

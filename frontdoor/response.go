@@ -49,7 +49,38 @@ type Resilience struct {
 	// Content, in a stream's last chunk only when Replaced is set, is the
 	// whole answer that replaces the text streamed before it.
 	Content string `json:"content,omitempty"`
+	// Idempotency says which idempotency window applied to the request
+	// this answers, and whether the answer is a replay; only on the
+	// answer to a request that starts calls (not on a retrieve).
+	Idempotency *Idempotency `json:"idempotency,omitempty"`
 }
+
+// Idempotency is the idempotency window that applied to a request (SPEC
+// §6, docs/calling.md "Idempotency"): a duplicate of an earlier request,
+// within the window of its key, gets the earlier call's answer.
+type Idempotency struct {
+	// Key is "derived" (from the tenant, user, session and request) or
+	// "explicit" (the Idempotency-Key header).
+	Key string `json:"key"`
+	// Window is the policy field of the window that applied:
+	// idempotency.replay_window for a derived key,
+	// idempotency.key_window for an explicit one.
+	Window string `json:"window"`
+	// WindowMS is its length: how long after the call completed the same
+	// request gets this answer again.
+	WindowMS int64 `json:"window_ms"`
+	// Replayed is true when the answer is a call's that an earlier
+	// request started (still running, or completed within the window),
+	// so this request sent nothing upstream; false when this request
+	// started the call.
+	Replayed bool `json:"replayed"`
+}
+
+// Key values of Idempotency.
+const (
+	KeyDerived  = "derived"
+	KeyExplicit = "explicit"
+)
 
 // Status values of Resilience.
 const (
@@ -206,6 +237,17 @@ func newCompletion(id string, created time.Time, res workflows.CallResult) compl
 		Usage:      usageOf(res),
 		Resilience: resilienceOf(id, answerStatus(res), res),
 	}
+}
+
+// idempotencyOf is the window that applied to req, whose start found its
+// call a duplicate's (replayed) or started it.
+func (h *Handler) idempotencyOf(req workflows.CallRequest, replayed bool) *Idempotency {
+	i := &Idempotency{Key: KeyDerived, Window: "idempotency.replay_window", Replayed: replayed}
+	if req.IdempotencyKey != "" {
+		i.Key, i.Window = KeyExplicit, "idempotency.key_window"
+	}
+	i.WindowMS = h.o.Client.Window(req).Milliseconds()
+	return i
 }
 
 // messageOf is the assistant message of res: its content (null when it

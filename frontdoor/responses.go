@@ -48,8 +48,10 @@ func (a responsesAPI) decode(body []byte, passthrough map[string]bool) (chatRequ
 	}
 	return cr, err
 }
-func (responsesAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult) {
-	writeJSON(w, http.StatusOK, newResponseObject(id, created, res, "completed"))
+func (responsesAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult, idem *Idempotency) {
+	o := newResponseObject(id, created, res, "completed")
+	o.Resilience.Idempotency = idem
+	writeJSON(w, http.StatusOK, o)
 }
 func (a responsesAPI) stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat {
 	// A client that reconnects (Last-Event-ID) has the events up to its
@@ -641,6 +643,7 @@ func (f *responsesFormat) end(id string, res workflows.CallResult) {
 	}
 	o := newResponseObject(id, time.Unix(f.sw.created, 0), res, "completed")
 	o.Background = f.background
+	o.Resilience.Idempotency = f.sw.idem
 	f.event(seq, "", "response."+o.Status, map[string]any{"response": o}) // completed, or incomplete (max_output_tokens)
 }
 

@@ -253,6 +253,9 @@ type sseWriter struct {
 	id      string
 	created int64
 	err     error
+	// idem is the idempotency window of the request streamed, for the
+	// last event's x_resilience (nil on a resumed retrieve).
+	idem *Idempotency
 }
 
 func newSSEWriter(w http.ResponseWriter, id string, created time.Time) *sseWriter {
@@ -322,6 +325,7 @@ func (s *sseWriter) end(id string, res workflows.CallResult, includeUsage bool) 
 	if res.Replaced != nil {
 		rs.Content = res.Content
 	}
+	rs.Idempotency = s.idem
 	last.Resilience = &rs
 	_ = s.data(last)
 	if includeUsage {

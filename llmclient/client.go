@@ -232,10 +232,27 @@ func (c *Client) precheck(req workflows.CallRequest) error {
 // with an explicit idempotency key that reaches a call of another request
 // gets a *KeyReusedError.
 func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.WorkflowRun, error) {
+	run, _, err := c.Begin(ctx, req)
+	return run, err
+}
+
+// Begin is Start, which also reports whether the call it reached is a
+// duplicate's: started by an earlier request under the same workflow ID,
+// still running or completed within req's Window, so that its answer is
+// that earlier request's and this one sends nothing upstream. False: this
+// request started the call (the first of its key, or the first after the
+// window, or after a failed run).
+func (c *Client) Begin(ctx context.Context, req workflows.CallRequest) (client.WorkflowRun, bool, error) {
 	id, opts, err := c.startOptions(req)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	// A start that meets a run, running or closed, is an error here, so
+	// that it is told from a new one (the SDK would hand the run back as
+	// if it had started it), and a closed run past its window is
+	// started anew.
+	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	run, err := c.Temporal.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, req)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) && c.expired(ctx, id, req) {
@@ -243,18 +260,24 @@ func (c *Client) Start(ctx context.Context, req workflows.CallRequest) (client.W
 		// call (a new run under the same ID).
 		run, err = c.Temporal.ExecuteWorkflow(ctx, anew(opts), workflows.WorkflowName, req)
 	}
+	duplicate := false
 	if errors.As(err, &started) {
-		// Completed before: the recorded result is the answer.
-		run, err = c.Temporal.GetWorkflow(ctx, id, ""), nil
+		// Running, or completed within the window: its answer is this
+		// request's.
+		run, err, duplicate = c.Temporal.GetWorkflow(ctx, id, started.RunId), nil, true
 	}
 	if err != nil {
-		return nil, fmt.Errorf("start LLM call %s: %w", id, err)
+		return nil, false, fmt.Errorf("start LLM call %s: %w", id, err)
 	}
 	if err := c.checkRequest(ctx, id, req); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return run, nil
+	return run, duplicate, nil
 }
+
+// Window is how long a completed call of req answers the same request
+// again: KeyWindow for an explicit idempotency key, else ReplayWindow.
+func (c *Client) Window(req workflows.CallRequest) time.Duration { return c.window(req) }
 
 // startOptions checks req and returns its workflow ID and start options.
 func (c *Client) startOptions(req workflows.CallRequest) (string, client.StartWorkflowOptions, error) {
