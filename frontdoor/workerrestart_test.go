@@ -1,0 +1,262 @@
+package frontdoor_test
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/log"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+// The worker-restart test runs the durable-llm worker as a process of
+// its own (this test binary, re-run as TestWorkerProcess), so that
+// stopping it is a SIGKILL: no graceful stop, no drained activity, no
+// sticky queue handed back.
+const (
+	envWorkerAddress = "FRONTDOOR_WORKER_ADDRESS"
+	envWorkerQueue   = "FRONTDOOR_WORKER_QUEUE"
+	envWorkerSimURL  = "FRONTDOOR_WORKER_SIM_URL"
+)
+
+// workerHeartbeat is the call activity's heartbeat timeout in the worker
+// processes: how soon a killed worker's call is noticed.
+const workerHeartbeat = 2 * time.Second
+
+// TestWorkerProcess is not a test: it is the worker process that
+// TestBackgroundStreamSurvivesWorkerRestart starts and kills. It runs
+// until it is killed or its stdin closes (the test binary that started it
+// has gone).
+func TestWorkerProcess(t *testing.T) {
+	addr := os.Getenv(envWorkerAddress)
+	if addr == "" {
+		t.Skip("the worker process of TestBackgroundStreamSurvivesWorkerRestart; it starts it")
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	require.NoError(t, err)
+	defer c.Close()
+	cfg := config.DefaultConfig()
+	cfg.OverrideEndpoint(os.Getenv(envWorkerSimURL), "")
+	cfg.Call.HeartbeatTimeout = config.Duration(workerHeartbeat)
+	require.NoError(t, cfg.Validate())
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: os.Getenv(envWorkerQueue), Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	fmt.Println("ready")
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// workerProc is a worker process.
+type workerProc struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	out    strings.Builder
+	exited chan struct{}
+}
+
+func (p *workerProc) write(b []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.out.Write(b)
+}
+
+// startWorker starts a worker process on task queue tq and waits until it
+// polls.
+func startWorker(t *testing.T, addr, tq, simURL string) *workerProc {
+	t.Helper()
+	p := &workerProc{exited: make(chan struct{})}
+	p.cmd = exec.Command(os.Args[0], "-test.run=^TestWorkerProcess$", "-test.timeout=0")
+	p.cmd.Env = append(os.Environ(), envWorkerAddress+"="+addr, envWorkerQueue+"="+tq, envWorkerSimURL+"="+simURL)
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	p.cmd.Stderr = writerFunc(p.write)
+	_, err = p.cmd.StdinPipe() // closed when this test binary exits: the process then ends
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				close(ready)
+			}
+			p.write(append(sc.Bytes(), '\n'))
+		}
+		_ = p.cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			p.mu.Lock()
+			t.Logf("worker pid %d output:\n%s", p.cmd.Process.Pid, p.out.String())
+			p.mu.Unlock()
+		}
+	})
+	select {
+	case <-ready:
+	case <-p.exited:
+		t.Fatalf("the worker exited before it polled:\n%s", p.out.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("the worker did not poll within a minute")
+	}
+	return p
+}
+
+// kill SIGKILLs the process and waits until it is gone.
+func (p *workerProc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exited
+}
+
+type writerFunc func([]byte)
+
+func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
+
+// TestBackgroundStreamSurvivesWorkerRestart: a streamed background
+// response whose worker is SIGKILLed mid-stream, with the upstream
+// request open, is resumed by its client with starting_after once a new
+// worker runs: every event arrives exactly once (the sequence numbers are
+// the ones the whole answer numbers, none repeated, none missing), the
+// text is the call's final answer, and it ends completed. The worker
+// died with the request open, so the call resends it once (worker_lost):
+// llmsim sees at most two requests.
+//
+// Skipped until a lost worker's streamed text is continued: the resend
+// after a SIGKILL starts the answer over, so the client gets the text the
+// lost attempt streamed, then the whole answer (measured: two upstream
+// requests, attempts [worker_lost, answered], the text delivered before
+// the kill repeated). The workflow learns what an attempt streamed only
+// from its outcome, which a killed worker never reports; the deltas it
+// published are in the call's own workflow stream (docs/responses.md
+// "Not yet").
+func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	if os.Getenv("FRONTDOOR_WORKER_RESTART") == "" {
+		t.Skip("known defect: a worker_lost resend repeats the streamed text (FRONTDOOR_WORKER_RESTART=1 runs it)")
+	}
+	srv := shared.Server(t)
+	sim, err := llmsim.NewServer(llmsim.Options{})
+	require.NoError(t, err)
+	t.Cleanup(sim.Close)
+	cfg := config.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	require.NoError(t, cfg.Validate())
+	d := &door{t: t, c: srv.Client(), sim: sim, tq: "frontdoor-restart-" + uuid.NewString()[:8]}
+	tenants, err := frontdoor.ParseTokens(tokens)
+	require.NoError(t, err)
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: d.c, TaskQueue: d.tq}, Tenants: tenants, Config: cfg})
+	require.NoError(t, err)
+	d.h, d.ts = h, httptest.NewServer(h)
+	t.Cleanup(d.ts.Close)
+	ctx := ctxT(t)
+
+	first := startWorker(t, srv.FrontendHostPort(), d.tq, sim.BaseURL)
+	var seqs []int64
+	var pieces []string
+	var text strings.Builder
+	var id string
+	s := d.openai(tokAcme).Responses.NewStreaming(ctx, backgroundParams("[[sim tokens=400]] Tell me a long story. (worker restart)"))
+	deltas := 0
+	for deltas < 3 && s.Next() {
+		ev := s.Current()
+		seqs = append(seqs, ev.SequenceNumber)
+		switch ev.Type {
+		case "response.created":
+			id = ev.Response.ID
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+			pieces = append(pieces, ev.Delta)
+			deltas++
+		}
+	}
+	require.NoError(t, s.Close())
+	require.Equal(t, 3, deltas)
+	wid := strings.TrimPrefix(id, "resp_")
+	open := func() int {
+		n := 0
+		for _, r := range sim.Stats().Conversations[wid].Requests {
+			if r.Outcome == "" {
+				n++
+			}
+		}
+		return n
+	}
+	require.Equal(t, 1, open(), "the upstream request is open when the worker dies")
+
+	first.kill()
+	require.True(t, d.running(ctx, wid), "the call ended before the kill: make it longer")
+	killed := time.Now()
+	startWorker(t, srv.FrontendHostPort(), d.tq, sim.BaseURL)
+
+	last := seqs[len(seqs)-1]
+	r := d.openai(tokAcme).Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: openai.Int(last)})
+	var final *responses.Response
+	var resumedAt time.Duration
+	for r.Next() {
+		ev := r.Current()
+		if resumedAt == 0 {
+			resumedAt = time.Since(killed)
+		}
+		seqs = append(seqs, ev.SequenceNumber)
+		switch ev.Type {
+		case "response.output_text.delta":
+			text.WriteString(ev.Delta)
+			pieces = append(pieces, ev.Delta)
+		case "response.completed":
+			resp := ev.Response
+			final = &resp
+		}
+	}
+	require.NoError(t, r.Err())
+	require.NotNil(t, final, "the stream ends with response.completed")
+	res := d.result(ctx, wid)
+	conv := sim.Stats().Conversations[wid]
+	var classes []string
+	for _, a := range res.Attempts {
+		classes = append(classes, a.Class)
+	}
+	t.Logf("upstream requests %d, attempts %v, first event after the kill in %s", conv.Attempts, classes, resumedAt.Round(time.Millisecond))
+	require.Equal(t, res.Content, text.String(), "the text is the call's final answer")
+	require.Equal(t, res.Content, final.OutputText())
+
+	// Every event once: the numbers are exactly the ones the whole answer
+	// has (responsesFormat): 0 to 3, then each delta's 3 + the bytes of
+	// text once it is added, then the four closing events.
+	want := []int64{0, 1, 2, 3}
+	b := 0
+	for _, piece := range pieces {
+		b += len(piece)
+		want = append(want, int64(3+b))
+	}
+	end := int64(3 + len(res.Content))
+	want = append(want, end+1, end+2, end+3, end+4)
+	require.Equal(t, want, seqs, "no sequence number repeated or missing")
+	require.Equal(t, len(res.Content), b, "the deltas reach the end of the text")
+
+	require.LessOrEqual(t, conv.Attempts, 2, "at most one resend: the worker died with the request open")
+	if conv.Attempts == 2 {
+		require.Contains(t, classes, "worker_lost")
+	}
+}
