@@ -141,20 +141,12 @@ func (f writerFunc) Write(b []byte) (int, error) { f(b); return len(b), nil }
 // died with the request open, so the call resends it once (worker_lost):
 // llmsim sees at most two requests.
 //
-// Skipped until a lost worker's streamed text is continued: the resend
-// after a SIGKILL starts the answer over, so the client gets the text the
-// lost attempt streamed, then the whole answer (measured: two upstream
-// requests, attempts [worker_lost, answered], the text delivered before
-// the kill repeated). The workflow learns what an attempt streamed only
-// from its outcome, which a killed worker never reports; the deltas it
-// published are in the call's own workflow stream (docs/responses.md
-// "Not yet").
+// Before the workflow read a lost attempt's deltas from its own stream,
+// the resend started the answer over and the client got the text the lost
+// attempt had streamed, then the whole answer.
 func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
-	}
-	if os.Getenv("FRONTDOOR_WORKER_RESTART") == "" {
-		t.Skip("known defect: a worker_lost resend repeats the streamed text (FRONTDOOR_WORKER_RESTART=1 runs it)")
 	}
 	srv := shared.Server(t)
 	sim, err := llmsim.NewServer(llmsim.Options{})

@@ -230,6 +230,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		} else {
 			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
 		}
+		var streamedFrom int64
+		if c.stream != nil {
+			streamedFrom = c.stream.Offset()
+		}
 		ran := c.callModel(ctx, &prep, &activities.CallInput{
 			Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
@@ -246,6 +250,17 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		class := failure.None
 		if err != nil {
 			class = classOf(err, &out) // fills out from the error's details
+		}
+		if class == failure.WorkerLost && out.Published == 0 && c.stream != nil {
+			// A killed worker never reports what its attempt streamed; the
+			// deltas it published are on this call's stream. Counted as
+			// delivered, the resend continues after them instead of
+			// starting the answer over for a reader who has them. Only
+			// when there are such deltas: histories of earlier builds
+			// replay unchanged.
+			if text, n := c.streamedBy(streamedFrom, c.st.N); n > 0 && workflow.GetVersion(ctx, "lost-attempt-deltas", workflow.DefaultVersion, 1) == 1 {
+				out.Content, out.Published = text, n
+			}
 		}
 		att := Attempt{
 			N: c.st.N, Model: prep.Model, Key: prep.Key, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
@@ -310,6 +325,22 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			return "", err
 		}
 	}
+}
+
+// streamedBy is the text attempt n published on the call's stream from
+// offset from on, and in how many deltas.
+func (c *call) streamedBy(from int64, n int) (string, int) {
+	var b strings.Builder
+	count := 0
+	c.stream.Topic(TopicDelta).Each(from, func(_ int64, decode func(any) error) bool {
+		var d activities.Delta
+		if decode(&d) == nil && d.Attempt == n && d.Text != "" {
+			b.WriteString(d.Text)
+			count++
+		}
+		return true
+	})
+	return b.String(), count
 }
 
 // historyFull reports whether the call's history has grown past the

@@ -436,4 +436,31 @@ func (h *WorkflowTopicHandle) Publish(value any) error {
 	return nil
 }
 
+// Each calls fn with the items of this topic from offset from on, in
+// order, each with a decode that converts it into a value (as the
+// stream's payload converters do), until fn returns false. It reads the
+// workflow's own state, so workflow code may call it: a workflow can learn
+// what activities published on its stream (what a lost attempt streamed
+// before its worker died, say). Items truncated away are not seen.
+func (h *WorkflowTopicHandle) Each(from int64, fn func(offset int64, decode func(valuePtr any) error) bool) {
+	s := h.stream
+	s.takeBatches()
+	for i := max(from-s.base, 0); i < int64(len(s.log)); i++ {
+		e := s.log[i]
+		if e.topic != h.name {
+			continue
+		}
+		decode := func(valuePtr any) error {
+			p, err := DecodePayload(e.data)
+			if err != nil {
+				return err
+			}
+			return s.dc.FromPayload(p, valuePtr)
+		}
+		if !fn(s.base+i, decode) {
+			return
+		}
+	}
+}
+
 func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
