@@ -251,14 +251,15 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if err != nil {
 			class = classOf(err, &out) // fills out from the error's details
 		}
-		if class == failure.WorkerLost && out.Published == 0 && c.stream != nil {
+		if class == failure.WorkerLost && out.Published == 0 && c.stream != nil &&
+			workflow.GetVersion(ctx, "lost-attempt-deltas", workflow.DefaultVersion, 1) == 1 {
 			// A killed worker never reports what its attempt streamed; the
 			// deltas it published are on this call's stream. Counted as
 			// delivered, the resend continues after them instead of
-			// starting the answer over for a reader who has them. Only
-			// when there are such deltas: histories of earlier builds
-			// replay unchanged.
-			if text, n := c.streamedBy(streamedFrom, c.st.N); n > 0 && workflow.GetVersion(ctx, "lost-attempt-deltas", workflow.DefaultVersion, 1) == 1 {
+			// starting the answer over for a reader who has them. Behind
+			// the version: reading takes the batches waiting in the
+			// stream's channel, which earlier builds did not do here.
+			if text, n := c.streamedBy(streamedFrom, c.st.N); n > 0 {
 				out.Content, out.Published = text, n
 			}
 		}
