@@ -407,6 +407,9 @@ func (b *Breaker) overlay(fb fleetBreaker, now time.Time) {
 		if b.state == BreakerOpen && !b.openUntil.Before(fb.until) {
 			return
 		}
+		if b.state == BreakerClosed {
+			b.since = now // its outage begins here as far as this breaker knows
+		}
 		b.resetClosed()
 		b.openUntil = fb.until
 		b.set(BreakerOpen, now)
