@@ -329,6 +329,18 @@ const (
 	mayResendAfterOutage
 )
 
+// logCalls logs each call's source, reason and attempts.
+func (cv *conversation) logCalls(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		var res workflows.CallResult
+		if err := cv.calls.GetWorkflow(ctx, id, "").Get(ctx, &res); err != nil {
+			cv.t.Logf("call %s: %v", id, err)
+			continue
+		}
+		cv.t.Logf("call %s: source %s, reason %q, attempts %v", id, res.Source, res.Reason, res.Decisions())
+	}
+}
+
 // finish waits for the agent's answer and checks what a user would: the
 // conversation ran its two turns (the tool call, the answer) and ran the
 // tool once; each turn started one call, completed once and took one
@@ -343,6 +355,9 @@ func (cv *conversation) finish(resent map[int]resend) []int {
 	defer cancel()
 	var out agent.Output
 	require.NoError(t, cv.run.Get(ctx, &out))
+	if !strings.Contains(out.Answer, "lookup_order says order 12 is shipped with DHL, tracking DHL-0012") {
+		cv.logCalls(ctx, out.Calls) // why a turn did not get the model's answer
+	}
 	require.Equal(t, []string{agent.ToolLookupOrder}, out.Tools, "the tool ran once")
 	require.Contains(t, out.Answer, "lookup_order says order 12 is shipped with DHL, tracking DHL-0012", "answered from the tool's result")
 	require.Len(t, out.Calls, 2, "two turns: the tool call, the answer")
@@ -458,7 +473,8 @@ func TestIntegrationAgentWorkerKilledMidCall(t *testing.T) {
 // it to: about 3 s), and starts it again on the same file and port. The
 // workers live on and reconnect. There is an agent on each path for each
 // of two durable-llm workers: one with the default policy's heartbeat
-// timeout (10 s), longer than the outage, one with 2 s, shorter.
+// timeout (10 s), longer than the outage, one with 3 s, shorter (the
+// server stays down at least 4.5 s).
 //
 // Within the heartbeat timeout each turn completes once with one
 // upstream request: the worker reports the answer it kept once the
@@ -491,7 +507,7 @@ func TestIntegrationAgentDevServerKilledMidCall(t *testing.T) {
 	for _, path := range faultPaths {
 		cases = append(cases,
 			&outageCase{name: path.name + "/within the heartbeat timeout", first: notResent},
-			&outageCase{name: path.name + "/past the heartbeat timeout", heartbeat: "2s", first: mayResendAfterOutage})
+			&outageCase{name: path.name + "/past the heartbeat timeout", heartbeat: "3s", first: mayResendAfterOutage})
 		for _, oc := range cases[len(cases)-2:] {
 			sim, err := llmsim.NewServer(llmsim.Options{})
 			require.NoError(t, err)
@@ -515,6 +531,10 @@ func TestIntegrationAgentDevServerKilledMidCall(t *testing.T) {
 		require.Eventually(t, func() bool { return openRequests(oc.conv.sim) == 0 }, 30*time.Second, 20*time.Millisecond,
 			"%s: the model answered the first turn", oc.name)
 	}
+	// Down well past the short heartbeat timeout (3 s), well within the
+	// default (10 s), however fast the model answered: a loaded machine
+	// must not blur which side of it the outage falls.
+	time.Sleep(time.Until(down.Add(4500 * time.Millisecond)))
 	srv, err = testenv.StartServer(context.Background(), workflows.SearchAttributes, opts)
 	require.NoError(t, err, "start the dev server again on %s with its file", hostPort)
 	t.Logf("dev server killed and back on the same file in %v", time.Since(down).Round(100*time.Millisecond))
