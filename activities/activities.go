@@ -280,6 +280,19 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 	p := Prepared{State: in.State}
 	want := in.State.Model
 	var breakerSkipped []string
+	refused := 0 // retries the budget refused
+	defer func() {
+		// Each model an open breaker refused is an attempt refused, in
+		// llm_attempts_total, and each retry the budget refused is one,
+		// unless the call waits for the trials and prepares again (its
+		// rechecks are one wait, not attempts).
+		for _, name := range breakerSkipped {
+			a.metrics.Attempt(name, string(failure.BreakerOpen), 0)
+		}
+		for range refused {
+			a.metrics.BudgetRefused()
+		}
+	}()
 	for first := true; ; first = false {
 		if in.Only && !first {
 			if n := len(p.Skipped); n > 0 {
@@ -298,6 +311,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 		}
 		if !ok {
 			if w := a.trialWait(in, breakerSkipped); w.Hold > 0 {
+				breakerSkipped, refused = nil, 0 // a wait, not attempts refused: nothing counted
 				return w, nil
 			}
 			p.Reason = "no model left to try"
@@ -317,7 +331,6 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
 				Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now))})
-			a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
 			continue
 		}
 		key, ok := a.pickKey(m, now)
@@ -368,7 +381,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 		} else if ok, capped := b.TryRetryFor(now, in.Request.Tenant); !ok {
 			// Spent by other calls since this call's step was decided, or
 			// this tenant took its share while others are calling.
-			a.metrics.BudgetRefused()
+			refused++
 			p.State = p.State.Skip(m.Name, failure.None)
 			reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.EndpointLabel())
 			if capped {
@@ -494,7 +507,7 @@ func (a *Activities) waitForTrials(in DecideInput, open []string, fb callstate.S
 	next.Model, next.Pending = waitOn[0], failure.None
 	next.From = callstate.From{N: next.N, Class: in.Outcome.Class}
 	next.N++
-	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: "wait_for_trials",
+	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: "wait_for_trials", BudgetRefused: fb.BudgetRefused,
 		Reason: fmt.Sprintf("%s; %s behind an open breaker: wait for their trials (call.max_wait %s, %s waited)",
 			fb.Reason, strings.Join(waitOn, ", "), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)), callstate.FormatDuration(in.State.Waited))}
 }

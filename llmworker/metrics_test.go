@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
@@ -147,6 +148,9 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	failing := call("How do I get a refund for my order?")
 	require.Equal(t, workflows.SourceFAQ, failing.Source)
 	t.Logf("failing call: %v", workflows.CallResult.Decisions(failing))
+	for _, a := range failing.Attempts {
+		t.Logf("  %s:%s:%s %s", a.Model, a.Class, a.Decision, a.Reason)
+	}
 	budgetRefused := 0
 	for _, a := range failing.Attempts {
 		if strings.Contains(a.Reason, "budget") {
@@ -155,7 +159,12 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	}
 	require.Positive(t, budgetRefused, "the budget should have refused a retry: %+v", failing.Attempts)
 	byModelClass := map[string]float64{}
+	attempts := 0.0
 	for _, r := range append(ok1.Attempts, failing.Attempts...) {
+		if r.Decision == "skip" {
+			continue // a model a guard left out (budget, hold): no attempt, not counted
+		}
+		attempts++
 		class := r.Class
 		if class == "" {
 			class = "ok"
@@ -166,14 +175,17 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	// The SDK reports through tally every second: wait until every counter
 	// checked below has counted both calls (one flush may take some of
 	// them and not the others).
-	attempts := float64(len(ok1.Attempts) + len(failing.Attempts))
-	require.Eventually(t, func() bool {
+	var n, done, tried float64
+	if !assert.Eventually(t, func() bool {
 		fams = scrape(t, m.Addr)
-		n, _ := sum(fams, "llm_calls_total", map[string]string{"task_queue": tq})
-		done, _ := sum(fams, "temporal_workflow_completed_total", map[string]string{"task_queue": tq, "workflow_type": workflows.WorkflowName})
-		tried, _ := sum(fams, "llm_attempts_total", nil)
+		n, _ = sum(fams, "llm_calls_total", map[string]string{"task_queue": tq})
+		done, _ = sum(fams, "temporal_workflow_completed_total", map[string]string{"task_queue": tq, "workflow_type": workflows.WorkflowName})
+		tried, _ = sum(fams, "llm_attempts_total", nil)
 		return n == 2 && done == 2 && tried == attempts
-	}, 20*time.Second, 200*time.Millisecond, "the counters never counted the two calls:\n%s", metricText(fams, "llm_calls_total", "temporal_workflow_completed_total", "llm_attempts_total"))
+	}, 20*time.Second, 200*time.Millisecond) {
+		t.Fatalf("the counters never counted the two calls: llm_calls_total %v, temporal_workflow_completed_total %v, llm_attempts_total %v (want 2, 2, %v):\n%s",
+			n, done, tried, attempts, metricText(fams, "llm_calls_total", "temporal_workflow_completed_total", "llm_attempts_total"))
+	}
 
 	names := make([]string, 0, len(fams))
 	for n := range fams {
@@ -193,7 +205,7 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	} {
 		require.Contains(t, fams, name, "SDK metric %s missing", name)
 	}
-	n, _ := sum(fams, "temporal_workflow_completed_total", map[string]string{"task_queue": tq, "workflow_type": workflows.WorkflowName})
+	n, _ = sum(fams, "temporal_workflow_completed_total", map[string]string{"task_queue": tq, "workflow_type": workflows.WorkflowName})
 	require.Equal(t, 2.0, n, "temporal_workflow_completed_total")
 
 	// Ours.
@@ -231,7 +243,10 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	require.Zero(t, got, "the only retry of the window was spent")
 
 	got, _ = sum(fams, "llm_breaker_state", map[string]string{"model": "qwen-72b"})
-	require.Equal(t, 2.0, got, "qwen-72b's breaker is open (2)")
+	// Open (2), or half-open (1) if the call's wait for the trials
+	// outlasted the open period (the trial it got was refused by the
+	// spent budget): not closed.
+	require.GreaterOrEqual(t, got, 1.0, "qwen-72b's breaker is open (2) or half-open (1)")
 	require.Equal(t, dto.MetricType_GAUGE, fams["llm_breaker_state"].GetType())
 
 	lat := fams["llm_upstream_latency_seconds"]
