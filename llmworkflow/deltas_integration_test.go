@@ -15,13 +15,10 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
-	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/llmworkflow"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 	"github.com/durable-llm/durable-llm/workflowstreams"
@@ -70,22 +67,7 @@ func TestIntegrationDeltasOnAgentStream(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	callsQueue := "llm-test-" + uuid.NewString()[:8]
-	lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: callsQueue})
-	require.NoError(t, err)
-	require.NoError(t, lw.Start())
-	t.Cleanup(lw.Stop)
-
-	agentQueue := "agent-test-" + uuid.NewString()[:8]
-	aw := worker.New(c, agentQueue, worker.Options{})
-	aw.RegisterWorkflow(StreamingAsk)
-	aw.RegisterWorkflow(Ask)
-	llmworkflow.Register(aw, c)
-	require.NoError(t, aw.Start())
-	t.Cleanup(aw.Stop)
+	callsQueue, agentQueue := startWorkers(t, c, sim, StreamingAsk, Ask)
 
 	req := workflows.CallRequest{UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
 		Messages: []request.Message{{Role: "system", Content: "You are a support agent."},

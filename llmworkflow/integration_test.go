@@ -41,6 +41,31 @@ func Ask(ctx workflow.Context, in AskInput) (workflows.CallResult, error) {
 	return llmworkflow.Call(ctx, in.Request, llmworkflow.WithTaskQueue(in.CallsQueue))
 }
 
+// startWorkers starts a durable-llm worker against sim and an agent worker
+// with agentWorkflows and llmworkflow's activities, each on a queue of its
+// own, stopped when the test ends.
+func startWorkers(t *testing.T, c client.Client, sim *llmsim.Server, agentWorkflows ...any) (callsQueue, agentQueue string) {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	cfg.OverrideEndpoint(sim.BaseURL, "")
+	require.NoError(t, cfg.Validate())
+	callsQueue = "llm-test-" + uuid.NewString()[:8]
+	lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: callsQueue})
+	require.NoError(t, err)
+	require.NoError(t, lw.Start())
+	t.Cleanup(lw.Stop)
+
+	agentQueue = "agent-test-" + uuid.NewString()[:8]
+	aw := worker.New(c, agentQueue, worker.Options{})
+	for _, wf := range agentWorkflows {
+		aw.RegisterWorkflow(wf)
+	}
+	llmworkflow.Register(aw, c)
+	require.NoError(t, aw.Start())
+	t.Cleanup(aw.Stop)
+	return callsQueue, agentQueue
+}
+
 // A parent workflow on a real dev server calls a real durable-llm worker
 // (against llmsim) and gets the model's answer; the same parent ID run
 // again (a retried or reset agent) attaches to the call's recorded answer
@@ -51,21 +76,7 @@ func TestIntegrationCallFromWorkflow(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	callsQueue := "llm-test-" + uuid.NewString()[:8]
-	lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: callsQueue})
-	require.NoError(t, err)
-	require.NoError(t, lw.Start())
-	t.Cleanup(lw.Stop)
-
-	agentQueue := "agent-test-" + uuid.NewString()[:8]
-	aw := worker.New(c, agentQueue, worker.Options{})
-	aw.RegisterWorkflow(Ask)
-	llmworkflow.Register(aw, c)
-	require.NoError(t, aw.Start())
-	t.Cleanup(aw.Stop)
+	callsQueue, agentQueue := startWorkers(t, c, sim, Ask)
 
 	req := workflows.CallRequest{UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
 		Messages: []request.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: "Where is my order 12?"}}}
