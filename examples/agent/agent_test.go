@@ -44,15 +44,11 @@ func TestMain(m *testing.M) {
 
 var orders = map[string]agent.Order{"12": {Status: "shipped", Carrier: "DHL", Tracking: "DHL-0012"}}
 
-// A tool-using conversation runs to its final answer on a real dev server,
-// durable-llm worker and llmsim: one model call asks for lookup_order,
-// the tool runs as an activity, the second model call answers from its
-// result. llmsim sees exactly one request per turn. The run's history then
-// replays against this build, and fails to replay against an agent that
-// skips the tool.
-func TestIntegrationAgent(t *testing.T) {
-	srv := shared.Server(t)
-	c := srv.Client()
+// startCallsWorker starts llmsim and a durable-llm worker (the default
+// policy against it) on a task queue of its own, both stopped when the
+// test ends.
+func startCallsWorker(t *testing.T, c client.Client) (*llmsim.Server, string) {
+	t.Helper()
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	require.NoError(t, err)
 	t.Cleanup(sim.Close)
@@ -64,6 +60,19 @@ func TestIntegrationAgent(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, lw.Start())
 	t.Cleanup(lw.Stop)
+	return sim, callsQueue
+}
+
+// A tool-using conversation runs to its final answer on a real dev server,
+// durable-llm worker and llmsim: one model call asks for lookup_order,
+// the tool runs as an activity, the second model call answers from its
+// result. llmsim sees exactly one request per turn. The run's history then
+// replays against this build, and fails to replay against an agent that
+// skips the tool.
+func TestIntegrationAgent(t *testing.T) {
+	srv := shared.Server(t)
+	c := srv.Client()
+	sim, callsQueue := startCallsWorker(t, c)
 
 	agentQueue := "agent-test-" + uuid.NewString()[:8]
 	aw := worker.New(c, agentQueue, worker.Options{})

@@ -20,9 +20,6 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmnexus"
-	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -128,17 +125,7 @@ func TestIntegrationTypeScriptNexusCaller(t *testing.T) {
 	node := requireTSNexus(t)
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{ExtraArgs: []string{"--namespace", "agents"}})
 	c := srv.Client()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	callsQueue := "llm-test-" + uuid.NewString()[:8]
-	lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: callsQueue})
-	require.NoError(t, err)
-	require.NoError(t, lw.Start())
-	t.Cleanup(lw.Stop)
+	sim, callsQueue := startCallsWorker(t, c)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
