@@ -1,6 +1,7 @@
 package frontdoor_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -223,22 +224,9 @@ func TestRungWithoutToolsIsSkipped(t *testing.T) {
 // package-lock.json), streamed and not, through chat completions and
 // through the Responses API.
 func TestAgentWithTypeScriptClient(t *testing.T) {
-	dir, err := filepath.Abs("testdata/openai-ts")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH (Node 20 or later is needed)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		t.Skipf("the OpenAI JavaScript client is not installed: npm ci --prefix %s", dir)
-	}
+	node, dir := requireTS(t, "the OpenAI JavaScript client", "openai")
 	d := newDoor(t, nil)
-	cmd := exec.CommandContext(ctxT(t), node, "agent.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-agent")
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runTS(t, ctxT(t), node, dir, nil, "agent.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-agent")
 	var got map[string]struct {
 		FirstFinish   string  `json:"first_finish"`
 		FirstContent  *string `json:"first_content"`
@@ -349,23 +337,10 @@ func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
 // with generateText, and the same text piece by piece with streamText;
 // with a tool, generateText's loop runs it and answers from its output.
 func TestVercelAISDKResponses(t *testing.T) {
-	dir, err := filepath.Abs("testdata/openai-ts")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH (Node 20 or later is needed)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ai-sdk", "openai")); err != nil {
-		t.Skipf("the Vercel AI SDK is not installed: npm ci --prefix %s", dir)
-	}
+	node, dir := requireTS(t, "the Vercel AI SDK", "@ai-sdk", "openai")
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	cmd := exec.CommandContext(ctx, node, "ai-sdk.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk")
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runTS(t, ctx, node, dir, nil, "ai-sdk.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk")
 	t.Logf("%s", out)
 	var got struct {
 		Generated struct {
@@ -405,4 +380,38 @@ func TestVercelAISDKResponses(t *testing.T) {
 	require.Equal(t, []string{"42"}, got.Tool.Calls)
 	require.Equal(t, 2, got.Tool.Steps)
 	require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", got.Tool.Text)
+}
+
+// requireTS is node and the testdata/openai-ts folder, skipping the test
+// when node is not on PATH or the package at node_modules/path… (what, for
+// the message) is not installed.
+func requireTS(t *testing.T, what string, path ...string) (node, dir string) {
+	t.Helper()
+	dir, err := filepath.Abs("testdata/openai-ts")
+	require.NoError(t, err)
+	node, err = exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not on PATH (Node 20 or later is needed)")
+	}
+	if _, err := os.Stat(filepath.Join(append([]string{dir, "node_modules"}, path...)...)); err != nil {
+		t.Skipf("%s is not installed: npm ci --prefix %s", what, dir)
+	}
+	return node, dir
+}
+
+// runTS runs node with args in dir, env added to its environment, and
+// returns its standard output; a failure fails the test with its
+// standard error.
+func runTS(t *testing.T, ctx context.Context, node, dir string, env []string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	return out
 }

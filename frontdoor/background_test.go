@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -260,23 +257,10 @@ func TestBackgroundStreamResumes(t *testing.T) {
 // one, and a stream left after three deltas and resumed with
 // retrieve(id, {stream: true, starting_after}).
 func TestBackgroundWithTypeScriptClient(t *testing.T) {
-	dir, err := filepath.Abs("testdata/openai-ts")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH (Node 20 or later is needed)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "openai")); err != nil {
-		t.Skipf("the OpenAI JavaScript client is not installed: npm ci --prefix %s", dir)
-	}
+	node, dir := requireTS(t, "the OpenAI JavaScript client", "openai")
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	cmd := exec.CommandContext(ctx, node, "background.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-background")
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runTS(t, ctx, node, dir, nil, "background.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-background")
 	var got struct {
 		Polled struct {
 			ID            string `json:"id"`

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -200,23 +197,10 @@ func outputText(o map[string]any) string {
 // tool loop likewise: the second turn calls the tool for its own
 // question and answers from that call's output only.
 func TestVercelAISDKMultiTurnChat(t *testing.T) {
-	dir, err := filepath.Abs("testdata/openai-ts")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH (Node 20 or later is needed)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@ai-sdk", "openai")); err != nil {
-		t.Skipf("the Vercel AI SDK is not installed: npm ci --prefix %s", dir)
-	}
+	node, dir := requireTS(t, "the Vercel AI SDK", "@ai-sdk", "openai")
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	cmd := exec.CommandContext(ctx, node, "ai-sdk-chat.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk-chat")
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runTS(t, ctx, node, dir, nil, "ai-sdk-chat.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk-chat")
 	t.Logf("%s", out)
 	type turn struct {
 		Text, ID   string

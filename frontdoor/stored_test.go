@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,24 +135,10 @@ func TestChainOf50Turns(t *testing.T) {
 // both turns answer from its output, and the second turn's call holds
 // the first turn's conversation.
 func TestAgentsSDKChainsWithPreviousResponseID(t *testing.T) {
-	dir, err := filepath.Abs("testdata/openai-ts")
-	require.NoError(t, err)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not on PATH (Node 20 or later is needed)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@openai", "agents")); err != nil {
-		t.Skipf("the OpenAI Agents SDK is not installed: npm ci --prefix %s", dir)
-	}
+	node, dir := requireTS(t, "the OpenAI Agents SDK", "@openai", "agents")
 	d := newDoor(t, nil)
 	ctx := ctxT(t)
-	cmd := exec.CommandContext(ctx, node, "agents-sdk.mjs")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OPENAI_BASE_URL="+d.ts.URL+"/v1", "OPENAI_API_KEY="+tokAcme)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runTS(t, ctx, node, dir, []string{"OPENAI_BASE_URL=" + d.ts.URL + "/v1", "OPENAI_API_KEY=" + tokAcme}, "agents-sdk.mjs")
 	t.Logf("%s", out)
 	var got struct {
 		First, FirstID, Second, SecondID string
