@@ -43,9 +43,11 @@ type Activities struct {
 	// firstTokens and hedges: the adaptive hedge delay and the hedge
 	// budget (docs/how-it-works.md "Hedged calls").
 	firstTokens *guard.FirstTokens
-	fleet       *guard.Sync // nil: this worker decides alone
-	tracing     bool
-	hedges      *guard.RetryBudget
+	// stalls are the endpoints' queues as this process sees them (stall.go).
+	stalls  *stalls
+	fleet   *guard.Sync // nil: this worker decides alone
+	tracing bool
+	hedges  *guard.RetryBudget
 	// races are the upstream requests of the hedged attempts running in
 	// this process (race.go): the first to answer cuts the other's.
 	races races
@@ -128,7 +130,7 @@ func New(o Options) (*Activities, error) {
 		steps: newOnceSteps(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
-		firstTokens: guard.NewFirstTokens(), fleet: o.Sync, tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		firstTokens: guard.NewFirstTokens(), stalls: newStalls(), fleet: o.Sync, tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 	}
 	if a.metrics == nil {
@@ -279,7 +281,8 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 	now := a.now()
 	p := Prepared{State: in.State}
 	want := in.State.Model
-	var breakerSkipped []string
+	var breakerSkipped, budgetSkipped []string
+	budgetWhy := "" // the last refusal of the retry budget
 	refused := 0 // retries the budget refused
 	defer func() {
 		// Each model an open breaker refused is an attempt refused, in
@@ -310,7 +313,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
 		if !ok {
-			if w := a.trialWait(in, breakerSkipped); w.Hold > 0 {
+			if w := a.trialWait(in, breakerSkipped, budgetSkipped, budgetWhy); w.Hold > 0 {
 				breakerSkipped, refused = nil, 0 // a wait, not attempts refused: nothing counted
 				return w, nil
 			}
@@ -382,6 +385,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			// Spent by other calls since this call's step was decided, or
 			// this tenant took its share while others are calling.
 			refused++
+			budgetSkipped = append(budgetSkipped, m.Name)
 			p.State = p.State.Skip(m.Name, failure.None)
 			reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.EndpointLabel())
 			if capped {
@@ -389,6 +393,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 					in.Request.Tenant, a.cfg.Budget.TenantShare*100, m.EndpointLabel())
 			}
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget", Reason: reason})
+			budgetWhy = strings.TrimSuffix(reason, ": no upstream call made")
 			continue
 		}
 		a.metrics.Budget(b.Remaining(now))
@@ -455,12 +460,15 @@ func paceLimits(cfg *config.Config) map[string]limits {
 }
 
 // trialWait is the wait of a call whose every model is behind an open
-// breaker (skipped are those models, in ladder order), when the call may
-// still wait for the breakers' trials to show recovery: up to
+// breaker (open are those models, in ladder order) or a spent retry
+// budget (spent), when the call may still wait for the breakers' trials
+// to show recovery or for the traffic to earn the budget a retry: up to
 // call.max_wait for its scenario (max_wait_stream when streamed) in all,
 // within its deadline, a step of 0.5–1.5 s at a time (drawn, so that
 // waiting calls recheck apart). Zero Hold: no wait, the fallback answers.
-func (a *Activities) trialWait(in PrepareInput, skipped []string) Prepared {
+// Waiting sends nothing: a retry still needs the budget's leave.
+func (a *Activities) trialWait(in PrepareInput, open, spent []string, spentWhy string) Prepared {
+	skipped := append(slices.Clone(open), spent...)
 	if in.Only || len(skipped) == 0 {
 		return Prepared{}
 	}
@@ -473,25 +481,65 @@ func (a *Activities) trialWait(in PrepareInput, skipped []string) Prepared {
 	st := in.State
 	st.Waited += step
 	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true,
-		HoldReason: fmt.Sprintf("every model's breaker is open (%s): waiting for their trials (%s of %s waited)",
-			strings.Join(skipped, ", "), callstate.FormatDuration(st.Waited), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
+		HoldReason: fmt.Sprintf("%s: waiting for %s (%s of %s waited)",
+			blocked(open, spent, spentWhy), waitedFor(open, spent), callstate.FormatDuration(st.Waited), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
+}
+
+// blocked words why the models a call waits on may not take it: open
+// breakers, spent retry budgets (spentWhy, when given, says how).
+func blocked(open, spent []string, spentWhy string) string {
+	var parts []string
+	if len(open) > 0 {
+		parts = append(parts, "breaker open: "+strings.Join(open, ", "))
+	}
+	if len(spent) > 0 {
+		if spentWhy == "" {
+			spentWhy = "retry budget spent"
+		}
+		parts = append(parts, spentWhy+": "+strings.Join(spent, ", "))
+	}
+	return "no model may take the call (" + strings.Join(parts, "; ") + ")"
+}
+
+// waitedFor words what a waiting call waits for.
+func waitedFor(open, spent []string) string {
+	switch {
+	case len(spent) == 0:
+		return "their trials"
+	case len(open) == 0:
+		return "the traffic to earn the budget a retry"
+	}
+	return "the breakers' trials or the budget"
 }
 
 // waitForTrials turns fb, a fallback for want of a model to switch to,
 // into a step back to PrepareAttempt when models that could serve the call
-// are behind open breakers (open) and the call may still wait for their
-// trials (trialWait's bounds: call.max_wait for its scenario, the
-// deadline): those models become untried again, so PrepareAttempt waits on
-// a visible timer and lets the breakers say when the call goes. Without
+// are behind open breakers (open) or, when the retry budget refused fb's
+// step, on endpoints whose budget is spent (spentEndpoints; decision
+// wait_for_budget), and the call may still wait (trialWait's bounds:
+// call.max_wait for its scenario, the deadline): those models become
+// untried again, so PrepareAttempt waits on a visible timer and lets the
+// breakers and the budget say when the call goes. Without
 // this, an attempt whose breaker opened between planning and sending, or
 // a failure while the other models were open, went to the FAQ at once.
 // Otherwise it returns fb.
-func (a *Activities) waitForTrials(in DecideInput, open []string, fb callstate.Step) callstate.Step {
-	var waitOn []string
+func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string, fb callstate.Step) callstate.Step {
+	var waitOn, onOpen, onSpent []string
 	for _, m := range a.cfg.Models {
-		if slices.Contains(open, m.Name) && len(request.Lacks(m, in.Needs)) == 0 {
-			waitOn = append(waitOn, m.Name)
+		if len(request.Lacks(m, in.Needs)) > 0 {
+			continue
 		}
+		switch {
+		case slices.Contains(open, m.Name):
+			onOpen = append(onOpen, m.Name)
+		case fb.BudgetRefused && slices.Contains(spentEndpoints, m.Endpoint()) && !slices.Contains(fb.Next.Tried, m.Name):
+			// The budget refused the step the class asked for: wait for
+			// it on the models the call has not given up on.
+			onSpent = append(onSpent, m.Name)
+		default:
+			continue
+		}
+		waitOn = append(waitOn, m.Name)
 	}
 	left := a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream) - in.State.Waited
 	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Outcome.Elapsed - callstate.MinAttemptTime
@@ -507,9 +555,13 @@ func (a *Activities) waitForTrials(in DecideInput, open []string, fb callstate.S
 	next.Model, next.Pending = waitOn[0], failure.None
 	next.From = callstate.From{N: next.N, Class: in.Outcome.Class}
 	next.N++
-	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: "wait_for_trials", BudgetRefused: fb.BudgetRefused,
-		Reason: fmt.Sprintf("%s; %s behind an open breaker: wait for their trials (call.max_wait %s, %s waited)",
-			fb.Reason, strings.Join(waitOn, ", "), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)), callstate.FormatDuration(in.State.Waited))}
+	decision := "wait_for_trials"
+	if len(onOpen) == 0 {
+		decision = "wait_for_budget"
+	}
+	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: decision, BudgetRefused: fb.BudgetRefused,
+		Reason: fmt.Sprintf("%s; %s: wait for %s (call.max_wait %s, %s waited)",
+			fb.Reason, blocked(onOpen, onSpent, ""), waitedFor(onOpen, onSpent), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)), callstate.FormatDuration(in.State.Waited))}
 }
 
 // held returns the rate-limit hold on model m at now: the scope held the
@@ -573,7 +625,7 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 	}
 	step := callstate.Next(a.cfg, s, out, v)
 	if step.Kind == callstate.Fallback && step.NoModel {
-		step = a.waitForTrials(in, v.Open, step)
+		step = a.waitForTrials(in, v.Open, v.Spent, step)
 	}
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()

@@ -210,18 +210,25 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
+			waiting, done := a.stalls.wait(m.Endpoint(), start)
 			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
-				patient: func() bool { return a.onlyFallbackAfterACut(a.now()) }},
+				patient: func() (bool, time.Duration) { return a.patience(waiting, m.FirstTokenTimeout.D()) }},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {
 						firstAt = a.now()
+						done()
+						a.stalls.firstToken(m.Endpoint(), start)
 						ann.firstToken() // before the first delta is published
 					}
 				}, live)
+			done()
 			resp, err, obs.Stream, logprobs = st.resp, st.err, st.obs, st.logprobs
 		} else {
 			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
+			if err == nil {
+				a.stalls.firstToken(m.Endpoint(), start)
+			}
 		}
 	}
 	stopHeartbeat()
@@ -765,11 +772,34 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 	if !a.classes.Allow(failure.ReadTimeout, now) {
 		return true
 	}
+	endpoints := a.endpoints()
+	return len(a.budgets.Spent(now, endpoints...)) == len(endpoints)
+}
+
+// patience is the stream watchdog's question when the first token of the
+// attempt w (under a first-token timeout ftt) is overdue: wait on to the
+// attempt's deadline when a cut could only lead to the fallback; wait and
+// ask again (stallRecheck) while every endpoint a cut could move the call
+// to is stalled (stall.go), so that a retry would only queue again behind
+// the same requests, up to one more ftt; else cut.
+func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, recheck time.Duration) {
+	now := a.now()
+	switch {
+	case a.onlyFallbackAfterACut(now):
+		return true, 0
+	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints()):
+		return true, stallRecheck
+	}
+	return false, 0
+}
+
+// endpoints lists the endpoints of the ladder's models, each once.
+func (a *Activities) endpoints() []string {
 	endpoints := make([]string, 0, len(a.cfg.Models))
 	for _, l := range a.cfg.Models {
 		if !slices.Contains(endpoints, l.Endpoint()) {
 			endpoints = append(endpoints, l.Endpoint())
 		}
 	}
-	return len(a.budgets.Spent(now, endpoints...)) == len(endpoints)
+	return endpoints
 }

@@ -113,9 +113,10 @@ func TestTenantShareSkipsTheRetry(t *testing.T) {
 	if p, _ := a.PrepareAttempt(ctx, acme); p.Model == "" {
 		t.Fatalf("acme's first retry was refused: %s", p.Reason)
 	}
+	// Refused for now: acme waits (no request) for the budget, told why.
 	p, _ := a.PrepareAttempt(ctx, acme)
-	if len(p.Skipped) == 0 || !strings.Contains(p.Skipped[0].Reason, `tenant "acme" took its share (50%)`) {
-		t.Fatalf("acme's second retry: model %q, skipped %+v", p.Model, p.Skipped)
+	if p.Hold <= 0 || !p.Recheck || !strings.Contains(p.HoldReason, `tenant "acme" took its share (50%)`) {
+		t.Fatalf("acme's second retry: model %q, hold %s (%q), skipped %+v", p.Model, p.Hold, p.HoldReason, p.Skipped)
 	}
 	if p, _ := a.PrepareAttempt(ctx, globex); p.Model != "qwen-72b" {
 		t.Fatalf("globex's retry was refused: %+v", p.Skipped)

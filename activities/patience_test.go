@@ -1,8 +1,11 @@
 package activities
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,5 +67,75 @@ func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 		if out.Content != "Your parcel ships today." {
 			t.Errorf("answer %q, want the slow model's", out.Content)
 		}
+	}
+}
+
+// TestAQueuedEndpointKeepsItsPlace: an endpoint slow for every request
+// (first token after 300 ms, past the 200 ms first_token_timeout) with
+// no other endpoint to move to. Five attempts waiting there at once see a
+// queue: a cut would only join its back again, so each waits (up to one
+// more first-token timeout) and every caller gets the model's answer. One
+// attempt alone is cut as before (one slow request says little), and so
+// are attempts that younger requests passed: the endpoint served those,
+// so the old ones are lost, not queued.
+func TestAQueuedEndpointKeepsItsPlace(t *testing.T) {
+	slow := sse{headerDelay: 300 * time.Millisecond, done: true,
+		events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	quick := slow
+	quick.headerDelay = 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "quick") {
+			quick.serve(w, r)
+			return
+		}
+		slow.serve(w, r)
+	}))
+	defer srv.Close()
+	newActivities := func() *Activities {
+		cfg := config.DefaultConfig()
+		for i := range cfg.Models {
+			cfg.Models[i].BaseURL = srv.URL + "/v1"
+			cfg.Models[i].FirstTokenTimeout = config.Duration(200 * time.Millisecond)
+		}
+		a, err := New(Options{Config: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	// run starts n slow attempts at once on a, and after 50 ms a quick one
+	// if passed; it returns how many of the slow ones the model answered.
+	run := func(a *Activities, n int, passed bool) (answered int) {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		for range n {
+			wg.Go(func() {
+				v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 3*time.Second)
+				var out CallOutcome
+				if err == nil && v.Get(&out) == nil && out.Content == "Your parcel ships today." {
+					mu.Lock()
+					answered++
+					mu.Unlock()
+				}
+			})
+		}
+		if passed {
+			time.Sleep(50 * time.Millisecond)
+			if _, err := callAttempt(t, a, "A quick question", callstate.Shape{}, 3*time.Second); err != nil {
+				t.Errorf("the quick request failed: %v", err)
+			}
+		}
+		wg.Wait()
+		return answered
+	}
+	if got := run(newActivities(), 1, false); got != 0 {
+		t.Errorf("one slow attempt alone was waited for past first_token_timeout (%d answered)", got)
+	}
+	if got := run(newActivities(), 5, false); got != 5 {
+		t.Errorf("%d of 5 attempts queued on a slow endpoint got the model's answer, want all (a cut only queues again)", got)
+	}
+	if got := run(newActivities(), 5, true); got != 0 {
+		t.Errorf("%d of 5 attempts that a younger request passed were waited for, want each cut", got)
 	}
 }

@@ -32,9 +32,10 @@ func TestStepCallsPayFromTheRetryBudget(t *testing.T) {
 	if p := step(1); p.Model != "qwen-72b" {
 		t.Fatalf("step 1 took the one retry: want qwen-72b, got %q (%+v)", p.Model, p.Skipped)
 	}
+	// Step 2 sends nothing: it waits for the budget, which says so.
 	p := step(2)
-	if len(p.Skipped) == 0 || p.Skipped[0].Guard != "budget" || !strings.Contains(p.Skipped[0].Reason, "retry budget of") {
-		t.Fatalf("step 2 after the budget was spent: model %q, skipped %+v", p.Model, p.Skipped)
+	if p.Hold <= 0 || !p.Recheck || !strings.Contains(p.HoldReason, "retry budget of") {
+		t.Fatalf("step 2 after the budget was spent: model %q, hold %s (%q), skipped %+v", p.Model, p.Hold, p.HoldReason, p.Skipped)
 	}
 	// A call a caller starts still counts its first request as a request.
 	if p := step(0); p.Model != "qwen-72b" {

@@ -46,9 +46,9 @@ type streamLimits struct {
 	firstToken, idle time.Duration
 	maxBytes         int
 	// patient, when set, is asked when the first-token timeout passes:
-	// true lets the request run on (to its context's deadline) instead of
-	// cutting it.
-	patient func() bool
+	// wait lets the request run on instead of cutting it, to its
+	// context's deadline, or (recheck > 0) until asked again after recheck.
+	patient func() (wait bool, recheck time.Duration)
 }
 
 // watchdog cancels a streamed request when no first chunk arrives within
@@ -59,17 +59,35 @@ type watchdog struct {
 	cancel context.CancelCauseFunc
 	idle   time.Duration
 	fired  error
+	// chunked: a chunk came, the idle timeout rules from then on.
+	chunked bool
 }
 
 func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 	w := &watchdog{cancel: cancel, idle: t.idle}
-	w.timer = time.AfterFunc(t.firstToken, func() {
-		if t.patient != nil && t.patient() {
-			return
+	var due func()
+	due = func() {
+		if t.patient != nil {
+			if wait, recheck := t.patient(); wait {
+				if recheck > 0 {
+					w.rearm(recheck, due)
+				}
+				return
+			}
 		}
 		w.fire(errFirstToken)
-	})
+	}
+	w.timer = time.AfterFunc(t.firstToken, due)
 	return w
+}
+
+// rearm asks f again after d, unless a chunk came or the watch ended.
+func (w *watchdog) rearm(d time.Duration, f func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fired == nil && w.timer != nil && !w.chunked {
+		w.timer = time.AfterFunc(d, f)
+	}
 }
 
 func (w *watchdog) fire(cause error) {
@@ -86,6 +104,7 @@ func (w *watchdog) chunk() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fired == nil && w.timer != nil {
+		w.chunked = true
 		w.timer.Stop()
 		w.timer = time.AfterFunc(w.idle, func() { w.fire(errIdle) })
 	}

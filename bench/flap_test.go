@@ -51,6 +51,12 @@ func TestIntegrationFlappingEndpointServesItsUpWindows(t *testing.T) {
 	s := rep.Runs[0].Summary
 	t.Logf("by a model: %.1f %% of %d calls while the endpoint works, %.1f %% in the incident; amplification %.2f in the incident, %.2f over the run; recoveries %s",
 		s.WorkingByModelPct, s.WorkingCalls, s.IncidentByModelPct, s.AmpIncident, s.AmpOverall, s.RecoveryString())
+	for _, o := range rep.Runs[0].Outcomes {
+		if working, _ := c.Working(o.Start); working && !(o.ByModel && o.Latency <= c.Deadline) {
+			t.Logf("call %d started at %s while the endpoint works, ended after %s: source %q, path %s, error %v",
+				o.I, fmtDur(o.Start), fmtDur(o.Latency), o.Source, o.Path, o.Err)
+		}
+	}
 	if s.WorkingCalls < 90 || s.UpCalls < 30 {
 		t.Fatalf("%d calls while the endpoint works, %d in its up window: the run did not flap as written", s.WorkingCalls, s.UpCalls)
 	}

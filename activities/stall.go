@@ -1,0 +1,101 @@
+package activities
+
+import (
+	"sync"
+	"time"
+)
+
+// stallEvidence is how many other attempts on an endpoint must be waiting
+// for their first token, none of them given one, before this process
+// judges the endpoint stalled: one slow request says little about the
+// endpoint, a queue of them says it is slow for everyone.
+const stallEvidence = 3
+
+// stallRecheck is how often an attempt kept open on a stalled endpoint
+// asks again: once the endpoint gives first tokens to others, a request
+// still waiting is cut (it may be lost, as in a hang) and the call moves on.
+const stallRecheck = 250 * time.Millisecond
+
+// stalls knows, per endpoint, the streamed attempts of this process
+// waiting for their first token and the latest start of a request there
+// that got one.
+//
+// When the first-token timeout passes on an endpoint where no request
+// that started after this attempt has had its first token, while others
+// wait there too, the endpoint is slow for everyone, in order: cutting
+// the attempt buys nothing, since the retry joins the back of the same
+// queue (the models of one provider share it), pays from the retry budget
+// and leaves the caller less of the deadline. The attempt keeps its place
+// instead, for at most one more first-token timeout. Once a younger
+// request is served the attempt has been passed over (lost, as in a
+// hang) and is cut (docs/how-it-works.md "Failure classes", read_timeout).
+type stalls struct {
+	mu      sync.Mutex
+	waiting map[string]map[*stallWait]struct{}
+	served  map[string]time.Time
+}
+
+type stallWait struct{ since time.Time }
+
+func newStalls() *stalls {
+	return &stalls{waiting: map[string]map[*stallWait]struct{}{}, served: map[string]time.Time{}}
+}
+
+// wait registers an attempt on endpoint that started at since and waits
+// for its first token; done unregisters it (idempotent).
+func (s *stalls) wait(endpoint string, since time.Time) (w *stallWait, done func()) {
+	w = &stallWait{since: since}
+	s.mu.Lock()
+	if s.waiting[endpoint] == nil {
+		s.waiting[endpoint] = map[*stallWait]struct{}{}
+	}
+	s.waiting[endpoint][w] = struct{}{}
+	s.mu.Unlock()
+	var once sync.Once
+	return w, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			delete(s.waiting[endpoint], w)
+			s.mu.Unlock()
+		})
+	}
+}
+
+// firstToken records that a request to endpoint started at since got its
+// first token (or, unstreamed, its whole reply).
+func (s *stalls) firstToken(endpoint string, since time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if since.After(s.served[endpoint]) {
+		s.served[endpoint] = since
+	}
+}
+
+// stalled reports whether endpoint has served no request that started at
+// or after w while at least stallEvidence attempts other than w wait there.
+func (s *stalls) stalled(endpoint string, w *stallWait) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.served[endpoint]; ok && !t.Before(w.since) {
+		return false
+	}
+	others := 0
+	for o := range s.waiting[endpoint] {
+		if o != w {
+			others++
+		}
+	}
+	return others >= stallEvidence
+}
+
+// everyStalled reports whether each of endpoints is stalled for w: the
+// one w waits on and any other a cut could move the call to. An endpoint
+// with nobody waiting there is not: a cut may go to it.
+func (s *stalls) everyStalled(w *stallWait, endpoints []string) bool {
+	for _, e := range endpoints {
+		if !s.stalled(e, w) {
+			return false
+		}
+	}
+	return len(endpoints) > 0
+}
