@@ -283,7 +283,7 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 	want := in.State.Model
 	var breakerSkipped, budgetSkipped []string
 	budgetWhy := "" // the last refusal of the retry budget
-	refused := 0 // retries the budget refused
+	refused := 0    // retries the budget refused
 	defer func() {
 		// Each model an open breaker refused is an attempt refused, in
 		// llm_attempts_total, and each retry the budget refused is one,
