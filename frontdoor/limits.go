@@ -9,6 +9,8 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/workflows"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // Limits are one tenant's load limits at the front door: calls it may
@@ -57,6 +59,12 @@ type Limits struct {
 	// tool schema at the limits of policies/structured takes about half a
 	// second. Default 6,000 (a tenth of a core).
 	ValidationMSPerMinute int `yaml:"validation_ms_per_minute"`
+	// StoreRetention is how long the tenant's completed responses may be
+	// continued and listed (stored responses, docs/responses.md): a tenant
+	// may keep its responses for less than the front door's retention
+	// (Options.StoreRetention, default 30 days), never for more. 0 (or not
+	// given): the front door's.
+	StoreRetention config.Duration `yaml:"store_retention"`
 }
 
 // DefaultLimits are the limits of a tenant that the tenants file does not
@@ -69,6 +77,7 @@ const (
 	LimitTokens     = "tokens_per_minute"
 	LimitInFlight   = "max_in_flight"
 	LimitValidation = "validation_ms_per_minute"
+	LimitRetention  = "store_retention"
 )
 
 // InFlightRetryAfter is the Retry-After of a call refused by
@@ -89,6 +98,9 @@ func (l Limits) problem() string {
 		if f.v < 0 {
 			return fmt.Sprintf("%s is %d; want 0 (no limit) or more", f.name, f.v)
 		}
+	}
+	if l.StoreRetention < 0 {
+		return fmt.Sprintf("%s is %s; want 0 (the front door's) or more", LimitRetention, l.StoreRetention.D())
 	}
 	return ""
 }

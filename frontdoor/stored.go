@@ -51,9 +51,9 @@ func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows
 		return req, res, desc, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "response_not_completed",
 			message: fmt.Sprintf("Response %q has not completed (only a completed response can be continued or listed).", rid)}
 	}
-	if ct := desc.WorkflowCloseTime; ct != nil && !ct.IsZero() && h.o.Now().Sub(*ct) > h.retention() {
+	if keep := h.retention(tenant); desc.WorkflowCloseTime != nil && !desc.WorkflowCloseTime.IsZero() && h.o.Now().Sub(*desc.WorkflowCloseTime) > keep {
 		return req, res, desc, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "response_expired",
-			message: fmt.Sprintf("Response %q is past its retention of %s.", rid, h.retention())}
+			message: fmt.Sprintf("Response %q is past its retention of %s.", rid, keep)}
 	}
 	runID := desc.WorkflowExecution.RunID
 	var err error
@@ -66,11 +66,17 @@ func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows
 	return req, res, desc, nil
 }
 
-func (h *Handler) retention() time.Duration {
+// retention is how long tenant's completed responses are kept: the front
+// door's StoreRetention, or the tenant's store_retention when shorter.
+func (h *Handler) retention(tenant string) time.Duration {
+	keep := DefaultStoreRetention
 	if h.o.StoreRetention > 0 {
-		return h.o.StoreRetention
+		keep = h.o.StoreRetention
 	}
-	return DefaultStoreRetention
+	if own := h.o.Tenants.Limits(tenant).StoreRetention.D(); own > 0 && own < keep {
+		keep = own
+	}
+	return keep
 }
 
 // chain puts the conversation of the tenant's response prev before req's

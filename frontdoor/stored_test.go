@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
 )
@@ -294,4 +296,39 @@ func TestUnstoredResponseIsNotKept(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, e.StatusCode)
 	require.Equal(t, "store", e.Param)
 	require.Contains(t, e.Message, "background")
+}
+
+// TestStoredResponseRetentionIsTheTenants: a tenant whose entry sets
+// store_retention 1h keeps its responses for an hour, another tenant for
+// the front door's retention: two hours after both completed, acme's can
+// no longer be continued (400 response_expired, naming the retention) and
+// globex's still can.
+func TestStoredResponseRetentionIsTheTenants(t *testing.T) {
+	var later atomic.Int64 // how far the front door's clock is ahead
+	tenants, err := frontdoor.ParseTenantsFile([]byte(fmt.Sprintf(
+		"tenants:\n  - name: acme\n    tokens: [%s]\n    limits: {store_retention: 1h}\n  - name: globex\n    tokens: [%s]\n", tokAcme, tokGlobex)), "tenants.yaml")
+	require.NoError(t, err)
+	d := newDoor(t, func(o *frontdoor.Options) {
+		o.Tenants = tenants
+		o.Now = func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
+	})
+	ctx := ctxT(t)
+	first := map[string]string{}
+	for _, tok := range []string{tokAcme, tokGlobex} {
+		r, err := d.openai(tok).Responses.New(ctx, responses.ResponseNewParams{Model: "auto",
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Which plan am I on? (retention)")}})
+		require.NoError(t, err)
+		first[tok] = r.ID
+	}
+	later.Store(int64(2 * time.Hour))
+	cont := func(tok string) error {
+		_, err := d.openai(tok).Responses.New(ctx, responses.ResponseNewParams{Model: "auto", PreviousResponseID: openai.String(first[tok]),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("And what does it cost?")}})
+		return err
+	}
+	e := apiError(t, cont(tokAcme))
+	require.Equal(t, http.StatusBadRequest, e.StatusCode, e.Message)
+	require.Equal(t, "response_expired", e.Code)
+	require.Contains(t, e.Message, "retention of 1h0m0s")
+	require.NoError(t, cont(tokGlobex), "globex keeps the front door's 30 days")
 }

@@ -14,6 +14,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/durable-llm/durable-llm/policies/config"
 )
 
 // TokensEnv is the environment variable that maps bearer tokens to tenants:
@@ -54,7 +56,7 @@ type tenantEntry struct {
 //	tenants:
 //	  - name: acme
 //	    tokens: [<token>]            # bearer tokens as clients send them (32+ characters)
-//	    limits: {requests_per_minute: 60}   # this tenant's own, over the defaults
+//	    limits: {requests_per_minute: 60, store_retention: 24h}   # this tenant's own, over the defaults
 //	  - name: globex
 //	    token_sha256:                # or their SHA-256 (hex), so the file holds no secret
 //	      - cf0b1ca40e47d039012df886642633225d987dbc397e9b576bd3a71a002050b8
@@ -87,6 +89,8 @@ type TenantLimits struct {
 	TokensPerMinute       *int `yaml:"tokens_per_minute"`
 	MaxInFlight           *int `yaml:"max_in_flight"`
 	ValidationMSPerMinute *int `yaml:"validation_ms_per_minute"`
+	// StoreRetention, when set, is the tenant's Limits.StoreRetention.
+	StoreRetention *config.Duration `yaml:"store_retention"`
 }
 
 // over returns d with the fields of l that are set.
@@ -102,6 +106,9 @@ func (l *TenantLimits) over(d Limits) Limits {
 		if f.from != nil {
 			*f.to = *f.from
 		}
+	}
+	if l.StoreRetention != nil {
+		d.StoreRetention = *l.StoreRetention
 	}
 	return d
 }

@@ -118,6 +118,7 @@ func TestTenantsFileProblems(t *testing.T) {
 		{"= in the name", "tenants:\n  - name: ac=me\n    tokens: [" + tokA + "]\n", `tenants[0].tokens[0]: tenant name "ac=me" has "="`},
 		{"negative limit", "tenants:\n  - name: acme\n    tokens: [" + tokA + "]\n    limits: {max_in_flight: -1}\n", "tenants[0].limits: max_in_flight is -1"},
 		{"negative default", "defaults: {tokens_per_minute: -5}\ntenants:\n  - name: acme\n    tokens: [" + tokA + "]\n", "defaults: tokens_per_minute is -5"},
+		{"negative retention", "tenants:\n  - name: acme\n    tokens: [" + tokA + "]\n    limits: {store_retention: -1h}\n", "tenants[0].limits: store_retention is -1h0m0s"},
 		{"unknown limit", "tenants:\n  - name: acme\n    tokens: [" + tokA + "]\n    limits: {rpm: 5}\n", "field rpm not found"},
 		{"limits twice", "tenants:\n  - name: acme\n    tokens: [" + tokA + "]\n    limits: {max_in_flight: 1}\n  - name: acme\n    tokens: [" + tokC + "]\n    limits: {max_in_flight: 2}\n", `tenants[1].limits: tenant "acme" has limits already in tenants[0]`},
 	} {

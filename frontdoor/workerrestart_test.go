@@ -233,22 +233,29 @@ func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 	require.Equal(t, res.Content, text.String(), "the text is the call's final answer")
 	require.Equal(t, res.Content, final.OutputText())
 
-	// Every event once: the numbers are exactly the ones the whole answer
-	// has (responsesFormat): 0 to 3, then each delta's 3 + the bytes of
-	// text once it is added, then the four closing events.
+	requireEveryEventOnce(t, res.Content, pieces, seqs)
+
+	require.LessOrEqual(t, conv.Attempts, 2, "at most one resend: the worker died with the request open")
+	if conv.Attempts == 2 {
+		require.Contains(t, classes, "worker_lost")
+	}
+}
+
+// requireEveryEventOnce checks the sequence numbers seqs of a background
+// response's events read across a restart, whose text deltas were pieces
+// and whose answer is content: they are exactly the ones the whole answer
+// has (responsesFormat): 0 to 3, then each delta's 3 + the bytes of text
+// once it is added, then the four closing events.
+func requireEveryEventOnce(t *testing.T, content string, pieces []string, seqs []int64) {
+	t.Helper()
 	want := []int64{0, 1, 2, 3}
 	b := 0
 	for _, piece := range pieces {
 		b += len(piece)
 		want = append(want, int64(3+b))
 	}
-	end := int64(3 + len(res.Content))
+	end := int64(3 + len(content))
 	want = append(want, end+1, end+2, end+3, end+4)
 	require.Equal(t, want, seqs, "no sequence number repeated or missing")
-	require.Equal(t, len(res.Content), b, "the deltas reach the end of the text")
-
-	require.LessOrEqual(t, conv.Attempts, 2, "at most one resend: the worker died with the request open")
-	if conv.Attempts == 2 {
-		require.Contains(t, classes, "worker_lost")
-	}
+	require.Equal(t, len(content), b, "the deltas reach the end of the text")
 }
