@@ -83,13 +83,18 @@ func pathNexus(ctx workflow.Context, in pathInput) (workflows.CallResult, error)
 	return llmworkflow.CallNexus(ctx, in.Endpoint, in.Request)
 }
 
+// pathNexusQuick calls through the Nexus service's call_quick operation.
+func pathNexusQuick(ctx workflow.Context, in pathInput) (workflows.CallResult, error) {
+	return llmworkflow.CallNexus(ctx, in.Endpoint, in.Request, llmworkflow.WithQuickAnswer())
+}
+
 // pathCall is one path: it makes call i and returns the caller's and the
 // call's workflows (namespace client, ID).
 type pathFunc func(ctx context.Context, i int) (caller, call string, err error)
 
 // RunPaths measures one model call's happy path from an agent: a bare
-// child LLMCall, llmworkflow.Call, the Nexus operation from a second
-// namespace, and the HTTP front door, against a zero-latency llmsim on one
+// child LLMCall, llmworkflow.Call, the Nexus operations (call, call_quick)
+// from a second namespace, and the HTTP front door, against a zero-latency llmsim on one
 // dev server and one in-process durable-llm worker; the paths' calls are
 // interleaved at concurrency 1.
 func RunPaths(ctx context.Context, o PathsOptions) (*PathsReport, error) {
@@ -123,6 +128,7 @@ func RunPaths(ctx context.Context, o PathsOptions) (*PathsReport, error) {
 		w.RegisterWorkflow(pathChild)
 		w.RegisterWorkflow(pathCall)
 		w.RegisterWorkflow(pathNexus)
+		w.RegisterWorkflow(pathNexusQuick)
 		llmworkflow.Register(w, c)
 		if err := w.Start(); err != nil {
 			return nil, err
@@ -167,6 +173,7 @@ func RunPaths(ctx context.Context, o PathsOptions) (*PathsReport, error) {
 		{"bare child workflow", "a workflow that starts LLMCall with ExecuteChildWorkflow", o.Temporal, viaWorkflow(o.Temporal, pathChild)},
 		{"llmworkflow.Call", "the same through llmworkflow.Call (ID from the request, REQUEST_CANCEL, memo)", o.Temporal, viaWorkflow(o.Temporal, pathCall)},
 		{"Nexus", "a workflow in namespace " + PathsNamespace + " through llmworkflow.CallNexus and the endpoint", agents, viaWorkflow(agents, pathNexus)},
+		{"Nexus, call_quick", "the same with llmworkflow.WithQuickAnswer (the answer in the start response)", agents, viaWorkflow(agents, pathNexusQuick)},
 		{"HTTP front door", "POST /v1/chat/completions with go-openai, no caller workflow", nil, func(ctx context.Context, i int) (string, string, error) {
 			req := chatRequest(i)
 			req.User = fmt.Sprintf("%s-fd-u%d", run, i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nexus-rpc/sdk-go/nexus"
 	commonpb "go.temporal.io/api/common/v1"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/temporalnexus"
 
 	"github.com/durable-llm/durable-llm/internal/markdown"
@@ -30,7 +32,16 @@ type Options struct {
 	// Client gives the calls' execution timeout (its Deadline and
 	// ExecutionMargin); its Temporal and IDs fields are not used.
 	Client llmclient.Client
+	// QuickWait is how long call_quick waits for the call before it goes
+	// on asynchronously; default DefaultQuickWait. It is also kept a
+	// second inside the handler's own deadline.
+	QuickWait time.Duration
 }
+
+// DefaultQuickWait is the default of Options.QuickWait: a model's short
+// answer fits, and the handler answers well within the Nexus request's
+// deadline (10 s on the Temporal server by default).
+const DefaultQuickWait = 5 * time.Second
 
 // Service returns the Nexus service with the call operation. Register it
 // on a worker of the calls' namespace (worker.RegisterNexusService).
@@ -38,29 +49,136 @@ func Service(o Options) (*nexus.Service, error) {
 	if o.TaskQueue == "" {
 		o.TaskQueue = workflows.TaskQueue
 	}
-	op, err := temporalnexus.NewWorkflowRunOperationWithOptions(temporalnexus.WorkflowRunOperationOptions[workflows.CallRequest, workflows.CallResult]{
-		Name: workflows.NexusOperationCall,
+	op, err := o.callOperation(workflows.NexusOperationCall)
+	if err != nil {
+		return nil, err
+	}
+	async, err := o.callOperation(workflows.NexusOperationCallQuick)
+	if err != nil {
+		return nil, err
+	}
+	s := nexus.NewService(workflows.NexusService)
+	if err := s.Register(op, &quickOperation{async: async, o: o}); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// callOperation is the asynchronous call operation under name: the
+// LLMCall workflow of the request, with the caller's namespace as its
+// tenant and the operation's completion callback attached (to a running
+// call of the same ID too).
+func (o Options) callOperation(name string) (nexus.Operation[workflows.CallRequest, workflows.CallResult], error) {
+	return temporalnexus.NewWorkflowRunOperationWithOptions(temporalnexus.WorkflowRunOperationOptions[workflows.CallRequest, workflows.CallResult]{
+		Name: name,
 		Handler: func(ctx context.Context, req workflows.CallRequest, so nexus.StartOperationOptions) (temporalnexus.WorkflowHandle[workflows.CallResult], error) {
-			ns, err := CallerNamespace(so.Links)
-			if err != nil {
-				return nil, err
-			}
-			req.Tenant = ns
-			opts, err := o.startOptions(req)
+			req, opts, err := o.tenantCall(req, so)
 			if err != nil {
 				return nil, err
 			}
 			return temporalnexus.ExecuteUntypedWorkflow[workflows.CallResult](ctx, so, opts, workflows.WorkflowName, req)
 		},
 	})
+}
+
+// tenantCall is req with the caller's namespace as its tenant, and its
+// start options.
+func (o Options) tenantCall(req workflows.CallRequest, so nexus.StartOperationOptions) (workflows.CallRequest, client.StartWorkflowOptions, error) {
+	ns, err := CallerNamespace(so.Links)
+	if err != nil {
+		return req, client.StartWorkflowOptions{}, err
+	}
+	req.Tenant = ns
+	opts, err := o.startOptions(req)
+	return req, opts, err
+}
+
+// quickOperation is call_quick. It starts the call (or finds the running
+// or completed one of the same ID) without a completion callback and
+// waits for it up to QuickWait: a call that ends in time is the start
+// response's own result, which saves the caller's server the callback
+// round trip (docs/nexus.md "What each path costs"); a call still running
+// then goes on as call does, the callback attached to the same run
+// (temporalnexus attaches callbacks to a running workflow of the ID), so
+// it is never started twice.
+type quickOperation struct {
+	nexus.UnimplementedOperation[workflows.CallRequest, workflows.CallResult]
+	async nexus.Operation[workflows.CallRequest, workflows.CallResult]
+	o     Options
+}
+
+func (q *quickOperation) Name() string { return workflows.NexusOperationCallQuick }
+
+func (q *quickOperation) Start(ctx context.Context, in workflows.CallRequest, so nexus.StartOperationOptions) (nexus.HandlerStartOperationResult[workflows.CallResult], error) {
+	req, opts, err := q.o.tenantCall(in, so)
 	if err != nil {
 		return nil, err
 	}
-	s := nexus.NewService(workflows.NexusService)
-	if err := s.Register(op); err != nil {
-		return nil, err
+	wait := q.o.QuickWait
+	if wait <= 0 {
+		wait = DefaultQuickWait
 	}
-	return s, nil
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)-time.Second)
+	}
+	if wait > 0 {
+		c := temporalnexus.GetClient(ctx)
+		run, err := c.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, req)
+		var started *serviceerror.WorkflowExecutionAlreadyStarted
+		if errors.As(err, &started) {
+			// Closed and not to be run again (the ID reuse policy): its
+			// outcome is this operation's.
+			run, err = c.GetWorkflow(ctx, opts.ID, started.RunId), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		// The caller's event links to the call, as the asynchronous
+		// operation's does: the audit trail from the agent to the call.
+		link := func() {
+			nexus.AddHandlerLinks(ctx, temporalnexus.ConvertLinkWorkflowEventToNexusLink(&commonpb.Link_WorkflowEvent{
+				Namespace: temporalnexus.GetOperationInfo(ctx).Namespace, WorkflowId: run.GetID(), RunId: run.GetRunID(),
+				Reference: &commonpb.Link_WorkflowEvent_EventRef{EventRef: &commonpb.Link_WorkflowEvent_EventReference{
+					EventType: enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED}},
+			}))
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		var res workflows.CallResult
+		err = run.Get(wctx, &res)
+		timedOut := wctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		switch {
+		case err == nil:
+			link()
+			return &nexus.HandlerStartOperationResultSync[workflows.CallResult]{Value: res}, nil
+		case timedOut:
+			// Still running: on as call, below.
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		default:
+			// The call ended without an answer (fallback unavailable, an
+			// invalid request): the operation failed, with the call's error.
+			link()
+			return nil, &nexus.OperationError{State: nexus.OperationStateFailed, Message: "LLM call " + opts.ID + " failed", Cause: unwrapWorkflowError(err)}
+		}
+	}
+	return q.async.Start(ctx, in, so)
+}
+
+func (q *quickOperation) Cancel(ctx context.Context, token string, co nexus.CancelOperationOptions) error {
+	return q.async.Cancel(ctx, token, co)
+}
+
+// unwrapWorkflowError is the cause of a workflow's failure (the call's
+// ApplicationError), as the asynchronous operation reports it.
+func unwrapWorkflowError(err error) error {
+	var we *temporal.WorkflowExecutionError
+	if errors.As(err, &we) {
+		if cause := errors.Unwrap(we); cause != nil {
+			return cause
+		}
+	}
+	return err
 }
 
 // CallerNamespace returns the namespace of the workflow that started the

@@ -29,6 +29,7 @@ type options struct {
 	deadline   time.Duration
 	margin     time.Duration
 	nexus      string
+	quick      bool
 	deltas     *deltasTo
 }
 
@@ -74,6 +75,15 @@ func WithExecutionMargin(d time.Duration) Option { return func(o *options) { o.m
 // endpoint, as CallNexus does (for an agent in another namespace than
 // durable-llm); WithTaskQueue and WithWorkflowID then do not apply.
 func WithNexus(endpoint string) Option { return func(o *options) { o.nexus = endpoint } }
+
+// WithQuickAnswer makes a Nexus call (CallNexus, WithNexus) use the
+// service's call_quick operation: a call that completes within the
+// handler's short wait (5 s by default) comes back in the operation's
+// start response, without the completion callback's round trip; a longer
+// one goes on as the plain operation does (docs/nexus.md). Changing it
+// for a running caller changes its Nexus command: use
+// workflow.GetVersion.
+func WithQuickAnswer() Option { return func(o *options) { o.quick = true } }
 
 // defaultMaxDeadline is the default policy's call.max_deadline, the
 // longest deadline a worker should have (a test pins it to the policy's).

@@ -74,7 +74,11 @@ func callNexus(ctx workflow.Context, endpoint string, req workflows.CallRequest,
 	}
 	req.IdempotencyKey = key
 	c := workflow.NewNexusClient(endpoint, workflows.NexusService)
-	f := c.ExecuteOperation(ctx, workflows.NexusOperationCall, req, workflow.NexusOperationOptions{
+	op := workflows.NexusOperationCall
+	if o.quick {
+		op = workflows.NexusOperationCallQuick
+	}
+	f := c.ExecuteOperation(ctx, op, req, workflow.NexusOperationOptions{
 		// The call's execution timeout, and a minute to start it.
 		ScheduleToCloseTimeout: o.executionTimeout(req) + time.Minute,
 		Summary:                "LLM call through Nexus",

@@ -9,4 +9,9 @@ const (
 	// CallResult, asynchronous (an LLMCall workflow in the service's
 	// namespace, whose tenant is the caller's namespace).
 	NexusOperationCall = "call"
+	// NexusOperationCallQuick is call with a quick answer: a call that
+	// completes within the handler's short wait is answered in the
+	// operation's start response (no completion callback); a longer one
+	// goes on as call does. Same input, output, tenant and IDs.
+	NexusOperationCallQuick = "call_quick"
 )

@@ -34,6 +34,11 @@ func askNexus(ctx workflow.Context, endpoint string, req workflows.CallRequest) 
 	return llmworkflow.CallNexus(ctx, endpoint, req)
 }
 
+// askNexusQuick is askNexus through the call_quick operation.
+func askNexusQuick(ctx workflow.Context, endpoint string, req workflows.CallRequest) (workflows.CallResult, error) {
+	return llmworkflow.CallNexus(ctx, endpoint, req, llmworkflow.WithQuickAnswer())
+}
+
 // The example agent runs in namespace "agents" and calls durable-llm in
 // "default" through the Nexus endpoint: the tool-using conversation
 // reaches its answer from the tool's result with one llmsim request per
@@ -67,6 +72,7 @@ func TestIntegrationAgentNexus(t *testing.T) {
 		w := worker.New(nc, agentQueue, worker.Options{})
 		agent.Register(w, nc, &agent.Tools{Orders: orders})
 		w.RegisterWorkflow(askNexus)
+		w.RegisterWorkflow(askNexusQuick)
 		require.NoError(t, w.Start())
 		return w
 	}
@@ -120,6 +126,43 @@ func TestIntegrationAgentNexus(t *testing.T) {
 	require.Equal(t, "others", tenantOf(t, c, b.RequestID))
 	require.Equal(t, before+2, sim.Stats().Totals.Arrivals, "each namespace's call asked the model: no answer crossed namespaces")
 	require.True(t, strings.HasPrefix(a.RequestID, request.KeyPrefix))
+
+	// call_quick: a short call is the start response's own result (the
+	// caller's history has no NexusOperationStarted: no callback came);
+	// one longer than the handler's wait goes on asynchronously, as call,
+	// on the same run. One model request each.
+	for _, tc := range []struct {
+		question string
+		sync     bool
+	}{{"When do you open on Sunday? (quick)", true}, {"[[sim fault=latency latency=7s]] When do you close on Sunday? (quick)", false}} {
+		before := sim.Stats().Totals.Arrivals
+		id := "quick-" + uuid.NewString()[:8]
+		run, err := agents.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: agentQueue}, askNexusQuick, endpoint,
+			workflows.CallRequest{UserID: "u-4", SessionID: "s-4", Messages: []request.Message{{Role: "user", Content: tc.question}}})
+		require.NoError(t, err)
+		var res workflows.CallResult
+		require.NoError(t, run.Get(ctx, &res))
+		require.Equal(t, workflows.SourceModel, res.Source)
+		require.Equal(t, before+1, sim.Stats().Totals.Arrivals, "one model request: %s", tc.question)
+		require.Equal(t, "agents", tenantOf(t, c, res.RequestID))
+		h, err := replay.Fetch(ctx, agents, id, run.GetRunID())
+		require.NoError(t, err)
+		started, completed := 0, 0
+		for _, e := range h.GetEvents() {
+			switch e.GetEventType() {
+			case enumspb.EVENT_TYPE_NEXUS_OPERATION_STARTED:
+				started++
+			case enumspb.EVENT_TYPE_NEXUS_OPERATION_COMPLETED:
+				completed++
+			}
+		}
+		require.Equal(t, 1, completed, tc.question)
+		if tc.sync {
+			require.Zero(t, started, "a quick answer comes in the start response")
+		} else {
+			require.Equal(t, 1, started, "a long call goes on asynchronously")
+		}
+	}
 
 	// The caller's worker stopped mid-call and another started: the turn
 	// completes once, with one model request.
