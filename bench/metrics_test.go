@@ -290,3 +290,49 @@ func TestFirstFailed(t *testing.T) {
 		})
 	}
 }
+
+// TestAmplificationInTheIncidentWindow: calls started in a 5 s incident
+// each send their retry 1 s after it ends (they waited it out). Per
+// incident call they made 2 requests, but the endpoint received 1 per
+// such call while it was sick: the window's own load.
+func TestAmplificationInTheIncidentWindow(t *testing.T) {
+	c := StormCase{Rate: 10, Duration: 30 * time.Second, Deadline: 20 * time.Second,
+		IncidentStart: 10 * time.Second, IncidentEnd: 15 * time.Second, Tail: 10 * time.Second,
+		Scenario: []byte(`name: t
+seed: 1
+load: {rate: 10, duration: 30s, client_timeout: 1s}
+models:
+  - {name: m, context_window: 4096, slots: 10, queue: 10, latency: {dist: lognormal, median: 100ms, sigma: 0.1, max: 300ms}}
+phases:
+  - {name: a, duration: 10s}
+  - {name: b, duration: 5s, faults: [{kind: unavailable}]}
+  - {name: c}
+`)}
+	inIncident := func(s time.Duration) bool { return s >= 10*time.Second && s < 15*time.Second }
+	outs := calls(c.Duration, func(time.Duration) bool { return false })
+	st := llmsim.Stats{Conversations: map[string]llmsim.Conversation{}, Models: map[string]llmsim.Counts{}}
+	for _, o := range outs {
+		reqs := []llmsim.Attempt{{N: 1, AtMS: o.Start.Milliseconds(), Model: "m"}}
+		if inIncident(o.Start) {
+			reqs = append(reqs, llmsim.Attempt{N: 2, AtMS: 16_000, Model: "m"})
+		}
+		st.Conversations[o.Key] = llmsim.Conversation{Attempts: len(reqs), Requests: reqs}
+	}
+	for i := 0; i < 300; i++ {
+		a := 1
+		if i == 160 {
+			a += 50 // the incident's retries, after it
+		}
+		st.Buckets = append(st.Buckets, llmsim.Bucket{StartMS: int64(i * 100), Counts: llmsim.Counts{Arrivals: a},
+			Models: map[string]llmsim.Counts{"m": {Arrivals: a}}})
+	}
+	st.Models["m"] = llmsim.Counts{Arrivals: 350}
+	s := Summarize(outs, st, c)
+	if len(s.Endpoints) != 1 {
+		t.Fatalf("endpoints %+v, want the shared one", s.Endpoints)
+	}
+	ep := s.Endpoints[0]
+	if ep.AmpIncident != 2 || ep.InIncident != 50 || ep.AmpInIncident != 1 {
+		t.Errorf("per incident call: %v requests made, %d received in the window (%v per call); want 2, 50 (1)", ep.AmpIncident, ep.InIncident, ep.AmpInIncident)
+	}
+}

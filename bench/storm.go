@@ -564,9 +564,18 @@ type EndpointLoad struct {
 	StormEndpoint
 	// Arrivals are the requests it received; AmpOverall per logical call,
 	// AmpIncident the requests of the calls started during the incident
-	// per such call.
+	// per such call, whenever they were sent.
 	Arrivals                int
 	AmpOverall, AmpIncident float64
+	// InIncident are the requests that reached it during the incident
+	// window, from any call; AmpInIncident those per call started in the
+	// window: the load on the sick endpoint while it is sick, which the
+	// retry budget bounds (its retries are paid by the requests of the
+	// same stretch of time). It is below AmpIncident where calls wait out
+	// the incident and send their retry after it, and above it where
+	// calls started before the incident retry into it.
+	InIncident    int
+	AmpInIncident float64
 }
 
 // Summarize computes a run's storm metrics from the client-side outcomes
@@ -598,9 +607,19 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 				}
 			}
 		}
+		for _, b := range st.Buckets {
+			at := time.Duration(b.StartMS) * time.Millisecond
+			if at < c.IncidentStart || at >= c.IncidentEnd {
+				continue
+			}
+			for _, m := range ep.Models {
+				l.InIncident += b.Models[m].Arrivals
+			}
+		}
 		l.AmpOverall = float64(l.Arrivals) / float64(len(outs))
 		if incCalls > 0 {
 			l.AmpIncident = float64(incident) / float64(incCalls)
+			l.AmpInIncident = float64(l.InIncident) / float64(incCalls)
 		}
 		s.Endpoints = append(s.Endpoints, l)
 	}

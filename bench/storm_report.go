@@ -63,11 +63,11 @@ func (r *StormReport) Table() Table {
 
 // EndpointTable lists each contender's load on each endpoint.
 func (r *StormReport) EndpointTable() Table {
-	t := Table{Columns: []string{"contender", "endpoint", "models", "requests", "per call (overall)", "per call (incident)"}}
+	t := Table{Columns: []string{"contender", "endpoint", "models", "requests", "per call (overall)", "per incident call (its requests)", "per incident call (requests in the incident)"}}
 	for _, run := range r.Runs {
 		for _, ep := range run.Summary.Endpoints {
 			t.Rows = append(t.Rows, []string{run.Name, ep.Name, strings.Join(ep.Models, ", "), fmt.Sprint(ep.Arrivals),
-				fmt.Sprintf("%.2f", ep.AmpOverall), fmt.Sprintf("%.2f", ep.AmpIncident)})
+				fmt.Sprintf("%.2f", ep.AmpOverall), fmt.Sprintf("%.2f", ep.AmpIncident), fmt.Sprintf("%.2f", ep.AmpInIncident)})
 		}
 	}
 	return t
@@ -197,8 +197,8 @@ func (r *StormReport) Targets() []string {
 		if len(s.Endpoints) > 0 && s.IncidentCalls > 0 {
 			ep := s.Endpoints[0]
 			bound := 1 + def.Budget.Ratio + float64(def.Budget.Floor)/float64(s.IncidentCalls)
-			out = append(out, fmt.Sprintf("%s amplification on %s during the incident ≤ %.2f + floor %d ÷ %d calls started in it = %.2f: %.2f (%.2f over the run) — %s",
-				d.Name, ep.Name, 1+def.Budget.Ratio, def.Budget.Floor, s.IncidentCalls, bound, ep.AmpIncident, ep.AmpOverall, verdict(ep.AmpIncident <= bound)))
+			out = append(out, fmt.Sprintf("%s amplification on %s during the incident ≤ %.2f + floor %d ÷ %d calls started in it = %.2f: %.2f requests reached it during the incident per call started in it (the calls started in it made %.2f each, whenever sent; %.2f over the run) — %s",
+				d.Name, ep.Name, 1+def.Budget.Ratio, def.Budget.Floor, s.IncidentCalls, bound, ep.AmpInIncident, ep.AmpIncident, ep.AmpOverall, verdict(ep.AmpInIncident <= bound)))
 		}
 		out = append(out, fmt.Sprintf("%s calls answered within their deadline = 100 %%: %s — %s", d.Name, pct(s.AnsweredPct), verdict(s.AnsweredPct == 100)))
 		if one != nil {
@@ -306,10 +306,12 @@ func (r *StormReport) Markdown(h Header, chart string) string {
 	b.WriteString("\n")
 	b.WriteString(r.Table().Markdown())
 	if r.Case.SecondEndpoint != nil {
-		b.WriteString("\nLoad per endpoint (requests received; per logical call over the run, and of the calls started during the incident per such call):\n\n")
+		b.WriteString("\nLoad per endpoint (requests received; per logical call over the run; per call started during the incident, the requests those calls made and the requests that reached the endpoint during it):\n\n")
 		b.WriteString(r.EndpointTable().Markdown())
 	}
-	b.WriteString("\nAmplification (incident): upstream requests made by the calls that started during the incident, per such call. " +
+	b.WriteString("\nAmplification (incident): upstream requests made by the calls that started during the incident, per such call, whenever sent. " +
+		"The amplification target is judged on the load on the sick endpoint while it is sick: the requests that reached it during the incident, from any call, per call started in it, which the retry budget bounds " +
+		"(a call that waits out the incident and retries after it is paid for by the traffic after it, so the column can be higher). " +
 		"Answered: a model's answer (or, for durable-llm, its fallback) within the deadline; by a model: a model's answer within the deadline, " +
 		"over the run, over the calls started in the incident, and over those started while the endpoint works (phases without faults or changed latency). " +
 		"Self-heal: of the calls whose first upstream request failed (llmsim injected a fault into it or it ended in anything but a 200), the share a model still answered. " +
