@@ -444,10 +444,11 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name:   "budget of the one shared endpoint spent: no switch onto it either, the FAQ answers",
+			name:   "budget of the one shared endpoint spent: no switch onto it either; the call waits for the budget, then the FAQ answers",
 			budget: spentOnFirstRung,
 			script: []outcome{fail(failure.BodyError, 200)},
-			want:   []string{"qwen-72b:body_error:fallback"}, source: workflows.SourceFAQ,
+			want:   []string{"qwen-72b:body_error:wait_for_budget", "qwen-72b:ok:skip", "qwen-14b:ok:skip", "llama-8b:ok:skip"},
+			source: workflows.SourceFAQ,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "retry budget of the endpoint of qwen-72b is spent")
 				require.Len(t, h.calls, 1, "one upstream request")

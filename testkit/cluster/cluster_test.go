@@ -258,14 +258,22 @@ func TestClusterSurvivesKills(t *testing.T) {
 			break
 		}
 	}
+	// The open period starts short (it grows only while trials fail): a
+	// view read after it ended sees the model half-open, so each look that
+	// does not find it open sends another failing call, a trial that fails.
 	var view guard.View
+	looks := 0
 	require.Eventually(t, func() bool {
 		v, err := tc.QueryWorkflow(ctx, workflows.GuardID(workflows.TaskQueue), "", workflows.QueryGuardView)
 		if err != nil || v.Get(&view) != nil {
 			return false
 		}
-		_, open := view.Open["qwen-72b"]
-		return open
+		if _, open := view.Open["qwen-72b"]; open {
+			return true
+		}
+		looks++
+		_, _ = a.ask(ctx, looks%2, fmt.Sprintf("cluster-trial-%d", looks), fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] trial %d?", looks))
+		return false
 	}, 30*time.Second, 250*time.Millisecond, "the fleet's guard never held qwen-72b's breaker open")
 	require.GreaterOrEqual(t, len(view.Acks), 2, "the guard has reports from %d worker(s): %v", len(view.Acks), view.Acks)
 	// Each worker reads the fleet's view every 500 ms: three intervals
