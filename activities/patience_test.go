@@ -29,15 +29,8 @@ func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 	defer srv.Close()
 	for _, why := range []string{"", "retries fail", "budget spent"} {
 		retriesFail := why != ""
-		cfg := config.DefaultConfig()
-		for i := range cfg.Models {
-			cfg.Models[i].BaseURL = srv.URL + "/v1"
-			cfg.Models[i].FirstTokenTimeout = config.Duration(200 * time.Millisecond)
-		}
-		a, err := New(Options{Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
+		a := slowFirstTokenActivities(t, srv.URL)
+		cfg := a.cfg
 		switch why {
 		case "budget spent": // every model is on srv's endpoint
 			for a.budgets.For(cfg.Models[0].Endpoint()).TryRetry(time.Now()) {
@@ -92,18 +85,7 @@ func TestAQueuedEndpointKeepsItsPlace(t *testing.T) {
 		slow.serve(w, r)
 	}))
 	defer srv.Close()
-	newActivities := func() *Activities {
-		cfg := config.DefaultConfig()
-		for i := range cfg.Models {
-			cfg.Models[i].BaseURL = srv.URL + "/v1"
-			cfg.Models[i].FirstTokenTimeout = config.Duration(200 * time.Millisecond)
-		}
-		a, err := New(Options{Config: cfg})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a
-	}
+	newActivities := func() *Activities { return slowFirstTokenActivities(t, srv.URL) }
 	// run starts n slow attempts at once on a, and after 50 ms a quick one
 	// if passed; it returns how many of the slow ones the model answered.
 	run := func(a *Activities, n int, passed bool) (answered int) {
@@ -138,4 +120,20 @@ func TestAQueuedEndpointKeepsItsPlace(t *testing.T) {
 	if got := run(newActivities(), 5, true); got != 0 {
 		t.Errorf("%d of 5 attempts that a younger request passed were waited for, want each cut", got)
 	}
+}
+
+// slowFirstTokenActivities are the activities of the default policy with
+// every model on url and a 200 ms first_token_timeout.
+func slowFirstTokenActivities(t *testing.T, url string) *Activities {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	for i := range cfg.Models {
+		cfg.Models[i].BaseURL = url + "/v1"
+		cfg.Models[i].FirstTokenTimeout = config.Duration(200 * time.Millisecond)
+	}
+	a, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
