@@ -781,14 +781,15 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 // attempt's deadline when a cut could only lead to the fallback; wait and
 // ask again (stallRecheck) while every endpoint a cut could move the call
 // to is stalled (stall.go), so that a retry would only queue again behind
-// the same requests, up to one more ftt; else cut.
+// the same requests, up to one more ftt; else cut. It asks again every
+// stallRecheck, or four times within the extra ftt when that is shorter.
 func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, recheck time.Duration) {
 	now := a.now()
 	switch {
 	case a.onlyFallbackAfterACut(now):
 		return true, 0
-	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints()):
-		return true, stallRecheck
+	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints(), now):
+		return true, min(stallRecheck, ftt/4)
 	}
 	return false, 0
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,33 +68,38 @@ func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 // (first token after 300 ms, past the 200 ms first_token_timeout) with
 // no other endpoint to move to. Five attempts waiting there at once see a
 // queue: a cut would only join its back again, so each waits (up to one
-// more first-token timeout) and every caller gets the model's answer. One
-// attempt alone is cut as before (one slow request says little), and so
-// are attempts that younger requests passed: the endpoint served those,
-// so the old ones are lost, not queued.
+// more first-token timeout) and every caller gets the model's answer,
+// also when the server's latencies vary and the later of them are served
+// first. One attempt alone is cut as before (one slow request says
+// little), and so are attempts that a request started well after them
+// passed: the endpoint served that one, so the old ones are lost, not
+// queued.
 func TestAQueuedEndpointKeepsItsPlace(t *testing.T) {
-	slow := sse{headerDelay: 300 * time.Millisecond, done: true,
-		events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-	quick := slow
-	quick.headerDelay = 0
+	var arrivals atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if strings.Contains(string(body), "quick") {
-			quick.serve(w, r)
-			return
+		reply := sse{headerDelay: 300 * time.Millisecond, done: true,
+			events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+		switch {
+		case strings.Contains(string(body), "quick"):
+			reply.headerDelay = 0
+		case strings.Contains(string(body), "varied"):
+			// The first to arrive waits longest: 380, 340, … 220 ms.
+			reply.headerDelay = 380*time.Millisecond - time.Duration(arrivals.Add(1)-1)*40*time.Millisecond
 		}
-		slow.serve(w, r)
+		reply.serve(w, r)
 	}))
 	defer srv.Close()
 	newActivities := func() *Activities { return slowFirstTokenActivities(t, srv.URL) }
-	// run starts n slow attempts at once on a, and after 50 ms a quick one
-	// if passed; it returns how many of the slow ones the model answered.
-	run := func(a *Activities, n int, passed bool) (answered int) {
+	// run starts n slow attempts on a, each gap after the one before (the
+	// prompt picks the server's latencies), and after 150 ms a quick one if
+	// passed; it returns how many of the slow ones the model answered.
+	run := func(a *Activities, n int, prompt string, gap time.Duration, passed bool) (answered int) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		for range n {
 			wg.Go(func() {
-				v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 3*time.Second)
+				v, err := callAttempt(t, a, prompt, callstate.Shape{}, 3*time.Second)
 				var out CallOutcome
 				if err == nil && v.Get(&out) == nil && out.Content == "Your parcel ships today." {
 					mu.Lock()
@@ -101,9 +107,10 @@ func TestAQueuedEndpointKeepsItsPlace(t *testing.T) {
 					mu.Unlock()
 				}
 			})
+			time.Sleep(gap)
 		}
 		if passed {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(150 * time.Millisecond)
 			if _, err := callAttempt(t, a, "A quick question", callstate.Shape{}, 3*time.Second); err != nil {
 				t.Errorf("the quick request failed: %v", err)
 			}
@@ -111,14 +118,17 @@ func TestAQueuedEndpointKeepsItsPlace(t *testing.T) {
 		wg.Wait()
 		return answered
 	}
-	if got := run(newActivities(), 1, false); got != 0 {
+	if got := run(newActivities(), 1, "Where is my parcel?", 0, false); got != 0 {
 		t.Errorf("one slow attempt alone was waited for past first_token_timeout (%d answered)", got)
 	}
-	if got := run(newActivities(), 5, false); got != 5 {
+	if got := run(newActivities(), 5, "Where is my parcel?", 0, false); got != 5 {
 		t.Errorf("%d of 5 attempts queued on a slow endpoint got the model's answer, want all (a cut only queues again)", got)
 	}
-	if got := run(newActivities(), 5, true); got != 0 {
-		t.Errorf("%d of 5 attempts that a younger request passed were waited for, want each cut", got)
+	if got := run(newActivities(), 5, "Where is my parcel? (varied)", 5*time.Millisecond, false); got != 5 {
+		t.Errorf("%d of 5 attempts on a slow endpoint whose later requests were served a moment sooner got the model's answer, want all", got)
+	}
+	if got := run(newActivities(), 5, "Where is my parcel?", 0, true); got != 0 {
+		t.Errorf("%d of 5 attempts that a request started 150 ms later passed were waited for, want each cut", got)
 	}
 }
 

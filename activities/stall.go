@@ -21,21 +21,31 @@ const stallRecheck = 250 * time.Millisecond
 // that got one.
 //
 // When the first-token timeout passes on an endpoint where no request
-// that started after this attempt has had its first token, while others
-// wait there too, the endpoint is slow for everyone, in order: cutting
+// that started well after this attempt has had its first token, while
+// others wait there too, the endpoint is slow for everyone: cutting
 // the attempt buys nothing, since the retry joins the back of the same
 // queue (the models of one provider share it), pays from the retry budget
 // and leaves the caller less of the deadline. The attempt keeps its place
-// instead, for at most one more first-token timeout. Once a younger
-// request is served the attempt has been passed over (lost, as in a
-// hang) and is cut (docs/how-it-works.md "Failure classes", read_timeout).
+// instead, for at most one more first-token timeout. Once the endpoint
+// serves a request that started more than half of this attempt's wait
+// after it, the attempt has been passed over (lost, as in a hang) and is
+// cut (docs/how-it-works.md "Failure classes", read_timeout). A request
+// started about when this one did and served a moment sooner says nothing:
+// a slow server's latencies vary, and the one overtaking is as slow.
 type stalls struct {
 	mu      sync.Mutex
 	waiting map[string]map[*stallWait]struct{}
 	served  map[string]time.Time
 }
 
-type stallWait struct{ since time.Time }
+type stallWait struct {
+	since time.Time
+	// queued: the endpoints where this attempt has been seen waiting
+	// among stallEvidence others. The queue drains as it is served, so
+	// the count is the evidence once; from then on, only being passed
+	// over ends the wait.
+	queued map[string]bool
+}
 
 func newStalls() *stalls {
 	return &stalls{waiting: map[string]map[*stallWait]struct{}{}, served: map[string]time.Time{}}
@@ -44,7 +54,7 @@ func newStalls() *stalls {
 // wait registers an attempt on endpoint that started at since and waits
 // for its first token; done unregisters it (idempotent).
 func (s *stalls) wait(endpoint string, since time.Time) (w *stallWait, done func()) {
-	w = &stallWait{since: since}
+	w = &stallWait{since: since, queued: map[string]bool{}}
 	s.mu.Lock()
 	if s.waiting[endpoint] == nil {
 		s.waiting[endpoint] = map[*stallWait]struct{}{}
@@ -71,13 +81,17 @@ func (s *stalls) firstToken(endpoint string, since time.Time) {
 	}
 }
 
-// stalled reports whether endpoint has served no request that started at
-// or after w while at least stallEvidence attempts other than w wait there.
-func (s *stalls) stalled(endpoint string, w *stallWait) bool {
+// stalled reports whether, at now, endpoint has not passed w over (served
+// a request that started more than half of w's wait after w) and w has
+// been seen there among at least stallEvidence other waiting attempts.
+func (s *stalls) stalled(endpoint string, w *stallWait, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.served[endpoint]; ok && !t.Before(w.since) {
+	if t, ok := s.served[endpoint]; ok && t.Sub(w.since) > now.Sub(w.since)/2 {
 		return false
+	}
+	if w.queued[endpoint] {
+		return true
 	}
 	others := 0
 	for o := range s.waiting[endpoint] {
@@ -85,15 +99,16 @@ func (s *stalls) stalled(endpoint string, w *stallWait) bool {
 			others++
 		}
 	}
-	return others >= stallEvidence
+	w.queued[endpoint] = others >= stallEvidence
+	return w.queued[endpoint]
 }
 
 // everyStalled reports whether each of endpoints is stalled for w: the
 // one w waits on and any other a cut could move the call to. An endpoint
 // with nobody waiting there is not: a cut may go to it.
-func (s *stalls) everyStalled(w *stallWait, endpoints []string) bool {
+func (s *stalls) everyStalled(w *stallWait, endpoints []string, now time.Time) bool {
 	for _, e := range endpoints {
-		if !s.stalled(e, w) {
+		if !s.stalled(e, w, now) {
 			return false
 		}
 	}
