@@ -14,9 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -70,7 +73,7 @@ func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		v, err := c.QueryWorkflow(ctx, workflows.GuardID(tq), "", workflows.QueryGuardView)
+		v, err := c.QueryWorkflow(ctx, workflows.GuardID(tq), "", workflows.QueryGuardView, time.Now())
 		var view guard.View
 		return err == nil && v.Get(&view) == nil && view.Open["qwen-72b"].After(time.Now())
 	}, 40*time.Second, 100*time.Millisecond, "the fleet's view never showed qwen-72b's breaker open")
@@ -88,4 +91,46 @@ func waitForPoller(t *testing.T, c client.Client, tq string, pid int) {
 	t.Helper()
 	require.Eventually(t, func() bool { return pollerPIDs(t, c, tq, enumspb.TASK_QUEUE_TYPE_WORKFLOW)[pid] },
 		60*time.Second, 100*time.Millisecond, "worker pid %d never polled %s", pid, tq)
+}
+
+// TestIntegrationQuietFleetsViewRefills: the fleet's view is judged at the
+// instant the worker asks, not at the guard's last report. A report spends
+// the endpoint's one retry; with no report after it, the view asked for a
+// window later shows the retry back (the guard's own clock stops at its
+// last workflow task, so a view judged there kept the budget spent while
+// the fleet was quiet, and a call waiting for the budget could only time
+// out).
+func TestIntegrationQuietFleetsViewRefills(t *testing.T) {
+	srv := shared.Server(t)
+	c := srv.Client()
+	tq := "llm-guard-quiet-" + uuid.NewString()[:8]
+	budget := config.DefaultConfig().Budget
+	budget.Floor, budget.Ratio, budget.Window = 1, 0.0001, config.Duration(2*time.Second)
+	in := workflows.GuardInput{Budget: budget, Breaker: config.DefaultConfig().Breaker}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	spent := time.Now()
+	r := guard.Report{Worker: "w1", Seq: 1, Budget: []guard.BudgetCount{{Endpoint: "ep", At: spent.Truncate(time.Second), Requests: 1, Retries: 1}}}
+	_, err := c.SignalWithStartWorkflow(ctx, workflows.GuardID(tq), workflows.SignalGuardReport, r,
+		client.StartWorkflowOptions{ID: workflows.GuardID(tq), TaskQueue: tq}, workflows.GuardWorkflowName, in)
+	require.NoError(t, err)
+	w := worker.New(c, tq, worker.Options{})
+	w.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+
+	view := func() guard.View {
+		t.Helper()
+		v, err := c.QueryWorkflow(ctx, workflows.GuardID(tq), "", workflows.QueryGuardView, time.Now())
+		require.NoError(t, err)
+		var got guard.View
+		require.NoError(t, v.Get(&got))
+		return got
+	}
+	require.Eventually(t, func() bool { return view().Acks["w1"] == 1 }, 20*time.Second, 50*time.Millisecond, "the guard never took the report")
+	require.Zero(t, view().Budgets["ep"].Remaining(), "the report spent the endpoint's one retry")
+	time.Sleep(time.Until(spent.Add(2*budget.Window.D() + time.Second)))
+	got := view()
+	require.Equal(t, 1, got.Budgets["ep"].Remaining(), "two windows after the last report the retry is back: %+v", got.Budgets["ep"])
+	require.WithinDuration(t, time.Now(), got.At, 5*time.Second, "the view is judged when asked")
 }

@@ -347,7 +347,8 @@ func (w *Worker) syncOnce(ctx context.Context) error {
 			return err
 		}
 	}
-	v, err := w.client.QueryWorkflow(ctx, w.guardID, "", workflows.QueryGuardView)
+	asked := time.Now()
+	v, err := w.client.QueryWorkflow(ctx, w.guardID, "", workflows.QueryGuardView, asked)
 	if err != nil {
 		var nf *serviceerror.NotFound
 		var notReady *serviceerror.WorkflowNotReady
@@ -360,7 +361,7 @@ func (w *Worker) syncOnce(ctx context.Context) error {
 	if err := v.Get(&view); err != nil {
 		return err
 	}
-	w.Sync.SetView(view, time.Now())
+	w.Sync.SetView(view, asked)
 	return nil
 }
 

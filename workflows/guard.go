@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"cmp"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -16,7 +17,11 @@ const (
 	GuardWorkflowName = "LLMGuard"
 	// SignalGuardReport carries a worker's guard.Report.
 	SignalGuardReport = "report"
-	// QueryGuardView returns the fleet's guard.View.
+	// QueryGuardView returns the fleet's guard.View at the instant the
+	// query passes (a time.Time: the asking worker's now). A query without
+	// one gets the view at the guard's last report, which while the fleet
+	// is quiet is in the past: budgets not refilled, open breakers not yet
+	// half-open.
 	QueryGuardView = "view"
 	// guardReportsPerRun bounds a run's history (about 4 events a report)
 	// before it continues as new with its state.
@@ -49,9 +54,14 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 	f := guard.NewFleet(in.Budget, in.Breaker)
 	//workflowcheck:ignore
 	f.Restore(in.State)
-	if err := workflow.SetQueryHandler(ctx, QueryGuardView, func() (guard.View, error) {
+	if err := workflow.SetQueryHandler(ctx, QueryGuardView, func(asked time.Time) (guard.View, error) {
+		// workflow.Now in a query is the instant of the last workflow task
+		// (the last report), so the view is judged at the asker's instant
+		// when that is later: a quiet fleet's budget refills and its
+		// breakers turn half-open on time. A query writes no history, so
+		// this does not touch determinism.
 		//workflowcheck:ignore
-		return f.View(workflow.Now(ctx)), nil
+		return f.View(latest(asked, workflow.Now(ctx), f.Latest())), nil
 	}); err != nil {
 		return err
 	}
@@ -71,12 +81,20 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 		f.Apply(r)
 	}
 	//workflowcheck:ignore
-	at := f.Latest()
-	if now := workflow.Now(ctx); now.After(at) {
-		at = now
-	}
+	at := latest(workflow.Now(ctx), f.Latest())
 	//workflowcheck:ignore
 	st := f.State(at)
 	in.State = st
 	return workflow.NewContinueAsNewError(ctx, GuardWorkflowName, in)
+}
+
+// latest is the latest of ts.
+func latest(ts ...time.Time) time.Time {
+	var t time.Time
+	for _, u := range ts {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
 }

@@ -35,7 +35,7 @@ var goldenPaths = []string{
 	"class-context_length_exceeded", "class-output_truncated", "class-service_unavailable",
 	"class-server_error", "class-body_error", "class-invalid_request", "class-auth",
 	"class-model_not_found", "class-content_filter", "class-worker_lost",
-	"model-switch", "breaker-open", "budget-exhausted", "rate-limit-hold",
+	"model-switch", "breaker-open", "budget-exhausted", "wait-for-trials", "wait-for-budget", "rate-limit-hold",
 	"fallback-faq", "fallback-rule", "fallback-placeholder",
 	"handoff", "safe-message", "invalid-request", "cancellation",
 	"stream-success", "stream-resume", "stream-no-continuation",

@@ -264,7 +264,7 @@ func TestClusterSurvivesKills(t *testing.T) {
 	var view guard.View
 	looks := 0
 	require.Eventually(t, func() bool {
-		v, err := tc.QueryWorkflow(ctx, workflows.GuardID(workflows.TaskQueue), "", workflows.QueryGuardView)
+		v, err := tc.QueryWorkflow(ctx, workflows.GuardID(workflows.TaskQueue), "", workflows.QueryGuardView, time.Now())
 		if err != nil || v.Get(&view) != nil {
 			return false
 		}

@@ -254,6 +254,39 @@ func paths() []path {
 				}},
 		},
 		{
+			name: "wait-for-trials", doc: "the one model refuses the key once (auth trips its breaker): the call waits on a timer for the breaker's trial, which the model answers",
+			policy: func(c *config.Config) {
+				c.Models = c.Models[:1]
+				c.Breaker.OpenFor = config.Duration(time.Second)
+				c.Breaker.ProbeFraction = 1
+			},
+			request: ask("wait-for-trials", "[[sim fault=invalid_api_key times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:auth:wait_for_trials", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel, check: func(res workflows.CallResult) error {
+					if !strings.Contains(res.Attempts[0].Reason, "breaker open: qwen-72b") {
+						return fmt.Errorf("reason %q does not name the open breaker it waits on", res.Attempts[0].Reason)
+					}
+					return nil
+				}},
+		},
+		{
+			name: "wait-for-budget", doc: "the retry budget of the one endpoint is spent: the call waits on a timer until the budget refills, and the retry is answered",
+			policy: func(c *config.Config) {
+				c.Budget.Floor, c.Budget.Ratio = 1, 0.0001
+				c.Budget.Window = config.Duration(3 * time.Second)
+				c.Call.MaxWait = config.Duration(25 * time.Second)
+			},
+			prepare: spendBudget,
+			request: ask("wait-for-budget", "[[sim fault=error_body times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:body_error:wait_for_budget", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel, check: func(res workflows.CallResult) error {
+					if !strings.Contains(res.Attempts[0].Reason, "retry budget spent: qwen-72b") {
+						return fmt.Errorf("reason %q does not say the spent budget is waited for", res.Attempts[0].Reason)
+					}
+					return nil
+				}},
+		},
+		{
 			name: "rate-limit-hold", doc: "another call's 429 holds the endpoint: this call waits for the hold, then the model answers",
 			prepare: holdEndpoint,
 			request: ask("rate-limit-hold", plainQuestion),

@@ -249,7 +249,7 @@ func recordPath(ctx context.Context, c client.Client, hostPort string, p path, o
 		res, _ = e.lc.State(cctx, id)
 	}
 	if err := checkResult(p.want, res, callErr); err != nil {
-		return 0, fmt.Errorf("the run did not take the path (%s): %w", p.doc, err)
+		return 0, fmt.Errorf("the run did not take the path (%s): %w (its reason: %s)", p.doc, err, res.Reason)
 	}
 	h, err := replay.Fetch(cctx, c, id, "")
 	if err != nil {
