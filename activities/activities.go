@@ -605,7 +605,9 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		}
 	}
 	v := callstate.Verdicts{
-		ClassAllowed: a.classes.Allow(out.Class, now),
+		// A request lost while its endpoint answered later ones says
+		// nothing of a retry's chances but that the endpoint serves.
+		ClassAllowed: a.classes.Allow(out.Class, now) || out.PassedOver,
 		U:            a.rand(),
 	}
 	endpoints := make([]string, 0, len(a.cfg.Models))

@@ -185,6 +185,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	ann := newAnnouncer(ctx, in, pub)
 	defer ann.stop()
 	var firstAt time.Time
+	var passedOver, modelServes bool
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
@@ -210,7 +211,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
-			waiting, done := a.stalls.wait(m.Endpoint(), start)
+			waiting, done := a.stalls.wait(m.Endpoint(), m.Name, start)
 			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
 				patient: func() (bool, time.Duration) { return a.patience(waiting, m.FirstTokenTimeout.D()) }},
 				func(n int) {
@@ -218,16 +219,19 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 					if n == 1 {
 						firstAt = a.now()
 						done()
-						a.stalls.firstToken(m.Endpoint(), start)
+						a.stalls.firstToken(m.Endpoint(), m.Name, start)
 						ann.firstToken() // before the first delta is published
 					}
 				}, live)
 			done()
 			resp, err, obs.Stream, logprobs = st.resp, st.err, st.obs, st.logprobs
+			if st.obs != nil && st.obs.FirstTokenTimedOut && waiting.passed.Load() {
+				passedOver, modelServes = true, waiting.byModel.Load()
+			}
 		} else {
 			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
 			if err == nil {
-				a.stalls.firstToken(m.Endpoint(), start)
+				a.stalls.firstToken(m.Endpoint(), m.Name, start)
 			}
 		}
 	}
@@ -312,6 +316,10 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		}
 	}
 	redactVerdict(&v, key)
+	if passedOver && v.Class == failure.ReadTimeout {
+		v.Reason += "; passed over: the endpoint answered requests sent well after it"
+		out.PassedOver = true
+	}
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	out.Upstream = strings.Trim(v.Message+"; "+v.Detail, "; ")
 	if v.Generic {
@@ -331,10 +339,13 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 
 	a.headroom(m, header)
-	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) && !ownShape(m, in, v.Class) {
+	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) && !ownShape(m, in, v.Class) && !(out.PassedOver && modelServes) {
 		// A rate limit alone does not make the model sick, nor one key of
 		// a pool refused (DecideNext parks the key), nor a request too
-		// large to answer in time.
+		// large to answer in time, nor a request lost while the model
+		// served one sent well after it (it works now: after a hang or a
+		// slowdown, the cut requests of its stretch would trip the breaker
+		// of a model that has recovered).
 		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	}
 	if obs.Response != nil || (obs.Stream != nil && obs.Stream.Chunks > 0) {
@@ -777,17 +788,26 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 }
 
 // patience is the stream watchdog's question when the first token of the
-// attempt w (under a first-token timeout ftt) is overdue: wait on to the
-// attempt's deadline when a cut could only lead to the fallback; wait and
-// ask again (stallRecheck) while every endpoint a cut could move the call
-// to is stalled (stall.go), so that a retry would only queue again behind
-// the same requests, up to one more ftt; else cut. It asks again every
-// stallRecheck, or four times within the extra ftt when that is shorter.
+// attempt w (under a first-token timeout ftt) is overdue: cut it when its
+// endpoint has passed it over (served a request that started more than
+// half of w's wait after it: w is lost, as in a hang, and its retry is not
+// refused by the class breaker, CallOutcome.PassedOver); else wait on
+// within the attempt's deadline when a cut could only lead to the
+// fallback, asking again every stallRecheck; wait and ask again while
+// every endpoint a cut could move the call to is stalled (stall.go), so
+// that a retry would only queue again behind the same requests, up to one
+// more ftt; else cut. It asks again every stallRecheck, or four times
+// within the extra ftt when that is shorter.
 func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, recheck time.Duration) {
 	now := a.now()
 	switch {
+	case a.stalls.lost(w, now):
+		// Passed over: the endpoint answers requests sent well after this
+		// one, so this one is lost (a hang), and a retry is answered.
 	case a.onlyFallbackAfterACut(now):
-		return true, 0
+		// Asked again: a request lost in a hang never answers, however
+		// long it is waited for, while the endpoint answers new ones.
+		return true, stallRecheck
 	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints(), now):
 		return true, min(stallRecheck, ftt/4)
 	}

@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -146,4 +150,114 @@ func slowFirstTokenActivities(t *testing.T, url string) *Activities {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestALostRequestIsCutWhenRetriesFail: retries after read_timeout fail
+// too often across the process (as after a hang), so an attempt whose
+// first token is overdue keeps its request open rather than go to the
+// FAQ. Its request hangs; then the endpoint answers a request sent after
+// it. That one is lost, not slow: the attempt is cut within a recheck of
+// being passed over (not at its timeout), marked passed over, and the step
+// after it is a retry the class breaker does not refuse, since the
+// endpoint serves. Before, such an attempt waited to its timeout and the
+// call went to the FAQ: in the hang benchmark, four in five of the calls
+// started during the hang, all with seconds left after it ended.
+func TestALostRequestIsCutWhenRetriesFail(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		reply := sse{headerDelay: time.Hour, done: true,
+			events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+		if strings.Contains(string(body), "quick") {
+			reply.headerDelay = 0
+		}
+		reply.serve(w, r)
+	}))
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	for range 2 * a.cfg.Breaker.ClassMinRetries {
+		a.classes.Record(failure.ReadTimeout, time.Now(), false)
+	}
+	if a.classes.Allow(failure.ReadTimeout, time.Now()) {
+		t.Fatal("the class breaker did not open for read_timeout")
+	}
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	lost := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		_, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 5*time.Second)
+		lost <- result{err, time.Since(start)}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if _, err := callAttempt(t, a, "A quick question", callstate.Shape{}, 3*time.Second); err != nil {
+		t.Fatalf("the quick request failed: %v", err)
+	}
+	r := <-lost
+	if r.err == nil {
+		t.Fatal("a request that never answers was answered")
+	}
+	if r.took > 2*time.Second {
+		t.Fatalf("the lost request was cut after %v, want within a recheck of being passed over (at 0.5 s), not at its 5 s timeout", r.took.Round(time.Millisecond))
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(r.err, &appErr) {
+		t.Fatalf("not an application error: %v", r.err)
+	}
+	var out CallOutcome
+	if err := appErr.Details(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Class != failure.ReadTimeout || !out.PassedOver || !strings.Contains(out.Reason, "passed over") {
+		t.Fatalf("outcome %s passed_over=%v (%q), want read_timeout passed over", out.Class, out.PassedOver, out.Reason)
+	}
+	m := a.cfg.Models[0]
+	st := callstate.State{Model: m.Name, Requests: 1, Deadline: 20 * time.Second}.StartWith(m.Name, "")
+	for _, o := range a.cfg.Models[1:] {
+		st.Tried = append(st.Tried, o.Name) // no model to switch to: retry or the FAQ
+	}
+	for _, passed := range []bool{false, true} {
+		step, err := a.DecideNext(context.Background(), DecideInput{State: st, Outcome: callstate.Outcome{Class: failure.ReadTimeout, Elapsed: r.took, PassedOver: passed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		retried := step.Kind != callstate.Fallback && step.Kind != callstate.Fail
+		if retried != passed {
+			t.Errorf("passed over %v: step %s (%s), want a retry only for the request passed over", passed, step.Decision, step.Reason)
+		}
+	}
+}
+
+// TestPassedOverSaysWhichModelServes: a request passed over is lost; the
+// breaker of its model leaves it out only when that model itself served
+// the later request (it works now), not when another model on the
+// endpoint did (the model may be the one that hangs).
+func TestPassedOverSaysWhichModelServes(t *testing.T) {
+	s := newStalls()
+	t0 := time.Now()
+	big, doneBig := s.wait("ep", "qwen-72b", t0)
+	defer doneBig()
+	small, doneSmall := s.wait("ep", "qwen-14b", t0)
+	defer doneSmall()
+	if s.lost(big, t0.Add(10*time.Second)) {
+		t.Fatal("lost before the endpoint served anything")
+	}
+	s.firstToken("ep", "qwen-72b", t0.Add(9*time.Second))
+	for _, c := range []struct {
+		w       *stallWait
+		byModel bool
+	}{{big, true}, {small, false}} {
+		if !s.lost(c.w, t0.Add(10*time.Second)) || !c.w.passed.Load() {
+			t.Errorf("%s: a request started 9 s after it and served: not passed over", c.w.model)
+		}
+		if got := c.w.byModel.Load(); got != c.byModel {
+			t.Errorf("%s: served by its own model = %v, want %v", c.w.model, got, c.byModel)
+		}
+	}
+	other, doneOther := s.wait("ep", "qwen-72b", t0.Add(8*time.Second))
+	defer doneOther()
+	if s.lost(other, t0.Add(10*time.Second)) {
+		t.Error("a request started 1 s after one waiting 2 s passed it over (half its wait is the bar)")
+	}
 }

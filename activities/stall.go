@@ -2,6 +2,7 @@ package activities
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,10 +37,21 @@ type stalls struct {
 	mu      sync.Mutex
 	waiting map[string]map[*stallWait]struct{}
 	served  map[string]time.Time
+	// byModel: the latest start of a request that got its first token,
+	// by model.
+	byModel map[string]time.Time
 }
 
 type stallWait struct {
-	since time.Time
+	endpoint, model string
+	since           time.Time
+	// passed: the wait ended because the endpoint passed this attempt
+	// over; the attempt was cut as lost, and its retry is not judged by
+	// retries that were lost the same way (the class breaker). byModel:
+	// its own model served the later request, so the model works and the
+	// lost request says nothing of its health (its breaker does not
+	// count it).
+	passed, byModel atomic.Bool
 	// queued: the endpoints where this attempt has been seen waiting
 	// among stallEvidence others. The queue drains as it is served, so
 	// the count is the evidence once; from then on, only being passed
@@ -48,13 +60,13 @@ type stallWait struct {
 }
 
 func newStalls() *stalls {
-	return &stalls{waiting: map[string]map[*stallWait]struct{}{}, served: map[string]time.Time{}}
+	return &stalls{waiting: map[string]map[*stallWait]struct{}{}, served: map[string]time.Time{}, byModel: map[string]time.Time{}}
 }
 
-// wait registers an attempt on endpoint that started at since and waits
-// for its first token; done unregisters it (idempotent).
-func (s *stalls) wait(endpoint string, since time.Time) (w *stallWait, done func()) {
-	w = &stallWait{since: since, queued: map[string]bool{}}
+// wait registers an attempt of model on endpoint that started at since
+// and waits for its first token; done unregisters it (idempotent).
+func (s *stalls) wait(endpoint, model string, since time.Time) (w *stallWait, done func()) {
+	w = &stallWait{endpoint: endpoint, model: model, since: since, queued: map[string]bool{}}
 	s.mu.Lock()
 	if s.waiting[endpoint] == nil {
 		s.waiting[endpoint] = map[*stallWait]struct{}{}
@@ -71,14 +83,45 @@ func (s *stalls) wait(endpoint string, since time.Time) (w *stallWait, done func
 	}
 }
 
-// firstToken records that a request to endpoint started at since got its
-// first token (or, unstreamed, its whole reply).
-func (s *stalls) firstToken(endpoint string, since time.Time) {
+// firstToken records that a request of model to endpoint started at since
+// got its first token (or, unstreamed, its whole reply).
+func (s *stalls) firstToken(endpoint, model string, since time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if since.After(s.served[endpoint]) {
-		s.served[endpoint] = since
+	s.served[endpoint] = later(s.served[endpoint], since)
+	s.byModel[model] = later(s.byModel[model], since)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
 	}
+	return a
+}
+
+// passedOver reports whether, at now, endpoint has served a request that
+// started more than half of w's wait after w.
+func (s *stalls) passedOver(endpoint string, w *stallWait, now time.Time) bool {
+	return overtook(s.served[endpoint], w, now)
+}
+
+// overtook: a request started at t (zero: none) and served passed w over.
+func overtook(t time.Time, w *stallWait, now time.Time) bool {
+	return !t.IsZero() && t.Sub(w.since) > now.Sub(w.since)/2
+}
+
+// lost reports whether, at now, the endpoint w waits on has passed it
+// over: its request is lost, as in a hang, and waiting on is no use. It
+// marks w passed (and byModel when w's own model served the later one).
+func (s *stalls) lost(w *stallWait, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.passedOver(w.endpoint, w, now) {
+		return false
+	}
+	w.passed.Store(true)
+	w.byModel.Store(overtook(s.byModel[w.model], w, now))
+	return true
 }
 
 // stalled reports whether, at now, endpoint has not passed w over (served
@@ -87,7 +130,7 @@ func (s *stalls) firstToken(endpoint string, since time.Time) {
 func (s *stalls) stalled(endpoint string, w *stallWait, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.served[endpoint]; ok && t.Sub(w.since) > now.Sub(w.since)/2 {
+	if s.passedOver(endpoint, w, now) {
 		return false
 	}
 	if w.queued[endpoint] {

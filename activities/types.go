@@ -209,7 +209,12 @@ type CallOutcome struct {
 	// Upstream is what the upstream or the transport said (its message,
 	// an error's text), key-masked, for operators: in history and logs,
 	// never in a call's result.
-	Upstream         string        `json:"upstream,omitempty"`
+	Upstream string `json:"upstream,omitempty"`
+	// PassedOver: a read_timeout cut because the endpoint had answered
+	// requests sent well after this one (lost, as in a hang): the endpoint
+	// serves, so the retry is not refused for the retries of the class
+	// that failed while it did not.
+	PassedOver       bool          `json:"passed_over,omitempty"`
 	RetryAfter       time.Duration `json:"retry_after,omitempty"`
 	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`
 	Content          string        `json:"content,omitempty"`

@@ -292,7 +292,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
 				ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
-				CallerLimit: c.req.MaxTokens > 0,
+				CallerLimit: c.req.MaxTokens > 0, PassedOver: out.PassedOver,
 			}, Needs: c.req.Needs(), Scenario: c.req.Scenario, Stream: c.req.Stream}).Get(ctx, &step)
 		if err != nil {
 			return "", err
