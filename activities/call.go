@@ -792,8 +792,9 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 // endpoint has passed it over (served a request that started more than
 // half of w's wait after it: w is lost, as in a hang, and its retry is not
 // refused by the class breaker, CallOutcome.PassedOver); else wait on
-// within the attempt's deadline when a cut could only lead to the
-// fallback, asking again every stallRecheck; wait and ask again while
+// within the attempt's deadline once a cut could only lead to the
+// fallback, asking again every stallRecheck whether it has been passed
+// over; wait and ask again while
 // every endpoint a cut could move the call to is stalled (stall.go), so
 // that a retry would only queue again behind the same requests, up to one
 // more ftt; else cut. It asks again every stallRecheck, or four times
@@ -804,9 +805,14 @@ func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, reche
 	case a.stalls.lost(w, now):
 		// Passed over: the endpoint answers requests sent well after this
 		// one, so this one is lost (a hang), and a retry is answered.
-	case a.onlyFallbackAfterACut(now):
-		// Asked again: a request lost in a hang never answers, however
-		// long it is waited for, while the endpoint answers new ones.
+	case w.kept.Load() || a.onlyFallbackAfterACut(now):
+		// Kept from then on: a retry the budget or the class breaker
+		// allows again later would pay for a second request while this
+		// one may still answer (in a hang that lasts, a storm of cuts
+		// each time a breaker lets trials through). Asked again all the
+		// same: a request lost in a hang never answers, however long it
+		// is waited for, while the endpoint answers new ones.
+		w.kept.Store(true)
 		return true, stallRecheck
 	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints(), now):
 		return true, min(stallRecheck, ftt/4)

@@ -229,6 +229,53 @@ func TestALostRequestIsCutWhenRetriesFail(t *testing.T) {
 	}
 }
 
+// TestAKeptRequestStaysKeptWhenRetriesReturn: retries after read_timeout
+// fail too often (the class breaker is open), so an attempt whose first
+// token is overdue keeps its request open. Then retries succeed again and
+// the class breaker closes, while the request still hangs and nothing
+// passes it over. The attempt stays kept to its timeout: a cut now would
+// pay for a second request while the first may still answer, and in a
+// hang that lasts every kept attempt would be cut each time a breaker
+// let trials through (40 calls on a hung endpoint sent 59 requests, over
+// the 54 the retry budget allows them, before the rule).
+func TestAKeptRequestStaysKeptWhenRetriesReturn(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // read: the server then sees the client leave
+		sse{headerDelay: time.Hour, done: true, events: []sseEvent{{data: delta("late")}}}.serve(w, r)
+	}))
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	for range 2 * a.cfg.Breaker.ClassMinRetries {
+		a.classes.Record(failure.ReadTimeout, time.Now(), false)
+	}
+	if a.classes.Allow(failure.ReadTimeout, time.Now()) {
+		t.Fatal("the class breaker did not open for read_timeout")
+	}
+	go func() {
+		time.Sleep(400 * time.Millisecond) // past the 200 ms first-token timeout
+		for range 20 * a.cfg.Breaker.ClassMinRetries {
+			a.classes.Record(failure.ReadTimeout, time.Now(), true)
+		}
+	}()
+	start := time.Now()
+	_, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 2*time.Second)
+	took := time.Since(start)
+	if !a.classes.Allow(failure.ReadTimeout, time.Now()) {
+		t.Fatal("the class breaker did not close again")
+	}
+	var appErr *temporal.ApplicationError
+	if !errors.As(err, &appErr) {
+		t.Fatalf("a request that never answers: %v, want an application error", err)
+	}
+	var out CallOutcome
+	if err := appErr.Details(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Class == failure.ReadTimeout || took < 1500*time.Millisecond {
+		t.Fatalf("the kept request was cut after %v as %s (%s), want it kept to its 2 s timeout", took.Round(time.Millisecond), out.Class, out.Reason)
+	}
+}
+
 // TestPassedOverSaysWhichModelServes: a request passed over is lost; the
 // breaker of its model leaves it out only when that model itself served
 // the later request (it works now), not when another model on the

@@ -52,6 +52,10 @@ type stallWait struct {
 	// lost request says nothing of its health (its breaker does not
 	// count it).
 	passed, byModel atomic.Bool
+	// kept: a cut could only have led to the fallback when the attempt
+	// was overdue, so it waits within its deadline until it is passed
+	// over (Activities.patience).
+	kept atomic.Bool
 	// queued: the endpoints where this attempt has been seen waiting
 	// among stallEvidence others. The queue drains as it is served, so
 	// the count is the evidence once; from then on, only being passed
