@@ -791,7 +791,8 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 // attempt w (under a first-token timeout ftt) is overdue: cut it when its
 // endpoint has passed it over (served a request that started more than
 // half of w's wait after it: w is lost, as in a hang, and its retry is not
-// refused by the class breaker, CallOutcome.PassedOver); else wait on
+// refused by the class breaker, CallOutcome.PassedOver), when the budgets
+// leave a retry for it (stalls.lost), and keep it otherwise; else wait on
 // within the attempt's deadline once a cut could only lead to the
 // fallback, asking again every stallRecheck whether it has been passed
 // over; wait and ask again while
@@ -801,10 +802,18 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 // within the extra ftt when that is shorter.
 func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, recheck time.Duration) {
 	now := a.now()
-	switch {
-	case a.stalls.lost(w, now):
+	if lost, cut := a.stalls.lost(w, now, a.retriesLeft(now)); cut {
 		// Passed over: the endpoint answers requests sent well after this
 		// one, so this one is lost (a hang), and a retry is answered.
+		return false, 0
+	} else if lost {
+		// Passed over, with no retry left for it: a cut would end in the
+		// fallback, while the request may still answer (a request sent
+		// during a slowdown is answered late).
+		w.kept.Store(true)
+		return true, stallRecheck
+	}
+	switch {
 	case w.kept.Load() || a.onlyFallbackAfterACut(now):
 		// Kept from then on: a retry the budget or the class breaker
 		// allows again later would pay for a second request while this
@@ -818,6 +827,16 @@ func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, reche
 		return true, min(stallRecheck, ftt/4)
 	}
 	return false, 0
+}
+
+// retriesLeft is how many retries the ladder's endpoints' budgets allow
+// at now, together.
+func (a *Activities) retriesLeft(now time.Time) int {
+	n := 0
+	for _, e := range a.endpoints() {
+		n += a.budgets.For(e).Remaining(now)
+	}
+	return n
 }
 
 // endpoints lists the endpoints of the ladder's models, each once.

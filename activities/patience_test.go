@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -276,6 +277,46 @@ func TestAKeptRequestStaysKeptWhenRetriesReturn(t *testing.T) {
 	}
 }
 
+// TestALostRequestWithNoRetryLeftIsKept: after a slowdown, the requests
+// sent in it are answered late while new ones are served at once, so each
+// old one is passed over. With the endpoint's retry budget spent, a cut
+// could only end in the FAQ: the request is kept and its late answer
+// reaches the caller (in the slowdown benchmark, cutting such requests
+// sent 62 of the 100 calls started in it to the FAQ).
+func TestALostRequestWithNoRetryLeftIsKept(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		reply := sse{headerDelay: 1200 * time.Millisecond, done: true,
+			events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+		if strings.Contains(string(body), "quick") {
+			reply.headerDelay = 0
+		}
+		reply.serve(w, r)
+	}))
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	for a.budgets.For(a.cfg.Models[0].Endpoint()).TryRetry(time.Now()) { // every model is on srv's endpoint
+	}
+	late := make(chan error, 1)
+	go func() {
+		v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 5*time.Second)
+		if err == nil {
+			var out CallOutcome
+			if err = v.Get(&out); err == nil && out.Content != "Your parcel ships today." {
+				err = fmt.Errorf("answer %q, want the late model's", out.Content)
+			}
+		}
+		late <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if _, err := callAttempt(t, a, "A quick question", callstate.Shape{}, 3*time.Second); err != nil {
+		t.Fatalf("the quick request failed: %v", err)
+	}
+	if err := <-late; err != nil {
+		t.Fatalf("the request passed over with no retry left was not kept to its answer: %v", err)
+	}
+}
+
 // TestPassedOverSaysWhichModelServes: a request passed over is lost; the
 // breaker of its model leaves it out only when that model itself served
 // the later request (it works now), not when another model on the
@@ -287,7 +328,7 @@ func TestPassedOverSaysWhichModelServes(t *testing.T) {
 	defer doneBig()
 	small, doneSmall := s.wait("ep", "qwen-14b", t0)
 	defer doneSmall()
-	if s.lost(big, t0.Add(10*time.Second)) {
+	if lost, _ := s.lost(big, t0.Add(10*time.Second), 10); lost {
 		t.Fatal("lost before the endpoint served anything")
 	}
 	s.firstToken("ep", "qwen-72b", t0.Add(9*time.Second))
@@ -295,7 +336,7 @@ func TestPassedOverSaysWhichModelServes(t *testing.T) {
 		w       *stallWait
 		byModel bool
 	}{{big, true}, {small, false}} {
-		if !s.lost(c.w, t0.Add(10*time.Second)) || !c.w.passed.Load() {
+		if _, cut := s.lost(c.w, t0.Add(10*time.Second), 10); !cut || !c.w.passed.Load() {
 			t.Errorf("%s: a request started 9 s after it and served: not passed over", c.w.model)
 		}
 		if got := c.w.byModel.Load(); got != c.byModel {
@@ -304,7 +345,18 @@ func TestPassedOverSaysWhichModelServes(t *testing.T) {
 	}
 	other, doneOther := s.wait("ep", "qwen-72b", t0.Add(8*time.Second))
 	defer doneOther()
-	if s.lost(other, t0.Add(10*time.Second)) {
+	if lost, _ := s.lost(other, t0.Add(10*time.Second), 10); lost {
 		t.Error("a request started 1 s after one waiting 2 s passed it over (half its wait is the bar)")
+	}
+	// Retries for one: the two oldest passed over are cut (the same
+	// start), one started after them is kept, since its cut would find
+	// the budget spent by theirs.
+	young, doneYoung := s.wait("ep", "qwen-72b", t0.Add(time.Second))
+	defer doneYoung()
+	if lost, cut := s.lost(young, t0.Add(10*time.Second), 1); !lost || cut || young.passed.Load() {
+		t.Errorf("with one retry left and two older requests passed over: lost %v, cut %v, marked %v; want lost, kept, unmarked", lost, cut, young.passed.Load())
+	}
+	if lost, cut := s.lost(young, t0.Add(10*time.Second), 3); !lost || !cut {
+		t.Errorf("with three retries left: lost %v, cut %v; want cut", lost, cut)
 	}
 }

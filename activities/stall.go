@@ -115,17 +115,33 @@ func overtook(t time.Time, w *stallWait, now time.Time) bool {
 }
 
 // lost reports whether, at now, the endpoint w waits on has passed it
-// over: its request is lost, as in a hang, and waiting on is no use. It
-// marks w passed (and byModel when w's own model served the later one).
-func (s *stalls) lost(w *stallWait, now time.Time) bool {
+// over (its request is lost, as in a hang, or left behind on a slow
+// replica while new requests are served), and whether to cut it: only
+// when a retry is left for it, that is when fewer than retries of the
+// attempts waiting there that have been passed over started before it.
+// A cut whose retry the budget refuses ends in the fallback, while the
+// request kept may still answer (after a slowdown, requests sent in it
+// are answered late). It marks w passed (and byModel when w's own model
+// served the later one) when it is to be cut.
+func (s *stalls) lost(w *stallWait, now time.Time, retries int) (lost, cut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.passedOver(w.endpoint, w, now) {
-		return false
+	served := s.served[w.endpoint]
+	if !overtook(served, w, now) {
+		return false, false
+	}
+	older := 0
+	for o := range s.waiting[w.endpoint] {
+		if o != w && o.since.Before(w.since) && overtook(served, o, now) {
+			older++
+		}
+	}
+	if older >= retries {
+		return true, false
 	}
 	w.passed.Store(true)
 	w.byModel.Store(overtook(s.byModel[w.model], w, now))
-	return true
+	return true, true
 }
 
 // stalled reports whether, at now, endpoint has not passed w over (served
