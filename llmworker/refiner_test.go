@@ -126,6 +126,37 @@ func TestIntegrationOutputTruncatedContinues(t *testing.T) {
 	require.Less(t, 2*completion, oldCompletion+completion/2, "continue: %d completion tokens, bump_tokens %d", completion, oldCompletion)
 }
 
+// TestIntegrationExhaustedTruncationAnswersWithModelText: a 5,000-token
+// answer under the policy's limit of 50 (the request sets none) is cut at
+// every attempt, continued each time, until the call's attempts run out.
+// The caller gets the text the models wrote, the longest of it, marked
+// degraded and cut (finish_reason length), never the FAQ.
+func TestIntegrationExhaustedTruncationAnswersWithModelText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	const q = "Explain the delivery options in detail."
+	instant := llmsim.Options{Scenario: &llmsim.Scenario{Name: "instant", Models: llmsim.InstantModels()}}
+	s := newStackWith(t, instant, func(c *config.Config) { c.Limits.DefaultMaxTokens = 50 })
+	res := s.call(question("[[sim tokens=5000]] " + q))
+	decisions := workflows.CallResult.Decisions(res)
+	require.Equal(t, workflows.SourceModel, res.Source, "%v: %s", decisions, res.Reason)
+	require.True(t, res.Degraded, "a cut answer is marked degraded")
+	require.Equal(t, "length", res.FinishReason)
+	require.Empty(t, res.FAQID, "no canned answer")
+	require.Contains(t, res.Reason, "answered with the longest text a model wrote")
+	gens := s.sim.Generations(res.RequestID)
+	require.Greater(t, len(gens), 1, "the truncated answer was retried")
+	longest := 0
+	for _, g := range gens {
+		longest = max(longest, g.CompletionTokens)
+	}
+	require.NotEmpty(t, res.Content)
+	require.True(t, strings.HasPrefix(llmsim.AnswerTokens(res.Model, q, 5000), res.Content), "the answer is the model's own text, from its start: %q", res.Content)
+	require.Greater(t, len(res.Content), len(llmsim.AnswerTokens(res.Model, q, 50)), "more than one attempt's text: the continuations are kept (%v)", decisions)
+	t.Logf("%v: %d characters of model text, %d upstream requests (longest generation %d tokens)", decisions, len(res.Content), len(gens), longest)
+}
+
 // TestIntegrationSystemPromptDroppedIsSaid: llama-8b takes no system
 // role: its attempt sends the user turns only and the result says so.
 func TestIntegrationSystemPromptDroppedIsSaid(t *testing.T) {
