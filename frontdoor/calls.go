@@ -11,8 +11,6 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/request"
@@ -214,28 +212,11 @@ func stillRunning(id string, limit time.Duration) *apiError {
 // waitFailed maps the error of waiting for call id under wctx (which
 // ended after limit when the wait was too long).
 func (h *Handler) waitFailed(wctx context.Context, id string, limit time.Duration, err error) *apiError {
-	if errors.Is(wctx.Err(), context.DeadlineExceeded) || ourDeadline(wctx, err) {
+	if llmclient.WaitEnded(wctx, err) {
 		return stillRunning(id, limit)
 	}
 	return h.callFailed(id, err)
 }
-
-// ourDeadline reports whether err is the Temporal server ending a wait at
-// wctx's own deadline: the server learns the deadline from the request
-// and can answer DEADLINE_EXCEEDED a moment before wctx's timer fires on
-// this side, which is the wait's limit and not an unreachable service.
-func ourDeadline(wctx context.Context, err error) bool {
-	d, ok := wctx.Deadline()
-	if !ok || time.Until(d) > deadlineSlack {
-		return false
-	}
-	var de *serviceerror.DeadlineExceeded
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &de) || status.Code(err) == codes.DeadlineExceeded
-}
-
-// deadlineSlack is how early before a wait's deadline a server's
-// DEADLINE_EXCEEDED still counts as that deadline.
-const deadlineSlack = 500 * time.Millisecond
 
 // keyReused is the 422 of an Idempotency-Key sent again with another
 // request, as payment APIs answer it.

@@ -145,7 +145,9 @@ func (q *quickOperation) Start(ctx context.Context, in workflows.CallRequest, so
 		wctx, cancel := context.WithTimeout(ctx, wait)
 		var res workflows.CallResult
 		err = run.Get(wctx, &res)
-		timedOut := wctx.Err() != nil && ctx.Err() == nil
+		// The server may end the wait a moment before wctx's timer fires
+		// (llmclient.WaitEnded): still running all the same.
+		timedOut := ctx.Err() == nil && llmclient.WaitEnded(wctx, err)
 		cancel()
 		switch {
 		case err == nil:
