@@ -2,7 +2,6 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,8 +11,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -153,6 +150,20 @@ func slowFirstTokenActivities(t *testing.T, url string) *Activities {
 	return a
 }
 
+// quickOrLateServer answers a request that mentions "quick" at once and
+// any other after firstToken.
+func quickOrLateServer(firstToken time.Duration) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		reply := sse{headerDelay: firstToken, done: true,
+			events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+		if strings.Contains(string(body), "quick") {
+			reply.headerDelay = 0
+		}
+		reply.serve(w, r)
+	}))
+}
+
 // TestALostRequestIsCutWhenRetriesFail: retries after read_timeout fail
 // too often across the process (as after a hang), so an attempt whose
 // first token is overdue keeps its request open rather than go to the
@@ -164,15 +175,7 @@ func slowFirstTokenActivities(t *testing.T, url string) *Activities {
 // call went to the FAQ: in the hang benchmark, four in five of the calls
 // started during the hang, all with seconds left after it ended.
 func TestALostRequestIsCutWhenRetriesFail(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		reply := sse{headerDelay: time.Hour, done: true,
-			events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-		if strings.Contains(string(body), "quick") {
-			reply.headerDelay = 0
-		}
-		reply.serve(w, r)
-	}))
+	srv := quickOrLateServer(time.Hour)
 	defer srv.Close()
 	a := slowFirstTokenActivities(t, srv.URL)
 	for range 2 * a.cfg.Breaker.ClassMinRetries {
@@ -202,14 +205,7 @@ func TestALostRequestIsCutWhenRetriesFail(t *testing.T) {
 	if r.took > 2*time.Second {
 		t.Fatalf("the lost request was cut after %v, want within a recheck of being passed over (at 0.5 s), not at its 5 s timeout", r.took.Round(time.Millisecond))
 	}
-	var appErr *temporal.ApplicationError
-	if !errors.As(r.err, &appErr) {
-		t.Fatalf("not an application error: %v", r.err)
-	}
-	var out CallOutcome
-	if err := appErr.Details(&out); err != nil {
-		t.Fatal(err)
-	}
+	out, _ := failedOutcome(t, r.err)
 	if out.Class != failure.ReadTimeout || !out.PassedOver || !strings.Contains(out.Reason, "passed over") {
 		t.Fatalf("outcome %s passed_over=%v (%q), want read_timeout passed over", out.Class, out.PassedOver, out.Reason)
 	}
@@ -264,14 +260,7 @@ func TestAKeptRequestStaysKeptWhenRetriesReturn(t *testing.T) {
 	if !a.classes.Allow(failure.ReadTimeout, time.Now()) {
 		t.Fatal("the class breaker did not close again")
 	}
-	var appErr *temporal.ApplicationError
-	if !errors.As(err, &appErr) {
-		t.Fatalf("a request that never answers: %v, want an application error", err)
-	}
-	var out CallOutcome
-	if err := appErr.Details(&out); err != nil {
-		t.Fatal(err)
-	}
+	out, _ := failedOutcome(t, err)
 	if out.Class == failure.ReadTimeout || took < 1500*time.Millisecond {
 		t.Fatalf("the kept request was cut after %v as %s (%s), want it kept to its 2 s timeout", took.Round(time.Millisecond), out.Class, out.Reason)
 	}
@@ -284,15 +273,7 @@ func TestAKeptRequestStaysKeptWhenRetriesReturn(t *testing.T) {
 // reaches the caller (in the slowdown benchmark, cutting such requests
 // sent 62 of the 100 calls started in it to the FAQ).
 func TestALostRequestWithNoRetryLeftIsKept(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		reply := sse{headerDelay: 1200 * time.Millisecond, done: true,
-			events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-		if strings.Contains(string(body), "quick") {
-			reply.headerDelay = 0
-		}
-		reply.serve(w, r)
-	}))
+	srv := quickOrLateServer(1200 * time.Millisecond)
 	defer srv.Close()
 	a := slowFirstTokenActivities(t, srv.URL)
 	for a.budgets.For(a.cfg.Models[0].Endpoint()).TryRetry(time.Now()) { // every model is on srv's endpoint

@@ -2,15 +2,12 @@ package activities
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -71,14 +68,7 @@ func TestUpstreamEchoesOfTheKeyAreRedacted(t *testing.T) {
 			if err == nil {
 				t.Fatal("the upstream's refusal was an answer")
 			}
-			var appErr *temporal.ApplicationError
-			if !errors.As(err, &appErr) {
-				t.Fatalf("not an application error: %v", err)
-			}
-			var out CallOutcome
-			if err := appErr.Details(&out); err != nil {
-				t.Fatal(err)
-			}
+			out, _ := failedOutcome(t, err)
 			seen, _ := json.Marshal(out)
 			text := err.Error() + "\n" + string(seen)
 			for i := 0; i+minKeyPart <= len(testKey); i++ {

@@ -3,7 +3,6 @@ package activities
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
@@ -116,14 +114,7 @@ func FuzzTenantTextHoldsNoKey(f *testing.F) {
 		if err == nil {
 			return // an answer: the model's text is the tenant's, unmasked
 		}
-		var appErr *temporal.ApplicationError
-		if !errors.As(err, &appErr) {
-			t.Fatalf("not an application error: %v", err)
-		}
-		var out CallOutcome
-		if err := appErr.Details(&out); err != nil {
-			t.Fatal(err)
-		}
+		out, appErr := failedOutcome(t, err)
 		for what, s := range map[string]string{"reason": out.Reason, "error": appErr.Message()} {
 			if strings.Contains(s, redacted) {
 				t.Fatalf("the %s a tenant reads holds a mask: %q", what, s)
