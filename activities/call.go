@@ -798,11 +798,14 @@ func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 // over; wait and ask again while
 // every endpoint a cut could move the call to is stalled (stall.go), so
 // that a retry would only queue again behind the same requests, up to one
-// more ftt; else cut. It asks again every stallRecheck, or four times
-// within the extra ftt when that is shorter.
+// more ftt; else cut when a retry is left for it after those the cuts
+// before it take (stalls.overdue), and keep it otherwise. It asks again
+// every stallRecheck, or four times within the extra ftt when that is
+// shorter.
 func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, recheck time.Duration) {
 	now := a.now()
-	if lost, cut := a.stalls.lost(w, now, a.retriesLeft(now)); cut {
+	retries := a.retriesLeft(now)
+	if lost, cut := a.stalls.lost(w, now, retries); cut {
 		// Passed over: the endpoint answers requests sent well after this
 		// one, so this one is lost (a hang), and a retry is answered.
 		return false, 0
@@ -825,6 +828,11 @@ func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, reche
 		return true, stallRecheck
 	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints(), now):
 		return true, min(stallRecheck, ftt/4)
+	case !a.stalls.overdue(w, now, retries):
+		// The retries left go to the attempts cut before this one: its
+		// cut would end in the fallback, as above.
+		w.kept.Store(true)
+		return true, stallRecheck
 	}
 	return false, 0
 }

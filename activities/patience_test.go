@@ -298,6 +298,83 @@ func TestALostRequestWithNoRetryLeftIsKept(t *testing.T) {
 	}
 }
 
+// TestTheLastRetryGoesToTheFirstCut: one retry is left in the budget when
+// two attempts, started 100 ms apart on a server that answers after
+// 1.2 s, pass their 200 ms first_token_timeout. The first is cut (its
+// retry is left); the second finds the same retry still unpaid, since
+// the first's is paid only at the workflow's next step, so a cut would
+// end in the FAQ: it keeps its request and the model's answer comes. Both
+// were cut before, and in the slowdown benchmark one call of 100 waited
+// for the budget that way and took the FAQ, its request about 2 s from
+// its answer.
+func TestTheLastRetryGoesToTheFirstCut(t *testing.T) {
+	srv := quickOrLateServer(1200 * time.Millisecond)
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	budget := a.budgets.For(a.cfg.Models[0].Endpoint()) // every model is on srv's endpoint
+	for budget.Remaining(time.Now()) > 1 {
+		budget.TryRetry(time.Now())
+	}
+	type result struct {
+		out CallOutcome
+		err error
+	}
+	results := make([]chan result, 2)
+	for i := range results {
+		results[i] = make(chan result, 1)
+		go func() {
+			v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 5*time.Second)
+			var out CallOutcome
+			if err == nil {
+				err = v.Get(&out)
+			}
+			results[i] <- result{out, err}
+		}()
+		time.Sleep(100 * time.Millisecond)
+	}
+	first, second := <-results[0], <-results[1]
+	if first.err == nil {
+		t.Fatal("the first overdue attempt was kept, with a retry left for it")
+	}
+	if out, _ := failedOutcome(t, first.err); out.Class != failure.ReadTimeout {
+		t.Fatalf("the first attempt failed as %s, want read_timeout", out.Class)
+	}
+	if second.err != nil {
+		t.Fatalf("the second overdue attempt was cut while the one retry left went to the first: %v", second.err)
+	}
+	if second.out.Content != "Your parcel ships today." {
+		t.Fatalf("the second attempt answered %q, want the late model's answer", second.out.Content)
+	}
+}
+
+// TestCutsCountUntilPaid: the retries that the cuts of the last cutSettle
+// take are not yet paid in the budget; an overdue attempt is cut only
+// when one is left beyond them and beyond the older attempts waiting on
+// its endpoint that are not kept (they are cut first).
+func TestCutsCountUntilPaid(t *testing.T) {
+	s := newStalls()
+	t0 := time.Now()
+	old, doneOld := s.wait("ep", "m", t0)
+	defer doneOld()
+	young, doneYoung := s.wait("ep", "m", t0.Add(100*time.Millisecond))
+	defer doneYoung()
+	if s.overdue(young, t0.Add(time.Second), 1) {
+		t.Error("cut with one retry left and an older attempt to be cut before it")
+	}
+	old.kept.Store(true)
+	if !s.overdue(young, t0.Add(time.Second), 1) {
+		t.Error("kept with one retry left and the older attempt kept (it takes no retry)")
+	}
+	other, doneOther := s.wait("ep2", "m", t0.Add(200*time.Millisecond))
+	defer doneOther()
+	if s.overdue(other, t0.Add(time.Second+cutSettle/2), 1) {
+		t.Error("cut on another endpoint while the one retry left is the earlier cut's, unpaid")
+	}
+	if !s.overdue(other, t0.Add(time.Second+cutSettle), 1) {
+		t.Errorf("kept %v after the earlier cut: by then its retry shows in the budget", cutSettle)
+	}
+}
+
 // TestPassedOverSaysWhichModelServes: a request passed over is lost; the
 // breaker of its model leaves it out only when that model itself served
 // the later request (it works now), not when another model on the

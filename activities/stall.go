@@ -17,6 +17,13 @@ const stallEvidence = 3
 // still waiting is cut (it may be lost, as in a hang) and the call moves on.
 const stallRecheck = 250 * time.Millisecond
 
+// cutSettle is how long a cut of this process counts against the retry
+// budget before the budget shows it: the retry is paid when the workflow
+// takes its next step, a moment after the attempt ends, and attempts
+// cut in that moment all saw the same retry left (one of the slowdown's
+// calls went to the FAQ that way, its request about to answer).
+const cutSettle = time.Second
+
 // stalls knows, per endpoint, the streamed attempts of this process
 // waiting for their first token and the latest start of a request there
 // that got one.
@@ -40,6 +47,9 @@ type stalls struct {
 	// byModel: the latest start of a request that got its first token,
 	// by model.
 	byModel map[string]time.Time
+	// cuts: when this process cut waiting attempts, oldest first, within
+	// the last cutSettle (their retries may not be paid yet).
+	cuts []time.Time
 }
 
 type stallWait struct {
@@ -56,6 +66,8 @@ type stallWait struct {
 	// was overdue, so it waits within its deadline until it is passed
 	// over (Activities.patience).
 	kept atomic.Bool
+	// cut: counted among stalls.cuts (guarded by stalls.mu).
+	cut bool
 	// queued: the endpoints where this attempt has been seen waiting
 	// among stallEvidence others. The queue drains as it is served, so
 	// the count is the evidence once; from then on, only being passed
@@ -117,12 +129,12 @@ func overtook(t time.Time, w *stallWait, now time.Time) bool {
 // lost reports whether, at now, the endpoint w waits on has passed it
 // over (its request is lost, as in a hang, or left behind on a slow
 // replica while new requests are served), and whether to cut it: only
-// when a retry is left for it, that is when fewer than retries of the
-// attempts waiting there that have been passed over started before it.
-// A cut whose retry the budget refuses ends in the fallback, while the
-// request kept may still answer (after a slowdown, requests sent in it
-// are answered late). It marks w passed (and byModel when w's own model
-// served the later one) when it is to be cut.
+// when a retry is left for it (retryLeft), counting the attempts waiting
+// there that have been passed over and started before it. A cut whose
+// retry the budget refuses ends in the fallback, while the request kept
+// may still answer (after a slowdown, requests sent in it are answered
+// late). It marks w passed (and byModel when w's own model served the
+// later one) when it is to be cut.
 func (s *stalls) lost(w *stallWait, now time.Time, retries int) (lost, cut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,18 +142,47 @@ func (s *stalls) lost(w *stallWait, now time.Time, retries int) (lost, cut bool)
 	if !overtook(served, w, now) {
 		return false, false
 	}
-	older := 0
-	for o := range s.waiting[w.endpoint] {
-		if o != w && o.since.Before(w.since) && overtook(served, o, now) {
-			older++
-		}
-	}
-	if older >= retries {
+	if !s.retryLeft(w, now, retries, func(o *stallWait) bool { return overtook(served, o, now) }) {
 		return true, false
 	}
 	w.passed.Store(true)
 	w.byModel.Store(overtook(s.byModel[w.model], w, now))
 	return true, true
+}
+
+// overdue reports whether w, whose first token is overdue and whose
+// endpoint has not passed it over, is to be cut at now: only when a retry
+// is left for it (retryLeft), counting the attempts waiting on its
+// endpoint that started before it and are not kept, since they are cut
+// first.
+func (s *stalls) overdue(w *stallWait, now time.Time, retries int) (cut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.retryLeft(w, now, retries, func(o *stallWait) bool { return !o.kept.Load() })
+}
+
+// retryLeft reports whether, of retries left in the budgets at now, one
+// is left for w after the cuts of the last cutSettle (not yet paid) and
+// the attempts waiting on w's endpoint that started before it and, by
+// ahead, are cut before it; if so, w's cut is counted. s.mu is held.
+func (s *stalls) retryLeft(w *stallWait, now time.Time, retries int, ahead func(*stallWait) bool) bool {
+	i := 0
+	for i < len(s.cuts) && now.Sub(s.cuts[i]) >= cutSettle {
+		i++
+	}
+	s.cuts = s.cuts[i:]
+	taken := len(s.cuts)
+	for o := range s.waiting[w.endpoint] {
+		if o != w && !o.cut && o.since.Before(w.since) && ahead(o) {
+			taken++
+		}
+	}
+	if taken >= retries {
+		return false
+	}
+	s.cuts = append(s.cuts, now)
+	w.cut = true
+	return true
 }
 
 // stalled reports whether, at now, endpoint has not passed w over (served
