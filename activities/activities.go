@@ -274,6 +274,9 @@ func (a *Activities) admit(req request.Request) (Admission, error) {
 // (retry, resend, switch) is a retry charged to it, and a model whose
 // endpoint has no retry left is skipped like one whose breaker is open.
 func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepared, error) {
+	if activity.IsActivity(ctx) {
+		a.stalls.prepared(activity.GetInfo(ctx).WorkflowExecution.RunID) // its cut's retry is paid now, if any
+	}
 	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in) })
 }
 

@@ -211,7 +211,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
-			waiting, done := a.stalls.wait(m.Endpoint(), m.Name, start)
+			waiting, done := a.stalls.wait(info.WorkflowExecution.RunID, m.Endpoint(), m.Name, start)
 			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
 				patient: func() (bool, time.Duration) { return a.patience(waiting, m.FirstTokenTimeout.D()) }},
 				func(n int) {

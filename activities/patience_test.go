@@ -348,15 +348,16 @@ func TestTheLastRetryGoesToTheFirstCut(t *testing.T) {
 }
 
 // TestCutsCountUntilPaid: the retries that the cuts of the last cutSettle
-// take are not yet paid in the budget; an overdue attempt is cut only
-// when one is left beyond them and beyond the older attempts waiting on
-// its endpoint that are not kept (they are cut first).
+// take are not paid in the budget until their calls prepare their next
+// attempts; an overdue attempt is cut only when one is left beyond them
+// and beyond the older attempts waiting on its endpoint that are not kept
+// (they are cut first).
 func TestCutsCountUntilPaid(t *testing.T) {
 	s := newStalls()
 	t0 := time.Now()
-	old, doneOld := s.wait("ep", "m", t0)
+	old, doneOld := s.wait("run-old", "ep", "m", t0)
 	defer doneOld()
-	young, doneYoung := s.wait("ep", "m", t0.Add(100*time.Millisecond))
+	young, doneYoung := s.wait("run-young", "ep", "m", t0.Add(100*time.Millisecond))
 	defer doneYoung()
 	if s.overdue(young, t0.Add(time.Second), 1) {
 		t.Error("cut with one retry left and an older attempt to be cut before it")
@@ -365,13 +366,22 @@ func TestCutsCountUntilPaid(t *testing.T) {
 	if !s.overdue(young, t0.Add(time.Second), 1) {
 		t.Error("kept with one retry left and the older attempt kept (it takes no retry)")
 	}
-	other, doneOther := s.wait("ep2", "m", t0.Add(200*time.Millisecond))
+	other, doneOther := s.wait("run-other", "ep2", "m", t0.Add(200*time.Millisecond))
 	defer doneOther()
 	if s.overdue(other, t0.Add(time.Second+cutSettle/2), 1) {
 		t.Error("cut on another endpoint while the one retry left is the earlier cut's, unpaid")
 	}
 	if !s.overdue(other, t0.Add(time.Second+cutSettle), 1) {
-		t.Errorf("kept %v after the earlier cut: by then its retry shows in the budget", cutSettle)
+		t.Errorf("kept %v after the earlier cut, which no step of its call paid: it is forgotten by then", cutSettle)
+	}
+	last, doneLast := s.wait("run-last", "ep2", "m", t0.Add(300*time.Millisecond))
+	defer doneLast()
+	if s.overdue(last, t0.Add(time.Second+cutSettle), 1) {
+		t.Error("cut while the one retry left is the other's, whose call has not prepared its retry")
+	}
+	s.prepared("run-other")
+	if !s.overdue(last, t0.Add(time.Second+cutSettle), 1) {
+		t.Error("kept after the other's call prepared its retry: the budget shows it, and one is left")
 	}
 }
 
@@ -382,9 +392,9 @@ func TestCutsCountUntilPaid(t *testing.T) {
 func TestPassedOverSaysWhichModelServes(t *testing.T) {
 	s := newStalls()
 	t0 := time.Now()
-	big, doneBig := s.wait("ep", "qwen-72b", t0)
+	big, doneBig := s.wait("", "ep", "qwen-72b", t0)
 	defer doneBig()
-	small, doneSmall := s.wait("ep", "qwen-14b", t0)
+	small, doneSmall := s.wait("", "ep", "qwen-14b", t0)
 	defer doneSmall()
 	if lost, _ := s.lost(big, t0.Add(10*time.Second), 10); lost {
 		t.Fatal("lost before the endpoint served anything")
@@ -401,7 +411,7 @@ func TestPassedOverSaysWhichModelServes(t *testing.T) {
 			t.Errorf("%s: served by its own model = %v, want %v", c.w.model, got, c.byModel)
 		}
 	}
-	other, doneOther := s.wait("ep", "qwen-72b", t0.Add(8*time.Second))
+	other, doneOther := s.wait("", "ep", "qwen-72b", t0.Add(8*time.Second))
 	defer doneOther()
 	if lost, _ := s.lost(other, t0.Add(10*time.Second), 10); lost {
 		t.Error("a request started 1 s after one waiting 2 s passed it over (half its wait is the bar)")
@@ -409,7 +419,7 @@ func TestPassedOverSaysWhichModelServes(t *testing.T) {
 	// Retries for one: the two oldest passed over are cut (the same
 	// start), one started after them is kept, since its cut would find
 	// the budget spent by theirs.
-	young, doneYoung := s.wait("ep", "qwen-72b", t0.Add(time.Second))
+	young, doneYoung := s.wait("", "ep", "qwen-72b", t0.Add(time.Second))
 	defer doneYoung()
 	if lost, cut := s.lost(young, t0.Add(10*time.Second), 1); !lost || cut || young.passed.Load() {
 		t.Errorf("with one retry left and two older requests passed over: lost %v, cut %v, marked %v; want lost, kept, unmarked", lost, cut, young.passed.Load())

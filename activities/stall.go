@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +19,13 @@ const stallEvidence = 3
 const stallRecheck = 250 * time.Millisecond
 
 // cutSettle is how long a cut of this process counts against the retry
-// budget before the budget shows it: the retry is paid when the workflow
-// takes its next step, a moment after the attempt ends, and attempts
-// cut in that moment all saw the same retry left (one of the slowdown's
-// calls went to the FAQ that way, its request about to answer).
+// budget unless the call's next attempt is prepared here first: the
+// retry is paid when it is prepared, after the workflow's step and its
+// backoff (full jitter, under a second for the first retries), and
+// attempts cut in between all saw the same retry left (one of the
+// slowdown's calls went to the FAQ that way, its request about to
+// answer). A call whose next step is prepared by another worker, or is
+// not a request at all, is forgotten after cutSettle.
 const cutSettle = time.Second
 
 // stalls knows, per endpoint, the streamed attempts of this process
@@ -47,12 +51,21 @@ type stalls struct {
 	// byModel: the latest start of a request that got its first token,
 	// by model.
 	byModel map[string]time.Time
-	// cuts: when this process cut waiting attempts, oldest first, within
-	// the last cutSettle (their retries may not be paid yet).
-	cuts []time.Time
+	// cuts: the waiting attempts this process cut within the last
+	// cutSettle whose calls have not prepared their next attempt here
+	// since, oldest first (their retries may not be paid yet).
+	cuts []cut
+}
+
+type cut struct {
+	at   time.Time
+	call string
 }
 
 type stallWait struct {
+	// call: the run of the call's workflow (its cut is paid when the
+	// call prepares its next attempt).
+	call            string
 	endpoint, model string
 	since           time.Time
 	// passed: the wait ended because the endpoint passed this attempt
@@ -79,10 +92,11 @@ func newStalls() *stalls {
 	return &stalls{waiting: map[string]map[*stallWait]struct{}{}, served: map[string]time.Time{}, byModel: map[string]time.Time{}}
 }
 
-// wait registers an attempt of model on endpoint that started at since
-// and waits for its first token; done unregisters it (idempotent).
-func (s *stalls) wait(endpoint, model string, since time.Time) (w *stallWait, done func()) {
-	w = &stallWait{endpoint: endpoint, model: model, since: since, queued: map[string]bool{}}
+// wait registers an attempt of call (its workflow run) and model on
+// endpoint that started at since and waits for its first token; done
+// unregisters it (idempotent).
+func (s *stalls) wait(call, endpoint, model string, since time.Time) (w *stallWait, done func()) {
+	w = &stallWait{call: call, endpoint: endpoint, model: model, since: since, queued: map[string]bool{}}
 	s.mu.Lock()
 	if s.waiting[endpoint] == nil {
 		s.waiting[endpoint] = map[*stallWait]struct{}{}
@@ -166,11 +180,7 @@ func (s *stalls) overdue(w *stallWait, now time.Time, retries int) (cut bool) {
 // the attempts waiting on w's endpoint that started before it and, by
 // ahead, are cut before it; if so, w's cut is counted. s.mu is held.
 func (s *stalls) retryLeft(w *stallWait, now time.Time, retries int, ahead func(*stallWait) bool) bool {
-	i := 0
-	for i < len(s.cuts) && now.Sub(s.cuts[i]) >= cutSettle {
-		i++
-	}
-	s.cuts = s.cuts[i:]
+	s.cuts = slices.DeleteFunc(s.cuts, func(c cut) bool { return now.Sub(c.at) >= cutSettle })
 	taken := len(s.cuts)
 	for o := range s.waiting[w.endpoint] {
 		if o != w && !o.cut && o.since.Before(w.since) && ahead(o) {
@@ -180,9 +190,17 @@ func (s *stalls) retryLeft(w *stallWait, now time.Time, retries int, ahead func(
 	if taken >= retries {
 		return false
 	}
-	s.cuts = append(s.cuts, now)
+	s.cuts = append(s.cuts, cut{at: now, call: w.call})
 	w.cut = true
 	return true
+}
+
+// prepared: call (a workflow run) is preparing its next attempt, so the
+// budget now shows the retry its cut took, or refuses it.
+func (s *stalls) prepared(call string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cuts = slices.DeleteFunc(s.cuts, func(c cut) bool { return c.call == call })
 }
 
 // stalled reports whether, at now, endpoint has not passed w over (served
