@@ -384,6 +384,10 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			// (A step of a step-by-step answer is an extra request of its
 			// parent call: even its first is a retry.)
 			b.RecordRequestFor(now, in.Request.Tenant)
+		} else if unsent(in, p.State) {
+			// Nothing of the call has reached the upstream yet: this is
+			// still its first request, recorded when it was first
+			// prepared, not a retry to pay for.
 		} else if ok, capped := b.TryRetryFor(now, in.Request.Tenant); !ok {
 			// Spent by other calls since this call's step was decided, or
 			// this tenant took its share while others are calling.
@@ -418,6 +422,26 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 		p.Hedge = a.hedgePlan(in, m, p.State)
 		return p, nil
 	}
+}
+
+// unsent reports whether the call of in, at state st, has prepared
+// attempts but sent none upstream: each was refused by its model's
+// breaker between planning and sending (breaker_open, the one class an
+// attempt ends in without a request), so that its next request is still
+// its first. Not for a hedge (its primary is in flight) or a step of a
+// step-by-step answer. Before, such a call was charged a retry: in the
+// 5 s flap with three workers, with the budget spent, calls started in
+// up windows that had sent nothing waited out call.max_wait and took the
+// FAQ.
+func unsent(in PrepareInput, st callstate.State) bool {
+	if in.Only || in.Request.Step != 0 || st.Requests == 0 {
+		return false
+	}
+	refused := 0
+	for _, classes := range st.Failures {
+		refused += classes[failure.BreakerOpen]
+	}
+	return refused == st.Requests
 }
 
 // outputTokens is what an attempt of shape sh may generate: its max_tokens,

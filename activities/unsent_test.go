@@ -1,0 +1,63 @@
+package activities
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// TestACallThatSentNothingIsNotChargedARetry: a call's first attempt is
+// refused before sending (its model's breaker opened between planning and
+// sending), and the endpoint's retry budget is spent. Its next attempt is
+// still its first request and goes out; a call whose first attempt
+// reached the upstream and failed waits for the budget instead. Before,
+// both waited: in the 5 s flap with three workers, 12 calls started in up
+// windows never sent a request and took the FAQ.
+func TestACallThatSentNothingIsNotChargedARetry(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		outcome callstate.Outcome
+		sends   bool
+	}{
+		{"refused before sending", callstate.Outcome{Class: failure.BreakerOpen, NotSent: true}, true},
+		{"sent and failed", callstate.Outcome{Class: failure.ServerError}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a, err := New(Options{Config: config.DefaultConfig()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			in := firstPrepare()
+			first, err := a.PrepareAttempt(ctx, in)
+			if err != nil || first.Model == "" {
+				t.Fatalf("first attempt not prepared: %+v %v", first, err)
+			}
+			now := time.Now()
+			for _, e := range a.endpoints() {
+				for a.budgets.For(e).TryRetry(now) {
+				}
+			}
+			step, err := a.DecideNext(ctx, DecideInput{State: first.State, Outcome: c.outcome})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if step.Kind == callstate.Fallback || step.Kind == callstate.Fail {
+				t.Fatalf("step after %s: %s (%s), want another attempt", c.outcome.Class, step.Decision, step.Reason)
+			}
+			in.State = step.Next
+			next, err := a.PrepareAttempt(ctx, in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sent := next.Model != "" && !next.Recheck
+			if sent != c.sends {
+				t.Fatalf("next attempt sent %v (model %q, waiting %v: %s), want %v", sent, next.Model, next.Recheck, next.HoldReason, c.sends)
+			}
+		})
+	}
+}
