@@ -35,9 +35,8 @@ func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 		a := slowFirstTokenActivities(t, srv.URL)
 		cfg := a.cfg
 		switch why {
-		case "budget spent": // every model is on srv's endpoint
-			for a.budgets.For(cfg.Models[0].Endpoint()).TryRetry(time.Now()) {
-			}
+		case "budget spent":
+			spendRetries(a, 0)
 		case "retries fail":
 			for range 2 * cfg.Breaker.ClassMinRetries {
 				a.classes.Record(failure.ReadTimeout, time.Now(), false)
@@ -148,6 +147,17 @@ func slowFirstTokenActivities(t *testing.T, url string) *Activities {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// spendRetries spends the retry budget of every endpoint of a's ladder
+// down to leave retries.
+func spendRetries(a *Activities, leave int) {
+	now := time.Now()
+	for _, e := range a.endpoints() {
+		for b := a.budgets.For(e); b.Remaining(now) > leave; {
+			b.TryRetry(now)
+		}
+	}
 }
 
 // quickOrLateServer answers a request that mentions "quick" at once and
@@ -276,8 +286,7 @@ func TestALostRequestWithNoRetryLeftIsKept(t *testing.T) {
 	srv := quickOrLateServer(1200 * time.Millisecond)
 	defer srv.Close()
 	a := slowFirstTokenActivities(t, srv.URL)
-	for a.budgets.For(a.cfg.Models[0].Endpoint()).TryRetry(time.Now()) { // every model is on srv's endpoint
-	}
+	spendRetries(a, 0)
 	late := make(chan error, 1)
 	go func() {
 		v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 5*time.Second)
@@ -311,10 +320,7 @@ func TestTheLastRetryGoesToTheFirstCut(t *testing.T) {
 	srv := quickOrLateServer(1200 * time.Millisecond)
 	defer srv.Close()
 	a := slowFirstTokenActivities(t, srv.URL)
-	budget := a.budgets.For(a.cfg.Models[0].Endpoint()) // every model is on srv's endpoint
-	for budget.Remaining(time.Now()) > 1 {
-		budget.TryRetry(time.Now())
-	}
+	spendRetries(a, 1) // every model is on srv's endpoint: one retry left
 	type result struct {
 		out CallOutcome
 		err error

@@ -3,7 +3,6 @@ package activities
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -37,11 +36,7 @@ func TestACallThatSentNothingIsNotChargedARetry(t *testing.T) {
 			if err != nil || first.Model == "" {
 				t.Fatalf("first attempt not prepared: %+v %v", first, err)
 			}
-			now := time.Now()
-			for _, e := range a.endpoints() {
-				for a.budgets.For(e).TryRetry(now) {
-				}
-			}
+			spendRetries(a, 0)
 			step, err := a.DecideNext(ctx, DecideInput{State: first.State, Outcome: c.outcome})
 			if err != nil {
 				t.Fatal(err)
