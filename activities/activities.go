@@ -274,13 +274,18 @@ func (a *Activities) admit(req request.Request) (Admission, error) {
 // (retry, resend, switch) is a retry charged to it, and a model whose
 // endpoint has no retry left is skipped like one whose breaker is open.
 func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepared, error) {
+	call := ""
 	if activity.IsActivity(ctx) {
-		a.stalls.prepared(activity.GetInfo(ctx).WorkflowExecution.RunID) // its cut's retry is paid now, if any
+		call = activity.GetInfo(ctx).WorkflowExecution.RunID
+		a.stalls.prepared(call) // its cut's retry is paid now, if any
 	}
-	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in) })
+	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in, call) })
 }
 
-func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
+// prepareAttempt is PrepareAttempt for call (its run; "" outside an
+// activity): a retry the budget refuses keeps the call's place in the
+// budget's line, so the calls that wait for it are served in turn.
+func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, error) {
 	now := a.now()
 	p := Prepared{State: in.State}
 	want := in.State.Model
@@ -388,21 +393,26 @@ func (a *Activities) prepareAttempt(in PrepareInput) (Prepared, error) {
 			// Nothing of the call has reached the upstream yet: this is
 			// still its first request, recorded when it was first
 			// prepared, not a retry to pay for.
-		} else if ok, capped := b.TryRetryFor(now, in.Request.Tenant); !ok {
+		} else if ok, capped, ahead := b.TryRetryInTurn(now, in.Request.Tenant, call); !ok {
 			// Spent by other calls since this call's step was decided, or
-			// this tenant took its share while others are calling.
+			// left to calls that have waited longer, or this tenant took
+			// its share while others are calling.
 			refused++
 			budgetSkipped = append(budgetSkipped, m.Name)
 			p.State = p.State.Skip(m.Name, failure.None)
 			reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.EndpointLabel())
-			if capped {
+			switch {
+			case capped:
 				reason = fmt.Sprintf("tenant %q took its share (%.0f%%) of the retry budget of %s while other tenants call: no upstream call made",
 					in.Request.Tenant, a.cfg.Budget.TenantShare*100, m.EndpointLabel())
+			case ahead > 0:
+				reason = fmt.Sprintf("retry budget of %s: its retries left go to calls that have waited longer: no upstream call made", m.EndpointLabel())
 			}
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget", Reason: reason})
 			budgetWhy = strings.TrimSuffix(reason, ": no upstream call made")
 			continue
 		}
+		a.budgets.Leave(call) // out of every line it waited in: it has its attempt
 		a.metrics.Budget(b.Remaining(now))
 		p.Model, p.Timeout = m.Name, m.Timeout.D()
 		if left > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/structured"
@@ -771,20 +772,31 @@ func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (
 }
 
 // onlyFallbackAfterACut reports whether cutting an attempt at its
-// first-token timeout at now could lead only to the fallback: retries
-// after a read_timeout fail too often across the process (the class
-// breaker is open for read_timeout), or no endpoint of the ladder has a
-// retry left for a retry or a switch. The attempt then keeps its request
-// open within its timeout (the call's deadline less the fallback's
-// reserve): an upstream that is slow, not dead, still answers the call,
-// and the request is already paid for.
+// first-token timeout at now could lead only to the fallback, or to a
+// wait: retries after a read_timeout fail too often across the process
+// (the class breaker is open for read_timeout), no endpoint of the ladder
+// has a retry left for a retry or a switch, or every model of the ladder
+// is behind an open breaker (the retry would wait for their trials while
+// the request already sent may answer: after a slowdown, a request sent
+// in it is answered late). The attempt then keeps its request open
+// within its timeout (the call's deadline less the fallback's reserve):
+// an upstream that is slow, not dead, still answers the call, and the
+// request is already paid for.
 // TestSlowUpstreamIsWaitedForWhenRetriesFail.
 func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
 	if !a.classes.Allow(failure.ReadTimeout, now) {
 		return true
 	}
 	endpoints := a.endpoints()
-	return len(a.budgets.Spent(now, endpoints...)) == len(endpoints)
+	if len(a.budgets.Spent(now, endpoints...)) == len(endpoints) {
+		return true
+	}
+	for _, m := range a.cfg.Models {
+		if a.breakers.State(m.Name, now) != guard.BreakerOpen {
+			return false
+		}
+	}
+	return true
 }
 
 // patience is the stream watchdog's question when the first token of the

@@ -145,7 +145,7 @@ func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {
 	}
 	pin := in.Prepare
 	pin.State.Model, pin.Only = in.Model, true
-	p, err := a.prepareAttempt(pin)
+	p, err := a.prepareAttempt(pin, "") // a hedge never waits in a budget's line
 	if err != nil {
 		return p, err
 	}

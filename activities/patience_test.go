@@ -22,21 +22,40 @@ import (
 // Normally the attempt is cut there (read_timeout: prune and retry, or
 // switch). Once retries after read_timeout fail too often across the
 // process (the class breaker is open), or the endpoint's retry budget is
-// spent, the step after a cut would be the FAQ: the attempt then keeps
-// its request open within its timeout, and the slow model's answer
-// reaches the caller.
+// spent, the step after a cut would be the FAQ, and once every model's
+// breaker is open it would be a wait for their trials: the attempt then
+// keeps its request open within its timeout, and the slow model's answer
+// reaches the caller. (In the slowdown with three workers a call was cut
+// with every breaker open, waited for the trials until its deadline and
+// took the FAQ, its request about 2 s from its answer.)
 func TestSlowUpstreamIsWaitedForWhenRetriesFail(t *testing.T) {
 	reply := sse{headerDelay: 600 * time.Millisecond, done: true,
 		events: []sseEvent{{data: delta("Your parcel ")}, {data: delta("ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-	srv := httptest.NewServer(http.HandlerFunc(reply.serve))
+	var onRequest atomic.Pointer[func()] // run as each request arrives
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f := onRequest.Load(); f != nil {
+			(*f)()
+		}
+		reply.serve(w, r)
+	}))
 	defer srv.Close()
-	for _, why := range []string{"", "retries fail", "budget spent"} {
+	for _, why := range []string{"", "retries fail", "budget spent", "breakers open"} {
 		retriesFail := why != ""
 		a := slowFirstTokenActivities(t, srv.URL)
 		cfg := a.cfg
+		onRequest.Store(nil)
 		switch why {
 		case "budget spent":
 			spendRetries(a, 0)
+		case "breakers open":
+			// Every breaker opens once the request is sent (other calls'
+			// failures), before its first token is overdue.
+			trip := func() {
+				for _, m := range cfg.Models {
+					a.breakers.Trip(m.Name, time.Now())
+				}
+			}
+			onRequest.Store(&trip)
 		case "retries fail":
 			for range 2 * cfg.Breaker.ClassMinRetries {
 				a.classes.Record(failure.ReadTimeout, time.Now(), false)

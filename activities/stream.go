@@ -77,7 +77,9 @@ func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 		}
 		w.fire(errFirstToken)
 	}
+	w.mu.Lock() // due may run before AfterFunc returns
 	w.timer = time.AfterFunc(t.firstToken, due)
+	w.mu.Unlock()
 	return w
 }
 

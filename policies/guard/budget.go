@@ -59,7 +59,21 @@ type RetryBudget struct {
 	// shareOnly: a share budget (NewShareBudget), a sliding window with no
 	// reserve.
 	shareOnly bool
+	// waiting: the calls this budget refused a retry that still recheck
+	// for one, by call, in line by when they were first refused
+	// (TryRetryInTurn).
+	waiting map[string]waiter
 }
+
+// waiter is a call in a budget's line: first refused at since, last
+// rechecked at seen.
+type waiter struct{ since, seen time.Time }
+
+// waiterLive is how long a call keeps its place in line after its last
+// recheck: longer than a waiting call's step between rechecks (at most
+// 1.5 s) and the workflow's turn around it. A call that stopped waiting
+// (answered elsewhere, or from the fallback) leaves the line then.
+const waiterLive = 2 * time.Second
 
 // BudgetSnapshot is the state of a RetryBudget at one instant.
 type BudgetSnapshot struct {
@@ -157,10 +171,75 @@ func (b *RetryBudget) tenant(name string, now time.Time) *windowRing {
 // share, while other tenants' calls are in this process's window, the
 // tenant's retries in it may be at most share × the retries the window
 // allows (at least one): then it is refused with capped true, and the
-// budget is left for the others.
+// budget is left for the others. The retries that calls waiting in the
+// budget's line need are theirs (TryRetryInTurn): a retry for no call
+// in line comes after them.
 func (b *RetryBudget) TryRetryFor(now time.Time, tenant string) (ok, capped bool) {
+	ok, capped, _ = b.TryRetryInTurn(now, tenant, "")
+	return ok, capped
+}
+
+// TryRetryInTurn is TryRetryFor for the retry of call, in turn: the calls
+// this budget refused that still wait for a retry are served in the order
+// they were first refused. A retry goes to call only while the budget
+// holds one for each call ahead of it in line (refused earlier, rechecked
+// within waiterLive) besides its own; refused, it keeps its place (ahead
+// says how many calls come first when they are why). Without a line the
+// waiting calls took the retries as their rechecks happened to fall, and
+// a call refused first could wait out call.max_wait while calls refused
+// after it were served. A call refused for its tenant's share holds no
+// place. An empty call (a hedge, a resend within an attempt) takes no
+// place and comes after every call in line.
+func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, capped bool, ahead int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	since := now
+	if w, found := b.waiting[call]; found && call != "" {
+		since = w.since
+	}
+	for id, w := range b.waiting {
+		switch {
+		case now.Sub(w.seen) > waiterLive:
+			delete(b.waiting, id)
+		case call == "" || id != call && (w.since.Before(since) || w.since.Equal(since) && id < call):
+			ahead++
+		}
+	}
+	if ahead > 0 && b.remaining(now) <= ahead {
+		b.wait(call, since, now)
+		return false, false, ahead
+	}
+	ok, capped = b.tryRetryFor(now, tenant)
+	if ok || capped {
+		delete(b.waiting, call)
+	} else {
+		b.wait(call, since, now)
+	}
+	return ok, capped, 0
+}
+
+// wait puts call in line (or keeps its place) at now, with b.mu held; an
+// empty call takes no place.
+func (b *RetryBudget) wait(call string, since, now time.Time) {
+	if call == "" {
+		return
+	}
+	if b.waiting == nil {
+		b.waiting = map[string]waiter{}
+	}
+	b.waiting[call] = waiter{since: since, seen: now}
+}
+
+// leave takes call out of the line.
+func (b *RetryBudget) leave(call string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.waiting, call)
+}
+
+// tryRetryFor is the budget's and the tenant share's rule, without the
+// line, with b.mu held.
+func (b *RetryBudget) tryRetryFor(now time.Time, tenant string) (ok, capped bool) {
 	if b.share <= 0 {
 		return b.tryRetry(now), false
 	}
@@ -226,12 +305,19 @@ func (b *RetryBudget) tryRetry(now time.Time) bool {
 // Remaining returns how many retries the budget allows at now (the
 // fleet's, while its view is fresh).
 func (b *RetryBudget) Remaining(now time.Time) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.remaining(now)
+}
+
+// remaining is Remaining with b.mu held.
+func (b *RetryBudget) remaining(now time.Time) int {
 	if b.sync != nil {
 		if r, ok := b.sync.fleetRemaining(b.endpoint, now); ok {
 			return r
 		}
 	}
-	return b.Snapshot(now).Remaining()
+	return b.snapshot(now).Remaining()
 }
 
 // Snapshot returns the budget's counts at now, for metrics and reasons.
@@ -440,6 +526,23 @@ func (b *Budgets) For(endpoint string) *RetryBudget {
 		b.by[endpoint] = r
 	}
 	return r
+}
+
+// Leave takes call out of every budget's line (TryRetryInTurn): it has
+// its attempt.
+func (b *Budgets) Leave(call string) {
+	if call == "" {
+		return
+	}
+	b.mu.Lock()
+	all := make([]*RetryBudget, 0, len(b.by))
+	for _, r := range b.by {
+		all = append(all, r)
+	}
+	b.mu.Unlock()
+	for _, r := range all {
+		r.leave(call)
+	}
 }
 
 // Endpoints lists, sorted, the endpoints that have a budget.

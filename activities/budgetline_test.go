@@ -1,0 +1,77 @@
+package activities
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// TestCallsWaitingForTheBudgetAreServedInTurn: two calls whose first
+// requests failed wait for a spent retry budget, "old" refused first.
+// When the traffic earns one retry, "young" is still refused (the retry
+// goes to the call that waited longer, and its reason says so) and "old"
+// sends its retry. Before, whichever rechecked first took it: in the 5 s
+// flap, the call refused first waited out call.max_wait and took the FAQ
+// while calls refused after it were answered.
+func TestCallsWaitingForTheBudgetAreServedInTurn(t *testing.T) {
+	a, err := New(Options{Config: config.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	failed := func() PrepareInput {
+		in := firstPrepare()
+		first, err := a.prepareAttempt(in, "")
+		if err != nil || first.Model == "" {
+			t.Fatalf("first attempt not prepared: %+v %v", first, err)
+		}
+		spendRetries(a, 0)
+		step, err := a.DecideNext(ctx, DecideInput{State: first.State, Outcome: callstate.Outcome{Class: failure.ServerError}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if step.Kind == callstate.Fallback || step.Kind == callstate.Fail {
+			t.Fatalf("step after a 502: %s (%s), want another attempt", step.Decision, step.Reason)
+		}
+		in.State = step.Next
+		return in
+	}
+	oldIn, youngIn := failed(), failed()
+	prepare := func(in PrepareInput, call string) Prepared {
+		t.Helper()
+		p, err := a.prepareAttempt(in, call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sent := func(p Prepared) bool { return p.Model != "" && !p.Recheck }
+	if p := prepare(oldIn, "run-old"); sent(p) {
+		t.Fatalf("old sent a retry from a spent budget: %+v", p)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if p := prepare(youngIn, "run-young"); sent(p) {
+		t.Fatalf("young sent a retry from a spent budget: %+v", p)
+	}
+	now := time.Now()
+	for _, e := range a.endpoints() { // the traffic earns one retry on each
+		for b := a.budgets.For(e); b.Remaining(now) < 1; {
+			b.RecordRequest(now)
+		}
+	}
+	p := prepare(youngIn, "run-young")
+	if sent(p) {
+		t.Fatalf("young took the retry while old, refused before it, waits: %+v", p)
+	}
+	if !p.Recheck || !strings.Contains(p.HoldReason, "waited longer") {
+		t.Errorf("young's wait: recheck %v, %q; want a wait that says older calls come first", p.Recheck, p.HoldReason)
+	}
+	if p := prepare(oldIn, "run-old"); !sent(p) {
+		t.Fatalf("old, first in line, did not send its retry: model %q, %s", p.Model, p.HoldReason)
+	}
+}
