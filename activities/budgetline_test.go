@@ -1,7 +1,6 @@
 package activities
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -23,25 +22,8 @@ func TestCallsWaitingForTheBudgetAreServedInTurn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	failed := func() PrepareInput {
-		in := firstPrepare()
-		first, err := a.prepareAttempt(in, "")
-		if err != nil || first.Model == "" {
-			t.Fatalf("first attempt not prepared: %+v %v", first, err)
-		}
-		spendRetries(a, 0)
-		step, err := a.DecideNext(ctx, DecideInput{State: first.State, Outcome: callstate.Outcome{Class: failure.ServerError}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if step.Kind == callstate.Fallback || step.Kind == callstate.Fail {
-			t.Fatalf("step after a 502: %s (%s), want another attempt", step.Decision, step.Reason)
-		}
-		in.State = step.Next
-		return in
-	}
-	oldIn, youngIn := failed(), failed()
+	failed := callstate.Outcome{Class: failure.ServerError}
+	oldIn, youngIn := afterAFailedFirstAttempt(t, a, failed), afterAFailedFirstAttempt(t, a, failed)
 	prepare := func(in PrepareInput, call string) Prepared {
 		t.Helper()
 		p, err := a.prepareAttempt(in, call)

@@ -31,20 +31,7 @@ func TestACallThatSentNothingIsNotChargedARetry(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			in := firstPrepare()
-			first, err := a.PrepareAttempt(ctx, in)
-			if err != nil || first.Model == "" {
-				t.Fatalf("first attempt not prepared: %+v %v", first, err)
-			}
-			spendRetries(a, 0)
-			step, err := a.DecideNext(ctx, DecideInput{State: first.State, Outcome: c.outcome})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if step.Kind == callstate.Fallback || step.Kind == callstate.Fail {
-				t.Fatalf("step after %s: %s (%s), want another attempt", c.outcome.Class, step.Decision, step.Reason)
-			}
-			in.State = step.Next
+			in := afterAFailedFirstAttempt(t, a, c.outcome)
 			next, err := a.PrepareAttempt(ctx, in)
 			if err != nil {
 				t.Fatal(err)
@@ -55,4 +42,26 @@ func TestACallThatSentNothingIsNotChargedARetry(t *testing.T) {
 			}
 		})
 	}
+}
+
+// afterAFailedFirstAttempt prepares a call's first attempt, spends every
+// endpoint's retry budget, and decides the step after outcome: the input
+// of the call's next PrepareAttempt, which must be another attempt.
+func afterAFailedFirstAttempt(t *testing.T, a *Activities, outcome callstate.Outcome) PrepareInput {
+	t.Helper()
+	in := firstPrepare()
+	first, err := a.prepareAttempt(in, "")
+	if err != nil || first.Model == "" {
+		t.Fatalf("first attempt not prepared: %+v %v", first, err)
+	}
+	spendRetries(a, 0)
+	step, err := a.DecideNext(context.Background(), DecideInput{State: first.State, Outcome: outcome})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if step.Kind == callstate.Fallback || step.Kind == callstate.Fail {
+		t.Fatalf("step after %s: %s (%s), want another attempt", outcome.Class, step.Decision, step.Reason)
+	}
+	in.State = step.Next
+	return in
 }
