@@ -850,11 +850,18 @@ func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, reche
 }
 
 // retriesLeft is how many retries the ladder's endpoints' budgets allow
-// at now, together.
+// at now, together, to a call cut now: the calls already waiting in a
+// budget's line for a retry are served first, and with several workers
+// this worker counts its share of the fleet's (guard.RetryBudget.Free).
+// Counting them keeps an attempt whose cut would only join that line:
+// in a slowdown the endpoint answers new requests quickly while the old
+// ones are still being worked on, so an old request looks passed over,
+// yet it answers a few seconds later, sooner than a place at the back
+// of the line.
 func (a *Activities) retriesLeft(now time.Time) int {
 	n := 0
 	for _, e := range a.endpoints() {
-		n += a.budgets.For(e).Remaining(now)
+		n += a.budgets.For(e).Free(now)
 	}
 	return n
 }

@@ -300,12 +300,37 @@ func TestAKeptRequestStaysKeptWhenRetriesReturn(t *testing.T) {
 // old one is passed over. With the endpoint's retry budget spent, a cut
 // could only end in the FAQ: the request is kept and its late answer
 // reaches the caller (in the slowdown benchmark, cutting such requests
-// sent 62 of the 100 calls started in it to the FAQ).
+// sent 62 of the 100 calls started in it to the FAQ). So too when the
+// budget has a retry but a call refused before waits in its line for it:
+// a cut would only join the line behind it (in the slowdown with three
+// workers, calls cut that way waited for the budget until their
+// deadline and took the FAQ, their requests about 2 s from their answers).
 func TestALostRequestWithNoRetryLeftIsKept(t *testing.T) {
+	for _, why := range []string{"budget spent", "retry claimed by the line"} {
+		t.Run(why, func(t *testing.T) { lostRequestIsKept(t, why == "retry claimed by the line") })
+	}
+}
+
+func lostRequestIsKept(t *testing.T, line bool) {
 	srv := quickOrLateServer(1200 * time.Millisecond)
 	defer srv.Close()
 	a := slowFirstTokenActivities(t, srv.URL)
 	spendRetries(a, 0)
+	if line {
+		now := time.Now()
+		for _, e := range a.endpoints() {
+			b := a.budgets.For(e)
+			if ok, _, _ := b.TryRetryInTurn(now, "", "call-refused-before"); ok {
+				t.Fatal("a spent budget gave a retry")
+			}
+			for b.Remaining(now) < 1 {
+				b.RecordRequest(now) // the traffic earns one retry
+			}
+			if b.Free(now) != 0 {
+				t.Fatalf("budget of %s: %d retries free with its one retry claimed by the call in line", e, b.Free(now))
+			}
+		}
+	}
 	late := make(chan error, 1)
 	go func() {
 		v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 5*time.Second)

@@ -79,6 +79,10 @@ type View struct {
 	// FirstTokens is each model's p90 time to first token over the
 	// fleet's recent attempts.
 	FirstTokens map[string]FirstTokenP90 `json:"first_tokens,omitempty"`
+	// Workers is how many workers reported counts within the budget's
+	// window: those whose traffic earns the budget its retries, and
+	// whose cut attempts claim them.
+	Workers int `json:"workers,omitempty"`
 }
 
 // BreakerView is what a fleet's view says of one model's breaker beyond
@@ -311,6 +315,11 @@ func (f *Fleet) View(now time.Time) View {
 	}
 	for w, s := range f.acks {
 		v.Acks[w] = s
+	}
+	for _, at := range f.seen {
+		if now.Sub(at) < f.budgetCfg.Window.D() {
+			v.Workers++
+		}
 	}
 	v.FirstTokens = f.ttft.summary()
 	return v

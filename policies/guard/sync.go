@@ -174,6 +174,17 @@ func (s *Sync) fleetRemaining(endpoint string, now time.Time) (int, bool) {
 	return max(limit-spent, 0), ok
 }
 
+// workers is how many workers share the fleet's budget at now (View.Workers),
+// this one counted; 1 without a fresh view.
+func (s *Sync) workers(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.fresh(now) {
+		return 1
+	}
+	return max(s.view.Workers, 1)
+}
+
 // outcome records an attempt's outcome on model at now; ignored: this
 // worker's breaker did not count it.
 func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip, ignored bool) {
