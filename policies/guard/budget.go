@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -204,6 +205,10 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 		case call == "" || id != call && (w.since.Before(since) || w.since.Equal(since) && id < call):
 			ahead++
 		}
+	}
+	if b.sync != nil {
+		// Other workers' calls refused before this one come first too.
+		ahead += b.sync.fleetAhead(b.endpoint, since, call == "", now)
 	}
 	if ahead > 0 && b.remaining(now) <= ahead {
 		b.wait(call, since, now)
@@ -519,6 +524,11 @@ type Budgets struct {
 
 // SetSync joins the budgets to their fleet (see Sync).
 func (b *Budgets) SetSync(s *Sync) {
+	if s != nil {
+		s.mu.Lock()
+		s.lines = b.lines
+		s.mu.Unlock()
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sync = s
@@ -527,6 +537,31 @@ func (b *Budgets) SetSync(s *Sync) {
 		r.endpoint, r.sync = ep, s
 		r.mu.Unlock()
 	}
+}
+
+// maxReportedWaiting bounds the calls in line a report lists (the oldest):
+// a report is a signal in the guard's history.
+const maxReportedWaiting = 64
+
+// lines lists the calls in every budget's line at now (rechecked within
+// waiterLive), oldest first, at most maxReportedWaiting: what this worker
+// tells its fleet.
+func (b *Budgets) lines(now time.Time) []WaitingCall {
+	b.mu.Lock()
+	budgets := slices.Collect(maps.Values(b.by))
+	b.mu.Unlock()
+	var out []WaitingCall
+	for _, r := range budgets {
+		r.mu.Lock()
+		for _, w := range r.waiting {
+			if now.Sub(w.seen) <= waiterLive {
+				out = append(out, WaitingCall{Endpoint: r.endpoint, Since: w.since})
+			}
+		}
+		r.mu.Unlock()
+	}
+	slices.SortFunc(out, func(x, y WaitingCall) int { return x.Since.Compare(y.Since) })
+	return out[:min(len(out), maxReportedWaiting)]
 }
 
 // NewBudgets returns per-endpoint budgets with cfg's settings (see

@@ -22,11 +22,29 @@ type Report struct {
 	// FirstTokens are the times to first token the worker measured, by
 	// model, oldest first.
 	FirstTokens map[string][]time.Duration `json:"first_tokens,omitempty"`
+	// Waiting is every call waiting in the worker's budgets' lines at
+	// WaitingAt (all of them, not a change since the last report); a
+	// zero WaitingAt says nothing of them.
+	Waiting   []WaitingCall `json:"waiting,omitempty"`
+	WaitingAt time.Time     `json:"waiting_at,omitempty"`
 }
 
 // Empty reports whether r carries nothing.
 func (r Report) Empty() bool {
-	return len(r.Budget) == 0 && len(r.Outcomes) == 0 && len(r.Holds) == 0 && len(r.FirstTokens) == 0
+	return len(r.Budget) == 0 && len(r.Outcomes) == 0 && len(r.Holds) == 0 && len(r.FirstTokens) == 0 && r.WaitingAt.IsZero()
+}
+
+// WaitingCall is a call in a budget's line: on Endpoint's budget, first
+// refused at Since.
+type WaitingCall struct {
+	Endpoint string    `json:"endpoint"`
+	Since    time.Time `json:"since"`
+}
+
+// waitingCalls is one worker's calls in line as its last report had them.
+type waitingCalls struct {
+	at    time.Time
+	calls []WaitingCall
 }
 
 // BudgetCount is the calls' first requests and the retries charged to one
@@ -83,6 +101,11 @@ type View struct {
 	// window: those whose traffic earns the budget its retries, and
 	// whose cut attempts claim them.
 	Workers int `json:"workers,omitempty"`
+	// Waiting is, by worker, the calls in its budgets' lines as of its
+	// last report, when that is at most waiterLive old: a worker serves
+	// its own line in turn after the calls other workers' lines held
+	// before them (RetryBudget.TryRetryInTurn).
+	Waiting map[string][]WaitingCall `json:"waiting,omitempty"`
 }
 
 // BreakerView is what a fleet's view says of one model's breaker beyond
@@ -122,6 +145,7 @@ type Fleet struct {
 	ttft     *FirstTokens
 	acks     map[string]int64
 	seen     map[string]time.Time // the latest instant in each worker's reports
+	waiting  map[string]waitingCalls
 }
 
 // ackKeep is how long a worker's last report number is kept after its
@@ -167,6 +191,12 @@ func (f *Fleet) Apply(r Report) bool {
 		}
 	}
 	f.seen[r.Worker] = seen
+	if w := f.waiting[r.Worker]; !r.WaitingAt.IsZero() && r.WaitingAt.After(w.at) {
+		if f.waiting == nil {
+			f.waiting = map[string]waitingCalls{}
+		}
+		f.waiting[r.Worker] = waitingCalls{at: r.WaitingAt, calls: r.Waiting}
+	}
 	for m, ds := range r.FirstTokens {
 		f.ttft.Add(m, ds...) // each model's list on its own: the order of models does not matter
 	}
@@ -319,6 +349,14 @@ func (f *Fleet) View(now time.Time) View {
 	for _, at := range f.seen {
 		if now.Sub(at) < f.budgetCfg.Window.D() {
 			v.Workers++
+		}
+	}
+	for w, l := range f.waiting {
+		if len(l.calls) > 0 && now.Sub(l.at) <= waiterLive {
+			if v.Waiting == nil {
+				v.Waiting = map[string][]WaitingCall{}
+			}
+			v.Waiting[w] = slices.Clone(l.calls)
 		}
 	}
 	v.FirstTokens = f.ttft.summary()

@@ -33,7 +33,7 @@ func newWorker(name string, cfg *config.Config) worker {
 // view to every worker, at now.
 func syncAll(f *Fleet, now time.Time, ws ...worker) {
 	for _, w := range ws {
-		if r, ok := w.sync.Cut(); ok {
+		if r, ok := w.sync.CutAt(now); ok {
 			f.Apply(r)
 		}
 	}
@@ -434,5 +434,59 @@ func TestFreeRetriesAreAWorkersShareOfTheFleets(t *testing.T) {
 	b := ws[0].budgets.For(ep)
 	if rem, free := b.Remaining(alone), b.Free(alone); free != rem {
 		t.Errorf("a worker alone in the budget's window: Free %d of %d left, want all", free, rem)
+	}
+}
+
+// TestTheFleetServesItsLineInTurn: worker a's call "old" and worker b's
+// call "young" wait for a spent fleet budget, old refused first. When b's
+// traffic earns the fleet one retry, young, asking first on b, is still
+// refused (old is ahead in a's line, which a's report told the fleet),
+// and old gets it. Before, each worker's line was its own: in the 5 s
+// flap with three workers a call refused first waited out call.max_wait
+// in the up window after the fault while other workers' younger calls
+// took the retries. Once a's line is empty and its report says so, b's
+// call no longer waits for it.
+func TestTheFleetServesItsLineInTurn(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Budget.Floor, cfg.Budget.Ratio, cfg.Budget.TenantShare = 1, 0.1, 0
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	f := NewFleet(cfg.Budget, cfg.Breaker)
+	a, b := newWorker("a", cfg), newWorker("b", cfg)
+	const ep = "http://up:8000"
+	syncAll(f, t0, a, b)
+	if !a.budgets.For(ep).TryRetry(t0) {
+		t.Fatal("the fleet's floor was refused")
+	}
+	syncAll(f, at(50*time.Millisecond), a, b)
+	try := func(w worker, d time.Duration, call string) (bool, int) {
+		ok, _, ahead := w.budgets.For(ep).TryRetryInTurn(at(d), "", call)
+		return ok, ahead
+	}
+	if ok, _ := try(a, 100*time.Millisecond, "old"); ok {
+		t.Fatal("old got a retry from a spent budget")
+	}
+	if ok, _ := try(b, 200*time.Millisecond, "young"); ok {
+		t.Fatal("young got a retry from a spent budget")
+	}
+	for range 10 {
+		b.budgets.For(ep).RecordRequest(at(300 * time.Millisecond))
+	}
+	syncAll(f, at(400*time.Millisecond), a, b)
+	if got := b.budgets.For(ep).Remaining(at(450 * time.Millisecond)); got != 1 {
+		t.Fatalf("the fleet's budget holds %d retries, want the one b's traffic earned", got)
+	}
+	if ok, ahead := try(b, 500*time.Millisecond, "young"); ok || ahead != 1 {
+		t.Fatalf("young on b while old waits on a: ok %v, %d ahead; want refused, old ahead", ok, ahead)
+	}
+	if ok, _ := try(a, 600*time.Millisecond, "old"); !ok {
+		t.Fatal("old, first in the fleet's line, was refused the retry earned")
+	}
+	for range 10 {
+		b.budgets.For(ep).RecordRequest(at(700 * time.Millisecond))
+	}
+	syncAll(f, at(800*time.Millisecond), a, b)
+	if ok, ahead := try(b, 900*time.Millisecond, "young"); !ok {
+		t.Fatalf("young, alone in the fleet's line once a's report said old left it: refused (%d ahead)", ahead)
 	}
 }

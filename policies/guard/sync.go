@@ -37,6 +37,10 @@ type Sync struct {
 	unsent []Report
 	view   View
 	viewAt time.Time // when the view arrived here
+	// lines lists the calls in this worker's budgets' lines (set by
+	// Budgets.SetSync); waited: the last report listed some.
+	lines  func(now time.Time) []WaitingCall
+	waited bool
 }
 
 // NewSync returns the sync of the worker called worker (unique in the
@@ -49,16 +53,32 @@ func NewSync(worker string, stale time.Duration, budget config.BudgetConfig) *Sy
 // that takes reports but cannot be queried).
 const maxSent = 120
 
-// Cut returns the next report to deliver: one whose delivery failed, as it
-// was, else what was recorded since the previous report; false when there
-// is nothing.
-func (s *Sync) Cut() (Report, bool) {
+// Cut is CutAt now.
+func (s *Sync) Cut() (Report, bool) { return s.CutAt(time.Now()) }
+
+// CutAt returns the next report to deliver at now: one whose delivery
+// failed, as it was, else what was recorded since the previous report,
+// with the calls in this worker's budgets' lines at now (while there are
+// some, and once more when there are none left); false when there is
+// nothing.
+func (s *Sync) CutAt(now time.Time) (Report, bool) {
+	var waiting []WaitingCall
+	s.mu.Lock()
+	lines := s.lines
+	s.mu.Unlock()
+	if lines != nil {
+		waiting = lines(now) // takes the budgets' locks: not under s.mu
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.unsent) > 0 {
 		r := s.unsent[0]
 		s.unsent = s.unsent[1:]
 		return r, true
+	}
+	if len(waiting) > 0 || s.waited {
+		s.pending.Waiting, s.pending.WaitingAt = waiting, now
+		s.waited = len(waiting) > 0
 	}
 	if s.pending.Empty() {
 		return Report{}, false
@@ -172,6 +192,29 @@ func (s *Sync) fleetRemaining(endpoint string, now time.Time) (int, bool) {
 	defer s.mu.Unlock()
 	limit, spent, ok := s.fleetBudget(endpoint, now)
 	return max(limit-spent, 0), ok
+}
+
+// fleetAhead counts the calls other workers' lines held on endpoint as
+// of the fleet's view that were first refused before since (all of them
+// when all); 0 without a fresh view.
+func (s *Sync) fleetAhead(endpoint string, since time.Time, all bool, now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.fresh(now) {
+		return 0
+	}
+	n := 0
+	for w, calls := range s.view.Waiting {
+		if w == s.worker {
+			continue // this worker's own line is counted where it is kept
+		}
+		for _, c := range calls {
+			if c.Endpoint == endpoint && (all || c.Since.Before(since)) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // workers is how many workers share the fleet's budget at now (View.Workers),
