@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,8 +54,16 @@ func TestIntegrationFlappingEndpointServesItsUpWindows(t *testing.T) {
 		s.WorkingByModelPct, s.WorkingCalls, s.IncidentByModelPct, s.AmpIncident, s.AmpOverall, s.RecoveryString())
 	for _, o := range rep.Runs[0].Outcomes {
 		if working, _ := c.Working(o.Start); working && !(o.ByModel && o.Latency <= c.Deadline) {
-			t.Logf("call %d started at %s while the endpoint works, ended after %s: source %q, path %s, error %v",
-				o.I, fmtDur(o.Start), fmtDur(o.Latency), o.Source, o.Path, o.Err)
+			// When its first request reached llmsim, on llmsim's clock: a
+			// call due in an up window whose request arrived in a down
+			// phase was late to leave (a busy machine), not refused.
+			first := "no request"
+			if cv := rep.Runs[0].Stats.Conversations[o.Key]; len(cv.Requests) > 0 {
+				f := cv.Requests[0]
+				first = fmt.Sprintf("first request at %d ms of llmsim's clock: %s %s", f.AtMS, f.Outcome, f.Fault)
+			}
+			t.Logf("call %d started at %s while the endpoint works, ended after %s: source %q, %s, path %s, error %v",
+				o.I, fmtDur(o.Start), fmtDur(o.Latency), o.Source, first, o.Path, o.Err)
 		}
 	}
 	if s.WorkingCalls < 90 || s.UpCalls < 30 {
