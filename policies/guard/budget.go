@@ -70,6 +70,10 @@ type RetryBudget struct {
 // rechecked at seen.
 type waiter struct{ since, seen time.Time }
 
+// live reports whether w still holds its place at now: it rechecked
+// within waiterLive.
+func (w waiter) live(now time.Time) bool { return now.Sub(w.seen) <= waiterLive }
+
 // waiterLive is how long a call keeps its place in line after its last
 // recheck: longer than a waiting call's step between rechecks (at most
 // 1.5 s) and the workflow's turn around it. A call that stopped waiting
@@ -200,7 +204,7 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 	}
 	for id, w := range b.waiting {
 		switch {
-		case now.Sub(w.seen) > waiterLive:
+		case !w.live(now):
 			delete(b.waiting, id)
 		case call == "" || id != call && (w.since.Before(since) || w.since.Equal(since) && id < call):
 			ahead++
@@ -327,7 +331,7 @@ func (b *RetryBudget) Free(now time.Time) int {
 	defer b.mu.Unlock()
 	line := 0
 	for _, w := range b.waiting {
-		if now.Sub(w.seen) <= waiterLive {
+		if w.live(now) {
 			line++
 		}
 	}
@@ -554,7 +558,7 @@ func (b *Budgets) lines(now time.Time) []WaitingCall {
 	for _, r := range budgets {
 		r.mu.Lock()
 		for _, w := range r.waiting {
-			if now.Sub(w.seen) <= waiterLive {
+			if w.live(now) {
 				out = append(out, WaitingCall{Endpoint: r.endpoint, Since: w.since})
 			}
 		}
