@@ -368,6 +368,11 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 				Reason: fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", scope, callstate.FormatDuration(left))})
 			continue
 		}
+		if left > 0 {
+			// Released with jitter: the calls a hold stopped, sent together
+			// at its end, would be refused together (guard.ReleaseJitter).
+			left = min(a.holds.Release(m.Scope(sc), now, a.rand()), canWait)
+		}
 		holdReason := fmt.Sprintf("rate-limit hold on %s", scope)
 		prompt := a.cut(in.Request, m, in.State.Shape)
 		lim := a.paces[m.Scope(m.RateLimitScope)]
@@ -427,7 +432,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			sent = append(sent, request.Message{Role: request.RoleUser, Content: r})
 		}
 		p.Fingerprint = fingerprint(in.Request, m.Name, sent, in.State.Shape)
-		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Requests, 0)
+		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Attempts(), 0)
 		p.Prompt = prompt
 		p.Hedge = a.hedgePlan(in, m, p.State)
 		return p, nil
@@ -646,6 +651,7 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		// nothing of a retry's chances but that the endpoint serves.
 		ClassAllowed: a.classes.Allow(out.Class, now) || out.PassedOver,
 		U:            a.rand(),
+		MaxWait:      a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream),
 	}
 	endpoints := make([]string, 0, len(a.cfg.Models))
 	for _, m := range a.cfg.Models {

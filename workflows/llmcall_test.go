@@ -270,13 +270,24 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name:   "queue full switches model after 200 ms",
-			script: []outcome{fail(failure.QueueFull, 429), ok("done")},
-			want:   []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			name:   "queue full: the same request again once the hold is released, with jitter",
+			script: []outcome{fail(failure.QueueFull, 503), ok("done")},
+			want:   []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
-				require.Equal(t, int64(200), res.Attempts[0].DelayMS)
-				require.True(t, res.Degraded)
-				require.Equal(t, "qwen-14b", res.Model)
+				require.Equal(t, int64(1250), res.Attempts[0].DelayMS, "rate_limit.hold 1 s + u 0.5 × half of it")
+				require.GreaterOrEqual(t, h.at[1].Sub(h.at[0]), 1250*time.Millisecond)
+				require.Equal(t, res.Attempts[0].N, res.Attempts[1].N, "a resend of the same attempt")
+				require.False(t, res.Degraded)
+			},
+		},
+		{
+			name: "queue full refusals are no attempts against the cap",
+			script: []outcome{fail(failure.QueueFull, 503), fail(failure.QueueFull, 503), fail(failure.QueueFull, 503),
+				fail(failure.QueueFull, 503), fail(failure.QueueFull, 503), ok("done")},
+			want: []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:queue_full:hold+resend", "qwen-72b:queue_full:hold+resend",
+				"qwen-72b:queue_full:hold+resend", "qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Len(t, h.at, 6, "six requests under a cap of four attempts")
 			},
 		},
 		{

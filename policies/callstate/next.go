@@ -10,6 +10,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // MinAttemptTime is the least time worth giving an upstream attempt: a wait
@@ -20,9 +21,9 @@ const MinAttemptTime = time.Second
 // Next decides the step after a failed attempt of the call in state s
 // (docs/how-it-works.md, step 5): the class's action, vetoed in this order
 // by the class's own verdict (fail, fallback), a business rule, the
-// attempts cap (every request of the call counts), the class's resend,
-// switch and retry limits and switch rule, the class breaker and the
-// remaining deadline. A step that would send another request where it may
+// attempts cap (every request of the call counts but the refusals of
+// backpressure), the class's resend, hold, switch and retry limits and
+// switch rule, the class breaker and the remaining deadline. A step that would send another request where it may
 // not (an endpoint whose retry budget is spent; after auth, the same key
 // on the same endpoint) goes to a model where it may, else to the business
 // fallback. It is a pure function: the clock, randomness and the
@@ -70,6 +71,9 @@ func (d *decider) record() {
 			n.Upstream++
 		}
 	}
+	if Backpressure(class) && !d.out.NotSent {
+		n.Refused++ // no attempt against the cap: the server did no work
+	}
 	n.Delivered += d.out.Delivered
 	n.Requests += d.out.ConnectResends
 	// Only a repair, summarizing or continuing step asks for one.
@@ -91,8 +95,15 @@ func (d *decider) decide() Step {
 	if s.NoRetry {
 		return d.fallback("a business rule forbids retries for this call")
 	}
-	if limit := MaxRequests(d.cfg); s.Requests >= limit {
-		return d.fallback(fmt.Sprintf("attempts cap reached (%d/%d upstream requests)", s.Requests, limit))
+	if limit := MaxRequests(d.cfg); s.Attempts() >= limit {
+		why := fmt.Sprintf("attempts cap reached (%d/%d upstream requests", s.Attempts(), limit)
+		if s.Attempts() != s.Requests {
+			why += fmt.Sprintf("; %d more refused as backpressure", s.Requests-s.Attempts())
+		}
+		return d.fallback(why + ")")
+	}
+	if cp.Action == config.ActionHold {
+		return d.hold()
 	}
 	retries := s.ClassRetries[class]
 	if cp.Action == config.ActionResend {
@@ -127,6 +138,67 @@ func (d *decider) decide() Step {
 	if !d.fits(st.Wait.Delay) {
 		return d.switchOrFallback(fmt.Sprintf("%s: waiting %s would not leave time for an attempt before the deadline", class, FormatDuration(st.Wait.Delay)))
 	}
+	return st
+}
+
+// hold answers backpressure (config.ActionHold): the same request again
+// once the hold the refusal set (the upstream's Retry-After, else
+// rate_limit.hold) is released, with jitter (guard.Jittered: the calls a
+// hold stopped must not all send at once). The resend is paid from the
+// retry budget (PrepareAttempt) but is no attempt against the cap (the
+// refusal was none); at most the class's max per call (State.Held), while
+// the deadline leaves time for an attempt after the wait and the call's
+// waits stay within call.max_wait (Verdicts.MaxWait). Beyond, the call
+// leaves the endpoint (elsewhere).
+func (d *decider) hold() Step {
+	class, cp, s := d.out.Class, d.cp, d.next
+	on := fmt.Sprintf("%s on %s", class, d.model)
+	if cp.Max >= 0 && s.Held >= cp.Max {
+		return d.elsewhere(fmt.Sprintf("%s: resent %d time(s) after a hold already (max %d)", on, s.Held, cp.Max))
+	}
+	length, what := d.cfg.RateLimit.Hold.D(), "rate_limit.hold"
+	if d.out.HasRetryAfter && d.out.RetryAfter > 0 {
+		limit := d.cfg.Backoff.RetryAfterCap.D()
+		ra, ok := HonourRetryAfter(d.out.RetryAfter, limit)
+		if !ok {
+			return d.elsewhere(fmt.Sprintf("%s: Retry-After %s is beyond the %s cap", on, FormatDuration(d.out.RetryAfter), FormatDuration(limit)))
+		}
+		length, what = ra, "Retry-After"
+	}
+	w := guard.Jittered(length, length, d.v.U)
+	switch {
+	case !d.fits(w):
+		return d.elsewhere(fmt.Sprintf("%s: waiting %s for the hold would not leave time for an attempt before the deadline", on, FormatDuration(w)))
+	case s.Waited+w > d.v.MaxWait:
+		return d.elsewhere(fmt.Sprintf("%s: waiting %s for the hold would pass call.max_wait (%s, %s waited)", on, FormatDuration(w), FormatDuration(d.v.MaxWait), FormatDuration(s.Waited)))
+	}
+	st := d.step(Resend, Wait{Delay: w, Reason: HoldWait}, "hold+resend")
+	st.Next.Held++
+	st.Next.Waited += w
+	st.Reason = fmt.Sprintf("%s: backpressure, held for %s (%s); resend %d/%d after %s, released with jitter, no attempt against the cap",
+		on, FormatDuration(length), what, st.Next.Held, cp.Max, FormatDuration(w))
+	return st
+}
+
+// elsewhere leaves an endpoint that refused as backpressure: the next
+// model the ladder offers on another endpoint, at once (another model on
+// the same endpoint would meet the same queue), else the fallback.
+func (d *decider) elsewhere(why string) Step {
+	here := d.cfg.Endpoint(d.model)
+	other := func(m string) bool { return d.cfg.Endpoint(m) != here }
+	model := d.nextModelWhere(other)
+	if model == "" {
+		st := d.fallback(why + "; no model on another endpoint")
+		// Models there behind open breakers may still recover in time.
+		st.NoModel = slices.ContainsFunc(d.v.Open, other)
+		return st
+	}
+	if !d.fits(0) {
+		return d.fallback(why + "; no time left before the deadline")
+	}
+	st := d.step(Switch, Wait{}, "switch_model")
+	st.Next.Model = model
+	st.Reason = fmt.Sprintf("%s: switch to %s, on another endpoint", why, model)
 	return st
 }
 

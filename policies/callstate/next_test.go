@@ -114,13 +114,76 @@ func TestNext(t *testing.T) {
 			s.Failures = map[string]map[failure.Class]int{"qwen-72b": {failure.ServerError: 1}}
 		},
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
-		{name: "queue full switches after 200 ms", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
-			kind: Switch, decision: "switch_model", delay: 200 * time.Millisecond, model: "qwen-14b"},
-		{name: "queue full after one switch for it: fallback (max 1)", in: func(s *State, o *Outcome, v *Verdicts) {
-			o.Class = failure.QueueFull
-			s.ClassSwitches = map[failure.Class]int{failure.QueueFull: 1}
+		{name: "queue full: the same request after the 1 s hold, released with jitter", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
 		},
-			kind: Fallback, decision: "fallback", reason: "max 1"},
+			kind: Resend, decision: "hold+resend", delay: 1250 * time.Millisecond, model: "qwen-72b",
+			reason: "queue_full on qwen-72b: backpressure, held for 1.00 s (rate_limit.hold); resend 1/6 after 1.25 s, released with jitter",
+			check: func(t *testing.T, s Step) {
+				n := s.Next
+				if s.Wait.Reason != HoldWait || n.Held != 1 || n.Refused != 1 || n.Waited != 1250*time.Millisecond || n.N != 1 || !n.From.Resend || n.Shape != (Shape{}) {
+					t.Errorf("wait %s, held %d, refused %d, waited %v, n %d, from %+v, shape %+v; want hold, 1, 1, 1.25 s, 1, a resend, unpruned",
+						s.Wait.Reason, n.Held, n.Refused, n.Waited, n.N, n.From, n.Shape)
+				}
+			}},
+		{name: "queue full with Retry-After: the hold is the Retry-After", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.RetryAfter, o.HasRetryAfter, v.MaxWait, v.U = failure.QueueFull, 2*time.Second, true, 10*time.Second, 0
+		},
+			kind: Resend, decision: "hold+resend", delay: 2 * time.Second, model: "qwen-72b", reason: "held for 2.00 s (Retry-After)"},
+		{name: "queue full is no attempt against the cap", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+			s.Requests = 4 // three attempts and this refusal
+		},
+			kind: Resend, decision: "hold+resend", delay: 1250 * time.Millisecond, model: "qwen-72b"},
+		{name: "queue full after six resends: no model on another endpoint, fallback", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+			s.Held = 6
+		},
+			kind: Fallback, decision: "fallback", reason: "resent 6 time(s) after a hold already (max 6); no model on another endpoint"},
+		{name: "queue full after six resends: a model on another endpoint at once", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+			s.Held = 6
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "switch to qwen-14b, on another endpoint"},
+		{name: "queue full: a hold past call.max_wait leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 3*time.Second
+			s.Waited = 2 * time.Second
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would pass call.max_wait (3.00 s, 2.00 s waited)"},
+		{name: "queue full: no call.max_wait, no hold", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
+			kind: Fallback, decision: "fallback", reason: "would pass call.max_wait"},
+		{name: "queue full: a hold past the deadline leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.Elapsed, v.MaxWait = failure.QueueFull, 56*time.Second, 10*time.Second
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would not leave time for an attempt before the deadline"},
+		{name: "queue full: Retry-After beyond the cap leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, o.RetryAfter, o.HasRetryAfter, v.MaxWait = failure.QueueFull, 2*time.Minute, true, 10*time.Minute
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "beyond the 60.00 s cap"},
+		{name: "queue full on an endpoint whose budget is spent: another endpoint", cfg: two, noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "the retry budget of the endpoint of qwen-72b is spent: switch to qwen-14b",
+			check: func(t *testing.T, s Step) {
+				if !s.BudgetRefused || s.Next.Held != 0 {
+					t.Errorf("budget refused %v, held %d; want true, 0 (no resend made)", s.BudgetRefused, s.Next.Held)
+				}
+			}},
+		{name: "refusals of backpressure are no attempts against the cap", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			s.Requests, s.Refused = 4, 1
+		},
+			kind: Retry, decision: "retry", delay: 250 * time.Millisecond, model: "qwen-72b"},
+		{name: "the cap after refusals says how many were left out", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			s.Requests, s.Refused = 6, 2
+		},
+			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4 upstream requests; 2 more refused as backpressure)"},
+		{name: "refusals left out of the cap are bounded", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.BodyError
+			s.Requests, s.Refused = 14, 12
+		},
+			kind: Fallback, decision: "fallback", reason: "attempts cap reached (4/4 upstream requests; 10 more refused as backpressure)"},
 		{name: "rate limited waits Retry-After exactly", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.RetryAfter, o.HasRetryAfter = failure.RateLimited, 2300*time.Millisecond, true
 		}, kind: Retry, decision: "wait retry-after", delay: 2300 * time.Millisecond, model: "qwen-72b"},
@@ -206,7 +269,7 @@ func TestNext(t *testing.T) {
 				}
 			}},
 		{name: "open breakers leave no model: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
-			o.Class = failure.QueueFull
+			o.Class = failure.ModelNotFound
 			v.Open = []string{"qwen-14b", "llama-8b"}
 		},
 			kind: Fallback, decision: "fallback", reason: "no other model",
@@ -332,9 +395,14 @@ func TestNextSteps(t *testing.T) {
 		{3 * time.Second, failure.ServerError, 0,
 			want{Switch, Wait{}, "qwen-14b", 3, 2, 1, failure.None, "2 (server_error)", 1}},
 		// 429 with Retry-After 1.5 s on the fourth upstream request (the
-		// resend counts): the cap sends the call to the fallback.
+		// resend counts): a refusal of backpressure is no attempt against
+		// the cap, so the Retry-After is waited for.
 		{4 * time.Second, failure.RateLimited, 1500 * time.Millisecond,
-			want{Fallback, Wait{}, "qwen-14b", 3, 3, 1, failure.None, "2 (server_error)", 0}},
+			want{Retry, Wait{1500 * time.Millisecond, RetryAfter}, "qwen-14b", 4, 3, 1, failure.RateLimited, "3 (rate_limited)", 1}},
+		// That retry, the fifth request, is the fourth attempt: the cap
+		// sends the call to the fallback.
+		{7 * time.Second, failure.BodyError, 0,
+			want{Fallback, Wait{}, "qwen-14b", 4, 4, 1, failure.None, "3 (rate_limited)", 0}},
 	}
 	s := New("", Shape{}, 60*time.Second, false)
 	s.Model = "qwen-72b"
@@ -348,7 +416,7 @@ func TestNextSteps(t *testing.T) {
 			t.Fatalf("step %d (%s at %v): got %+v (%s), want %+v", i, st.class, st.at, got, step.Reason, st.want)
 		}
 	}
-	if want := []failure.Class{failure.ServerError, failure.WorkerLost, failure.RateLimited}; strings.Join(classNames(s.Classes), ",") != strings.Join(classNames(want), ",") {
+	if want := []failure.Class{failure.ServerError, failure.WorkerLost, failure.RateLimited, failure.BodyError}; strings.Join(classNames(s.Classes), ",") != strings.Join(classNames(want), ",") {
 		t.Errorf("classes %v, want %v", s.Classes, want)
 	}
 	if len(s.Tried) != 1 || s.Tried[0] != "qwen-72b" {
@@ -362,10 +430,10 @@ func TestNextOpenBreakers(t *testing.T) {
 	cfg := config.DefaultConfig()
 	s := New("", Shape{}, 60*time.Second, false)
 	s.Model = "qwen-72b"
-	out := Outcome{Class: failure.QueueFull, Elapsed: time.Second}
+	out := Outcome{Class: failure.Connect, Elapsed: time.Second}
 	step := Next(cfg, s, out, Verdicts{ClassAllowed: true, Open: []string{"qwen-14b"}})
-	if step.Kind != Switch || step.Next.Model != "llama-8b" || step.Wait != (Wait{200 * time.Millisecond, FixedWait}) {
-		t.Fatalf("got %s to %q after %+v, want a switch to llama-8b after the 200 ms fixed wait", step.Kind, step.Next.Model, step.Wait)
+	if step.Kind != Switch || step.Next.Model != "llama-8b" || step.Wait != (Wait{}) {
+		t.Fatalf("got %s to %q after %+v, want a switch to llama-8b at once", step.Kind, step.Next.Model, step.Wait)
 	}
 	step = Next(cfg, s, out, Verdicts{ClassAllowed: true, Open: []string{"qwen-14b", "llama-8b"}})
 	if step.Kind != Fallback {
@@ -549,5 +617,68 @@ func TestNextDelivered(t *testing.T) {
 				t.Errorf("delivered %d, want %d", st.Next.Delivered, tc.delivered)
 			}
 		})
+	}
+}
+
+// TestNextHoldBySteps steps a call whose endpoint refuses as backpressure
+// again and again, the state passed through JSON as history does: six
+// resends after jittered holds, none an attempt against the cap, then a
+// model on another endpoint; a call allowed less waiting resends less.
+func TestNextHoldBySteps(t *testing.T) {
+	cfg := config.DefaultConfig()
+	cfg.Models[1].BaseURL = "http://10.0.0.2:8000/v1" // qwen-14b on an endpoint of its own
+	run := func(maxWait time.Duration, classes ...failure.Class) ([]Step, State) {
+		s := New("", Shape{}, 60*time.Second, false)
+		s.Model = "qwen-72b"
+		at := time.Second
+		var steps []Step
+		for _, c := range classes {
+			s = s.Start(s.Model) // PrepareAttempt
+			st := Next(cfg, s, Outcome{Class: c, Elapsed: at}, Verdicts{ClassAllowed: true, U: 0.5, MaxWait: maxWait})
+			b, err := json.Marshal(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Step
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			if again, _ := json.Marshal(back); string(again) != string(b) {
+				t.Fatalf("step does not survive JSON:\n%s\n%s", b, again)
+			}
+			steps = append(steps, back)
+			s = back.Next
+			at += back.Wait.Delay + 100*time.Millisecond
+		}
+		return steps, s
+	}
+	decisions := func(steps []Step) string {
+		var d []string
+		for _, s := range steps {
+			d = append(d, s.Decision)
+		}
+		return strings.Join(d, ",")
+	}
+
+	qf := failure.QueueFull
+	steps, s := run(10*time.Second, qf, qf, qf, qf, qf, qf, qf, failure.ServerError)
+	want := "hold+resend,hold+resend,hold+resend,hold+resend,hold+resend,hold+resend,switch_model,retry"
+	if got := decisions(steps); got != want {
+		t.Fatalf("decisions %s, want %s (%s)", got, want, steps[len(steps)-1].Reason)
+	}
+	for i, st := range steps[:6] {
+		if st.Wait != (Wait{1250 * time.Millisecond, HoldWait}) || st.Next.Model != "qwen-72b" || st.Next.N != 1 {
+			t.Errorf("resend %d: wait %+v to %s as attempt %d; want 1.25 s (hold), qwen-72b, 1", i+1, st.Wait, st.Next.Model, st.Next.N)
+		}
+	}
+	if s.Requests != 8 || s.Refused != 7 || s.Attempts() != 1 || s.Held != 6 || s.Waited != 7500*time.Millisecond || s.Model != "qwen-14b" {
+		t.Errorf("requests %d, refused %d, attempts %d, held %d, waited %v, model %s; want 8, 7, 1, 6, 7.5 s, qwen-14b",
+			s.Requests, s.Refused, s.Attempts(), s.Held, s.Waited, s.Model)
+	}
+
+	// A streamed call (call.max_wait_stream 3 s) resends twice.
+	steps, _ = run(3*time.Second, qf, qf, qf)
+	if got := decisions(steps); got != "hold+resend,hold+resend,switch_model" || !strings.Contains(steps[2].Reason, "call.max_wait") {
+		t.Fatalf("decisions %s (%s)", got, steps[2].Reason)
 	}
 }

@@ -28,7 +28,8 @@ type State struct {
 	// N numbers the next attempt (1 for the first); a resend keeps it.
 	N int `json:"n"`
 	// Waited is how long the call has waited for open breakers' trials
-	// (call.max_wait bounds it).
+	// and for the holds of backpressure it resent after (call.max_wait
+	// bounds it).
 	Waited time.Duration `json:"waited,omitempty"`
 	// Upstream counts the failed attempts that were sent upstream
 	// (lost-worker resends and attempts refused before sending excluded).
@@ -36,9 +37,16 @@ type State struct {
 	// Requests counts every upstream request the call has started: each
 	// attempt, resend and network-layer connect resend, sent or not. The
 	// attempts cap (call.max_attempts, never above HardMaxRequests) reads
-	// it, and every request after the first is charged to the retry
-	// budget of its endpoint.
+	// it, less the refusals of backpressure (Attempts), and every request
+	// after the first is charged to the retry budget of its endpoint.
 	Requests int `json:"requests,omitempty"`
+	// Refused counts the requests refused as backpressure (queue_full,
+	// rate_limited: the server did no work for them): no attempts against
+	// the cap, up to HardMaxRefused.
+	Refused int `json:"refused,omitempty"`
+	// Held counts the resends after a backpressure hold (action hold):
+	// the class's max bounds them per call.
+	Held int `json:"held,omitempty"`
 	// Backoffs counts the retries that waited a full-jitter backoff: the
 	// exponent n of the next one.
 	Backoffs int `json:"backoffs"`
@@ -138,10 +146,29 @@ func (s State) StartWith(model, key string) State {
 	return s
 }
 
-// HardMaxRequests bounds the upstream requests of one call whatever the
+// HardMaxRequests bounds the attempts of one call whatever the
 // configuration says (config.Validate refuses a larger call.max_attempts;
 // a Config built in code cannot lift it either).
 const HardMaxRequests = 10
+
+// HardMaxRefused bounds the backpressure refusals the attempts cap leaves
+// out, so that no policy can make a call send without end: a call sends
+// at most HardMaxRequests + HardMaxRefused requests.
+const HardMaxRefused = 10
+
+// Backpressure reports whether a failure of class is a refusal that cost
+// the server nothing (a full queue, a rate limit): no attempt against the
+// cap (docs/how-it-works.md "Failure classes").
+func Backpressure(class failure.Class) bool {
+	return class == failure.QueueFull || class == failure.RateLimited
+}
+
+// Attempts counts the call's requests that are attempts against the cap:
+// every request started, less the refusals of backpressure (at most
+// HardMaxRefused of them).
+func (s State) Attempts() int {
+	return s.Requests - min(s.Refused, HardMaxRefused)
+}
 
 // MaxRequests is the attempts cap of a call under cfg.
 func MaxRequests(cfg *config.Config) int {
@@ -224,6 +251,10 @@ type Verdicts struct {
 	// Unable are the models that cannot serve the request (they lack a
 	// capability it needs): never switched to.
 	Unable []string `json:"unable,omitempty"`
+	// MaxWait is how long the call may wait in all (call.max_wait for its
+	// scenario, MaxWaitFor): a resend after a backpressure hold is made
+	// only while State.Waited stays within it. 0: no wait.
+	MaxWait time.Duration `json:"max_wait,omitempty"`
 	// OtherKey: the failed attempt's model has another key in its pool
 	// that no rate limit holds and no refusal parked: a rate limit on one
 	// key is then no reason to wait.
@@ -239,9 +270,11 @@ type Kind int
 const (
 	// Retry sends the next attempt to the same model after the wait.
 	Retry Kind = iota + 1
-	// Resend sends the same attempt again at once (worker lost); like
-	// every request after the call's first it counts against the attempts
-	// cap and is charged to the retry budget of its endpoint.
+	// Resend sends the same attempt again: at once after a lost worker,
+	// after the wait for a hold after backpressure (action hold). Like
+	// every request after the call's first it is charged to the retry
+	// budget of its endpoint, and it counts against the attempts cap
+	// unless the server refused it as backpressure.
 	Resend
 	// Switch sends the next attempt to Next.Model after the wait.
 	Switch
@@ -284,9 +317,12 @@ const (
 	RetryAfter
 	// FixedWait is one of the class's fixed waits.
 	FixedWait
+	// HoldWait is a backpressure hold (Retry-After, else
+	// rate_limit.hold), released with jitter (guard.Jittered).
+	HoldWait
 )
 
-var waitNames = map[WaitReason]string{NoWait: "none", Backoff: "backoff", RetryAfter: "retry_after", FixedWait: "fixed"}
+var waitNames = map[WaitReason]string{NoWait: "none", Backoff: "backoff", RetryAfter: "retry_after", FixedWait: "fixed", HoldWait: "hold"}
 
 // String names the reason as history shows it.
 func (r WaitReason) String() string {

@@ -361,6 +361,8 @@ func classifyErrorStatus(v Verdict, info errorInfo) Verdict {
 		return v.is(failure.ServiceUnavailable, seen+" (maintenance)")
 	case st >= 500 && remaining0:
 		return v.is(failure.QueueFull, seen+" (nothing remaining: queue full)")
+	case st == http.StatusServiceUnavailable && saysBusy(info):
+		return v.is(failure.QueueFull, seen+" (server busy: backpressure)")
 	}
 	if st >= 400 && st < 500 {
 		return v.is(failure.InvalidRequest, seen) // the request's own fault, never diagnosed into a retry
@@ -426,8 +428,38 @@ func saysContextLength(msg string) bool { return containsAny(msg, contextLengthP
 
 func saysModelMissing(msg string) bool { return modelMissingRE.MatchString(msg) }
 
+// busyRE are the wordings of a 503 that refuses a request for want of
+// room (backpressure): Ollama's "server busy, please try again.  maximum
+// pending requests exceeded", "overloaded" (OpenAI's "The engine is
+// currently overloaded", vLLM's, TGI's), "queue is full", "at capacity",
+// "too many (pending, concurrent) requests".
+var busyRE = regexp.MustCompile(`\bbusy\b|overload|\bqueue (is )?full\b|queue_full|pending requests|\b(at|over|out of|no|insufficient) capacity\b|too many (pending |concurrent |simultaneous )?requests|繁忙|过载`)
+
+// downRE are the wordings of a 503 from a server that is down, whatever
+// else it says: a model still loading (llama.cpp's "Loading model"), a
+// proxy whose backend is dead (Envoy's "no healthy upstream", "upstream
+// connect error", HAProxy's "no server is available"), a refused
+// connection. The breaker must see those.
+var downRE = regexp.MustCompile(`\bloading\b|\bstarting up\b|\bnot ready\b|no healthy upstream|upstream connect error|no server is available|no available (server|backend|upstream)|connection refused`)
+
+// saysBusy reports whether a 503's body refuses for want of room rather
+// than for being down: a JSON or text body (an HTML page is a proxy's)
+// with a busy wording (busyRE) and none of being down (downRE).
+func saysBusy(info errorInfo) bool {
+	if info.html {
+		return false
+	}
+	text := strings.ToLower(info.message + " " + info.code + " " + info.typ)
+	return busyRE.MatchString(text) && !downRE.MatchString(text)
+}
+
+// apacheStock503 is the sentence of Apache httpd's stock 503 page, which
+// mod_proxy sends for a dead backend: its "maintenance" announces none.
+const apacheStock503 = "unable to service your request due to maintenance downtime or capacity problems"
+
 func saysMaintenance(info errorInfo) bool {
-	text := strings.ToLower(info.message + " " + info.code + " " + info.typ + " " + string(info.raw))
+	text := collapse(strings.ToLower(info.message + " " + info.code + " " + info.typ + " " + string(info.raw)))
+	text = strings.ReplaceAll(text, apacheStock503, "")
 	return containsAny(text, "maintenance", "维护")
 }
 

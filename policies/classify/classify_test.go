@@ -158,6 +158,14 @@ func chatBody(content, finish string, extra ...string) string {
 "usage":{"prompt_tokens":9,"completion_tokens":7,"total_tokens":16}}`, msg, finish)
 }
 
+// ollamaBusy is Ollama v0.17.4's refusal when its queue of pending
+// requests is full (HTTP 503, no Retry-After; two spaces as sent).
+const ollamaBusy = `{"error":{"message":"server busy, please try again.  maximum pending requests exceeded","type":"api_error","param":null,"code":null}}`
+
+// apache503 is Apache httpd's stock 503 page, which mod_proxy sends when
+// its backend is down.
+const apache503 = "<!DOCTYPE HTML PUBLIC \"-//IETF//DTD HTML 2.0//EN\">\n<html><head>\n<title>503 Service Unavailable</title>\n</head><body>\n<h1>Service Unavailable</h1>\n<p>The server is temporarily unable to service your\nrequest due to maintenance downtime or capacity\nproblems. Please try again later.</p>\n</body></html>\n"
+
 const nginx502 = "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n</body>\r\n</html>\r\n"
 
 // sleep waits d or until the client gives up (the server notices that
@@ -287,6 +295,24 @@ func TestClassifyUpstream(t *testing.T) {
 		{name: "queue_full/429 without Retry-After and nothing remaining", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"slow down"}}`, "X-RateLimit-Remaining", "0")}
 		}, want: want{class: failure.QueueFull, status: 429}},
+		{name: "queue_full/Ollama 503 server busy, maximum pending requests (real body, no Retry-After)", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, ollamaBusy)}
+		}, want: want{class: failure.QueueFull, status: 503, message: "server busy, please try again. maximum pending requests exceeded", reason: "HTTP 503 api_error (server busy: backpressure)"}},
+		{name: "queue_full/OpenAI 503 engine overloaded", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, `{"error":{"message":"The engine is currently overloaded, please try again later","type":"server_error","param":null,"code":null}}`)}
+		}, want: want{class: failure.QueueFull, status: 503, message: "currently overloaded"}},
+		{name: "queue_full/vLLM 503 overloaded with Retry-After", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, `{"object":"error","message":"Server overloaded: too many pending requests","type":"ServiceUnavailableError","param":null,"code":503}`, "Retry-After", "2")}
+		}, want: want{class: failure.QueueFull, status: 503, retryAfter: 2 * time.Second, hasRA: true}},
+		{name: "queue_full/503 plain text, queue is full", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, "Request queue is full, try again later", "Content-Type", "text/plain")}
+		}, want: want{class: failure.QueueFull, status: 503}},
+		{name: "queue_full/503 at capacity", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, `{"error":{"message":"The model is at capacity. Please retry."}}`)}
+		}, want: want{class: failure.QueueFull, status: 503}},
+		{name: "queue_full/503 服务繁忙", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, `{"error":{"message":"服务繁忙，请稍后重试","type":"server_error"}}`)}
+		}, want: want{class: failure.QueueFull, status: 503}},
 		{name: "queue_full/HTTP 200 with a queue_full error object", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, `{"error":{"message":"queue is full","code":"queue_full"}}`)}
 		}, want: want{class: failure.QueueFull, status: 200, code: "queue_full"}},
@@ -356,6 +382,27 @@ func TestClassifyUpstream(t *testing.T) {
 		}, want: want{class: failure.ServerError, status: 502, message: "502 Bad Gateway", reason: "HTML page"}},
 		{name: "server_error/503 not maintenance", up: func(*testing.T) upstream {
 			return upstream{handler: reply(503, `{"error":{"message":"no healthy upstream"}}`)}
+		}, want: want{class: failure.ServerError, status: 503}},
+		{name: "server_error/503 loading model (llama.cpp): down, not busy", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, `{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}`)}
+		}, want: want{class: failure.ServerError, status: 503, message: "Loading model"}},
+		{name: "server_error/503 busy while the model is loading: down", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, `{"error":{"message":"server busy: model is loading"}}`)}
+		}, want: want{class: failure.ServerError, status: 503}},
+		{name: "server_error/503 Envoy upstream connect error", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, "upstream connect error or disconnect/reset before headers. reset reason: connection refused", "Content-Type", "text/plain")}
+		}, want: want{class: failure.ServerError, status: 503}},
+		{name: "server_error/503 nginx page for a dead backend", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, "<html>\r\n<head><title>503 Service Temporarily Unavailable</title></head>\r\n<body>\r\n<center><h1>503 Service Temporarily Unavailable</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")}
+		}, want: want{class: failure.ServerError, status: 503, reason: "HTML page"}},
+		{name: "server_error/503 proxy page that says busy: a proxy's, not the server's queue", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, "<html><head><title>Server Too Busy</title></head><body>The server is busy.</body></html>")}
+		}, want: want{class: failure.ServerError, status: 503, reason: "HTML page"}},
+		{name: "server_error/503 Apache proxy page for a dead backend (its stock text names maintenance)", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, apache503)}
+		}, want: want{class: failure.ServerError, status: 503, message: "503 Service Unavailable"}},
+		{name: "server_error/503 bare Service Unavailable: down, no busy wording", up: func(*testing.T) upstream {
+			return upstream{handler: reply(503, "Service Unavailable", "Content-Type", "text/plain")}
 		}, want: want{class: failure.ServerError, status: 503}},
 		{name: "server_error/reset after the request was sent (hijack and close)", up: func(*testing.T) upstream {
 			return upstream{handler: func(w http.ResponseWriter, r *http.Request) {

@@ -248,6 +248,15 @@ const (
 	// instruction that says what was wrong with the answer (bad_tool_call,
 	// schema_mismatch); after Max repairs it switches model.
 	ActionRepair Action = "repair"
+	// ActionHold answers backpressure (queue_full): a refusal that cost
+	// the server nothing. What refused is held (RateLimitConfig) for the
+	// upstream's Retry-After (else rate_limit.hold) and the same request
+	// is resent once the hold is released, with jitter (guard.Jittered). Each
+	// resend is paid from the endpoint's retry budget but is no attempt
+	// against call.max_attempts; at most Max resends per call, within the
+	// deadline and call.max_wait. Beyond, the call switches to a model on
+	// another endpoint, else to the business fallback.
+	ActionHold Action = "hold"
 	// ActionResume sends the next attempt at once to the same model (after
 	// SwitchAfter failures on it, the next): when text was already
 	// delivered to a streaming caller, that attempt continues it (see
@@ -258,15 +267,15 @@ const (
 // knownActions are the actions a policy file may name; a new action is
 // added here and decided in callstate.Next.
 var knownActions = []Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend,
-	ActionRetryAfter, ActionBumpTokens, ActionContinue, ActionSwitchModel, ActionFallback, ActionFail, ActionResume, ActionRepair}
+	ActionRetryAfter, ActionBumpTokens, ActionContinue, ActionSwitchModel, ActionFallback, ActionFail, ActionResume, ActionRepair,
+	ActionHold}
 
 // ClassPolicy is the action for one failure class.
 type ClassPolicy struct {
 	// Action is what callstate.Next does with a failure of the class.
 	Action Action `yaml:"action"`
 	// Max is how many times this class may be retried in one call (0: never;
-	// -1: up to the attempts cap, which resends do not count against, so
-	// ActionResend needs a count).
+	// -1: up to the attempts cap; ActionResend and ActionHold need a count).
 	Max int `yaml:"max"`
 	// Waits are fixed waits, one per retry (the last repeats). Empty means
 	// full-jitter backoff for retry actions, no wait for resends and switches.
@@ -356,9 +365,10 @@ type BreakerConfig struct {
 // RateLimitConfig: a rate limit is backpressure, not sickness. A 429
 // (rate_limited) holds its model's RateLimitScope, a queue_full the model,
 // for the upstream's Retry-After (Hold when it sends none): calls that
-// arrive meanwhile wait for the hold when their deadline allows, else
-// take another model. Neither counts against a breaker until the holds
-// of one scope have lasted BreakerAfter without a break.
+// arrive meanwhile wait for the hold when their deadline allows, released
+// with jitter, else take another model. Neither counts against a breaker
+// until the holds of one scope have lasted BreakerAfter without a break,
+// nor against call.max_attempts.
 type RateLimitConfig struct {
 	Hold         Duration `yaml:"hold"`
 	BreakerAfter Duration `yaml:"breaker_after"`

@@ -127,8 +127,8 @@ func (c *Config) validate() []Problem {
 		if cp.SwitchAfter < 0 {
 			bad(p+".switch_after", "must be 0 (never) or a positive count, got %d", cp.SwitchAfter)
 		}
-		if cp.Action == ActionResend && cp.Max < 0 {
-			bad(p+".max", "must be 0 (never) or a count up to 10 for action resend, got %d", cp.Max)
+		if (cp.Action == ActionResend || cp.Action == ActionHold) && cp.Max < 0 {
+			bad(p+".max", "must be 0 (never) or a count up to 10 for action %s, got %d", cp.Action, cp.Max)
 		}
 		switch {
 		case (cp.Action == ActionBumpTokens || cp.Action == ActionContinue) && cp.MaxTokensIncrease < 1:
@@ -150,7 +150,7 @@ func (c *Config) validate() []Problem {
 			bad(p+".keep_rounds", "must be a positive number of rounds, got %d", cp.KeepRounds)
 		}
 		switch {
-		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens, ActionContinue, ActionResume}, cp.Action):
+		case cl == failure.BreakerOpen && slices.Contains([]Action{ActionResend, ActionRetry, ActionPruneRetry, ActionPruneResend, ActionRetryAfter, ActionBumpTokens, ActionContinue, ActionResume, ActionHold}, cp.Action):
 			bad(p+".action", "must be switch_model, fallback or fail (the breaker refused the model, retrying it cannot help), got %q", cp.Action)
 		case cl == failure.InvalidRequest && cp.Action != ActionFail && cp.Action != ActionFallback:
 			bad(p+".action", "must be fail or fallback (the same request is refused again), got %q", cp.Action)

@@ -37,8 +37,9 @@ func (h *Holds) SetSync(s *Sync) {
 }
 
 type hold struct {
-	until time.Time // the scope is held before this instant
-	since time.Time // start of the unbroken run of holds
+	until  time.Time     // the scope is held before this instant
+	since  time.Time     // start of the unbroken run of holds
+	length time.Duration // of the hold that set until
 }
 
 // NewHolds returns holds with no scope held.
@@ -57,7 +58,7 @@ func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration
 		h.by[scope] = x
 	}
 	if u := now.Add(d); u.After(x.until) {
-		x.until = u
+		x.until, x.length = u, d
 	}
 	if h.sync != nil {
 		h.sync.hold(scope, now, d)
@@ -84,4 +85,43 @@ func (h *Holds) Left(scope string, now time.Time) time.Duration {
 		left = max(left, h.sync.fleetHeld(scope, now))
 	}
 	return left
+}
+
+// ReleaseJitter spreads the release of a hold: a call waiting for it goes
+// at a moment drawn uniformly between the hold's end and ReleaseJitter ×
+// the hold's length after it. Principle: the calls a hold stopped would,
+// released together at its end, all send at once — a thundering herd that
+// refills the queue which has just refused them and is refused again in
+// one burst; spread out, the server takes them as its queue drains. It is
+// the reason backoff is jittered, applied to a wait every call shares.
+const ReleaseJitter = 0.5
+
+// Jittered is the wait of a call for a hold of which left remains, the
+// whole hold being length long: left + u·ReleaseJitter·length, for the
+// random number u in [0,1) (clamped). A hold just set (left = length = the
+// Retry-After or rate_limit.hold) is waited for 1 to 1.5 times its length.
+func Jittered(left, length time.Duration, u float64) time.Duration {
+	if left <= 0 {
+		return 0
+	}
+	u = min(max(u, 0), 1)
+	return left + time.Duration(u*ReleaseJitter*float64(max(length, left)))
+}
+
+// Release is how long a call that would send to scope at now waits for
+// its hold, released with jitter (Jittered, u drawn by the caller); 0
+// when the scope is free. Left is the hold itself, for questions that are
+// not a call about to send (is the scope held? how long for the fleet?).
+func (h *Holds) Release(scope string, now time.Time, u float64) time.Duration {
+	left := h.Left(scope, now)
+	if left <= 0 {
+		return 0
+	}
+	h.mu.Lock()
+	var length time.Duration
+	if x := h.by[scope]; x != nil {
+		length = x.length
+	}
+	h.mu.Unlock()
+	return Jittered(left, length, u)
 }
