@@ -43,8 +43,9 @@ type Activities struct {
 	// firstTokens and hedges: the adaptive hedge delay and the hedge
 	// budget (docs/how-it-works.md "Hedged calls").
 	firstTokens *guard.FirstTokens
-	// stalls are the endpoints' queues as this process sees them (stall.go).
-	stalls  *stalls
+	// queues are the endpoints' first tokens as this process sees them
+	// (stall.go): where a hedge of an overdue attempt could answer sooner.
+	queues *queues
 	fleet   *guard.Sync // nil: this worker decides alone
 	tracing bool
 	hedges  *guard.RetryBudget
@@ -130,7 +131,7 @@ func New(o Options) (*Activities, error) {
 		steps: newOnceSteps(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
-		firstTokens: guard.NewFirstTokens(), stalls: newStalls(), fleet: o.Sync, tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		firstTokens: guard.NewFirstTokens(), queues: newQueues(), fleet: o.Sync, tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 	}
 	if a.metrics == nil {
@@ -277,7 +278,6 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 	call := ""
 	if activity.IsActivity(ctx) {
 		call = activity.GetInfo(ctx).WorkflowExecution.RunID
-		a.stalls.prepared(call) // its cut's retry is paid now, if any
 	}
 	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in, call) })
 }
@@ -435,6 +435,9 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Attempts(), 0)
 		p.Prompt = prompt
 		p.Hedge = a.hedgePlan(in, m, p.State)
+		if p.Hedge == nil && !in.Only {
+			p.Hedge = overduePlan(m, p.State, callstate.MaxRequests(a.cfg))
+		}
 		return p, nil
 	}
 }
@@ -647,9 +650,7 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		}
 	}
 	v := callstate.Verdicts{
-		// A request lost while its endpoint answered later ones says
-		// nothing of a retry's chances but that the endpoint serves.
-		ClassAllowed: a.classes.Allow(out.Class, now) || out.PassedOver,
+		ClassAllowed: a.classes.Allow(out.Class, now),
 		U:            a.rand(),
 		MaxWait:      a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream),
 	}

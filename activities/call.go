@@ -20,7 +20,6 @@ import (
 	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
-	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/structured"
@@ -186,7 +185,6 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	ann := newAnnouncer(ctx, in, pub)
 	defer ann.stop()
 	var firstAt time.Time
-	var passedOver, modelServes bool
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
@@ -212,27 +210,28 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 				// replaces, nor see it twice.
 				live = nil
 			}
-			waiting, done := a.stalls.wait(info.WorkflowExecution.RunID, m.Endpoint(), m.Name, start)
-			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: m.FirstTokenTimeout.D(), idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
-				patient: func() (bool, time.Duration) { return a.patience(waiting, m.FirstTokenTimeout.D()) }},
+			done := a.queues.wait(m.Endpoint(), start, m.FirstTokenTimeout.D())
+			ftt := m.FirstTokenTimeout.D()
+			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: ftt, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
+				patient: func() (bool, time.Duration) { return a.overdue(in, m, start, ann) }},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {
 						firstAt = a.now()
 						done()
-						a.stalls.firstToken(m.Endpoint(), m.Name, start)
+						a.queues.firstToken(m.Endpoint(), start, firstAt.Sub(start), ftt)
+						if in.FirstTokenWins && !a.races.win(info.WorkflowExecution.RunID, in.Attempt, in.Hedge) {
+							return // its rival's first token came first: it is being cut
+						}
 						ann.firstToken() // before the first delta is published
 					}
 				}, live)
 			done()
 			resp, err, obs.Stream, logprobs = st.resp, st.err, st.obs, st.logprobs
-			if st.obs != nil && st.obs.FirstTokenTimedOut && waiting.passed.Load() {
-				passedOver, modelServes = true, waiting.byModel.Load()
-			}
 		} else {
 			resp, err = a.client(m).CreateChatCompletion(callCtx, req)
 			if err == nil {
-				a.stalls.firstToken(m.Endpoint(), m.Name, start)
+				a.queues.firstToken(m.Endpoint(), start, a.now().Sub(start), m.Timeout.D())
 			}
 		}
 	}
@@ -317,10 +316,6 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		}
 	}
 	redactVerdict(&v, key)
-	if passedOver && v.Class == failure.ReadTimeout {
-		v.Reason += "; passed over: the endpoint answered requests sent well after it"
-		out.PassedOver = true
-	}
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	out.Upstream = strings.Trim(v.Message+"; "+v.Detail, "; ")
 	if v.Generic {
@@ -340,13 +335,10 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	}
 
 	a.headroom(m, header)
-	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) && !ownShape(m, in, v.Class) && !(out.PassedOver && modelServes) {
+	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) && !ownShape(m, in, v.Class) {
 		// A rate limit alone does not make the model sick, nor one key of
 		// a pool refused (DecideNext parks the key), nor a request too
-		// large to answer in time, nor a request lost while the model
-		// served one sent well after it (it works now: after a hang or a
-		// slowdown, the cut requests of its stretch would trip the breaker
-		// of a model that has recovered).
+		// large to answer in time.
 		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
 	}
 	if obs.Response != nil || (obs.Stream != nil && obs.Stream.Chunks > 0) {
@@ -769,101 +761,6 @@ func heartbeat(ctx context.Context, timeout time.Duration, details func() any) (
 		t.Stop()
 		mu.Unlock()
 	}
-}
-
-// onlyFallbackAfterACut reports whether cutting an attempt at its
-// first-token timeout at now could lead only to the fallback, or to a
-// wait: retries after a read_timeout fail too often across the process
-// (the class breaker is open for read_timeout), no endpoint of the ladder
-// has a retry left for a retry or a switch, or every model of the ladder
-// is behind an open breaker (the retry would wait for their trials while
-// the request already sent may answer: after a slowdown, a request sent
-// in it is answered late). The attempt then keeps its request open
-// within its timeout (the call's deadline less the fallback's reserve):
-// an upstream that is slow, not dead, still answers the call, and the
-// request is already paid for.
-// TestSlowUpstreamIsWaitedForWhenRetriesFail.
-func (a *Activities) onlyFallbackAfterACut(now time.Time) bool {
-	if !a.classes.Allow(failure.ReadTimeout, now) {
-		return true
-	}
-	endpoints := a.endpoints()
-	if len(a.budgets.Spent(now, endpoints...)) == len(endpoints) {
-		return true
-	}
-	for _, m := range a.cfg.Models {
-		if a.breakers.State(m.Name, now) != guard.BreakerOpen {
-			return false
-		}
-	}
-	return true
-}
-
-// patience is the stream watchdog's question when the first token of the
-// attempt w (under a first-token timeout ftt) is overdue: cut it when its
-// endpoint has passed it over (served a request that started more than
-// half of w's wait after it: w is lost, as in a hang, and its retry is not
-// refused by the class breaker, CallOutcome.PassedOver), when the budgets
-// leave a retry for it (stalls.lost), and keep it otherwise; else wait on
-// within the attempt's deadline once a cut could only lead to the
-// fallback, asking again every stallRecheck whether it has been passed
-// over; wait and ask again while
-// every endpoint a cut could move the call to is stalled (stall.go), so
-// that a retry would only queue again behind the same requests, up to one
-// more ftt; else cut when a retry is left for it after those the cuts
-// before it take (stalls.overdue), and keep it otherwise. It asks again
-// every stallRecheck, or four times within the extra ftt when that is
-// shorter.
-func (a *Activities) patience(w *stallWait, ftt time.Duration) (wait bool, recheck time.Duration) {
-	now := a.now()
-	retries := a.retriesLeft(now)
-	if lost, cut := a.stalls.lost(w, now, retries); cut {
-		// Passed over: the endpoint answers requests sent well after this
-		// one, so this one is lost (a hang), and a retry is answered.
-		return false, 0
-	} else if lost {
-		// Passed over, with no retry left for it: a cut would end in the
-		// fallback, while the request may still answer (a request sent
-		// during a slowdown is answered late).
-		w.kept.Store(true)
-		return true, stallRecheck
-	}
-	switch {
-	case w.kept.Load() || a.onlyFallbackAfterACut(now):
-		// Kept from then on: a retry the budget or the class breaker
-		// allows again later would pay for a second request while this
-		// one may still answer (in a hang that lasts, a storm of cuts
-		// each time a breaker lets trials through). Asked again all the
-		// same: a request lost in a hang never answers, however long it
-		// is waited for, while the endpoint answers new ones.
-		w.kept.Store(true)
-		return true, stallRecheck
-	case now.Sub(w.since) < 2*ftt && a.stalls.everyStalled(w, a.endpoints(), now):
-		return true, min(stallRecheck, ftt/4)
-	case !a.stalls.overdue(w, now, retries):
-		// The retries left go to the attempts cut before this one: its
-		// cut would end in the fallback, as above.
-		w.kept.Store(true)
-		return true, stallRecheck
-	}
-	return false, 0
-}
-
-// retriesLeft is how many retries the ladder's endpoints' budgets allow
-// at now, together, to a call cut now: the calls already waiting in a
-// budget's line for a retry are served first, and with several workers
-// this worker counts its share of the fleet's (guard.RetryBudget.Free).
-// Counting them keeps an attempt whose cut would only join that line:
-// in a slowdown the endpoint answers new requests quickly while the old
-// ones are still being worked on, so an old request looks passed over,
-// yet it answers a few seconds later, sooner than a place at the back
-// of the line.
-func (a *Activities) retriesLeft(now time.Time) int {
-	n := 0
-	for _, e := range a.endpoints() {
-		n += a.budgets.For(e).Free(now)
-	}
-	return n
 }
 
 // endpoints lists the endpoints of the ladder's models, each once.

@@ -33,16 +33,25 @@ type AttemptNote struct {
 	Attempt int    `json:"attempt"`
 	Hedge   bool   `json:"hedge,omitempty"`
 	Model   string `json:"model"`
+	// Sooner, on the no-first-token note of an attempt whose first token
+	// is overdue (CallInput.HedgeOverdue), are the models where a hedge
+	// could answer sooner, in the ladder's order, and Why says why.
+	Sooner []string `json:"sooner,omitempty"`
+	Why    string   `json:"why,omitempty"`
 	// PublisherID is the id the attempt's stream batches carry ("" when
 	// the caller does not stream).
 	PublisherID string `json:"publisher_id,omitempty"`
 }
 
-// HedgePlan is how the call's first attempt is hedged: when it has no
-// first token after After, Model answers the same question in parallel.
+// HedgePlan is how an attempt is hedged: when it has no first token after
+// After, Model answers the same question in parallel. An Overdue plan
+// (every streamed attempt without a hedge policy) has no Model: After is
+// the first-token timeout, the attempt names the models where a hedge
+// could answer sooner, and the first to give a first token wins.
 type HedgePlan struct {
-	Model string        `json:"model"`
-	After time.Duration `json:"after"`
+	Model   string        `json:"model,omitempty"`
+	After   time.Duration `json:"after"`
+	Overdue bool          `json:"overdue,omitempty"`
 	// Basis says where After comes from ("fixed", "1.5 × p90 600 ms of 42 first tokens
 	// of qwen-72b", "initial: 3 first tokens on record").
 	Basis string `json:"basis"`
@@ -52,10 +61,13 @@ type HedgePlan struct {
 }
 
 // HedgeInput asks to start the hedge of a call's attempt: the call's
-// request and state as they are, and the hedge model.
+// request and state as they are, and the hedge model; for an overdue
+// attempt, the models where a hedge could answer sooner (Sooner, the
+// first that its guards allow), paid from the retry budget alone.
 type HedgeInput struct {
 	Prepare PrepareInput `json:"prepare"`
-	Model   string       `json:"model"`
+	Model   string       `json:"model,omitempty"`
+	Sooner  []string     `json:"sooner,omitempty"`
 }
 
 // firstToken records a time to first token of model, here and, with a
@@ -127,6 +139,53 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 	return p
 }
 
+// overduePlan is the plan of a streamed attempt on m that the hedge policy
+// leaves unhedged: at its first-token timeout it is kept open (it may still
+// answer), and a hedge may race it where one could answer sooner.
+func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *HedgePlan {
+	if !m.Stream || st.Attempts() >= maxRequests {
+		return nil
+	}
+	return &HedgePlan{After: m.FirstTokenTimeout.D(), Overdue: true, Basis: "first_token_timeout"}
+}
+
+// overdue is the stream watchdog's question when the first token of
+// attempt in on m, sent at since, is overdue. The request is never cut for
+// that: it may still answer, and a retry can only be slower (it would join
+// the back of the same queue). When the call may hedge it, the attempt
+// tells the call where a hedge could answer sooner (queues.sooner), with a
+// retry left in that endpoint's budget and its model's breaker not open;
+// the call's StartHedge then decides and pays. It asks again every
+// overdueRecheck while notes are left to send.
+func (a *Activities) overdue(in CallInput, m config.ModelConfig, since time.Time, ann *announcer) (wait bool, recheck time.Duration) {
+	if !in.HedgeOverdue || ann == nil || !ann.notesLeft() {
+		return true, 0
+	}
+	now := a.now()
+	if models, why := a.sooner(in, m, since, now); len(models) > 0 {
+		ann.overdue(models, why, now)
+	}
+	return true, overdueRecheck
+}
+
+// sooner lists the ladder's models where a hedge of attempt in on m, sent
+// at since, could answer sooner at now, and why the first could.
+func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.Time) (models []string, why string) {
+	need := in.Request.Needs()
+	for _, l := range a.cfg.Models {
+		ok, w := a.queues.sooner(l.Endpoint(), m.Endpoint(), since, now)
+		if !ok || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
+			a.budgets.For(l.Endpoint()).Remaining(now) == 0 {
+			continue
+		}
+		if len(models) == 0 {
+			why = w
+		}
+		models = append(models, l.Name)
+	}
+	return models, why
+}
+
 // StartHedge decides, when a hedge's delay has passed, whether the hedge
 // may start, and prepares it: within the hedge budget (hedge.budget of
 // calls; a hedge the model's guards then refuse has spent its share), the
@@ -139,6 +198,9 @@ func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, e
 
 func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {
 	now := a.now()
+	if in.Model == "" {
+		return a.startOverdueHedge(in)
+	}
 	if !a.hedges.TryRetry(now) {
 		a.hedgeMetric(in.Model, "budget")
 		return Prepared{Reason: fmt.Sprintf("hedge budget spent (%.0f%% of calls): no hedge", a.cfg.Hedge.Budget*100)}, nil
@@ -166,6 +228,42 @@ func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {
 	return p, nil
 }
 
+// startOverdueHedge prepares the hedge of an overdue attempt on the first
+// of in.Sooner its guards allow (breaker, keys, rate limits, pacing, and
+// its endpoint's retry budget, which pays for it), within the call's
+// requests cap.
+func (a *Activities) startOverdueHedge(in HedgeInput) (Prepared, error) {
+	if in.Prepare.State.Attempts() >= callstate.MaxRequests(a.cfg) {
+		return Prepared{Reason: fmt.Sprintf("no hedge: the call has sent its %d requests", callstate.MaxRequests(a.cfg))}, nil
+	}
+	why := "no hedge: no model could answer sooner"
+	for _, name := range in.Sooner {
+		pin := in.Prepare
+		pin.State.Model, pin.Only = name, true
+		p, err := a.prepareAttempt(pin, "") // a hedge never waits in a budget's line
+		if err != nil {
+			return p, err
+		}
+		switch {
+		case p.Model != name:
+			why = "no hedge: " + p.Reason
+			if len(p.Skipped) > 0 {
+				why = "no hedge: " + p.Skipped[len(p.Skipped)-1].Reason
+			}
+			a.hedgeMetric(name, "refused")
+			continue
+		case p.Hold > 0:
+			// Paid for and held: a hedge sent later is no sooner.
+			why = fmt.Sprintf("no hedge: %s for %s", p.HoldReason, callstate.FormatDuration(p.Hold))
+			a.hedgeMetric(name, "held")
+			continue
+		}
+		a.hedgeMetric(name, "started")
+		return p, nil
+	}
+	return Prepared{Reason: why}, nil
+}
+
 // announcer sends the call the notes of an attempt that may be hedged:
 // that its hedge delay passed without a first token and, on a streamed
 // call once a hedge may be racing it, its first token (which decides the
@@ -177,14 +275,20 @@ type announcer struct {
 	mu    sync.Mutex
 	first bool // the first token came
 	late  bool // the no-first-token note went out
+	// wins: the first first token wins the race, whether or not the
+	// caller streams (CallInput.FirstTokenWins).
+	wins  bool
 	timer *time.Timer
+	// notes and last: the overdue notes sent, and when the last went.
+	notes int
+	last  time.Time
 }
 
 func newAnnouncer(ctx context.Context, in CallInput, pub *callPublisher) *announcer {
 	if !in.Announce {
 		return nil
 	}
-	n := &announcer{ctx: ctx, note: AttemptNote{Attempt: in.Attempt, Hedge: in.Hedge, Model: in.Model}}
+	n := &announcer{ctx: ctx, note: AttemptNote{Attempt: in.Attempt, Hedge: in.Hedge, Model: in.Model}, wins: in.FirstTokenWins}
 	if pub != nil {
 		n.note.PublisherID = pub.c.PublisherID()
 	}
@@ -211,11 +315,37 @@ func (n *announcer) firstToken() {
 		return
 	}
 	n.mu.Lock()
-	send := !n.first && n.note.PublisherID != "" && (n.late || n.note.Hedge)
+	send := !n.first && (n.note.PublisherID != "" || n.wins) && (n.late || n.note.Hedge)
 	n.first = true
 	n.mu.Unlock()
 	if send {
 		n.send(NoteFirstToken)
+	}
+}
+
+// notesLeft reports whether an overdue note may still be sent.
+func (n *announcer) notesLeft() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.first && n.notes < maxOverdueNotes
+}
+
+// overdue tells the call, at most maxOverdueNotes times and overdueNoteGap
+// apart, that the attempt's first token is overdue and where a hedge
+// could answer sooner. It sends in the background: the watchdog asks.
+func (n *announcer) overdue(models []string, why string, now time.Time) {
+	n.mu.Lock()
+	due := !n.first && n.notes < maxOverdueNotes && (n.notes == 0 || now.Sub(n.last) >= overdueNoteGap)
+	if due {
+		n.notes++
+		n.last = now
+		n.late = true
+	}
+	n.mu.Unlock()
+	if due {
+		note := n.note
+		note.Kind, note.Sooner, note.Why = NoteNoFirstToken, models, why
+		go n.sendNote(note)
 	}
 }
 
@@ -229,6 +359,11 @@ func (n *announcer) stop() {
 func (n *announcer) send(kind string) {
 	note := n.note
 	note.Kind = kind
+	n.sendNote(note)
+}
+
+func (n *announcer) sendNote(note AttemptNote) {
+	kind := note.Kind
 	info := activity.GetInfo(n.ctx)
 	sctx, cancel := context.WithTimeout(n.ctx, flushTimeout)
 	defer cancel()

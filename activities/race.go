@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +22,9 @@ var errCutByRace = errors.New("the other attempt of the hedged call answered")
 type races struct {
 	mu sync.Mutex
 	by map[string]context.CancelCauseFunc
+	// won: by the primary's key, whether the hedge's first token came
+	// first (CallInput.FirstTokenWins), while a side of the race runs here.
+	won map[string]bool
 }
 
 // raceKey names one side of a hedged attempt of one call run.
@@ -38,14 +42,43 @@ func (r *races) join(key string, cut context.CancelCauseFunc) (leave func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.by == nil {
-		r.by = map[string]context.CancelCauseFunc{}
+		r.by, r.won = map[string]context.CancelCauseFunc{}, map[string]bool{}
 	}
 	r.by[key] = cut
+	primary := strings.TrimSuffix(key, "h")
+	if hedge, ok := r.won[primary]; ok && hedge != (key != primary) {
+		cut(errCutByRace) // its rival's first token came first
+	}
 	return func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		delete(r.by, key)
+		if r.by[primary] == nil && r.by[primary+"h"] == nil {
+			delete(r.won, primary)
+		}
 	}
+}
+
+// win claims the race of attempt of run for the side whose first token
+// came (hedge: the hedge's), and cuts the other side's request if it runs
+// here; it reports false when the other side claimed it first.
+func (r *races) win(run string, attempt int, hedge bool) bool {
+	key := raceKey(run, attempt, false)
+	r.mu.Lock()
+	if r.won == nil {
+		r.by, r.won = map[string]context.CancelCauseFunc{}, map[string]bool{}
+	}
+	if h, ok := r.won[key]; ok {
+		r.mu.Unlock()
+		return h == hedge
+	}
+	r.won[key] = hedge
+	rival := r.by[raceKey(run, attempt, !hedge)]
+	r.mu.Unlock()
+	if rival != nil {
+		rival(errCutByRace)
+	}
+	return true
 }
 
 // cut stops the request of the side named key, if it runs here; it

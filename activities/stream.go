@@ -48,6 +48,8 @@ type streamLimits struct {
 	// patient, when set, is asked when the first-token timeout passes:
 	// wait lets the request run on instead of cutting it, to its
 	// context's deadline, or (recheck > 0) until asked again after recheck.
+	// A request that then ends with no chunk is judged read_timeout all
+	// the same.
 	patient func() (wait bool, recheck time.Duration)
 }
 
@@ -61,12 +63,17 @@ type watchdog struct {
 	fired  error
 	// chunked: a chunk came, the idle timeout rules from then on.
 	chunked bool
+	// overdue: the first-token timeout passed without a chunk.
+	overdue bool
 }
 
 func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 	w := &watchdog{cancel: cancel, idle: t.idle}
 	var due func()
 	due = func() {
+		w.mu.Lock()
+		w.overdue = true
+		w.mu.Unlock()
 		if t.patient != nil {
 			if wait, recheck := t.patient(); wait {
 				if recheck > 0 {
@@ -112,13 +119,19 @@ func (w *watchdog) chunk() {
 	}
 }
 
-// stop ends the watch and reports what fired, if anything.
-func (w *watchdog) stop() error {
+// stop ends the watch and reports what fired, if anything; with ended
+// (the request's context ran out) a first token overdue and never come
+// counts as errFirstToken: the request was kept open past the first-token
+// timeout to its attempt's deadline.
+func (w *watchdog) stop(ended bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
+	}
+	if w.fired == nil && ended && w.overdue && !w.chunked {
+		return errFirstToken
 	}
 	return w.fired
 }
@@ -138,7 +151,7 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 
 	s, err := c.CreateChatCompletionStream(sctx, req)
 	if err != nil {
-		if fired := wd.stop(); errors.Is(fired, errFirstToken) {
+		if fired := wd.stop(ctx.Err() != nil); errors.Is(fired, errFirstToken) {
 			// No headers before the first-token timeout: the same as no
 			// first token (a server that sends headers with the first token).
 			return streamed{obs: &classify.Stream{FirstTokenTimedOut: true, FirstTokenTimeout: t.firstToken, Err: err}}
@@ -225,7 +238,7 @@ read:
 			}
 		}
 	}
-	switch fired := wd.stop(); {
+	switch fired := wd.stop(ctx.Err() != nil); {
 	case errors.Is(fired, errFirstToken) && obs.Chunks == 0:
 		obs.FirstTokenTimedOut = true
 	case errors.Is(fired, errIdle) || (errors.Is(fired, errFirstToken) && obs.Chunks > 0):

@@ -126,7 +126,9 @@ type Prepared struct {
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).
 	Resends int `json:"resends,omitempty"`
-	// Hedge, on the call's first attempt, is how it is hedged (nil: not).
+	// Hedge is how the attempt is hedged (nil: not): the hedge policy's
+	// plan on a call's first attempt, else an overdue plan on a streamed
+	// model.
 	Hedge *HedgePlan `json:"hedge,omitempty"`
 }
 
@@ -180,6 +182,12 @@ type CallInput struct {
 	// replaces the hedge's), so a hedge that answers first leaves the
 	// primary running.
 	HedgeReplace bool `json:"hedge_replace,omitempty"`
+	// HedgeOverdue: when the attempt's first token is overdue, it tells
+	// its call where a hedge could answer sooner (HedgePlan.Overdue).
+	HedgeOverdue bool `json:"hedge_overdue,omitempty"`
+	// FirstTokenWins: the race goes to the first attempt to give a first
+	// token, whether or not the caller streams; it cuts the other.
+	FirstTokenWins bool `json:"first_token_wins,omitempty"`
 	// Cache: the answer, if good, may be kept in the answer cache (the
 	// call's first model, nothing streamed before it).
 	Cache bool `json:"cache,omitempty"`
@@ -210,11 +218,6 @@ type CallOutcome struct {
 	// an error's text), key-masked, for operators: in history and logs,
 	// never in a call's result.
 	Upstream string `json:"upstream,omitempty"`
-	// PassedOver: a read_timeout cut because the endpoint had answered
-	// requests sent well after this one (lost, as in a hang): the endpoint
-	// serves, so the retry is not refused for the retries of the class
-	// that failed while it did not.
-	PassedOver       bool          `json:"passed_over,omitempty"`
 	RetryAfter       time.Duration `json:"retry_after,omitempty"`
 	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`
 	Content          string        `json:"content,omitempty"`

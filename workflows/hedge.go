@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -32,6 +33,11 @@ type racer struct {
 	running bool   // started and not yet resolved
 	token   bool   // announced its first token
 	late    bool   // announced that its hedge delay passed without one
+	// notes: the overdue notes it sent (HedgePlan.Overdue), the last
+	// naming the models where a hedge could answer sooner, and why.
+	notes  int
+	sooner []string
+	soon   string
 	pub     string // the publisher id of its stream batches, once announced
 	why     string // why it was cancelled
 }
@@ -57,6 +63,12 @@ type race struct {
 	// replaced: the carrier's answer replaced the winner's streamed text
 	// in one event (hedge.replace); no racer's batches join after it.
 	replaced bool
+	// firstToken: the first attempt to give a first token wins, whether
+	// or not the caller streams (an overdue plan).
+	firstToken bool
+	// prev is the stream's filter of an earlier race of the call: the
+	// batches it turned away stay away.
+	prev func(string) bool
 }
 
 // accept is the call stream's filter once a race began, for the rest of
@@ -65,6 +77,9 @@ type race struct {
 // sends after it was cancelled; every other publisher's are kept.
 func (r *race) accept(pub string) bool {
 	r.take()
+	if r.prev != nil && !r.prev(pub) {
+		return false
+	}
 	if pub == "" {
 		return true
 	}
@@ -104,9 +119,13 @@ func (r *race) take() {
 		switch n.Kind {
 		case activities.NoteNoFirstToken:
 			who.late = true
+			if len(n.Sooner) > 0 {
+				who.notes++
+				who.sooner, who.soon = n.Sooner, n.Why
+			}
 		case activities.NoteFirstToken:
 			who.token = true
-			if r.stream && r.winner == nil && r.carrier == nil {
+			if (r.stream || r.firstToken) && r.winner == nil && r.carrier == nil {
 				r.winner = who
 				r.settle.Set(nil, nil)
 			}
@@ -148,10 +167,11 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	prep, in := *pp, *pin
 	timeout := min(prep.Timeout, remaining)
 	plan := *prep.Hedge
-	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil}
+	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil, firstToken: plan.Overdue}
 	r.decided, r.settle = workflow.NewFuture(ctx)
 	r.hedge.hedge = true
 	if r.stream {
+		r.prev, c.filter = c.filter, r.accept
 		c.stream.SetPublishFilter(r.accept)
 	}
 	sel := workflow.NewSelector(ctx)
@@ -167,13 +187,18 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	// The attempt tells when its hedge delay passed without a first token
 	// (a note, not a workflow timer: those fire up to a second late).
 	in.Announce, in.HedgeAfter, in.HedgeReplace = true, plan.After, plan.Replace
+	if plan.Overdue {
+		// The attempt itself says, once its first token is overdue, where
+		// a hedge could answer sooner.
+		in.HedgeAfter, in.HedgeOverdue, in.FirstTokenWins = 0, true, true
+	}
 	start(&r.primary, prep, in, timeout, "")
-	in.HedgeAfter = 0
+	in.HedgeAfter, in.HedgeOverdue = 0, false
 
 	sel.AddReceive(r.ch, func(workflow.ReceiveChannel, bool) { r.take() })
 	sel.AddFuture(r.decided, func(workflow.Future) {})
-	hedgeTried := false
-	defer r.take() // notes left behind are not read again
+	hedgeTried, tried := false, 0 // tried: overdue notes answered
+	defer r.take()                 // notes left behind are not read again
 	for {
 		sel.Select(ctx)
 		r.take() // notes that came with a completion count first
@@ -182,8 +207,17 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 		}
 		p, h := &r.primary, &r.hedge
 		if p.late && !p.token && !hedgeTried && p.running && !p.f.IsReady() {
-			hedgeTried = true
-			c.startHedge(ctx, r, plan, in, remaining, start)
+			switch {
+			case !plan.Overdue:
+				hedgeTried = true
+				c.startHedge(ctx, r, plan, in, remaining, start)
+			case p.notes > tried:
+				// Each note of an overdue attempt asks again (the attempt
+				// sends a few, a second apart), until a hedge starts.
+				tried = p.notes
+				c.startHedge(ctx, r, plan, in, remaining, start)
+				hedgeTried = h.f != nil
+			}
 		}
 		if w := r.winner; w != nil && plan.Replace && w == h {
 			// A streamed call under hedge.replace whose hedge streamed
@@ -264,22 +298,35 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	start func(*racer, activities.Prepared, activities.CallInput, time.Duration, string)) {
 	var a *activities.Activities
 	left := remaining - workflow.Now(ctx).Sub(r.primary.started)
+	// An overdue attempt asks up to a few times; its first refusal is
+	// recorded, the others are in history as their local activities.
+	skip := func(model, reason string) {
+		if !plan.Overdue || r.primary.notes <= 1 {
+			c.res.Attempts = append(c.res.Attempts, Attempt{N: c.st.N, Model: model, Hedge: true, Decision: "skip", Reason: reason})
+		}
+	}
+	model := plan.Model
+	if plan.Overdue {
+		model = r.primary.sooner[0]
+	}
 	if left < callstate.MinAttemptTime {
-		c.res.Attempts = append(c.res.Attempts, Attempt{N: c.st.N, Model: plan.Model, Hedge: true, Decision: "skip",
-			Reason: fmt.Sprintf("no hedge: %s left before the fallback", callstate.FormatDuration(left))})
+		skip(model, fmt.Sprintf("no hedge: %s left before the fallback", callstate.FormatDuration(left)))
 		return
 	}
 	elapsed := workflow.Now(ctx).Sub(c.start)
 	var hp activities.Prepared
-	err := workflow.ExecuteLocalActivity(localOptions(ctx, "start hedge: "+plan.Model+", budget and guards"), a.StartHedge, activities.HedgeInput{
-		Prepare: activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: elapsed}, Model: plan.Model,
-	}).Get(ctx, &hp)
+	hi := activities.HedgeInput{Prepare: activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: elapsed}, Model: plan.Model}
+	what := plan.Model
+	if plan.Overdue {
+		hi.Sooner, what = r.primary.sooner, strings.Join(r.primary.sooner, " or ")
+	}
+	err := workflow.ExecuteLocalActivity(localOptions(ctx, "start hedge: "+what+", budget and guards"), a.StartHedge, hi).Get(ctx, &hp)
 	if err != nil || hp.Model == "" {
 		reason := hp.Reason
 		if err != nil {
 			reason = "no hedge: " + err.Error()
 		}
-		c.res.Attempts = append(c.res.Attempts, Attempt{N: c.st.N, Model: plan.Model, Hedge: true, Decision: "skip", Reason: reason})
+		skip(model, reason)
 		return
 	}
 	c.st.Requests = hp.State.Requests // the hedge is one more request of the call
@@ -287,6 +334,10 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	hin.Model, hin.Prompt, hin.Shape, hin.Key, hin.Fingerprint, hin.Resends = hp.Model, hp.Prompt, hp.State.Shape, hp.Key, hp.Fingerprint, hp.Resends
 	hin.Hedge, hin.Timeout = true, min(hp.Timeout, left)
 	summary := fmt.Sprintf("hedge: %s after %s without a first token from %s (%s)", hp.Model, callstate.FormatDuration(plan.After), r.primary.model(), plan.Basis)
+	if plan.Overdue {
+		summary = fmt.Sprintf("hedge: %s, %s without a first token from %s, kept open: %s",
+			hp.Model, callstate.FormatDuration(workflow.Now(ctx).Sub(r.primary.started)), r.primary.model(), r.primary.soon)
+	}
 	c.event(ctx, Event{Type: EventHedgeStarted, Attempt: c.st.N, Model: hp.Model, Reason: summary})
 	start(&r.hedge, hp, hin, hin.Timeout, summary)
 }

@@ -111,6 +111,8 @@ type call struct {
 	// stream is the call's workflow stream when the caller asked to
 	// stream, else nil.
 	stream *workflowstreams.WorkflowStream
+	// filter is the stream's publish filter set by the call's last race.
+	filter func(string) bool
 	// quick is a hedge's answer delivered before the first model's
 	// (hedge.replace); done and err tell the answer updates the call
 	// ended; answering counts the updates waiting.
@@ -292,7 +294,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
 				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
 				ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
-				CallerLimit: c.req.MaxTokens > 0, PassedOver: out.PassedOver,
+				CallerLimit: c.req.MaxTokens > 0,
 			}, Needs: c.req.Needs(), Scenario: c.req.Scenario, Stream: c.req.Stream}).Get(ctx, &step)
 		if err != nil {
 			return "", err

@@ -1,0 +1,206 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// slowFirstTokenActivities are the activities of the default policy with
+// every model on url and a 200 ms first_token_timeout.
+func slowFirstTokenActivities(t *testing.T, url string) *Activities {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	for i := range cfg.Models {
+		cfg.Models[i].BaseURL = url + "/v1"
+		cfg.Models[i].FirstTokenTimeout = config.Duration(200 * time.Millisecond)
+	}
+	a, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// spendRetries spends the retry budget of every endpoint of a's ladder
+// down to leave retries.
+func spendRetries(a *Activities, leave int) {
+	now := time.Now()
+	for _, e := range a.endpoints() {
+		for b := a.budgets.For(e); b.Remaining(now) > leave; {
+			b.TryRetry(now)
+		}
+	}
+}
+
+// TestAnOverdueRequestIsKeptOpen: an upstream whose first token comes
+// after 600 ms, past the model's 200 ms first_token_timeout, answers the
+// attempt: the request is never cut for being late, whatever the guards
+// say (retries working, the budget spent, every breaker open), since a
+// retry could only be slower. One request reaches the upstream.
+func TestAnOverdueRequestIsKeptOpen(t *testing.T) {
+	reply := sse{headerDelay: 600 * time.Millisecond, done: true,
+		events: []sseEvent{{data: delta("Your parcel ")}, {data: delta("ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests++
+		reply.serve(w, r)
+	}))
+	defer srv.Close()
+	for _, guards := range []string{"working", "budget spent", "breakers open"} {
+		t.Run(guards, func(t *testing.T) {
+			requests = 0
+			a := slowFirstTokenActivities(t, srv.URL)
+			switch guards {
+			case "budget spent":
+				spendRetries(a, 0)
+			case "breakers open":
+				for _, m := range a.cfg.Models[1:] {
+					a.breakers.Trip(m.Name, time.Now())
+				}
+			}
+			v, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 3*time.Second)
+			if err != nil {
+				t.Fatalf("the late answer was cut: %v", err)
+			}
+			var out CallOutcome
+			if err := v.Get(&out); err != nil {
+				t.Fatal(err)
+			}
+			if out.Content != "Your parcel ships today." || requests != 1 {
+				t.Errorf("answer %q in %d request(s), want the slow model's in one", out.Content, requests)
+			}
+		})
+	}
+}
+
+// TestAnOverdueRequestEndsAtItsTimeout: a request whose first token never
+// comes is kept to the attempt's timeout, then judged read_timeout (no
+// first token), not a timeout of a reply under way.
+func TestAnOverdueRequestEndsAtItsTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body) // then the server sees the client leave
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	start := time.Now()
+	_, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, 700*time.Millisecond)
+	took := time.Since(start)
+	out, _ := failedOutcome(t, err)
+	if out.Class != failure.ReadTimeout {
+		t.Fatalf("class %s (%s), want read_timeout", out.Class, out.Reason)
+	}
+	if took < 650*time.Millisecond {
+		t.Errorf("cut after %v, before the attempt's 700 ms timeout", took)
+	}
+}
+
+// TestSoonerNamesWhereAHedgeCouldAnswer: the models a hedge of an overdue
+// attempt may go to, in the ladder's order. The attempt's own endpoint
+// only once it gives a request sent after the attempt its first token in
+// time; another endpoint unless a request of this process waits there
+// past its first-token timeout; never a model behind an open breaker or
+// on an endpoint whose retry budget is spent.
+func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ftt := 8 * time.Second
+	newA := func() *Activities {
+		cfg := config.DefaultConfig()
+		// qwen-72b and qwen-14b on endpoint a, llama-8b on endpoint b.
+		cfg.Models[0].BaseURL, cfg.Models[1].BaseURL, cfg.Models[2].BaseURL = "http://a/v1", "http://a/v1", "http://b/v1"
+		a, err := New(Options{Config: cfg, Now: func() time.Time { return t0.Add(9 * time.Second) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	ea, eb := config.ModelConfig{BaseURL: "http://a/v1"}.Endpoint(), config.ModelConfig{BaseURL: "http://b/v1"}.Endpoint()
+	cases := []struct {
+		name  string
+		setup func(a *Activities)
+		want  []string
+	}{
+		{"nothing served since: another endpoint", func(a *Activities) {}, []string{"llama-8b"}},
+		{"own endpoint answers a later request in time", func(a *Activities) {
+			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
+		}, []string{"qwen-72b", "qwen-14b", "llama-8b"}},
+		{"a later request answered late says nothing", func(a *Activities) {
+			a.queues.firstToken(ea, t0.Add(time.Second), 9*time.Second, ftt)
+		}, []string{"llama-8b"}},
+		{"an earlier request answered in time says nothing", func(a *Activities) {
+			a.queues.firstToken(ea, t0.Add(-time.Second), time.Second, ftt)
+		}, []string{"llama-8b"}},
+		{"the other endpoint is as slow", func(a *Activities) {
+			a.queues.wait(eb, t0, ftt)
+		}, nil},
+		{"the other endpoint waits, not yet overdue", func(a *Activities) {
+			a.queues.wait(eb, t0.Add(5*time.Second), ftt)
+		}, []string{"llama-8b"}},
+		{"the other endpoint's budget is spent", func(a *Activities) {
+			for b, now := a.budgets.For(eb), a.now(); b.Remaining(now) > 0; {
+				b.TryRetry(now)
+			}
+		}, nil},
+		{"the other endpoint's model breaker is open", func(a *Activities) {
+			a.breakers.Trip("llama-8b", t0.Add(9*time.Second))
+		}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newA()
+			tc.setup(a)
+			m, _ := a.cfg.Model("qwen-72b")
+			got, why := a.sooner(CallInput{Model: m.Name}, m, t0, a.now())
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("sooner = %v, want %v", got, tc.want)
+			}
+			if (why == "") != (len(got) == 0) {
+				t.Errorf("why %q for %v", why, got)
+			}
+		})
+	}
+}
+
+// TestTheFirstFirstTokenWinsTheRace: of a hedged attempt's two requests
+// in one process, the first to give a first token wins and cuts the
+// other at once; a side joining after the race was won is cut as it joins.
+func TestTheFirstFirstTokenWinsTheRace(t *testing.T) {
+	var r races
+	pctx, pcut := context.WithCancelCause(context.Background())
+	leaveP := r.join(raceKey("run", 1, false), pcut)
+	hctx, hcut := context.WithCancelCause(context.Background())
+	leaveH := r.join(raceKey("run", 1, true), hcut)
+	if !r.win("run", 1, true) {
+		t.Fatal("the hedge's first token, the race's first, did not win")
+	}
+	if !errors.Is(context.Cause(pctx), errCutByRace) {
+		t.Error("the primary was not cut by the hedge's first token")
+	}
+	if hctx.Err() != nil {
+		t.Error("the winner was cut")
+	}
+	if r.win("run", 1, false) {
+		t.Error("the primary's later first token won too")
+	}
+	leaveP()
+	lctx, lcut := context.WithCancelCause(context.Background())
+	leaveL := r.join(raceKey("run", 1, false), lcut)
+	if !errors.Is(context.Cause(lctx), errCutByRace) {
+		t.Error("a primary joining the race its hedge won was not cut")
+	}
+	leaveL()
+	leaveH()
+	if len(r.won) != 0 || len(r.by) != 0 {
+		t.Errorf("race state left behind: won %v, by %d", r.won, len(r.by))
+	}
+}
