@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -133,4 +136,75 @@ func TestIntegrationQuietFleetsViewRefills(t *testing.T) {
 	got := view()
 	require.Equal(t, 1, got.Budgets["ep"].Remaining(), "two windows after the last report the retry is back: %+v", got.Budgets["ep"])
 	require.WithinDuration(t, time.Now(), got.At, 5*time.Second, "the view is judged when asked")
+}
+
+// TestIntegrationWorkerCutOffForLongSyncsAgain: a worker whose guard
+// could not be reached for long syncs again once it is back. Before it
+// starts, its guards record what 40 minutes at 20 attempts a second over
+// two models leave to report (48,000 outcomes, which a report keeping
+// them all would carry in about 4 MB, past what Temporal takes, so that
+// it would be refused and sent again for ever); the last five attempts of
+// one model fail. Started, the worker's first report is taken: the
+// fleet's view acknowledges it and holds what the worker saw lately (the
+// breaker its last failures opened, the budget's window of requests, not
+// 40 minutes of them), and the worker reads that view.
+func TestIntegrationWorkerCutOffForLongSyncsAgain(t *testing.T) {
+	srv := shared.Server(t)
+	c := srv.Client()
+	tq := "llm-guard-cut-off-" + uuid.NewString()[:8]
+	cfg := config.DefaultConfig()
+	// Open long enough to be still open when the worker has started.
+	cfg.Breaker.OpenFor, cfg.Breaker.OpenForMax = config.Duration(5*time.Minute), config.Duration(5*time.Minute)
+	require.NoError(t, cfg.Validate())
+	identity := "cut-off-" + uuid.NewString()[:8]
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{Identity: identity}})
+	require.NoError(t, err)
+
+	breakers := guard.NewBreakerRegistry(cfg.Breaker, nil)
+	breakers.SetSync(w.Sync)
+	budgets := guard.NewBudgets(cfg.Budget)
+	budgets.SetSync(w.Sync)
+	const ep, rate = "http://upstream.example:8000", 20
+	models := []string{"qwen-72b", "llama-8b"}
+	step := time.Second / rate
+	total := int(40 * time.Minute / step)
+	start := time.Now().Add(-time.Duration(total) * step)
+	for i := range total {
+		at := start.Add(time.Duration(i) * step)
+		m := models[i%len(models)]
+		budgets.For(ep).RecordRequest(at)
+		class := failure.None
+		if m == models[0] && i >= total-5*len(models) {
+			class = failure.ServerError
+		}
+		breakers.RecordOutcome(m, at, class)
+		w.Sync.FirstToken(m, 400*time.Millisecond)
+	}
+	require.Equal(t, guard.BreakerOpen, breakers.State(models[0], time.Now()), "the worker's own breaker opened on the last failures")
+
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	var view guard.View
+	require.Eventually(t, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		v, err := c.QueryWorkflow(ctx, workflows.GuardID(tq), "", workflows.QueryGuardView, time.Now())
+		if err != nil || v.Get(&view) != nil {
+			return false
+		}
+		for name, seq := range view.Acks {
+			if strings.HasPrefix(name, identity+"/") && seq >= 1 {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "the fleet's guard never took the report of the worker that was cut off")
+	require.True(t, view.Open[models[0]].After(time.Now()), "the fleet's view does not hold %s's breaker open: %v", models[0], view.Open)
+	got := view.Budgets[ep].Requests
+	require.Positive(t, got, "the fleet counts none of the worker's requests")
+	require.LessOrEqual(t, got, rate*61, "the fleet counts %d requests in its window: more than the worker made in one (%d a second)", got, rate)
+	require.Eventually(t, func() bool {
+		_, ok := w.Sync.FleetFirstTokens(models[1], time.Now())
+		return ok
+	}, 10*time.Second, 100*time.Millisecond, "the worker never read a fresh view of the fleet")
 }

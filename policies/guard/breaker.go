@@ -492,9 +492,13 @@ type BreakerRegistry struct {
 	sync     *Sync
 }
 
-// SetSync joins the registry to its fleet: outcomes are reported, and the
-// fleet's view of a breaker is laid over the local one (see Sync).
+// SetSync joins the registry to its fleet: outcomes are reported (as
+// many per model as its breakers read, see Sync), and the fleet's view of
+// a breaker is laid over the local one.
 func (r *BreakerRegistry) SetSync(s *Sync) {
+	if s != nil {
+		s.setBreaker(r.cfg)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.sync = s

@@ -22,10 +22,38 @@ import (
 // The counts a view does not include yet (reported after it was taken,
 // or not reported) are added to it, so two decisions in one worker never
 // spend the same retry. Safe for concurrent use.
+//
+// The report being gathered keeps only what the fleet can still use, so
+// it stays small however long the guard cannot be reached (a report past
+// Temporal's 2 MB payload limit is refused, sent again for ever, and the
+// worker never syncs again):
+//   - per model, the newest outcomes as many as the breaker's longest rule
+//     reads (its window, consecutive failures or probes: 20 with the
+//     default policy), those the fleet does not judge (Ignored) dropped
+//     first: an older outcome has left the fleet breaker's window too, and
+//     what it would have decided then is over;
+//   - per endpoint, the per-second counts of the budget's window at the
+//     latest count: an older one no longer earns or spends a retry;
+//   - per scope, the hold that ends last: the fleet holds a scope until the
+//     latest end it is told;
+//   - per model, the newest FirstTokenSamples times to first token, as
+//     many as the fleet keeps; the calls in line, listed afresh in each
+//     report, at most maxReportedWaiting.
+//
+// So a report is at most models × (20 outcomes + FirstTokenSamples times)
+// + endpoints × 61 counts + a hold per scope: under 40 KB with the default
+// policy and four models on two endpoints (TestPendingReportStaysBounded,
+// where 16 minutes at 20 attempts a second made 1.7 MB unbounded). While
+// the guard is reachable a report reaches the outcome bound only when one
+// model sees over 20 attempts in an interval (40 a second); the fleet's
+// breaker then judges the newest 20, the whole window its rate rule reads.
 type Sync struct {
 	worker string
 	stale  time.Duration
 	budget config.BudgetConfig
+	// keep is how many outcomes per model the pending report keeps
+	// (outcomesKept of the breaker's settings).
+	keep int
 
 	mu      sync.Mutex
 	seq     int64
@@ -44,9 +72,24 @@ type Sync struct {
 }
 
 // NewSync returns the sync of the worker called worker (unique in the
-// fleet); a view older than stale is not used.
+// fleet); a view older than stale is not used. Outcomes are kept as the default policy's breaker reads them until a
+// BreakerRegistry joins it (BreakerRegistry.SetSync) with its own.
 func NewSync(worker string, stale time.Duration, budget config.BudgetConfig) *Sync {
-	return &Sync{worker: worker, stale: stale, budget: budget}
+	return &Sync{worker: worker, stale: stale, budget: budget, keep: outcomesKept(config.DefaultConfig().Breaker)}
+}
+
+// outcomesKept is how many outcomes of one model a pending report keeps
+// for a breaker with cfg: the most any of its rules reads (the rate over
+// Window calls, ConsecutiveFailures in a row, Probes trial results).
+func outcomesKept(cfg config.BreakerConfig) int {
+	return max(cfg.Window, cfg.ConsecutiveFailures, cfg.Probes, 1)
+}
+
+// setBreaker keeps the outcomes a breaker with cfg reads.
+func (s *Sync) setBreaker(cfg config.BreakerConfig) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.keep = outcomesKept(cfg)
 }
 
 // maxSent bounds the reports kept until a view acknowledges them (a guard
@@ -129,8 +172,15 @@ func (s *Sync) countBudget(endpoint string, now time.Time, requests, retries int
 	s.count(endpoint, now, requests, retries)
 }
 
+// count is countBudget with s.mu held; the pending report's counts older
+// than the budget's window at now are dropped: they no longer earn or
+// spend a retry (a fleet's budget would count them in its newest second
+// instead).
 func (s *Sync) count(endpoint string, now time.Time, requests, retries int) {
 	at := now.Truncate(time.Second)
+	if w := s.budget.Window.D(); w > 0 {
+		s.pending.Budget = slices.DeleteFunc(s.pending.Budget, func(c BudgetCount) bool { return now.Sub(c.At) >= w })
+	}
 	for i := range s.pending.Budget {
 		c := &s.pending.Budget[i]
 		if c.Endpoint == endpoint && c.At.Equal(at) {
@@ -229,11 +279,34 @@ func (s *Sync) workers(now time.Time) int {
 }
 
 // outcome records an attempt's outcome on model at now; ignored: this
-// worker's breaker did not count it.
+// worker's breaker did not count it. Past s.keep outcomes of model, the
+// oldest it has that the fleet does not judge is dropped, else its
+// oldest.
 func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip, ignored bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending.Outcomes = append(s.pending.Outcomes, ModelOutcome{Model: model, At: now, Class: class, Trip: trip, Ignored: ignored})
+	outs := append(s.pending.Outcomes, ModelOutcome{Model: model, At: now, Class: class, Trip: trip, Ignored: ignored})
+	n, oldest, oldestIgnored := 0, -1, -1
+	for i, o := range outs {
+		if o.Model != model {
+			continue
+		}
+		n++
+		if oldest < 0 {
+			oldest = i
+		}
+		if o.Ignored && oldestIgnored < 0 {
+			oldestIgnored = i
+		}
+	}
+	if n > s.keep {
+		drop := oldest
+		if oldestIgnored >= 0 {
+			drop = oldestIgnored
+		}
+		outs = slices.Delete(outs, drop, drop+1)
+	}
+	s.pending.Outcomes = outs
 }
 
 // fleetBreaker is what the fleet's view says of one model's breaker at an
@@ -259,11 +332,22 @@ func (s *Sync) fleetBreaker(model string, now time.Time) (fleetBreaker, bool) {
 	return fb, true
 }
 
-// hold records a rate limit holding scope from now for d.
+// hold records a rate limit holding scope from now for d: the pending
+// report keeps one hold per scope, the one that ends last: the fleet
+// holds a scope until the latest end it was told.
 func (s *Sync) hold(scope string, now time.Time, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending.Holds = append(s.pending.Holds, HoldEvent{Scope: scope, At: now, For: d})
+	h := HoldEvent{Scope: scope, At: now, For: d}
+	for i, p := range s.pending.Holds {
+		if p.Scope == scope {
+			if !h.At.Add(h.For).Before(p.At.Add(p.For)) {
+				s.pending.Holds[i] = h
+			}
+			return
+		}
+	}
+	s.pending.Holds = append(s.pending.Holds, h)
 }
 
 // fleetHeld is how long the fleet's view holds scope after now (0 without
