@@ -517,6 +517,8 @@ func (c *call) wait(ctx workflow.Context, class failure.Class, step callstate.St
 		summary = fmt.Sprintf("wait %s after %s, then %s", d, class, step.Next.Model)
 	case w.Reason == callstate.Backoff:
 		summary = fmt.Sprintf("backoff %s after %s", d, class)
+	case w.Reason == callstate.HoldWait:
+		summary = fmt.Sprintf("hold %s after %s, then resend", d, class)
 	default:
 		summary = fmt.Sprintf("wait %s after %s", d, class)
 	}

@@ -40,7 +40,7 @@ var goldenPaths = []string{
 	"handoff", "safe-message", "invalid-request", "cancellation",
 	"stream-success", "stream-resume", "stream-no-continuation",
 	"tool-call", "stream-tool-call", "class-bad_tool_call", "class-schema_mismatch", "capability-skip", "fallback-unavailable",
-	"key-pool", "hedge-wins", "hedge-streamed", "hedge-replaced", "hedge-replaced-streamed", "fallback-cache", "diagnosis",
+	"key-pool", "hedge-wins", "hedge-streamed", "overdue-hedge", "hedge-replaced", "hedge-replaced-streamed", "fallback-cache", "diagnosis",
 	"rule-after-failures", "risk-review", "step-by-step",
 }
 

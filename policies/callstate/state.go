@@ -231,9 +231,6 @@ type Outcome struct {
 	// CallerLimit: the request set max_tokens itself. The attempt's limit
 	// is the caller's and never grows (docs/how-it-works.md "Failure classes").
 	CallerLimit bool `json:"caller_limit,omitempty"`
-	// PassedOver: a read_timeout whose request was lost while its
-	// endpoint answered later ones (CallOutcome.PassedOver).
-	PassedOver bool `json:"passed_over,omitempty"`
 }
 
 // Verdicts are the answers of the process-wide guards, gathered by the

@@ -319,29 +319,6 @@ func (b *RetryBudget) Remaining(now time.Time) int {
 	return b.remaining(now)
 }
 
-// Free returns how many retries the budget allows at now to a call not
-// in its line: Remaining less one for each call in line (rechecked within
-// waiterLive), which come first (TryRetryInTurn); never below 0. In a
-// fleet (SetSync), Remaining is the fleet's and the line this worker's:
-// Free counts this worker's share of the fleet's retries left, split
-// evenly among the workers whose traffic is in the budget's window
-// (rounded down), since the others' calls claim theirs.
-func (b *RetryBudget) Free(now time.Time) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	line := 0
-	for _, w := range b.waiting {
-		if w.live(now) {
-			line++
-		}
-	}
-	left := b.remaining(now)
-	if b.sync != nil {
-		left /= b.sync.workers(now)
-	}
-	return max(left-line, 0)
-}
-
 // remaining is Remaining with b.mu held.
 func (b *RetryBudget) remaining(now time.Time) int {
 	if b.sync != nil {

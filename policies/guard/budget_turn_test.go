@@ -105,36 +105,3 @@ func TestARetryForNoCallComesAfterTheLine(t *testing.T) {
 		t.Fatal("a retry for no call refused with nobody in line")
 	}
 }
-
-// TestFreeRetriesLeaveTheLineItsRetries: Free is what a call not in line
-// may take. With two retries earned and one call waiting in line, one is
-// free; with one retry and the call waiting, none, though Remaining says
-// one; once the waiting call stops rechecking for waiterLive, its retry
-// is free again.
-func TestFreeRetriesLeaveTheLineItsRetries(t *testing.T) {
-	b := NewRetryBudget(lineConfig())
-	if ok := b.TryRetry(budgetAt(0)); !ok {
-		t.Fatal("the full reserve's retry was refused")
-	}
-	if ok, _, _ := b.TryRetryInTurn(budgetAt(100*time.Millisecond), "", "waiting"); ok {
-		t.Fatal("a spent budget gave a retry")
-	}
-	for range 10 {
-		b.RecordRequest(budgetAt(200 * time.Millisecond))
-	}
-	at := budgetAt(300 * time.Millisecond)
-	if got, rem := b.Free(at), b.Remaining(at); rem != 1 || got != 0 {
-		t.Fatalf("one retry earned, one call in line: Free %d, Remaining %d; want 0 free of 1", got, rem)
-	}
-	for range 10 {
-		b.RecordRequest(budgetAt(400 * time.Millisecond))
-	}
-	at = budgetAt(500 * time.Millisecond)
-	if got := b.Free(at); got != b.Remaining(at)-1 || got < 1 {
-		t.Fatalf("%d retries, one call in line: Free %d, want one fewer", b.Remaining(at), got)
-	}
-	at = budgetAt(100*time.Millisecond + waiterLive + time.Millisecond)
-	if got, rem := b.Free(at), b.Remaining(at); got != rem {
-		t.Fatalf("the call in line stopped rechecking %s ago: Free %d, want all %d", waiterLive, got, rem)
-	}
-}

@@ -402,41 +402,6 @@ func TestFleetWithAnOldGuardInput(t *testing.T) {
 	}
 }
 
-// TestFreeRetriesAreAWorkersShareOfTheFleets: three workers whose
-// traffic is in the budget's window share the fleet's retries left, so a
-// worker deciding whether to cut an attempt counts a third of them as
-// its own: each worker's cuts are unseen by the others until paid, and
-// with the fleet's count each cut its attempts as if it had them all
-// (in the slowdown with three workers, about 21 cuts on 10 retries left,
-// and the calls cut last waited for the budget until their deadline).
-// A worker alone in the window has them all.
-func TestFreeRetriesAreAWorkersShareOfTheFleets(t *testing.T) {
-	cfg := config.DefaultConfig()
-	cfg.Budget.Floor, cfg.Budget.Ratio = 9, 0
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := NewFleet(cfg.Budget, cfg.Breaker)
-	const ep = "http://up:8000"
-	ws := []worker{newWorker("a", cfg), newWorker("b", cfg), newWorker("c", cfg)}
-	for _, w := range ws {
-		w.budgets.For(ep).RecordRequest(t0) // each has traffic in the window
-	}
-	syncAll(f, t0, ws...)
-	now := t0.Add(100 * time.Millisecond)
-	for i, w := range ws {
-		b := w.budgets.For(ep)
-		if rem, free := b.Remaining(now), b.Free(now); rem != 9 || free != 3 {
-			t.Errorf("worker %d of 3: Remaining %d, Free %d; want the fleet's 9 and a third of them", i, rem, free)
-		}
-	}
-	alone := t0.Add(cfg.Budget.Window.D() + time.Second)
-	ws[0].budgets.For(ep).RecordRequest(alone)
-	syncAll(f, alone, ws...)
-	b := ws[0].budgets.For(ep)
-	if rem, free := b.Remaining(alone), b.Free(alone); free != rem {
-		t.Errorf("a worker alone in the budget's window: Free %d of %d left, want all", free, rem)
-	}
-}
-
 // TestTheFleetServesItsLineInTurn: worker a's call "old" and worker b's
 // call "young" wait for a spent fleet budget, old refused first. When b's
 // traffic earns the fleet one retry, young, asking first on b, is still

@@ -117,9 +117,10 @@ func paths() []path {
 				source: workflows.SourceFallbackModel},
 		},
 		{
-			name: "class-read_timeout", doc: "no first token within the first-token timeout: the next model",
+			name: "class-read_timeout", doc: "no first token: kept open past the first-token timeout (nothing could answer sooner), cut at the attempt's timeout, then the next model",
 			policy: func(c *config.Config) {
 				c.Models[0].FirstTokenTimeout = config.Duration(time.Second)
+				c.Models[0].Timeout = config.Duration(3 * time.Second)
 			},
 			request: ask("class-read_timeout", "[[sim fault=hang model=qwen-72b times=always]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:read_timeout:switch_model", "qwen-14b:ok:answer"},
@@ -132,10 +133,10 @@ func paths() []path {
 				source: workflows.SourceModel},
 		},
 		{
-			name: "class-queue_full", doc: "queue full: wait 200 ms, then the next model",
-			request: ask("class-queue_full", "[[sim fault=queue_full model=qwen-72b times=always]] "+plainQuestion),
-			want: want{decisions: []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"},
-				source: workflows.SourceFallbackModel, check: delays(200)},
+			name: "class-queue_full", doc: "queue full: backpressure, the model's queue held 1 s (released with jitter), then the same request again",
+			request: ask("class-queue_full", "[[sim fault=queue_full model=qwen-72b times=1]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"},
+				source: workflows.SourceModel},
 		},
 		{
 			name: "class-rate_limited", doc: "429: wait Retry-After exactly, retry the same model",
@@ -489,6 +490,12 @@ func paths() []path {
 			want:    want{decisions: []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel},
 		},
 		{
+			name: "overdue-hedge", doc: "no hedge policy: qwen-72b's request hangs past first_token_timeout and is kept open; llama-8b, on another endpoint none of whose requests is overdue, races it from the retry budget, answers first and cuts it",
+			policy:  overdueOnAnotherEndpoint,
+			request: ask("overdue-hedge", "[[sim fault=hang model=qwen-72b times=1]] "+plainQuestion),
+			want:    want{decisions: []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel},
+		},
+		{
 			name: "hedge-replaced", doc: "hedge.replace: llama-8b's answer goes out first through the answer update, marked replaceable; the first model goes on, and its answer replaces it as the call's result",
 			policy:  hedgeReplace("400ms"),
 			request: ask("hedge-replaced", "[[sim fault=latency latency=3s model=qwen-72b times=1]] "+plainQuestion),
@@ -527,7 +534,7 @@ func paths() []path {
 			name: "diagnosis", doc: "an error body no classifier rule knows: llama-8b, asked as the diagnosis rung, names queue_full, and the call takes queue_full's step",
 			policy:  func(c *config.Config) { c.Diagnose.Enabled = true },
 			request: ask("diagnosis", "[[sim fault=unknown_error model=qwen-72b times=1]] "+plainQuestion),
-			want: want{decisions: []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			want: want{decisions: []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 				check: func(res workflows.CallResult) error {
 					if !strings.Contains(res.Attempts[0].Diagnosis, "diagnosed by llama-8b as queue_full") {
 						return fmt.Errorf("diagnosis %q, want queue_full named by llama-8b", res.Attempts[0].Diagnosis)
@@ -655,5 +662,17 @@ func ruleAnswered(id string) func(workflows.CallResult) error {
 			return fmt.Errorf("rule %q answered, want %s", res.RuleID, id)
 		}
 		return nil
+	}
+}
+
+// overdueOnAnotherEndpoint gives every model a 1 s first_token_timeout and
+// puts llama-8b on another endpoint (the same simulator, named by another
+// host), where a hedge of an overdue attempt may go.
+func overdueOnAnotherEndpoint(c *config.Config) {
+	for i := range c.Models {
+		c.Models[i].FirstTokenTimeout = config.Duration(time.Second)
+		if c.Models[i].Name == "llama-8b" {
+			c.Models[i].BaseURL = strings.Replace(c.Models[i].BaseURL, "127.0.0.1", "localhost", 1)
+		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/testkit/uicheck"
@@ -33,9 +34,10 @@ var update = flag.Bool("update", false, "write the screenshot to docs/ui-attempt
 // screenshotFile is the README's screenshot, relative to this package.
 const screenshotFile = "../../docs/ui-attempts.png"
 
-// uiScenario makes a call retry, switch model twice and fall back: qwen-72b
-// answers 500 (retry, then switch), the two other models report a full
-// queue (switch after 200 ms, then the attempt cap), and the FAQ answers.
+// uiScenario makes a call retry, switch model, wait out a hold and fall
+// back: qwen-72b answers 500 (retry, then switch), qwen-14b reports a full
+// queue (held and resent once, under uiStack's queue_full max of 1; every
+// model is on one endpoint, so none is left elsewhere), and the FAQ answers.
 const uiScenario = `name: ui-check
 phases:
   - name: fault
@@ -73,8 +75,8 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 	require.Equal(t, []string{
 		"qwen-72b:server_error:retry",
 		"qwen-72b:server_error:switch_model",
-		"qwen-14b:queue_full:switch_model",
-		"llama-8b:queue_full:fallback",
+		"qwen-14b:queue_full:hold+resend",
+		"qwen-14b:queue_full:fallback",
 	}, decisions)
 	require.Equal(t, workflows.SourceFAQ, res.Source)
 	require.Equal(t, "refund-en", res.FAQID)
@@ -93,9 +95,11 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 			waits = append(waits, fmt.Sprintf("backoff %s after %s", d, a.Class))
 		case "switch_model":
 			waits = append(waits, fmt.Sprintf("wait %s after %s, then %s", d, a.Class, res.Attempts[i+1].Model))
+		case "hold+resend":
+			waits = append(waits, fmt.Sprintf("hold %s after %s, then resend", d, a.Class))
 		}
 	}
-	require.Len(t, waits, 2, "the call should have waited twice: a backoff and a wait before switching")
+	require.Len(t, waits, 2, "the call should have waited twice: a backoff and a hold before resending")
 	fallback := "fallback: cache → FAQ → rule card → placeholder"
 
 	b, err := uicheck.Start(uicheck.Options{Path: chromium})
@@ -251,6 +255,9 @@ func uiStack(t *testing.T, sc *llmsim.Scenario) (string, *llmclient.Client, *con
 	t.Cleanup(sim.Close)
 	cfg := config.DefaultConfig()
 	cfg.OverrideEndpoint(sim.BaseURL, "")
+	qf := cfg.ClassPolicy(failure.QueueFull)
+	qf.Max = 1 // one hold, so that the call's story has a fixed length
+	cfg.Classes[failure.QueueFull] = qf
 	tq := "llm-ui-" + uuid.NewString()[:8]
 	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
 	require.NoError(t, err)
