@@ -45,7 +45,7 @@ type Activities struct {
 	firstTokens *guard.FirstTokens
 	// queues are the endpoints' first tokens as this process sees them
 	// (stall.go): where a hedge of an overdue attempt could answer sooner.
-	queues *queues
+	queues  *queues
 	fleet   *guard.Sync // nil: this worker decides alone
 	tracing bool
 	hedges  *guard.RetryBudget

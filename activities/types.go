@@ -217,7 +217,7 @@ type CallOutcome struct {
 	// Upstream is what the upstream or the transport said (its message,
 	// an error's text), key-masked, for operators: in history and logs,
 	// never in a call's result.
-	Upstream string `json:"upstream,omitempty"`
+	Upstream         string        `json:"upstream,omitempty"`
 	RetryAfter       time.Duration `json:"retry_after,omitempty"`
 	HasRetryAfter    bool          `json:"has_retry_after,omitempty"`
 	Content          string        `json:"content,omitempty"`

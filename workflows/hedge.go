@@ -30,16 +30,16 @@ type racer struct {
 	run
 	f       workflow.Future
 	cancel  workflow.CancelFunc
-	running bool   // started and not yet resolved
-	token   bool   // announced its first token
-	late    bool   // announced that its hedge delay passed without one
+	running bool // started and not yet resolved
+	token   bool // announced its first token
+	late    bool // announced that its hedge delay passed without one
 	// notes: the overdue notes it sent (HedgePlan.Overdue), the last
 	// naming the models where a hedge could answer sooner, and why.
 	notes  int
 	sooner []string
 	soon   string
-	pub     string // the publisher id of its stream batches, once announced
-	why     string // why it was cancelled
+	pub    string // the publisher id of its stream batches, once announced
+	why    string // why it was cancelled
 }
 
 func (r *racer) model() string { return r.prep.Model }
@@ -198,7 +198,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	sel.AddReceive(r.ch, func(workflow.ReceiveChannel, bool) { r.take() })
 	sel.AddFuture(r.decided, func(workflow.Future) {})
 	hedgeTried, tried := false, 0 // tried: overdue notes answered
-	defer r.take()                 // notes left behind are not read again
+	defer r.take()                // notes left behind are not read again
 	for {
 		sel.Select(ctx)
 		r.take() // notes that came with a completion count first
