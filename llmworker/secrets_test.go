@@ -147,11 +147,13 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, workflows.SourceModel, res.Source)
 
-	// 2. A 401 path: qwen-72b is full, qwen-14b's key is refused, llama-8b answers.
-	res, err = call(question("[[sim fault=queue_full model=qwen-72b times=always]] Can I change my address? (secrets test)"))
+	// 2. A 401 path: qwen-72b answers 502 (retried, then left), qwen-14b's
+	// key is refused, llama-8b answers.
+	res, err = call(question("[[sim fault=bad_gateway model=qwen-72b times=always]] Can I change my address? (secrets test)"))
 	require.NoError(t, err)
-	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:auth:switch_model", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
-	require.Equal(t, http.StatusUnauthorized, res.Attempts[1].Status)
+	require.Equal(t, []string{"qwen-72b:server_error:retry", "qwen-72b:server_error:switch_model", "qwen-14b:auth:switch_model", "llama-8b:ok:answer"},
+		workflows.CallResult.Decisions(res))
+	require.Equal(t, http.StatusUnauthorized, res.Attempts[2].Status)
 
 	// 3. Every model refuses (llmsim's own 401): the FAQ answers. The
 	// refusal in 2 tripped qwen-14b's breaker, open for 1 s and then

@@ -180,17 +180,16 @@ func (d *decider) hold() Step {
 	return st
 }
 
-// elsewhere leaves an endpoint that refused as backpressure: the next
-// model the ladder offers on another endpoint, at once (another model on
-// the same endpoint would meet the same queue), else the fallback.
+// elsewhere leaves a model whose queue refused as backpressure once its
+// holds are spent: the ladder's next model, at once (the hold is its
+// model's queue: PrepareAttempt skips a model still held), else the
+// fallback.
 func (d *decider) elsewhere(why string) Step {
-	here := d.cfg.Endpoint(d.model)
-	other := func(m string) bool { return d.cfg.Endpoint(m) != here }
-	model := d.nextModelWhere(other)
+	model := d.nextModel()
 	if model == "" {
-		st := d.fallback(why + "; no model on another endpoint")
-		// Models there behind open breakers may still recover in time.
-		st.NoModel = slices.ContainsFunc(d.v.Open, other)
+		st := d.fallback(why + "; no other model")
+		// Models behind open breakers may still recover in time.
+		st.NoModel = len(d.v.Open) > 0
 		return st
 	}
 	if !d.fits(0) {
@@ -198,7 +197,7 @@ func (d *decider) elsewhere(why string) Step {
 	}
 	st := d.step(Switch, Wait{}, "switch_model")
 	st.Next.Model = model
-	st.Reason = fmt.Sprintf("%s: switch to %s, on another endpoint", why, model)
+	st.Reason = fmt.Sprintf("%s: switch to %s", why, model)
 	return st
 }
 

@@ -135,23 +135,24 @@ func TestNext(t *testing.T) {
 			s.Requests = 4 // three attempts and this refusal
 		},
 			kind: Resend, decision: "hold+resend", delay: 1250 * time.Millisecond, model: "qwen-72b"},
-		{name: "queue full after six resends: no model on another endpoint, fallback", in: func(s *State, o *Outcome, v *Verdicts) {
+		{name: "queue full after six resends: the next model at once, its queue its own", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
 			s.Held = 6
 		},
-			kind: Fallback, decision: "fallback", reason: "resent 6 time(s) after a hold already (max 6); no model on another endpoint"},
-		{name: "queue full after six resends: a model on another endpoint at once", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "resent 6 time(s) after a hold already (max 6): switch to qwen-14b"},
+		{name: "queue full after six resends on the last model: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
 			s.Held = 6
+			s.Tried = []string{"qwen-14b", "llama-8b"}
 		},
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "switch to qwen-14b, on another endpoint"},
+			kind: Fallback, decision: "fallback", reason: "resent 6 time(s) after a hold already (max 6); no other model"},
 		{name: "queue full: a hold past call.max_wait leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 3*time.Second
 			s.Waited = 2 * time.Second
 		},
 			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would pass call.max_wait (3.00 s, 2.00 s waited)"},
 		{name: "queue full: no call.max_wait, no hold", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
-			kind: Fallback, decision: "fallback", reason: "would pass call.max_wait"},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would pass call.max_wait"},
 		{name: "queue full: a hold past the deadline leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.Elapsed, v.MaxWait = failure.QueueFull, 56*time.Second, 10*time.Second
 		},
