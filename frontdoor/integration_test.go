@@ -359,8 +359,8 @@ func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 	}{
 		{"maintenance answered by the FAQ", "class-service_unavailable", "How do I get a refund for my order?",
 			"faq", "durable-llm/faq", []string{"service_unavailable"}},
-		{"queue full held, then answered by the same model", "", "[[sim fault=queue_full model=qwen-72b times=1]] Where is my parcel?",
-			"model", "qwen-72b", []string{"queue_full"}},
+		{"a failing model answered by the next model", "", "[[sim fault=bad_gateway model=qwen-72b times=always]] Where is my parcel?",
+			"fallback_model", "qwen-14b", []string{"server_error"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.scenario != "" {
