@@ -426,7 +426,12 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 		n = c.st.Upstream + 1 // prepared by an older build
 	}
 	if summary == "" {
-		summary = fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", n, c.ad.MaxAttempts, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
+		attempt := fmt.Sprintf("attempt %d/%d", n, c.ad.MaxAttempts)
+		if c.st.Refused > 0 {
+			// Refusals (backpressure) are no attempts against the cap.
+			attempt = fmt.Sprintf("attempt %d/%d (request %d)", c.st.Attempts(), c.ad.MaxAttempts, n)
+		}
+		summary = fmt.Sprintf("%s · %s · %d→%d msgs", attempt, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
 		if prep.Key != "" {
 			summary += " · key " + prep.Key
 		}

@@ -34,10 +34,10 @@ var update = flag.Bool("update", false, "write the screenshot to docs/ui-attempt
 // screenshotFile is the README's screenshot, relative to this package.
 const screenshotFile = "../../docs/ui-attempts.png"
 
-// uiScenario makes a call retry, switch model, wait out a hold and fall
-// back: qwen-72b answers 500 (retry, then switch), qwen-14b reports a full
-// queue (held and resent once, under uiStack's queue_full max of 1; every
-// model is on one endpoint, so none is left elsewhere), and the FAQ answers.
+// uiScenario makes a call retry, switch model, wait out a hold, switch
+// again and fall back: qwen-72b answers 500 (retry, then switch), qwen-14b
+// and llama-8b report a full queue (one hold and resend in the call, under
+// uiStack's queue_full max of 1, then the next model), and the FAQ answers.
 const uiScenario = `name: ui-check
 phases:
   - name: fault
@@ -76,15 +76,24 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 		"qwen-72b:server_error:retry",
 		"qwen-72b:server_error:switch_model",
 		"qwen-14b:queue_full:hold+resend",
-		"qwen-14b:queue_full:fallback",
+		"qwen-14b:queue_full:switch_model",
+		"llama-8b:queue_full:fallback",
 	}, decisions)
 	require.Equal(t, workflows.SourceFAQ, res.Source)
 	require.Equal(t, "refund-en", res.FAQID)
 
 	// The summaries the workflow gave each attempt, timer and decision.
 	var attempts, waits, plans []string
+	refused := 0 // backpressure: refusals are no attempts against the cap
 	for i, a := range res.Attempts {
-		attempts = append(attempts, fmt.Sprintf("attempt %d/%d · %s · %d→%d msgs", i+1, cfg.Call.MaxAttempts, a.Model, len(req.Messages), a.Messages))
+		n := fmt.Sprintf("attempt %d/%d", i+1, cfg.Call.MaxAttempts)
+		if refused > 0 {
+			n = fmt.Sprintf("attempt %d/%d (request %d)", i+1-refused, cfg.Call.MaxAttempts, i+1)
+		}
+		if a.Class == string(failure.QueueFull) {
+			refused++
+		}
+		attempts = append(attempts, fmt.Sprintf("%s · %s · %d→%d msgs", n, a.Model, len(req.Messages), a.Messages))
 		plans = append(plans, fmt.Sprintf("decide after %s on %s", a.Class, a.Model))
 		if a.DelayMS == 0 {
 			continue
