@@ -185,6 +185,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	ann := newAnnouncer(ctx, in, pub)
 	defer ann.stop()
 	var firstAt time.Time
+	var cutWhy string // why an overdue request was cut (Activities.overdue)
 	start := a.now()
 	var resp openai.ChatCompletionResponse
 	var err error
@@ -212,8 +213,9 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 			}
 			done := a.queues.wait(m.Endpoint(), start, m.FirstTokenTimeout.D())
 			ftt := m.FirstTokenTimeout.D()
+			deadline, _ := callCtx.Deadline()
 			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: ftt, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
-				patient: func() (bool, time.Duration) { return a.overdue(in, m, start, ann) }},
+				patient: func() (bool, time.Duration) { return a.overdue(in, m, start, deadline, ann, &cutWhy) }},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {
@@ -316,6 +318,9 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		}
 	}
 	redactVerdict(&v, key)
+	if cutWhy != "" && v.Class == failure.ReadTimeout {
+		v.Reason += "; " + cutWhy
+	}
 	out.Class, out.Status, out.Code, out.Reason = v.Class, v.Status, v.Code, v.Reason
 	out.Upstream = strings.Trim(v.Message+"; "+v.Detail, "; ")
 	if v.Generic {

@@ -157,11 +157,27 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 // retry left in that endpoint's budget and its model's breaker not open;
 // the call's StartHedge then decides and pays. It asks again every
 // overdueRecheck while notes are left to send.
-func (a *Activities) overdue(in CallInput, m config.ModelConfig, since time.Time, ann *announcer) (wait bool, recheck time.Duration) {
+//
+// On a server that stops working on a request its client leaves
+// (stops_on_disconnect), the request is cut once the model's p90 time to
+// first token, counted from its start, passes the attempt's deadline: it
+// is not expected to start in time, and leaving frees the server's slot
+// for a request that can (why then says so).
+func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline time.Time, ann *announcer, why *string) (wait bool, recheck time.Duration) {
+	now := a.now()
+	if m.StopsOnDisconnect && !deadline.IsZero() {
+		if p90, n, where := a.firstTokenP90(m.Name); n >= config.HedgeMinSamples && since.Add(p90).After(deadline) {
+			*why = fmt.Sprintf("cut: %s's p90 time to first token %s (%d %s) would pass the attempt's deadline, and its server stops on disconnect",
+				m.Name, callstate.FormatDuration(p90), n, where)
+			return false, 0
+		}
+	}
 	if !in.HedgeOverdue || ann == nil || !ann.notesLeft() {
+		if m.StopsOnDisconnect {
+			return true, overdueRecheck
+		}
 		return true, 0
 	}
-	now := a.now()
 	if models, why := a.sooner(in, m, since, now); len(models) > 0 {
 		ann.overdue(models, why, now)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +203,51 @@ func TestTheFirstFirstTokenWinsTheRace(t *testing.T) {
 	leaveH()
 	if len(r.won) != 0 || len(r.by) != 0 {
 		t.Errorf("race state left behind: won %v, by %d", r.won, len(r.by))
+	}
+}
+
+// TestAnOverdueRequestToAServerThatStopsIsCutWhenItCannotStartInTime: a
+// server that stops working on a request its client leaves (vLLM), whose
+// recent requests waited 5 s for their first token (p90), and an attempt
+// with 1 s to go: at its 200 ms first-token timeout the request is cut,
+// freeing the server's slot, since it is not expected to start in time.
+// Where the p90 leaves time, or on a server that works on regardless,
+// it is kept.
+func TestAnOverdueRequestToAServerThatStopsIsCutWhenItCannotStartInTime(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name  string
+		stops bool
+		p90   time.Duration
+		cut   bool
+	}{
+		{"stops, p90 past the deadline", true, 5 * time.Second, true},
+		{"stops, p90 within the deadline", true, 300 * time.Millisecond, false},
+		{"works on regardless", false, 5 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := slowFirstTokenActivities(t, srv.URL)
+			a.cfg.Models[0].StopsOnDisconnect = tc.stops
+			for range config.HedgeMinSamples {
+				a.firstTokens.Add(a.cfg.Models[0].Name, tc.p90)
+			}
+			start := time.Now()
+			_, err := callAttempt(t, a, "Where is my parcel?", callstate.Shape{}, time.Second)
+			took := time.Since(start)
+			out, _ := failedOutcome(t, err)
+			if out.Class != failure.ReadTimeout {
+				t.Fatalf("class %s (%s), want read_timeout", out.Class, out.Reason)
+			}
+			if cut := took < 700*time.Millisecond; cut != tc.cut {
+				t.Errorf("ended after %v (%s); want cut at the first-token timeout: %v", took, out.Reason, tc.cut)
+			}
+			if tc.cut && !strings.Contains(out.Reason, "stops on disconnect") {
+				t.Errorf("reason %q does not say why it was cut", out.Reason)
+			}
+		})
 	}
 }

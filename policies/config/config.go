@@ -177,6 +177,11 @@ type ModelConfig struct {
 	// IdleTimeout: no chunk in this time once the stream has started is a
 	// stream_broken. Streamed models only.
 	IdleTimeout Duration `yaml:"idle_timeout"`
+	// StopsOnDisconnect: the server stops working on a request when its
+	// client leaves (vLLM aborts it). An overdue request to it is then cut
+	// once the model's p90 time to first token says it cannot start in
+	// time: leaving frees the server's slot for a request that can.
+	StopsOnDisconnect bool `yaml:"stops_on_disconnect"`
 	// Continuation: how the model continues the text a broken stream had
 	// delivered (none, vllm, deepseek).
 	Continuation Continuation `yaml:"continuation"`
