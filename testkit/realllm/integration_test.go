@@ -22,6 +22,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/testkit/realllm"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -265,4 +266,75 @@ func TestRealLLM(t *testing.T) {
 		require.NotNil(t, ups[0].MaxTokens, "the first request went without a limit: the server's own applies")
 		require.Equal(t, s.cfg.Limits.DefaultMaxTokens, *ups[0].MaxTokens, "the policy's default limit")
 	})
+}
+
+// TestRealLLMBusyServerAnswersEveryCall: Ollama with one slot and a queue
+// of one (OLLAMA_NUM_PARALLEL=1 OLLAMA_MAX_QUEUE=1) and its model not
+// loaded refuses what its queue cannot hold with HTTP 503 "server busy …
+// maximum pending requests exceeded" at once. Six calls at once to a
+// one-model ladder: each refusal is backpressure (the model's queue held,
+// released with jitter, the same request sent again, no attempt against
+// the cap), so every call is answered by the model within its deadline,
+// none by the fallback.
+func TestRealLLMBusyServerAnswersEveryCall(t *testing.T) {
+	llm := realllm.Start(t, realllm.Options{NumParallel: 1, MaxQueue: 1})
+	c := shared.Server(t).Client()
+	env := map[string]string{config.EnvBaseURL: llm.BaseURL, config.EnvModels: "tiny"}
+	cfg := config.DefaultConfig()
+	require.NoError(t, cfg.ApplyEnv(func(k string) string { return env[k] }))
+	tq := "realllm-busy-" + uuid.NewString()[:8]
+	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	t.Cleanup(w.Stop)
+	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
+
+	// Unloaded, the model's requests wait in the scheduler's queue, which
+	// OLLAMA_MAX_QUEUE bounds (a loaded model's wait on its slot instead).
+	unload, err := http.Post(llm.DirectURL+"/api/generate", "application/json", strings.NewReader(`{"model":"tiny","keep_alive":0}`))
+	require.NoError(t, err)
+	_ = unload.Body.Close()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(llm.DirectURL + "/api/ps")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var ps struct {
+			Models []json.RawMessage `json:"models"`
+		}
+		return json.NewDecoder(resp.Body).Decode(&ps) == nil && len(ps.Models) == 0
+	}, 30*time.Second, 100*time.Millisecond, "the model did not unload")
+
+	const calls = 6
+	results := make([]workflows.CallResult, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := workflows.CallRequest{
+				UserID: "u-busy-" + uuid.NewString()[:8], SessionID: "s-1", MaxTokens: 200, DeadlineMS: 30000,
+				Messages: []request.Message{{Role: "user", Content: fmt.Sprintf("Where is my order %d?", i)}},
+			}
+			results[i], errs[i] = lc.Call(ctxT(t), req)
+		}()
+	}
+	wg.Wait()
+	busy := 0
+	for i, res := range results {
+		require.NoError(t, errs[i])
+		var b strings.Builder
+		for _, q := range llm.Completions(res.RequestID) {
+			fmt.Fprintf(&b, " [%s → %d]", q.RequestID, q.Status)
+			if q.Status == http.StatusServiceUnavailable {
+				busy++
+			}
+		}
+		t.Logf("call %d: %v; upstream:%s", i, res.Decisions(), b.String())
+		require.Equal(t, workflows.SourceModel, res.Source, "call %d: %v", i, res.Decisions())
+		require.NotEmpty(t, res.Content)
+	}
+	require.Positive(t, busy, "the busy server refused nothing: the test did not reach its queue's limit")
 }
