@@ -69,6 +69,9 @@ type race struct {
 	// prev is the stream's filter of an earlier race of the call: the
 	// batches it turned away stay away.
 	prev func(string) bool
+	// attempt is the number of the attempt raced: a note of another
+	// (an earlier race's, sent late) is not this race's.
+	attempt int
 }
 
 // accept is the call stream's filter once a race began, for the rest of
@@ -109,6 +112,9 @@ func (r *race) accept(pub string) bool {
 func (r *race) take() {
 	var n activities.AttemptNote
 	for r.ch.ReceiveAsync(&n) {
+		if n.Attempt != r.attempt {
+			continue
+		}
 		who := &r.primary
 		if n.Hedge {
 			who = &r.hedge
@@ -167,7 +173,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	prep, in := *pp, *pin
 	timeout := min(prep.Timeout, remaining)
 	plan := *prep.Hedge
-	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil, firstToken: plan.Overdue}
+	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil, firstToken: plan.Overdue, attempt: in.Attempt}
 	r.decided, r.settle = workflow.NewFuture(ctx)
 	r.hedge.hedge = true
 	if r.stream {
