@@ -301,9 +301,19 @@ func TestRealLLMBusyServerAnswersEveryCall(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		var ps struct {
-			Models []json.RawMessage `json:"models"`
+			Models []struct {
+				Name string `json:"name"`
+			} `json:"models"`
 		}
-		return json.NewDecoder(resp.Body).Decode(&ps) == nil && len(ps.Models) == 0
+		if json.NewDecoder(resp.Body).Decode(&ps) != nil {
+			return false
+		}
+		for _, m := range ps.Models {
+			if m.Name == "tiny:latest" {
+				return false
+			}
+		}
+		return true
 	}, 30*time.Second, 100*time.Millisecond, "the model did not unload")
 
 	const calls = 6
