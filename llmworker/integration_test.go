@@ -212,16 +212,28 @@ func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
 	require.Equal(t, 2, s.upstream(res.RequestID).Attempts)
 }
 
-// TestIntegrationQueueFullIsHeldAndResent: a full queue is backpressure,
-// not a failed attempt: the model's queue is held for rate_limit.hold
-// (1 s), released with jitter (up to half the hold more), and the same
-// request is resent to the same model, which answers.
-func TestIntegrationQueueFullIsHeldAndResent(t *testing.T) {
+// TestIntegrationQueueFullSwitchesModel: a full queue is its model's; the
+// ladder's next model answers at once.
+func TestIntegrationQueueFullSwitchesModel(t *testing.T) {
 	s := newStack(t, nil)
+	res := s.call(question("[[sim fault=queue_full model=qwen-72b times=always]] Where is my order?"))
+	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, res.Decisions())
+	require.Equal(t, workflows.SourceFallbackModel, res.Source)
+	require.Contains(t, res.Content, "[qwen-14b]")
+	up := s.upstream(res.RequestID)
+	require.Equal(t, []string{"qwen-72b", "qwen-14b"}, []string{up.Requests[0].Model, up.Requests[1].Model})
+}
+
+// TestIntegrationQueueFullOnTheLastModelIsHeldAndResent: with no other
+// model to take the call, a full queue is backpressure, not a failed
+// attempt: the model's queue is held for rate_limit.hold (1 s), released
+// with jitter (up to half the hold more), and the same request is resent,
+// which answers.
+func TestIntegrationQueueFullOnTheLastModelIsHeldAndResent(t *testing.T) {
+	s := newStack(t, func(c *config.Config) { c.Models = c.Models[:1] })
 	res := s.call(question("[[sim fault=queue_full model=qwen-72b times=1]] Where is my order?"))
 	require.Equal(t, []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceModel, res.Source)
-	require.Contains(t, res.Content, "[qwen-72b]")
 	require.GreaterOrEqual(t, res.Attempts[0].DelayMS, int64(1000), "released before the hold's end")
 	require.LessOrEqual(t, res.Attempts[0].DelayMS, int64(1500), "released after the hold's jitter")
 	up := s.upstream(res.RequestID)

@@ -270,9 +270,10 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name:   "queue full: the same request again once the hold is released, with jitter",
-			script: []outcome{fail(failure.QueueFull, 503), ok("done")},
-			want:   []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			name:      "queue full on the only model: the same request again once the hold is released, with jitter",
+			mutateCfg: func(cfg *config.Config) { cfg.Models = cfg.Models[:1] },
+			script:    []outcome{fail(failure.QueueFull, 503), ok("done")},
+			want:      []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Equal(t, int64(1250), res.Attempts[0].DelayMS, "rate_limit.hold 1 s + u 0.5 × half of it")
 				require.GreaterOrEqual(t, h.at[1].Sub(h.at[0]), 1250*time.Millisecond)
@@ -281,7 +282,8 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name: "queue full refusals are no attempts against the cap",
+			name:      "queue full refusals are no attempts against the cap",
+			mutateCfg: func(cfg *config.Config) { cfg.Models = cfg.Models[:1] },
 			script: []outcome{fail(failure.QueueFull, 503), fail(failure.QueueFull, 503), fail(failure.QueueFull, 503),
 				fail(failure.QueueFull, 503), fail(failure.QueueFull, 503), ok("done")},
 			want: []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:queue_full:hold+resend", "qwen-72b:queue_full:hold+resend",

@@ -31,7 +31,7 @@ import (
 // directory, or one no path names, fails TestReplayGoldenHistories.
 var goldenPaths = []string{
 	"success",
-	"class-connect", "class-read_timeout", "class-timeout", "class-queue_full", "class-rate_limited",
+	"class-connect", "class-read_timeout", "class-timeout", "class-queue_full", "queue-full-hold", "class-rate_limited",
 	"class-context_length_exceeded", "class-output_truncated", "class-service_unavailable",
 	"class-server_error", "class-body_error", "class-invalid_request", "class-auth",
 	"class-model_not_found", "class-content_filter", "class-worker_lost",

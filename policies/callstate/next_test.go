@@ -19,6 +19,7 @@ func TestNext(t *testing.T) {
 	two := config.DefaultConfig()
 	two.Models[1].BaseURL, two.Models[1].APIKeyEnv = "http://10.0.0.2:8000/v1", "OTHER_KEY"
 	first := cfg.Models[0].Endpoint()
+	others := []string{"qwen-14b", "llama-8b"} // tried: qwen-72b is the ladder's last model left
 	tests := []struct {
 		name     string
 		cfg      *config.Config // nil: cfg
@@ -114,8 +115,13 @@ func TestNext(t *testing.T) {
 			s.Failures = map[string]map[failure.Class]int{"qwen-72b": {failure.ServerError: 1}}
 		},
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
-		{name: "queue full: the same request after the 1 s hold, released with jitter", in: func(s *State, o *Outcome, v *Verdicts) {
+		{name: "queue full: the ladder's next model at once, its queue its own", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "queue_full on qwen-72b: its queue is full: switch to qwen-14b"},
+		{name: "queue full on the last model: the same request after the 1 s hold, released with jitter", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+			s.Tried = others
 		},
 			kind: Resend, decision: "hold+resend", delay: 1250 * time.Millisecond, model: "qwen-72b",
 			reason: "queue_full on qwen-72b: backpressure, held for 1.00 s (rate_limit.hold); resend 1/6 after 1.25 s, released with jitter",
@@ -128,43 +134,47 @@ func TestNext(t *testing.T) {
 			}},
 		{name: "queue full with Retry-After: the hold is the Retry-After", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.RetryAfter, o.HasRetryAfter, v.MaxWait, v.U = failure.QueueFull, 2*time.Second, true, 10*time.Second, 0
+			s.Tried = others
 		},
 			kind: Resend, decision: "hold+resend", delay: 2 * time.Second, model: "qwen-72b", reason: "held for 2.00 s (Retry-After)"},
 		{name: "queue full is no attempt against the cap", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
 			s.Requests = 4 // three attempts and this refusal
+			s.Tried = others
 		},
 			kind: Resend, decision: "hold+resend", delay: 1250 * time.Millisecond, model: "qwen-72b"},
-		{name: "queue full after six resends: the next model at once, its queue its own", in: func(s *State, o *Outcome, v *Verdicts) {
-			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
-			s.Held = 6
-		},
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "resent 6 time(s) after a hold already (max 6): switch to qwen-14b"},
 		{name: "queue full after six resends on the last model: fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
 			s.Held = 6
-			s.Tried = []string{"qwen-14b", "llama-8b"}
+			s.Tried = others
 		},
 			kind: Fallback, decision: "fallback", reason: "resent 6 time(s) after a hold already (max 6); no other model"},
-		{name: "queue full: a hold past call.max_wait leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+		{name: "queue full on the last model: a hold past call.max_wait, the fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 3*time.Second
 			s.Waited = 2 * time.Second
+			s.Tried = others
 		},
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would pass call.max_wait (3.00 s, 2.00 s waited)"},
-		{name: "queue full: no call.max_wait, no hold", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.QueueFull },
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would pass call.max_wait"},
-		{name: "queue full: a hold past the deadline leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			kind: Fallback, decision: "fallback", reason: "would pass call.max_wait (3.00 s, 2.00 s waited)"},
+		{name: "queue full on the last model: no call.max_wait, no hold", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.QueueFull
+			s.Tried = others
+		},
+			kind: Fallback, decision: "fallback", reason: "would pass call.max_wait"},
+		{name: "queue full on the last model: a hold past the deadline, the fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.Elapsed, v.MaxWait = failure.QueueFull, 56*time.Second, 10*time.Second
+			s.Tried = others
 		},
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "would not leave time for an attempt before the deadline"},
-		{name: "queue full: Retry-After beyond the cap leaves the endpoint", cfg: two, in: func(s *State, o *Outcome, v *Verdicts) {
+			kind: Fallback, decision: "fallback", reason: "would not leave time for an attempt before the deadline"},
+		{name: "queue full on the last model: Retry-After beyond the cap, the fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.RetryAfter, o.HasRetryAfter, v.MaxWait = failure.QueueFull, 2*time.Minute, true, 10*time.Minute
+			s.Tried = others
 		},
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "beyond the 60.00 s cap"},
-		{name: "queue full on an endpoint whose budget is spent: another endpoint", cfg: two, noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) {
+			kind: Fallback, decision: "fallback", reason: "beyond the 60.00 s cap"},
+		{name: "queue full on the last model, its endpoint's budget spent: no resend", cfg: two, noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, v.MaxWait = failure.QueueFull, 10*time.Second
+			s.Tried = others
 		},
-			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "the retry budget of the endpoint of qwen-72b is spent: switch to qwen-14b",
+			kind: Fallback, decision: "fallback", reason: "the retry budget of the endpoint of qwen-72b is spent and no other model may take the call",
 			check: func(t *testing.T, s Step) {
 				if !s.BudgetRefused || s.Next.Held != 0 {
 					t.Errorf("budget refused %v, held %d; want true, 0 (no resend made)", s.BudgetRefused, s.Next.Held)
@@ -627,7 +637,7 @@ func TestNextDelivered(t *testing.T) {
 // model on another endpoint; a call allowed less waiting resends less.
 func TestNextHoldBySteps(t *testing.T) {
 	cfg := config.DefaultConfig()
-	cfg.Models[1].BaseURL = "http://10.0.0.2:8000/v1" // qwen-14b on an endpoint of its own
+	cfg.Models = cfg.Models[:1] // qwen-72b alone: a full queue has nowhere else to go
 	run := func(maxWait time.Duration, classes ...failure.Class) ([]Step, State) {
 		s := New("", Shape{}, 60*time.Second, false)
 		s.Model = "qwen-72b"
@@ -662,8 +672,8 @@ func TestNextHoldBySteps(t *testing.T) {
 	}
 
 	qf := failure.QueueFull
-	steps, s := run(10*time.Second, qf, qf, qf, qf, qf, qf, qf, failure.ServerError)
-	want := "hold+resend,hold+resend,hold+resend,hold+resend,hold+resend,hold+resend,switch_model,retry"
+	steps, s := run(10*time.Second, qf, qf, qf, qf, qf, qf, qf)
+	want := "hold+resend,hold+resend,hold+resend,hold+resend,hold+resend,hold+resend,fallback"
 	if got := decisions(steps); got != want {
 		t.Fatalf("decisions %s, want %s (%s)", got, want, steps[len(steps)-1].Reason)
 	}
@@ -672,14 +682,14 @@ func TestNextHoldBySteps(t *testing.T) {
 			t.Errorf("resend %d: wait %+v to %s as attempt %d; want 1.25 s (hold), qwen-72b, 1", i+1, st.Wait, st.Next.Model, st.Next.N)
 		}
 	}
-	if s.Requests != 8 || s.Refused != 7 || s.Attempts() != 1 || s.Held != 6 || s.Waited != 7500*time.Millisecond || s.Model != "qwen-14b" {
-		t.Errorf("requests %d, refused %d, attempts %d, held %d, waited %v, model %s; want 8, 7, 1, 6, 7.5 s, qwen-14b",
-			s.Requests, s.Refused, s.Attempts(), s.Held, s.Waited, s.Model)
+	if s.Requests != 7 || s.Refused != 7 || s.Attempts() != 0 || s.Held != 6 || s.Waited != 7500*time.Millisecond {
+		t.Errorf("requests %d, refused %d, attempts %d, held %d, waited %v; want 7, 7, 0, 6, 7.5 s",
+			s.Requests, s.Refused, s.Attempts(), s.Held, s.Waited)
 	}
 
 	// A streamed call (call.max_wait_stream 3 s) resends twice.
 	steps, _ = run(3*time.Second, qf, qf, qf)
-	if got := decisions(steps); got != "hold+resend,hold+resend,switch_model" || !strings.Contains(steps[2].Reason, "call.max_wait") {
+	if got := decisions(steps); got != "hold+resend,hold+resend,fallback" || !strings.Contains(steps[2].Reason, "call.max_wait") {
 		t.Fatalf("decisions %s (%s)", got, steps[2].Reason)
 	}
 }

@@ -133,8 +133,15 @@ func paths() []path {
 				source: workflows.SourceModel},
 		},
 		{
-			name: "class-queue_full", doc: "queue full: backpressure, the model's queue held 1 s (released with jitter), then the same request again",
-			request: ask("class-queue_full", "[[sim fault=queue_full model=qwen-72b times=1]] "+plainQuestion),
+			name: "class-queue_full", doc: "queue full: the model's queue is its own, so the next model at once",
+			request: ask("class-queue_full", "[[sim fault=queue_full model=qwen-72b times=always]] "+plainQuestion),
+			want: want{decisions: []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"},
+				source: workflows.SourceFallbackModel},
+		},
+		{
+			name: "queue-full-hold", doc: "queue full on the ladder's only model: backpressure, its queue held 1 s (released with jitter), then the same request again, no attempt against the cap",
+			policy:  func(c *config.Config) { c.Models = c.Models[:1] },
+			request: ask("queue-full-hold", "[[sim fault=queue_full model=qwen-72b times=1]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"},
 				source: workflows.SourceModel},
 		},
@@ -534,7 +541,7 @@ func paths() []path {
 			name: "diagnosis", doc: "an error body no classifier rule knows: llama-8b, asked as the diagnosis rung, names queue_full, and the call takes queue_full's step",
 			policy:  func(c *config.Config) { c.Diagnose.Enabled = true },
 			request: ask("diagnosis", "[[sim fault=unknown_error model=qwen-72b times=1]] "+plainQuestion),
-			want: want{decisions: []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, source: workflows.SourceModel,
+			want: want{decisions: []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 				check: func(res workflows.CallResult) error {
 					if !strings.Contains(res.Attempts[0].Diagnosis, "diagnosed by llama-8b as queue_full") {
 						return fmt.Errorf("diagnosis %q, want queue_full named by llama-8b", res.Attempts[0].Diagnosis)

@@ -34,10 +34,11 @@ var update = flag.Bool("update", false, "write the screenshot to docs/ui-attempt
 // screenshotFile is the README's screenshot, relative to this package.
 const screenshotFile = "../../docs/ui-attempts.png"
 
-// uiScenario makes a call retry, switch model, wait out a hold, switch
-// again and fall back: qwen-72b answers 500 (retry, then switch), qwen-14b
-// and llama-8b report a full queue (one hold and resend in the call, under
-// uiStack's queue_full max of 1, then the next model), and the FAQ answers.
+// uiScenario makes a call retry, switch model twice, wait out a hold and
+// fall back: qwen-72b answers 500 (retry, then switch), qwen-14b reports a
+// full queue (the next model at once), llama-8b too (the last model: one
+// hold and resend, under uiStack's queue_full max of 1), and the FAQ
+// answers.
 const uiScenario = `name: ui-check
 phases:
   - name: fault
@@ -75,8 +76,8 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 	require.Equal(t, []string{
 		"qwen-72b:server_error:retry",
 		"qwen-72b:server_error:switch_model",
-		"qwen-14b:queue_full:hold+resend",
 		"qwen-14b:queue_full:switch_model",
+		"llama-8b:queue_full:hold+resend",
 		"llama-8b:queue_full:fallback",
 	}, decisions)
 	require.Equal(t, workflows.SourceFAQ, res.Source)
