@@ -178,8 +178,8 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 		}
 		return true, 0
 	}
-	if models, why := a.sooner(in, m, since, now); len(models) > 0 {
-		ann.overdue(models, why, now)
+	if models, reason := a.sooner(in, m, since, now); len(models) > 0 {
+		ann.overdue(models, reason, now)
 	}
 	return true, overdueRecheck
 }
