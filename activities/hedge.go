@@ -221,15 +221,21 @@ func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {
 		a.hedgeMetric(in.Model, "budget")
 		return Prepared{Reason: fmt.Sprintf("hedge budget spent (%.0f%% of calls): no hedge", a.cfg.Hedge.Budget*100)}, nil
 	}
-	pin := in.Prepare
-	pin.State.Model, pin.Only = in.Model, true
-	p, err := a.prepareAttempt(pin, "") // a hedge never waits in a budget's line
+	return a.prepareHedge(in.Prepare, in.Model)
+}
+
+// prepareHedge prepares a hedge on model as PrepareAttempt would, never
+// waiting in a budget's line; one its guards refuse or hold comes back
+// with no Model and the Reason.
+func (a *Activities) prepareHedge(pin PrepareInput, model string) (Prepared, error) {
+	pin.State.Model, pin.Only = model, true
+	p, err := a.prepareAttempt(pin, "")
 	if err != nil {
 		return p, err
 	}
 	switch {
-	case p.Model != in.Model:
-		a.hedgeMetric(in.Model, "refused")
+	case p.Model != model:
+		a.hedgeMetric(model, "refused")
 		p.Reason = "no hedge: " + p.Reason
 		if len(p.Skipped) > 0 {
 			p.Reason = "no hedge: " + p.Skipped[len(p.Skipped)-1].Reason
@@ -237,10 +243,11 @@ func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {
 		p.Model = ""
 		return p, nil
 	case p.Hold > 0:
-		a.hedgeMetric(in.Model, "held")
+		// Paid for and held: a hedge sent later is no sooner.
+		a.hedgeMetric(model, "held")
 		return Prepared{Reason: fmt.Sprintf("no hedge: %s for %s", p.HoldReason, callstate.FormatDuration(p.Hold))}, nil
 	}
-	a.hedgeMetric(in.Model, "started")
+	a.hedgeMetric(model, "started")
 	return p, nil
 }
 
@@ -252,32 +259,14 @@ func (a *Activities) startOverdueHedge(in HedgeInput) (Prepared, error) {
 	if in.Prepare.State.Attempts() >= callstate.MaxRequests(a.cfg) {
 		return Prepared{Reason: fmt.Sprintf("no hedge: the call has sent its %d requests", callstate.MaxRequests(a.cfg))}, nil
 	}
-	why := "no hedge: no model could answer sooner"
+	p := Prepared{Reason: "no hedge: no model could answer sooner"}
 	for _, name := range in.Sooner {
-		pin := in.Prepare
-		pin.State.Model, pin.Only = name, true
-		p, err := a.prepareAttempt(pin, "") // a hedge never waits in a budget's line
-		if err != nil {
+		var err error
+		if p, err = a.prepareHedge(in.Prepare, name); err != nil || p.Model != "" {
 			return p, err
 		}
-		switch {
-		case p.Model != name:
-			why = "no hedge: " + p.Reason
-			if len(p.Skipped) > 0 {
-				why = "no hedge: " + p.Skipped[len(p.Skipped)-1].Reason
-			}
-			a.hedgeMetric(name, "refused")
-			continue
-		case p.Hold > 0:
-			// Paid for and held: a hedge sent later is no sooner.
-			why = fmt.Sprintf("no hedge: %s for %s", p.HoldReason, callstate.FormatDuration(p.Hold))
-			a.hedgeMetric(name, "held")
-			continue
-		}
-		a.hedgeMetric(name, "started")
-		return p, nil
 	}
-	return Prepared{Reason: why}, nil
+	return p, nil
 }
 
 // announcer sends the call the notes of an attempt that may be hedged:

@@ -97,10 +97,6 @@ type View struct {
 	// FirstTokens is each model's p90 time to first token over the
 	// fleet's recent attempts.
 	FirstTokens map[string]FirstTokenP90 `json:"first_tokens,omitempty"`
-	// Workers is how many workers reported counts within the budget's
-	// window: those whose traffic earns the budget its retries, and
-	// whose cut attempts claim them.
-	Workers int `json:"workers,omitempty"`
 	// Waiting is, by worker, the calls in its budgets' lines as of its
 	// last report, when that is at most waiterLive old: a worker serves
 	// its own line in turn after the calls other workers' lines held
@@ -345,11 +341,6 @@ func (f *Fleet) View(now time.Time) View {
 	}
 	for w, s := range f.acks {
 		v.Acks[w] = s
-	}
-	for _, at := range f.seen {
-		if now.Sub(at) < f.budgetCfg.Window.D() {
-			v.Workers++
-		}
 	}
 	for w, l := range f.waiting {
 		if len(l.calls) > 0 && now.Sub(l.at) <= waiterLive {

@@ -267,17 +267,6 @@ func (s *Sync) fleetAhead(endpoint string, since time.Time, all bool, now time.T
 	return n
 }
 
-// workers is how many workers share the fleet's budget at now (View.Workers),
-// this one counted; 1 without a fresh view.
-func (s *Sync) workers(now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.fresh(now) {
-		return 1
-	}
-	return max(s.view.Workers, 1)
-}
-
 // outcome records an attempt's outcome on model at now; ignored: this
 // worker's breaker did not count it. Past s.keep outcomes of model, the
 // oldest it has that the fleet does not judge is dropped, else its
