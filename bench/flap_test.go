@@ -56,7 +56,8 @@ func TestIntegrationFlappingEndpointServesItsUpWindows(t *testing.T) {
 		if working, _ := c.Working(o.Start); working && !(o.ByModel && o.Latency <= c.Deadline) {
 			// When its first request reached llmsim, on llmsim's clock: a
 			// call due in an up window whose request arrived in a down
-			// phase was late to leave (a busy machine), not refused.
+			// phase was late to leave (a busy machine), not refused, and
+			// the summary judges it with that fault.
 			first := "no request"
 			if cv := rep.Runs[0].Stats.Conversations[o.Key]; len(cv.Requests) > 0 {
 				f := cv.Requests[0]

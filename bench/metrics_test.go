@@ -269,6 +269,40 @@ func TestSummarizeAnswers(t *testing.T) {
 	}
 }
 
+// TestSummarizeJudgesACallByThePhaseItMet: a call started 100 ms before
+// the second fault whose request reached the endpoint in it (a busy
+// machine is slow to send) is judged with that fault: it neither spoils
+// the recovery from the first fault nor counts as refused while the
+// endpoint worked.
+func TestSummarizeJudgesACallByThePhaseItMet(t *testing.T) {
+	s := time.Second
+	c := StormCase{Rate: 10, Duration: 40 * s, Deadline: 20 * s, IncidentStart: 10 * s, IncidentEnd: 30 * s,
+		Phases: []StormPhase{
+			{Name: "up-1", End: 10 * s}, {Name: "down-1", Start: 10 * s, End: 15 * s, Sick: true},
+			{Name: "up-2", Start: 15 * s, End: 25 * s}, {Name: "down-2", Start: 25 * s, End: 30 * s, Sick: true},
+			{Name: "recovered", Start: 30 * s, End: -1},
+		}}
+	late := 24900 * time.Millisecond
+	outs := calls(c.Duration, func(at time.Duration) bool {
+		return at >= 10*s && at < 16*s || at >= late && at < 30*s
+	})
+	st := llmsim.Stats{Conversations: map[string]llmsim.Conversation{}}
+	for _, o := range outs {
+		at := o.Start
+		if o.Start == late {
+			at += 150 * time.Millisecond
+		}
+		st.Conversations[o.Key] = llmsim.Conversation{Attempts: 1, Requests: []llmsim.Attempt{{N: 1, AtMS: at.Milliseconds(), Outcome: "200"}}}
+	}
+	got := Summarize(outs, st, c)
+	if want := []Recovery{{At: 15 * s, Recovered: true, After: s}, {At: 30 * s, Recovered: true}}; !slices.Equal(got.Recoveries, want) {
+		t.Errorf("recoveries %v, want %v", got.Recoveries, want)
+	}
+	if got.WorkingCalls != 299 || got.UpCalls != 99 || got.UpByModelPct != 100*89.0/99 {
+		t.Errorf("working calls %d, in up windows %d (%v %% by a model); want 299, 99 (%v %%)", got.WorkingCalls, got.UpCalls, got.UpByModelPct, 100*89.0/99)
+	}
+}
+
 func TestFirstFailed(t *testing.T) {
 	for _, tt := range []struct {
 		name         string

@@ -478,7 +478,8 @@ type StormSummary struct {
 	// incident that a model answered within their deadline.
 	IncidentByModelPct float64
 	// WorkingCalls are the calls started while the endpoint works (in a
-	// phase without faults or changed latency), WorkingByModelPct the share
+	// phase without faults or changed latency) whose first request, if
+	// any, reached it while it still worked; WorkingByModelPct the share
 	// of them a model answered within their deadline; UpCalls and
 	// UpByModelPct the same for the working phases inside the incident (a
 	// flapping endpoint's up windows).
@@ -624,6 +625,18 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 		s.Endpoints = append(s.Endpoints, l)
 	}
 	good := func(o Outcome) bool { return o.ByModel && o.Latency <= c.Deadline }
+	// A call is judged by the phase it met: one started in a working phase
+	// whose first request reached the endpoint in a sick one (a call starts
+	// ~150 ms before its request leaves, longer on a busy machine) met the
+	// fault, not the working endpoint.
+	metFault := func(o Outcome) bool {
+		reqs := st.Conversations[o.Key].Requests
+		if len(reqs) == 0 {
+			return false
+		}
+		working, _ := c.Working(time.Duration(reqs[0].AtMS) * time.Millisecond)
+		return !working
+	}
 	answered, byModel := 0, 0
 	incAttempts := 0
 	for _, o := range outs {
@@ -643,7 +656,7 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 				s.IncidentByModelPct++
 			}
 		}
-		if working, up := c.Working(o.Start); working {
+		if working, up := c.Working(o.Start); working && !metFault(o) {
 			s.WorkingCalls++
 			if good(o) {
 				s.WorkingByModelPct++
@@ -691,7 +704,11 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 	}
 	for _, e := range c.FaultEnds() {
 		r := Recovery{At: e.At}
-		r.After, r.Recovered = RecoveryWithin(outs, e.At, e.Until, good, 100*time.Millisecond, minCalls)
+		judged := outs
+		if e.Until >= 0 {
+			judged = slices.DeleteFunc(slices.Clone(outs), func(o Outcome) bool { return o.Start < e.Until && metFault(o) })
+		}
+		r.After, r.Recovered = RecoveryWithin(judged, e.At, e.Until, good, 100*time.Millisecond, minCalls)
 		s.Recoveries = append(s.Recoveries, r)
 	}
 	tailGood, tail := 0, 0
