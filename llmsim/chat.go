@@ -67,10 +67,11 @@ func (s *Sim) limiter(m ModelSpec, model, key string, now time.Time) *tokenBucke
 	return b
 }
 
-func (s *Sim) plan(arrival time.Time, model, key, conv string, dirs []Directive) plan {
+func (s *Sim) plan(arrival time.Time, model, key, conv string, attempt int, dirs []Directive) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := plan{keep: s.sc.keepWorking}
+	d := s.draws(conv, attempt)
 	m, ok := s.sc.models[model]
 	if !ok {
 		p.fault, p.source = FaultSpec{Kind: FaultModelNotFound}, "request"
@@ -88,22 +89,22 @@ func (s *Sim) plan(arrival time.Time, model, key, conv string, dirs []Directive)
 			lat = l
 		}
 	}
-	p.base = lat.Sample(s.rng)
-	for i, d := range dirs {
-		if d.Spec.Kind == FaultNone || !d.Spec.matchesModel(model) {
+	p.base = lat.Sample(d.rng(drawTTFT, 0, 0))
+	for i, dir := range dirs {
+		if dir.Spec.Kind == FaultNone || !dir.Spec.matchesModel(model) {
 			continue
 		}
-		key := conv + "\x00" + strconv.Itoa(i) + "\x00" + d.Raw
-		if d.Times != TimesAlways && s.dirUsed[key] >= d.Times {
+		key := conv + "\x00" + strconv.Itoa(i) + "\x00" + dir.Raw
+		if dir.Times != TimesAlways && s.dirUsed[key] >= dir.Times {
 			continue
 		}
 		s.dirUsed[key]++
-		if d.Spec.Kind == FaultLatency {
-			p.extra += d.Spec.Latency.Sample(s.rng)
+		if dir.Spec.Kind == FaultLatency {
+			p.extra += dir.Spec.Latency.Sample(d.rng(drawDirective, 0, i))
 			p.latency, p.source = true, "directive"
 			continue
 		}
-		p.fault, p.source = d.Spec, "directive"
+		p.fault, p.source = dir.Spec, "directive"
 		break
 	}
 	if p.fault.Kind == FaultNone {
@@ -125,11 +126,11 @@ func (s *Sim) plan(arrival time.Time, model, key, conv string, dirs []Directive)
 			if f.First > 0 && s.ruleSeen[k] > f.First {
 				continue
 			}
-			if f.Probability > 0 && f.Probability < 1 && s.rng.Float64() >= f.Probability {
+			if f.Probability > 0 && f.Probability < 1 && d.rng(drawRule, sp.index, j).Float64() >= f.Probability {
 				continue
 			}
 			if f.Kind == FaultLatency {
-				p.extra += f.Latency.Sample(s.rng)
+				p.extra += f.Latency.Sample(d.rng(drawRuleLatency, sp.index, j))
 				p.latency = true
 				if p.source == "" {
 					p.source = "phase:" + p.phase
@@ -141,7 +142,10 @@ func (s *Sim) plan(arrival time.Time, model, key, conv string, dirs []Directive)
 		}
 	}
 	if p.fault.Kind != FaultNone {
-		p.delay = p.fault.Latency.Sample(s.rng)
+		p.delay = p.fault.Latency.Sample(d.rng(drawDelay, 0, 0))
+	}
+	if p.fault.Kind == FaultPause {
+		p.delay += s.sc.untilEnd(sp, arrival.Sub(s.epoch))
 	}
 	return p
 }
@@ -277,7 +281,7 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	p := s.plan(x.rec.Time, x.req.Model, bearer(r), conv, dirs)
+	p := s.plan(x.rec.Time, x.req.Model, bearer(r), conv, x.rec.Attempt, dirs)
 	if l := p.limit; l != nil {
 		// OpenAI's rate-limit headers, on every response of a limited model.
 		h := x.header()
@@ -298,7 +302,14 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	x.rec.PromptTokens = EstimatePromptTokens(msgs)
 
 	info, _ := faultInfo(p.fault.Kind)
-	if p.fault.Kind != FaultNone && info.stage == stageFront {
+	if p.fault.Kind == FaultPause {
+		// A paused server holds the request without taking it into the
+		// model's queue; once it resumes, the request is served as usual.
+		if !x.wait(p.delay) {
+			x.gone()
+			return
+		}
+	} else if p.fault.Kind != FaultNone && info.stage == stageFront {
 		if p.fault.Kind == FaultContextLength {
 			window := p.fault.Window
 			if window == 0 {

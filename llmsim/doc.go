@@ -107,6 +107,7 @@
 //	fault                    status  class (docs/how-it-works.md "Failure classes")          params                    client sees
 //	latency                  200     read_timeout (client)    latency                   extra time to first token, then a normal answer
 //	hang                     -       read_timeout             -                         nothing until the client gives up
+//	pause                    200     read_timeout (client)    latency                   nothing until the phase ends, then a normal answer
 //	reset                    -       server_error             -                         TCP RST before any response byte (the request was sent)
 //	rate_limited             429     rate_limited             retry_after, retry_header rate_limit_exceeded + Retry-After / retry-after-ms
 //	quota_exceeded           429     auth                     -                         insufficient_quota
@@ -161,6 +162,11 @@
 // headers and half the body (then cut, or stall), and stream_error answers
 // error_body's 200 {"error":…} when the generation ends. /stats records
 // how many tokens were delivered before the strike (see Stats).
+//
+// pause holds a request, outside the model's queue, until the phase it
+// arrived in ends and then serves it as usual (a request whose client left
+// meanwhile is dropped): the hang of a server that resumes, where hang is
+// the hang of one that lost the request.
 //
 // Every fault also reads latency (a delay before a front fault's answer,
 // or extra time to first token for a back fault). retry_header is one of seconds
@@ -246,7 +252,12 @@
 // Phases run one after another (or from an explicit start offset); outside
 // every phase the models are healthy. Fault rules select requests by model
 // ("*" for all), probability (seeded RNG) and first (the first N requests
-// the rule sees). Bad files are refused with the file and the field:
+// the rule sees). The seeded RNG draws in arrival order; with
+// Options.CallNumber, which numbers each conversation by its logical call,
+// every draw of a request (its fault, its latency) comes instead from the
+// seed, the call number and the attempt, so that clients run one after
+// another against the same scenario meet the same faults request for
+// request. Bad files are refused with the file and the field:
 // `spike.yaml: phases[1].faults[0].kind: unknown fault "rate_limit" (did you
 // mean rate_limited?)`. The shipped scenarios (BuiltinScenarios) are
 // embedded: healthy, mixed (the demo), spike-5s (a 5-second latency

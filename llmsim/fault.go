@@ -25,6 +25,14 @@ const (
 	// FaultHang never answers: no status line, no headers, until the client
 	// gives up (or the simulator closes). Class read_timeout.
 	FaultHang Fault = "hang"
+	// FaultPause holds the request, without a response byte and without
+	// taking it into the model's queue, until the phase it arrived in ends
+	// (plus param latency), then serves it as usual: a server that stalls
+	// and then resumes (a stuck scheduler, a paused process). A request
+	// whose client leaves meanwhile is dropped. In a phase without an end,
+	// and for a directive, only param latency. Class read_timeout while it
+	// lasts.
+	FaultPause Fault = "pause"
 	// FaultReset closes the TCP connection with an RST before any response
 	// byte is written. Class connect.
 	FaultReset Fault = "reset"
@@ -170,6 +178,7 @@ type FaultInfo struct {
 var faultTable = []FaultInfo{
 	{FaultLatency, 200, "read_timeout (client)", "latency", "adds latency to the time to first token, then answers normally", stageBack},
 	{FaultHang, 0, "read_timeout", "", "no response at all until the client gives up", stageFront},
+	{FaultPause, 200, "read_timeout (client)", "latency", "nothing until the phase ends, then a normal answer", stageFront},
 	{FaultReset, 0, "server_error", "", "TCP reset (RST) before any response byte (the request was sent)", stageFront},
 	{FaultRateLimited, 429, "rate_limited", "retry_after, retry_header", "code rate_limit_exceeded, Retry-After and/or retry-after-ms", stageFront},
 	{FaultQuotaExceeded, 429, "auth", "", "code insufficient_quota (quota exhausted)", stageFront},

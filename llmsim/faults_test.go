@@ -119,6 +119,14 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("err = %v (status %d), want a client timeout before any response", r.err, r.status)
 			}
 		}},
+		// Outside a phase with an end, a pause lasts its latency
+		// (TestPauseServesWhenThePhaseEnds pauses until a phase ends).
+		{fault: llmsim.FaultPause, directive: "latency=300ms", outcome: "200", check: func(t *testing.T, r result) {
+			c := choice(t, r)
+			if c.Message.Content != llmsim.Answer("qwen-72b", r.q) || r.elapsed < 300*time.Millisecond {
+				t.Errorf("content %q after %v, want the answer after 300ms", c.Message.Content, r.elapsed)
+			}
+		}},
 		{fault: llmsim.FaultReset, outcome: llmsim.OutcomeReset, check: func(t *testing.T, r result) {
 			noHTTPError(t, r.err)
 			if !errors.Is(r.err, syscall.ECONNRESET) && !errors.Is(r.err, io.EOF) {

@@ -462,6 +462,18 @@ func (r *resolved) at(elapsed time.Duration) *span {
 	return nil
 }
 
+// untilEnd is the time from elapsed until the end of span sp (the phase
+// active at elapsed); 0 for no span or one without an end.
+func (r *resolved) untilEnd(sp *span, elapsed time.Duration) time.Duration {
+	if sp == nil || sp.end < 0 {
+		return 0
+	}
+	if r.period > 0 && elapsed >= 0 {
+		elapsed %= r.period
+	}
+	return max(0, sp.end-elapsed)
+}
+
 // ParseScenario parses a scenario from YAML or JSON (JSON when source ends
 // in ".json" or data is a JSON object) and validates it. Errors name source
 // and the offending field (see ScenarioError).

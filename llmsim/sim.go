@@ -35,6 +35,14 @@ type Options struct {
 	// each answer generated and sent, see Generation) the stats keep; 0
 	// means 1000, a negative number none.
 	KeepGenerations int
+	// CallNumber, when set, numbers a conversation (its key, see
+	// Stats.Conversations) by the logical call it belongs to; false: not
+	// known. The faults and latencies of a numbered call's requests are
+	// then drawn per request — from the scenario's seed, the call number
+	// and the attempt — instead of in arrival order from one RNG, so that
+	// clients compared one after another on the same scenario, whose calls
+	// carry different keys, meet the same schedule request for request.
+	CallNumber func(conversation string) (call int, ok bool)
 }
 
 // Record describes one chat request for Options.OnRequest.
@@ -89,15 +97,16 @@ type Record struct {
 // Sim is the simulator: an http.Handler serving the OpenAI-compatible API,
 // the stats and the admin endpoints. Safe for concurrent use.
 type Sim struct {
-	clock     func() time.Time
-	onRequest func(Record)
-	maxBody   int64
-	maxHang   time.Duration
-	mux       *http.ServeMux
-	stats     *recorder
-	seq       atomic.Uint64
-	closed    chan struct{}
-	closeOnce sync.Once
+	clock      func() time.Time
+	onRequest  func(Record)
+	callNumber func(string) (int, bool)
+	maxBody    int64
+	maxHang    time.Duration
+	mux        *http.ServeMux
+	stats      *recorder
+	seq        atomic.Uint64
+	closed     chan struct{}
+	closeOnce  sync.Once
 
 	mu       sync.Mutex
 	sc       *resolved
@@ -113,12 +122,13 @@ type Sim struct {
 // scenario is invalid.
 func New(opts Options) (*Sim, error) {
 	s := &Sim{
-		clock:     opts.Clock,
-		onRequest: opts.OnRequest,
-		maxBody:   opts.MaxBodyBytes,
-		maxHang:   opts.MaxHang,
-		closed:    make(chan struct{}),
-		pools:     map[string]*pool{},
+		clock:      opts.Clock,
+		onRequest:  opts.OnRequest,
+		callNumber: opts.CallNumber,
+		maxBody:    opts.MaxBodyBytes,
+		maxHang:    opts.MaxHang,
+		closed:     make(chan struct{}),
+		pools:      map[string]*pool{},
 	}
 	if s.clock == nil {
 		s.clock = time.Now
