@@ -332,14 +332,11 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 	if created.IsZero() {
 		created = h.o.Now()
 	}
-	resume := resumePoint{offset: -1}
-	if after >= 0 {
-		resume = resumePoint{set: true, offset: -1, bytes: textOf(after)}
-	}
+	resume := resumePoint{offset: -1, set: after >= 0}
 	// The call may have been started with any deadline the policy allows.
 	limit := h.waitLimit(workflows.CallRequest{DeadlineMS: h.o.Config.Call.MaxDeadline.D().Milliseconds()})
 	sw := newSSEWriter(w, responseID(id), created)
-	h.stream(w, r, id, limit, chatRequest{}, resume, sw, newResponsesFormat(sw, true, after))
+	h.stream(w, r, id, limit, chatRequest{}, resume, sw, newResponsesFormat(sw, true, after, 0))
 }
 
 // cancelResponse serves POST /v1/responses/{id}/cancel: it cancels the

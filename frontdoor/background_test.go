@@ -165,11 +165,12 @@ func TestBackgroundStreamResumes(t *testing.T) {
 	oc := d.openai(tokAcme)
 
 	type got struct {
-		seqs  []int64
-		text  strings.Builder
-		final *responses.Response
-		types []string
-		id    string
+		seqs   []int64
+		text   strings.Builder
+		deltas []string
+		final  *responses.Response
+		types  []string
+		id     string
 	}
 	read := func(s interface {
 		Next() bool
@@ -186,6 +187,7 @@ func TestBackgroundStreamResumes(t *testing.T) {
 			switch ev.Type {
 			case "response.output_text.delta":
 				g.text.WriteString(ev.Delta)
+				g.deltas = append(g.deltas, ev.Delta)
 				deltas++
 			case "response.created":
 				g.id = ev.Response.ID
@@ -202,10 +204,12 @@ func TestBackgroundStreamResumes(t *testing.T) {
 		}
 		require.NoError(t, s.Err())
 	}
-	requireIncreasing := func(seqs []int64) {
+	// OpenAI numbers a response's events 0, 1, 2, …: each resumed stream
+	// goes on from the number after the one it started after.
+	requireConsecutive := func(seqs []int64) {
 		t.Helper()
 		for i := 1; i < len(seqs); i++ {
-			require.Greater(t, seqs[i], seqs[i-1], "sequence numbers %v", seqs)
+			require.Equal(t, seqs[i-1]+1, seqs[i], "sequence numbers %v", seqs)
 		}
 	}
 
@@ -225,7 +229,8 @@ func TestBackgroundStreamResumes(t *testing.T) {
 	require.NotNil(t, rest.final, "no response.completed among %v", rest.types)
 	require.Equal(t, responses.ResponseStatusCompleted, rest.final.Status)
 	all := append(append([]int64{}, first.seqs...), rest.seqs...)
-	requireIncreasing(all)
+	require.Equal(t, int64(0), all[0])
+	requireConsecutive(all)
 	final := rest.final.OutputText()
 	require.Equal(t, final, first.text.String()+rest.text.String())
 	require.Greater(t, len(final), len(first.text.String()))
@@ -239,8 +244,8 @@ func TestBackgroundStreamResumes(t *testing.T) {
 	var after got
 	read(oc.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: openai.Int(firstDelta)}), &after, 0)
 	require.NotNil(t, after.final, "no response.completed among %v", after.types)
-	requireIncreasing(append([]int64{firstDelta}, after.seqs...))
-	require.Equal(t, final, first.text.String()[:firstDelta-3]+after.text.String())
+	requireConsecutive(append([]int64{firstDelta}, after.seqs...))
+	require.Equal(t, final, first.deltas[0]+after.text.String())
 	require.Equal(t, rest.seqs[len(rest.seqs)-1], after.seqs[len(after.seqs)-1], "response.completed has one sequence number")
 
 	// The whole stream again, from the start.
@@ -248,7 +253,8 @@ func TestBackgroundStreamResumes(t *testing.T) {
 	read(oc.Responses.GetStreaming(ctx, id, responses.ResponseGetParams{}), &whole, 0)
 	require.Equal(t, final, whole.text.String())
 	require.Equal(t, int64(0), whole.seqs[0])
-	requireIncreasing(whole.seqs)
+	requireConsecutive(whole.seqs)
+	require.Equal(t, all, whole.seqs, "the whole stream is numbered as the live one was")
 }
 
 // TestBackgroundWithTypeScriptClient: background responses with the
@@ -300,8 +306,8 @@ func TestBackgroundWithTypeScriptClient(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, res.Content, r.FinalText)
 	require.Equal(t, res.Content, r.Text, "the deltas before and after the resume add up to the answer")
-	for i := 1; i < len(r.Seqs); i++ {
-		require.Greater(t, r.Seqs[i], r.Seqs[i-1], "sequence numbers %v", r.Seqs)
+	for i, seq := range r.Seqs {
+		require.Equal(t, int64(i), seq, "sequence numbers 0, 1, 2, … across the resume: %v", r.Seqs)
 	}
 }
 
@@ -350,7 +356,7 @@ func TestBackgroundStreamSurvivesFrontDoorRestart(t *testing.T) {
 	var final *responses.Response
 	for r.Next() {
 		ev := r.Current()
-		require.Greater(t, ev.SequenceNumber, seqs[len(seqs)-1], "sequence numbers %v then %d", seqs, ev.SequenceNumber)
+		require.Equal(t, seqs[len(seqs)-1]+1, ev.SequenceNumber, "sequence numbers %v then %d", seqs, ev.SequenceNumber)
 		seqs = append(seqs, ev.SequenceNumber)
 		switch ev.Type {
 		case "response.output_text.delta":

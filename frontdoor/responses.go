@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -54,16 +55,13 @@ func (responsesAPI) write(w http.ResponseWriter, id string, created time.Time, r
 	writeJSON(w, http.StatusOK, o)
 }
 func (a responsesAPI) stream(sw *sseWriter, cr chatRequest, resume resumePoint) streamFormat {
-	// A client that reconnects (Last-Event-ID) has the events up to its
-	// text, or the two that open the stream.
+	// A client that reconnects (Last-Event-ID) has the two events that
+	// open the stream, and the text up to the byte its id names.
 	after := -1
-	switch {
-	case resume.set && resume.bytes > 0:
-		after = seqText(resume.bytes)
-	case resume.set:
+	if resume.set {
 		after = seqInProgress
 	}
-	return newResponsesFormat(sw, a.bg != nil && *a.bg, after)
+	return newResponsesFormat(sw, a.bg != nil && *a.bg, after, resume.bytes)
 }
 func (responsesAPI) objectID(id string) string { return responseID(id) }
 
@@ -502,21 +500,26 @@ func newResponseObject(id string, created time.Time, res workflows.CallResult, s
 	return o
 }
 
-// Sequence numbers of a response's stream events. They are a function of
+// Sequence numbers of a response's stream events run 0, 1, 2, … without
+// a gap, as OpenAI numbers them (clients that check for gaps, or count
+// events by them, take a jump for lost events). They are a function of
 // the answer, not of the connection, so that every connection that
 // streams one response numbers its events alike and a client resumes
 // (starting_after, Last-Event-ID) exactly where it stopped:
 //
 //	0, 1             response.created, response.in_progress
 //	2, 3             output_item.added, content_part.added of the message
-//	3 + b            the output_text.delta that ends at byte b of the text
-//	4 + len(text) …  output_text.done, content_part.done, output_item.done,
+//	3 + k            the output_text.delta of the text's k-th piece
+//	4 + pieces …     output_text.done, content_part.done, output_item.done,
 //	                 then 4 per function call, then response.completed
 //
-// So the numbers grow with every event but are not consecutive: each
-// delta's is the byte length of the text so far plus 3, which names the
-// text a client has whatever pieces its connection got (the stream's
-// deltas while the call runs, the result's pieces after it ended).
+// A connection is handed the text in pieces of its own (the stream's
+// deltas while the call runs, one piece from the result after it ended,
+// from a worker that resent an attempt), so the text is cut again into
+// pieces that depend on it alone (nextPiece): a word with the spaces after
+// it, or at most maxPiece bytes of text without spaces. A piece goes out
+// once the byte after it has arrived, so a delta waits for at most the
+// next word.
 const (
 	seqCreated    = 0
 	seqInProgress = 1
@@ -524,35 +527,70 @@ const (
 	seqPartAdded  = 3
 )
 
-// seqText is the sequence number of the delta that ends at byte b.
-func seqText(b int) int { return seqPartAdded + b }
+// maxPiece is the most bytes of text without a space in one
+// output_text.delta (a few characters of Chinese, a long URL's part).
+const maxPiece = 32
 
-// textOf is the bytes of answer text a client has after the event with
-// sequence number seq.
-func textOf(seq int) int { return max(0, seq-seqPartAdded) }
+// nextPiece is the length of the piece of text that s starts with, or 0
+// while it is not known: s ends before the byte after the piece, and more
+// text is still to come (last is false). A piece ends where a word
+// follows whitespace, or at the first rune that starts maxPiece bytes or
+// more into it; the answer's last piece ends with it.
+func nextPiece(s string, last bool) int {
+	for i := 1; i < len(s); i++ {
+		if !utf8.RuneStart(s[i]) {
+			continue
+		}
+		if i >= maxPiece || (isSpace(s[i-1]) && !isSpace(s[i])) {
+			return i
+		}
+	}
+	if last {
+		return len(s)
+	}
+	return 0
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
 // responsesFormat streams Responses API events: response.created, the
 // message item and its output_text deltas, function call items, and
-// response.completed (or an error event). Events up to sequence number
-// after are the client's already and not sent.
+// response.completed (or an error event). It is handed the answer's text
+// from its first byte, also on a resumed stream, since the numbers of
+// its events count the pieces of the whole text; the events a client has
+// already (up to sequence number after, or up to byte have of the text
+// for a Last-Event-ID) are not sent.
 type responsesFormat struct {
 	sw         *sseWriter
 	wid        string
 	background bool
-	after      int
+	after      int // the client has the events up to this sequence number
+	have       int // and the text up to this byte
 	last       int // the sequence number of the last event, sent or not
 	started    bool
 	msgOpen    bool
+	received   int    // bytes of text handed over
+	pending    string // text handed over and not yet cut into a piece
+	sent       int    // bytes of text cut into pieces
+	pieces     int    // pieces cut
+	offset     int64  // the stream offset of the text handed over last
 }
 
-func newResponsesFormat(sw *sseWriter, background bool, after int) *responsesFormat {
-	return &responsesFormat{sw: sw, wid: strings.TrimPrefix(sw.id, responseIDPrefix), background: background, after: after, last: -1}
+func newResponsesFormat(sw *sseWriter, background bool, after, have int) *responsesFormat {
+	if have > 0 {
+		after = max(after, seqPartAdded)
+	}
+	return &responsesFormat{sw: sw, wid: strings.TrimPrefix(sw.id, responseIDPrefix), background: background,
+		after: after, have: have, last: -1, offset: -1}
 }
+
+// wholeText marks the format that is handed the text from its first byte.
+func (*responsesFormat) wholeText() {}
 
 // event sends one typed event with sequence number seq, unless the
 // client has it.
 func (f *responsesFormat) event(seq int, id, typ string, fields map[string]any) {
-	seq = max(seq, f.last+1) // a replaced answer (hedge.replace) may be shorter than the text streamed
+	seq = max(seq, f.last+1) // never twice the same number, whatever came before
 	f.last = seq
 	if seq <= f.after {
 		return
@@ -595,41 +633,60 @@ func (f *responsesFormat) open(model string) {
 	f.event(seqPartAdded, "", "response.content_part.added", map[string]any{"item_id": msgItemID(f.wid), "output_index": 0, "content_index": 0, "part": textPart("")})
 }
 
-// text sends a piece of the text; sseID is "<offset>:<bytes>", the bytes
-// of text once the piece is added (resumePoint.id).
-func (f *responsesFormat) text(sseID, model, piece string) {
+// text takes a piece of the text handed over at stream position at, and
+// sends the pieces of the text now known.
+func (f *responsesFormat) text(at resumePoint, model, piece string) {
 	f.open(model)
-	_, b, _ := strings.Cut(sseID, ":")
-	n, err := strconv.Atoi(b)
-	if err != nil {
-		n = textOf(f.last) + len(piece)
+	f.offset = at.offset
+	f.received += len(piece)
+	f.pending += piece
+	f.flush(false)
+}
+
+// flush sends the pieces of the pending text whose end is known (all of
+// it once the text is complete), each an output_text.delta whose SSE id
+// is where a reconnect resumes after it.
+func (f *responsesFormat) flush(complete bool) {
+	for {
+		n := nextPiece(f.pending, complete)
+		if n == 0 {
+			return
+		}
+		piece, start := f.pending[:n], f.sent
+		f.pending, f.sent, f.pieces = f.pending[n:], f.sent+n, f.pieces+1
+		seq := seqPartAdded + f.pieces
+		switch {
+		case f.sent <= f.have:
+			f.after = max(f.after, seq) // the client has this piece
+		case start < f.have:
+			piece = piece[runeStart(piece, f.have-start):] // and the start of this one
+		}
+		f.event(seq, resumePoint{offset: f.offset, bytes: f.sent}.id(), "response.output_text.delta", map[string]any{
+			"item_id": msgItemID(f.wid), "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []any{}})
 	}
-	f.event(seqText(n), sseID, "response.output_text.delta", map[string]any{"item_id": msgItemID(f.wid), "output_index": 0,
-		"content_index": 0, "delta": piece, "logprobs": []any{}})
 }
 
 func (f *responsesFormat) end(id string, res workflows.CallResult) {
 	if !f.started {
 		f.start(modelOf(res))
 	}
-	seq := seqText(len(res.Content)) + 1
+	seq := seqItemAdded
 	idx := 0
-	if res.Content != "" || len(res.ToolCalls) == 0 {
-		if !f.msgOpen {
-			f.open(modelOf(res))
-			if res.Content != "" {
-				f.event(seqText(len(res.Content)), "", "response.output_text.delta", map[string]any{"item_id": msgItemID(id), "output_index": 0,
-					"content_index": 0, "delta": res.Content, "logprobs": []any{}})
-			}
+	if f.msgOpen || res.Content != "" || len(res.ToolCalls) == 0 {
+		f.open(modelOf(res))
+		if f.received == 0 {
+			f.pending = res.Content // no delta came: the answer is the result's
 		}
+		f.flush(true)
+		seq = seqPartAdded + f.pieces + 1
 		f.event(seq, "", "response.output_text.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
 			"text": res.Content, "logprobs": []any{}})
 		f.event(seq+1, "", "response.content_part.done", map[string]any{"item_id": msgItemID(id), "output_index": 0, "content_index": 0,
 			"part": textPart(res.Content)})
 		f.event(seq+2, "", "response.output_item.done", map[string]any{"output_index": 0, "item": respMessage(id, res.Content, "completed")})
+		seq += 3
 		idx++
 	}
-	seq += 3
 	for i, c := range res.ToolCalls {
 		item := functionCallItem{Type: "function_call", ID: fnItemID(id, i), CallID: c.ID, Name: c.Function.Name, Status: "in_progress"}
 		f.event(seq, "", "response.output_item.added", map[string]any{"output_index": idx, "item": item})
@@ -648,6 +705,9 @@ func (f *responsesFormat) end(id string, res workflows.CallResult) {
 }
 
 func (f *responsesFormat) fail(e *apiError) {
+	if f.msgOpen {
+		f.flush(true) // the text so far, then the error
+	}
 	b := e.body()
 	f.event(f.last+1, "", "error", map[string]any{"code": b.Error.Code, "message": b.Error.Message, "param": b.Error.Param})
 }

@@ -1,12 +1,16 @@
 package frontdoor
 
 import (
+	"encoding/json"
 	"maps"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
 func TestDecodeResponsesRequest(t *testing.T) {
@@ -79,4 +83,146 @@ func TestFieldListsAreStandard(t *testing.T) {
 			}
 		}
 	}
+}
+
+// responsesEvent is one event of a Responses API stream as a client reads it.
+type responsesEvent struct {
+	id    string
+	typ   string
+	seq   int
+	delta string
+}
+
+// readResponsesEvents parses the SSE events a responsesFormat wrote.
+func readResponsesEvents(t *testing.T, body string) []responsesEvent {
+	t.Helper()
+	var out []responsesEvent
+	if strings.TrimSpace(body) == "" {
+		return nil
+	}
+	for _, block := range strings.Split(strings.TrimSpace(body), "\n\n") {
+		var ev responsesEvent
+		for _, line := range strings.Split(block, "\n") {
+			switch k, v, _ := strings.Cut(line, ": "); k {
+			case "id":
+				ev.id = v
+			case "data":
+				var d struct {
+					Type  string `json:"type"`
+					Seq   int    `json:"sequence_number"`
+					Delta string `json:"delta"`
+				}
+				if err := json.Unmarshal([]byte(v), &d); err != nil {
+					t.Fatalf("event data %q: %v", v, err)
+				}
+				ev.typ, ev.seq, ev.delta = d.Type, d.Seq, d.Delta
+			}
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// TestResponsesEventNumbering: a response's events are numbered 0, 1, 2, …
+// without a gap, as OpenAI numbers them, and alike on every connection
+// whatever pieces of the text it was handed (one delta per word, a few
+// long ones, the whole answer at once from the result), so a client
+// resumes with starting_after (or Last-Event-ID) exactly where it
+// stopped: nothing repeated, nothing lost.
+func TestResponsesEventNumbering(t *testing.T) {
+	const answer = "The order left the warehouse on Monday.\n\n  It should arrive within three days; 订单已于周一从仓库发出，预计三天内送达。 Track it at https://example.com/track?id=0123456789abcdefghij."
+	res := workflows.CallResult{Content: answer, Model: "qwen-72b", Source: workflows.SourceModel, FinishReason: "stop"}
+	feeds := map[string][]string{
+		"whole":  {answer},
+		"bytes7": nil,
+		"words":  strings.SplitAfter(answer, " "),
+	}
+	for i := 0; i < len(answer); i += 7 {
+		feeds["bytes7"] = append(feeds["bytes7"], answer[i:min(i+7, len(answer))])
+	}
+	run := func(pieces []string, bg bool, after, have int) []responsesEvent {
+		rec := httptest.NewRecorder()
+		sw := newSSEWriter(rec, "resp_llm-x", time.Unix(0, 0))
+		f := newResponsesFormat(sw, bg, after, have)
+		if after < 0 && have == 0 {
+			f.start("qwen-72b")
+		}
+		b := 0
+		for i, p := range pieces {
+			b += len(p)
+			f.text(resumePoint{set: true, offset: int64(i), bytes: b}, "qwen-72b", p)
+		}
+		f.end("llm-x", res)
+		return readResponsesEvents(t, rec.Body.String())
+	}
+	texts := func(evs []responsesEvent) (string, []string) {
+		var all strings.Builder
+		var ds []string
+		for _, ev := range evs {
+			if ev.typ == "response.output_text.delta" {
+				all.WriteString(ev.delta)
+				ds = append(ds, ev.delta)
+			}
+		}
+		return all.String(), ds
+	}
+
+	want := run(feeds["whole"], true, -1, 0)
+	for i, ev := range want {
+		if ev.seq != i {
+			t.Fatalf("event %d (%s) has sequence number %d: want 0, 1, 2, … without a gap", i, ev.typ, ev.seq)
+		}
+	}
+	text, deltas := texts(want)
+	if text != answer {
+		t.Fatalf("the deltas add up to %q, want %q", text, answer)
+	}
+	if len(deltas) < 10 {
+		t.Fatalf("the answer went out in %d deltas, want it streamed in word-sized pieces: %q", len(deltas), deltas)
+	}
+	if last := want[len(want)-1]; last.typ != "response.completed" {
+		t.Fatalf("the last event is %s, want response.completed", last.typ)
+	}
+	for name, pieces := range feeds {
+		got := run(pieces, true, -1, 0)
+		if !sameEvents(got, want) {
+			t.Errorf("%s: the events differ from those of the whole answer:\n got %v\nwant %v", name, got, want)
+		}
+		// Resumed after each event: exactly the events after it.
+		for after := 0; after < len(want); after++ {
+			rest := run(pieces, true, after, 0)
+			if !sameEvents(rest, want[after+1:]) {
+				t.Fatalf("%s, starting_after %d:\n got %v\nwant %v", name, after, rest, want[after+1:])
+			}
+		}
+	}
+	// A POST stream reconnecting with the Last-Event-ID of a delta gets
+	// the events after it.
+	for i, ev := range want {
+		if ev.typ != "response.output_text.delta" {
+			continue
+		}
+		p, err := parseLastEventID(ev.id)
+		if err != nil {
+			t.Fatalf("delta %d: id %q: %v", i, ev.id, err)
+		}
+		rest := run(feeds["bytes7"], true, seqInProgress, p.bytes)
+		if !sameEvents(rest, want[i+1:]) {
+			t.Fatalf("Last-Event-ID %q:\n got %v\nwant %v", ev.id, rest, want[i+1:])
+		}
+	}
+}
+
+// sameEvents compares events by type, sequence number and delta (not by
+// SSE id, whose stream offset depends on the connection).
+func sameEvents(a, b []responsesEvent) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].typ != b[i].typ || a[i].seq != b[i].seq || a[i].delta != b[i].delta {
+			return false
+		}
+	}
+	return true
 }

@@ -75,6 +75,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limi
 	if resume.set {
 		pos = resume
 	}
+	if _, ok := f.(wholeTextFormat); ok {
+		pos.bytes = 0 // the format leaves out the text the client has
+	}
 	committed := false
 	var early []string // event comments from before the commit
 	commit := func(res *workflows.CallResult) {
@@ -125,12 +128,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limi
 				// A live delta is one chunk; the rest taken from the result
 				// (a whole answer, a fallback's) is cut into pieces.
 				pieces := []string{text}
-				if it.Offset < 0 {
+				if _, whole := f.(wholeTextFormat); it.Offset < 0 && !whole {
 					pieces = splitContent(text)
 				}
 				for _, piece := range pieces {
 					pos.bytes += len(piece)
-					f.text(pos.id(), model, piece)
+					f.text(pos, model, piece)
 				}
 				pos.bytes = it.end
 				wrote = true
@@ -223,14 +226,23 @@ func runeStart(s string, i int) int {
 type streamFormat interface {
 	// start opens a new stream (not a resumed one) for model.
 	start(model string)
-	// text sends one piece of the answer; id is the SSE id a reconnect
-	// resumes from.
-	text(id, model, piece string)
+	// text sends one piece of the answer; at is where the stream is once
+	// it is sent (its id is the SSE id a reconnect resumes from).
+	text(at resumePoint, model, piece string)
 	// end sends what ends a stream: the result's tool calls, finish,
 	// usage.
 	end(id string, res workflows.CallResult)
 	// fail sends a failure after the 200 was committed.
 	fail(e *apiError)
+}
+
+// wholeTextFormat is a streamFormat that is handed the answer's text from
+// its first byte, also on a resumed stream, as its pieces came, and leaves
+// out itself what the client has: responsesFormat, whose event numbers
+// count the pieces of the whole text.
+type wholeTextFormat interface {
+	streamFormat
+	wholeText()
 }
 
 // chatFormat streams chat.completion.chunk events.
@@ -240,8 +252,8 @@ type chatFormat struct {
 }
 
 func (f chatFormat) start(model string) { f.sw.role(model) }
-func (f chatFormat) text(id, model, piece string) {
-	_ = f.sw.dataID(id, f.sw.chunk(model, delta{Content: &piece}, nil))
+func (f chatFormat) text(at resumePoint, model, piece string) {
+	_ = f.sw.dataID(at.id(), f.sw.chunk(model, delta{Content: &piece}, nil))
 }
 func (f chatFormat) end(id string, res workflows.CallResult) { f.sw.end(id, res, f.includeUsage) }
 func (f chatFormat) fail(e *apiError)                        { f.sw.error(e) }

@@ -243,19 +243,16 @@ func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 
 // requireEveryEventOnce checks the sequence numbers seqs of a background
 // response's events read across a restart, whose text deltas were pieces
-// and whose answer is content: they are exactly the ones the whole answer
-// has (responsesFormat): 0 to 3, then each delta's 3 + the bytes of text
-// once it is added, then the four closing events.
+// and whose answer is content: 0, 1, 2, … without a gap or a repeat, as
+// OpenAI numbers them (created, in_progress, the message item and part,
+// a delta per piece, then the four closing events), and the deltas add up
+// to the answer.
 func requireEveryEventOnce(t *testing.T, content string, pieces []string, seqs []int64) {
 	t.Helper()
-	want := []int64{0, 1, 2, 3}
-	b := 0
-	for _, piece := range pieces {
-		b += len(piece)
-		want = append(want, int64(3+b))
+	want := make([]int64, 4+len(pieces)+4)
+	for i := range want {
+		want[i] = int64(i)
 	}
-	end := int64(3 + len(content))
-	want = append(want, end+1, end+2, end+3, end+4)
 	require.Equal(t, want, seqs, "no sequence number repeated or missing")
-	require.Equal(t, len(content), b, "the deltas reach the end of the text")
+	require.Equal(t, content, strings.Join(pieces, ""), "the deltas add up to the answer")
 }
