@@ -215,6 +215,46 @@ func (h *Handler) ownResponse(ctx context.Context, rid, tenant string) (string, 
 	return id, desc, nil
 }
 
+// answered reports whether the call desc describes has its answer: its
+// run completed, or it runs on only for its stream's late subscribers
+// (a streamed call lingers after its last item before it returns) and its
+// outcome says a model, the fallback or a hand-off answered. Such a
+// response is completed for every endpoint (retrieve, cancel, chaining,
+// input_items, item references): what one calls completed the next
+// request may continue at once, on any front door, since each reads it
+// with a Describe of its own.
+func answered(desc *client.WorkflowExecutionDescription) bool {
+	switch desc.Status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED:
+		return true
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		switch outcome, _ := desc.TypedSearchAttributes.GetKeyword(workflows.SAOutcome); outcome {
+		case workflows.OutcomeAnswered, workflows.OutcomeDegraded, workflows.OutcomeHandoff:
+			return true
+		}
+	}
+	return false
+}
+
+// answerOf is the result of an answered call (answered): its run's
+// result once it closed, else the run's state (one query), which is that
+// result already.
+func (h *Handler) answerOf(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) (workflows.CallResult, error) {
+	runID := desc.WorkflowExecution.RunID
+	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		return h.o.Client.RunResult(ctx, id, runID)
+	}
+	var res workflows.CallResult
+	v, err := h.o.Client.Temporal.QueryWorkflow(ctx, id, runID, workflows.QueryState)
+	if err == nil {
+		err = v.Get(&res)
+	}
+	if err != nil {
+		return res, fmt.Errorf("call %s: read its answer: %w", id, err)
+	}
+	return res, nil
+}
+
 // responseState is the response object of call id as it stands.
 func (h *Handler) responseState(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) (responseObject, *apiError) {
 	created := desc.WorkflowStartTime
@@ -227,18 +267,17 @@ func (h *Handler) responseState(ctx context.Context, id string, desc *client.Wor
 	if m, ok := desc.TypedSearchAttributes.GetKeyword(workflows.SAModel); ok && m != "" {
 		o.Model = m
 	}
-	switch desc.Status {
-	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
-		switch outcome, _ := desc.TypedSearchAttributes.GetKeyword(workflows.SAOutcome); outcome {
-		case workflows.OutcomeAnswered, workflows.OutcomeDegraded, workflows.OutcomeHandoff:
-			// Answered, and lingering for its stream's late subscribers:
-			// the answer is the call's state (one query, only then).
-			if res, err := h.o.Client.State(ctx, id); err == nil {
-				o = newResponseObject(id, created, res, "completed") // or incomplete
-				o.Background = true
-				return o, nil
-			}
-		case workflows.OutcomeCanceled:
+	switch {
+	case answered(desc):
+		res, err := h.answerOf(ctx, id, desc)
+		if err != nil {
+			return o, h.lookupFailed(err)
+		}
+		o = newResponseObject(id, created, res, "completed") // or incomplete
+		o.Background = true
+		return o, nil
+	case desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_CONTINUED_AS_NEW:
+		if outcome, _ := desc.TypedSearchAttributes.GetKeyword(workflows.SAOutcome); outcome == workflows.OutcomeCanceled {
 			o.Status = "cancelled"
 			return o, nil
 		}
@@ -247,7 +286,7 @@ func (h *Handler) responseState(ctx context.Context, id string, desc *client.Wor
 			o.Status = "queued" // no attempt has started yet
 		}
 		return o, nil
-	case enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+	case desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 		o.Status = "cancelled"
 		return o, nil
 	}
@@ -344,7 +383,7 @@ func (h *Handler) streamResponse(w http.ResponseWriter, r *http.Request, tenant 
 // that has ended is answered as it stands.
 func (h *Handler) cancelResponse(w http.ResponseWriter, r *http.Request, tenant string) {
 	h.withOwnResponse(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
-		if desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		if desc.Status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING && !answered(desc) {
 			err := h.o.Client.Temporal.CancelWorkflow(ctx, id, desc.WorkflowExecution.RunID)
 			var nf *serviceerror.NotFound
 			switch {

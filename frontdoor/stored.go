@@ -38,8 +38,9 @@ func prevError(status int, code, message string) *apiError {
 		message: "Invalid request: previous_response_id: " + message}
 }
 
-// storedCall is a completed call of the tenant, within retention: its
-// request and result.
+// storedCall is a completed call of the tenant (answered: also one that
+// lingers for its stream after its answer), within retention: its request
+// and result.
 func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows.CallRequest, workflows.CallResult, *client.WorkflowExecutionDescription, *apiError) {
 	var req workflows.CallRequest
 	var res workflows.CallResult
@@ -47,7 +48,7 @@ func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows
 	if apiErr != nil {
 		return req, res, nil, apiErr
 	}
-	if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED {
+	if !answered(desc) {
 		return req, res, desc, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "response_not_completed",
 			message: fmt.Sprintf("Response %q has not completed (only a completed response can be continued or listed).", rid)}
 	}
@@ -60,7 +61,7 @@ func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows
 	if req, err = h.o.Client.Request(ctx, h.o.DataConverter, id, runID); err != nil {
 		return req, res, desc, h.lookupFailed(err)
 	}
-	if res, err = h.o.Client.RunResult(ctx, id, runID); err != nil {
+	if res, err = h.answerOf(ctx, id, desc); err != nil {
 		return req, res, desc, h.lookupFailed(err)
 	}
 	return req, res, desc, nil

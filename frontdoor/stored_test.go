@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -164,6 +165,70 @@ func TestAgentsSDKChainsWithPreviousResponseID(t *testing.T) {
 	}
 	require.Contains(t, texts, "Where is order 42?", "the second turn's call holds the first turn")
 	require.Contains(t, texts, "Where is order 42? Tell me again.")
+}
+
+// TestCompletedResponseIsContinuedAtOnce: what retrieve calls completed,
+// every endpoint of every front door treats as completed. With the
+// official OpenAI JavaScript client (testdata/openai-ts/chain.mjs), 20
+// background turns, each polled with responses.retrieve on one front door
+// until it is completed and at once continued with previous_response_id
+// on another, while its input_items are listed, it is cancelled (answered
+// completed, unchanged) and its message is named by an item_reference;
+// then a response deleted as soon as it is completed is a 404 on both.
+//
+// A background call lingers after its answer for its stream's late
+// subscribers: retrieve read the answer while chaining waited for the
+// run to close, and answered 400 response_not_completed for most of a
+// second; a cancel in that time cancelled a completed response.
+func TestCompletedResponseIsContinuedAtOnce(t *testing.T) {
+	node, dir := requireTS(t, "the OpenAI JavaScript client", "openai")
+	var opts frontdoor.Options
+	d := newDoor(t, func(o *frontdoor.Options) { opts = *o })
+	other, err := frontdoor.New(opts) // a second front door process
+	require.NoError(t, err)
+	ts := httptest.NewServer(other)
+	t.Cleanup(ts.Close)
+	ctx := ctxT(t)
+	const turns = 20
+	out := runTS(t, ctx, node, dir, nil, "chain.mjs", d.ts.URL+"/v1", ts.URL+"/v1", tokAcme, "u-ts-chain", fmt.Sprint(turns))
+	var got struct {
+		Turns []struct {
+			ID, Status, Text string
+			InputItems       []string `json:"input_items"`
+			CancelStatus     string   `json:"cancel_status"`
+			CancelText       string   `json:"cancel_text"`
+			ReferenceStatus  string   `json:"reference_status"`
+		} `json:"turns"`
+		Refusals []map[string]any `json:"refusals"`
+		Deleted  struct {
+			Status  string `json:"status"`
+			Deleted bool   `json:"deleted"`
+			After   []any  `json:"after"`
+		} `json:"deleted"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	require.Empty(t, got.Refusals, "every endpoint takes a response retrieve called completed")
+	require.Len(t, got.Turns, turns)
+	client := &llmclient.Client{Temporal: d.c}
+	for i, turn := range got.Turns {
+		require.Equal(t, "completed", turn.Status, "turn %d", i)
+		require.NotEmpty(t, turn.Text, "turn %d", i)
+		require.Equal(t, "completed", turn.CancelStatus, "turn %d: a completed response is not cancelled", i)
+		require.Equal(t, turn.Text, turn.CancelText, "turn %d", i)
+		require.Equal(t, "completed", turn.ReferenceStatus, "turn %d", i)
+		// Turn i holds the i turns before it: a question and an answer each.
+		want := []string{"message"}
+		for range i {
+			want = append(want, "message", "message")
+		}
+		require.Equal(t, want, turn.InputItems, "turn %d", i)
+		res, err := client.Result(ctx, strings.TrimPrefix(turn.ID, "resp_"))
+		require.NoError(t, err)
+		require.Equal(t, turn.Text, res.Content, "turn %d", i)
+	}
+	require.Equal(t, "completed", got.Deleted.Status)
+	require.True(t, got.Deleted.Deleted)
+	require.Equal(t, []any{404.0, 404.0, 404.0, 404.0}, got.Deleted.After, "retrieve and previous_response_id on both front doors")
 }
 
 // TestDeletedResponseIsGone: right after DELETE answers, the response is
