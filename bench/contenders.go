@@ -47,7 +47,15 @@ type Contender struct {
 	Call CallFunc
 	// Close releases what the contender started (a worker, connections).
 	Close func()
+	// KeyOf, when set, is the conversation key llmsim files call i's
+	// requests under, known before the call starts: the sweep numbers the
+	// simulator's draws by it so that every contender meets the same
+	// faults (llmsim.Options.CallNumber).
+	KeyOf func(i int) string
 }
+
+// callKey is the conversation key of call i of the go-openai contenders.
+func callKey(i int) string { return fmt.Sprintf("call-%d", i) }
 
 // Contender names, in the order tables list them.
 const (
@@ -62,6 +70,10 @@ const (
 	NameDirect   = "direct go-openai"
 	NameFloor    = "bare 1-activity workflow"
 )
+
+// NameImpatient is the one-shot client whose timeout is the policy's
+// first_token_timeout.
+const NameImpatient = "impatient one-shot"
 
 // callTag carries a call's key to tagTransport; n counts its requests.
 type callTag struct {
@@ -136,17 +148,37 @@ func goOpenAIAnswer(resp goopenai.ChatCompletionResponse, err error) error {
 // per call, no retry, the call's deadline as its only timeout. Its share
 // of model answers is the floor no resilience layer may fall below.
 func NewOneShot(baseURL string, deadline time.Duration) *Contender {
+	return newSingleRequest(NameOneShot, fmt.Sprintf("go-openai, one request per call, no retry, the %s deadline as its timeout", fmtDur(deadline)),
+		baseURL, deadline)
+}
+
+// NewImpatientOneShot is the one-shot client with a shorter timeout: one
+// request per call, given up after timeout (the policy's
+// first_token_timeout in the sweep). It answers what a client that
+// abandons a slow request without retrying it would answer, the other
+// bound a resilience layer is judged against.
+func NewImpatientOneShot(baseURL string, timeout time.Duration) *Contender {
+	return newSingleRequest(NameImpatient, fmt.Sprintf("go-openai, one request per call, no retry, a %s timeout", fmtDur(timeout)),
+		baseURL, timeout)
+}
+
+// newSingleRequest is a go-openai client that sends one request per call
+// and gives up after timeout.
+func newSingleRequest(name, about, baseURL string, timeout time.Duration) *Contender {
 	hc, closeIdle := newHTTPClient()
 	c := goOpenAIClient(baseURL, hc)
 	call := func(ctx context.Context, i int) Result {
-		key := fmt.Sprintf("call-%d", i)
-		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), deadline)
+		key := callKey(i)
+		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), timeout)
 		defer cancel()
 		err := goOpenAIAnswer(c.CreateChatCompletion(ctx, chatRequest(i)))
-		return Result{Key: key, Answered: err == nil, ByModel: err == nil, Err: err}
+		r := Result{Key: key, Answered: err == nil, ByModel: err == nil, Err: err}
+		if err == nil {
+			r.Model = Model
+		}
+		return r
 	}
-	return &Contender{Name: NameOneShot, About: fmt.Sprintf("go-openai, one request per call, no retry, the %s deadline as its timeout", fmtDur(deadline)),
-		Call: call, Close: closeIdle}
+	return &Contender{Name: name, About: about, Call: call, Close: closeIdle, KeyOf: callKey}
 }
 
 // NewNaive is the naive retry loop: go-openai with a fixed per-attempt
@@ -393,13 +425,21 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 			return Result{Key: key, Err: err}
 		}
 		byModel := res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel
-		return Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source), Path: durablePath(res)}
+		r := Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source), Path: durablePath(res), Degraded: res.Degraded}
+		if byModel {
+			r.Model = res.Model
+		}
+		return r
+	}
+	keyOf := func(i int) string {
+		key, _ := llmclient.Key(DurableRequest(tq, i, deadline))
+		return key
 	}
 	name, about := NameDurable, "LLMCall workflow via llmclient, default policy"
 	if o.Workers > 1 {
 		name, about = fmt.Sprintf("durable-llm, %d workers", o.Workers), fmt.Sprintf("as durable-llm, with %d workers on the task queue sharing their guards through the guard workflow", o.Workers)
 	}
-	return &Contender{Name: name, About: about, Call: call, Close: stop}, nil
+	return &Contender{Name: name, About: about, Call: call, Close: stop, KeyOf: keyOf}, nil
 }
 
 // startDurableWorker starts an in-process llmworker (o's policy, default

@@ -17,6 +17,11 @@ type Result struct {
 	Answered bool
 	// ByModel reports that a model wrote the answer.
 	ByModel bool
+	// Model is the model whose answer the caller got ("" when none did or
+	// the contender cannot tell); Degraded marks an answer a model did not
+	// complete (durable-llm's best text received when retries ran out).
+	Model    string
+	Degraded bool
 	// Source is durable-llm's answer source (model, fallback_model, faq,
 	// rule, placeholder, handoff); empty for the baselines.
 	Source string

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/durable-llm/durable-llm/internal/progress"
@@ -65,6 +66,13 @@ type StormCase struct {
 	SecondEndpoint []string
 	// RetryAfter is the Retry-After of a rate-limit burst (0: none).
 	RetryAfter time.Duration
+	// PerRequest numbers the simulator's draws by call (the sweep's
+	// shapes): the n-th request of call i meets the same fault and latency
+	// whichever contender sends it (llmsim.Options.CallNumber), and each
+	// run counts the tokens it was billed (StormRun.TokensBilled).
+	PerRequest bool
+	// FirstTokenTimeout is the impatient one-shot's timeout.
+	FirstTokenTimeout time.Duration
 }
 
 // StormPhase is one phase of a storm case on the run's clock.
@@ -313,6 +321,9 @@ const (
 	KeyDurable  = "durable"
 	// KeyDurable3 is durable-llm with three workers on its task queue.
 	KeyDurable3 = "durable3"
+	// KeyImpatient is the one-shot client with first_token_timeout as its
+	// timeout (the sweep's; not in StormContenders).
+	KeyImpatient = "impatient"
 )
 
 // StormContenders lists the storm contenders' keys in the order they run.
@@ -337,6 +348,9 @@ type StormRun struct {
 	Outcomes    []Outcome
 	Stats       llmsim.Stats
 	Summary     StormSummary
+	// TokensBilled are the tokens the upstream would bill for the run
+	// (tokensBilled); counted for a case drawn per request only.
+	TokensBilled int
 }
 
 // StormReport is a storm case with every contender's run.
@@ -381,6 +395,11 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 	switch key {
 	case KeyOneShot:
 		return NewOneShot(baseURL, c.Deadline), nil
+	case KeyImpatient:
+		if c.FirstTokenTimeout <= 0 {
+			return nil, fmt.Errorf("contender %q needs the case's first-token timeout", key)
+		}
+		return NewImpatientOneShot(baseURL, c.FirstTokenTimeout), nil
 	case KeyNaive:
 		return NewNaive(baseURL, c.ClientTimeout, c.Deadline), nil
 	case KeyLiteLLM:
@@ -398,9 +417,15 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 		if err := needTemporal(); err != nil {
 			return nil, err
 		}
+		stops := c.stopsOnDisconnect()
 		do := DurableOptions{Deadline: c.Deadline, Mutate: func(cfg *config.Config) {
 			for i := range cfg.Models {
 				cfg.Models[i].BaseURL = c.ModelURL(cfg.Models[i].BaseURL, cfg.Models[i].Name)
+				if stops {
+					// The operator of a server that stops on disconnect
+					// says so in the policy, as for vLLM.
+					cfg.Models[i].StopsOnDisconnect = true
+				}
 			}
 		}}
 		if key == KeyDurable3 {
@@ -416,38 +441,81 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 const warmups = 3
 
 func runStormContender(ctx context.Context, c StormCase, key string, o StormOptions) (*StormRun, error) {
+	return runContender(ctx, c, o, func(baseURL string) (*Contender, error) { return stormContender(c, key, baseURL, o) })
+}
+
+// runContender runs the contender newContender makes for the simulator's
+// base URL on case c.
+func runContender(ctx context.Context, c StormCase, o StormOptions, newContender func(baseURL string) (*Contender, error)) (*StormRun, error) {
 	sc, err := c.scenario()
 	if err != nil {
 		return nil, err
 	}
-	sim, err := llmsim.NewServer(llmsim.Options{Scenario: sc})
+	so := llmsim.Options{Scenario: sc}
+	// numbers maps the conversation keys of a case drawn per request to
+	// their call, filled before each call starts.
+	var numbers sync.Map
+	if c.PerRequest {
+		so.CallNumber = func(conv string) (int, bool) {
+			i, ok := numbers.Load(conv)
+			if !ok {
+				return 0, false
+			}
+			return i.(int), true
+		}
+		so.KeepGenerations = 1 << 20 // every request, to count the tokens billed
+	}
+	sim, err := llmsim.NewServer(so)
 	if err != nil {
 		return nil, err
 	}
 	defer sim.Close()
-	con, err := stormContender(c, key, sim.BaseURL, o)
+	con, err := newContender(sim.BaseURL)
 	if err != nil {
 		return nil, err
 	}
 	defer con.Close()
+	if c.PerRequest && con.KeyOf == nil {
+		return nil, fmt.Errorf("contender %q cannot name its calls' keys, which a case drawn per request needs", con.Name)
+	}
+	call := func(ctx context.Context, i int) Result {
+		if c.PerRequest {
+			numbers.Store(con.KeyOf(i), i)
+		}
+		return con.Call(ctx, i)
+	}
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "storm %s: %s (%s)…\n", c.Name, con.Name, con.About)
 	}
 	for i := 0; i < warmups; i++ {
-		if r := con.Call(ctx, 1_000_000+i); r.Err != nil && o.Progress != nil {
+		if r := call(ctx, 1_000_000+i); r.Err != nil && o.Progress != nil {
 			fmt.Fprintf(o.Progress, "  warm-up call failed: %v\n", r.Err)
 		}
 	}
 	sim.Reset() // the scenario's timeline and the stats start now
 	step := o.Meter.Phase(fmt.Sprintf("storm %s: %s", c.Name, con.Name), int(c.Rate*c.Duration.Seconds()))
 	outs, _ := OpenLoop(ctx, c.Rate, c.Duration, func(ctx context.Context, i int) Result {
-		r := con.Call(ctx, i)
+		r := call(ctx, i)
 		step.Add(1)
 		return r
 	})
 	step.Done()
 	st := sim.Stats()
-	return &StormRun{Name: con.Name, About: con.About, Outcomes: outs, Stats: st, Summary: Summarize(outs, st, c)}, nil
+	run := &StormRun{Name: con.Name, About: con.About, Outcomes: outs, Stats: st, Summary: Summarize(outs, st, c)}
+	if c.PerRequest {
+		// A request's generation is recorded as its handler returns,
+		// moments after its client saw the end.
+		sleepCtx(ctx, 300*time.Millisecond)
+		run.TokensBilled = tokensBilled(sim.Generations(""), !c.stopsOnDisconnect())
+	}
+	return run, nil
+}
+
+// stopsOnDisconnect reports whether the case's server stops working on a
+// request its client leaves (continue_on_disconnect: false, as vLLM).
+func (c StormCase) stopsOnDisconnect() bool {
+	sc, err := c.scenario()
+	return err == nil && sc.ContinueOnDisconnect != nil && !*sc.ContinueOnDisconnect
 }
 
 // StormSummary holds a run's storm metrics.
