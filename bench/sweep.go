@@ -1,0 +1,681 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+// The sweep judges durable-llm on incident shapes drawn from a seed
+// rather than on the storm cases its guards were tuned on. Each shape is
+// a storm case (one healthy lead, the incident, a recovered tail) whose
+// fault, duration, arrival rate, latency spread, worker count, endpoint
+// count and disconnect behaviour are drawn; three contenders meet it one
+// after another, every one at the same arrival times and with the same
+// fault for the n-th request of call i (StormCase.PerRequest).
+
+// SweepFault is the kind of incident of a sweep shape.
+type SweepFault string
+
+// The sweep's incident kinds, drawn evenly.
+const (
+	// SweepHangLost: requests get no response at all (llmsim hang); the
+	// server has lost them.
+	SweepHangLost SweepFault = "hang-lost"
+	// SweepHangServed: requests get nothing until the incident ends, then
+	// are served (llmsim pause); the server stalled and resumed.
+	SweepHangServed SweepFault = "hang-served"
+	// SweepSlowFirstByte: the first byte comes late, but always before the
+	// deadline minus the fallback reserve.
+	SweepSlowFirstByte SweepFault = "slow-first-byte"
+	// SweepRateLimited: 429 with a Retry-After.
+	SweepRateLimited SweepFault = "429"
+	// SweepBusy: 503 with the queue_full wording (a busy server's
+	// refusal, which costs it nothing).
+	SweepBusy SweepFault = "503-busy"
+	// SweepBadGateway: a proxy's HTML 502.
+	SweepBadGateway SweepFault = "502"
+	// SweepResetMidStream: half the answer, then the connection is cut.
+	SweepResetMidStream SweepFault = "reset-mid-stream"
+	// SweepFlapping: the endpoint goes down and up again with a drawn
+	// period.
+	SweepFlapping SweepFault = "flapping"
+)
+
+// SweepFaults lists the incident kinds; every block of len(SweepFaults)
+// consecutive shapes holds each once.
+var SweepFaults = []SweepFault{SweepHangLost, SweepHangServed, SweepSlowFirstByte, SweepRateLimited, SweepBusy, SweepBadGateway, SweepResetMidStream, SweepFlapping}
+
+// Sweep constants: the healthy stretch before and after each incident,
+// and the least number of calls that start in an incident.
+const (
+	SweepLead             = 5 * time.Second
+	SweepTail             = 10 * time.Second
+	SweepMinIncidentCalls = 40
+	// sweepMaxRate bounds the drawn arrival rate so that the benchmark
+	// machine, not the upstream, is never the bottleneck.
+	sweepMaxRate = 10.0
+)
+
+// SweepParams are the policy's numbers the shapes and the targets depend
+// on.
+type SweepParams struct {
+	// Deadline is every call's deadline.
+	Deadline time.Duration
+	// FallbackReserve is the policy's call.fallback_reserve: a slow first
+	// byte is drawn below Deadline − FallbackReserve.
+	FallbackReserve time.Duration
+	// FirstTokenTimeout is the policy's first_token_timeout of the first
+	// model, the impatient one-shot's timeout.
+	FirstTokenTimeout time.Duration
+	// Budget is the policy's retry budget, for the amplification bound.
+	BudgetRatio  float64
+	BudgetFloor  int
+	BudgetWindow time.Duration
+}
+
+// DefaultSweepParams are the default policy's numbers with deadline as
+// the calls' deadline.
+func DefaultSweepParams(deadline time.Duration) SweepParams {
+	cfg := config.DefaultConfig()
+	p := SweepParams{
+		Deadline: deadline, FallbackReserve: cfg.Call.FallbackReserve.D(),
+		BudgetRatio: cfg.Budget.Ratio, BudgetFloor: cfg.Budget.Floor, BudgetWindow: cfg.Budget.Window.D(),
+	}
+	if len(cfg.Models) > 0 {
+		p.FirstTokenTimeout = cfg.Models[0].FirstTokenTimeout.D()
+	}
+	return p
+}
+
+// SweepShape is one drawn incident.
+type SweepShape struct {
+	// Seed and Index identify the shape: the same pair always draws the
+	// same shape, however many shapes are drawn.
+	Seed  uint64     `json:"seed"`
+	Index int        `json:"index"`
+	Fault SweepFault `json:"fault"`
+	// Incident is the time from the incident's start to its end (for
+	// flapping, from the first down window's start to the last one's end).
+	Incident time.Duration `json:"incident"`
+	// Rate is the arrival rate, calls per second.
+	Rate float64 `json:"rate"`
+	// Spread is the sigma of the lognormal time to first token of every
+	// model (and of a slow first byte).
+	Spread float64 `json:"spread"`
+	// Workers is durable-llm's worker count (1 or 3); Endpoints the
+	// upstream's (1: every model on one endpoint, which the fault hits;
+	// 2: the first model alone on the sick endpoint).
+	Workers   int `json:"workers"`
+	Endpoints int `json:"endpoints"`
+	// StopsOnDisconnect: the server stops working on a request its client
+	// left (vLLM); else it finishes it (llmsim's default, most providers).
+	StopsOnDisconnect bool `json:"stops_on_disconnect"`
+	// Share is the probability that a request sent to the sick endpoint
+	// during the incident meets the fault (1 for flapping).
+	Share float64 `json:"share"`
+	// RetryAfter and RetryHeader are a 429's advertised wait and how it
+	// is written.
+	RetryAfter  time.Duration `json:"retry_after,omitempty"`
+	RetryHeader string        `json:"retry_header,omitempty"`
+	// SlowMedian and SlowMax are a slow first byte's added delay (median,
+	// and cap so that the first byte comes before SlowBound).
+	SlowMedian time.Duration `json:"slow_median,omitempty"`
+	SlowMax    time.Duration `json:"slow_max,omitempty"`
+	// SlowBound is Deadline − FallbackReserve: every first byte of the
+	// slow shape comes before it.
+	SlowBound time.Duration `json:"slow_bound,omitempty"`
+	// FlapUp, FlapDown and FlapCycles describe flapping: FlapCycles down
+	// windows of FlapDown separated by up windows of FlapUp; FlapFault is
+	// what a down window answers.
+	FlapUp     time.Duration `json:"flap_up,omitempty"`
+	FlapDown   time.Duration `json:"flap_down,omitempty"`
+	FlapCycles int           `json:"flap_cycles,omitempty"`
+	FlapFault  llmsim.Fault  `json:"flap_fault,omitempty"`
+	// Deadline is every call's deadline; FirstTokenTimeout the impatient
+	// one-shot's timeout.
+	Deadline          time.Duration `json:"deadline"`
+	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
+}
+
+// sweepRNG is the random stream of one draw of the sweep: shape index's
+// parameters, or the order of faults of block index.
+func sweepRNG(seed uint64, what string, index int) *rand.Rand {
+	h := uint64(14695981039346656037)
+	for _, b := range []byte(what) {
+		h = (h ^ uint64(b)) * 1099511628211
+	}
+	return rand.New(rand.NewPCG(seed^0x5851f42d4c957f2d, h^uint64(index)*0x9e3779b97f4a7c15))
+}
+
+// sweepFault is the fault of shape index: each block of len(SweepFaults)
+// shapes holds every fault once, in an order drawn from the seed.
+func sweepFault(seed uint64, index int) SweepFault {
+	n := len(SweepFaults)
+	perm := sweepRNG(seed, "block", index/n).Perm(n)
+	return SweepFaults[perm[index%n]]
+}
+
+// GenerateSweep draws shapes from..to (inclusive) of the sweep of seed.
+// Shape i depends on seed, i and p only, so a sweep can run in parts.
+func GenerateSweep(seed uint64, from, to int, p SweepParams) []SweepShape {
+	var out []SweepShape
+	for i := from; i <= to; i++ {
+		out = append(out, DrawShape(seed, i, p))
+	}
+	return out
+}
+
+// DrawShape draws shape index of the sweep of seed.
+func DrawShape(seed uint64, index int, p SweepParams) SweepShape {
+	r := sweepRNG(seed, "shape", index)
+	uniform := func(lo, hi float64) float64 { return lo + r.Float64()*(hi-lo) }
+	round := func(d float64, unit time.Duration) time.Duration {
+		return time.Duration(math.Round(d*float64(time.Second)/float64(unit))) * unit
+	}
+	s := SweepShape{Seed: seed, Index: index, Fault: sweepFault(seed, index), Deadline: p.Deadline, FirstTokenTimeout: p.FirstTokenTimeout}
+	// Every parameter is drawn, in the same order, whatever the fault, so
+	// that the fault alone does not shift the others.
+	s.Incident = round(uniform(6, 30), 100*time.Millisecond)
+	s.Spread = math.Round(uniform(0.1, 0.8)*100) / 100
+	s.Workers = []int{1, 3}[r.IntN(2)]
+	s.Endpoints = 1 + r.IntN(2)
+	s.StopsOnDisconnect = r.IntN(2) == 1
+	s.Share = 1
+	if r.IntN(3) > 0 {
+		s.Share = math.Round(uniform(0.2, 0.95)*100) / 100
+	}
+	retryAfter := round(uniform(0.5, 5), 100*time.Millisecond)
+	retryHeader := []string{llmsim.RetryHeaderSeconds, llmsim.RetryHeaderMS, llmsim.RetryHeaderBoth}[r.IntN(3)]
+	slowFrac := uniform(0.1, 0.9)
+	flapPeriod := uniform(2, 20)
+	flapDownShare := uniform(0.3, 0.7)
+	flapSpan := uniform(12, 40)
+	flapFault := []llmsim.Fault{llmsim.FaultUnavailable, llmsim.FaultBadGateway, llmsim.FaultHang}[r.IntN(3)]
+	rateFrac := r.Float64()
+
+	switch s.Fault {
+	case SweepRateLimited:
+		s.RetryAfter, s.RetryHeader = retryAfter, retryHeader
+	case SweepSlowFirstByte:
+		s.SlowBound = p.Deadline - p.FallbackReserve
+		// The delay adds to the model's own time to first token, which
+		// is at most its cap (healthyMax); the sum stays below the bound.
+		top := max(0, s.SlowBound-healthyMax(s.Spread)-100*time.Millisecond)
+		lo := min(time.Second, top/2)
+		s.SlowMedian = round((lo + time.Duration(slowFrac*float64(top-lo))).Seconds(), 100*time.Millisecond)
+		s.SlowMax = min(top, time.Duration(float64(s.SlowMedian)*math.Exp(2.5*s.Spread)))
+		s.SlowMedian = min(s.SlowMedian, s.SlowMax)
+	case SweepFlapping:
+		period := round(flapPeriod, 100*time.Millisecond)
+		s.FlapDown = round(period.Seconds()*flapDownShare, 100*time.Millisecond)
+		s.FlapUp = period - s.FlapDown
+		s.FlapCycles = max(2, int(math.Round(flapSpan/period.Seconds())))
+		s.FlapFault = flapFault
+		s.Share = 1
+		s.Incident = time.Duration(s.FlapCycles)*s.FlapDown + time.Duration(s.FlapCycles-1)*s.FlapUp
+	}
+	// The rate: at least enough for SweepMinIncidentCalls calls to start
+	// in the incident, at most sweepMaxRate.
+	lo := min(sweepMaxRate, max(2, float64(SweepMinIncidentCalls)/s.Incident.Seconds()))
+	s.Rate = math.Ceil((lo+rateFrac*(sweepMaxRate-lo))*10) / 10
+	for s.IncidentCalls() < SweepMinIncidentCalls {
+		s.Rate += 0.1
+	}
+	return s
+}
+
+// healthyMedian is the median time to first token of each model, as in
+// the storm cases.
+var healthyMedian = map[string]time.Duration{
+	llmsim.ModelQwen72B: 400 * time.Millisecond,
+	llmsim.ModelQwen14B: 250 * time.Millisecond,
+	llmsim.ModelLlama8B: 150 * time.Millisecond,
+}
+
+// healthyMax is the cap of the slowest model's time to first token at
+// spread sigma: three sigmas above its median.
+func healthyMax(sigma float64) time.Duration {
+	return time.Duration(float64(healthyMedian[llmsim.ModelQwen72B]) * math.Exp(3*sigma)).Round(time.Millisecond)
+}
+
+// Duration is how long calls arrive: the lead, the incident, the tail.
+func (s SweepShape) Duration() time.Duration { return SweepLead + s.Incident + SweepTail }
+
+// Calls is the number of calls of the run (OpenLoop's count).
+func (s SweepShape) Calls() int { return int(s.Rate * s.Duration().Seconds()) }
+
+// IncidentCalls is the number of calls that start in the incident: call
+// i starts at i ÷ rate (OpenLoop).
+func (s SweepShape) IncidentCalls() int {
+	n := 0
+	for i := range s.Calls() {
+		at := time.Duration(float64(i) / s.Rate * float64(time.Second))
+		if at >= SweepLead && at < SweepLead+s.Incident {
+			n++
+		}
+	}
+	return n
+}
+
+// Name is the shape's short name ("s1-07").
+func (s SweepShape) Name() string { return fmt.Sprintf("s%d-%02d", s.Seed, s.Index) }
+
+// Describe says what the shape is, in one line.
+func (s SweepShape) Describe() string {
+	var parts []string
+	switch s.Fault {
+	case SweepFlapping:
+		parts = append(parts, fmt.Sprintf("flapping: %d × down %s (%s) / up %s", s.FlapCycles, fmtDur(s.FlapDown), s.FlapFault, fmtDur(s.FlapUp)))
+	default:
+		parts = append(parts, fmt.Sprintf("%s to %.0f %% of requests", s.Fault, 100*s.Share))
+	}
+	switch s.Fault {
+	case SweepRateLimited:
+		parts = append(parts, fmt.Sprintf("Retry-After %s (%s)", fmtDur(s.RetryAfter), s.RetryHeader))
+	case SweepSlowFirstByte:
+		parts = append(parts, fmt.Sprintf("first byte + lognormal(median %s, cap %s) < %s", fmtDur(s.SlowMedian), fmtDur(s.SlowMax), fmtDur(s.SlowBound)))
+	}
+	disc := "keeps generating on disconnect"
+	if s.StopsOnDisconnect {
+		disc = "stops on disconnect"
+	}
+	parts = append(parts, fmt.Sprintf("incident %s", fmtDur(s.Incident)), fmt.Sprintf("%.1f calls/s", s.Rate),
+		fmt.Sprintf("σ %.2f", s.Spread), plural(s.Workers, "worker"), plural(s.Endpoints, "endpoint"), disc)
+	return strings.Join(parts, ", ")
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// Scenario is the shape's llmsim scenario.
+func (s SweepShape) Scenario() *llmsim.Scenario {
+	keep := !s.StopsOnDisconnect
+	sc := &llmsim.Scenario{
+		Name:                 "sweep-" + s.Name(),
+		Description:          s.Describe(),
+		Seed:                 s.Seed*1000 + uint64(s.Index),
+		ContinueOnDisconnect: &keep,
+		Load: &llmsim.LoadHint{Rate: s.Rate, Duration: llmsim.Duration(s.Duration()), ClientTimeout: llmsim.Duration(time.Second),
+			Note: s.Describe()},
+	}
+	// Capacity is ample: it becomes the bottleneck only when a contender
+	// multiplies its requests (there, a server that keeps generating for
+	// clients that left fills its slots).
+	slots := 200
+	if s.Fault == SweepSlowFirstByte {
+		slots = max(slots, int(math.Ceil(2*s.Rate*(s.SlowMax+healthyMax(s.Spread)).Seconds())))
+	}
+	for _, name := range []string{llmsim.ModelQwen72B, llmsim.ModelQwen14B, llmsim.ModelLlama8B} {
+		med := healthyMedian[name]
+		sc.Models = append(sc.Models, llmsim.ModelSpec{Name: name, Slots: slots,
+			Latency: llmsim.Latency{Dist: llmsim.DistLognormal, Median: llmsim.Duration(med), Sigma: s.Spread,
+				Max: llmsim.Duration(time.Duration(float64(med) * math.Exp(3*s.Spread)).Round(time.Millisecond))}})
+	}
+	model := "" // one endpoint: the fault hits every model
+	if s.Endpoints == 2 {
+		model = llmsim.ModelQwen72B // the sick endpoint A serves the first model alone
+	}
+	sc.Phases = append(sc.Phases, llmsim.Phase{Name: "healthy", Duration: llmsim.Duration(SweepLead)})
+	if s.Fault == SweepFlapping {
+		for k := range s.FlapCycles {
+			if k > 0 {
+				sc.Phases = append(sc.Phases, llmsim.Phase{Name: fmt.Sprintf("up-%d", k+1), Duration: llmsim.Duration(s.FlapUp)})
+			}
+			sc.Phases = append(sc.Phases, llmsim.Phase{Name: fmt.Sprintf("down-%d", k+1), Duration: llmsim.Duration(s.FlapDown),
+				Faults: []llmsim.FaultSpec{{Kind: s.FlapFault, Model: model}}})
+		}
+	} else {
+		f := llmsim.FaultSpec{Model: model, Probability: s.Share}
+		switch s.Fault {
+		case SweepHangLost:
+			f.Kind = llmsim.FaultHang
+		case SweepHangServed:
+			f.Kind = llmsim.FaultPause
+		case SweepSlowFirstByte:
+			f.Kind = llmsim.FaultLatency
+			f.Latency = llmsim.Latency{Dist: llmsim.DistLognormal, Median: llmsim.Duration(s.SlowMedian), Sigma: s.Spread, Max: llmsim.Duration(s.SlowMax)}
+		case SweepRateLimited:
+			f.Kind, f.RetryAfter, f.RetryHeader = llmsim.FaultRateLimited, llmsim.Duration(s.RetryAfter), s.RetryHeader
+		case SweepBusy:
+			f.Kind, f.Status = llmsim.FaultQueueFull, 503
+		case SweepBadGateway:
+			f.Kind = llmsim.FaultBadGateway
+		case SweepResetMidStream:
+			f.Kind = llmsim.FaultCutStream
+		}
+		sc.Phases = append(sc.Phases, llmsim.Phase{Name: string(s.Fault), Duration: llmsim.Duration(s.Incident), Faults: []llmsim.FaultSpec{f}})
+	}
+	sc.Phases = append(sc.Phases, llmsim.Phase{Name: "recovered"})
+	return sc
+}
+
+// Case is the shape as a storm case the storm runner runs.
+func (s SweepShape) Case() (StormCase, error) {
+	data, err := marshalScenario(s.Scenario())
+	if err != nil {
+		return StormCase{}, err
+	}
+	c, err := stormCaseFrom(s.Name(), data, s.Deadline, false)
+	if err != nil {
+		return StormCase{}, err
+	}
+	c.Title = "Sweep " + s.Name() + " — " + s.Describe()
+	c.PerRequest, c.FirstTokenTimeout = true, s.FirstTokenTimeout
+	c.SecondEndpoint = nil
+	if s.Endpoints == 2 {
+		c.SecondEndpoint = []string{llmsim.ModelQwen14B, llmsim.ModelLlama8B}
+	}
+	return c, nil
+}
+
+// Contenders are the keys of the shape's contenders: the one-shot, the
+// impatient one-shot and durable-llm with the shape's workers.
+func (s SweepShape) Contenders() []string {
+	durable := KeyDurable
+	if s.Workers > 1 {
+		durable = KeyDurable3
+	}
+	return []string{KeyOneShot, KeyImpatient, durable}
+}
+
+// SweepScore is one contender's result on one shape.
+type SweepScore struct {
+	Name string `json:"name"`
+	// Calls are the calls of the run; ByModel those whose first complete
+	// model answer came within the deadline; Preferred those of them
+	// answered by the preferred model (the ladder's first rung).
+	Calls     int `json:"calls"`
+	ByModel   int `json:"by_model"`
+	Preferred int `json:"preferred"`
+	// IncidentCalls started in the incident; IncidentByModel of them were
+	// answered by a model within the deadline.
+	IncidentCalls   int `json:"incident_calls"`
+	IncidentByModel int `json:"incident_by_model"`
+	// TokensBilled are the tokens the upstream billed for the run.
+	TokensBilled int `json:"tokens_billed"`
+	// Amplification is the requests the incident's calls sent, on every
+	// endpoint, per incident call.
+	Amplification float64 `json:"amplification"`
+}
+
+// ByModelPct is the share of calls answered by a model within the
+// deadline.
+func (s SweepScore) ByModelPct() float64 { return ratioPct(s.ByModel, s.Calls) }
+
+// PreferredPct is the share of calls the preferred model answered within
+// the deadline.
+func (s SweepScore) PreferredPct() float64 { return ratioPct(s.Preferred, s.Calls) }
+
+// TokensPerAnswer are the tokens billed per call answered by a model (0
+// when none was).
+func (s SweepScore) TokensPerAnswer() float64 {
+	if s.ByModel == 0 {
+		return 0
+	}
+	return float64(s.TokensBilled) / float64(s.ByModel)
+}
+
+func ratioPct(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
+}
+
+// ScoreRun scores one contender's storm run of case c.
+func ScoreRun(run StormRun, c StormCase) SweepScore {
+	sc := SweepScore{Name: run.Name, Calls: len(run.Outcomes), TokensBilled: run.TokensBilled,
+		Amplification: run.Summary.AmpIncident}
+	for _, o := range run.Outcomes {
+		good := answeredByModel(o, c.Deadline)
+		incident := o.Start >= c.IncidentStart && o.Start < c.IncidentEnd
+		if good {
+			sc.ByModel++
+			if o.Model == Model {
+				sc.Preferred++
+			}
+		}
+		if incident {
+			sc.IncidentCalls++
+			if good {
+				sc.IncidentByModel++
+			}
+		}
+	}
+	return sc
+}
+
+// answeredByModel reports a call whose first complete model answer came
+// within the deadline: not the fallback, not a degraded partial text.
+func answeredByModel(o Outcome, deadline time.Duration) bool {
+	return o.ByModel && !o.Degraded && o.Latency <= deadline
+}
+
+// tokensBilled are the tokens an upstream bills for the generations gens:
+// the prompt and completion tokens of every request it took into a
+// model's queue. A server that keeps generating for a client that left
+// (keepWorking) bills the whole answer; one that stops bills the prompt
+// of a request that got a slot and the completion tokens it generated
+// before it stopped (those it sent), and nothing for one whose client
+// left while it waited for a slot. Refusals and hangs generate nothing.
+func tokensBilled(gens []llmsim.Generation, keepWorking bool) int {
+	n := 0
+	for _, g := range gens {
+		switch {
+		case keepWorking:
+			n += g.PromptTokens + g.CompletionTokens
+		case g.Service == 0 && g.TTFT == 0:
+			// never got a slot
+		case g.End == llmsim.EndDone || g.End == llmsim.EndError || g.End == llmsim.EndStreamError:
+			n += g.PromptTokens + g.CompletionTokens
+		default:
+			n += g.PromptTokens + g.SentTokens
+		}
+	}
+	return n
+}
+
+// SweepOutcome is one shape's result and its judgement.
+type SweepOutcome struct {
+	Shape SweepShape `json:"shape"`
+	// OneShot, Impatient and Durable are the contenders' scores.
+	OneShot   SweepScore `json:"one_shot"`
+	Impatient SweepScore `json:"impatient"`
+	Durable   SweepScore `json:"durable"`
+	// Bound is the amplification the retry budget guarantees.
+	Bound float64 `json:"bound"`
+	// Judgement of durable-llm against the better one-shot.
+	Judgement SweepJudgement `json:"judgement"`
+	// Elapsed is how long the shape took to run; Date when it ran.
+	Elapsed time.Duration `json:"elapsed"`
+	Date    time.Time     `json:"date"`
+}
+
+// SweepJudgement is the judgement of one shape.
+type SweepJudgement struct {
+	// Better is the better one-shot's count of calls answered by a model.
+	Better int `json:"better"`
+	// Differ reports that the three contenders did not answer the same
+	// number of calls.
+	Differ bool `json:"differ"`
+	// AtLeast reports durable-llm answered at least as many as Better.
+	AtLeast bool `json:"at_least"`
+	// Margin is the one-sided 95 % binomial margin in calls; Allowed is
+	// max(1, Margin): how far below Better durable-llm may fall.
+	Margin  float64 `json:"margin"`
+	Allowed float64 `json:"allowed"`
+	// WithinMargin reports Better − durable-llm ≤ Allowed.
+	WithinMargin bool `json:"within_margin"`
+	// AmplificationOK reports durable-llm's amplification ≤ the bound.
+	AmplificationOK bool `json:"amplification_ok"`
+}
+
+// Met reports whether durable-llm met every target on the shape.
+func (j SweepJudgement) Met() bool { return j.AtLeast && j.WithinMargin && j.AmplificationOK }
+
+// z95 is the one-sided 95 % quantile of the standard normal.
+const z95 = 1.6448536269514722
+
+// BinomialMargin is the one-sided 95 % margin, in calls, of the
+// difference between two counts a and b of successes out of n calls
+// each: z₀.₉₅ · √(2·n·p·(1−p)) with the pooled share p = (a+b) ÷ 2n, the
+// normal approximation of the two-proportion test. A shortfall within it
+// is what chance alone produces on a shape where both contenders answer
+// alike.
+func BinomialMargin(n, a, b int) float64 {
+	if n <= 0 {
+		return 0
+	}
+	p := float64(a+b) / float64(2*n)
+	return z95 * math.Sqrt(2*float64(n)*p*(1-p))
+}
+
+// AmplificationBound is what the retry budget guarantees for calls calls
+// started in an incident of length incident: 1 + ratio + floor ×
+// ⌈incident ÷ window⌉ ÷ calls requests per call, every extra send on
+// every endpoint counted.
+func AmplificationBound(ratio float64, floor int, window, incident time.Duration, calls int) float64 {
+	if calls <= 0 || window <= 0 {
+		return math.Inf(1)
+	}
+	windows := math.Ceil(incident.Seconds() / window.Seconds())
+	return 1 + ratio + float64(floor)*windows/float64(calls)
+}
+
+// Judge judges durable-llm on one shape: against the better of the two
+// one-shots (by calls answered by a model within the deadline) and
+// against the amplification bound.
+func Judge(oneShot, impatient, durable SweepScore, bound float64) SweepJudgement {
+	j := SweepJudgement{Better: max(oneShot.ByModel, impatient.ByModel)}
+	j.Differ = !(oneShot.ByModel == impatient.ByModel && impatient.ByModel == durable.ByModel)
+	j.AtLeast = durable.ByModel >= j.Better
+	n := max(oneShot.Calls, impatient.Calls, durable.Calls)
+	j.Margin = BinomialMargin(n, j.Better, durable.ByModel)
+	j.Allowed = math.Max(1, j.Margin)
+	j.WithinMargin = float64(j.Better-durable.ByModel) <= j.Allowed
+	j.AmplificationOK = durable.Amplification <= bound
+	return j
+}
+
+// SweepWinShare is the least share of the shapes where the contenders
+// differ in which durable-llm must answer at least as many calls as the
+// better one-shot.
+const SweepWinShare = 0.95
+
+// SweepVerdict is the judgement of a whole sweep (or of the part run).
+type SweepVerdict struct {
+	Shapes int `json:"shapes"`
+	// Differ are the shapes where the contenders differ; AtLeast those of
+	// them where durable-llm answered at least as many as the better
+	// one-shot.
+	Differ  int `json:"differ"`
+	AtLeast int `json:"at_least"`
+	// BelowMargin lists the shapes where durable-llm fell below the
+	// better one-shot by more than the allowed margin; OverBound those
+	// where its amplification exceeded the bound.
+	BelowMargin []int `json:"below_margin"`
+	OverBound   []int `json:"over_bound"`
+	// WinsMet, MarginMet and BoundMet are the three targets.
+	WinsMet, MarginMet, BoundMet bool
+}
+
+// Met reports every target met.
+func (v SweepVerdict) Met() bool { return v.WinsMet && v.MarginMet && v.BoundMet }
+
+// Verdict judges the sweep's outcomes.
+func Verdict(outs []SweepOutcome) SweepVerdict {
+	v := SweepVerdict{Shapes: len(outs), BelowMargin: []int{}, OverBound: []int{}}
+	for _, o := range outs {
+		j := o.Judgement
+		if j.Differ {
+			v.Differ++
+			if j.AtLeast {
+				v.AtLeast++
+			}
+		}
+		if !j.WithinMargin {
+			v.BelowMargin = append(v.BelowMargin, o.Shape.Index)
+		}
+		if !j.AmplificationOK {
+			v.OverBound = append(v.OverBound, o.Shape.Index)
+		}
+	}
+	v.WinsMet = v.Differ == 0 || float64(v.AtLeast) >= SweepWinShare*float64(v.Differ)
+	v.MarginMet = len(v.BelowMargin) == 0
+	v.BoundMet = len(v.OverBound) == 0
+	return v
+}
+
+// String is the verdict line.
+func (v SweepVerdict) String() string {
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	share := 100.0
+	if v.Differ > 0 {
+		share = 100 * float64(v.AtLeast) / float64(v.Differ)
+	}
+	all := "every target met"
+	if !v.Met() {
+		all = "a target NOT met"
+	}
+	return fmt.Sprintf("verdict over %d shapes: durable-llm ≥ the better one-shot in %d of the %d shapes where the contenders differ (%.1f %%, target ≥ %.0f %%: %s); below it by more than max(1 call, the binomial margin) in %d %s; amplification over the budget's bound in %d %s → %s",
+		v.Shapes, v.AtLeast, v.Differ, share, 100*SweepWinShare, met(v.WinsMet),
+		len(v.BelowMargin), shapeList(v.BelowMargin, v.MarginMet), len(v.OverBound), shapeList(v.OverBound, v.BoundMet), all)
+}
+
+func shapeList(idx []int, ok bool) string {
+	if ok {
+		return "(met)"
+	}
+	var s []string
+	for _, i := range idx {
+		s = append(s, fmt.Sprint(i))
+	}
+	return "(NOT met: shapes " + strings.Join(s, ", ") + ")"
+}
+
+// SweepOptions configure RunSweepShape.
+type SweepOptions struct {
+	StormOptions
+	Params SweepParams
+}
+
+// RunSweepShape runs the three contenders on shape s, one after another,
+// and judges durable-llm.
+func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOutcome, error) {
+	c, err := s.Case()
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	so := o.StormOptions
+	so.Contenders = s.Contenders()
+	rep, err := RunStorm(ctx, c, so)
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Runs) != 3 {
+		return nil, fmt.Errorf("sweep %s: %d runs, want 3", s.Name(), len(rep.Runs))
+	}
+	out := &SweepOutcome{Shape: s, Date: began,
+		OneShot: ScoreRun(rep.Runs[0], c), Impatient: ScoreRun(rep.Runs[1], c), Durable: ScoreRun(rep.Runs[2], c)}
+	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, o.Params.BudgetWindow, s.Incident, out.Durable.IncidentCalls)
+	out.Judgement = Judge(out.OneShot, out.Impatient, out.Durable, out.Bound)
+	out.Elapsed = time.Since(began)
+	return out, nil
+}
