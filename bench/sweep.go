@@ -67,17 +67,17 @@ const (
 // on.
 type SweepParams struct {
 	// Deadline is every call's deadline.
-	Deadline time.Duration
+	Deadline time.Duration `json:"deadline"`
 	// FallbackReserve is the policy's call.fallback_reserve: a slow first
 	// byte is drawn below Deadline − FallbackReserve.
-	FallbackReserve time.Duration
+	FallbackReserve time.Duration `json:"fallback_reserve"`
 	// FirstTokenTimeout is the policy's first_token_timeout of the first
 	// model, the impatient one-shot's timeout.
-	FirstTokenTimeout time.Duration
+	FirstTokenTimeout time.Duration `json:"first_token_timeout"`
 	// Budget is the policy's retry budget, for the amplification bound.
-	BudgetRatio  float64
-	BudgetFloor  int
-	BudgetWindow time.Duration
+	BudgetRatio  float64       `json:"budget_ratio"`
+	BudgetFloor  int           `json:"budget_floor"`
+	BudgetWindow time.Duration `json:"budget_window"`
 }
 
 // DefaultSweepParams are the default policy's numbers with deadline as
@@ -587,7 +587,9 @@ type SweepVerdict struct {
 	BelowMargin []int `json:"below_margin"`
 	OverBound   []int `json:"over_bound"`
 	// WinsMet, MarginMet and BoundMet are the three targets.
-	WinsMet, MarginMet, BoundMet bool
+	WinsMet   bool `json:"wins_met"`
+	MarginMet bool `json:"margin_met"`
+	BoundMet  bool `json:"bound_met"`
 }
 
 // Met reports every target met.

@@ -436,3 +436,42 @@ phases:
 		}
 	}
 }
+
+// TestMergeSweepParts: parts written one after another merge into one
+// report, shapes in order, a shape run twice counted by its latest run.
+func TestMergeSweepParts(t *testing.T) {
+	dir := t.TempDir()
+	p := testParams(20 * time.Second)
+	part := func(from, to int, byModel int, date time.Time) {
+		r := &SweepReport{Seed: 4, Params: p}
+		for _, s := range GenerateSweep(4, from, to, p) {
+			o := SweepOutcome{Shape: s, Date: date, OneShot: score(50, 100, 1), Impatient: score(50, 100, 1), Durable: score(byModel, 100, 1)}
+			o.Judgement = Judge(o.OneShot, o.Impatient, o.Durable, 1.2)
+			r.Outcomes = append(r.Outcomes, o)
+		}
+		if err := WriteSweep(dir, SweepPartName(4, from, to), r, date); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	part(4, 7, 60, now)
+	part(0, 4, 40, now.Add(time.Minute)) // shape 4 again, later
+	m, err := MergeSweep(dir, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Outcomes) != 8 {
+		t.Fatalf("%d shapes merged, want 8", len(m.Outcomes))
+	}
+	for i, o := range m.Outcomes {
+		if o.Shape.Index != i {
+			t.Errorf("shape %d at %d", o.Shape.Index, i)
+		}
+	}
+	if m.Outcomes[4].Durable.ByModel != 40 {
+		t.Errorf("shape 4 counted by its earlier run")
+	}
+	if v := m.Verdict(); v.Differ != 8 || v.AtLeast != 3 {
+		t.Errorf("merged verdict %+v", v)
+	}
+}
