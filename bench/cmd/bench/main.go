@@ -10,6 +10,7 @@
 //	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
 //	paths          one model call from an agent: bare child workflow, llmworkflow.Call, Nexus, front door (not in the default set)
 //	fairness       one tenant floods the front door at 10× its quota, with calls or with refused, expensive requests: another tenant's p99 alone vs during the flood
+//	sweep          incident shapes drawn from a seed: one-shot, impatient one-shot and durable-llm judged per shape (not in the default set; -seed, -shapes a..b)
 //
 // Usage:
 //
@@ -111,6 +112,7 @@ func run(args []string) error {
 	hedgeN := fs.Int("hedge-calls", 400, "hedge: calls per contender")
 	fairWindow := fs.Duration("fairness-window", 15*time.Second, "fairness: how long tenant B's calls are measured in each row")
 	fairRefused := fs.Int("fairness-refused-properties", 4999, "fairness: properties of the tool schema of tenant A's refused requests (compiled before the refusal)")
+	sweep := addSweepFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -162,6 +164,8 @@ func run(args []string) error {
 			err = runFairness(ctx, o)
 		case "paths":
 			err = runPaths(ctx, o)
+		case "sweep":
+			err = runSweep(ctx, o, sweep)
 		default:
 			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness, paths)", b)
 		}
