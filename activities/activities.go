@@ -46,7 +46,6 @@ type Activities struct {
 	// queues are the endpoints' first tokens as this process sees them
 	// (stall.go): where a hedge of an overdue attempt could answer sooner.
 	queues  *queues
-	fleet   *guard.Sync // nil: this worker decides alone
 	tracing bool
 	hedges  *guard.RetryBudget
 	// races are the upstream requests of the hedged attempts running in
@@ -131,7 +130,7 @@ func New(o Options) (*Activities, error) {
 		steps: newOnceSteps(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
-		firstTokens: guard.NewFirstTokens(), queues: newQueues(), fleet: o.Sync, tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		firstTokens: guard.NewFirstTokens(), queues: newQueues(), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 	}
 	if a.metrics == nil {

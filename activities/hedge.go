@@ -70,24 +70,16 @@ type HedgeInput struct {
 	Sooner  []string     `json:"sooner,omitempty"`
 }
 
-// firstToken records a time to first token of model, here and, with a
-// fleet's guard, for the fleet.
+// firstToken records a time to first token of model.
 func (a *Activities) firstToken(model string, d time.Duration) {
 	a.firstTokens.Add(model, d)
-	if a.fleet != nil {
-		a.fleet.FirstToken(model, d)
-	}
 }
 
 // firstTokenP90 is the p90 time to first token of model the adaptive
-// delay uses: the fleet's (docs/how-it-works.md "Shared guards") when its view is fresh
-// and has enough times, else this worker's. where words its source.
+// delay uses: this worker's (each worker measures its own: the fleet
+// shares only what changes rarely, docs/how-it-works.md "Shared guards").
+// where words its source.
 func (a *Activities) firstTokenP90(model string) (p90 time.Duration, n int, where string) {
-	if a.fleet != nil {
-		if f, ok := a.fleet.FleetFirstTokens(model, a.now()); ok && f.N >= config.HedgeMinSamples {
-			return f.P90, f.N, "across the fleet"
-		}
-	}
 	p90, n = a.firstTokens.P90(model)
 	return p90, n, "on this worker"
 }

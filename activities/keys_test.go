@@ -149,9 +149,9 @@ func TestParkedKeyIsSharedByTheFleet(t *testing.T) {
 	}
 	m := cfg.Models[0]
 	now := time.Unix(1_000_000, 0)
-	fleet := guard.NewFleet(cfg.Budget, cfg.Breaker)
+	fleet := guard.NewFleet(cfg.Breaker)
 	worker := func(name string) (*Activities, *guard.Sync) {
-		s := guard.NewSync(name, 5*time.Second, cfg.Budget)
+		s := guard.NewSync(name, 5*time.Second)
 		a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Sync: s})
 		if err != nil {
 			t.Fatal(err)

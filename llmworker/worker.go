@@ -14,9 +14,9 @@ import (
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
@@ -85,7 +85,7 @@ type GuardOptions struct {
 	// Local keeps this worker's guards to itself.
 	Local bool
 	// Interval between two syncs with the fleet's guard workflow (a
-	// report when there is something to tell, then a query); default
+	// report when one is due, then a read of the guard's view); default
 	// 500 ms.
 	Interval time.Duration
 	// Stale is the age past which the fleet's view is not used (the
@@ -94,6 +94,9 @@ type GuardOptions struct {
 	// ReportsPerRun is how many reports a guard run takes before it
 	// continues as new, when this worker starts it; default 200.
 	ReportsPerRun int
+	// DataConverter of the client, to read the guard's memo (encrypted
+	// when the client encrypts payloads); default the SDK's.
+	DataConverter converter.DataConverter
 }
 
 // Worker is a registered, not yet started, durable-llm worker.
@@ -112,11 +115,7 @@ type Worker struct {
 
 	client    client.Client
 	namespace string
-	tq        string
-	guardID   string
-	input     workflows.GuardInput
-	interval  time.Duration
-	logger    *slog.Logger
+	link      *GuardLink
 	stop      context.CancelFunc
 	done      chan struct{}
 	// stopTimeout is the SDK workers' WorkerStopTimeout.
@@ -143,7 +142,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 			host, _ := os.Hostname()
 			name = fmt.Sprintf("%d@%s", os.Getpid(), host)
 		}
-		sync = guard.NewSync(name+"/"+uuid.NewString()[:8], o.Guards.Stale, o.Config.Budget)
+		sync = guard.NewSync(name+"/"+uuid.NewString()[:8], o.Guards.Stale)
 	}
 	ruleStates := NewRuleStates(c, o.Config, cmp.Or(o.Logger, slog.Default()).With("component", "rule-states"))
 	acts, err := activities.New(activities.Options{
@@ -211,10 +210,15 @@ func New(c client.Client, o Options) (*Worker, error) {
 	// A review waits days for an operator: it moves to new builds.
 	reviews := worker.New(c, workflows.ReviewTaskQueue, o.Worker)
 	reviews.RegisterWorkflowWithOptions(workflows.RiskReview, workflow.RegisterOptions{Name: workflows.ReviewWorkflowName, VersioningBehavior: guardBehavior})
+	var link *GuardLink
+	if sync != nil {
+		link = NewGuardLink(c, sync, GuardLinkOptions{
+			TaskQueue: tq, Interval: o.Guards.Interval, DataConverter: o.Guards.DataConverter, Logger: o.Logger,
+			Input: workflows.GuardInput{Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
+		})
+	}
 	return &Worker{
-		Worker: w, Activities: acts, Sync: sync, Reviews: reviews, Rules: ruleStates, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), tq: tq, guardID: workflows.GuardID(tq), interval: o.Guards.Interval,
-		input:       workflows.GuardInput{Budget: o.Config.Budget, Breaker: o.Config.Breaker, ReportsPerRun: o.Guards.ReportsPerRun},
-		logger:      cmp.Or(o.Logger, slog.Default()).With("component", "guard-sync", "guard", workflows.GuardID(tq)),
+		Worker: w, Activities: acts, Sync: sync, Reviews: reviews, Rules: ruleStates, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), link: link,
 		stopTimeout: o.Worker.WorkerStopTimeout, log: cmp.Or(o.Logger, slog.Default()),
 	}, nil
 }
@@ -238,10 +242,13 @@ func (w *Worker) Start() error {
 		return err
 	}
 	w.Rules.Start()
-	if w.Sync != nil {
+	if w.link != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		w.stop, w.done = cancel, make(chan struct{})
-		go w.syncGuards(ctx)
+		go func() {
+			defer close(w.done)
+			w.link.Run(ctx)
+		}()
 	}
 	return nil
 }
@@ -302,67 +309,9 @@ func (w *Worker) Stop() {
 		<-w.done
 		w.stop = nil
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = w.syncOnce(ctx)
+		_ = w.link.Leave(ctx)
 		cancel()
 	}
-}
-
-// syncGuards reports this worker's guards to the fleet's guard workflow
-// and reads the fleet's view, every interval. A report is sent with
-// signal-with-start, so the first worker with something to tell starts
-// the guard; one that cannot be sent goes out with the next. When the
-// guard cannot be reached, the view goes stale and each guard decides
-// from what this worker saw: a call never waits for the fleet.
-func (w *Worker) syncGuards(ctx context.Context) {
-	defer close(w.done)
-	t := time.NewTicker(w.interval)
-	defer t.Stop()
-	failing := false
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		err := w.syncOnce(ctx)
-		switch {
-		case err != nil && !failing && ctx.Err() == nil:
-			w.logger.Warn("the fleet's guard cannot be reached; this worker's guards decide alone until it can", "error", err)
-			failing = true
-		case err == nil && failing:
-			w.logger.Info("the fleet's guard is reachable again")
-			failing = false
-		}
-	}
-}
-
-func (w *Worker) syncOnce(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, max(w.interval*2, 5*time.Second))
-	defer cancel()
-	if r, ok := w.Sync.Cut(); ok {
-		_, err := w.client.SignalWithStartWorkflow(ctx, w.guardID, workflows.SignalGuardReport, r,
-			client.StartWorkflowOptions{ID: w.guardID, TaskQueue: w.tq}, workflows.GuardWorkflowName, w.input)
-		if err != nil {
-			w.Sync.Unsent(r)
-			return err
-		}
-	}
-	asked := time.Now()
-	v, err := w.client.QueryWorkflow(ctx, w.guardID, "", workflows.QueryGuardView, asked)
-	if err != nil {
-		var nf *serviceerror.NotFound
-		var notReady *serviceerror.WorkflowNotReady
-		if errors.As(err, &nf) || errors.As(err, &notReady) {
-			return nil // no worker has reported yet, or the guard is just starting
-		}
-		return err
-	}
-	var view guard.View
-	if err := v.Get(&view); err != nil {
-		return err
-	}
-	w.Sync.SetView(view, asked)
-	return nil
 }
 
 // EnsureSearchAttributes registers the LLM search attributes that the

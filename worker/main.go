@@ -205,7 +205,8 @@ func run(args []string) error {
 	worker.SetStickyWorkflowCacheSize(cache)
 
 	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Namespace: ns, Logger: logger,
-		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced}
+		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced,
+		Guards: llmworker.GuardOptions{DataConverter: opts.DataConverter}}
 	if shared != nil {
 		wo.SharedCache = shared
 	}

@@ -1,7 +1,9 @@
 package workflows
 
 import (
+	"bytes"
 	"cmp"
+	"encoding/json"
 	"time"
 
 	"go.temporal.io/sdk/workflow"
@@ -18,59 +20,96 @@ const (
 	// SignalGuardReport carries a worker's guard.Report.
 	SignalGuardReport = "report"
 	// QueryGuardView returns the fleet's guard.View at the instant the
-	// query passes (a time.Time: the asking worker's now). A query without
-	// one gets the view at the guard's last report, which while the fleet
-	// is quiet is in the past: budgets not refilled, open breakers not yet
-	// half-open.
+	// query passes (a time.Time: the asking worker's now), for operators
+	// (`temporal workflow query`); workers read the memo instead.
 	QueryGuardView = "view"
-	// guardReportsPerRun bounds a run's history (about 4 events a report)
+	// GuardMemo is the memo key under which the guard publishes its
+	// guard.View whenever it changes. Workers read it with
+	// DescribeWorkflowExecution, which the server answers from the
+	// workflow's state without a workflow task: a fleet's reads never
+	// queue behind the guard's work, and cost its history nothing.
+	GuardMemo = "view"
+	// guardReportsPerRun bounds a run's history (about 5 events a report)
 	// before it continues as new with its state.
 	guardReportsPerRun = 200
+	// guardMemoVersion is the change that made the guard publish its view
+	// in its memo (runs from before it only took reports and queries).
+	guardMemoVersion = "guard-memo"
 )
 
 // GuardID is the workflow ID of the guard of the workers of taskQueue.
 func GuardID(taskQueue string) string { return "llm-guard:" + taskQueue }
 
-// GuardInput starts a guard: the policy's budget and breaker settings (of
-// the worker that started it), and the state a previous run carried.
+// GuardInput starts a guard: the policy's breaker settings (of the worker
+// that started it), and the state a previous run carried.
 type GuardInput struct {
-	Budget  config.BudgetConfig  `json:"budget"`
 	Breaker config.BreakerConfig `json:"breaker"`
 	State   guard.FleetState     `json:"state"`
 	// ReportsPerRun before continuing as new; 0: 200.
 	ReportsPerRun int `json:"reports_per_run,omitempty"`
 }
 
-// LLMGuard keeps the guard state of every worker of a task queue: each
-// worker signals what its budgets, breakers and rate-limit holds saw
-// (SignalGuardReport, at most every sync interval, only when it saw
-// something) and queries the fleet's view (QueryGuardView, which writes no
-// history). The state is a pure function of the reports and their
-// instants, so the workflow is deterministic; after guardReportsPerRun
-// reports it continues as new with its state in a few bytes.
+// LLMGuard keeps the guard state every worker of a task queue shares: each
+// worker signals what its breakers and rate-limit holds saw
+// (SignalGuardReport: at once when it is news, otherwise at a rate that
+// keeps the fleet's reports near ten a second whatever its size; see
+// guard.Sync), and the guard publishes the fleet's view in its memo
+// (GuardMemo) when it changes, which the workers read. The state is a
+// pure function of the reports and their instants, so the workflow is
+// deterministic; after guardReportsPerRun reports it continues as new
+// with its state in a few bytes.
 func LLMGuard(ctx workflow.Context, in GuardInput) error {
 	// The Fleet ranges over maps only to fill maps or sorted lists, so its
 	// results never depend on the order (hence the workflowcheck:ignore).
-	f := guard.NewFleet(in.Budget, in.Breaker)
+	f := guard.NewFleet(in.Breaker)
 	//workflowcheck:ignore
 	f.Restore(in.State)
 	if err := workflow.SetQueryHandler(ctx, QueryGuardView, func(asked time.Time) (guard.View, error) {
 		// workflow.Now in a query is the instant of the last workflow task
 		// (the last report), so the view is judged at the asker's instant
-		// when that is later: a quiet fleet's budget refills and its
-		// breakers turn half-open on time. A query writes no history, so
-		// this does not touch determinism.
+		// when that is later. A query writes no history, so this does not
+		// touch determinism.
 		//workflowcheck:ignore
 		return f.View(latest(asked, workflow.Now(ctx), f.Latest())), nil
 	}); err != nil {
 		return err
 	}
+	publishes := workflow.GetVersion(ctx, guardMemoVersion, workflow.DefaultVersion, 1) >= 1
+	var published []byte
+	publish := func() error {
+		if !publishes {
+			return nil
+		}
+		//workflowcheck:ignore
+		v := f.View(latest(workflow.Now(ctx), f.Latest()))
+		v.At = time.Time{} // a reader judges freshness by when it read
+		b, err := json.Marshal(v)
+		if err != nil || bytes.Equal(b, published) {
+			return err
+		}
+		published = b
+		return workflow.UpsertMemo(ctx, map[string]any{GuardMemo: v})
+	}
+	if err := publish(); err != nil {
+		return err
+	}
 	reports := workflow.GetSignalChannel(ctx, SignalGuardReport)
-	for range cmp.Or(in.ReportsPerRun, guardReportsPerRun) {
+	for n := cmp.Or(in.ReportsPerRun, guardReportsPerRun); n > 0; {
 		var r guard.Report
 		reports.Receive(ctx, &r)
 		//workflowcheck:ignore
 		f.Apply(r)
+		n--
+		// The reports that came with it, in the same workflow task: one
+		// memo write for all of them.
+		for n > 0 && reports.ReceiveAsync(&r) {
+			//workflowcheck:ignore
+			f.Apply(r)
+			n--
+		}
+		if err := publish(); err != nil {
+			return err
+		}
 	}
 	for {
 		var r guard.Report

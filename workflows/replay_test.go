@@ -59,7 +59,7 @@ func golden(t *testing.T) map[string]string {
 		got[name] = f
 		names = append(names, name)
 	}
-	want := append(slices.Clone(goldenPaths), guardGolden)
+	want := append(slices.Clone(goldenPaths), guardGolden, guardBeforeMemo)
 	slices.Sort(want)
 	slices.Sort(names)
 	require.Equal(t, want, names, "the histories in %s are not the recorded paths: run `make histories`", historiesDir)
@@ -117,7 +117,13 @@ func TestReplayGoldenHistories(t *testing.T) {
 
 // guardGolden is the recorded run of the fleet's guard (LLMGuard): started
 // from a previous run's state, fed reports, continued as new.
-const guardGolden = "guard"
+// guardBeforeMemo is one recorded before the guard published its view in
+// its memo (it took reports and queries only): a run of that build still
+// in flight replays on this one.
+const (
+	guardGolden     = "guard"
+	guardBeforeMemo = "guard-before-memo"
+)
 
 // TestReplayGuardHistory replays the recorded guard run against this
 // build's LLMGuard.
@@ -126,8 +132,10 @@ func TestReplayGuardHistory(t *testing.T) {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
 	require.NoError(t, err)
 	r.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
-	err = r.ReplayWorkflowHistoryFromJSONFile(quietLog, files[guardGolden])
-	require.NoError(t, err, "the guard's recorded run no longer replays against LLMGuard: guard the change with workflow.GetVersion, or re-record with `make histories ONLY=guard` if no guard can be running")
+	for _, name := range []string{guardGolden, guardBeforeMemo} {
+		err = r.ReplayWorkflowHistoryFromJSONFile(quietLog, files[name])
+		require.NoError(t, err, "the guard's recorded run %s no longer replays against LLMGuard: guard the change with workflow.GetVersion, or re-record with `make histories ONLY=guard` if no guard can be running", name)
+	}
 }
 
 // extraStepFirst is LLMCall with one step added before everything else:

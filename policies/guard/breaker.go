@@ -157,6 +157,9 @@ type Breaker struct {
 	trialAt   time.Time
 
 	onChange func(from, to BreakerState, now time.Time)
+	// adopting: the change under way is the fleet's (overlay), not news
+	// of this breaker's own.
+	adopting bool
 }
 
 // NewBreaker returns a closed breaker with cfg's model-breaker settings,
@@ -401,6 +404,8 @@ func (b *Breaker) overlay(fb fleetBreaker, now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
+	b.adopting = true
+	defer func() { b.adopting = false }()
 	b.period = max(b.period, fb.Period)
 	switch {
 	case fb.open:
@@ -561,9 +566,14 @@ func (r *BreakerRegistry) Breaker(model string) *Breaker {
 		return b
 	}
 	b := NewBreaker(r.cfg)
-	if r.onChange != nil {
-		hook := r.onChange
-		b.onChange = func(from, to BreakerState, now time.Time) { hook(model, from, to, now) }
+	hook := r.onChange
+	b.onChange = func(from, to BreakerState, now time.Time) {
+		if hook != nil {
+			hook(model, from, to, now)
+		}
+		if s := r.fleet(); s != nil && !b.adopting && to != BreakerHalfOpen {
+			s.changed(model, to == BreakerOpen, now) // it opened or closed on this worker's outcomes
+		}
 	}
 	r.breakers[model] = b
 	return b

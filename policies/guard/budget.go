@@ -2,7 +2,6 @@ package guard
 
 import (
 	"fmt"
-	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -53,10 +52,9 @@ type RetryBudget struct {
 	// and each tenant's requests and retries in the window.
 	share   float64
 	tenants map[string]*windowRing
-	// endpoint and sync, when set (Budgets.SetSync), make the budget the
-	// fleet's (see Sync).
-	endpoint string
-	sync     *Sync
+	// sync, when set (Budgets.SetSync), gives the fleet's size: the
+	// budget keeps its worker's share of the floor.
+	sync *Sync
 	// shareOnly: a share budget (NewShareBudget), a sliding window with no
 	// reserve.
 	shareOnly bool
@@ -137,9 +135,6 @@ func (b *RetryBudget) RecordRequest(now time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.ring.add(now, 1, 0)
-	if b.sync != nil {
-		b.sync.countBudget(b.endpoint, now, 1, 0)
-	}
 }
 
 // RecordRequestFor is RecordRequest for a call of tenant.
@@ -210,10 +205,6 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 			ahead++
 		}
 	}
-	if b.sync != nil {
-		// Other workers' calls refused before this one come first too.
-		ahead += b.sync.fleetAhead(b.endpoint, since, call == "", now)
-	}
 	if ahead > 0 && b.remaining(now) <= ahead {
 		b.wait(call, since, now)
 		return false, false, ahead
@@ -273,18 +264,8 @@ func (b *RetryBudget) peek(now time.Time) BudgetSnapshot {
 	return b.stateAt(b.ring.peek(now))
 }
 
-// add records requests and retries at now (a fleet's reports).
-func (b *RetryBudget) add(now time.Time, requests, retries int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.ring.add(now, requests, retries)
-}
-
 // TryRetry reports whether a retry is allowed at now and, when it is,
 // records it, so concurrent callers can never overdraw the budget.
-//
-// A fleet's budget (Budgets.SetSync) decides from the fleet's view while
-// it is fresh, else from this process's window alone.
 func (b *RetryBudget) TryRetry(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -293,26 +274,14 @@ func (b *RetryBudget) TryRetry(now time.Time) bool {
 
 // tryRetry is TryRetry with b.mu held.
 func (b *RetryBudget) tryRetry(now time.Time) bool {
-	if b.sync != nil {
-		if ok, decided := b.sync.fleetRetry(b.endpoint, now); decided {
-			if ok {
-				b.ring.add(now, 0, 1)
-			}
-			return ok
-		}
-	}
 	if b.snapshot(now).Remaining() <= 0 {
 		return false
 	}
 	b.ring.add(now, 0, 1)
-	if b.sync != nil {
-		b.sync.countBudget(b.endpoint, now, 0, 1)
-	}
 	return true
 }
 
-// Remaining returns how many retries the budget allows at now (the
-// fleet's, while its view is fresh).
+// Remaining returns how many retries the budget allows at now.
 func (b *RetryBudget) Remaining(now time.Time) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -321,11 +290,6 @@ func (b *RetryBudget) Remaining(now time.Time) int {
 
 // remaining is Remaining with b.mu held.
 func (b *RetryBudget) remaining(now time.Time) int {
-	if b.sync != nil {
-		if r, ok := b.sync.fleetRemaining(b.endpoint, now); ok {
-			return r
-		}
-	}
 	return b.snapshot(now).Remaining()
 }
 
@@ -349,19 +313,20 @@ func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 		s.Allowed = int(math.Floor(b.ratio*float64(s.Requests)+1e-9)) + b.floor
 		return s
 	}
-	rr := reserveOf(b.ratio, b.floor)
+	floor := b.floorShare(i)
+	rr := reserveOf(b.ratio, floor)
 	for k := i - windowBuckets + 1; k <= i; k++ {
 		req, ret := b.ring.bucket(k)
 		s.Requests += req
 		s.Retries += ret
 	}
-	if b.ratio*float64(s.Requests) >= float64(b.floor) {
+	if b.ratio*float64(s.Requests) >= floor {
 		// Traffic earns the floor over the window: no idle refill, or an
 		// incident whose calls wait instead of sending (open breakers)
 		// would be paid more than ratio × requests + floor.
 		rr.idle = 0
 	}
-	level := float64(b.floor)
+	level := floor
 	for k := i - windowBuckets + 1; k <= i; k++ {
 		req, ret := b.ring.bucket(k)
 		level = rr.step(level, req, ret)
@@ -378,14 +343,42 @@ func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 // are, and what is left over is kept only up to size.
 type reserveRule struct{ size, ratio, idle float64 }
 
+// floorShare is this process's share of the floor in the window that ends
+// at bucket i: all of it alone, and 1/n of it in a fleet of n workers
+// (Budgets.SetSync), so the fleet's floor is the policy's however many
+// workers pay from it. A retry cannot be split: a worker whose share is
+// under one retry has a whole one in a window with that share's
+// probability, drawn by its name and the window's number (one window in
+// n/floor on average), else none. With b.mu held.
+func (b *RetryBudget) floorShare(i int64) float64 {
+	if b.sync == nil {
+		return float64(b.floor)
+	}
+	share := float64(b.floor) / float64(b.sync.Workers())
+	if share <= 0 || share >= 1 {
+		return share
+	}
+	epoch := i / windowBuckets
+	if i < 0 && i%windowBuckets != 0 {
+		epoch-- // floor, not truncation
+	}
+	if spreadOf(b.sync.Worker(), epoch+1) < share {
+		return 1
+	}
+	return 0
+}
+
 // reserveOf is the reserve of a budget with ratio and floor: floor
-// retries, or one retry when the floor is 0 and requests earn retries.
-func reserveOf(ratio float64, floor int) reserveRule {
-	size := float64(floor)
-	if floor == 0 && ratio > 0 {
+// retries, but at least one whole retry when the floor or requests earn
+// any (a retry cannot be split: a worker whose share of the floor is 2.5
+// holds up to 2.5, one with none keeps what its requests earn until it
+// makes one retry).
+func reserveOf(ratio, floor float64) reserveRule {
+	size := floor
+	if size < 1 && (floor > 0 || ratio > 0) {
 		size = 1
 	}
-	return reserveRule{size: size, ratio: ratio, idle: float64(floor) / windowBuckets}
+	return reserveRule{size: size, ratio: ratio, idle: floor / windowBuckets}
 }
 
 // step is the reserve after a bucket of req requests and ret retries
@@ -454,20 +447,6 @@ func (r *windowRing) add(now time.Time, a, b int) {
 	bk.b += b
 }
 
-// counts returns the counts of the window at now, one per bucket, each
-// at its bucket's start.
-func (r *windowRing) counts(now time.Time) []BudgetCount {
-	i := r.at(now)
-	var out []BudgetCount
-	for _, bk := range r.buckets {
-		if bk.index > i-windowBuckets && bk.index <= i && (bk.a != 0 || bk.b != 0) {
-			out = append(out, BudgetCount{At: r.origin.Add(time.Duration(bk.index) * r.width), Requests: bk.a, Retries: bk.b})
-		}
-	}
-	slices.SortFunc(out, func(x, y BudgetCount) int { return x.At.Compare(y.At) })
-	return out
-}
-
 func (r *windowRing) sum(now time.Time) (a, b int) {
 	return r.sumAt(r.at(now))
 }
@@ -503,46 +482,17 @@ type Budgets struct {
 	sync *Sync
 }
 
-// SetSync joins the budgets to their fleet (see Sync).
+// SetSync joins the budgets to their fleet: each keeps its worker's
+// share of the floor (see Sync).
 func (b *Budgets) SetSync(s *Sync) {
-	if s != nil {
-		s.mu.Lock()
-		s.lines = b.lines
-		s.mu.Unlock()
-	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.sync = s
-	for ep, r := range b.by {
+	for _, r := range b.by {
 		r.mu.Lock()
-		r.endpoint, r.sync = ep, s
+		r.sync = s
 		r.mu.Unlock()
 	}
-}
-
-// maxReportedWaiting bounds the calls in line a report lists (the oldest):
-// a report is a signal in the guard's history.
-const maxReportedWaiting = 64
-
-// lines lists the calls in every budget's line at now (rechecked within
-// waiterLive), oldest first, at most maxReportedWaiting: what this worker
-// tells its fleet.
-func (b *Budgets) lines(now time.Time) []WaitingCall {
-	b.mu.Lock()
-	budgets := slices.Collect(maps.Values(b.by))
-	b.mu.Unlock()
-	var out []WaitingCall
-	for _, r := range budgets {
-		r.mu.Lock()
-		for _, w := range r.waiting {
-			if w.live(now) {
-				out = append(out, WaitingCall{Endpoint: r.endpoint, Since: w.since})
-			}
-		}
-		r.mu.Unlock()
-	}
-	slices.SortFunc(out, func(x, y WaitingCall) int { return x.Since.Compare(y.Since) })
-	return out[:min(len(out), maxReportedWaiting)]
 }
 
 // NewBudgets returns per-endpoint budgets with cfg's settings (see
@@ -561,7 +511,7 @@ func (b *Budgets) For(endpoint string) *RetryBudget {
 	r, ok := b.by[endpoint]
 	if !ok {
 		r = NewRetryBudget(b.cfg)
-		r.endpoint, r.sync = endpoint, b.sync
+		r.sync = b.sync
 		b.by[endpoint] = r
 	}
 	return r

@@ -393,3 +393,102 @@ func BenchmarkRetryBudgetTryRetry(b *testing.B) {
 		}
 	})
 }
+
+// fleetBudgets returns the budgets of n workers, each joined to a sync
+// whose fleet view counts n workers.
+func fleetBudgets(t *testing.T, cfg config.BudgetConfig, n int) []*RetryBudget {
+	t.Helper()
+	bs := make([]*RetryBudget, n)
+	for i := range bs {
+		s := NewSync(fmt.Sprintf("w%d", i), time.Second)
+		s.SetView(View{At: budgetT0, Workers: n}, budgetT0)
+		if s.Workers() != n {
+			t.Fatalf("worker %d counts a fleet of %d, want %d", i, s.Workers(), n)
+		}
+		all := NewBudgets(cfg)
+		all.SetSync(s)
+		bs[i] = all.For("http://up:8000")
+	}
+	return bs
+}
+
+// spend takes every retry b allows at now and returns how many.
+func spend(t *testing.T, b *RetryBudget, now time.Time) int {
+	t.Helper()
+	n := 0
+	for b.TryRetry(now) {
+		if n++; n > 1000 {
+			t.Fatal("a budget allowed more than 1000 retries at one instant")
+		}
+	}
+	return n
+}
+
+// TestFloorSplitAddsUp: the workers of a fleet, each keeping 1/Workers of
+// the floor in its own budget, add up to the policy's budget. With ratio
+// 0, at one instant a fleet of at most floor workers gets N × ⌊floor/N⌋
+// retries, never more than the floor. A retry cannot be split, so each
+// worker's reserve holds at least one whole retry: a fleet larger than the
+// floor keeps up to one per worker, and the bound at one instant is
+// max(floor, N) (a fleet of 20 with a floor of 10 gets 20 at once, one per
+// worker). With ratio 0.1 and each worker recording R requests, the
+// fleet's retries stay within 0.1 × the fleet's requests + max(floor, N):
+// at one instant, and over a window whose traffic earns each worker its
+// share of the floor (0.1 × R ≥ floor/N; on thinner traffic each budget
+// also refills its share per window, as a lone budget refills its floor).
+func TestFloorSplitAddsUp(t *testing.T) {
+	const floor = 10
+	for _, n := range []int{1, 2, 4, 10, 20} {
+		t.Run(fmt.Sprintf("%d workers", n), func(t *testing.T) {
+			got := 0
+			for _, b := range fleetBudgets(t, budgetConfig(time.Minute, 0, floor), n) {
+				got += spend(t, b, budgetT0)
+			}
+			if n <= floor {
+				if want := n * (floor / n); got != want {
+					t.Errorf("ratio 0: the fleet got %d retries at one instant, want %d × %d = %d", got, n, floor/n, want)
+				}
+				if got > floor {
+					t.Errorf("ratio 0: the fleet got %d retries at one instant, over the floor of %d", got, floor)
+				}
+			}
+			if bound := max(floor, n); got > bound {
+				t.Errorf("ratio 0: the fleet got %d retries at one instant, over max(floor, workers) = %d", got, bound)
+			}
+
+			for _, r := range []int{0, 1, 5, 10, 50, 200} {
+				bound := 0.1*float64(n*r) + float64(max(floor, n))
+				// At one instant: R requests each, then every retry allowed.
+				got := 0
+				for _, b := range fleetBudgets(t, budgetConfig(time.Minute, 0.1, floor), n) {
+					for range r {
+						b.RecordRequest(budgetT0)
+					}
+					got += spend(t, b, budgetT0)
+				}
+				if float64(got) > bound+1e-9 {
+					t.Errorf("ratio 0.1, %d requests each at one instant: the fleet got %d retries, over %.1f", r, got, bound)
+				}
+				if r*n < 10*floor {
+					continue // 0.1 × R < floor/N: too thin to earn the worker's share of the floor
+				}
+				// Over a window: R requests each, spread evenly, every
+				// retry allowed taken every 100 ms.
+				got = 0
+				for _, b := range fleetBudgets(t, budgetConfig(time.Minute, 0.1, floor), n) {
+					sent := 0
+					for at := time.Duration(0); at < time.Minute; at += 100 * time.Millisecond {
+						now := budgetAt(at)
+						for ; sent < r && time.Duration(sent)*time.Minute/time.Duration(r) <= at; sent++ {
+							b.RecordRequest(now)
+						}
+						got += spend(t, b, now)
+					}
+				}
+				if float64(got) > bound+1e-9 {
+					t.Errorf("ratio 0.1, %d requests each over a window: the fleet got %d retries, over %.1f", r, got, bound)
+				}
+			}
+		})
+	}
+}

@@ -10,50 +10,25 @@ import (
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
-// Report is what one worker tells the fleet's guard about the requests
-// and outcomes it saw since its previous report. Instants are the
-// worker's; reports are applied once each, by worker and sequence number.
+// Report is what one worker tells the fleet's guard: the attempt
+// outcomes its breakers saw and the holds it started since its previous
+// report. Reports are applied once each, by worker and sequence number.
+// At is the worker's instant when it cut the report: the guard counts a
+// worker in the fleet while it reported within WorkerLease. Leave says the
+// worker is stopping. Budgets are not reported: each worker keeps its own
+// (see Sync).
 type Report struct {
 	Worker   string         `json:"worker"`
 	Seq      int64          `json:"seq"`
-	Budget   []BudgetCount  `json:"budget,omitempty"`
+	At       time.Time      `json:"at,omitzero"`
 	Outcomes []ModelOutcome `json:"outcomes,omitempty"`
 	Holds    []HoldEvent    `json:"holds,omitempty"`
-	// FirstTokens are the times to first token the worker measured, by
-	// model, oldest first.
-	FirstTokens map[string][]time.Duration `json:"first_tokens,omitempty"`
-	// Waiting is every call waiting in the worker's budgets' lines at
-	// WaitingAt (all of them, not a change since the last report); a
-	// zero WaitingAt says nothing of them.
-	Waiting   []WaitingCall `json:"waiting,omitempty"`
-	WaitingAt time.Time     `json:"waiting_at,omitempty"`
+	Leave    bool           `json:"leave,omitempty"`
 }
 
-// Empty reports whether r carries nothing.
+// Empty reports whether r carries no outcome and no hold.
 func (r Report) Empty() bool {
-	return len(r.Budget) == 0 && len(r.Outcomes) == 0 && len(r.Holds) == 0 && len(r.FirstTokens) == 0 && r.WaitingAt.IsZero()
-}
-
-// WaitingCall is a call in a budget's line: on Endpoint's budget, first
-// refused at Since.
-type WaitingCall struct {
-	Endpoint string    `json:"endpoint"`
-	Since    time.Time `json:"since"`
-}
-
-// waitingCalls is one worker's calls in line as its last report had them.
-type waitingCalls struct {
-	at    time.Time
-	calls []WaitingCall
-}
-
-// BudgetCount is the calls' first requests and the retries charged to one
-// endpoint's budget in the second that starts At.
-type BudgetCount struct {
-	Endpoint string    `json:"endpoint"`
-	At       time.Time `json:"at"`
-	Requests int       `json:"requests,omitempty"`
-	Retries  int       `json:"retries,omitempty"`
+	return len(r.Outcomes) == 0 && len(r.Holds) == 0
 }
 
 // ModelOutcome is the outcome of one attempt on Model at At, as a breaker
@@ -77,14 +52,12 @@ type HoldEvent struct {
 	For   time.Duration `json:"for"`
 }
 
-// View is what the fleet's guard knows at one instant: each endpoint's
-// budget window, the models whose breaker the fleet's outcomes opened and
-// what else the fleet's breakers know, the scopes held, and the last
-// report applied per worker (so a worker knows which of its counts the
-// view includes).
+// View is what the fleet's guard knows at one instant: the models whose
+// breaker the fleet's outcomes opened and what else the fleet's breakers
+// know, the scopes held, and how many workers the fleet has. The guard
+// publishes it in its memo whenever it changes.
 type View struct {
-	At      time.Time                 `json:"at"`
-	Budgets map[string]BudgetSnapshot `json:"budgets,omitempty"`
+	At time.Time `json:"at"`
 	// Open maps a model to the end of its open period.
 	Open map[string]time.Time `json:"open,omitempty"`
 	// Breakers holds, for the models whose fleet breaker has grown its
@@ -93,15 +66,9 @@ type View struct {
 	Breakers map[string]BreakerView `json:"breakers,omitempty"`
 	// Holds maps a scope to the end of its hold.
 	Holds map[string]time.Time `json:"holds,omitempty"`
-	Acks  map[string]int64     `json:"acks,omitempty"`
-	// FirstTokens is each model's p90 time to first token over the
-	// fleet's recent attempts.
-	FirstTokens map[string]FirstTokenP90 `json:"first_tokens,omitempty"`
-	// Waiting is, by worker, the calls in its budgets' lines as of its
-	// last report, when that is at most waiterLive old: a worker serves
-	// its own line in turn after the calls other workers' lines held
-	// before them (RetryBudget.TryRetryInTurn).
-	Waiting map[string][]WaitingCall `json:"waiting,omitempty"`
+	// Workers is how many workers reported within their Lease and have
+	// not left: each keeps 1/Workers of the budget's floor.
+	Workers int `json:"workers,omitempty"`
 }
 
 // BreakerView is what a fleet's view says of one model's breaker beyond
@@ -117,45 +84,46 @@ type BreakerView struct {
 	Share float64 `json:"share,omitempty"`
 	// Closed is the last instant the fleet's trials closed the breaker: a
 	// worker's breaker whose trials began before then closes too.
-	Closed time.Time `json:"closed,omitempty"`
+	Closed time.Time `json:"closed,omitzero"`
 }
 
-// Fleet is the guard state of every worker of a deployment, built from
-// their reports: one retry budget per endpoint, whose floor is counted
-// once for the fleet; breakers that judge the outcomes all workers saw;
-// the rate-limit holds. It is deterministic in its inputs (no clock of its
-// own), so it can live in a workflow. A fleet breaker is a Breaker whose
-// every reported outcome is a call it let through: it opens on the
-// fleet's failures; half-open, it judges the outcomes the workers' breakers
-// counted (their trials, and the calls of workers whose breaker is closed)
-// and ramps its share, reopens with a grown period or closes, and the
-// workers' breakers follow it through the View. Safe for concurrent use.
-type Fleet struct {
-	budgetCfg  config.BudgetConfig
-	breakerCfg config.BreakerConfig
-
-	mu       sync.Mutex
-	budgets  *Budgets
-	breakers map[string]*Breaker
-	holds    *Holds
-	ttft     *FirstTokens
-	acks     map[string]int64
-	seen     map[string]time.Time // the latest instant in each worker's reports
-	waiting  map[string]waitingCalls
-}
+// WorkerLease is how long the guard counts a worker after its last report
+// in a fleet of up to 30 (Lease gives it for any size). A worker with
+// nothing to report sends an empty report every KeepAlive, a third of
+// it, so a worker that stopped without saying so (killed) is forgotten
+// within a lease. Until then it is counted: its share of the floor is
+// lost for that long, which errs on the side of fewer retries.
+const WorkerLease = 60 * time.Second
 
 // ackKeep is how long a worker's last report number is kept after its
 // last report: a worker gone that long (restarted under a new name) is
 // forgotten.
 const ackKeep = 10 * time.Minute
 
-// NewFleet returns an empty fleet state with the policy's budget and
-// breaker settings.
-func NewFleet(budget config.BudgetConfig, breaker config.BreakerConfig) *Fleet {
-	return &Fleet{
-		budgetCfg: budget, breakerCfg: breaker,
-		budgets: NewBudgets(budget), breakers: map[string]*Breaker{}, holds: NewHolds(), ttft: NewFirstTokens(), acks: map[string]int64{}, seen: map[string]time.Time{},
-	}
+// Fleet is the guard state of every worker of a deployment, built from
+// their reports: breakers that judge the outcomes all workers saw, the
+// rate-limit holds, and the workers. It is deterministic in its inputs
+// (no clock of its own), so it can live in a workflow. A fleet breaker is
+// a Breaker whose every reported outcome is a call it let through: it
+// opens on the fleet's failures; half-open, it judges the outcomes the
+// workers' breakers counted (their trials, and the calls of workers whose
+// breaker is closed) and ramps its share, reopens with a grown period or
+// closes, and the workers' breakers follow it through the View. Safe for
+// concurrent use.
+type Fleet struct {
+	breakerCfg config.BreakerConfig
+
+	mu       sync.Mutex
+	breakers map[string]*Breaker
+	holds    *Holds
+	acks     map[string]int64
+	seen     map[string]time.Time // each worker's latest report; gone when it left
+}
+
+// NewFleet returns an empty fleet state with the policy's breaker
+// settings.
+func NewFleet(breaker config.BreakerConfig) *Fleet {
+	return &Fleet{breakerCfg: breaker, breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{}, seen: map[string]time.Time{}}
 }
 
 // Apply adds a report; one already applied (its Seq not above the
@@ -167,11 +135,7 @@ func (f *Fleet) Apply(r Report) bool {
 		return false
 	}
 	f.acks[r.Worker] = r.Seq
-	seen := f.seen[r.Worker]
-	for _, c := range r.Budget {
-		f.budgets.For(c.Endpoint).add(c.At, c.Requests, c.Retries)
-		seen = later(seen, c.At)
-	}
+	seen := later(f.seen[r.Worker], r.At)
 	for _, h := range r.Holds {
 		seen = later(seen, h.At)
 	}
@@ -186,15 +150,10 @@ func (f *Fleet) Apply(r Report) bool {
 			b.judge(o.At, o.Class)
 		}
 	}
-	f.seen[r.Worker] = seen
-	if w := f.waiting[r.Worker]; !r.WaitingAt.IsZero() && r.WaitingAt.After(w.at) {
-		if f.waiting == nil {
-			f.waiting = map[string]waitingCalls{}
-		}
-		f.waiting[r.Worker] = waitingCalls{at: r.WaitingAt, calls: r.Waiting}
-	}
-	for m, ds := range r.FirstTokens {
-		f.ttft.Add(m, ds...) // each model's list on its own: the order of models does not matter
+	if r.Leave {
+		delete(f.seen, r.Worker)
+	} else {
+		f.seen[r.Worker] = seen
 	}
 	for _, h := range r.Holds {
 		f.holds.Hold(h.Scope, h.At, h.For)
@@ -318,10 +277,7 @@ func (f *Fleet) Latest() time.Time {
 func (f *Fleet) View(now time.Time) View {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	v := View{At: now, Budgets: map[string]BudgetSnapshot{}, Open: map[string]time.Time{}, Holds: map[string]time.Time{}, Acks: map[string]int64{}}
-	for _, ep := range f.budgets.Endpoints() {
-		v.Budgets[ep] = f.budgets.For(ep).peek(now)
-	}
+	v := View{At: now, Open: map[string]time.Time{}, Holds: map[string]time.Time{}}
 	for m, b := range f.breakers {
 		st, until, bv := b.peek(now)
 		if st == BreakerOpen {
@@ -339,26 +295,20 @@ func (f *Fleet) View(now time.Time) View {
 			v.Holds[sc] = now.Add(left)
 		}
 	}
-	for w, s := range f.acks {
-		v.Acks[w] = s
-	}
-	for w, l := range f.waiting {
-		if len(l.calls) > 0 && now.Sub(l.at) <= waiterLive {
-			if v.Waiting == nil {
-				v.Waiting = map[string][]WaitingCall{}
-			}
-			v.Waiting[w] = slices.Clone(l.calls)
+	lease := Lease(len(f.seen))
+	for _, at := range f.seen {
+		if now.Sub(at) < lease {
+			v.Workers++
 		}
 	}
-	v.FirstTokens = f.ttft.summary()
 	return v
 }
 
 // FleetState is a Fleet in a few bytes, carried across a guard workflow's
-// continue-as-new: the budget windows by bucket, the breakers that are not
-// as new, the holds and the last report of each worker.
+// continue-as-new: the breakers that are not as new, the holds and the
+// last report of each worker. (A state from a build that shared budgets
+// also carries their counts, which this one ignores.)
 type FleetState struct {
-	Budget []BudgetCount `json:"budget,omitempty"`
 	// Open are the open breakers as trips at the instant they opened: all
 	// that a state from a build before Breakers carries, and what such a
 	// build reads of this one's (Restore takes Breakers over Open).
@@ -368,30 +318,19 @@ type FleetState struct {
 	Breakers []BreakerMemo    `json:"breakers,omitempty"`
 	Holds    []HoldEvent      `json:"holds,omitempty"`
 	Acks     map[string]int64 `json:"acks,omitempty"`
-	// Seen is the latest instant of each acknowledged worker's reports.
+	// Seen is the latest report of each worker in the fleet.
 	Seen map[string]time.Time `json:"seen,omitempty"`
-	// FirstTokens are each model's recent times to first token.
-	FirstTokens map[string][]time.Duration `json:"first_tokens,omitempty"`
 }
 
 // State returns the fleet's state at now.
 func (f *Fleet) State(now time.Time) FleetState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := FleetState{Acks: map[string]int64{}, Seen: map[string]time.Time{}, FirstTokens: f.ttft.samples()}
+	st := FleetState{Acks: map[string]int64{}, Seen: map[string]time.Time{}}
 	for w, s := range f.acks {
-		if now.Sub(f.seen[w]) < ackKeep {
-			st.Acks[w], st.Seen[w] = s, f.seen[w]
+		if at, ok := f.seen[w]; ok && now.Sub(at) < ackKeep {
+			st.Acks[w], st.Seen[w] = s, at
 		}
-	}
-	for _, ep := range f.budgets.Endpoints() {
-		b := f.budgets.For(ep)
-		b.mu.Lock()
-		for _, c := range b.ring.counts(now) {
-			c.Endpoint = ep
-			st.Budget = append(st.Budget, c)
-		}
-		b.mu.Unlock()
 	}
 	for _, m := range slices.Sorted(maps.Keys(f.breakers)) {
 		b := f.breakers[m]
@@ -414,7 +353,10 @@ func (f *Fleet) State(now time.Time) FleetState {
 func (f *Fleet) Restore(st FleetState) {
 	f.mu.Lock()
 	for w, s := range st.Acks {
-		f.acks[w], f.seen[w] = s, st.Seen[w]
+		f.acks[w] = s
+		if at, ok := st.Seen[w]; ok {
+			f.seen[w] = at
+		}
 	}
 	memos := map[string]bool{}
 	for _, m := range st.Breakers {
@@ -428,7 +370,7 @@ func (f *Fleet) Restore(st FleetState) {
 			open = append(open, o)
 		}
 	}
-	f.Apply(Report{Worker: "\x00restore", Seq: 1, Budget: st.Budget, Outcomes: open, Holds: st.Holds, FirstTokens: st.FirstTokens})
+	f.Apply(Report{Worker: "\x00restore", Seq: 1, Outcomes: open, Holds: st.Holds})
 	f.mu.Lock()
 	delete(f.acks, "\x00restore")
 	delete(f.seen, "\x00restore")

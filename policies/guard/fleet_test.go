@@ -18,9 +18,22 @@ type worker struct {
 	holds    *Holds
 }
 
+// longAgo is when the workers of these tests first looked for the fleet
+// and found none: they announce themselves at their first cut.
+var longAgo = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// newWorker is newSilentWorker that has looked for its fleet long ago.
 func newWorker(name string, cfg *config.Config) worker {
+	w := newSilentWorker(name, cfg)
+	w.sync.SetView(View{}, longAgo)
+	return w
+}
+
+// newSilentWorker is a worker's guards joined to a Sync that has not
+// looked for its fleet yet.
+func newSilentWorker(name string, cfg *config.Config) worker {
 	w := worker{
-		sync:    NewSync(name, time.Second, cfg.Budget),
+		sync:    NewSync(name, time.Second),
 		budgets: NewBudgets(cfg.Budget), breakers: NewBreakerRegistry(cfg.Breaker, nil), holds: NewHolds(),
 	}
 	w.budgets.SetSync(w.sync)
@@ -46,24 +59,21 @@ func TestFleetSharesGuards(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.Budget.Floor, cfg.Budget.Ratio = 2, 0
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := NewFleet(cfg.Budget, cfg.Breaker)
+	f := NewFleet(cfg.Breaker)
 	a, b := newWorker("a", cfg), newWorker("b", cfg)
 	const ep, model = "http://up:8000", "qwen-72b"
 	syncAll(f, t0, a, b)
 
-	// The floor is the fleet's: two retries in all, not two per worker.
-	if !a.budgets.For(ep).TryRetry(t0) || !a.budgets.For(ep).TryRetry(t0) {
-		t.Fatal("worker a was refused the fleet's floor")
+	// The floor is split between the workers the fleet counts: one retry
+	// each of a floor of two, and no worker spends the other's.
+	if a.sync.Workers() != 2 || b.sync.Workers() != 2 {
+		t.Fatalf("the workers count a fleet of %d and %d, want 2", a.sync.Workers(), b.sync.Workers())
 	}
-	if a.budgets.For(ep).TryRetry(t0) {
-		t.Error("worker a spent a third retry from a floor of two, before any sync")
+	if !a.budgets.For(ep).TryRetry(t0) || a.budgets.For(ep).TryRetry(t0) {
+		t.Error("worker a: want one retry, its half of a floor of two")
 	}
-	syncAll(f, t0.Add(500*time.Millisecond), a, b)
-	if b.budgets.For(ep).TryRetry(t0.Add(600 * time.Millisecond)) {
-		t.Error("worker b retried although worker a had spent the fleet's floor")
-	}
-	if got := b.budgets.For(ep).Remaining(t0.Add(600 * time.Millisecond)); got != 0 {
-		t.Errorf("worker b sees %d retries left, want 0", got)
+	if !b.budgets.For(ep).TryRetry(t0) {
+		t.Error("worker b was refused its own half of the floor")
 	}
 
 	// A breaker opened by failures worker a saw refuses in worker b.
@@ -96,18 +106,18 @@ func TestFleetSharesGuards(t *testing.T) {
 		t.Errorf("worker b: scope held %v more, want 2 s", left)
 	}
 
-	// A stale view is not used: each worker decides from its own window.
-	stale := later.Add(2 * time.Minute)
-	if !b.budgets.For(ep).TryRetry(stale) {
-		t.Error("with a stale view worker b was refused its own floor")
-	}
 	// A report applied twice counts once.
-	r := Report{Worker: "c", Seq: 1, Budget: []BudgetCount{{Endpoint: ep, At: stale, Retries: 1}}}
+	r := Report{Worker: "c", Seq: 1, At: later}
 	if !f.Apply(r) || f.Apply(r) {
 		t.Error("a report was not applied exactly once")
 	}
-	if got := f.View(stale).Budgets[ep].Retries; got != 1 {
-		t.Errorf("fleet retries %d after one report applied twice, want 1", got)
+	if got := f.View(later).Workers; got != 3 {
+		t.Errorf("the fleet counts %d workers, want 3", got)
+	}
+	// One that left is no longer counted, nor one silent for a lease.
+	f.Apply(Report{Worker: "c", Seq: 2, At: later, Leave: true})
+	if got := f.View(later.Add(WorkerLease)).Workers; got != 0 {
+		t.Errorf("the fleet counts %d workers a lease after the last reports, want 0", got)
 	}
 }
 
@@ -116,21 +126,15 @@ func TestFleetSharesGuards(t *testing.T) {
 func TestFleetStateRestores(t *testing.T) {
 	cfg := config.DefaultConfig()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := NewFleet(cfg.Budget, cfg.Breaker)
-	f.Apply(Report{Worker: "a", Seq: 3,
-		Budget:   []BudgetCount{{Endpoint: "e1", At: t0, Requests: 40, Retries: 3}, {Endpoint: "e2", At: t0.Add(2 * time.Second), Requests: 5}},
+	f := NewFleet(cfg.Breaker)
+	f.Apply(Report{Worker: "a", Seq: 3, At: t0,
 		Outcomes: []ModelOutcome{{Model: "m", At: t0, Trip: true}},
 		Holds:    []HoldEvent{{Scope: "e1", At: t0, For: 5 * time.Second}}})
 	now := t0.Add(3 * time.Second)
-	g := NewFleet(cfg.Budget, cfg.Breaker)
+	g := NewFleet(cfg.Breaker)
 	g.Restore(f.State(now))
 	want, got := f.View(now), g.View(now)
-	for _, ep := range []string{"e1", "e2"} {
-		if want.Budgets[ep] != got.Budgets[ep] {
-			t.Errorf("budget %s: %+v, want %+v", ep, got.Budgets[ep], want.Budgets[ep])
-		}
-	}
-	if !got.Open["m"].Equal(want.Open["m"]) || !got.Holds["e1"].Equal(want.Holds["e1"]) || got.Acks["a"] != 3 || len(got.Acks) != 1 {
+	if !got.Open["m"].Equal(want.Open["m"]) || !got.Holds["e1"].Equal(want.Holds["e1"]) || got.Workers != 1 {
 		t.Errorf("restored view %+v, want %+v", got, want)
 	}
 	if g.Apply(Report{Worker: "a", Seq: 3}) {
@@ -144,66 +148,23 @@ func TestFleetStateRestores(t *testing.T) {
 func TestSyncResendsAFailedReportUnchanged(t *testing.T) {
 	cfg := config.DefaultConfig()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := NewFleet(cfg.Budget, cfg.Breaker)
+	f := NewFleet(cfg.Breaker)
 	w := newWorker("w", cfg)
-	for range 3 {
-		w.budgets.For("e").TryRetry(t0)
-	}
-	r, _ := w.sync.Cut()
+	w.breakers.RecordOutcome("m", t0, failure.ServerError)
+	r, _ := w.sync.CutAt(t0)
 	f.Apply(r) // it arrived, but the sender timed out
 	w.sync.Unsent(r)
-	w.budgets.For("e").RecordRequest(t0)
-	again, _ := w.sync.Cut()
-	if again.Seq != r.Seq {
-		t.Fatalf("the failed report went out again as %d, want %d", again.Seq, r.Seq)
+	w.breakers.RecordOutcome("m", t0, failure.None)
+	again, _ := w.sync.CutAt(t0)
+	if again.Seq != r.Seq || len(again.Outcomes) != 1 {
+		t.Fatalf("the failed report went out again as %d with %d outcomes, want %d with 1", again.Seq, len(again.Outcomes), r.Seq)
 	}
-	f.Apply(again)
-	next, _ := w.sync.Cut()
-	f.Apply(next)
-	if got := f.View(t0).Budgets["e"]; got.Retries != 3 || got.Requests != 1 {
-		t.Errorf("fleet counts %+v, want 3 retries and 1 request", got)
+	if f.Apply(again) {
+		t.Error("the report sent again was applied twice")
 	}
-}
-
-// TestFleetFirstTokens: the fleet's p90 time to first token covers every
-// worker's reports, keeps the latest FirstTokenSamples, and survives the
-// guard's continue-as-new (State, Restore).
-func TestFleetFirstTokens(t *testing.T) {
-	cfg := config.DefaultConfig()
-	f := NewFleet(cfg.Budget, cfg.Breaker)
-	fast, slow := NewSync("fast", time.Second, cfg.Budget), NewSync("slow", time.Second, cfg.Budget)
-	for range 90 {
-		fast.FirstToken("qwen-72b", 300*time.Millisecond)
-	}
-	for range 10 {
-		slow.FirstToken("qwen-72b", 3*time.Second)
-	}
-	slow.FirstToken("llama-8b", 100*time.Millisecond)
-	for _, s := range []*Sync{fast, slow} {
-		r, _ := s.Cut()
-		f.Apply(r)
-	}
-	now := time.Unix(1_000_000, 0)
-	v := f.View(now)
-	if got := v.FirstTokens["qwen-72b"]; got != (FirstTokenP90{P90: 300 * time.Millisecond, N: 100}) {
-		t.Errorf("qwen-72b of both workers: %+v, want p90 300 ms of 100", got)
-	}
-	fast.SetView(v, now)
-	if got, ok := fast.FleetFirstTokens("llama-8b", now); !ok || got.N != 1 {
-		t.Errorf("a worker reads the other's llama-8b times: %+v %v", got, ok)
-	}
-	for range FirstTokenSamples {
-		slow.FirstToken("qwen-72b", 3*time.Second)
-	}
-	r, _ := slow.Cut()
-	f.Apply(r)
-	if got := f.View(now).FirstTokens["qwen-72b"]; got != (FirstTokenP90{P90: 3 * time.Second, N: FirstTokenSamples}) {
-		t.Errorf("after 200 slow times: %+v, want only the latest 200", got)
-	}
-	g := NewFleet(cfg.Budget, cfg.Breaker)
-	g.Restore(f.State(now))
-	if got, want := g.View(now).FirstTokens, f.View(now).FirstTokens; len(got) != 2 || got["qwen-72b"] != want["qwen-72b"] || got["llama-8b"] != want["llama-8b"] {
-		t.Errorf("restored %+v, want %+v", got, want)
+	next, ok := w.sync.CutAt(t0.Add(KeepAlive(1)))
+	if !ok || next.Seq != r.Seq+1 || len(next.Outcomes) != 1 || !f.Apply(next) {
+		t.Errorf("the next report %+v (%v): want the outcome after it, under the next number", next, ok)
 	}
 }
 
@@ -218,7 +179,7 @@ func TestFleetBreakerGrowsAndRamps(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	const model = "qwen-72b"
-	f := NewFleet(cfg.Budget, br)
+	f := NewFleet(br)
 	a, b := newWorker("a", cfg), newWorker("b", cfg)
 	trial := func(w worker, now time.Time, ok bool) {
 		t.Helper()
@@ -325,7 +286,7 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	for range 5 {
 		outs = append(outs, ok("healing", 16*time.Second)) // closed at 16 s: 4 s halved to 2 s
 	}
-	f := NewFleet(cfg.Budget, cfg.Breaker)
+	f := NewFleet(cfg.Breaker)
 	f.Apply(Report{Worker: "a", Seq: 1, Outcomes: outs})
 	now := at(16500 * time.Millisecond)
 	f.Apply(Report{Worker: "a", Seq: 2, Outcomes: []ModelOutcome{fail("open", 16*time.Second)}}) // 8 s from 16 s
@@ -338,7 +299,7 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatal(err)
 	}
-	g := NewFleet(cfg.Budget, cfg.Breaker)
+	g := NewFleet(cfg.Breaker)
 	g.Restore(st)
 	for _, d := range []time.Duration{16500 * time.Millisecond, 19 * time.Second, 26 * time.Second} {
 		want, got := f.View(at(d)), g.View(at(d))
@@ -365,7 +326,7 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 	}
 
 	// A state from before Breakers: only open trips.
-	old := NewFleet(cfg.Budget, cfg.Breaker)
+	old := NewFleet(cfg.Breaker)
 	old.Restore(FleetState{Open: []ModelOutcome{{Model: "m", At: t0, Trip: true}}})
 	if v := old.View(t0); !v.Open["m"].Equal(t0.Add(cfg.Breaker.OpenFor.D())) {
 		t.Errorf("an old state's trip restored as %+v, want open until open_for", v.Open)
@@ -390,7 +351,7 @@ func TestFleetWithAnOldGuardInput(t *testing.T) {
 	br := cfg.Breaker
 	br.OpenFor, br.OpenForMax, br.HealAfter = config.Duration(30*time.Second), 0, 0
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	f := NewFleet(cfg.Budget, br)
+	f := NewFleet(br)
 	var outs []ModelOutcome
 	for range 5 {
 		outs = append(outs, ModelOutcome{Model: "m", At: t0, Class: failure.ServerError})
@@ -399,59 +360,5 @@ func TestFleetWithAnOldGuardInput(t *testing.T) {
 	f.Apply(Report{Worker: "a", Seq: 1, Outcomes: outs})
 	if v := f.View(t0.Add(31 * time.Second)); !v.Open["m"].Equal(t0.Add(60 * time.Second)) {
 		t.Errorf("open until %v, want 60 s (30 s, not grown)", v.Open["m"].Sub(t0))
-	}
-}
-
-// TestTheFleetServesItsLineInTurn: worker a's call "old" and worker b's
-// call "young" wait for a spent fleet budget, old refused first. When b's
-// traffic earns the fleet one retry, young, asking first on b, is still
-// refused (old is ahead in a's line, which a's report told the fleet),
-// and old gets it. Before, each worker's line was its own: in the 5 s
-// flap with three workers a call refused first waited out call.max_wait
-// in the up window after the fault while other workers' younger calls
-// took the retries. Once a's line is empty and its report says so, b's
-// call no longer waits for it.
-func TestTheFleetServesItsLineInTurn(t *testing.T) {
-	cfg := config.DefaultConfig()
-	cfg.Budget.Floor, cfg.Budget.Ratio, cfg.Budget.TenantShare = 1, 0.1, 0
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return t0.Add(d) }
-	f := NewFleet(cfg.Budget, cfg.Breaker)
-	a, b := newWorker("a", cfg), newWorker("b", cfg)
-	const ep = "http://up:8000"
-	syncAll(f, t0, a, b)
-	if !a.budgets.For(ep).TryRetry(t0) {
-		t.Fatal("the fleet's floor was refused")
-	}
-	syncAll(f, at(50*time.Millisecond), a, b)
-	try := func(w worker, d time.Duration, call string) (bool, int) {
-		ok, _, ahead := w.budgets.For(ep).TryRetryInTurn(at(d), "", call)
-		return ok, ahead
-	}
-	if ok, _ := try(a, 100*time.Millisecond, "old"); ok {
-		t.Fatal("old got a retry from a spent budget")
-	}
-	if ok, _ := try(b, 200*time.Millisecond, "young"); ok {
-		t.Fatal("young got a retry from a spent budget")
-	}
-	for range 10 {
-		b.budgets.For(ep).RecordRequest(at(300 * time.Millisecond))
-	}
-	syncAll(f, at(400*time.Millisecond), a, b)
-	if got := b.budgets.For(ep).Remaining(at(450 * time.Millisecond)); got != 1 {
-		t.Fatalf("the fleet's budget holds %d retries, want the one b's traffic earned", got)
-	}
-	if ok, ahead := try(b, 500*time.Millisecond, "young"); ok || ahead != 1 {
-		t.Fatalf("young on b while old waits on a: ok %v, %d ahead; want refused, old ahead", ok, ahead)
-	}
-	if ok, _ := try(a, 600*time.Millisecond, "old"); !ok {
-		t.Fatal("old, first in the fleet's line, was refused the retry earned")
-	}
-	for range 10 {
-		b.budgets.For(ep).RecordRequest(at(700 * time.Millisecond))
-	}
-	syncAll(f, at(800*time.Millisecond), a, b)
-	if ok, ahead := try(b, 900*time.Millisecond, "young"); !ok {
-		t.Fatalf("young, alone in the fleet's line once a's report said old left it: refused (%d ahead)", ahead)
 	}
 }

@@ -1,6 +1,8 @@
 package guard
 
 import (
+	"encoding/binary"
+	"hash/fnv"
 	"slices"
 	"sync"
 	"time"
@@ -9,48 +11,42 @@ import (
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
-// Sync joins one worker's guards to its fleet (docs/how-it-works.md "Shared guards"). It
-// gathers what the worker's budgets, breakers and holds record into
-// reports (Cut) for the fleet's guard, and overlays the fleet's View on
-// their decisions while the view is fresh: a budget then counts the
-// fleet's requests and retries, so its floor is paid once for the fleet;
-// a breaker the fleet opened refuses here too; a scope the fleet holds is
-// held here. With no fresh view (the guard unreachable, or not yet asked)
-// each guard decides from what this worker saw, as it would alone: a call
-// never waits for the fleet.
+// Sync joins one worker's guards to its fleet (docs/how-it-works.md
+// "Shared guards"). Each guard decides locally; the fleet shares only
+// what changes rarely and matters to every worker:
 //
-// The counts a view does not include yet (reported after it was taken,
-// or not reported) are added to it, so two decisions in one worker never
-// spend the same retry. Safe for concurrent use.
+//   - Budgets stay local. A ratio budget adds up across workers without
+//     coordination (each worker's retries ≤ ratio × its requests, so the
+//     fleet's ≤ ratio × the fleet's); the floor is split: each worker
+//     keeps 1/Workers of it, Workers learned from the guard (Finagle's
+//     and gRPC's budgets are per client for the same reason).
+//   - Breakers judge this worker's outcomes at once; the outcomes are
+//     also reported, and the fleet's breaker, judging every worker's,
+//     opens a model for all of them (a worker that sees one call in ten
+//     would wait long for its own evidence).
+//   - Holds: a scope held here is held here at once and reported.
+//
+// A report goes out at the next sync when it carries news — a breaker of
+// this worker changed state on its own outcomes, or a hold the fleet does
+// not have — and otherwise at most every ReportEvery(Workers), so the
+// fleet's routine reports stay under fleetReportsPerSecond whatever its
+// size; a worker with nothing to say reports every WorkerLease/3 so the
+// fleet keeps counting it. What the guard knows comes back as its View
+// (SetView), which overlays the local decisions while fresh: a breaker the
+// fleet opened refuses here, a scope it holds is held here. With no fresh
+// view each guard decides from what this worker saw, as it would alone: a
+// call never waits for the fleet.
 //
 // The report being gathered keeps only what the fleet can still use, so
 // it stays small however long the guard cannot be reached (a report past
 // Temporal's 2 MB payload limit is refused, sent again for ever, and the
-// worker never syncs again):
-//   - per model, the newest outcomes as many as the breaker's longest rule
-//     reads (its window, consecutive failures or probes: 20 with the
-//     default policy), those the fleet does not judge (Ignored) dropped
-//     first: an older outcome has left the fleet breaker's window too, and
-//     what it would have decided then is over;
-//   - per endpoint, the per-second counts of the budget's window at the
-//     latest count: an older one no longer earns or spends a retry;
-//   - per scope, the hold that ends last: the fleet holds a scope until the
-//     latest end it is told;
-//   - per model, the newest FirstTokenSamples times to first token, as
-//     many as the fleet keeps; the calls in line, listed afresh in each
-//     report, at most maxReportedWaiting.
-//
-// So a report is at most models × (20 outcomes + FirstTokenSamples times)
-// + endpoints × 61 counts + a hold per scope: under 40 KB with the default
-// policy and four models on two endpoints (TestPendingReportStaysBounded,
-// where 16 minutes at 20 attempts a second made 1.7 MB unbounded). While
-// the guard is reachable a report reaches the outcome bound only when one
-// model sees over 20 attempts in an interval (40 a second); the fleet's
-// breaker then judges the newest 20, the whole window its rate rule reads.
+// worker never syncs again): per model, the newest outcomes as many as
+// the breaker's longest rule reads (20 with the default policy), those
+// the fleet does not judge (Ignored) dropped first; per scope, the hold
+// that ends last. Safe for concurrent use.
 type Sync struct {
 	worker string
 	stale  time.Duration
-	budget config.BudgetConfig
 	// keep is how many outcomes per model the pending report keeps
 	// (outcomesKept of the breaker's settings).
 	keep int
@@ -58,25 +54,66 @@ type Sync struct {
 	mu      sync.Mutex
 	seq     int64
 	pending Report
-	sent    []Report
 	// unsent are reports whose delivery failed: sent again, unchanged
 	// (same Seq), before any new one, so a report the guard did receive
 	// counts once.
 	unsent []Report
-	view   View
-	viewAt time.Time // when the view arrived here
-	// lines lists the calls in this worker's budgets' lines (set by
-	// Budgets.SetSync); waited: the last report listed some.
-	lines  func(now time.Time) []WaitingCall
-	waited bool
+	// news: the pending report carries news (see Sync); sent: when the
+	// last report was cut (zero: never, so the first cut announces the
+	// worker).
+	news bool
+	sent time.Time
+	// view and when it arrived here; firstView: when the first did
+	// (SetView), from which the announcement is timed.
+	view      View
+	viewAt    time.Time
+	firstView time.Time
+	// workers is the fleet's size as the last view had it (1 before one).
+	workers int
+}
+
+// fleetReportsPerSecond bounds the routine reports of a whole fleet to its
+// guard: one workflow takes tens of events a second (a signal costs a few),
+// so a fleet of any size sends about this many, each worker every
+// ReportEvery(workers).
+const fleetReportsPerSecond = 10
+
+// ReportEvery is how long a worker of a fleet of n waits between two
+// routine reports: n ÷ fleetReportsPerSecond seconds.
+func ReportEvery(n int) time.Duration {
+	return time.Duration(max(n, 1)) * time.Second / fleetReportsPerSecond
+}
+
+// KeepAlive is how long a worker of a fleet of n stays silent at most:
+// WorkerLease/3, or 3 × ReportEvery(n) when that is longer, so the
+// fleet's keep-alives stay a third of its routine reports' rate whatever
+// its size.
+func KeepAlive(n int) time.Duration { return max(WorkerLease/3, 3*ReportEvery(n)) }
+
+// Lease is how long the guard counts a worker of a fleet of n after its
+// last report: three keep-alives.
+func Lease(n int) time.Duration { return 3 * KeepAlive(n) }
+
+// spreadOf is a fraction in [0,1) fixed by the worker's name and k: where
+// in an interval the worker's announcement, or its floor's lottery, falls,
+// so that workers started together do not all act at once.
+func spreadOf(worker string, k int64) float64 {
+	h := fnv.New64a()
+	h.Write([]byte(worker))
+	binary.Write(h, binary.LittleEndian, k)
+	return float64(h.Sum64()>>11) / (1 << 53)
 }
 
 // NewSync returns the sync of the worker called worker (unique in the
-// fleet); a view older than stale is not used. Outcomes are kept as the default policy's breaker reads them until a
-// BreakerRegistry joins it (BreakerRegistry.SetSync) with its own.
-func NewSync(worker string, stale time.Duration, budget config.BudgetConfig) *Sync {
-	return &Sync{worker: worker, stale: stale, budget: budget, keep: outcomesKept(config.DefaultConfig().Breaker)}
+// fleet); a view older than stale is not used. Outcomes are kept as the
+// default policy's breaker reads them until a BreakerRegistry joins it
+// (BreakerRegistry.SetSync) with its own.
+func NewSync(worker string, stale time.Duration) *Sync {
+	return &Sync{worker: worker, stale: stale, keep: outcomesKept(config.DefaultConfig().Breaker), workers: 1}
 }
+
+// Worker is the name the sync reports under.
+func (s *Sync) Worker() string { return s.worker }
 
 // outcomesKept is how many outcomes of one model a pending report keeps
 // for a breaker with cfg: the most any of its rules reads (the rate over
@@ -92,26 +129,18 @@ func (s *Sync) setBreaker(cfg config.BreakerConfig) {
 	s.keep = outcomesKept(cfg)
 }
 
-// maxSent bounds the reports kept until a view acknowledges them (a guard
-// that takes reports but cannot be queried).
-const maxSent = 120
-
 // Cut is CutAt now.
 func (s *Sync) Cut() (Report, bool) { return s.CutAt(time.Now()) }
 
-// CutAt returns the next report to deliver at now: one whose delivery
-// failed, as it was, else what was recorded since the previous report,
-// with the calls in this worker's budgets' lines at now (while there are
-// some, and once more when there are none left); false when there is
-// nothing.
+// CutAt returns the report due at now, if any: one whose delivery failed,
+// as it was; else the pending one when it carries news, when ReportEvery
+// has passed since the last and it has something, or when KeepAlive has
+// (possibly empty). The first report announces the worker: after its
+// first view (SetView; an empty one when there is no guard yet), at a
+// point of ReportEvery(the fleet's size + 1) fixed by its name, so that a
+// fleet started at once announces itself at the routine rate; news goes
+// at once all the same.
 func (s *Sync) CutAt(now time.Time) (Report, bool) {
-	var waiting []WaitingCall
-	s.mu.Lock()
-	lines := s.lines
-	s.mu.Unlock()
-	if lines != nil {
-		waiting = lines(now) // takes the budgets' locks: not under s.mu
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.unsent) > 0 {
@@ -119,22 +148,37 @@ func (s *Sync) CutAt(now time.Time) (Report, bool) {
 		s.unsent = s.unsent[1:]
 		return r, true
 	}
-	if len(waiting) > 0 || s.waited {
-		s.pending.Waiting, s.pending.WaitingAt = waiting, now
-		s.waited = len(waiting) > 0
+	var due bool
+	if s.sent.IsZero() {
+		announce := s.firstView.Add(time.Duration(spreadOf(s.worker, 0) * float64(ReportEvery(s.view.Workers+1))))
+		due = s.news || !s.firstView.IsZero() && !now.Before(announce)
+	} else {
+		since := now.Sub(s.sent)
+		due = s.news || !s.pending.Empty() && since >= ReportEvery(s.workers) || since >= KeepAlive(s.workers)
 	}
-	if s.pending.Empty() {
+	if !due {
 		return Report{}, false
 	}
+	return s.cut(now), true
+}
+
+// cut takes the pending report at now, with s.mu held.
+func (s *Sync) cut(now time.Time) Report {
 	s.seq++
 	r := s.pending
-	r.Worker, r.Seq = s.worker, s.seq
-	s.pending = Report{}
-	s.sent = append(s.sent, r)
-	if len(s.sent) > maxSent {
-		s.sent = s.sent[len(s.sent)-maxSent:]
-	}
-	return r, true
+	r.Worker, r.Seq, r.At = s.worker, s.seq, now
+	s.pending, s.news, s.sent = Report{}, false, now
+	return r
+}
+
+// Leave returns the last report of a worker that stops: what is pending,
+// and that the fleet is to stop counting it.
+func (s *Sync) Leave(now time.Time) Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.cut(now)
+	r.Leave = true
+	return r
 }
 
 // Unsent returns a report whose delivery failed (it may still have
@@ -151,120 +195,51 @@ func (s *Sync) SetView(v View, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.view, s.viewAt = v, now
-	acked := v.Acks[s.worker]
-	kept := s.sent[:0]
-	for _, r := range s.sent {
-		if r.Seq > acked {
-			kept = append(kept, r)
+	if s.firstView.IsZero() {
+		s.firstView = now
+	}
+	if v.Workers > 0 {
+		s.workers = v.Workers
+	}
+}
+
+// Workers is the fleet's size as this worker last learned it (1 before
+// it learned any; the last known while the guard is out of reach).
+func (s *Sync) Workers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.workers
+}
+
+// View is the fleet's view as this worker last read it, and when (zero:
+// never).
+func (s *Sync) View() (View, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.view, s.viewAt
+}
+
+// changed marks the pending report as news when a breaker of this worker
+// opened (open) or closed on its own outcomes at now, unless the fleet's
+// fresh view already has it so: it is news to the fleet only while the
+// fleet does not know.
+func (s *Sync) changed(model string, open bool, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fresh(now) {
+		until, listed := s.view.Open[model]
+		switch {
+		case open && listed && until.After(now):
+			return // the fleet has it open
+		case !open && !listed && s.view.Breakers[model].Share == 0:
+			return // the fleet has it closed
 		}
 	}
-	s.sent = kept
+	s.news = true
 }
 
 func (s *Sync) fresh(now time.Time) bool {
 	return !s.viewAt.IsZero() && now.Sub(s.viewAt) <= s.stale && now.Sub(s.viewAt) >= -s.stale
-}
-
-// countBudget records requests and retries charged to endpoint at now.
-func (s *Sync) countBudget(endpoint string, now time.Time, requests, retries int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.count(endpoint, now, requests, retries)
-}
-
-// count is countBudget with s.mu held; the pending report's counts older
-// than the budget's window at now are dropped: they no longer earn or
-// spend a retry (a fleet's budget would count them in its newest second
-// instead).
-func (s *Sync) count(endpoint string, now time.Time, requests, retries int) {
-	at := now.Truncate(time.Second)
-	if w := s.budget.Window.D(); w > 0 {
-		s.pending.Budget = slices.DeleteFunc(s.pending.Budget, func(c BudgetCount) bool { return now.Sub(c.At) >= w })
-	}
-	for i := range s.pending.Budget {
-		c := &s.pending.Budget[i]
-		if c.Endpoint == endpoint && c.At.Equal(at) {
-			c.Requests += requests
-			c.Retries += retries
-			return
-		}
-	}
-	s.pending.Budget = append(s.pending.Budget, BudgetCount{Endpoint: endpoint, At: at, Requests: requests, Retries: retries})
-}
-
-// fleetBudget is endpoint's budget at now as the fleet's view has it plus
-// this worker's counts the view does not include yet: the retries it
-// allows and those spent; false without a fresh view. s.mu is held.
-func (s *Sync) fleetBudget(endpoint string, now time.Time) (limit, spent int, ok bool) {
-	if !s.fresh(now) {
-		return 0, 0, false
-	}
-	b := s.view.Budgets[endpoint]
-	req, ret := 0, 0
-	for _, r := range append(slices.Clone(s.sent), s.pending) {
-		for _, c := range r.Budget {
-			if c.Endpoint == endpoint && now.Sub(c.At) < s.budget.Window.D() {
-				req += c.Requests
-				ret += c.Retries
-			}
-		}
-	}
-	// The view's reserve, refilled by this worker's requests and spent by
-	// its retries that the view does not include yet.
-	level := float64(s.budget.Floor)
-	if v, ok := s.view.Budgets[endpoint]; ok {
-		level = float64(v.Allowed - v.Retries)
-	}
-	left := whole(level + s.budget.Ratio*float64(req) - float64(ret))
-	return b.Retries + ret + left, b.Retries + ret, true
-}
-
-// fleetRetry decides a retry on endpoint at now from the fleet's budget
-// (decided false without a fresh view); a retry allowed is counted.
-func (s *Sync) fleetRetry(endpoint string, now time.Time) (allowed, decided bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	limit, spent, ok := s.fleetBudget(endpoint, now)
-	if !ok {
-		return false, false
-	}
-	if spent >= limit {
-		return false, true
-	}
-	s.count(endpoint, now, 0, 1)
-	return true, true
-}
-
-// fleetRemaining is the fleet's retries left on endpoint at now; false
-// without a fresh view.
-func (s *Sync) fleetRemaining(endpoint string, now time.Time) (int, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	limit, spent, ok := s.fleetBudget(endpoint, now)
-	return max(limit-spent, 0), ok
-}
-
-// fleetAhead counts the calls other workers' lines held on endpoint as
-// of the fleet's view that were first refused before since (all of them
-// when all); 0 without a fresh view.
-func (s *Sync) fleetAhead(endpoint string, since time.Time, all bool, now time.Time) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.fresh(now) {
-		return 0
-	}
-	n := 0
-	for w, calls := range s.view.Waiting {
-		if w == s.worker {
-			continue // this worker's own line is counted where it is kept
-		}
-		for _, c := range calls {
-			if c.Endpoint == endpoint && (all || c.Since.Before(since)) {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 // outcome records an attempt's outcome on model at now; ignored: this
@@ -328,6 +303,9 @@ func (s *Sync) hold(scope string, now time.Time, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	h := HoldEvent{Scope: scope, At: now, For: d}
+	if until, ok := s.view.Holds[scope]; !ok || !s.fresh(now) || until.Sub(now) < d/2 {
+		s.news = true // the fleet does not hold it for half as long: news
+	}
 	for i, p := range s.pending.Holds {
 		if p.Scope == scope {
 			if !h.At.Add(h.For).Before(p.At.Add(p.For)) {
@@ -349,29 +327,4 @@ func (s *Sync) fleetHeld(scope string, now time.Time) time.Duration {
 		return 0
 	}
 	return until.Sub(now)
-}
-
-// FirstToken records a time to first token of model.
-func (s *Sync) FirstToken(model string, d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending.FirstTokens == nil {
-		s.pending.FirstTokens = map[string][]time.Duration{}
-	}
-	ds := append(s.pending.FirstTokens[model], d)
-	if len(ds) > FirstTokenSamples {
-		// The guard keeps no more; a guard out of reach for long must not
-		// grow the next report.
-		ds = slices.Delete(ds, 0, len(ds)-FirstTokenSamples)
-	}
-	s.pending.FirstTokens[model] = ds
-}
-
-// FleetFirstTokens is the fleet's p90 time to first token of model and
-// the number of times it covers; false without a fresh view.
-func (s *Sync) FleetFirstTokens(model string, now time.Time) (FirstTokenP90, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p, ok := s.view.FirstTokens[model]
-	return p, ok && s.fresh(now)
 }

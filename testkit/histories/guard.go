@@ -23,6 +23,11 @@ import (
 // workflow (LLMGuard), replayed against LLMGuard.
 const GuardPath = "guard"
 
+// GuardBeforeMemo is a guard run recorded by the build before the guard
+// published its view in its memo, kept (not re-recorded) so that a run of
+// that build still in flight is known to replay on this one.
+const GuardBeforeMemo = "guard-before-memo"
+
 // recordGuard records a run of the fleet's guard: a worker whose guard
 // continues as new every two reports makes calls whose first model fails
 // once, until a run has started from the state a previous run carried and
@@ -99,10 +104,15 @@ func checkGuardHistory(h *historypb.History) error {
 	if last := evs[len(evs)-1].GetEventType(); last != enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW {
 		return fmt.Errorf("guard history ends with %s, want continued-as-new", last)
 	}
+	published := false
 	for _, ev := range evs {
 		if ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_TASK_FAILED {
 			return fmt.Errorf("guard workflow task failed (event %d): %s", ev.GetEventId(), ev.GetWorkflowTaskFailedEventAttributes().GetFailure().GetMessage())
 		}
+		published = published || ev.GetEventType() == enumspb.EVENT_TYPE_WORKFLOW_PROPERTIES_MODIFIED
+	}
+	if !published {
+		return errors.New("the guard run never published its view in its memo")
 	}
 	return nil
 }

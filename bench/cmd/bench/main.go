@@ -30,6 +30,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,7 @@ type options struct {
 	hedgeN     int
 	fairWindow time.Duration
 	fairProps  int
+	fleetSizes []int
 }
 
 func run(args []string) error {
@@ -112,6 +114,7 @@ func run(args []string) error {
 	hedgeN := fs.Int("hedge-calls", 400, "hedge: calls per contender")
 	fairWindow := fs.Duration("fairness-window", 15*time.Second, "fairness: how long tenant B's calls are measured in each row")
 	fairRefused := fs.Int("fairness-refused-properties", 4999, "fairness: properties of the tool schema of tenant A's refused requests (compiled before the refusal)")
+	fleetSizes := fs.String("fleet-workers", "3,30,100,300", "fleet: fleet sizes to measure, comma-separated")
 	sweep := addSweepFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -123,6 +126,13 @@ func run(args []string) error {
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw, note: *note,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
 		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN, fairWindow: *fairWindow, fairProps: *fairRefused,
+	}
+	for _, v := range split(*fleetSizes) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-fleet-workers: want positive numbers of workers such as 30, got %q", v)
+		}
+		o.fleetSizes = append(o.fleetSizes, n)
 	}
 	for _, v := range split(*eventsIv) {
 		d, err := time.ParseDuration(v)
@@ -166,8 +176,10 @@ func run(args []string) error {
 			err = runPaths(ctx, o)
 		case "sweep":
 			err = runSweep(ctx, o, sweep)
+		case "fleet":
+			err = runFleet(ctx, o)
 		default:
-			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness, paths)", b)
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness, paths, fleet)", b)
 		}
 		if err != nil {
 			return err
@@ -218,6 +230,26 @@ func devServer(ctx context.Context, bench string) (*testsuite.DevServer, error) 
 		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
 	return srv, nil
+}
+
+// runFleet measures the guards shared by fleets of synthetic workers, a
+// dev server for each size.
+func runFleet(ctx context.Context, o options) error {
+	var rows []bench.FleetRow
+	for _, n := range o.fleetSizes {
+		srv, err := devServer(ctx, fmt.Sprintf("fleet of %d", n))
+		if err != nil {
+			return err
+		}
+		r, err := bench.RunFleet(ctx, srv.Client(), bench.FleetOptions{Workers: []int{n}, Seed: 1,
+			Progress: func(f string, a ...any) { fmt.Fprintf(display, "bench: "+f+"\n", a...) }})
+		_ = srv.Stop()
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r...)
+	}
+	return write(o, "fleet.md", bench.FleetMarkdown(rows, o.command, time.Now()))
 }
 
 func runStorms(ctx context.Context, o options) error {
