@@ -295,7 +295,7 @@ func TestPendingOutcomesKeepTheNewest(t *testing.T) {
 				tc.breaker(&cfg.Breaker)
 			}
 			s := NewSync("w", time.Second)
-	s.SetView(View{}, longAgo)
+			s.SetView(View{}, longAgo)
 			s.SetView(View{}, longAgo)
 			NewBreakerRegistry(cfg.Breaker, nil).SetSync(s)
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
