@@ -163,6 +163,7 @@ func MergeSweep(dir string, seed uint64) (*SweepReport, error) {
 	}
 	merged := &SweepReport{Seed: seed}
 	byIndex := map[int]SweepOutcome{}
+	var notes []string
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -172,7 +173,12 @@ func MergeSweep(dir string, seed uint64) (*SweepReport, error) {
 		if err := json.Unmarshal(data, &part); err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		merged.Params, merged.Machine = part.Params, part.Machine
+		if part.Params != (SweepParams{}) {
+			merged.Params, merged.Machine = part.Params, part.Machine
+		}
+		if part.Note != "" && !slices.Contains(notes, part.Note) {
+			notes = append(notes, part.Note)
+		}
 		for _, o := range part.Outcomes {
 			if prev, ok := byIndex[o.Shape.Index]; !ok || o.Date.After(prev.Date) {
 				byIndex[o.Shape.Index] = o
@@ -184,6 +190,7 @@ func MergeSweep(dir string, seed uint64) (*SweepReport, error) {
 	}
 	slices.SortFunc(merged.Outcomes, func(a, b SweepOutcome) int { return a.Shape.Index - b.Shape.Index })
 	merged.Command = "the parts sweep-seed" + fmt.Sprint(seed) + "-shapes*.json, merged"
+	merged.Note = strings.Join(notes, "; ")
 	return merged, nil
 }
 
