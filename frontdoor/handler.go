@@ -287,15 +287,14 @@ func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Req
 			e.write(w)
 			return
 		}
-		auth := r.Header.Get("Authorization")
-		scheme, token, _ := strings.Cut(auth, " ")
-		if auth == "" || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		token := bearerToken(r)
+		if token == "" {
 			closeEarly(w)
 			(&apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "missing_api_key",
 				message: "You didn't provide an API key. Send it as the bearer token of an Authorization header (Authorization: Bearer YOUR_KEY)."}).write(w)
 			return
 		}
-		tenant, ok := h.o.Tenants.Lookup(strings.TrimSpace(token))
+		tenant, ok := h.o.Tenants.Lookup(token)
 		if !ok {
 			closeEarly(w)
 			(&apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "invalid_api_key",

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"unicode"
@@ -133,6 +134,25 @@ func (t *Tenants) Lookup(token string) (tenant string, ok bool) {
 		return "", false
 	}
 	return t.entries[found].tenant, true
+}
+
+// Authenticates reports whether r carries a tenant's bearer token, read
+// as the Handler reads it. The server's connection limits use it: a
+// connection serving a tenant's request is governed by the tenant's
+// limits, not by its address's connection cap.
+func (t *Tenants) Authenticates(r *http.Request) bool {
+	_, ok := t.Lookup(bearerToken(r))
+	return ok
+}
+
+// bearerToken is the bearer token of r's Authorization header ("" for
+// none, or another scheme).
+func bearerToken(r *http.Request) string {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return ""
+	}
+	return strings.TrimSpace(token)
 }
 
 // Names returns the tenant names, in the order they were configured.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -31,11 +32,17 @@ type connOptions struct {
 	// MaxConns are the connections open at once; beyond, a client waits
 	// in the kernel's queue until one closes. Required (1 or more).
 	MaxConns int
-	// PerClient are the connections one client address may have open;
-	// beyond, its longest idle one is closed for the new one, and when
-	// none is idle the new one is answered 429 and closed. Required (1 or
+	// PerClient are the connections one client address may hold without
+	// a tenant's request in flight (idle ones, and those serving a request
+	// without a valid token); beyond, its longest idle one is closed for
+	// the new one, and a request without a token when none is idle is
+	// answered 429 and its connection closed. Connections serving a
+	// tenant's request are the tenant's limits' to govern. Required (1 or
 	// more).
 	PerClient int
+	// Authenticated reports whether a request carries a tenant's token
+	// (frontdoor.Tenants.Authenticates); nil: none does.
+	Authenticated func(*http.Request) bool
 	// PressureIdle is the idle timeout while the door is under pressure;
 	// default pressureIdleTimeout.
 	PressureIdle time.Duration
@@ -56,7 +63,8 @@ func doorServer(addr string, h http.Handler, o connOptions) (*http.Server, net.L
 		return nil, nil, err
 	}
 	g := newConnGuard(frontdoor.ShapeErrors(ln), o)
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: serveIdleTimeout, ConnState: g.track}
+	srv := &http.Server{Handler: g.handler(h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: serveIdleTimeout,
+		ConnState: g.track, ConnContext: g.connContext}
 	return srv, g, nil
 }
 
@@ -66,9 +74,15 @@ func doorServer(addr string, h http.Handler, o connOptions) (*http.Server, net.L
 //   - it accepts at most MaxConns connections at once (beyond, a client
 //     waits in the kernel's queue until one closes), so no number of
 //     clients can take more of the process's file descriptors and memory;
-//   - at most PerClient of them from one client address: a new one beyond
-//     takes the place of that address's longest idle connection, else it
-//     is answered 429 too_many_connections and closed;
+//   - at most PerClient of them from one client address without a
+//     tenant's request in flight: a new one beyond takes the place of
+//     that address's longest idle connection, and a request without a
+//     valid token beyond is answered 429 too_many_connections and its
+//     connection closed. The cap is against idle and unauthenticated
+//     floods: a connection serving a tenant's request does not count, so
+//     one busy backend, or a reverse proxy that is every client's address,
+//     is governed by its tenants' limits (docs/deploying.md "Behind a
+//     proxy");
 //   - under pressure, when the open connections reach 90 % of MaxConns, a
 //     connection idle for PressureIdle is closed: between requests
 //     (keep-alive) or before its first byte. Idle connections cost a
@@ -78,7 +92,10 @@ func doorServer(addr string, h http.Handler, o connOptions) (*http.Server, net.L
 //
 // A connection is idle from its accept until its first request's first
 // byte and after each answer (its http.ConnState, which the server reports
-// to track); one being read or answered is never closed.
+// to track); one being read or answered is never closed. A new one that
+// has not sent its first byte is given newGrace before it may be closed
+// for another of its address: a client that opens many connections at
+// once sends its requests on them at once.
 type connGuard struct {
 	net.Listener
 	o          connOptions
@@ -86,13 +103,14 @@ type connGuard struct {
 	slots      chan struct{} // one per open connection
 	done       chan struct{} // closed by Close
 	closeOnce  sync.Once
-	refusing   chan struct{} // one per connection being refused
-	overCap    string        // the 429 of a connection over PerClient
+	overCap    string // the 429 body of a request over PerClient
 
-	mu     sync.Mutex
-	conns  map[*guardedConn]struct{} // the server's connections
-	byHost map[string]int            // of conns, by client address
-	sweep  *time.Timer               // armed under pressure while a connection is idle
+	mu    sync.Mutex
+	conns map[*guardedConn]struct{} // the server's connections
+	// held counts, by client address, the conns that count against
+	// PerClient: all but those serving a tenant's request.
+	held  map[string]int
+	sweep *time.Timer // armed under pressure while a connection is idle
 }
 
 // guardedConn is a connection of a connGuard; closing it frees its place.
@@ -101,47 +119,55 @@ type guardedConn struct {
 	g    *connGuard
 	host string
 	once sync.Once
-	// idle and since (when it became idle) are guarded by g.mu.
-	idle  bool
-	since time.Time
+	// The rest is guarded by g.mu: whether it is idle and since when,
+	// whether it is new (no request yet), and whether the request it
+	// serves carries a tenant's token.
+	idle   bool
+	since  time.Time
+	fresh  bool
+	authed bool
 }
+
+// newGrace is how long a new connection that has sent nothing may hold
+// its place when its address is over its cap.
+const newGrace = time.Second
+
+// counts reports whether gc counts against its address's cap: all but a
+// connection serving a tenant's request. g.mu is held.
+func (gc *guardedConn) counts() bool { return gc.idle || !gc.authed }
+
+// connKey is the context key of a request's guardedConn.
+type connKey struct{}
 
 func newConnGuard(ln net.Listener, o connOptions) *connGuard {
 	if o.PressureIdle <= 0 {
 		o.PressureIdle = pressureIdleTimeout
 	}
-	body := fmt.Sprintf(`{"error":{"message":"Too many connections from this address: at most %d may be open at once at this front door. Reuse or close idle connections.","type":"requests","param":null,"code":"too_many_connections"}}`+"\n", o.PerClient)
+	overCap := fmt.Sprintf(`{"error":{"message":"Too many connections from this address: at most %d may be open at once at this front door without a request with a valid API key in flight. Reuse or close idle connections.","type":"requests","param":null,"code":"too_many_connections"}}`+"\n", o.PerClient)
 	return &connGuard{
 		Listener: ln, o: o,
 		pressureAt: max(o.MaxConns-o.MaxConns/10, 1),
 		slots:      make(chan struct{}, o.MaxConns),
 		done:       make(chan struct{}),
-		refusing:   make(chan struct{}, 64),
-		overCap: "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/json\r\nRetry-After: 1\r\nConnection: close\r\n" +
-			fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body,
-		conns:  map[*guardedConn]struct{}{},
-		byHost: map[string]int{},
+		overCap:    overCap,
+		conns:      map[*guardedConn]struct{}{},
+		held:       map[string]int{},
 	}
 }
 
-// Accept waits for a place, then accepts the next connection whose
-// client address is within its cap.
+// Accept waits for a place, then accepts the next connection.
 func (g *connGuard) Accept() (net.Conn, error) {
-	for {
-		select {
-		case g.slots <- struct{}{}:
-		case <-g.done:
-			return nil, net.ErrClosed
-		}
-		c, err := g.Listener.Accept()
-		if err != nil {
-			<-g.slots
-			return nil, err
-		}
-		if gc := g.admit(c); gc != nil {
-			return gc, nil
-		}
+	select {
+	case g.slots <- struct{}{}:
+	case <-g.done:
+		return nil, net.ErrClosed
 	}
+	c, err := g.Listener.Accept()
+	if err != nil {
+		<-g.slots
+		return nil, err
+	}
+	return g.admit(c), nil
 }
 
 // Close closes the listener; an Accept waiting for a place returns.
@@ -157,8 +183,10 @@ func (g *connGuard) Close() error {
 	return g.Listener.Close()
 }
 
-// admit counts c, which holds a place, or refuses it (freeing the place)
-// when its address is at its cap with no idle connection to give up.
+// admit counts c, which holds a place. When its address is at its cap,
+// the address's longest idle connection is closed for it; when none may
+// be, c is admitted all the same, and its first request decides (serve):
+// it may be one of many a busy client opened at once.
 func (g *connGuard) admit(c net.Conn) *guardedConn {
 	host := c.RemoteAddr().String()
 	if h, _, err := net.SplitHostPort(host); err == nil {
@@ -167,23 +195,12 @@ func (g *connGuard) admit(c net.Conn) *guardedConn {
 	now := time.Now()
 	g.mu.Lock()
 	var evict *guardedConn
-	if g.byHost[host] >= g.o.PerClient {
-		for gc := range g.conns {
-			if gc.host == host && gc.idle && (evict == nil || gc.since.Before(evict.since)) {
-				evict = gc
-			}
-		}
-		if evict == nil {
-			g.mu.Unlock()
-			<-g.slots
-			g.refuse(c)
-			return nil
-		}
-		g.forget(evict)
+	if g.held[host] >= g.o.PerClient {
+		evict = g.longestIdle(host, now)
 	}
-	gc := &guardedConn{Conn: c, g: g, host: host, idle: true, since: now}
+	gc := &guardedConn{Conn: c, g: g, host: host, idle: true, since: now, fresh: true}
 	g.conns[gc] = struct{}{}
-	g.byHost[host]++
+	g.held[host]++
 	g.arm(now)
 	g.mu.Unlock()
 	if evict != nil {
@@ -192,30 +209,104 @@ func (g *connGuard) admit(c net.Conn) *guardedConn {
 	return gc
 }
 
-// refuse answers a connection over its address's cap 429 and closes it,
-// in the background: it writes the answer, stops sending, and reads what
-// the client sent (at most 64 KiB, for a second) so that closing does not
-// reset the connection before the client has read the answer. At most
-// cap(g.refusing) at once; beyond, a connection is just closed.
-func (g *connGuard) refuse(c net.Conn) {
-	select {
-	case g.refusing <- struct{}{}:
-	default:
-		_ = c.Close()
-		return
+// longestIdle forgets and returns the longest idle connection of host
+// that may be closed for another (nil for none): idle after a request, or
+// new and silent for newGrace. g.mu is held.
+func (g *connGuard) longestIdle(host string, now time.Time) *guardedConn {
+	var evict *guardedConn
+	for gc := range g.conns {
+		if gc.host == host && gc.idle && (!gc.fresh || now.Sub(gc.since) >= newGrace) && (evict == nil || gc.since.Before(evict.since)) {
+			evict = gc
+		}
 	}
-	go func() {
-		defer func() { <-g.refusing }()
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(time.Second))
-		if _, err := io.WriteString(c, g.overCap); err != nil {
+	if evict != nil {
+		g.forget(evict)
+	}
+	return evict
+}
+
+// connContext puts the request's connection in its context, for handler.
+func (g *connGuard) connContext(ctx context.Context, c net.Conn) context.Context {
+	if gc, ok := c.(*guardedConn); ok {
+		return context.WithValue(ctx, connKey{}, gc)
+	}
+	return ctx
+}
+
+// handler serves h under the per-address cap: a request with a tenant's
+// token takes its connection out of its address's count while it is
+// served; one without, when the address holds more than PerClient
+// connections that count, has the address's longest idle one closed for
+// it, else it is answered 429 too_many_connections and its connection
+// closed.
+func (g *connGuard) handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gc, _ := r.Context().Value(connKey{}).(*guardedConn)
+		if gc != nil && !g.serve(gc, g.o.Authenticated != nil && g.o.Authenticated(r)) {
+			hd := w.Header()
+			hd.Set("Content-Type", "application/json")
+			hd.Set("Retry-After", "1")
+			hd.Set("Connection", "close")
+			w.WriteHeader(http.StatusTooManyRequests)
+			_, _ = io.WriteString(w, g.overCap)
 			return
 		}
-		if cw, ok := c.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serve notes whether the request gc is serving carries a tenant's token,
+// and reports whether it may be served.
+func (g *connGuard) serve(gc *guardedConn, authed bool) bool {
+	g.mu.Lock()
+	if _, ok := g.conns[gc]; !ok {
+		g.mu.Unlock()
+		return true // closed for another in between: it ends with this answer
+	}
+	g.recount(gc, func() { gc.authed = authed })
+	if authed {
+		g.mu.Unlock()
+		return true
+	}
+	// New connections that have sent nothing yet are left out here: they
+	// may be a busy client's burst, each about to send a token.
+	n := 0
+	for c := range g.conns {
+		if c.host == gc.host && c.counts() && !c.fresh {
+			n++
 		}
-		_, _ = io.Copy(io.Discard, io.LimitReader(c, 64<<10))
-	}()
+	}
+	var evict *guardedConn
+	if n > g.o.PerClient {
+		if evict = g.longestIdle(gc.host, time.Now()); evict == nil {
+			g.mu.Unlock()
+			return false
+		}
+	}
+	g.mu.Unlock()
+	if evict != nil {
+		_ = evict.Close()
+	}
+	return true
+}
+
+// recount applies change to gc and keeps held in step. g.mu is held.
+func (g *connGuard) recount(gc *guardedConn, change func()) {
+	before := gc.counts()
+	change()
+	switch after := gc.counts(); {
+	case before && !after:
+		g.release(gc.host)
+	case !before && after:
+		g.held[gc.host]++
+	}
+}
+
+// release takes one connection of host off held. g.mu is held.
+func (g *connGuard) release(host string) {
+	if g.held[host]--; g.held[host] <= 0 {
+		delete(g.held, host)
+	}
 }
 
 // track is the server's ConnState: it follows which connections are idle.
@@ -226,11 +317,14 @@ func (g *connGuard) track(c net.Conn, s http.ConnState) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if _, ok := g.conns[gc]; !ok {
+		return // closed for another, or forgotten under pressure
+	}
 	switch s {
 	case http.StateActive:
-		gc.idle = false
+		g.recount(gc, func() { gc.idle, gc.fresh = false, false })
 	case http.StateIdle:
-		gc.idle, gc.since = true, time.Now()
+		g.recount(gc, func() { gc.idle, gc.since, gc.authed = true, time.Now(), false })
 		g.arm(gc.since)
 	case http.StateHijacked, http.StateClosed:
 		// Hijacked: no longer the server's to close; its place is freed
@@ -246,8 +340,8 @@ func (g *connGuard) forget(gc *guardedConn) {
 		return
 	}
 	delete(g.conns, gc)
-	if g.byHost[gc.host]--; g.byHost[gc.host] <= 0 {
-		delete(g.byHost, gc.host)
+	if gc.counts() {
+		g.release(gc.host)
 	}
 }
 

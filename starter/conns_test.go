@@ -2,13 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	openai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
@@ -196,4 +203,158 @@ func TestConnectionsPerClientAddress(t *testing.T) {
 	_ = idle.conn.SetReadDeadline(time.Now().Add(hangGuard))
 	_, err = idle.br.ReadByte()
 	require.ErrorIs(t, err, io.EOF, "the address's idle connection is not closed for the new one")
+}
+
+// streamingDoor is a stand-in for the front door that holds each
+// authenticated chat completion open for hold, streaming a chunk every
+// 100 ms, as a call that is generating does: what is tested is the
+// connection guard, not the calls.
+func streamingDoor(tenants *frontdoor.Tenants, hold time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz":
+			_, _ = io.WriteString(w, "ok")
+			return
+		case "/slow": // a request without a token that takes a while
+			time.Sleep(hold)
+			_, _ = io.WriteString(w, "ok")
+			return
+		}
+		if !tenants.Authenticates(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"message":"Incorrect API key provided.","type":"authentication_error","param":null,"code":"invalid_api_key"}}`)
+			return
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		for i := 0; time.Duration(i)*100*time.Millisecond < hold; i++ {
+			_, _ = fmt.Fprintf(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"qwen-72b","choices":[{"index":0,"delta":{"content":"w%d "},"finish_reason":null}]}`+"\n\n", i)
+			_ = rc.Flush()
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, _ = io.WriteString(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"qwen-72b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
+	})
+}
+
+// TestBusyAuthenticatedConnectionsAreNotCapped: one backend process (one
+// address; behind a proxy every client is a handful of addresses) streams
+// 300 chat completions at once with the official Go client: every one is
+// answered, although --max-conns-per-client is 128, since a connection
+// serving a tenant's request is governed by the tenant's limits, not by
+// its address's cap. Meanwhile an unauthenticated flood from the same
+// address is still held to the cap: its requests beyond it are answered
+// 429 too_many_connections.
+func TestBusyAuthenticatedConnectionsAreNotCapped(t *testing.T) {
+	const token = "tok-acme-5e1b9c3a7d2f4e6a8b0c1d3e5f7a9c2b"
+	tenants, err := frontdoor.ParseTokens(token + "=acme")
+	require.NoError(t, err)
+	addr := startDoor(t, streamingDoor(tenants, 3*time.Second), connOptions{MaxConns: defaultMaxConns, PerClient: defaultMaxConnsPerClient,
+		Authenticated: tenants.Authenticates})
+	oc := openai.NewClient(option.WithBaseURL("http://"+addr+"/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0),
+		option.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 300}}))
+
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := oc.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "auto",
+				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("Question %d", i))}})
+			defer s.Close()
+			var text strings.Builder
+			for s.Next() {
+				if len(s.Current().Choices) > 0 {
+					text.WriteString(s.Current().Choices[0].Delta.Content)
+				}
+			}
+			if err := s.Err(); err != nil {
+				errs <- fmt.Errorf("stream %d: %w", i, err)
+				return
+			}
+			if text.Len() == 0 {
+				errs <- fmt.Errorf("stream %d: no text", i)
+			}
+		}()
+	}
+	// While they stream: requests of the same address that send no token
+	// are held to the cap.
+	time.Sleep(time.Second)
+	const extra = 20
+	statuses := make(chan int, defaultMaxConnsPerClient+extra)
+	var slow sync.WaitGroup
+	for range defaultMaxConnsPerClient + extra {
+		conn := dialFrom(t, "127.0.0.1", addr)
+		slow.Add(1)
+		go func() {
+			defer slow.Done()
+			status, body, err := get(conn, bufio.NewReader(conn), "/slow", "")
+			switch {
+			case err != nil:
+				statuses <- -1
+			case status == http.StatusTooManyRequests && !strings.Contains(body, "too_many_connections"):
+				statuses <- -2
+			default:
+				statuses <- status
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	var failed []string
+	for err := range errs {
+		failed = append(failed, err.Error())
+	}
+	require.Empty(t, failed, "%d of %d streams from one address failed", len(failed), n)
+	slow.Wait()
+	close(statuses)
+	counts := map[int]int{}
+	for s := range statuses {
+		counts[s]++
+	}
+	require.Equal(t, map[int]int{http.StatusOK: defaultMaxConnsPerClient, http.StatusTooManyRequests: extra}, counts,
+		"requests without a token: the cap's worth served, the rest refused too_many_connections")
+}
+
+// TestIdleFloodFromOneAddressIsReclaimed: one address opens 1,024
+// keep-alive connections without a token, each idle after a GET /healthz:
+// with --max-conns-per-client at its default (128), each new one beyond
+// the cap takes the place of the address's longest idle one, so at most
+// 128 stay open, and a tenant's request from the same address is
+// answered at once.
+func TestIdleFloodFromOneAddressIsReclaimed(t *testing.T) {
+	const token = "tok-acme-5e1b9c3a7d2f4e6a8b0c1d3e5f7a9c2b"
+	tenants, err := frontdoor.ParseTokens(token + "=acme")
+	require.NoError(t, err)
+	addr := startDoor(t, streamingDoor(tenants, 0), connOptions{MaxConns: 2 * defaultMaxConns, PerClient: defaultMaxConnsPerClient,
+		Authenticated: tenants.Authenticates})
+	type held struct {
+		conn net.Conn
+		br   *bufio.Reader
+	}
+	var flood []held
+	for i := range defaultMaxConns {
+		conn := dialFrom(t, "127.0.0.1", addr)
+		br := bufio.NewReader(conn)
+		status, _, err := get(conn, br, "/healthz", "")
+		require.NoError(t, err, "idle connection %d", i)
+		require.Equal(t, http.StatusOK, status)
+		flood = append(flood, held{conn, br})
+	}
+	open := 0
+	for _, h := range flood {
+		_ = h.conn.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+		if _, err := h.br.ReadByte(); !errors.Is(err, io.EOF) {
+			open++
+		}
+	}
+	require.LessOrEqual(t, open, defaultMaxConnsPerClient, "idle connections of one address still open")
+
+	conn := dialFrom(t, "127.0.0.1", addr)
+	status, body, err := get(conn, bufio.NewReader(conn), "/healthz", token)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, body)
 }

@@ -38,7 +38,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	keepAlive := fs.Duration("keep-alive", 5*time.Second, "SSE keep-alive interval while a streamed call retries")
 	logLevel := fs.String("log-level", serveEnv("LOG_LEVEL", "info"), "debug, info, warn or error (env LOG_LEVEL)")
 	maxConns := fs.Int("max-conns", defaultMaxConns, "most connections open at once; more wait to be accepted, and from 90 % of it on idle ones are closed after 1s (env FRONTDOOR_MAX_CONNS)")
-	perClient := fs.Int("max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address; beyond, its longest idle one is closed, else the new one is answered 429 (env FRONTDOOR_MAX_CONNS_PER_CLIENT)")
+	perClient := fs.Int("max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address that are idle or serve a request without a valid token (those serving a tenant's request are the tenant's limits' to govern); beyond, its longest idle one is closed, else a request without a token is answered 429 (env FRONTDOOR_MAX_CONNS_PER_CLIENT)")
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "most time a request's body may take to arrive; slower: 408, connection closed")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: starter serve [--addr 127.0.0.1:8080] [--policy FILE] [--tokens FILE]
@@ -157,7 +157,7 @@ client of the deployment); without it serve listens only on loopback.
 	if traced {
 		handler = tracing.Handler(h)
 	}
-	srv, ln, err := doorServer(*addr, handler, connOptions{MaxConns: *maxConns, PerClient: *perClient})
+	srv, ln, err := doorServer(*addr, handler, connOptions{MaxConns: *maxConns, PerClient: *perClient, Authenticated: tenants.Authenticates})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
