@@ -541,16 +541,18 @@ func BinomialMargin(n, a, b int) float64 {
 	return z95 * math.Sqrt(2*float64(n)*p*(1-p))
 }
 
-// AmplificationBound is what the retry budget guarantees for calls calls
-// started in an incident of length incident: 1 + ratio + floor ×
-// ⌈incident ÷ window⌉ ÷ calls requests per call, every extra send on
-// every endpoint counted.
-func AmplificationBound(ratio float64, floor int, window, incident time.Duration, calls int) float64 {
+// AmplificationBound is what the retry budgets guarantee for calls calls
+// started in an incident of length incident on a ladder over endpoints
+// endpoints: 1 + ratio + endpoints × floor × ⌈incident ÷ window⌉ ÷ calls
+// requests per call, every extra send on every endpoint counted. Each
+// endpoint has a budget of its own (a call that moves to a healthy
+// endpoint is no storm on the sick one), so each brings its floor.
+func AmplificationBound(ratio float64, floor, endpoints int, window, incident time.Duration, calls int) float64 {
 	if calls <= 0 || window <= 0 {
 		return math.Inf(1)
 	}
 	windows := math.Ceil(incident.Seconds() / window.Seconds())
-	return 1 + ratio + float64(floor)*windows/float64(calls)
+	return 1 + ratio + float64(max(endpoints, 1)*floor)*windows/float64(calls)
 }
 
 // Judge judges durable-llm on one shape: against the better of the two
@@ -676,7 +678,7 @@ func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOut
 	}
 	out := &SweepOutcome{Shape: s, Date: began,
 		OneShot: ScoreRun(rep.Runs[0], c), Impatient: ScoreRun(rep.Runs[1], c), Durable: ScoreRun(rep.Runs[2], c)}
-	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, o.Params.BudgetWindow, s.Incident, out.Durable.IncidentCalls)
+	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, s.Endpoints, o.Params.BudgetWindow, s.Incident, out.Durable.IncidentCalls)
 	out.Judgement = Judge(out.OneShot, out.Impatient, out.Durable, out.Bound)
 	out.Elapsed = time.Since(began)
 	return out, nil

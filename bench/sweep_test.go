@@ -225,11 +225,15 @@ func TestAmplificationBound(t *testing.T) {
 		{30 * time.Second, 40, 1.35}, // 1 + 0.1 + 10/40
 		{130 * time.Second, 50, 1.7}, // three windows: 1 + 0.1 + 30/50
 	} {
-		if got := AmplificationBound(0.1, 10, time.Minute, c.incident, c.calls); math.Abs(got-c.want) > 1e-9 {
+		if got := AmplificationBound(0.1, 10, 1, time.Minute, c.incident, c.calls); math.Abs(got-c.want) > 1e-9 {
 			t.Errorf("bound(%s, %d calls) = %v, want %v", c.incident, c.calls, got, c.want)
 		}
 	}
-	if !math.IsInf(AmplificationBound(0.1, 10, time.Minute, time.Second, 0), 1) {
+	// Two endpoints, two budgets: each brings its floor.
+	if got := AmplificationBound(0.1, 10, 2, time.Minute, 10*time.Second, 100); math.Abs(got-1.3) > 1e-9 {
+		t.Errorf("bound over two endpoints = %v, want 1.3 (1 + 0.1 + 2·10/100)", got)
+	}
+	if !math.IsInf(AmplificationBound(0.1, 10, 1, time.Minute, time.Second, 0), 1) {
 		t.Error("a bound over no calls must not judge")
 	}
 }
