@@ -275,11 +275,11 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 
 // TestIntegrationBreakerLetsARecoveredModelServeWithinSeconds: with the
 // default policy, a breaker that opened stays open only open_for (1 s)
-// and then lets a share of the calls through as trials, doubling it as
-// they succeed, so a model that works again answers again seconds later,
-// not after a fixed 30 s. The calls after the trip are healthy and come
-// in rounds of 10 at once: some skip qwen-72b (open, or not drawn as a
-// trial), until it answers a whole round.
+// and then lets calls through as trials, one until one succeeds and then
+// up to 5 at once, so a model that works again answers again seconds
+// later, not after a fixed 30 s. The calls after the trip are healthy and
+// come in rounds of 10 at once: some skip qwen-72b (open, or beyond the
+// trials out), until it answers a whole round.
 func TestIntegrationBreakerLetsARecoveredModelServeWithinSeconds(t *testing.T) {
 	s := newStack(t, nil)
 	for i := 0; i < 3; i++ { // 6 failures on qwen-72b: open

@@ -157,7 +157,7 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 
 	// 3. Every model refuses (llmsim's own 401): the FAQ answers. The
 	// refusal in 2 tripped qwen-14b's breaker, open for 1 s and then
-	// half-open: unless drawn as a trial, the call skips it (no request).
+	// half-open: unless let through as a trial, the call skips it (no request).
 	res, err = call(question("[[sim fault=invalid_api_key times=always]] How do I get a refund for my order? (secrets test)"))
 	require.NoError(t, err)
 	require.True(t, res.Degraded)

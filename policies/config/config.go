@@ -349,13 +349,15 @@ type BreakerConfig struct {
 	OpenFor    Duration `yaml:"open_for"`
 	OpenForMax Duration `yaml:"open_for_max"`
 	HealAfter  Duration `yaml:"heal_after"`
-	// ProbeFraction is the share of calls half-open first lets through as
-	// trials; each successful trial doubles it, up to every call.
+	// ProbeFraction is no longer read: half-open lets up to Probes trials
+	// out at once (gobreaker's MaxRequests), not a share of the calls. A
+	// policy that sets it still loads.
 	ProbeFraction float64 `yaml:"probe_fraction"`
 	// CloseThreshold is the share of trial results that must succeed: the
 	// breaker reopens as soon as its trials can no longer reach it over
-	// at least Probes results, and closes once Probes results are in and
-	// the share reached every call.
+	// at least Probes results, and closes once Probes results are in.
+	// Probes is also how many trials half-open lets out at once (one
+	// until a trial has succeeded).
 	CloseThreshold float64 `yaml:"close_threshold"`
 	Probes         int     `yaml:"probes"`
 	// ClassFailureRate: when retries of one class fail more than this

@@ -218,7 +218,9 @@ func (c *Config) validate() []Problem {
 	if br.HealAfter < 0 {
 		bad("breaker.heal_after", "must be a duration ≥ 0 such as \"10s\" (0: the open period shrinks back as soon as the breaker closes), got %s", br.HealAfter)
 	}
-	fraction("breaker.probe_fraction", br.ProbeFraction, true)
+	if br.ProbeFraction != 0 { // no longer read; a policy that still sets it loads
+		fraction("breaker.probe_fraction", br.ProbeFraction, true)
+	}
 	fraction("breaker.close_threshold", br.CloseThreshold, true)
 	posInt("breaker.probes", br.Probes, "number of probes")
 	fraction("breaker.class_failure_rate", br.ClassFailureRate, true)

@@ -19,9 +19,8 @@ const (
 	BreakerClosed BreakerState = iota
 	// BreakerOpen refuses every call until its open period has passed.
 	BreakerOpen
-	// BreakerHalfOpen lets a share of the calls through as trials, a
-	// share that grows as they succeed, and decides from their outcomes
-	// whether to close or reopen.
+	// BreakerHalfOpen lets a few calls at a time through as trials and
+	// decides from their outcomes whether to close or reopen.
 	BreakerHalfOpen
 )
 
@@ -52,8 +51,7 @@ func parseBreakerState(s string) BreakerState {
 
 // checkBreaker refuses the model-breaker settings config.Validate refuses.
 // Several would break the breaker: a Window of 0 calls leaves no ring to
-// record in, a ProbeFraction of 0 keeps it half-open for ever, a MinCalls
-// above Window never lets the rate apply.
+// record in, a MinCalls above Window never lets the rate apply.
 func checkBreaker(cfg config.BreakerConfig) error {
 	switch {
 	case cfg.ConsecutiveFailures <= 0:
@@ -70,8 +68,6 @@ func checkBreaker(cfg config.BreakerConfig) error {
 		return fmt.Errorf("breaker.open_for_max must be 0 or at least breaker.open_for (%s), got %s", cfg.OpenFor, cfg.OpenForMax)
 	case cfg.HealAfter < 0:
 		return fmt.Errorf("breaker.heal_after must be a duration ≥ 0, got %s", cfg.HealAfter)
-	case !isFraction(cfg.ProbeFraction):
-		return fmt.Errorf("breaker.probe_fraction must be a fraction in (0,1], got %v", cfg.ProbeFraction)
 	case !isFraction(cfg.CloseThreshold):
 		return fmt.Errorf("breaker.close_threshold must be a fraction in (0,1], got %v", cfg.CloseThreshold)
 	case cfg.Probes <= 0:
@@ -102,16 +98,20 @@ func isFraction(f float64) bool { return f > 0 && f <= 1 }
 // Closed, it opens after ConsecutiveFailures failures in a row, or when
 // more than FailureRate of the last Window calls failed (once MinCalls
 // calls were seen). Open, it refuses every call for its open period:
-// OpenFor at first. Then it is half-open: a call is a trial when u is
-// below the trial share, which starts at ProbeFraction and doubles with
-// each trial that succeeds, up to every call. It closes once Probes trial
-// results are in, at least CloseThreshold of them succeeded and the share
-// has reached every call; it reopens as soon as the trials can no longer
-// reach CloseThreshold (over at least Probes results), for twice the
-// period before (but at most half the time since it opened from closed),
-// up to OpenForMax. So a recovered upstream gets its
-// traffic back within a few trials, and one that stays down is tried
-// less and less often. Trials that close it halve the period, and every
+// OpenFor at first. Then it is half-open, as gobreaker's: a call is let
+// through as a trial while fewer than Probes trials are out (one, until a
+// trial has succeeded), and refused beyond that. It closes once Probes
+// trial results are in and at least CloseThreshold of them succeeded; it
+// reopens as soon as the trials can no longer reach CloseThreshold (over
+// at least Probes results), for twice the period before (but at most
+// half the time since it opened from closed), up to OpenForMax. What it
+// limits is the trials in flight, not a share of the calls: at low
+// traffic every call is a trial and none is refused that the upstream
+// might answer (a share let through refused nine calls in ten of a
+// flapping upstream's up windows, which a plain client would have had
+// answered); at high traffic the trials are a few requests however many
+// calls wait. So a recovered upstream gets its traffic back within
+// Probes trials, and one that stays down is tried less and less often. Trials that close it halve the period, and every
 // HealAfter spent closed halves it again, down to OpenFor (HealAfter 0:
 // back to OpenFor when it closes).
 // Half-open, only as many results count as trials were let through;
@@ -185,14 +185,15 @@ func (b *Breaker) State(now time.Time) BreakerState {
 }
 
 // Allow decides whether one call may go to the model at now: always when
-// closed, never when open, and when half-open if u (uniform in [0,1)) is
-// below the trial share, in which case the call is a trial. Call it once
-// per attempt and Record the outcome of every allowed call.
+// closed, never when open, and when half-open while fewer trials than
+// allowed are out, in which case the call is a trial. u is not used (it
+// drew the calls a share-based half-open let through). Call it once per
+// attempt and Record the outcome of every allowed call.
 func (b *Breaker) Allow(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(now, u, 0) && b.admit(now)
+	return b.permit(now, false) && b.admit(now)
 }
 
 // Permit is Allow without taking a trial: it tells the worker that plans
@@ -202,40 +203,27 @@ func (b *Breaker) Permit(now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(now, u, 0)
+	return b.permit(now, false)
 }
 
-// permit decides u against the trial share, or fleet's when larger. Until
-// a trial has succeeded here or in the fleet, one trial at a time: while
-// the first is out (for at most the open period), no other is let
-// through, so an upstream still down costs one request per opening, not a
-// share of every call waiting for it.
-func (b *Breaker) permit(now time.Time, u, fleet float64) bool {
+// permit decides whether a half-open breaker lets one more trial through
+// at now: while fewer than Probes trials are out, and until a trial has
+// succeeded here or in the fleet (fleetSucceeded), one at a time, so an
+// upstream still down costs one request per opening, not one per call
+// waiting for it. A trial out for longer than the open period counts as
+// lost.
+func (b *Breaker) permit(now time.Time, fleetSucceeded bool) bool {
 	switch b.state {
 	case BreakerClosed:
 		return true
 	case BreakerHalfOpen:
-		share := max(b.share(), fleet)
-		if share <= b.cfg.ProbeFraction && b.admitted > b.results && now.Sub(b.trialAt) < b.period {
-			return false
+		limit := b.cfg.Probes
+		if b.successes == 0 && !fleetSucceeded {
+			limit = 1
 		}
-		return u < share
+		return b.admitted-b.results < limit || now.Sub(b.trialAt) >= b.period
 	}
 	return false
-}
-
-// share is the half-open trial share: ProbeFraction doubled by each trial
-// that succeeded, at most 1.
-func (b *Breaker) share() float64 {
-	return trialShare(b.cfg.ProbeFraction, b.successes)
-}
-
-func trialShare(first float64, successes int) float64 {
-	s := first
-	for i := 0; i < successes && s < 1; i++ {
-		s *= 2
-	}
-	return min(s, 1)
 }
 
 // Admit lets an attempt that was permitted through at now: always when
@@ -384,13 +372,13 @@ func (b *Breaker) recordTrial(now time.Time, success bool) bool {
 	}
 	// Reopen as soon as even all-successful further trials could not
 	// reach the threshold over at least Probes results; close when Probes
-	// results are in and the share has grown to every call.
+	// results are in.
 	n := max(b.results, b.cfg.Probes)
 	best := b.successes + n - b.results
 	switch {
 	case float64(best) < b.cfg.CloseThreshold*float64(n)-1e-9:
 		b.reopen(now)
-	case b.results >= b.cfg.Probes && b.share() >= 1:
+	case b.results >= b.cfg.Probes:
 		b.close(now)
 	}
 	return true
@@ -520,17 +508,17 @@ func (r *BreakerRegistry) fleet() *Sync {
 // open period (so that it half-opens and tries when the fleet's ends
 // instead of letting everything through) and the period it grew to; a
 // close the fleet's trials decided closes a local half-open. It returns
-// whether the fleet has it open, and the fleet's trial share when the
-// fleet has it half-open (0 otherwise), which a local half-open uses when
-// larger than its own: the fleet's trials ramp it up.
-func (r *BreakerRegistry) overlay(model string, now time.Time) (open bool, share float64) {
+// whether the fleet has it open, and whether, half-open, a trial has
+// succeeded somewhere in the fleet (a local half-open then lets Probes
+// trials out at once, not one).
+func (r *BreakerRegistry) overlay(model string, now time.Time) (open, succeeded bool) {
 	s := r.fleet()
 	if s == nil {
-		return false, 0
+		return false, false
 	}
 	fb, ok := s.fleetBreaker(model, now)
 	if !ok {
-		return false, 0
+		return false, false
 	}
 	var b *Breaker
 	if fb.open {
@@ -541,7 +529,7 @@ func (r *BreakerRegistry) overlay(model string, now time.Time) (open bool, share
 	if b != nil {
 		b.overlay(fb, now)
 	}
-	return fb.open, fb.Share
+	return fb.open, fb.Succeeded > 0
 }
 
 // NewBreakerRegistry returns an empty registry whose breakers use cfg,
@@ -599,10 +587,9 @@ func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
 	return b.State(now)
 }
 
-// Allow is Breaker.Allow for model; false while the fleet has it open,
-// and half-open with the fleet's trial share when larger.
+// Allow is Breaker.Allow for model; false while the fleet has it open.
 func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
-	open, share := r.overlay(model, now)
+	open, succeeded := r.overlay(model, now)
 	if open {
 		return false
 	}
@@ -610,13 +597,12 @@ func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(now, u, share) && b.admit(now)
+	return b.permit(now, succeeded) && b.admit(now)
 }
 
-// Permit is Breaker.Permit for model; false while the fleet has it open,
-// and half-open with the fleet's trial share when larger.
+// Permit is Breaker.Permit for model; false while the fleet has it open.
 func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
-	open, share := r.overlay(model, now)
+	open, succeeded := r.overlay(model, now)
 	if open {
 		return false
 	}
@@ -627,7 +613,7 @@ func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
-	return b.permit(now, u, share)
+	return b.permit(now, succeeded)
 }
 
 // Admit is Breaker.Admit for model; false while the fleet has it open.

@@ -17,10 +17,10 @@ import (
 // testBreakerConfig is small enough to walk through by hand: open after 3
 // failures in a row or more than half of the last 10 calls (from 6 calls
 // on); open 1 s at first, doubled by each failed trial up to 8 s, halved
-// by every 10 s closed; half-open, a quarter of the calls are trials at
-// first, twice as many after each success (¼, ½, all); close once 4 trial
-// results are in and 90 % of them succeeded (so all 4 must). The
-// per-class settings are the default policy's.
+// by every 10 s closed; half-open, one trial out at a time until one
+// succeeds, then up to 4 out at once; close once 4 trial results are in
+// and 90 % of them succeeded (so all 4 must). The per-class settings are
+// the default policy's.
 var testBreakerConfig = func() config.BreakerConfig {
 	c := config.DefaultConfig().Breaker
 	c.ConsecutiveFailures = 3
@@ -30,7 +30,6 @@ var testBreakerConfig = func() config.BreakerConfig {
 	c.OpenFor = config.Duration(time.Second)
 	c.OpenForMax = config.Duration(8 * time.Second)
 	c.HealAfter = config.Duration(10 * time.Second)
-	c.ProbeFraction = 0.25
 	c.CloseThreshold = 0.9
 	c.Probes = 4
 	return c
@@ -49,7 +48,7 @@ type breakerOp int
 const (
 	bopOK      breakerOp = iota // Record(now, true)
 	bopFail                     // Record(now, false)
-	bopAllow                    // Allow(now, u) must return allow
+	bopAllow                    // Allow(now, u) must return allow (u is not read)
 	bopTrip                     // Trip(now)
 	bopOutcome                  // RecordOutcome(now, class)
 	bopState                    // only check the state
@@ -102,8 +101,8 @@ func bOpened() []breakerStep {
 	return []breakerStep{bFail(0, BreakerClosed), bFail(0, BreakerClosed), bFail(0, BreakerOpen)}
 }
 
-// bFirstTrialOK lets the first trial through at 1 s and it succeeds: the
-// share doubles, and trials may be out several at a time.
+// bFirstTrialOK lets the first trial through at 1 s and it succeeds:
+// from then on up to Probes trials may be out at once.
 func bFirstTrialOK() []breakerStep {
 	return []breakerStep{bAllow(brSec, 0, true, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen)}
 }
@@ -119,14 +118,14 @@ func bOpenFor(at, d time.Duration) []breakerStep {
 	return []breakerStep{bState(at+d-time.Millisecond, BreakerOpen), bState(at+d, BreakerHalfOpen)}
 }
 
-// bRecovers lets four trials through at at and succeeds them: the share
-// ramps ¼ → ½ → all and the breaker closes on the fourth.
+// bRecovers lets four trials through at at, one after the other, and
+// succeeds them: the breaker closes on the fourth.
 func bRecovers(at time.Duration) []breakerStep {
 	return []breakerStep{
 		bAllow(at, 0.2, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
 		bAllow(at, 0.4, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
 		bAllow(at, 0.9, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
-		bAllow(at, 0.9, true, BreakerHalfOpen), bOK(at, BreakerClosed),
+		bAllow(at, 0.99, true, BreakerHalfOpen), bOK(at, BreakerClosed),
 	}
 }
 
@@ -196,41 +195,77 @@ func TestBreaker(t *testing.T) {
 			}),
 		},
 		{
-			name: "half-open lets probe_fraction of the calls through as trials, one at a time until one succeeds",
+			name: "at low traffic every call in half-open is a trial, whatever u and probe_fraction",
+			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 }, // not read
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0.25, false, BreakerHalfOpen),
-				bAllow(brSec, 0.99, false, BreakerHalfOpen),
-				bAllow(brSec, 0.24, true, BreakerHalfOpen),
-				bAllow(brSec, 0, false, BreakerHalfOpen), // the first trial is out
-				bAllow(1999*time.Millisecond, 0, false, BreakerHalfOpen),
-				bAllow(2*brSec, 0, true, BreakerHalfOpen),                  // out for the open period: another goes
-				bOK(2100*time.Millisecond, BreakerHalfOpen),                // ½ now, several at once
-				bAllow(2100*time.Millisecond, 0.49, true, BreakerHalfOpen), //
-				bAllow(2100*time.Millisecond, 0.49, true, BreakerHalfOpen), //
-				bAllow(2100*time.Millisecond, 0.5, false, BreakerHalfOpen), //
+				bAllow(brSec, 0.99, true, BreakerHalfOpen), bOK(1200*time.Millisecond, BreakerHalfOpen),
+				bAllow(1500*time.Millisecond, 0.5, true, BreakerHalfOpen), bOK(1700*time.Millisecond, BreakerHalfOpen),
+				bAllow(2*brSec, 0.99, true, BreakerHalfOpen), bOK(2200*time.Millisecond, BreakerHalfOpen),
+				bAllow(2500*time.Millisecond, 0.75, true, BreakerHalfOpen), bOK(2700*time.Millisecond, BreakerClosed), // 4/4
 			}),
 		},
 		{
-			name: "each successful trial doubles the share, up to every call",
+			name: "half-open lets one trial out at a time until one succeeds",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0.1, true, BreakerHalfOpen),
-				bAllow(brSec, 0.3, false, BreakerHalfOpen), // ¼
-				bOK(1100*time.Millisecond, BreakerHalfOpen),
-				bAllow(1100*time.Millisecond, 0.3, true, BreakerHalfOpen), // ½
-				bAllow(1100*time.Millisecond, 0.5, false, BreakerHalfOpen),
-				bOK(1200*time.Millisecond, BreakerHalfOpen),
-				bAllow(1200*time.Millisecond, 0.99, true, BreakerHalfOpen), // all
-				bAllow(1200*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bAllow(brSec, 0.99, true, BreakerHalfOpen),
+				bAllow(brSec, 0, false, BreakerHalfOpen), // the first trial is out
+				bAllow(1500*time.Millisecond, 0, false, BreakerHalfOpen),
+				bOK(1600*time.Millisecond, BreakerHalfOpen), // it succeeded: several at once now
+				bAllow(1600*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bAllow(1600*time.Millisecond, 0.99, true, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "a failed first trial lets none other out: it reopens",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(4*brSec, 0, true, BreakerHalfOpen),
+				bAllow(4*brSec, 0, false, BreakerHalfOpen),
+				bFail(4100*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
+				bAllow(4100*time.Millisecond, 0, false, BreakerOpen),
+			}, bOpenFor(4100*time.Millisecond, 2*brSec)),
+		},
+		{
+			name: "a trial out for the open period is lost: another goes",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(brSec, 0, true, BreakerHalfOpen),
+				bAllow(1999*time.Millisecond, 0, false, BreakerHalfOpen),
+				bAllow(2*brSec, 0, true, BreakerHalfOpen),   // out 1 s, the open period
+				bAllow(2*brSec, 0, false, BreakerHalfOpen),  // one at a time still
+				bOK(2100*time.Millisecond, BreakerHalfOpen), // a result for one of the two
+				bAllow(2100*time.Millisecond, 0, true, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "a trial is lost after the grown open period, not open_for",
+			steps: slices.Concat(bGrownTo4s(), []breakerStep{ // half-open at 16 s, period 4 s
+				bAllow(16*brSec, 0, true, BreakerHalfOpen),
+				bAllow(17*brSec, 0, false, BreakerHalfOpen), // out 1 s: open_for, not the period
+				bAllow(19999*time.Millisecond, 0, false, BreakerHalfOpen),
+				bAllow(20*brSec, 0, true, BreakerHalfOpen),
+			}),
+		},
+		{
+			name: "after a success up to probes trials are out at once, and no more",
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), []breakerStep{
+				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen), // 4 out
+				bAllow(1100*time.Millisecond, 0, false, BreakerHalfOpen),   // a fifth is refused
+				bOK(1200*time.Millisecond, BreakerHalfOpen),                // 3 out: room for one
+				bAllow(1200*time.Millisecond, 0, true, BreakerHalfOpen),
+				bAllow(1200*time.Millisecond, 0, false, BreakerHalfOpen),
 				bOK(1300*time.Millisecond, BreakerHalfOpen), // 3 results < probes
-				bOK(1300*time.Millisecond, BreakerClosed),   // 4/4, share all: close
+				bOK(1300*time.Millisecond, BreakerClosed),   // 4/4: close
 				bAllow(1300*time.Millisecond, 0.99, true, BreakerClosed),
 			}),
 		},
 		{
-			name: "the share does not grow without successes",
-			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0.1, true, BreakerHalfOpen),
-				bAllow(5*brSec, 0.3, false, BreakerHalfOpen), // time alone does not ramp it
+			name: "with probes trials out, one out for the open period lets another through",
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(4, bAllow(brSec, 0, true, BreakerHalfOpen)), []breakerStep{
+				bAllow(1999*time.Millisecond, 0, false, BreakerHalfOpen),
+				bAllow(2*brSec, 0, true, BreakerHalfOpen),
+				bAllow(2*brSec, 0, false, BreakerHalfOpen),
 			}),
 		},
 		{
@@ -290,21 +325,17 @@ func TestBreaker(t *testing.T) {
 			),
 		},
 		{
-			name: "past probes results, the trials' success rate must stay at 90 %",
-			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 }, // 7 successes to reach every call
-			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(11, bAllow(brSec, 0, true, BreakerHalfOpen)),
-				bRepeat(3, bOK(brSec, BreakerHalfOpen)), // 4/4 but the share is 16 %
-				[]breakerStep{bOK(brSec, BreakerHalfOpen), // 32 %
-					bFail(brSec, BreakerOpen)}, // 5/6 < 90 %
-			),
-		},
-		{
-			name: "half-open until the share reaches every call",
-			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 },
-			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(6, bAllow(brSec, 0, true, BreakerHalfOpen)),
-				bRepeat(5, bOK(brSec, BreakerHalfOpen)),  // 64 %
-				[]breakerStep{bOK(brSec, BreakerClosed)}, // 128 %: every call
-			),
+			name: "one failure too many reopens for twice the period, whatever trials are still out",
+			steps: slices.Concat(bOpened(), []breakerStep{
+				bAllow(4*brSec, 0, true, BreakerHalfOpen), bOK(4*brSec, BreakerHalfOpen),
+			}, bRepeat(3, bAllow(4*brSec, 0, true, BreakerHalfOpen)), []breakerStep{
+				bFail(4100*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
+				bOK(4200*time.Millisecond, BreakerOpen),   // the others' results come too late
+				bOK(4200*time.Millisecond, BreakerOpen),
+			}, bOpenFor(4100*time.Millisecond, 2*brSec), []breakerStep{
+				bAllow(6100*time.Millisecond, 0, true, BreakerHalfOpen),  // the trials left out do not count
+				bAllow(6100*time.Millisecond, 0, false, BreakerHalfOpen), // and it starts one at a time again
+			}),
 		},
 		{
 			name: "after heal_after closed the period is halved again",
@@ -355,7 +386,8 @@ func TestBreaker(t *testing.T) {
 			name: "results while open are ignored",
 			steps: slices.Concat(bOpened(), bRepeat(5, bOK(500*time.Millisecond, BreakerOpen)), []breakerStep{
 				bState(brSec, BreakerHalfOpen),
-				bAllow(brSec, 0.3, false, BreakerHalfOpen), // the share did not grow
+				bAllow(brSec, 0, true, BreakerHalfOpen),
+				bAllow(brSec, 0, false, BreakerHalfOpen), // none was a successful trial: one at a time
 			}),
 		},
 		{
@@ -430,8 +462,8 @@ func TestBreaker(t *testing.T) {
 
 // The breaker built from the default policy uses its settings as they
 // are: it trips after consecutive_failures, opens for open_for, doubles the
-// period with each failed trial up to open_for_max, lets probe_fraction of
-// the calls through as trials at first.
+// period with each failed trial up to open_for_max, lets one trial out at
+// a time at first.
 func TestBreakerDefaultConfig(t *testing.T) {
 	cfg := config.DefaultConfig().Breaker
 	if cfg.OpenFor.D() > 2*time.Second || cfg.OpenForMax.D() < 8*cfg.OpenFor.D() {
@@ -457,11 +489,11 @@ func TestBreakerDefaultConfig(t *testing.T) {
 		if got := b.State(now); got != BreakerHalfOpen {
 			t.Fatalf("opening %d: state %v after %v, want half_open", i, got, period)
 		}
-		if i == 0 && (b.Allow(now, cfg.ProbeFraction) || !b.Allow(now, math.Nextafter(cfg.ProbeFraction, 0))) {
-			t.Fatalf("the trial share is not %v", cfg.ProbeFraction)
-		}
-		if i > 0 && !b.Allow(now, 0) {
+		if !b.Allow(now, 0.99) {
 			t.Fatalf("opening %d: no trial let through", i)
+		}
+		if b.Allow(now, 0) {
+			t.Fatalf("opening %d: a second trial let through before the first's result", i)
 		}
 		b.Record(now, false)
 		period = max(period, min(2*period, cfg.OpenForMax.D(), now.Sub(budgetAt(0))/2))
@@ -477,8 +509,8 @@ func TestNewBreakerRefuses(t *testing.T) {
 	tests := []struct {
 		name    string
 		set     func(*config.BreakerConfig)
-		wantErr string
-		class   bool // a per-class setting: NewClassBreaker refuses it, NewBreaker ignores it
+		wantErr string // "": a setting no breaker reads, none refuses it
+		class   bool   // a per-class setting: NewClassBreaker refuses it, NewBreaker ignores it
 	}{
 		{"consecutive_failures 0", func(c *config.BreakerConfig) { c.ConsecutiveFailures = 0 }, "breaker.consecutive_failures", false},
 		{"failure_rate 0", func(c *config.BreakerConfig) { c.FailureRate = 0 }, "breaker.failure_rate", false},
@@ -491,7 +523,7 @@ func TestNewBreakerRefuses(t *testing.T) {
 		{"open_for_max below open_for", func(c *config.BreakerConfig) { c.OpenForMax = c.OpenFor - 1 }, "breaker.open_for_max", false},
 		{"open_for_max negative", func(c *config.BreakerConfig) { c.OpenForMax = -1 }, "breaker.open_for_max", false},
 		{"heal_after negative", func(c *config.BreakerConfig) { c.HealAfter = -1 }, "breaker.heal_after", false},
-		{"probe_fraction 0 (half-open forever)", func(c *config.BreakerConfig) { c.ProbeFraction = 0 }, "breaker.probe_fraction", false},
+		{"probe_fraction above 1 (no longer read)", func(c *config.BreakerConfig) { c.ProbeFraction = 2 }, "", false},
 		{"close_threshold 0", func(c *config.BreakerConfig) { c.CloseThreshold = 0 }, "breaker.close_threshold", false},
 		{"close_threshold above 1", func(c *config.BreakerConfig) { c.CloseThreshold = 2 }, "breaker.close_threshold", false},
 		{"probes 0", func(c *config.BreakerConfig) { c.Probes = 0 }, "breaker.probes", false},
@@ -513,9 +545,9 @@ func TestNewBreakerRefuses(t *testing.T) {
 				refuse bool
 				build  func()
 			}{
-				{"NewBreaker", !tt.class, func() { NewBreaker(cfg) }},
-				{"NewBreakerRegistry", !tt.class, func() { NewBreakerRegistry(cfg, nil) }},
-				{"NewClassBreaker", tt.class, func() { NewClassBreaker(cfg) }},
+				{"NewBreaker", tt.wantErr != "" && !tt.class, func() { NewBreaker(cfg) }},
+				{"NewBreakerRegistry", tt.wantErr != "" && !tt.class, func() { NewBreakerRegistry(cfg, nil) }},
+				{"NewClassBreaker", tt.wantErr != "" && tt.class, func() { NewClassBreaker(cfg) }},
 			}
 			for _, c := range constructors {
 				got := panicText(c.build)
@@ -585,12 +617,16 @@ func TestBreakerRegistry(t *testing.T) {
 	}
 
 	t1 := budgetAt(brSec)
-	if reg.Allow(big, t1, 0.5) {
-		t.Fatal("half-open breaker let a non-trial call through")
+	if !reg.Allow(big, t1, 0.99) {
+		t.Fatal("half-open breaker refused its first trial")
 	}
-	for range 4 {
-		if !reg.Allow(big, t1, 0.1) {
-			t.Fatal("half-open breaker refused a trial")
+	if reg.Allow(big, t1, 0) {
+		t.Fatal("half-open breaker let a second trial out before the first's result")
+	}
+	reg.Record(big, t1, true)
+	for i := range 3 {
+		if !reg.Allow(big, t1, 0.99) {
+			t.Fatalf("half-open breaker refused trial %d after a success", i+2)
 		}
 		reg.Record(big, t1, true)
 	}
@@ -782,23 +818,34 @@ func TestBreakerPermitAdmit(t *testing.T) {
 	if planner.Permit(t0, 0) || runner.Admit(t0) {
 		t.Fatal("an open breaker permitted or admitted an attempt")
 	}
-	if planner.Permit(half, cfg.ProbeFraction) || !planner.Permit(half, cfg.ProbeFraction/2) {
-		t.Error("half-open Permit does not follow the trial share")
+	// Permit takes no trial: asked again and again, it permits.
+	for i := range cfg.Probes + 1 {
+		if !planner.Permit(half, 0.99) {
+			t.Fatalf("half-open Permit refused call %d with no trial out", i+1)
+		}
 	}
 	if planner.State(half) != BreakerHalfOpen {
 		t.Fatalf("planner %s, want half-open", planner.State(half))
 	}
-	if !runner.Admit(half) {
-		t.Fatal("a half-open breaker did not admit a permitted trial")
-	}
-	runner.Record(half, true)
-	// The trial counted where it ran: its share doubled there.
-	if u := cfg.ProbeFraction * 1.5; !runner.Permit(half, u) || planner.Permit(half, u) {
-		t.Errorf("the trial admitted where it ran did not count: runner Permit(%v) %v, planner %v", u, runner.Permit(half, u), planner.Permit(half, u))
-	}
-	// Permit takes no trial: a result the planner did not admit is late.
+	// Nor does a result the planner did not admit count: it is late.
 	planner.Record(half, false)
 	if planner.State(half) != BreakerHalfOpen {
 		t.Errorf("Permit took a trial in the planner: %s", planner.State(half))
+	}
+	if !runner.Admit(half) {
+		t.Fatal("a half-open breaker did not admit a permitted trial")
+	}
+	if runner.Permit(half, 0) {
+		t.Error("the runner permits a second trial while its first is out")
+	}
+	runner.Record(half, true)
+	// The trial counted where it ran: with its success there, several
+	// trials may be out at once in the runner; the planner, which saw no
+	// success, still lets one out at a time.
+	if !runner.Admit(half) || !runner.Permit(half, 0) {
+		t.Error("after a successful trial the runner does not let a second out")
+	}
+	if !planner.Admit(half) || planner.Permit(half, 0) {
+		t.Error("the planner, which saw no successful trial, lets a second trial out")
 	}
 }

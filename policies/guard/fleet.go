@@ -78,10 +78,12 @@ type BreakerView struct {
 	// trials), when above the policy's open_for: a worker's breaker opens
 	// at least that long.
 	Period time.Duration `json:"period,omitempty"`
-	// Share is, half-open, the share of calls the fleet's trials have
-	// earned: a worker's half-open breaker lets that share through when
-	// larger than its own.
-	Share float64 `json:"share,omitempty"`
+	// HalfOpen: the fleet's breaker is half-open (its trials are out).
+	HalfOpen bool `json:"half_open,omitempty"`
+	// Succeeded is, half-open, how many of the fleet's trials succeeded:
+	// once one has, a worker's half-open breaker lets Probes trials out
+	// at once, not one.
+	Succeeded int `json:"succeeded,omitempty"`
 	// Closed is the last instant the fleet's trials closed the breaker: a
 	// worker's breaker whose trials began before then closes too.
 	Closed time.Time `json:"closed,omitzero"`
@@ -107,7 +109,7 @@ const ackKeep = 10 * time.Minute
 // a Breaker whose every reported outcome is a call it let through: it
 // opens on the fleet's failures; half-open, it judges the outcomes the
 // workers' breakers counted (their trials, and the calls of workers whose
-// breaker is closed) and ramps its share, reopens with a grown period or
+// breaker is closed), tells them once a trial succeeded, reopens with a grown period or
 // closes, and the workers' breakers follow it through the View. Safe for
 // concurrent use.
 type Fleet struct {
@@ -200,7 +202,7 @@ func (b *Breaker) peek(now time.Time) (BreakerState, time.Time, BreakerView) {
 		v.Period = period
 	}
 	if st == BreakerHalfOpen {
-		v.Share = trialShare(b.cfg.ProbeFraction, successes)
+		v.HalfOpen, v.Succeeded = true, successes
 	}
 	if st == BreakerClosed {
 		v.Closed = b.closedAt

@@ -168,29 +168,37 @@ func TestSyncResendsAFailedReportUnchanged(t *testing.T) {
 	}
 }
 
-// TestFleetBreakerGrowsAndRamps: the fleet's breaker judges every
+// TestFleetBreakerGrowsAndSharesTrials: the fleet's breaker judges every
 // worker's trials: one worker's failed trial reopens the model for the
-// grown period in the other too; the trials that succeed anywhere ramp the
-// share every worker lets through; the close the fleet's trials decide
-// closes the others' half-open breakers and halves the grown period.
-func TestFleetBreakerGrowsAndRamps(t *testing.T) {
-	cfg := config.DefaultConfig() // open_for 1 s, doubling, share 10 %, 5 trials, 90 %
+// grown period in the other too; one worker's successful trial lets the
+// other's half-open breaker have probes trials out at once, not one; the
+// close the fleet's trials decide closes the others' half-open breakers
+// and halves the grown period.
+func TestFleetBreakerGrowsAndSharesTrials(t *testing.T) {
+	cfg := config.DefaultConfig() // open_for 1 s, doubling, 5 trials, 90 %
 	br := cfg.Breaker
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	const model = "qwen-72b"
 	f := NewFleet(br)
 	a, b := newWorker("a", cfg), newWorker("b", cfg)
-	trial := func(w worker, now time.Time, ok bool) {
+	allow := func(w worker, now time.Time) {
 		t.Helper()
-		if !w.breakers.Allow(model, now, 0) {
+		if !w.breakers.Allow(model, now, 0.99) {
 			t.Fatalf("%v: no trial let through", now.Sub(t0))
 		}
+	}
+	result := func(w worker, now time.Time, ok bool) {
 		class := failure.ServerError
 		if ok {
 			class = failure.None
 		}
 		w.breakers.RecordOutcome(model, now, class)
+	}
+	trial := func(w worker, now time.Time, ok bool) {
+		t.Helper()
+		allow(w, now)
+		result(w, now, ok)
 	}
 
 	// Worker a trips it; the fleet opens it for open_for.
@@ -203,8 +211,12 @@ func TestFleetBreakerGrowsAndRamps(t *testing.T) {
 	}
 
 	// A trial 4 s into the outage fails in worker a: reopened for twice
-	// open_for (half the outage so far), in b too.
+	// open_for (half the outage so far), in b too, whose breaker was
+	// half-open.
 	first := br.OpenFor.D()
+	if st := b.breakers.State(model, at(4*first)); st != BreakerHalfOpen {
+		t.Fatalf("worker b: %s at 4 s, want half_open", st)
+	}
 	trial(a, at(4*first), false)
 	syncAll(f, at(4*first+100*time.Millisecond), a, b)
 	v := f.View(at(4*first + 100*time.Millisecond))
@@ -215,41 +227,63 @@ func TestFleetBreakerGrowsAndRamps(t *testing.T) {
 	if st := b.breakers.State(model, at(4*first+200*time.Millisecond)); st != BreakerOpen {
 		t.Errorf("worker b: %s after worker a's trial failed, want open", st)
 	}
+	if b.breakers.Allow(model, at(4*first+200*time.Millisecond), 0) {
+		t.Error("worker b let a call through after worker a's trial failed")
+	}
 	if got := b.breakers.Breaker(model).period; got != 2*first {
 		t.Errorf("worker b's breaker took period %v, want the fleet's %v", got, 2*first)
 	}
 
 	// Half-open again at 6 s. A late failure in b (no trial of b's) is not
-	// judged by the fleet either.
+	// judged by the fleet either. Until a trial has succeeded somewhere,
+	// b lets one trial out at a time.
 	half := at(6 * first)
 	b.breakers.RecordOutcome(model, half, failure.Timeout)
+	allow(b, half)
+	if b.breakers.Allow(model, half, 0) {
+		t.Fatal("worker b let a second trial out before any trial succeeded")
+	}
 	trial(a, half, true)
-	trial(a, half, true)
-	trial(b, half, true)
 	syncAll(f, half.Add(100*time.Millisecond), a, b)
 	now := half.Add(200 * time.Millisecond)
 	v = f.View(now)
-	if _, open := v.Open[model]; open || v.Breakers[model].Share != 0.8 {
-		t.Fatalf("fleet after 3 good trials and a late failure: open %v, share %v; want half-open at 80 %%", open, v.Breakers[model].Share)
+	if _, open := v.Open[model]; open || !v.Breakers[model].HalfOpen || v.Breakers[model].Succeeded != 1 {
+		t.Fatalf("fleet after a's good trial and b's late failure: open %v, %+v; want half-open with 1 success", open, v.Breakers[model])
 	}
-	// Worker b earned 20 % itself; the fleet's 80 % lets u = 0.5 through.
-	if b.breakers.Breaker(model).Permit(now, 0.5) || !b.breakers.Permit(model, now, 0.5) {
-		t.Errorf("worker b does not take the fleet's trial share: own %v, with the fleet %v",
-			b.breakers.Breaker(model).Permit(now, 0.5), b.breakers.Permit(model, now, 0.5))
+	// Worker a's success lets b have probes trials out: its first and
+	// probes-1 more, then no more. On its own (no success of its own)
+	// b's breaker would let none out beside the first.
+	if b.breakers.Breaker(model).Permit(now, 0) {
+		t.Error("worker b's own breaker, which saw no success, lets a second trial out")
+	}
+	for range br.Probes - 1 {
+		allow(b, now)
+	}
+	if b.breakers.Allow(model, now, 0) {
+		t.Errorf("worker b let a trial out beyond the %d in flight", br.Probes)
 	}
 
-	// Two more good trials in a: the fleet has 5 of 5 and closes; b's
-	// half-open breaker closes with it.
-	trial(a, now, true)
-	trial(a, now, true)
+	// Four of b's trials succeed: with a's, the fleet has 5 of 5 and
+	// closes; b's breaker (4 results of its own) and a's (1) close with it.
+	for range br.Probes - 1 {
+		result(b, now, true)
+	}
+	if st := b.breakers.Breaker(model).State(now); st != BreakerHalfOpen {
+		t.Fatalf("worker b's breaker is %s after %d results of its own, want half_open", st, br.Probes-1)
+	}
 	syncAll(f, now.Add(100*time.Millisecond), a, b)
 	later := now.Add(200 * time.Millisecond)
 	v = f.View(later)
-	if !v.Breakers[model].Closed.Equal(now) || v.Breakers[model].Share != 0 {
+	if !v.Breakers[model].Closed.Equal(now) || v.Breakers[model].HalfOpen || v.Breakers[model].Succeeded != 0 {
 		t.Fatalf("fleet after 5 good trials: %+v, want closed at %v", v.Breakers[model], now.Sub(t0))
 	}
-	if st := b.breakers.State(model, later); st != BreakerClosed {
-		t.Errorf("worker b: %s after the fleet's trials closed the breaker, want closed", st)
+	for _, w := range []struct {
+		name string
+		w    worker
+	}{{"a", a}, {"b", b}} {
+		if st := w.w.breakers.State(model, later); st != BreakerClosed {
+			t.Errorf("worker %s: %s after the fleet's trials closed the breaker, want closed", w.name, st)
+		}
 	}
 
 	// The close halves the grown period, here back to open_for, in the
@@ -307,7 +341,7 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 			t.Errorf("at %v restored %+v %+v, want %+v %+v", d, got.Open, got.Breakers, want.Open, want.Breakers)
 		}
 	}
-	if v := g.View(now); !v.Open["open"].Equal(at(24*time.Second)) || v.Breakers["half"].Share != 0.4 || v.Breakers["healing"].Period != 2*time.Second {
+	if v := g.View(now); !v.Open["open"].Equal(at(24*time.Second)) || !v.Breakers["half"].HalfOpen || v.Breakers["half"].Succeeded != 2 || v.Breakers["healing"].Period != 2*time.Second {
 		t.Errorf("restored view %+v %+v", v.Open, v.Breakers)
 	}
 	// The restored open breaker knows when its outage began: a trial that
@@ -340,7 +374,7 @@ func TestFleetStateRestoresBreakers(t *testing.T) {
 }
 
 func sameBreakerView(a, b BreakerView) bool {
-	return a.Period == b.Period && a.Share == b.Share && a.Closed.Equal(b.Closed)
+	return a.Period == b.Period && a.HalfOpen == b.HalfOpen && a.Succeeded == b.Succeeded && a.Closed.Equal(b.Closed)
 }
 
 // TestFleetWithAnOldGuardInput: a guard started by an older build has no

@@ -231,7 +231,7 @@ func (s *Sync) changed(model string, open bool, now time.Time) {
 		switch {
 		case open && listed && until.After(now):
 			return // the fleet has it open
-		case !open && !listed && s.view.Breakers[model].Share == 0:
+		case !open && !listed && !s.view.Breakers[model].HalfOpen:
 			return // the fleet has it closed
 		}
 	}

@@ -555,7 +555,8 @@ func TestReportCadence(t *testing.T) {
 // own failures is news while the fleet's fresh view does not have it
 // open, and no news once it does (a fleet of a hundred whose workers all
 // trip on the same outage reports it once each at most, not a hundred
-// times a second); likewise a close the fleet's view already shows.
+// times a second); likewise a close the fleet's view already shows (not
+// while the fleet has the breaker half-open).
 func TestNewsOnlyWhileTheFleetDoesNotKnow(t *testing.T) {
 	cfg := config.DefaultConfig()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -581,5 +582,36 @@ func TestNewsOnlyWhileTheFleetDoesNotKnow(t *testing.T) {
 	}
 	if _, ok := w2.sync.CutAt(t0); !ok {
 		t.Error("a trip the fleet does not know was not reported at once")
+	}
+	// A close on this worker's own trials is news while the fleet's view
+	// has the breaker half-open, none when it has it closed.
+	for _, tt := range []struct {
+		name string
+		view View
+		news bool
+	}{
+		{"half-open in the fleet", View{Breakers: map[string]BreakerView{model: {HalfOpen: true}}, Workers: 100}, true},
+		{"closed in the fleet", View{Workers: 100}, false},
+	} {
+		w := newWorker("w-"+tt.name, cfg)
+		w.sync.CutAt(t0)
+		w.breakers.Trip(model, t0)
+		if _, ok := w.sync.CutAt(t0); !ok {
+			t.Fatalf("%s: the trip was not reported", tt.name)
+		}
+		t1 := t0.Add(cfg.Breaker.OpenFor.D())
+		w.sync.SetView(tt.view, t1)
+		for i := range cfg.Breaker.Probes {
+			if !w.breakers.Allow(model, t1, 0) {
+				t.Fatalf("%s: trial %d refused", tt.name, i+1)
+			}
+			w.breakers.RecordOutcome(model, t1, failure.None)
+		}
+		if st := w.breakers.State(model, t1); st != BreakerClosed {
+			t.Fatalf("%s: the breaker is %s after %d good trials, want closed", tt.name, st, cfg.Breaker.Probes)
+		}
+		if _, ok := w.sync.CutAt(t1); ok != tt.news {
+			t.Errorf("%s: a close on this worker's trials cut a report: %v, want %v", tt.name, ok, tt.news)
+		}
 	}
 }

@@ -266,7 +266,6 @@ func paths() []path {
 			policy: func(c *config.Config) {
 				c.Models = c.Models[:1]
 				c.Breaker.OpenFor = config.Duration(time.Second)
-				c.Breaker.ProbeFraction = 1
 			},
 			request: ask("wait-for-trials", "[[sim fault=invalid_api_key times=1]] "+plainQuestion),
 			want: want{decisions: []string{"qwen-72b:auth:wait_for_trials", "qwen-72b:ok:answer"},
