@@ -147,7 +147,7 @@ func ask(ctx context.Context, args []string, out io.Writer) error {
 	scenario := fs.String("scenario", "customer_service", "business scenario (selects business rules)")
 	model := fs.String("model", "", "preferred model (default: the first of the ladder)")
 	system := fs.String("system", "You are a helpful customer-service assistant.", "system prompt (empty: none)")
-	maxTokens := fs.Int("max-tokens", 0, "max_tokens of the answer (0: upstream default)")
+	maxTokens := fs.Int("max-tokens", 0, "max_tokens of the answer (0: the policy's limits.default_max_tokens, 4096 by default, within the model's context window)")
 	deadline := fs.Duration("deadline", 0, "deadline of the whole call (0: the policy's, 60s)")
 	key := fs.String("key", "", "idempotency key (default: derived from the whole request: user, session, scenario, model, messages, …)")
 	policyFile := fs.String("policy", os.Getenv("POLICY_FILE"), "policy YAML file of the workers, for the default deadline (env POLICY_FILE; default: the embedded policy)")

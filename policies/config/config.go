@@ -45,8 +45,8 @@ type Config struct {
 	Diagnose    DiagnoseConfig    `yaml:"diagnose"`
 	// Rules are the business rules (semantic breaker), checked in order.
 	Rules []Rule `yaml:"rules"`
-	// Learn is how the rules learn from users' feedback (README
-	// "Business rules").
+	// Learn is how the rules learn from users' feedback (docs/rules.md
+	// "Rules that learn from users").
 	Learn LearnConfig `yaml:"learn"`
 	// Placeholder is the last-resort answer when neither the FAQ nor a rule
 	// card answers (the default is a polite "we are busy, please try again"

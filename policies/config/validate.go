@@ -333,7 +333,7 @@ func (c *Config) validate() []Problem {
 			}
 			for j, k := range a.Classes {
 				if !k.Valid() || k == failure.None {
-					bad(fmt.Sprintf("%s.after.classes[%d]", p, j), "must be a failure class (README \"Failure classes\"), got %q", k)
+					bad(fmt.Sprintf("%s.after.classes[%d]", p, j), "must be a failure class (docs/how-it-works.md \"Failure classes\"), got %q", k)
 				}
 			}
 			if r.Action == RuleNoRetry {
