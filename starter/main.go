@@ -70,6 +70,15 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, out io.Writer) error {
+	err := dispatch(ctx, args, out)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // "starter ask -h": the flags were printed, as asked
+	}
+	return err
+}
+
+// dispatch runs the command args name.
+func dispatch(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
 		return errors.New("a command is required")

@@ -41,6 +41,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -70,7 +71,7 @@ import (
 
 func main() {
 	smallStacks()
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) { // -h: the flags were printed, as asked
 		fmt.Fprintln(os.Stderr, "worker:", err)
 		os.Exit(1)
 	}
