@@ -614,7 +614,13 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 		_ = workflow.ExecuteLocalActivity(localOptions(ctx, "retry of "+string(c.st.Pending)+" succeeded"),
 			a.RecordRetrySuccess, c.st.Pending).Get(ctx, nil)
 	}
-	c.finish(ctx, OutcomeAnswered)
+	outcome := OutcomeAnswered
+	// A fallback model's answer is degraded: LlmOutcome says so, as
+	// LlmDegraded does (calls that began before this build keep "answered").
+	if c.res.Degraded && workflow.GetVersion(ctx, "degraded-outcome", workflow.DefaultVersion, 1) == 1 {
+		outcome = OutcomeDegraded
+	}
+	c.finish(ctx, outcome)
 }
 
 // fallback answers from the business fallback; a request only a model can

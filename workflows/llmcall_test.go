@@ -857,3 +857,41 @@ func TestLLMCallWaitsWhenTheLastModelsBreakerRefuses(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMCallOutcomeSaysDegraded: LlmOutcome is "degraded" for every
+// degraded answer, a fallback model's too, so that an operator's
+// `LlmOutcome = "degraded"` finds every call whose user got less than the
+// first model's answer; the first model's answer is "answered".
+func TestLLMCallOutcomeSaysDegraded(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		script  []outcome
+		source  workflows.Source
+		outcome string
+	}{
+		{"the first model answers", []outcome{ok("done")}, workflows.SourceModel, workflows.OutcomeAnswered},
+		{"a fallback model answers", []outcome{{class: failure.RateLimited, status: 429, retryAfter: 5 * time.Minute}, ok("done")},
+			workflows.SourceFallbackModel, workflows.OutcomeDegraded},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHarness(t, nil, c.script...)
+			var outcome string
+			var degraded, hasDegraded bool
+			h.env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+				sa := args.Get(0).(temporal.SearchAttributes)
+				if v, ok := sa.GetKeyword(workflows.SAOutcome); ok {
+					outcome = v
+				}
+				if v, ok := sa.GetBool(workflows.SADegraded); ok {
+					degraded, hasDegraded = v, true
+				}
+			}).Return(nil)
+			res, err := h.run(ask("where is it?"))
+			require.NoError(t, err)
+			require.Equal(t, c.source, res.Source)
+			require.True(t, hasDegraded, "LlmDegraded was not set")
+			require.Equal(t, res.Degraded, degraded, "LlmDegraded")
+			require.Equal(t, c.outcome, outcome, "LlmOutcome of a %s answer (degraded: %v)", res.Source, res.Degraded)
+		})
+	}
+}

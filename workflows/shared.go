@@ -46,8 +46,8 @@ const (
 // Outcome values of the LlmOutcome search attribute.
 const (
 	OutcomeRunning  = "running"
-	OutcomeAnswered = "answered" // a model answered
-	OutcomeDegraded = "degraded" // the business fallback answered
+	OutcomeAnswered = "answered" // the first model answered (or a model, in full, for a call in steps)
+	OutcomeDegraded = "degraded" // a degraded answer: another model's, a partial one, the cache's, the business fallback's
 	OutcomeHandoff  = "handoff"
 	OutcomeFailed   = "failed"
 	OutcomeCanceled = "canceled"
