@@ -370,13 +370,15 @@ func (b *Breaker) recordTrial(now time.Time, success bool) bool {
 	if success {
 		b.successes++
 	}
-	// Reopen as soon as even all-successful further trials could not
-	// reach the threshold over at least Probes results; close when Probes
-	// results are in.
+	// The lone first trial failing reopens at once (the upstream is still
+	// down); after a success, reopen as soon as even all-successful
+	// further trials could not reach the threshold over at least Probes
+	// results; close when Probes results are in.
 	n := max(b.results, b.cfg.Probes)
 	best := b.successes + n - b.results
 	switch {
-	case float64(best) < b.cfg.CloseThreshold*float64(n)-1e-9:
+	case b.successes == 0 && !success,
+		float64(best) < b.cfg.CloseThreshold*float64(n)-1e-9:
 		b.reopen(now)
 	case b.results >= b.cfg.Probes:
 		b.close(now)
