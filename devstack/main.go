@@ -4,9 +4,10 @@
 //   - the Temporal dev server from ./bin/temporal (file-backed in
 //     .devstack/temporal.db so calls survive restarts; Web UI on :8233; the
 //     LLM search attributes registered),
-//   - llmsim with the mixed-faults scenario on :8000, unless LLM_BASE_URL
-//     points at a real OpenAI-compatible endpoint (with LLM_MODELS set,
-//     llmsim serves those model names),
+//   - llmsim with the mixed-faults scenario on :8000 when nothing names
+//     an endpoint: not when LLM_BASE_URL is set, nor when POLICY_FILE names
+//     its models' endpoints (unless it names llmsim's address); with
+//     LLM_MODELS set, llmsim serves those model names (see planUpstream),
 //   - the durable-llm worker,
 //
 // then prints how to ask a question and where to look.
@@ -63,6 +64,11 @@ func run() error {
 			return fmt.Errorf("%s is already in use: is another `make run` or Temporal server running?", addr)
 		}
 	}
+	up, err := planUpstream(os.Getenv, *simAddr)
+	if err != nil {
+		return err
+	}
+	fmt.Print(up) // where the models go, before anything starts
 	if err := os.MkdirAll(".devstack", 0o755); err != nil {
 		return err
 	}
@@ -122,16 +128,15 @@ func run() error {
 		return err
 	}
 
-	var workerEnv []string
-	upstream := os.Getenv("LLM_BASE_URL")
-	if upstream == "" {
+	workerEnv := up.workerEnv
+	if up.sim {
 		if inUse(*simAddr) {
 			return fmt.Errorf("%s is already in use: stop what listens there or pass --llmsim-addr", *simAddr)
 		}
 		simArgs := []string{"--addr", *simAddr, "--scenario", *scenario}
-		if models := os.Getenv("LLM_MODELS"); models != "" {
+		if up.simModels != "" {
 			// A rehearsal of a provider's ladder: llmsim serves those names.
-			simArgs = append(simArgs, "--models", models)
+			simArgs = append(simArgs, "--models", up.simModels)
 		}
 		if _, err := start("llmsim", nil, "bin/llmsim", simArgs...); err != nil {
 			return err
@@ -139,8 +144,6 @@ func run() error {
 		if err := waitListening(ctx, *simAddr, 15*time.Second); err != nil {
 			return fmt.Errorf("llmsim did not start (see .devstack/llmsim.log): %w", err)
 		}
-		upstream = "http://" + *simAddr + "/v1"
-		workerEnv = append(workerEnv, "LLM_BASE_URL="+upstream)
 	}
 	workerEnv = append(workerEnv, fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", *port))
 	if os.Getenv("WORKER_DEPLOYMENT") != "" {
@@ -159,10 +162,10 @@ func run() error {
 durable-llm is running.
 
   Temporal Web UI   http://localhost:%[1]d
-  upstream          %[2]s
   worker metrics    http://127.0.0.1:9464/metrics
   logs              .devstack/{temporal,llmsim,worker}.log
 
+%[2]s
 Ask a question (in another terminal):
 
   go run ./starter ask "Where is my order?"
@@ -172,7 +175,7 @@ Ask a question (in another terminal):
 Then open the Web UI link it prints to see every attempt, wait and decision.
 Workflows in namespace %[3]s call it through the Nexus endpoint %[4]s
 (docs/nexus.md). Ctrl-C stops everything.
-`, *uiPort, upstream, agentsNamespace, endpointName)
+`, *uiPort, up, agentsNamespace, endpointName)
 
 	exited := make(chan error, 1)
 	go func() { exited <- w.cmd.Wait() }()

@@ -188,3 +188,39 @@ func TestTracingProfile(t *testing.T) {
 	_, err = pp.GetService("jaeger")
 	require.Error(t, err, "the trace viewer starts without --profile tracing")
 }
+
+// TestComposeKeepsAPolicysEndpoints: the compose worker sends its models
+// where its policy file names them. Without LLM_BASE_URL that is the
+// stack's llmsim for the compose policy (the default ladder, every field
+// as the embedded default's but base_url), and a policy of one's own
+// (POLICY_FILE) keeps its endpoints: compose sets no LLM_BASE_URL that
+// would send every model to llmsim.
+func TestComposeKeepsAPolicysEndpoints(t *testing.T) {
+	p := load(t)
+	w, err := p.GetService("worker")
+	require.NoError(t, err)
+	base := w.Environment[config.EnvBaseURL]
+	require.True(t, base == nil || *base == "", "compose sets LLM_BASE_URL=%s by default: it overrides every model's base_url", *base)
+
+	var policy string
+	for _, v := range w.Volumes {
+		if v.Target == "/etc/durable-llm/policy.yaml" {
+			policy = v.Source
+		}
+	}
+	cfg, err := config.LoadConfig(policy)
+	require.NoError(t, err)
+	require.NoError(t, cfg.ApplyEnv(func(k string) string {
+		if v := w.Environment[k]; v != nil {
+			return *v
+		}
+		return ""
+	}))
+	def := config.DefaultConfig()
+	require.Len(t, cfg.Models, len(def.Models))
+	for i, m := range cfg.Models {
+		require.Equal(t, "http://llmsim:8000/v1", m.BaseURL, "model %s", m.Name)
+		m.BaseURL = def.Models[i].BaseURL
+		require.Equal(t, def.Models[i], m, "the compose policy's %s differs from the default's in more than base_url", m.Name)
+	}
+}
