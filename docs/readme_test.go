@@ -3,11 +3,14 @@ package docs
 import (
 	"fmt"
 	"io/fs"
+	"os/exec"
 	"path"
 	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"github.com/durable-llm/durable-llm/frontdoor"
 )
 
 // maxREADMELines is README's budget: what durable-llm is, the two
@@ -74,7 +77,7 @@ func TestQuickStartCheckFails(t *testing.T) {
 			"\t// end quick start\n}\n" +
 			"const input = `\n{\"a\": 1}\n`\n")},
 	}
-	good := "## Quick start\n\n<!-- quick start: commands -->\n```sh\nmake run   # all of it\n" +
+	good := "## Quick start\n\n<!-- quick start: commands -->\n```sh\nmake run   # all of it\nexport TOKEN=$(openssl rand -hex 32)   # shown\n" +
 		"FRONTDOOR_TOKENS=\"$(openssl rand -hex 32)=acme\" go run ./starter serve --addr 127.0.0.1:8080\n```\n\n" +
 		"```console\n$ anything\n```\n\n## A first call\n\n" +
 		"<!-- quick start: run by x/a_test.go as go -->\n```go\nc := dial(\"localhost\")\nc.Ask(\"Where is my order?\")\n```\n\n" +
@@ -153,7 +156,8 @@ var runBy = regexp.MustCompile(`^run by (\S+?)(?: as (\S+))?$`)
 
 // checkQuickStart checks each block by its marker:
 //
-//   - "commands": each line is `[VAR=value …] make TARGET` or
+//   - "commands": each line is `export NAME=value`,
+//     `[VAR=value …] make TARGET` or
 //     `[VAR=value …] go run ./PKG SUBCOMMAND --flag …`; the target is in
 //     the Makefile, the package's source names the subcommand and every
 //     flag, and the repository's Go source names every variable.
@@ -242,6 +246,9 @@ func regionOf(src, name string) (lines []string, connect string, ok bool) {
 	return nil, "", false
 }
 
+// export is a line that only exports a shell variable: export NAME=value.
+var export = regexp.MustCompile(`^export [A-Z][A-Z0-9_]*=(\$\([^)]*\)|\S+)$`)
+
 var assignment = regexp.MustCompile(`^([A-Z][A-Z0-9_]*)=("[^"]*"|\S*)\s+`)
 
 // checkCommand checks one line of a commands block.
@@ -250,6 +257,9 @@ func checkCommand(fsys fs.FS, line string) []string {
 		line = line[:i]
 	}
 	line = strings.TrimSpace(line)
+	if export.MatchString(line) {
+		return nil // a shell variable the next lines (and the reader's client) use
+	}
 	var problems []string
 	for {
 		m := assignment.FindStringSubmatch(line)
@@ -306,4 +316,49 @@ func goSourceNames(fsys fs.FS, dir, s string) bool {
 		return nil
 	})
 	return found
+}
+
+// TestQuickStartTokenWorks runs README's front-door commands up to serve
+// in a shell, as a reader does, and checks that the token the client
+// reads (FRONTDOOR_TOKEN) is one serve accepts for acme: shown, long
+// enough, and the one FRONTDOOR_TOKENS maps.
+func TestQuickStartTokenWorks(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("no openssl here, which README's commands use")
+	}
+	var script []string
+	for _, b := range quickStartBlocks(readme(t)) {
+		if b.marker != "commands" || !strings.Contains(strings.Join(b.body, "\n"), frontdoor.TokensEnv+"=") {
+			continue
+		}
+		for _, l := range b.body {
+			if i := strings.Index(l, " #"); i >= 0 {
+				l = l[:i]
+			}
+			switch l = strings.TrimSpace(l); {
+			case export.MatchString(l):
+				script = append(script, l)
+			case strings.HasPrefix(l, frontdoor.TokensEnv+"="):
+				// serve's environment, printed instead of serving
+				assign := assignment.FindStringSubmatch(l)
+				script = append(script, "export "+assign[1]+"="+assign[2])
+			}
+		}
+	}
+	if len(script) < 2 {
+		t.Fatalf("README's front-door commands set no token the client can read: %q", script)
+	}
+	script = append(script, `printf '%s\n%s\n' "$FRONTDOOR_TOKEN" "$`+frontdoor.TokensEnv+`"`)
+	out, err := exec.Command("sh", "-c", strings.Join(script, "\n")).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", strings.Join(script, "\n"), err)
+	}
+	client, tokens, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	tenants, err := frontdoor.ParseTokens(tokens)
+	if err != nil {
+		t.Fatalf("serve would refuse README's %s: %v", frontdoor.TokensEnv, err)
+	}
+	if tenant, ok := tenants.Lookup(client); !ok || tenant != "acme" {
+		t.Fatalf("the client's FRONTDOOR_TOKEN is not acme's token at serve (tenant %q, %v)", tenant, ok)
+	}
 }

@@ -10,7 +10,8 @@ import (
 
 // TestQuickStartOpenAIGo runs README's first call through the front door
 // with openai-go as README shows it. README's block connects to the front
-// door of make run with acme's token (the "connect:" line below); the test
+// door of make run with acme's token from FRONTDOOR_TOKEN, as README's commands
+// export it (the "connect:" line below); the test
 // connects to its own front door and runs the rest as written. The docs
 // package's TestQuickStartIsWhatTheTestsRun checks that README's block is
 // these lines.
@@ -19,7 +20,7 @@ func TestQuickStartOpenAIGo(t *testing.T) {
 	ctx := ctxT(t)
 
 	// quick start: openai-go
-	// connect: client := openai.NewClient(option.WithBaseURL("http://127.0.0.1:8080/v1/"), option.WithAPIKey("sk-acme-…"))
+	// connect: client := openai.NewClient(option.WithBaseURL("http://127.0.0.1:8080/v1/"), option.WithAPIKey(os.Getenv("FRONTDOOR_TOKEN")))
 	client := openai.NewClient(option.WithBaseURL(d.ts.URL+"/v1/"), option.WithAPIKey(tokAcme))
 	resp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
 		Model:    "auto",

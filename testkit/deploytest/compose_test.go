@@ -224,3 +224,32 @@ func TestComposeKeepsAPolicysEndpoints(t *testing.T) {
 		require.Equal(t, def.Models[i], m, "the compose policy's %s differs from the default's in more than base_url", m.Name)
 	}
 }
+
+// TestComposeProcessesShareTheSettings: the worker and the starter (the
+// CLI, the front door) read the same ladder, ID secret, payload keys and
+// policy from the environment compose is started with; one without them
+// would refuse model names, key workflow IDs differently or not read the
+// encrypted payloads (docs/calling.md "Settings every process shares").
+func TestComposeProcessesShareTheSettings(t *testing.T) {
+	env := map[string]string{"LLM_MODELS": "gpt-4o,gpt-4o-mini", "LLM_ID_SECRET": "id-secret", "LLM_PAYLOAD_KEYS": "k1", "POLICY_FILE": "/etc/mine.yaml"}
+	o, err := cli.NewProjectOptions([]string{composeFile},
+		cli.WithWorkingDirectory("../.."), cli.WithEnv(func() []string {
+			var kv []string
+			for k, v := range env {
+				kv = append(kv, k+"="+v)
+			}
+			return kv
+		}()), cli.WithProfiles([]string{"*"}))
+	require.NoError(t, err)
+	p, err := o.LoadProject(context.Background())
+	require.NoError(t, err)
+	for _, name := range []string{"worker", "starter"} {
+		s, err := p.GetService(name)
+		require.NoError(t, err)
+		for k, want := range env {
+			got := s.Environment[k]
+			require.NotNil(t, got, "service %s does not pass %s", name, k)
+			require.Equal(t, want, *got, "service %s's %s", name, k)
+		}
+	}
+}
