@@ -60,6 +60,13 @@ type FleetRow struct {
 	// Counted is how long after the new workers started every worker
 	// counted them (their announcements are spread over ReportEvery).
 	Counted time.Duration
+	// Left workers stopped at the end, saying so; Leave (LeaveMax) the p99
+	// (max) time for the smaller count to reach a worker from the first
+	// that had it, LeftCounted until the last had it, LeaveMissed the
+	// workers it never reached within 15 s.
+	Left, LeaveMissed int
+	Leave, LeaveMax   time.Duration
+	LeftCounted       time.Duration
 	// Calls, Sends: the calls made and the requests they sent;
 	// IncidentSends those while the endpoint failed; Leaked those of
 	// them sent more than 2 s after the trip was known anywhere by a
@@ -344,6 +351,44 @@ func runFleetSize(ctx context.Context, c client.Client, o FleetOptions, n int) (
 	wstop()
 	<-wdone
 	row.Joined = joined
+
+	// A tenth of the workers stop (the least busy; each says it leaves):
+	// how long until every other counts the fleet without them.
+	left := max(1, n/10)
+	ms := all()
+	gone, stay := ms[len(ms)-left:], ms[:len(ms)-left]
+	leftAt := time.Now()
+	for _, m := range gone {
+		m.cancel()
+		<-m.done
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := m.link.Leave(lctx)
+		cancel()
+		if err != nil {
+			return row, fmt.Errorf("a worker could not leave: %w", err)
+		}
+	}
+	want := n + joined - left
+	counted := map[*member]time.Time{}
+	for deadline := time.Now().Add(15 * time.Second); len(counted) < len(stay) && time.Now().Before(deadline); time.Sleep(25 * time.Millisecond) {
+		for _, m := range stay {
+			if _, ok := counted[m]; !ok && m.sync.Workers() == want {
+				counted[m] = time.Now()
+			}
+		}
+	}
+	row.Left = left
+	row.LeaveMissed = len(stay) - len(counted)
+	var firstGone time.Time
+	for _, at := range counted {
+		firstGone = earliest(firstGone, at)
+	}
+	var leaves []time.Duration
+	for _, at := range counted {
+		leaves = append(leaves, at.Sub(firstGone))
+		row.LeftCounted = max(row.LeftCounted, at.Sub(leftAt))
+	}
+	row.Leave, row.LeaveMax = Percentile(leaves, 0.99), Percentile(leaves, 1)
 	row.Duration = time.Since(t0)
 
 	var trips, recs, holds, counts []time.Duration
@@ -486,13 +531,13 @@ func perSecond(by map[int64]int) (p99, peak int) {
 func FleetMarkdown(rows []FleetRow, command string, date time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Fleet-scale guards\n\n%s, `%s`.\n\n", date.UTC().Format("2006-01-02 15:04 UTC"), command)
-	b.WriteString("Synthetic workers (each the guards and the guard link a real worker runs) on one dev server; calls spread ∝ 1/(i+1) over the workers; the endpoint fails from 5 s to 15 s; the least busy worker meets a 5 s rate limit at 22 s; a tenth more workers join at 27 s (each announces itself at a point of ReportEvery(workers), a worker's routine report interval, so a fleet started at once is heard at the routine rate). Propagation: p99 (max) over the workers from the first worker that had the change; a miss is a worker it never reached. Leaked: requests sent while the endpoint failed, more than 2 s after the trip was known anywhere, by a worker whose breaker was closed.\n\n")
-	b.WriteString("| workers | trip p99 (max) | recovery p99 (max) | hold p99 (max) | worker count p99 (max); all counted after the join | missed | leaked | amplification | signals/s on the guard p99 (peak) | events/s p99 (peak) | guard runs | view reads/s (fleet) |\n")
+	b.WriteString("Synthetic workers (each the guards and the guard link a real worker runs) on one dev server; calls spread ∝ 1/(i+1) over the workers; the endpoint fails from 5 s to 15 s; the least busy worker meets a 5 s rate limit at 22 s; a tenth more workers join at 27 s, and a tenth stop at the end, saying so (each joining one announces itself at a point of ReportEvery(workers), a worker's routine report interval, so a fleet started at once is heard at the routine rate). Propagation: p99 (max) over the workers from the first worker that had the change; a miss is a worker it never reached. Leaked: requests sent while the endpoint failed, more than 2 s after the trip was known anywhere, by a worker whose breaker was closed.\n\n")
+	b.WriteString("| workers | trip p99 (max) | recovery p99 (max) | hold p99 (max) | worker count p99 (max); all counted after the join | leave p99 (max); all counted | missed | leaked | amplification | signals/s on the guard p99 (peak) | events/s p99 (peak) | guard runs | view reads/s (fleet) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %d (+%d) | %s (%s) | %s (%s) | %s (%s) | %s (%s); %s | %d/%d/%d/%d | %d of %d (%.2f %%) | %.2f | %d (%d) | %d (%d) | %d | %.0f |\n",
-			r.Workers, r.Joined, fmtDur(r.Trip), fmtDur(r.TripMax), fmtDur(r.Recovery), fmtDur(r.RecoveryMax), fmtDur(r.Hold), fmtDur(r.HoldMax), fmtDur(r.Count), fmtDur(r.CountMax), fmtDur(r.Counted),
-			r.TripMissed, r.RecoveryMissed, r.HoldMissed, r.CountMissed, r.Leaked, r.IncidentSends, r.LeakedPct(), r.Amplification(),
+		fmt.Fprintf(&b, "| %d (+%d, −%d) | %s (%s) | %s (%s) | %s (%s) | %s (%s); %s | %s (%s); %s | %d/%d/%d/%d/%d | %d of %d (%.2f %%) | %.2f | %d (%d) | %d (%d) | %d | %.0f |\n",
+			r.Workers, r.Joined, r.Left, fmtDur(r.Trip), fmtDur(r.TripMax), fmtDur(r.Recovery), fmtDur(r.RecoveryMax), fmtDur(r.Hold), fmtDur(r.HoldMax), fmtDur(r.Count), fmtDur(r.CountMax), fmtDur(r.Counted), fmtDur(r.Leave), fmtDur(r.LeaveMax), fmtDur(r.LeftCounted),
+			r.TripMissed, r.RecoveryMissed, r.HoldMissed, r.CountMissed, r.LeaveMissed, r.Leaked, r.IncidentSends, r.LeakedPct(), r.Amplification(),
 			r.SignalsP99, r.SignalsPeak, r.EventsP99, r.EventsPeak, r.Runs, r.ReadsPerSecond)
 	}
 	b.WriteString("\nTargets at 100 workers: propagation p99 ≤ 2 s, leaked ≤ 1 % of the incident's requests, ≤ 20 operations a second on any one workflow.\n")
