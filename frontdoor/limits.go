@@ -452,9 +452,14 @@ func (h *Handler) charge(w http.ResponseWriter, a *admission, req workflows.Call
 }
 
 // estimate is the tokens a call asks for: its prompt's, estimated without
-// a tokenizer, plus its max_tokens or the policy's output reserve.
+// a tokenizer, plus its max_tokens or, when it sets none, the max_tokens
+// the worker sends for it (limits.default_max_tokens; the output reserve
+// when that is 0: the worker then sends none).
 func (h *Handler) estimate(req workflows.CallRequest) int {
 	out := req.MaxTokens
+	if out <= 0 {
+		out = h.o.Config.Limits.DefaultMaxTokens
+	}
 	if out <= 0 {
 		out = h.o.Config.Pruning.ReserveOutputTokens
 	}

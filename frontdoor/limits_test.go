@@ -350,6 +350,20 @@ func TestOverTheRateIs429(t *testing.T) {
 	}
 }
 
+// TestTokensPerMinuteChargesWhatTheWorkerSends: a request that sets no
+// max_tokens is charged the max_tokens the worker will send for it
+// (limits.default_max_tokens, 4,096), not the policy's output reserve
+// (256): two such requests do not fit in 6,000 tokens a minute.
+func TestTokensPerMinuteChargesWhatTheWorkerSends(t *testing.T) {
+	ts := offline(t, "defaults: {requests_per_minute: 100, tokens_per_minute: 6000}\ntenants:\n"+
+		"  - name: acme\n    tokens: ["+tokAcme+"]\n", nil)
+	status, _, _, msg := post(t, ts.URL, tokAcme, 50, 0)
+	require.Equal(t, http.StatusServiceUnavailable, status, "admitted, then Temporal unreachable: %s", msg)
+	status, _, typ, msg := post(t, ts.URL, tokAcme, 50, 0)
+	require.Equal(t, http.StatusTooManyRequests, status, "a second request without max_tokens was admitted: %s", msg)
+	require.Equal(t, "tokens", typ)
+}
+
 // invalid sends a chat completion that the front door refuses once it has
 // read it (no messages) and returns the status and the error's message.
 func invalid(t *testing.T, url, token string) (int, string) {
