@@ -253,3 +253,22 @@ func TestComposeProcessesShareTheSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestWebUIPortIsNotTheFrontDoors: the Web UI is published on make run's
+// port (8233), not on the front door's default (127.0.0.1:8080, starter
+// serve), and every link and origin that names it names that port.
+func TestWebUIPortIsNotTheFrontDoors(t *testing.T) {
+	p := load(t)
+	ui, err := p.GetService("ui")
+	require.NoError(t, err)
+	require.Len(t, ui.Ports, 1)
+	require.Equal(t, "8233", ui.Ports[0].Published, "the Web UI's host port")
+	origin := "http://localhost:8233"
+	require.Equal(t, origin, *ui.Environment["TEMPORAL_CORS_ORIGINS"])
+	starter, err := p.GetService("starter")
+	require.NoError(t, err)
+	require.Equal(t, origin, *starter.Environment["TEMPORAL_UI"])
+	codecServer, err := p.GetService("codec-server")
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(codecServer.Command, " "), "--web-ui-origin "+origin)
+}
