@@ -218,17 +218,24 @@ func TestStormPhases(t *testing.T) {
 	}
 }
 
-// TestSummarizeAnswers checks the answer-side metrics of a flapping run:
-// calls started in up windows, self-heal from llmsim's record of each
-// call's first request, and the recovery after each down window.
-func TestSummarizeAnswers(t *testing.T) {
+// twoDownWindows is a 40 s run at 10 calls a second whose endpoint is
+// down from 10 s to 15 s and from 25 s to 30 s.
+func twoDownWindows() StormCase {
 	s := time.Second
-	c := StormCase{Rate: 10, Duration: 40 * s, Deadline: 20 * s, IncidentStart: 10 * s, IncidentEnd: 30 * s,
+	return StormCase{Rate: 10, Duration: 40 * s, Deadline: 20 * s, IncidentStart: 10 * s, IncidentEnd: 30 * s,
 		Phases: []StormPhase{
 			{Name: "up-1", End: 10 * s}, {Name: "down-1", Start: 10 * s, End: 15 * s, Sick: true},
 			{Name: "up-2", Start: 15 * s, End: 25 * s}, {Name: "down-2", Start: 25 * s, End: 30 * s, Sick: true},
 			{Name: "recovered", Start: 30 * s, End: -1},
 		}}
+}
+
+// TestSummarizeAnswers checks the answer-side metrics of a flapping run:
+// calls started in up windows, self-heal from llmsim's record of each
+// call's first request, and the recovery after each down window.
+func TestSummarizeAnswers(t *testing.T) {
+	s := time.Second
+	c := twoDownWindows()
 	// Calls fail in the down windows and for 1 s after the first; those
 	// started in the first down window make two requests, the first a 503.
 	bad := func(at time.Duration) bool {
@@ -276,12 +283,7 @@ func TestSummarizeAnswers(t *testing.T) {
 // endpoint worked.
 func TestSummarizeJudgesACallByThePhaseItMet(t *testing.T) {
 	s := time.Second
-	c := StormCase{Rate: 10, Duration: 40 * s, Deadline: 20 * s, IncidentStart: 10 * s, IncidentEnd: 30 * s,
-		Phases: []StormPhase{
-			{Name: "up-1", End: 10 * s}, {Name: "down-1", Start: 10 * s, End: 15 * s, Sick: true},
-			{Name: "up-2", Start: 15 * s, End: 25 * s}, {Name: "down-2", Start: 25 * s, End: 30 * s, Sick: true},
-			{Name: "recovered", Start: 30 * s, End: -1},
-		}}
+	c := twoDownWindows()
 	late := 24900 * time.Millisecond
 	outs := calls(c.Duration, func(at time.Duration) bool {
 		return at >= 10*s && at < 16*s || at >= late && at < 30*s
