@@ -125,3 +125,34 @@ func TestDoctorFindsWhatIsWrong(t *testing.T) {
 		require.NotContains(t, out, "sk-right", "the key was printed")
 	})
 }
+
+// TestDoctorSaysWindows: per model, the context window and where it
+// comes from: learned from an Ollama server for a model named only in
+// LLM_MODELS (the worker does the same at its start), assumed, with how
+// to set it, where the server does not say.
+func TestDoctorSaysWindows(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	t.Setenv("TEMPORAL_ADDRESS", addr) // down: the model checks run all the same
+	ollama := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method + " " + r.URL.Path {
+		case "GET /v1/models":
+			_, _ = w.Write([]byte(`{"object":"list","data":[{"id":"tiny:latest","object":"model"},{"id":"other:latest","object":"model"}]}`))
+		case "GET /api/ps":
+			_, _ = w.Write([]byte(`{"models":[{"name":"tiny:latest","model":"tiny:latest","context_length":2048}]}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(ollama.Close)
+	t.Setenv("LLM_BASE_URL", ollama.URL+"/v1")
+	t.Setenv("LLM_MODELS", "tiny,other")
+	out, err := doctorRun(t)
+	require.ErrorIs(t, err, errChecksFailed) // Temporal is down
+	requireRow(t, out, "window tiny", "ok", "2048 tokens, from the server's /api/ps")
+	requireRow(t, out, "window other", "warn", "8192 tokens, assumed 8192: "+ollama.URL+"/v1 does not say it")
+	requireRow(t, out, "window other", "warn", "set models[].context_window in a policy file")
+}

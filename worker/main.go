@@ -115,6 +115,7 @@ func run(args []string) error {
 	if err := checkModels(cfg, *modelCheck, logger); err != nil {
 		return err
 	}
+	learnWindows(cfg, logger)
 
 	opts, err := envconfig.LoadDefaultClientOptions()
 	if err != nil {
@@ -370,6 +371,25 @@ func checkModels(cfg *config.Config, mode string, logger *slog.Logger) error {
 			"LLM_MODEL_CHECK=warn starts anyway (for a provider whose list leaves out names it serves)", cfg.Source, err, config.EnvModels)
 	}
 	return nil
+}
+
+// learnWindows asks the servers for the context windows the policy does
+// not set (at most llmworker.WindowProbeTimeout; an unreachable server
+// keeps the assumed window), uses them for pruning and says each model's
+// window and where it came from.
+func learnWindows(cfg *config.Config, logger *slog.Logger) {
+	ws := llmworker.LearnWindows(context.Background(), cfg, os.Getenv, llmworker.WindowProbeTimeout)
+	llmworker.ApplyWindows(cfg, ws)
+	for _, w := range ws {
+		switch w.Source {
+		case llmworker.WindowAssumed:
+			logger.Warn("context window assumed", "model", w.Model, "tokens", w.Tokens, "from", w.From)
+		case llmworker.WindowBound:
+			logger.Warn("context window: only an upper bound is known", "model", w.Model, "tokens", w.Tokens, "from", w.From)
+		default:
+			logger.Info("context window", "model", w.Model, "tokens", w.Tokens, "from", w.From)
+		}
+	}
 }
 
 // memoryLimit words the Go runtime's soft memory limit (GOMEMLIMIT).

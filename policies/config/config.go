@@ -164,6 +164,12 @@ type ModelConfig struct {
 	KeyPark Duration `yaml:"key_park"`
 	// ContextWindow in tokens; prompts are pruned to fit.
 	ContextWindow int `yaml:"context_window"`
+	// WindowAssumed: ContextWindow is the default policy's model_defaults
+	// value, set neither for this model nor by the file's model_defaults
+	// (a model named only in LLM_MODELS, or a models entry without
+	// context_window). The worker then learns the window from the server
+	// at start where the server says it (llmworker.LearnWindows).
+	WindowAssumed bool `yaml:"-" json:"-"`
 	// Timeout of one attempt on this model, the whole answer included (the
 	// call's remaining deadline caps it).
 	Timeout Duration `yaml:"timeout"`

@@ -177,6 +177,11 @@ func (d *decoder) structure(n *yaml.Node, v reflect.Value, path string) {
 		}
 		d.note(p, kv.key.Line)
 		d.value(kv.value, v.Field(i), p)
+		if v.Type() == modelType && kv.key.Value == "context_window" {
+			// The file chose the window (a models entry, or model_defaults
+			// for every entry that starts from it).
+			v.FieldByName("WindowAssumed").SetBool(false)
+		}
 	}
 }
 

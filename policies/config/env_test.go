@@ -95,3 +95,38 @@ func TestBadBaseURLIsNotEchoed(t *testing.T) {
 		t.Fatalf("the error shows the key: %v", err)
 	}
 }
+
+// TestWindowAssumed: a model named only in LLM_MODELS, or a models entry
+// that leaves context_window out, has the default policy's window marked
+// as assumed (the worker learns it from the server); a window the file
+// writes, for the model or in model_defaults, is not.
+func TestWindowAssumed(t *testing.T) {
+	c := DefaultConfig()
+	require.True(t, c.ModelDefaults.WindowAssumed)
+	for _, m := range c.Models {
+		require.False(t, m.WindowAssumed, "%s: the default policy names its window", m.Name)
+	}
+	require.NoError(t, c.ApplyEnv(env(map[string]string{EnvBaseURL: "http://127.0.0.1:11434/v1", EnvModels: "tiny,qwen-14b"})))
+	require.True(t, c.Models[0].WindowAssumed, "tiny: only named in LLM_MODELS")
+	require.Equal(t, c.ModelDefaults.ContextWindow, c.Models[0].ContextWindow)
+	require.False(t, c.Models[1].WindowAssumed, "qwen-14b kept the default policy's window")
+
+	c, err := ParseConfig([]byte(`models:
+  - {name: a, base_url: "http://h/v1"}
+  - {name: b, base_url: "http://h/v1", context_window: 2048}
+`), "p.yaml")
+	require.NoError(t, err)
+	require.True(t, c.Models[0].WindowAssumed)
+	require.False(t, c.Models[1].WindowAssumed)
+	require.Equal(t, 2048, c.Models[1].ContextWindow)
+
+	c, err = ParseConfig([]byte(`model_defaults: {context_window: 16384}
+models:
+  - {name: a, base_url: "http://h/v1"}
+`), "p.yaml")
+	require.NoError(t, err)
+	require.False(t, c.ModelDefaults.WindowAssumed)
+	require.False(t, c.Models[0].WindowAssumed, "model_defaults set the window")
+	c.UseModels([]string{"a", "z"})
+	require.False(t, c.Models[1].WindowAssumed, "a new name starts from the file's model_defaults")
+}

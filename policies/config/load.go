@@ -40,6 +40,9 @@ var embeddedDefault = sync.OnceValue(func() *Config {
 	if err != nil {
 		panic("config: the embedded default policy is invalid: " + err.Error())
 	}
+	// Its models name their windows; a model that starts from its
+	// model_defaults (LLM_MODELS, a file's models entry) gets an assumed one.
+	cfg.ModelDefaults.WindowAssumed = true
 	return cfg
 })
 

@@ -442,8 +442,8 @@ func TestParseConfigModelDefaults(t *testing.T) {
 		want []ModelConfig
 	}{
 		{"entries start from model_defaults", minimal, []ModelConfig{
-			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
-			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 		}},
 		{"the file's model_defaults, written after the models", `
 models:
@@ -456,7 +456,7 @@ model_defaults:
   api_key_env: GW_KEY
   timeout: 5s
 `, []ModelConfig{
-			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 		}},
 		{"the default ladder is as written, whatever model_defaults says", "model_defaults: {timeout: 1s, base_url: https://gw.example.com/v1}\n", def.Models},

@@ -1,7 +1,8 @@
 // Package doctor checks what a first user gets wrong before the first
 // call (`starter doctor`): Temporal reachable and its namespace there,
 // the search attributes registered, workers polling the task queue, each
-// rung's endpoint reachable and offering its model, the keys present in
+// rung's endpoint reachable and offering its model, each model's context
+// window and where it comes from, the keys present in
 // the environment (never shown), the shared store, and, on request, one
 // 1-token request per rung.
 package doctor
@@ -85,6 +86,14 @@ func Run(ctx context.Context, o Options) []Row {
 		default:
 			add(check, Warn, "lists no models: %s not checked", strings.Join(e.Want, ", "))
 		}
+	}
+	for _, w := range llmworker.LearnWindows(ctx, o.Config, o.Getenv, min(o.Timeout, llmworker.WindowProbeTimeout)) {
+		// As the worker learns them at its start: what prompts are pruned to.
+		verdict := OK
+		if w.Source == llmworker.WindowAssumed || w.Source == llmworker.WindowBound {
+			verdict = Warn
+		}
+		add("window "+w.Model, verdict, "%d tokens, %s", w.Tokens, w.From)
 	}
 	rows = append(rows, keyRows(o)...)
 	rows = append(rows, storeRows(ctx, o)...)
