@@ -176,7 +176,9 @@ models: [{name: m, slots: 1, latency: 400ms}]
 }
 
 func TestAbandonedQueuedWorkStillRuns(t *testing.T) {
-	srv := startScenario(t, `models: [{name: m, slots: 1, latency: 200ms}]`, llmsim.Options{})
+	// The first request holds the one slot for 1 s: long enough for the
+	// second to queue and leave on a loaded machine (200 ms was not).
+	srv := startScenario(t, `models: [{name: m, slots: 1, latency: 1s}]`, llmsim.Options{})
 	done := make(chan error)
 	go func() {
 		cl, _ := goClient(srv, 5*time.Second)
