@@ -14,7 +14,7 @@ import (
 // outcomes its breakers saw and the holds it started since its previous
 // report. Reports are applied once each, by worker and sequence number.
 // At is the worker's instant when it cut the report: the guard counts a
-// worker in the fleet while it reported within WorkerLease. Leave says the
+// worker in the fleet while it reported within its Lease. Leave says the
 // worker is stopping. Budgets are not reported: each worker keeps its own
 // (see Sync).
 type Report struct {

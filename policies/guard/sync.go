@@ -30,7 +30,7 @@ import (
 // this worker changed state on its own outcomes, or a hold the fleet does
 // not have — and otherwise at most every ReportEvery(Workers), so the
 // fleet's routine reports stay under fleetReportsPerSecond whatever its
-// size; a worker with nothing to say reports every WorkerLease/3 so the
+// size; a worker with nothing to say reports every KeepAlive so the
 // fleet keeps counting it. What the guard knows comes back as its View
 // (SetView), which overlays the local decisions while fresh: a breaker the
 // fleet opened refuses here, a scope it holds is held here. With no fresh
