@@ -73,6 +73,13 @@ func TestFaultWorkerProcess(t *testing.T) {
 	case "llm":
 		cfg := config.DefaultConfig()
 		cfg.OverrideEndpoint(os.Getenv(envSimURL), "")
+		// These tests judge what a fault costs in requests and answers,
+		// not deadlines: a loaded machine can take tens of seconds to
+		// bring its workers back after the dev server returns, and a call
+		// whose default 30 s deadline ran out meanwhile would answer from
+		// the FAQ, hiding what the test looks for.
+		cfg.Call.Deadline = config.Duration(2 * time.Minute)
+		cfg.Call.MaxDeadline = max(cfg.Call.MaxDeadline, cfg.Call.Deadline)
 		if hb := os.Getenv(envHeartbeat); hb != "" {
 			d, err := time.ParseDuration(hb)
 			require.NoError(t, err)
