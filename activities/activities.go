@@ -291,6 +291,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 	var breakerSkipped, budgetSkipped []string
 	budgetWhy := "" // the last refusal of the retry budget
 	refused := 0    // retries the budget refused
+	pastOpen := false
 	defer func() {
 		// Each model an open breaker refused is an attempt refused, in
 		// llm_attempts_total, and each retry the budget refused is one,
@@ -319,6 +320,19 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		if !ok && !in.Only {
 			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
+		if !ok && !pastOpen && len(breakerSkipped) > 0 && firstRequest(in, in.State) {
+			// Every rung that could take the call is behind an open
+			// breaker: its first request goes as a plain client's would,
+			// to the first rung that takes it with the breakers set aside
+			// (PastOpen). A breaker stops the extra load of retries; a
+			// call's first request is load the upstream gets from any
+			// client (gRPC's retry throttling never throttles an original
+			// request; Envoy's panic threshold routes to every host when
+			// too few are healthy).
+			pastOpen, want = true, in.State.Model
+			p, breakerSkipped, budgetSkipped, budgetWhy, refused = Prepared{State: in.State}, nil, nil, "", 0
+			continue
+		}
 		if !ok {
 			if w := a.trialWait(in, breakerSkipped, budgetSkipped, budgetWhy); w.Hold > 0 {
 				breakerSkipped, refused = nil, 0 // a wait, not attempts refused: nothing counted
@@ -336,7 +350,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 				Reason: fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", m.Name, request.JoinCaps(lack))})
 			continue
 		}
-		if !a.breakers.Permit(m.Name, now, a.rand()) {
+		if !pastOpen && !a.breakers.Permit(m.Name, now, a.rand()) {
 			breakerSkipped = append(breakerSkipped, m.Name)
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
@@ -418,7 +432,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		}
 		a.budgets.Leave(call) // out of every line it waited in: it has its attempt
 		a.metrics.Budget(b.Remaining(now))
-		p.Model, p.Timeout = m.Name, m.Timeout.D()
+		p.Model, p.Timeout, p.PastOpen = m.Name, m.Timeout.D(), pastOpen
 		if left > 0 {
 			p.Hold, p.HoldScope, p.HoldReason = left, scope, holdReason
 		}
@@ -439,6 +453,14 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		}
 		return p, nil
 	}
+}
+
+// firstRequest reports whether the attempt the call of in prepares at
+// state st would be the call's first upstream request: nothing sent yet
+// (or only attempts an open breaker refused before sending: unsent), not
+// a hedge, not a step of a step-by-step answer.
+func firstRequest(in PrepareInput, st callstate.State) bool {
+	return !in.Only && in.Request.Step == 0 && (st.Requests == 0 || unsent(in, st))
 }
 
 // unsent reports whether the call of in, at state st, has prepared

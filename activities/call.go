@@ -129,7 +129,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		return CallOutcome{}, invalid(fmt.Errorf("key %q is not in the pool of %s", keyID, m.Name))
 	}
 	m = m.WithKey(keyID) // its key, its client, its rate-limit holds
-	if !a.breakers.Admit(m.Name, a.now()) {
+	if !a.breakers.Admit(m.Name, a.now()) && !in.PastOpen {
 		// The breaker opened where this attempt runs since it was planned
 		// (another worker, or other calls): no request.
 		out := CallOutcome{Class: failure.BreakerOpen, NotSent: true, Reason: fmt.Sprintf("breaker of %s open: no upstream call made", m.Name)}

@@ -126,6 +126,11 @@ type Prepared struct {
 	// call's attempts cap leaves this attempt (each is also charged to the
 	// endpoint's budget).
 	Resends int `json:"resends,omitempty"`
+	// PastOpen: every rung that could take the call was behind an open
+	// breaker and this is the call's first request, sent as a plain
+	// client's would (docs/how-it-works.md "The guard on one page"); the
+	// attempt's breaker does not refuse it.
+	PastOpen bool `json:"past_open,omitempty"`
 	// Hedge is how the attempt is hedged (nil: not): the hedge policy's
 	// plan on a call's first attempt, else an overdue plan on a streamed
 	// model.
@@ -188,6 +193,9 @@ type CallInput struct {
 	// FirstTokenWins: the race goes to the first attempt to give a first
 	// token, whether or not the caller streams; it cuts the other.
 	FirstTokenWins bool `json:"first_token_wins,omitempty"`
+	// PastOpen: the call's first request, planned past open breakers
+	// (Prepared.PastOpen): an open breaker does not refuse it.
+	PastOpen bool `json:"past_open,omitempty"`
 	// Cache: the answer, if good, may be kept in the answer cache (the
 	// call's first model, nothing streamed before it).
 	Cache bool `json:"cache,omitempty"`

@@ -539,17 +539,38 @@ func TestLLMCallUpstreamInvalidRequestFails(t *testing.T) {
 	require.Len(t, h.calls, 1)
 }
 
-func TestLLMCallOpenBreakersSkipEveryModel(t *testing.T) {
-	h := newHarness(t, nil)
-	for _, m := range config.DefaultConfig().Models {
-		h.brk.Trip(m.Name, time.Now())
-	}
-	res, err := h.run(ask("Where is my order? I want to track my package."))
-	require.NoError(t, err)
-	require.Empty(t, h.calls, "no upstream request may be made through open breakers")
-	require.Equal(t, workflows.SourceFAQ, res.Source)
-	require.Equal(t, []string{"qwen-72b:breaker_open:switch_model", "qwen-14b:breaker_open:switch_model",
-		"llama-8b:breaker_open:switch_model"}, res.Decisions())
+// TestLLMCallFirstRequestGoesPastOpenBreakers: every model's breaker is
+// open. The call's first request still goes, to the first model, as a
+// plain client's would, and the model answers; when it fails instead, no
+// retry goes through the open breakers and, with no wait allowed, the FAQ
+// answers after that one request.
+func TestLLMCallFirstRequestGoesPastOpenBreakers(t *testing.T) {
+	t.Run("answered", func(t *testing.T) {
+		h := newHarness(t, nil, ok("Your parcel ships today."))
+		for _, m := range config.DefaultConfig().Models {
+			h.brk.Trip(m.Name, time.Now())
+		}
+		res, err := h.run(ask("Where is my order? I want to track my package."))
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
+		require.Len(t, h.calls, 1)
+		require.Equal(t, "qwen-72b", h.calls[0].Model)
+		require.True(t, h.calls[0].PastOpen, "sent past its open breaker")
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions())
+	})
+	t.Run("failed", func(t *testing.T) {
+		cfg := config.DefaultConfig()
+		cfg.Call.MaxWait = 0
+		h := newHarness(t, cfg, fail(failure.ServerError, 500))
+		for _, m := range cfg.Models {
+			h.brk.Trip(m.Name, time.Now())
+		}
+		res, err := h.run(ask("Where is my order? I want to track my package."))
+		require.NoError(t, err)
+		require.Equal(t, workflows.SourceFAQ, res.Source)
+		require.Len(t, h.calls, 1, "no retry through open breakers")
+		require.True(t, strings.HasPrefix(res.Decisions()[0], "qwen-72b:server_error:"), "%v", res.Decisions())
+	})
 }
 
 func TestLLMCallRules(t *testing.T) {
@@ -756,9 +777,10 @@ func TestLLMCallHistoryGuard(t *testing.T) {
 }
 
 // TestLLMCallWaitsForTheBreakersTrials: every model's breaker is open when
-// the call starts; it waits on visible timers (call.max_wait), rechecking,
-// and the model answers once its breaker lets trials through, instead of
-// the FAQ answering at once. Without max_wait it is the FAQ at once.
+// the call starts; its first request goes past them and fails; its retry
+// waits on visible timers (call.max_wait), rechecking, and the model
+// answers once its breaker lets trials through, instead of the FAQ
+// answering at once. Without max_wait it is the FAQ at once.
 func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 	for _, wait := range []time.Duration{10 * time.Second, 0} {
 		t.Run(fmt.Sprintf("max_wait %s", wait), func(t *testing.T) {
@@ -777,6 +799,11 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 			env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
 				func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
 					calls = append(calls, env.Now())
+					if len(calls) == 1 {
+						out := activities.CallOutcome{Status: 500, Class: failure.ServerError, Reason: "scripted server_error"}
+						return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(out.Class),
+							temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+					}
 					return activities.CallOutcome{Status: 200, Content: "Your parcel ships today.", FinishReason: "stop", CompletionTokens: 5}, nil
 				})
 			start := env.Now()
@@ -788,15 +815,17 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 			require.NoError(t, env.GetWorkflowError())
 			var res workflows.CallResult
 			require.NoError(t, env.GetWorkflowResult(&res))
+			require.NotEmpty(t, calls)
+			require.Less(t, calls[0].Sub(start), time.Second, "the first request goes at once, past the open breakers")
 			if wait == 0 {
-				require.Equal(t, workflows.SourceFAQ, res.Source, "no wait: the FAQ at once")
-				require.Empty(t, calls)
+				require.Equal(t, workflows.SourceFAQ, res.Source, "no wait: the FAQ after the first request failed")
+				require.Len(t, calls, 1)
 				return
 			}
 			require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
-			require.Len(t, calls, 1, "one upstream request, once the breaker lets trials through")
-			require.GreaterOrEqual(t, calls[0].Sub(start), 3*time.Second, "not before the open period ended")
-			require.Less(t, calls[0].Sub(start), 5*time.Second, "soon after it")
+			require.Len(t, calls, 2, "the first request, then one retry once the breaker lets trials through")
+			require.GreaterOrEqual(t, calls[1].Sub(start), 3*time.Second, "the retry not before the open period ended")
+			require.Less(t, calls[1].Sub(start), 5*time.Second, "soon after it")
 		})
 	}
 }

@@ -1,0 +1,85 @@
+package activities
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durable-llm/durable-llm/policies/failure"
+)
+
+// TestACallsFirstRequestGoesPastOpenBreakers: every rung's breaker is
+// open. A call's first request still reaches the upstream, at the
+// preferred rung, and is answered, as a plain client's one request would
+// be; a retry of a call whose first request failed is refused and waits
+// for the breakers' trials. Before, the first request waited too and, in
+// a flap with the breakers open through the up windows, calls a plain
+// client would have had answered took the FAQ.
+func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
+	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		reply.serve(w, r)
+	}))
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	now := time.Now()
+	for _, m := range a.cfg.Models {
+		a.breakers.Trip(m.Name, now)
+	}
+
+	first, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Model != a.cfg.Models[0].Name || !first.PastOpen || first.Recheck || len(first.Skipped) != 0 {
+		t.Fatalf("first request: model %q past open %v, waiting %v (%s), skipped %v; want %s past its open breaker",
+			first.Model, first.PastOpen, first.Recheck, first.HoldReason, first.Skipped, a.cfg.Models[0].Name)
+	}
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	in := CallInput{Request: firstPrepare().Request, Model: first.Model, Attempt: 1, Prompt: first.Prompt, Timeout: 3 * time.Second, PastOpen: true}
+	v, err := env.ExecuteActivity(a.CallModel, in)
+	if err != nil {
+		t.Fatalf("the first request past the open breaker: %v", err)
+	}
+	var out CallOutcome
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Content != "Your parcel ships today." || requests.Load() != 1 {
+		t.Fatalf("answer %q in %d request(s), want the model's in one", out.Content, requests.Load())
+	}
+
+	// The same attempt not planned past the breakers (it was planned
+	// while the breaker was closed, which has opened since) is refused
+	// before sending: another rung may take it.
+	in.PastOpen = false
+	if _, err := env.ExecuteActivity(a.CallModel, in); err == nil {
+		t.Fatal("an attempt planned before its breaker opened was sent")
+	} else if o, _ := failedOutcome(t, err); o.Class != failure.BreakerOpen || !o.NotSent {
+		t.Fatalf("refused as %s (not sent %v), want breaker_open, not sent", o.Class, o.NotSent)
+	}
+
+	// A retry after a failed first request is extra load: the breakers
+	// refuse it and the call waits for their trials.
+	retry := firstPrepare()
+	retry.State = first.State // its one request sent
+	next, err := a.PrepareAttempt(context.Background(), retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.PastOpen || (next.Model != "" && !next.Recheck) {
+		t.Fatalf("a retry went past open breakers: model %q, past open %v", next.Model, next.PastOpen)
+	}
+	if requests.Load() != 1 {
+		t.Fatalf("%d requests reached the upstream, want 1", requests.Load())
+	}
+}
