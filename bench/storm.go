@@ -531,6 +531,15 @@ type StormSummary struct {
 	// AmpIncident is the upstream attempts of the calls started during the
 	// incident per such call; AmpOverall all upstream arrivals per call.
 	AmpIncident, AmpOverall float64
+	// The budget's stretch: from the incident's start to the last request
+	// of a call started in it (their retries after the incident
+	// included). StretchFirsts are the calls' first requests that reached
+	// the upstream in it, AmpStretch every request in it (any call's)
+	// per such first request: what a retry budget bounds, since the
+	// budget is earned by first requests and spent by every other.
+	Stretch       time.Duration
+	StretchFirsts int
+	AmpStretch    float64
 	// PeakToMean is the busiest 100 ms bucket's upstream arrivals over the
 	// mean per bucket; PeakOverOffered over the offered calls per 100 ms.
 	PeakToMean, PeakOverOffered float64
@@ -609,6 +618,37 @@ func (s StormSummary) WorstRecovery() (r Recovery, ok bool) {
 		}
 	}
 	return r, len(s.Recoveries) > 0
+}
+
+// budgetStretch measures the run over the retry budget's stretch (see
+// StormSummary.Stretch): its length, the first requests in it, and every
+// request in it per first request (0 without one).
+func budgetStretch(outs []Outcome, st llmsim.Stats, c StormCase) (time.Duration, int, float64) {
+	end := c.IncidentEnd
+	for _, o := range outs {
+		if o.Start < c.IncidentStart || o.Start >= c.IncidentEnd {
+			continue
+		}
+		for _, r := range st.Conversations[o.Key].Requests {
+			end = max(end, time.Duration(r.AtMS+1)*time.Millisecond)
+		}
+	}
+	firsts, requests := 0, 0
+	for _, cv := range st.Conversations {
+		for _, r := range cv.Requests {
+			if at := time.Duration(r.AtMS) * time.Millisecond; at < c.IncidentStart || at >= end {
+				continue
+			}
+			requests++
+			if r.N == 1 {
+				firsts++
+			}
+		}
+	}
+	if firsts == 0 {
+		return end - c.IncidentStart, 0, 0
+	}
+	return end - c.IncidentStart, firsts, float64(requests) / float64(firsts)
 }
 
 // firstFailed reports whether the first upstream request of a
@@ -760,6 +800,7 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 		s.AmpIncident = float64(incAttempts) / float64(s.IncidentCalls)
 	}
 	s.AmpOverall = float64(st.Totals.Arrivals) / n
+	s.Stretch, s.StretchFirsts, s.AmpStretch = budgetStretch(outs, st, c)
 	s.PeakToMean = st.PeakToMean()
 	peak := 0
 	for _, b := range st.Buckets {

@@ -404,9 +404,18 @@ type SweepScore struct {
 	IncidentByModel int `json:"incident_by_model"`
 	// TokensBilled are the tokens the upstream billed for the run.
 	TokensBilled int `json:"tokens_billed"`
-	// Amplification is the requests the incident's calls sent, on every
-	// endpoint, per incident call.
-	Amplification float64 `json:"amplification"`
+	// Amplification is every request on every endpoint over the retry
+	// budget's stretch (StormSummary.AmpStretch) per first request in
+	// it; StretchFirsts and Stretch are those first requests and the
+	// stretch's length, which the budget's bound is computed over.
+	Amplification float64       `json:"amplification"`
+	StretchFirsts int           `json:"stretch_firsts"`
+	Stretch       time.Duration `json:"stretch"`
+	// IncidentAmplification is the older measure: the requests the
+	// incident's calls sent, per incident call (their retries after the
+	// incident included, though the budget that paid those was earned
+	// by the traffic after it).
+	IncidentAmplification float64 `json:"incident_amplification"`
 }
 
 // ByModelPct is the share of calls answered by a model within the
@@ -436,7 +445,8 @@ func ratioPct(n, of int) float64 {
 // ScoreRun scores one contender's storm run of case c.
 func ScoreRun(run StormRun, c StormCase) SweepScore {
 	sc := SweepScore{Name: run.Name, Calls: len(run.Outcomes), TokensBilled: run.TokensBilled,
-		Amplification: run.Summary.AmpIncident}
+		Amplification: run.Summary.AmpStretch, StretchFirsts: run.Summary.StretchFirsts, Stretch: run.Summary.Stretch,
+		IncidentAmplification: run.Summary.AmpIncident}
 	for _, o := range run.Outcomes {
 		good := answeredByModel(o, c.Deadline)
 		incident := o.Start >= c.IncidentStart && o.Start < c.IncidentEnd
@@ -678,7 +688,7 @@ func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOut
 	}
 	out := &SweepOutcome{Shape: s, Date: began,
 		OneShot: ScoreRun(rep.Runs[0], c), Impatient: ScoreRun(rep.Runs[1], c), Durable: ScoreRun(rep.Runs[2], c)}
-	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, s.Endpoints, o.Params.BudgetWindow, s.Incident, out.Durable.IncidentCalls)
+	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, s.Endpoints, o.Params.BudgetWindow, out.Durable.Stretch, out.Durable.StretchFirsts)
 	out.Judgement = Judge(out.OneShot, out.Impatient, out.Durable, out.Bound)
 	out.Elapsed = time.Since(began)
 	return out, nil
