@@ -167,7 +167,15 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if timeout <= 0 {
 		timeout = m.Timeout.D()
 	}
-	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout)
+	// due is the attempt's deadline; a streamed answer under way then may
+	// run in.Grace longer (the overdue watch cuts one with no first token
+	// at due).
+	due := a.now().Add(timeout)
+	grace := time.Duration(0)
+	if m.Stream {
+		grace = max(in.Grace, 0)
+	}
+	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout+grace)
 	defer cancel()
 	if in.Announce {
 		// A hedged attempt: its rival's answer may cut its request (races).
@@ -213,8 +221,12 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 			}
 			done := a.queues.wait(m.Endpoint(), start, m.FirstTokenTimeout.D())
 			ftt := m.FirstTokenTimeout.D()
-			deadline, _ := callCtx.Deadline()
-			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: ftt, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
+			deadline := due
+			watch := ftt
+			if grace > 0 {
+				watch = max(min(ftt, due.Sub(a.now())), time.Millisecond) // no first token by due: cut there
+			}
+			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: watch, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
 				patient: func() (bool, time.Duration) { return a.overdue(in, m, start, deadline, ann, &cutWhy) }},
 				func(n int) {
 					tokens.Store(int64(n))

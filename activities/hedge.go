@@ -157,6 +157,18 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 // for a request that can (why then says so).
 func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline time.Time, ann *announcer, why *string) (wait bool, recheck time.Duration) {
 	now := a.now()
+	if in.Grace > 0 && !deadline.IsZero() {
+		// The grace past the deadline is for an answer under way only.
+		if !now.Before(deadline) {
+			*why = "cut: no first token by the attempt's deadline"
+			return false, 0
+		}
+		defer func() {
+			if wait && (recheck <= 0 || recheck > deadline.Sub(now)) {
+				recheck = deadline.Sub(now)
+			}
+		}()
+	}
 	if m.StopsOnDisconnect && !deadline.IsZero() {
 		if p90, n, where := a.firstTokenP90(m.Name); n >= config.HedgeMinSamples && since.Add(p90).After(deadline) {
 			*why = fmt.Sprintf("cut: %s's p90 time to first token %s (%d %s) would pass the attempt's deadline, and its server stops on disconnect",

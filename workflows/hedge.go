@@ -154,7 +154,7 @@ func (c *call) callModel(ctx workflow.Context, prep *activities.Prepared, in *ac
 		return c.race(ctx, prep, in, remaining)
 	}
 	r := &run{prep: *prep, started: workflow.Now(ctx)}
-	r.err = c.startAttempt(ctx, prep, in, min(prep.Timeout, remaining)).Get(ctx, &r.out)
+	r.err = c.startAttempt(ctx, prep, in, min(prep.Timeout, remaining)+in.Grace).Get(ctx, &r.out)
 	return r
 }
 
@@ -171,7 +171,7 @@ func (c *call) startAttempt(ctx workflow.Context, prep *activities.Prepared, in 
 func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activities.CallInput, remaining time.Duration) *run {
 	var a *activities.Activities
 	prep, in := *pp, *pin
-	timeout := min(prep.Timeout, remaining)
+	timeout := min(prep.Timeout, remaining) + in.Grace
 	plan := *prep.Hedge
 	r := &race{ch: workflow.GetSignalChannel(ctx, activities.SignalAttemptNote), stream: c.stream != nil, firstToken: plan.Overdue, attempt: in.Attempt}
 	r.decided, r.settle = workflow.NewFuture(ctx)

@@ -240,6 +240,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint, PastOpen: prep.PastOpen,
+			Grace: callstate.Grace(min(prep.Timeout, remaining), prep.Timeout, c.ad.FallbackReserve),
 			// Only the first model's whole answer may be kept: any other is
 			// a degraded one (docs/how-it-works.md "Answer cache").
 			Cache: prep.Model == c.ad.FirstModel && c.delivered == "",

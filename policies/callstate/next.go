@@ -18,6 +18,25 @@ import (
 // is not taken.
 const MinAttemptTime = time.Second
 
+// FallbackTime is what the fallback needs of call.fallback_reserve once an
+// attempt has ended: a workflow task, the decision and the FAQ (local
+// activities), the result; measured at 150–300 ms on the dev server. An
+// answer under way when the attempt's deadline comes may run into the
+// rest of the reserve (Grace): a request that may still answer is not
+// abandoned for a fallback that needs a fraction of that time.
+const FallbackTime = 500 * time.Millisecond
+
+// Grace is how long an attempt bounded by the call's deadline (timeout
+// below the model's own, modelTimeout) may run past it when its answer is
+// under way: the part of the fallback's reserve the fallback does not
+// need (FallbackTime). Zero for an attempt its model's timeout bounds.
+func Grace(timeout, modelTimeout, reserve time.Duration) time.Duration {
+	if timeout >= modelTimeout {
+		return 0
+	}
+	return max(min(modelTimeout-timeout, reserve-FallbackTime), 0)
+}
+
 // Next decides the step after a failed attempt of the call in state s
 // (docs/how-it-works.md, step 5): the class's action, vetoed in this order
 // by the class's own verdict (fail, fallback), a business rule, the

@@ -693,3 +693,19 @@ func TestNextHoldBySteps(t *testing.T) {
 		t.Fatalf("decisions %s (%s)", got, steps[2].Reason)
 	}
 }
+
+// TestGrace: an attempt the call's deadline bounds may run into the
+// fallback's reserve, all but what the fallback needs, never past its
+// model's own timeout; one its model's timeout bounds gets none.
+func TestGrace(t *testing.T) {
+	for _, c := range []struct{ timeout, model, reserve, want time.Duration }{
+		{10 * time.Second, 30 * time.Second, 2 * time.Second, 1500 * time.Millisecond},
+		{29 * time.Second, 30 * time.Second, 2 * time.Second, time.Second}, // the model's timeout first
+		{30 * time.Second, 30 * time.Second, 2 * time.Second, 0},
+		{10 * time.Second, 30 * time.Second, 300 * time.Millisecond, 0}, // a reserve under FallbackTime
+	} {
+		if got := Grace(c.timeout, c.model, c.reserve); got != c.want {
+			t.Errorf("Grace(%v, %v, %v) = %v, want %v", c.timeout, c.model, c.reserve, got, c.want)
+		}
+	}
+}
