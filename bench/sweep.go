@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -667,6 +669,10 @@ func shapeList(idx []int, ok bool) string {
 type SweepOptions struct {
 	StormOptions
 	Params SweepParams
+	// CallsDir, when set, receives each shape's calls, every contender's,
+	// as seed<seed>-shape<index>.csv (StormReport.WriteCSV): how each call
+	// went, to explain a shape call by call.
+	CallsDir string
 }
 
 // RunSweepShape runs the three contenders on shape s, one after another,
@@ -686,10 +692,31 @@ func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOut
 	if len(rep.Runs) != 3 {
 		return nil, fmt.Errorf("sweep %s: %d runs, want 3", s.Name(), len(rep.Runs))
 	}
+	if o.CallsDir != "" {
+		if err := writeSweepCalls(o.CallsDir, s, rep); err != nil {
+			return nil, err
+		}
+	}
 	out := &SweepOutcome{Shape: s, Date: began,
 		OneShot: ScoreRun(rep.Runs[0], c), Impatient: ScoreRun(rep.Runs[1], c), Durable: ScoreRun(rep.Runs[2], c)}
 	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, s.Endpoints, o.Params.BudgetWindow, out.Durable.Stretch, out.Durable.StretchFirsts)
 	out.Judgement = Judge(out.OneShot, out.Impatient, out.Durable, out.Bound)
 	out.Elapsed = time.Since(began)
 	return out, nil
+}
+
+// writeSweepCalls writes rep's calls for shape s into dir.
+func writeSweepCalls(dir string, s SweepShape, rep *StormReport) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("seed%d-shape%d.csv", s.Seed, s.Index)))
+	if err != nil {
+		return err
+	}
+	if err := rep.WriteCSV(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
