@@ -424,12 +424,7 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 		if err != nil {
 			return Result{Key: key, Err: err}
 		}
-		byModel := res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel
-		r := Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source), Path: durablePath(res), Degraded: res.Degraded}
-		if byModel {
-			r.Model = res.Model
-		}
-		return r
+		return durableResult(key, res)
 	}
 	keyOf := func(i int) string {
 		key, _ := llmclient.Key(DurableRequest(tq, i, deadline))
@@ -507,4 +502,22 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// durableResult is how a durable-llm call of key ended, as the benchmarks
+// judge it. A model's complete answer counts whichever rung wrote it: the
+// workflow marks a lower rung's answer degraded (served by a fallback
+// model), which is no mark against the answer itself. Result.Degraded is
+// kept for an answer no model completed: text streamed before the models
+// ran out, or the best text kept when retries ran out (finish_reason
+// "length").
+func durableResult(key string, res workflows.CallResult) Result {
+	byModel := res.Source == workflows.SourceModel || res.Source == workflows.SourceFallbackModel
+	complete := res.FinishReason == "stop" || res.FinishReason == "tool_calls"
+	r := Result{Key: key, Answered: res.Content != "", ByModel: byModel, Source: string(res.Source), Path: durablePath(res),
+		Degraded: res.Degraded && !complete}
+	if byModel {
+		r.Model = res.Model
+	}
+	return r
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
 // testParams are fixed policy numbers, so that a change of the default
@@ -477,5 +478,31 @@ func TestMergeSweepParts(t *testing.T) {
 	}
 	if v := m.Verdict(); v.Differ != 8 || v.AtLeast != 3 {
 		t.Errorf("merged verdict %+v", v)
+	}
+}
+
+// TestDurableResultCountsALowerRungsCompleteAnswer: the sweep counts a
+// call answered by a model when a complete model answer came in time,
+// whichever rung wrote it. A lower rung's answer (which the workflow marks
+// degraded: served by a fallback model) counts; text no model completed
+// (streamed before the models ran out, or the best text kept when retries
+// ran out) does not. Before, every answer of the second endpoint's model
+// was left out, and two-endpoint shapes read as lost.
+func TestDurableResultCountsALowerRungsCompleteAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		res  workflows.CallResult
+		want bool
+	}{
+		{"preferred rung", workflows.CallResult{Source: workflows.SourceModel, Model: Model, Content: "Shipped.", FinishReason: "stop"}, true},
+		{"lower rung, complete", workflows.CallResult{Source: workflows.SourceFallbackModel, Model: "llama-8b", Content: "Shipped.", FinishReason: "stop", Degraded: true}, true},
+		{"text streamed before the models ran out", workflows.CallResult{Source: workflows.SourceModel, Model: Model, Content: "Ship", Degraded: true}, false},
+		{"best text kept", workflows.CallResult{Source: workflows.SourceFallbackModel, Model: "llama-8b", Content: "Ship", FinishReason: "length", Degraded: true}, false},
+		{"FAQ", workflows.CallResult{Source: workflows.SourceFAQ, Content: "See our shipping page.", Degraded: true}, false},
+	} {
+		o := Outcome{Result: durableResult("k", c.res), Latency: time.Second}
+		if got := answeredByModel(o, 20*time.Second); got != c.want {
+			t.Errorf("%s: answered by a model %v, want %v", c.name, got, c.want)
+		}
 	}
 }
