@@ -65,8 +65,14 @@ type FleetRow struct {
 	// that had it, LeftCounted until the last had it, LeaveMissed the
 	// workers it never reached within 15 s.
 	Left, LeaveMissed int
-	Leave, LeaveMax   time.Duration
-	LeftCounted       time.Duration
+	// LeftSeen is, when some workers missed the smaller count, the
+	// counts the staying workers had at the end of the wait (count →
+	// workers), and the count the guard's own view had then: what the
+	// miss was.
+	LeftSeen        map[int]int `json:",omitempty"`
+	LeftGuardSaw    int         `json:",omitempty"`
+	Leave, LeaveMax time.Duration
+	LeftCounted     time.Duration
 	// Calls, Sends: the calls made and the requests they sent;
 	// IncidentSends those while the endpoint failed; Leaked those of
 	// them sent more than 2 s after the trip was known anywhere by a
@@ -379,6 +385,20 @@ func runFleetSize(ctx context.Context, c client.Client, o FleetOptions, n int) (
 	}
 	row.Left = left
 	row.LeaveMissed = len(stay) - len(counted)
+	if row.LeaveMissed > 0 {
+		row.LeftSeen = map[int]int{}
+		for _, m := range stay {
+			row.LeftSeen[m.sync.Workers()]++
+		}
+		qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if q, err := c.QueryWorkflow(qctx, workflows.GuardID(tq), "", workflows.QueryGuardView, time.Now()); err == nil {
+			var v guard.View
+			if q.Get(&v) == nil {
+				row.LeftGuardSaw = v.Workers
+			}
+		}
+		cancel()
+	}
 	var firstGone time.Time
 	for _, at := range counted {
 		firstGone = earliest(firstGone, at)
@@ -539,6 +559,12 @@ func FleetMarkdown(rows []FleetRow, command string, date time.Time) string {
 			r.Workers, r.Joined, r.Left, fmtDur(r.Trip), fmtDur(r.TripMax), fmtDur(r.Recovery), fmtDur(r.RecoveryMax), fmtDur(r.Hold), fmtDur(r.HoldMax), fmtDur(r.Count), fmtDur(r.CountMax), fmtDur(r.Counted), fmtDur(r.Leave), fmtDur(r.LeaveMax), fmtDur(r.LeftCounted),
 			r.TripMissed, r.RecoveryMissed, r.HoldMissed, r.CountMissed, r.LeaveMissed, r.Leaked, r.IncidentSends, r.LeakedPct(), r.Amplification(),
 			r.SignalsP99, r.SignalsPeak, r.EventsP99, r.EventsPeak, r.Runs, r.ReadsPerSecond)
+	}
+	for _, r := range rows {
+		if r.LeaveMissed > 0 {
+			fmt.Fprintf(&b, "\nAt %d workers the smaller count (%d) missed %d workers: at the end of the wait they counted %v (count: workers), the guard's own view %d.\n",
+				r.Workers, r.Workers+r.Joined-r.Left, r.LeaveMissed, r.LeftSeen, r.LeftGuardSaw)
+		}
 	}
 	b.WriteString("\nTargets at 100 workers: propagation p99 ≤ 2 s, leaked ≤ 1 % of the incident's requests, ≤ 20 operations a second on any one workflow.\n")
 	return b.String()
