@@ -68,19 +68,27 @@ func NewGuardLink(c client.Client, s *guard.Sync, o GuardLinkOptions) *GuardLink
 		logger: o.Logger.With("component", "guard-sync", "guard", id)}
 }
 
-// Run syncs every interval until ctx ends, logging once when the guard
-// cannot be reached and once when it can again.
+// Run syncs until ctx ends: every interval it sends the report that is
+// due, if any, and it reads the fleet's view every
+// guard.ReadEvery(workers, interval), so that a fleet's reads stay
+// bounded whatever its size. It logs once when the guard cannot be
+// reached and once when it can again.
 func (l *GuardLink) Run(ctx context.Context) {
 	t := time.NewTicker(l.interval)
 	defer t.Stop()
 	failing := false
+	var readAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		err := l.Once(ctx)
+		read := time.Since(readAt) >= guard.ReadEvery(l.sync.Workers(), l.interval)-l.interval/2
+		if read {
+			readAt = time.Now()
+		}
+		err := l.once(ctx, read)
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			l.logger.Warn("the fleet's guard cannot be reached; this worker's guards decide alone until it can", "error", err)
@@ -94,12 +102,21 @@ func (l *GuardLink) Run(ctx context.Context) {
 
 // Once sends the report that is due, if any, then reads the fleet's view.
 func (l *GuardLink) Once(ctx context.Context) error {
+	return l.once(ctx, true)
+}
+
+// once sends the report that is due, if any, then reads the fleet's view
+// when read.
+func (l *GuardLink) once(ctx context.Context, read bool) error {
 	ctx, cancel := context.WithTimeout(ctx, max(l.interval*2, 5*time.Second))
 	defer cancel()
 	if r, ok := l.sync.Cut(); ok {
 		if err := l.send(ctx, r); err != nil {
 			return err
 		}
+	}
+	if !read {
+		return nil
 	}
 	return l.Read(ctx)
 }

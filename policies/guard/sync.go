@@ -84,6 +84,22 @@ func ReportEvery(n int) time.Duration {
 	return time.Duration(max(n, 1)) * time.Second / fleetReportsPerSecond
 }
 
+// fleetReadsPerSecond bounds a whole fleet's reads of its guard's view
+// (DescribeWorkflowExecution: no workflow task, no history event, but a
+// request to the server each): up to 100 workers each reads every
+// ReadEvery's floor of 500 ms, a larger fleet less often, so that the
+// reads stay about this many a second whatever its size.
+const fleetReadsPerSecond = 200
+
+// ReadEvery is how often a worker of a fleet of n reads the fleet's
+// view: every floor (a GuardLink's interval, 500 ms by default), or every
+// n ÷ fleetReadsPerSecond seconds when that is longer. A change then
+// reaches the last worker within about one ReadEvery of its report
+// (1.5 s at 300 workers).
+func ReadEvery(n int, floor time.Duration) time.Duration {
+	return max(floor, time.Duration(max(n, 1))*time.Second/fleetReadsPerSecond)
+}
+
 // KeepAlive is how long a worker of a fleet of n stays silent at most:
 // WorkerLease/3, or 3 × ReportEvery(n) when that is longer, so the
 // fleet's keep-alives stay a third of its routine reports' rate whatever
@@ -238,8 +254,11 @@ func (s *Sync) changed(model string, open bool, now time.Time) {
 	s.news = true
 }
 
+// fresh reports whether the view is young enough at now to be used: within
+// stale, or two reads of a fleet this large (ReadEvery), when longer.
 func (s *Sync) fresh(now time.Time) bool {
-	return !s.viewAt.IsZero() && now.Sub(s.viewAt) <= s.stale && now.Sub(s.viewAt) >= -s.stale
+	stale := max(s.stale, 2*ReadEvery(s.workers, 0))
+	return !s.viewAt.IsZero() && now.Sub(s.viewAt) <= stale && now.Sub(s.viewAt) >= -stale
 }
 
 // outcome records an attempt's outcome on model at now; ignored: this

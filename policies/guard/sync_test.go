@@ -615,3 +615,28 @@ func TestNewsOnlyWhileTheFleetDoesNotKnow(t *testing.T) {
 		}
 	}
 }
+
+// TestReadEveryBoundsTheFleetsReads: up to 100 workers each reads the
+// view every 500 ms; beyond, less often, so that the fleet's reads stay
+// at 200 a second; and a view two reads old is still fresh at that size.
+func TestReadEveryBoundsTheFleetsReads(t *testing.T) {
+	floor := 500 * time.Millisecond
+	for _, n := range []int{1, 3, 100, 300, 1000} {
+		every := ReadEvery(n, floor)
+		if n <= 100 && every != floor {
+			t.Errorf("%d workers read every %v, want %v", n, every, floor)
+		}
+		if perSecond := float64(n) / every.Seconds(); perSecond > fleetReadsPerSecond+1e-9 {
+			t.Errorf("%d workers read %.0f times a second, want ≤ %d", n, perSecond, fleetReadsPerSecond)
+		}
+	}
+	s := NewSync("w", 2*time.Second)
+	now := time.Now()
+	s.SetView(View{Workers: 1000}, now)
+	if !s.fresh(now.Add(9 * time.Second)) {
+		t.Error("a view 9 s old at 1,000 workers (a read every 5 s) is stale")
+	}
+	if s.fresh(now.Add(11 * time.Second)) {
+		t.Error("a view 11 s old at 1,000 workers is still fresh")
+	}
+}
