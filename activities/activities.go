@@ -78,8 +78,8 @@ type Activities struct {
 type Options struct {
 	// Config is the policy; required.
 	Config *config.Config
-	// FAQ answers fallbacks; default: the FAQ file of Config, else the
-	// embedded example FAQ.
+	// FAQ answers fallbacks; default: the FAQ file of Config (none when
+	// it is off), else the embedded example FAQ.
 	FAQ *faq.FAQ
 	// Metrics records what happens; default: none.
 	Metrics Metrics
@@ -146,7 +146,7 @@ func New(o Options) (*Activities, error) {
 		a.rand = rand.Float64
 	}
 	var err error
-	if a.faq == nil {
+	if a.faq == nil && !o.Config.FAQ.Off() {
 		a.faq, err = loadFAQ(o.Config)
 		if err != nil {
 			return nil, err
@@ -742,7 +742,9 @@ func (a *Activities) Fallback(ctx context.Context, in FallbackInput) (FallbackAn
 		}
 	}
 	q := in.Request.Question()
-	if m, ok := a.faq.Match(q, a.cfg.FAQ.Threshold); ok {
+	if a.faq == nil {
+		// faq.file off: the rule card or the placeholder.
+	} else if m, ok := a.faq.Match(q, a.cfg.FAQ.Threshold); ok {
 		return FallbackAnswer{Content: m.Answer, Source: "faq", FAQID: m.ID, Score: m.Score}, nil
 	}
 	if r, ok := rules.RuleCard(a.cfg.Rules, a.ruleGate, in.Request.Scenario, q); ok {

@@ -33,6 +33,9 @@ type EndpointModels struct {
 	// Err is why the endpoint could not be asked or did not list its
 	// models (unreachable, refused, not implemented).
 	Err error
+	// Simulator: every model it listed is owned by llmsim (the project's
+	// simulator says so in /v1/models).
+	Simulator bool
 }
 
 // Listed reports whether the endpoint answered with a list of models.
@@ -84,8 +87,10 @@ func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want
 		e.Err = listError(err, key)
 		return e
 	}
+	e.Simulator = len(list.Models) > 0
 	for _, m := range list.Models {
 		e.Offered = append(e.Offered, m.ID)
+		e.Simulator = e.Simulator && m.OwnedBy == llmsimOwner
 	}
 	slices.Sort(e.Offered)
 	for _, w := range e.Want {
@@ -157,4 +162,27 @@ func orEmpty(err error) string {
 		return "an empty list"
 	}
 	return err.Error()
+}
+
+// llmsimOwner is the owned_by of the models llmsim lists.
+const llmsimOwner = "llmsim"
+
+// ExampleFAQ decides whether a worker whose policy names no faq.file may
+// answer from the embedded example FAQ, whose shop, hours and policies are
+// made up: only when every endpoint of the ladder (ends, as AskModels
+// asked them) is the simulator. Otherwise it says why not: the first
+// endpoint that is, or may be, a real server, so that the worker turns the
+// FAQ off rather than answer real users with invented policies.
+func ExampleFAQ(ends []EndpointModels) (keep bool, why string) {
+	for _, e := range ends {
+		switch {
+		case e.Simulator:
+			continue
+		case e.Listed():
+			return false, fmt.Sprintf("%s (%s) is not the simulator", e.BaseURL, strings.Join(e.Want, ", "))
+		default:
+			return false, fmt.Sprintf("%s (%s) did not say it is the simulator: %v", e.BaseURL, strings.Join(e.Want, ", "), orEmpty(e.Err))
+		}
+	}
+	return len(ends) > 0, "every model goes to the simulator"
 }

@@ -112,9 +112,11 @@ func run(args []string) error {
 	if err := cfg.ApplyEnv(os.Getenv); err != nil { // LLM_MODELS, LLM_BASE_URL, LLM_API_KEY
 		return err
 	}
-	if err := checkModels(cfg, *modelCheck, logger); err != nil {
+	ends, err := checkModels(cfg, *modelCheck, logger)
+	if err != nil {
 		return err
 	}
+	exampleFAQ(cfg, ends, logger)
 	learnWindows(cfg, logger)
 
 	opts, err := envconfig.LoadDefaultClientOptions()
@@ -352,25 +354,50 @@ func selfBuildID() (string, error) {
 // checkModels asks every endpoint of the ladder for its models and refuses
 // to start when one does not offer a ladder model (mode strict or warn),
 // or lists none (strict; warn logs it).
-func checkModels(cfg *config.Config, mode string, logger *slog.Logger) error {
+// It returns what the endpoints said (nil when the check is off).
+func checkModels(cfg *config.Config, mode string, logger *slog.Logger) ([]llmworker.EndpointModels, error) {
 	switch mode {
 	case "off":
-		return nil
+		return nil, nil
 	case "strict", "warn":
 	default:
-		return fmt.Errorf("-model-check (LLM_MODEL_CHECK): want strict, warn or off, got %q", mode)
+		return nil, fmt.Errorf("-model-check (LLM_MODEL_CHECK): want strict, warn or off, got %q", mode)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	warnings, err := llmworker.CheckModels(llmworker.AskModels(ctx, cfg, os.Getenv, 5*time.Second), mode == "warn")
+	ends := llmworker.AskModels(ctx, cfg, os.Getenv, 5*time.Second)
+	warnings, err := llmworker.CheckModels(ends, mode == "warn")
 	for _, w := range warnings {
 		logger.Warn("model ladder not checked", "detail", w)
 	}
 	if err != nil {
-		return fmt.Errorf("the model ladder (policy %s): %v. Name the models the endpoint offers, in order, with %s=a,b (or a policy file); "+
+		return ends, fmt.Errorf("the model ladder (policy %s): %v. Name the models the endpoint offers, in order, with %s=a,b (or a policy file); "+
 			"LLM_MODEL_CHECK=warn starts anyway (for a provider whose list leaves out names it serves)", cfg.Source, err, config.EnvModels)
 	}
-	return nil
+	return ends, nil
+}
+
+// exampleFAQ turns the FAQ off when the policy names no faq.file and a
+// model goes to a server that is not the simulator (ends: what the model
+// check heard; asked here when the check was off): the embedded example
+// FAQ's shop is made up, and its answers must never reach real users.
+// The fallback is then a rule's card or the placeholder.
+func exampleFAQ(cfg *config.Config, ends []llmworker.EndpointModels, logger *slog.Logger) {
+	if !cfg.FAQ.Example() {
+		return
+	}
+	if ends == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends = llmworker.AskModels(ctx, cfg, os.Getenv, 5*time.Second)
+		cancel()
+	}
+	if keep, why := llmworker.ExampleFAQ(ends); !keep {
+		cfg.FAQ.File = config.FAQOff
+		logger.Warn("FAQ off: the example FAQ's shop is made up and answers only the simulator; set faq.file to your own FAQ",
+			"why", why, "fallback", "a rule's card, else the placeholder")
+		return
+	}
+	logger.Info("FAQ: the example FAQ (every model goes to the simulator); set faq.file to your own")
 }
 
 // learnWindows asks the servers for the context windows the policy does

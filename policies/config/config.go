@@ -535,11 +535,23 @@ type LimitsConfig struct {
 // FAQConfig points at the FAQ knowledge base.
 type FAQConfig struct {
 	// File is a YAML FAQ file; relative paths are resolved against the
-	// policy file's folder. Empty: the embedded example FAQ.
+	// policy file's folder. FAQOff: no FAQ (the fallback is a rule's card
+	// or the placeholder). Empty: the embedded example FAQ, whose shop is
+	// made up — the worker keeps it only while every model goes to the
+	// simulator, and turns the FAQ off otherwise.
 	File string `yaml:"file"`
 	// Threshold is the lowest score that counts as a match, in (0,1].
 	Threshold float64 `yaml:"threshold"`
 }
+
+// FAQOff is the faq.file that turns the FAQ off.
+const FAQOff = "off"
+
+// Off reports whether the FAQ is turned off.
+func (f FAQConfig) Off() bool { return f.File == FAQOff }
+
+// Example reports whether the FAQ is the embedded example's.
+func (f FAQConfig) Example() bool { return f.File == "" }
 
 // RuleAction is what a business rule does.
 type RuleAction string

@@ -122,11 +122,11 @@ func load(data []byte, source, dir string, base *Config) (*Config, error) {
 		d.config(root, cfg)
 	}
 
-	if dir != "" && cfg.FAQ.File != "" && !filepath.IsAbs(cfg.FAQ.File) {
+	if dir != "" && cfg.FAQ.File != "" && !cfg.FAQ.Off() && !filepath.IsAbs(cfg.FAQ.File) {
 		cfg.FAQ.File = filepath.Join(dir, cfg.FAQ.File)
 	}
 	invalid := cfg.validate()
-	if cfg.FAQ.File != "" {
+	if cfg.FAQ.File != "" && !cfg.FAQ.Off() {
 		if st, err := os.Stat(cfg.FAQ.File); err != nil || st.IsDir() {
 			invalid = append(invalid, Problem{Path: "faq.file", Message: fmt.Sprintf("must be a readable FAQ file, got %q", cfg.FAQ.File)})
 		}

@@ -659,6 +659,15 @@ func TestLoadConfig(t *testing.T) {
 	if _, err := LoadConfig(filepath.Join(dir, "nope.yaml")); err == nil || !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.yaml") {
 		t.Errorf("missing policy file: %v", err)
 	}
+
+	// faq.file: off turns the FAQ off; no file of that name is looked for.
+	off := filepath.Join(dir, "off.yaml")
+	if err := os.WriteFile(off, []byte(minimal+"faq:\n  file: off\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := LoadConfig(off); err != nil || !cfg.FAQ.Off() || cfg.FAQ.Example() {
+		t.Errorf("faq.file off: %+v, %v", cfg, err)
+	}
 }
 
 func TestOverrideEndpoint(t *testing.T) {
