@@ -87,7 +87,7 @@ const (
 
 // RateLimitScope is what a rate limit (429) of a model holds back: its
 // whole endpoint, the requests made with its API key on that endpoint, or
-// the model alone.
+// the model alone; auto picks by the provider (ModelConfig.Grain).
 type RateLimitScope string
 
 // The scopes of a rate limit.
@@ -95,6 +95,7 @@ const (
 	ScopeEndpoint RateLimitScope = "endpoint"
 	ScopeKey      RateLimitScope = "key"
 	ScopeModel    RateLimitScope = "model"
+	ScopeAuto     RateLimitScope = "auto"
 )
 
 // StandardFields are the top-level fields of a chat-completions request

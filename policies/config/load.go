@@ -314,7 +314,7 @@ func (m ModelConfig) Endpoint() string {
 // reasons show it: "http://127.0.0.1:8000" (endpoint), "… key LLM_API_KEY"
 // (key), "… model qwen-72b" (model).
 func (m ModelConfig) Scope(sc RateLimitScope) string {
-	switch sc {
+	switch m.Grain(sc) {
 	case ScopeKey:
 		if len(m.Deployments) > 0 {
 			// Deployments on one host (and one key variable) still have
@@ -326,6 +326,32 @@ func (m ModelConfig) Scope(sc RateLimitScope) string {
 		return m.Endpoint() + " model " + m.Name
 	}
 	return m.Endpoint()
+}
+
+// perModelLimits are the hosts (and, with a leading dot, host suffixes)
+// of providers whose rate limits are per model: OpenAI's, Azure OpenAI's
+// per deployment, Anthropic's, Google's Gemini API.
+var perModelLimits = []string{"api.openai.com", ".openai.azure.com", "api.anthropic.com", "generativelanguage.googleapis.com"}
+
+// Grain is the scope sc means for m: sc itself, but for ScopeAuto, which
+// is ScopeModel on a provider whose limits are per model (perModelLimits:
+// a 429 on gpt-4o leaves gpt-4o-mini free, the fallback one wants then)
+// and ScopeEndpoint on any other server, whose capacity its models share.
+func (m ModelConfig) Grain(sc RateLimitScope) RateLimitScope {
+	if sc != ScopeAuto {
+		return sc
+	}
+	u, err := url.Parse(m.BaseURL)
+	if err != nil {
+		return ScopeEndpoint
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, h := range perModelLimits {
+		if host == h || strings.HasPrefix(h, ".") && strings.HasSuffix(host, h) {
+			return ScopeModel
+		}
+	}
+	return ScopeEndpoint
 }
 
 // EndpointLabel names m's endpoint for tenants, who read it in reasons:
@@ -341,7 +367,7 @@ func (m ModelConfig) EndpointLabel() string {
 // ScopeLabel names what a rate limit of m holds back at scope sc, for
 // tenants: as Scope, with EndpointLabel for the address.
 func (m ModelConfig) ScopeLabel(sc RateLimitScope) string {
-	switch sc {
+	switch m.Grain(sc) {
 	case ScopeKey:
 		if len(m.Deployments) > 0 {
 			return "deployment " + m.KeyID + " of " + m.Name

@@ -797,3 +797,31 @@ func TestPackageImports(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitGrain: auto holds the model on a provider whose limits are
+// per model, and the endpoint on any other server; a scope written out is
+// taken as written.
+func TestRateLimitGrain(t *testing.T) {
+	for _, c := range []struct {
+		base string
+		sc   RateLimitScope
+		want RateLimitScope
+	}{
+		{"https://api.openai.com/v1", ScopeAuto, ScopeModel},
+		{"https://acme.openai.azure.com/openai/deployments/gpt-4o", ScopeAuto, ScopeModel},
+		{"https://api.anthropic.com/v1", ScopeAuto, ScopeModel},
+		{"http://127.0.0.1:11434/v1", ScopeAuto, ScopeEndpoint},
+		{"https://llm.internal.example/v1", ScopeAuto, ScopeEndpoint},
+		{"https://api.openai.com.evil.example/v1", ScopeAuto, ScopeEndpoint},
+		{"https://api.openai.com/v1", ScopeEndpoint, ScopeEndpoint},
+		{"http://127.0.0.1:11434/v1", ScopeModel, ScopeModel},
+	} {
+		m := ModelConfig{Name: "gpt-4o", BaseURL: c.base}
+		if got := m.Grain(c.sc); got != c.want {
+			t.Errorf("%s, %s: %s, want %s", c.base, c.sc, got, c.want)
+		}
+	}
+	if d := DefaultConfig(); d.Models[0].RateLimitScope != ScopeAuto {
+		t.Errorf("default rate_limit_scope %q, want auto", d.Models[0].RateLimitScope)
+	}
+}

@@ -412,8 +412,8 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 	if m.TPM < 0 {
 		bad(p+".tpm", "must be a number of tokens per minute ≥ 0 (0: no limit), got %d", m.TPM)
 	}
-	if !slices.Contains([]RateLimitScope{ScopeEndpoint, ScopeKey, ScopeModel}, m.RateLimitScope) {
-		bad(p+".rate_limit_scope", "must be one of endpoint, key, model, got %q", m.RateLimitScope)
+	if !slices.Contains([]RateLimitScope{ScopeEndpoint, ScopeKey, ScopeModel, ScopeAuto}, m.RateLimitScope) {
+		bad(p+".rate_limit_scope", "must be one of auto, endpoint, key, model, got %q", m.RateLimitScope)
 	}
 	for i, c := range m.Capabilities {
 		if !slices.Contains(KnownCapabilities, c) {
