@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
@@ -107,6 +108,10 @@ type Options struct {
 	DataConverter converter.DataConverter
 	// Now is the clock of the created fields; default time.Now.
 	Now func() time.Time
+	// Metrics, when set, receives the front door's Prometheus series
+	// (requests by route and status, refusals by code, durations, streams
+	// open: doorMetrics).
+	Metrics prometheus.Registerer
 }
 
 // Handler is the OpenAI-compatible front door: an http.Handler that serves
@@ -133,6 +138,7 @@ type Handler struct {
 	passthrough map[string]bool
 	hubs        *hubs // the subscriptions of streamed calls
 	limiter     *Limiter
+	metrics     *doorMetrics // nil: none
 }
 
 // New checks o, resolves its defaults and returns the Handler.
@@ -215,6 +221,13 @@ func New(o Options) (*Handler, error) {
 		(&apiError{status: http.StatusNotFound, typ: typeNotFound, code: "unknown_url",
 			message: fmt.Sprintf("Unknown request URL: %s %s.", r.Method, r.URL.Path)}).write(w)
 	})
+	if o.Metrics != nil {
+		m, err := newDoorMetrics(o.Metrics, h)
+		if err != nil {
+			return nil, err
+		}
+		h.metrics = m
+	}
 	return h, nil
 }
 
@@ -242,6 +255,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/healthz" {
 		return
 	}
+	h.metrics.observe(r.Pattern, rec, time.Since(start))
 	h.o.Logger.Info("request",
 		"method", r.Method, "path", r.URL.Path, "status", rec.status,
 		"tenant", rec.tenant, "workflow_id", rec.Header().Get(HeaderWorkflowID),
@@ -254,6 +268,8 @@ type recorder struct {
 	status int
 	tenant string
 	wrote  bool
+	// code is the error code of an error answer (noteCode).
+	code string
 }
 
 func (r *recorder) WriteHeader(code int) {

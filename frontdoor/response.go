@@ -379,6 +379,7 @@ func (e *apiError) body() errorBody {
 }
 
 func (e *apiError) write(w http.ResponseWriter) {
+	noteCode(w, e.code)
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 	"go.temporal.io/sdk/log"
@@ -40,6 +44,8 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	maxConns := fs.Int("max-conns", defaultMaxConns, "most connections open at once; more wait to be accepted, and from 90 % of it on idle ones are closed after 1s (env FRONTDOOR_MAX_CONNS)")
 	perClient := fs.Int("max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address that are idle or serve a request without a valid token (those serving a tenant's request are the tenant's limits' to govern); beyond, its longest idle one is closed, else a request without a token is answered 429 (env FRONTDOOR_MAX_CONNS_PER_CLIENT)")
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "most time a request's body may take to arrive; slower: 408, connection closed")
+	metricsAddr := fs.String("metrics-addr", serveEnv("FRONTDOOR_METRICS_ADDR", "127.0.0.1:9465"), "address of the front door's Prometheus /metrics, apart from the door's own (env FRONTDOOR_METRICS_ADDR; empty: off)")
+	drain := fs.String("drain", serveEnv("FRONTDOOR_DRAIN", "10s"), "on SIGTERM or Ctrl-C, how long the requests being served (streams included) may take to end before their connections are closed (env FRONTDOOR_DRAIN)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: starter serve [--addr 127.0.0.1:8080] [--policy FILE] [--tokens FILE]
 
@@ -73,6 +79,10 @@ client of the deployment); without it serve listens only on loopback.
 	}
 	if err := countSetting(fs, "max-conns-per-client", perClient, "FRONTDOOR_MAX_CONNS_PER_CLIENT"); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	drainFor, err := time.ParseDuration(*drain)
+	if err != nil || drainFor < 0 {
+		return fmt.Errorf("serve: --drain (FRONTDOOR_DRAIN): want a duration such as 30s, got %q", *drain)
 	}
 	// Workflow IDs keyed with LLM_ID_SECRET; without it only on loopback.
 	ids, err := frontdoor.IDsFor(*addr, os.Getenv)
@@ -144,15 +154,19 @@ client of the deployment); without it serve listens only on loopback.
 	}
 	cancel()
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := frontdoor.New(frontdoor.Options{
 		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits,
 			IDs: ids, Deadline: cfg.Call.Deadline.D(), ReplayWindow: cfg.Idempotency.ReplayWindow.D(), KeyWindow: cfg.Idempotency.KeyWindow.D()},
 		Tenants: tenants, Config: cfg, DataConverter: opts.DataConverter, KeepAlive: *keepAlive, BodyTimeout: *bodyTimeout,
-		Logger: logger,
+		Logger: logger, Metrics: reg,
 	})
 	if err != nil {
 		return err
 	}
+	metricsAt := serveMetrics(*metricsAddr, reg, logger)
+	defer metricsAt.close()
 	var handler http.Handler = h
 	if traced {
 		handler = tracing.Handler(h)
@@ -165,8 +179,9 @@ client of the deployment); without it serve listens only on loopback.
 	for i, m := range cfg.Models {
 		models[i] = m.Name
 	}
-	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections, %d per client address)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n",
-		ln.Addr(), *maxConns, *perClient, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue)
+	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections, %d per client address)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n  metrics: %s; drain on stop: %s\n",
+		ln.Addr(), *maxConns, *perClient, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue,
+		metricsAt.describe(), drainFor)
 	for _, name := range tenants.Names() {
 		l := tenants.Limits(name)
 		fmt.Fprintf(out, "  limits of %s: %s, %s, %s, %s\n", name,
@@ -183,7 +198,7 @@ client of the deployment); without it serve listens only on loopback.
 	}
 	// Calls in flight go on in Temporal; their clients get them again with
 	// the same request or Idempotency-Key.
-	sctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	sctx, stop := context.WithTimeout(context.Background(), drainFor)
 	defer stop()
 	if err := srv.Shutdown(sctx); err != nil {
 		_ = srv.Close()
@@ -255,4 +270,43 @@ func serveEnv(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// metricsServer is the front door's /metrics listener (nil: none).
+type metricsServer struct {
+	srv  *http.Server
+	addr string
+}
+
+// serveMetrics serves reg's /metrics on addr ("" : off). A door that
+// cannot take the address still serves calls: it says so and goes on
+// without metrics (two doors on one host need two addresses).
+func serveMetrics(addr string, reg *prometheus.Registry, logger *slog.Logger) *metricsServer {
+	if addr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		logger.Warn("front-door metrics off: the address is taken or refused; set --metrics-addr (FRONTDOOR_METRICS_ADDR)", "addr", addr, "error", err)
+		return nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	m := &metricsServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, addr: ln.Addr().String()}
+	go func() { _ = m.srv.Serve(ln) }()
+	return m
+}
+
+// describe says where the metrics are served.
+func (m *metricsServer) describe() string {
+	if m == nil {
+		return "off"
+	}
+	return "http://" + m.addr + "/metrics"
+}
+
+func (m *metricsServer) close() {
+	if m != nil {
+		_ = m.srv.Close()
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
@@ -36,7 +37,7 @@ func load(t *testing.T) *types.Project {
 func TestComposeFileLoads(t *testing.T) {
 	p := load(t)
 	require.Equal(t, "durable-llm", p.Name)
-	for _, name := range []string{"postgresql", "temporal-schema", "temporal", "temporal-setup", "ui", "llmsim", "worker", "starter", "codec-server"} {
+	for _, name := range []string{"postgresql", "temporal-schema", "temporal", "temporal-setup", "ui", "llmsim", "worker", "starter", "codec-server", "frontdoor"} {
 		_, err := p.GetService(name)
 		require.NoError(t, err, "service %s", name)
 	}
@@ -129,7 +130,7 @@ func TestBuildTargetsExistInTheDockerfile(t *testing.T) {
 		require.Equal(t, "Dockerfile", filepath.Base(s.Build.Dockerfile), name)
 		require.True(t, stages[s.Build.Target], "service %s builds target %q, which the Dockerfile lacks", name, s.Build.Target)
 	}
-	require.Equal(t, 4, built, "llmsim, worker, starter and codec-server are built here")
+	require.Equal(t, 5, built, "llmsim, worker, starter, codec-server and frontdoor are built here")
 	// The build compiles every command the images run.
 	for _, pkg := range []string{"./worker", "./starter", "./llmsim/cmd/llmsim"} {
 		require.Contains(t, string(df), pkg)
@@ -271,4 +272,30 @@ func TestWebUIPortIsNotTheFrontDoors(t *testing.T) {
 	codecServer, err := p.GetService("codec-server")
 	require.NoError(t, err)
 	require.Contains(t, strings.Join(codecServer.Command, " "), "--web-ui-origin "+origin)
+}
+
+// TestFrontDoorService: the front door's service serves on the address
+// its docs give (the host's 127.0.0.1:8080), shares the workers' ladder,
+// ID secret and payload keys, takes its tokens from the environment, and
+// is given longer to stop than its drain.
+func TestFrontDoorService(t *testing.T) {
+	p := load(t)
+	fd, err := p.GetService("frontdoor")
+	require.NoError(t, err)
+	require.Equal(t, []string{"frontdoor"}, fd.Profiles, "on demand: it needs LLM_ID_SECRET and tokens")
+	require.Equal(t, "serve", fd.Command[0])
+	require.Len(t, fd.Ports, 1)
+	require.Equal(t, "8080", fd.Ports[0].Published)
+	require.Equal(t, "127.0.0.1", fd.Ports[0].HostIP)
+	worker, err := p.GetService("worker")
+	require.NoError(t, err)
+	for _, k := range []string{"POLICY_FILE", "LLM_MODELS", "LLM_ID_SECRET", "LLM_PAYLOAD_KEYS"} {
+		require.Contains(t, fd.Environment, k)
+		require.Equal(t, *worker.Environment[k], *fd.Environment[k], "%s as the workers have it", k)
+	}
+	require.Contains(t, fd.Environment, "FRONTDOOR_TOKENS")
+	drain, err := time.ParseDuration(*fd.Environment["FRONTDOOR_DRAIN"])
+	require.NoError(t, err)
+	require.NotNil(t, fd.StopGracePeriod)
+	require.Greater(t, time.Duration(*fd.StopGracePeriod), drain, "stop_grace_period above the drain")
 }
