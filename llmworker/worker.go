@@ -201,6 +201,14 @@ func New(c client.Client, o Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Its identity carries the settings every process must share, hashed
+	// (SettingsPrint): a front door compares its own with the pollers'.
+	identity := o.Worker.Identity
+	if identity == "" {
+		host, _ := os.Hostname()
+		identity = fmt.Sprintf("%d@%s", os.Getpid(), host)
+	}
+	o.Worker.Identity = identity + " " + PrintSettings(o.Config, getenv).String()
 	w := worker.New(c, tq, o.Worker)
 	w.RegisterNexusService(svc)
 	w.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})

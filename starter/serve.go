@@ -27,6 +27,7 @@ import (
 	"github.com/durable-llm/durable-llm/internal/logging"
 	"github.com/durable-llm/durable-llm/internal/tracing"
 	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -167,6 +168,7 @@ client of the deployment); without it serve listens only on loopback.
 	}
 	metricsAt := serveMetrics(*metricsAddr, reg, logger)
 	defer metricsAt.close()
+	go warnUnsharedSettings(ctx, c, *taskQueue, llmworker.PrintSettings(cfg, os.Getenv), logger)
 	var handler http.Handler = h
 	if traced {
 		handler = tracing.Handler(h)
@@ -308,5 +310,23 @@ func (m *metricsServer) describe() string {
 func (m *metricsServer) close() {
 	if m != nil {
 		_ = m.srv.Close()
+	}
+}
+
+// warnUnsharedSettings says, once at start, which of the settings every
+// process must share (the ladder, LLM_ID_SECRET, LLM_PAYLOAD_KEYS) this
+// front door has otherwise than the workers polling queue: calls it
+// starts would get other workflow IDs (a retry through another door
+// starts a second call), models the workers do not know, or payloads
+// they cannot read.
+func warnUnsharedSettings(ctx context.Context, c client.Client, queue string, mine llmworker.SettingsPrint, logger *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	diffs, err := llmworker.CompareFleetSettings(ctx, c, queue, mine)
+	if err != nil {
+		return // Temporal not reachable yet: calls are answered 503 meanwhile
+	}
+	for _, d := range diffs {
+		logger.Warn("a setting every process must share is not shared: "+d, "see", "docs/calling.md, settings every process shares")
 	}
 }

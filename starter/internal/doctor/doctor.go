@@ -26,8 +26,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/store"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -178,6 +180,15 @@ func temporalRows(ctx context.Context, o Options) []Row {
 		default:
 			rows = append(rows, Row{check, OK, pollers(d.GetPollers())})
 		}
+	}
+	check := "settings shared with the workers"
+	switch diffs, err := llmworker.CompareFleetSettings(cctx, c, o.TaskQueue, llmworker.PrintSettings(o.Config, o.Getenv)); {
+	case err != nil:
+		rows = append(rows, Row{check, Warn, "not compared: " + err.Error()})
+	case len(diffs) > 0:
+		rows = append(rows, Row{check, Fail, strings.Join(diffs, "; ") + ": give every process the same (docs/calling.md, settings every process shares)"})
+	default:
+		rows = append(rows, Row{check, OK, "the ladder, " + request.EnvIDSecret + " and " + codec.EnvKeys + " as every worker that says has them"})
 	}
 	return rows
 }
