@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,42 +21,27 @@ func TestServeMetricsAndDrain(t *testing.T) {
 		t.Skip("the helper process runs main")
 	}
 	token := strings.Repeat("t", 40)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMainHelper$")
-	cmd.Env = append(os.Environ(), "STARTER_MAIN_ARGS=serve --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --drain 1s",
-		"FRONTDOOR_TOKENS="+token+"=acme", "TEMPORAL_ADDRESS=127.0.0.1:1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	type addrs struct{ door, metrics, drain string }
-	started := make(chan addrs, 1)
-	go func() {
-		var a addrs
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
+	cmd, lines := startServe(t, "serve --addr 127.0.0.1:0 --metrics-addr 127.0.0.1:0 --drain 1s", "FRONTDOOR_TOKENS="+token+"=acme")
+	var door, metrics, drain string
+	timeout := time.After(30 * time.Second)
+	for metrics == "" {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("serve exited before it said where it listens")
+			}
+			line = strings.TrimSpace(line)
 			if rest, ok := strings.CutPrefix(line, "front door listening on http://"); ok {
-				a.door, _, _ = strings.Cut(rest, "/v1")
+				door, _, _ = strings.Cut(rest, "/v1")
 			}
 			if rest, ok := strings.CutPrefix(line, "metrics: http://"); ok {
-				var drain string
-				a.metrics, drain, _ = strings.Cut(rest, "/metrics; drain on stop: ")
-				a.drain = drain
-				started <- a
+				metrics, drain, _ = strings.Cut(rest, "/metrics; drain on stop: ")
 			}
+		case <-timeout:
+			t.Fatal("serve did not say where it listens within 30 s")
 		}
-	}()
-	var a addrs
-	select {
-	case a = <-started:
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not say where it listens within 30 s")
 	}
+	a := struct{ door, metrics, drain string }{door, metrics, drain}
 	if a.drain != "1s" {
 		t.Fatalf("drain on stop %q, want 1s", a.drain)
 	}
