@@ -6,7 +6,8 @@
 //     search attributes), and the workers' shared answer cache and usage,
 //   - Temporal's server (built from the Go module proxy, one process with
 //     every service) on 127.0.0.1:7233 and its Web UI on :8233,
-//   - llmsim (mixed faults) on :8000, unless LLM_BASE_URL is set,
+//   - llmsim (mixed faults) on :8000, unless LLM_BASE_URL is set or the
+//     POLICY_FILE names its models' endpoints (base_url),
 //   - three workers and two front doors (:8080, :8081).
 //
 // Calls, guards, cache and usage survive a restart of any part, or of all
@@ -52,7 +53,7 @@ func run() error {
 	defer stop()
 	c, err := cluster.Start(ctx, cluster.Options{
 		Dir: *dir, Bin: *bin, Workers: *workers, FrontDoors: *frontDoors, Ports: ports,
-		Scenario: *scenario, Upstream: os.Getenv("LLM_BASE_URL"),
+		Scenario: *scenario, Upstream: os.Getenv("LLM_BASE_URL"), Policy: os.Getenv("POLICY_FILE"),
 		SimModels: os.Getenv("LLM_MODELS"), // the workers read it too: llmsim serves the ladder's names
 		Log:       os.Stdout,
 	})

@@ -77,6 +77,8 @@ type Options struct {
 	SimModels string
 	// Policy is the workers' and front doors' policy file; empty: the
 	// embedded defaults with the shared store on the cluster's PostgreSQL.
+	// A policy whose models name their base_url keeps its endpoints: no
+	// llmsim is started for it unless Upstream says otherwise.
 	Policy string
 	// Env is added to the workers' and front doors' environment.
 	Env []string
@@ -153,7 +155,11 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	c.add(&proc{name: "ui", ready: addr(o.Ports.UI), argv: []string{
 		filepath.Join(o.Bin, UIServerBin), "--root", filepath.Join(o.Dir, "ui"), "--config", "config", "--env", "development", "start"}})
 	upstream := o.Upstream
-	if upstream == "" {
+	own, err := policyEndpoints(o.Policy)
+	if err != nil {
+		return nil, err
+	}
+	if upstream == "" && !own {
 		scenario := o.Scenario
 		if scenario == "" {
 			scenario = "mixed"
@@ -565,4 +571,41 @@ func (c *Cluster) UIURL() string { return "http://" + addr(c.o.Ports.UI) }
 // FrontDoorURL is the base URL (…/v1) of front door i (from 0).
 func (c *Cluster) FrontDoorURL(i int) string {
 	return "http://" + addr(c.o.Ports.FrontDoors[i]) + "/v1"
+}
+
+// policyEndpoints reports whether the policy file at path names an
+// endpoint (a base_url) for any of its models: its models then go where
+// it says, and the cluster starts no simulator to send them to ("" : no
+// policy, no endpoints).
+func policyEndpoints(path string) (bool, error) {
+	if path == "" {
+		return false, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	// Read loosely: a policy without endpoints is valid only once
+	// LLM_BASE_URL names one, which is what is being decided here.
+	var p struct {
+		Defaults struct {
+			BaseURL string `yaml:"base_url"`
+		} `yaml:"model_defaults"`
+		Models []struct {
+			BaseURL     string `yaml:"base_url"`
+			Deployments []any  `yaml:"deployments"`
+		} `yaml:"models"`
+	}
+	if err := yaml.Unmarshal(data, &p); err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	if p.Defaults.BaseURL != "" {
+		return true, nil
+	}
+	for _, m := range p.Models {
+		if m.BaseURL != "" || len(m.Deployments) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
