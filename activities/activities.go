@@ -292,6 +292,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 	budgetWhy := "" // the last refusal of the retry budget
 	refused := 0    // retries the budget refused
 	pastOpen := false
+	var openFirst []string // the open rungs the first pass skipped, when it went past them
 	defer func() {
 		// Each model an open breaker refused is an attempt refused, in
 		// llm_attempts_total, and each retry the budget refused is one,
@@ -329,11 +330,16 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			// client (gRPC's retry throttling never throttles an original
 			// request; Envoy's panic threshold routes to every host when
 			// too few are healthy).
-			pastOpen, want = true, in.State.Model
+			pastOpen, want, openFirst = true, in.State.Model, breakerSkipped
 			p, breakerSkipped, budgetSkipped, budgetWhy, refused = Prepared{State: in.State}, nil, nil, "", 0
 			continue
 		}
 		if !ok {
+			if pastOpen {
+				// Past the breakers no rung takes it either (holds, keys,
+				// pacing): it waits for the breakers' trials as before.
+				breakerSkipped = append(breakerSkipped, openFirst...)
+			}
 			if w := a.trialWait(in, breakerSkipped, budgetSkipped, budgetWhy); w.Hold > 0 {
 				breakerSkipped, refused = nil, 0 // a wait, not attempts refused: nothing counted
 				return w, nil

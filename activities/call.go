@@ -173,7 +173,10 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	due := a.now().Add(timeout)
 	grace := time.Duration(0)
 	if m.Stream {
-		grace = max(in.Grace, 0)
+		// The workflow sized the attempt when it scheduled it: the time
+		// the attempt waited to be picked up comes off the grace, so the
+		// fallback keeps its FallbackTime.
+		grace = max(in.Grace-max(info.StartedTime.Sub(info.ScheduledTime), 0), 0)
 	}
 	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout+grace)
 	defer cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -81,5 +82,26 @@ func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
 	}
 	if requests.Load() != 1 {
 		t.Fatalf("%d requests reached the upstream, want 1", requests.Load())
+	}
+}
+
+// TestAFirstRequestPastOpenBreakersThatNoRungTakesWaits: every rung's
+// breaker is open and every rung is held by a rate limit longer than the
+// call can wait. Past the breakers no rung takes the first request
+// either, so the call waits for the breakers' trials (as a retry would),
+// not the FAQ at once.
+func TestAFirstRequestPastOpenBreakersThatNoRungTakesWaits(t *testing.T) {
+	a := slowFirstTokenActivities(t, "http://127.0.0.1:1")
+	now := time.Now()
+	for _, m := range a.cfg.Models {
+		a.breakers.Trip(m.Name, now)
+		a.holds.Hold(m.Scope(m.RateLimitScope), now, 10*time.Minute)
+	}
+	p, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "breaker open") {
+		t.Fatalf("model %q, recheck %v, hold %v (%s): want a wait for the breakers' trials", p.Model, p.Recheck, p.Hold, p.HoldReason)
 	}
 }

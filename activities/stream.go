@@ -82,7 +82,7 @@ func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 				return
 			}
 		}
-		w.fire(errFirstToken)
+		w.fireUnlessChunked(errFirstToken)
 	}
 	w.mu.Lock() // due may run before AfterFunc returns
 	w.timer = time.AfterFunc(t.firstToken, due)
@@ -106,6 +106,18 @@ func (w *watchdog) fire(cause error) {
 		w.fired = cause
 		w.cancel(cause)
 	}
+}
+
+// fireUnlessChunked fires cause unless a chunk came meanwhile: a first
+// token that arrives as the first-token watch decides to cut wins.
+func (w *watchdog) fireUnlessChunked(cause error) {
+	w.mu.Lock()
+	chunked := w.chunked
+	if !chunked && w.fired == nil && w.timer != nil {
+		w.fired = cause
+		w.cancel(cause)
+	}
+	w.mu.Unlock()
 }
 
 // chunk restarts the clock: the next chunk is due within the idle timeout.

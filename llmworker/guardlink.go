@@ -85,10 +85,10 @@ func (l *GuardLink) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		read := time.Since(readAt) >= guard.ReadEvery(l.sync.Workers(), l.interval)-l.interval/2
-		if read {
-			readAt = time.Now()
-		}
 		err := l.once(ctx, read)
+		if read && err == nil {
+			readAt = time.Now() // a failed read is tried again at the next tick
+		}
 		switch {
 		case err != nil && !failing && ctx.Err() == nil:
 			l.logger.Warn("the fleet's guard cannot be reached; this worker's guards decide alone until it can", "error", err)

@@ -38,7 +38,7 @@ func PrintSettings(cfg *config.Config, getenv func(string) string) SettingsPrint
 	}
 	return SettingsPrint{
 		Ladder: shortHash("ladder", strings.Join(names, ",")),
-		IDs:    shortHash("ids", getenv(request.EnvIDSecret)),
+		IDs:    shortHash("ids", strings.TrimSpace(getenv(request.EnvIDSecret))),
 		Keys:   shortHash("keys", strings.TrimSpace(getenv(codec.EnvKeys))),
 	}
 }
@@ -100,7 +100,7 @@ func CompareFleetSettings(ctx context.Context, c client.Client, queue string, mi
 		if !ok {
 			continue
 		}
-		who, _, _ := strings.Cut(p.GetIdentity(), " ")
+		who := strings.TrimSpace(printRE.ReplaceAllString(p.GetIdentity(), ""))
 		for _, s := range mine.Differ(theirs) {
 			if !slices.Contains(differ[s], who) {
 				differ[s] = append(differ[s], who)

@@ -339,13 +339,16 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	hin := in
 	hin.Model, hin.Prompt, hin.Shape, hin.Key, hin.Fingerprint, hin.Resends = hp.Model, hp.Prompt, hp.State.Shape, hp.Key, hp.Fingerprint, hp.Resends
 	hin.Hedge, hin.Timeout = true, min(hp.Timeout, left)
+	// A hedge is extra load: no open breaker is set aside for it; its
+	// grace is its own model's.
+	hin.PastOpen, hin.Grace = false, callstate.Grace(hin.Timeout, hp.Timeout, c.ad.FallbackReserve)
 	summary := fmt.Sprintf("hedge: %s after %s without a first token from %s (%s)", hp.Model, callstate.FormatDuration(plan.After), r.primary.model(), plan.Basis)
 	if plan.Overdue {
 		summary = fmt.Sprintf("hedge: %s, %s without a first token from %s, kept open: %s",
 			hp.Model, callstate.FormatDuration(workflow.Now(ctx).Sub(r.primary.started)), r.primary.model(), r.primary.soon)
 	}
 	c.event(ctx, Event{Type: EventHedgeStarted, Attempt: c.st.N, Model: hp.Model, Reason: summary})
-	start(&r.hedge, hp, hin, hin.Timeout, summary)
+	start(&r.hedge, hp, hin, hin.Timeout+hin.Grace, summary)
 }
 
 // quickAnswer delivers the answer of hedge h while the primary goes on

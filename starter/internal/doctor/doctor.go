@@ -186,7 +186,10 @@ func temporalRows(ctx context.Context, o Options) []Row {
 	case err != nil:
 		rows = append(rows, Row{check, Warn, "not compared: " + err.Error()})
 	case len(diffs) > 0:
-		rows = append(rows, Row{check, Fail, strings.Join(diffs, "; ") + ": give every process the same (docs/calling.md, settings every process shares)"})
+		// A warning: during a rotation (a new ladder or key set rolling
+		// out) old workers still poll, and the server lists a stopped
+		// worker's polls for a few minutes.
+		rows = append(rows, Row{check, Warn, strings.Join(diffs, "; ") + ": give every process the same (docs/calling.md, settings every process shares)"})
 	default:
 		rows = append(rows, Row{check, OK, "the ladder, " + request.EnvIDSecret + " and " + codec.EnvKeys + " as every worker that says has them"})
 	}
