@@ -74,7 +74,9 @@ func TestRecordSavesCheckedHistories(t *testing.T) {
 	require.Equal(t, "history-class-rate_limited", replay.WorkflowID(h, nil))
 	data, err := os.ReadFile(files[1])
 	require.NoError(t, err)
-	require.Contains(t, string(data), `"identity": "`+workerIdentity+`"`)
+	// The worker's identity, with the print of the settings every process
+	// shares (llmworker.SettingsPrint) after it.
+	require.Contains(t, string(data), `"identity": "`+workerIdentity+` durable-llm[ladder=`)
 	host, err := os.Hostname()
 	require.NoError(t, err)
 	require.NotContains(t, string(data), "@"+host, "no default pid@host identity")
