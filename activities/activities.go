@@ -292,7 +292,6 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 	budgetWhy := "" // the last refusal of the retry budget
 	refused := 0    // retries the budget refused
 	pastOpen := false
-	var openFirst []string // the open rungs the first pass skipped, when it went past them
 	defer func() {
 		// Each model an open breaker refused is an attempt refused, in
 		// llm_attempts_total, and each retry the budget refused is one,
@@ -321,28 +320,26 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		if !ok && !in.Only {
 			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
-		if !ok && !pastOpen && len(breakerSkipped) > 0 && firstRequest(in, in.State) {
-			// Every rung that could take the call is behind an open
-			// breaker: its first request goes as a plain client's would,
-			// to the first rung that takes it with the breakers set aside
-			// (PastOpen). A breaker stops the extra load of retries; a
-			// call's first request is load the upstream gets from any
-			// client (gRPC's retry throttling never throttles an original
-			// request; Envoy's panic threshold routes to every host when
-			// too few are healthy).
-			pastOpen, want, openFirst = true, in.State.Model, breakerSkipped
-			p, breakerSkipped, budgetSkipped, budgetWhy, refused = Prepared{State: in.State}, nil, nil, "", 0
-			continue
-		}
 		if !ok {
-			if pastOpen {
-				// Past the breakers no rung takes it either (holds, keys,
-				// pacing): it waits for the breakers' trials as before.
-				breakerSkipped = append(breakerSkipped, openFirst...)
-			}
 			if w := a.trialWait(in, breakerSkipped, budgetSkipped, budgetWhy); w.Hold > 0 {
 				breakerSkipped, refused = nil, 0 // a wait, not attempts refused: nothing counted
 				return w, nil
+			}
+			if !pastOpen && len(breakerSkipped) > 0 && firstRequest(in, in.State) {
+				// Every rung that could take the call is behind an open
+				// breaker and its wait for their trials is spent: before
+				// the fallback, its first request goes as a plain client's
+				// would, to the first rung that takes it with the breakers
+				// set aside (PastOpen). A breaker stops the extra load of
+				// retries; a call's first request is load the upstream
+				// gets from any client (gRPC's retry throttling never
+				// throttles an original request; Envoy's panic threshold
+				// routes to every host when too few are healthy). Waiting
+				// first serves the calls of an upstream that comes back
+				// within call.max_wait without a failed request each.
+				pastOpen, want = true, in.State.Model
+				p, breakerSkipped, budgetSkipped, budgetWhy, refused = Prepared{State: in.State}, nil, nil, "", 0
+				continue
 			}
 			p.Reason = "no model left to try"
 			if len(p.Skipped) > 0 {

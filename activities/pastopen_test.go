@@ -15,10 +15,10 @@ import (
 )
 
 // TestACallsFirstRequestGoesPastOpenBreakers: every rung's breaker is
-// open. A call's first request still reaches the upstream, at the
-// preferred rung, and is answered, as a plain client's one request would
-// be; a retry of a call whose first request failed is refused and waits
-// for the breakers' trials. Before, the first request waited too and, in
+// open. A call first waits for the breakers' trials; its wait spent, its
+// first request still reaches the upstream, at the preferred rung, and is
+// answered, as a plain client's one request would be; a retry of a call
+// whose first request failed is refused. Before, the first request waited too and, in
 // a flap with the breakers open through the up windows, calls a plain
 // client would have had answered took the FAQ.
 func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
@@ -35,7 +35,19 @@ func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
 		a.breakers.Trip(m.Name, now)
 	}
 
-	first, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	// First it waits for the breakers' trials (call.max_wait): an
+	// upstream back within it serves the call without a failed request.
+	wait, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !wait.Recheck || wait.Hold <= 0 || wait.PastOpen {
+		t.Fatalf("a first request with its wait ahead: model %q, recheck %v, hold %v, past open %v; want a wait for the trials", wait.Model, wait.Recheck, wait.Hold, wait.PastOpen)
+	}
+	// Its wait spent, the first request goes past the breakers.
+	spent := firstPrepare()
+	spent.State.Waited = a.cfg.Call.MaxWaitFor(spent.Request.Scenario, false)
+	first, err := a.PrepareAttempt(context.Background(), spent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +97,12 @@ func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
 	}
 }
 
-// TestAFirstRequestPastOpenBreakersThatNoRungTakesWaits: every rung's
-// breaker is open and every rung is held by a rate limit longer than the
-// call can wait. Past the breakers no rung takes the first request
-// either, so the call waits for the breakers' trials (as a retry would),
-// not the FAQ at once.
-func TestAFirstRequestPastOpenBreakersThatNoRungTakesWaits(t *testing.T) {
+// TestAFirstRequestPastOpenBreakersThatNoRungTakes: every rung's breaker
+// is open and every rung is held by a rate limit longer than the call can
+// wait. The call waits for the breakers' trials while it may; its wait
+// spent, no rung takes its first request past the breakers either, and
+// the fallback answers.
+func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
 	a := slowFirstTokenActivities(t, "http://127.0.0.1:1")
 	now := time.Now()
 	for _, m := range a.cfg.Models {
@@ -103,5 +115,14 @@ func TestAFirstRequestPastOpenBreakersThatNoRungTakesWaits(t *testing.T) {
 	}
 	if !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "breaker open") {
 		t.Fatalf("model %q, recheck %v, hold %v (%s): want a wait for the breakers' trials", p.Model, p.Recheck, p.Hold, p.HoldReason)
+	}
+	spent := firstPrepare()
+	spent.State.Waited = a.cfg.Call.MaxWaitFor(spent.Request.Scenario, false)
+	p, err = a.PrepareAttempt(context.Background(), spent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "" || p.Recheck || p.PastOpen {
+		t.Fatalf("model %q, recheck %v, past open %v (%s): want the fallback", p.Model, p.Recheck, p.PastOpen, p.Reason)
 	}
 }

@@ -540,13 +540,15 @@ func TestLLMCallUpstreamInvalidRequestFails(t *testing.T) {
 }
 
 // TestLLMCallFirstRequestGoesPastOpenBreakers: every model's breaker is
-// open. The call's first request still goes, to the first model, as a
-// plain client's would, and the model answers; when it fails instead, no
-// retry goes through the open breakers and, with no wait allowed, the FAQ
-// answers after that one request.
+// open and the call may not wait for their trials (call.max_wait 0). Its
+// first request still goes, to the first model, as a plain client's
+// would, and the model answers; when it fails instead, no retry goes
+// through the open breakers and the FAQ answers after that one request.
 func TestLLMCallFirstRequestGoesPastOpenBreakers(t *testing.T) {
 	t.Run("answered", func(t *testing.T) {
-		h := newHarness(t, nil, ok("Your parcel ships today."))
+		cfg := config.DefaultConfig()
+		cfg.Call.MaxWait = 0
+		h := newHarness(t, cfg, ok("Your parcel ships today."))
 		for _, m := range config.DefaultConfig().Models {
 			h.brk.Trip(m.Name, time.Now())
 		}
@@ -777,10 +779,10 @@ func TestLLMCallHistoryGuard(t *testing.T) {
 }
 
 // TestLLMCallWaitsForTheBreakersTrials: every model's breaker is open when
-// the call starts; its first request goes past them and fails; its retry
-// waits on visible timers (call.max_wait), rechecking, and the model
-// answers once its breaker lets trials through, instead of the FAQ
-// answering at once. Without max_wait it is the FAQ at once.
+// the call starts; it waits on visible timers (call.max_wait), rechecking,
+// and the model answers once its breaker lets trials through, without a
+// failed request first. Without max_wait its first request goes at once,
+// past the open breakers, as a plain client's would.
 func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 	for _, wait := range []time.Duration{10 * time.Second, 0} {
 		t.Run(fmt.Sprintf("max_wait %s", wait), func(t *testing.T) {
@@ -796,14 +798,11 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 			env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
 			env.RegisterActivity(acts)
 			var calls []time.Time
+			var pastOpen []bool
 			env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
 				func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
 					calls = append(calls, env.Now())
-					if len(calls) == 1 {
-						out := activities.CallOutcome{Status: 500, Class: failure.ServerError, Reason: "scripted server_error"}
-						return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(out.Class),
-							temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
-					}
+					pastOpen = append(pastOpen, in.PastOpen)
 					return activities.CallOutcome{Status: 200, Content: "Your parcel ships today.", FinishReason: "stop", CompletionTokens: 5}, nil
 				})
 			start := env.Now()
@@ -815,17 +814,16 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 			require.NoError(t, env.GetWorkflowError())
 			var res workflows.CallResult
 			require.NoError(t, env.GetWorkflowResult(&res))
-			require.NotEmpty(t, calls)
-			require.Less(t, calls[0].Sub(start), time.Second, "the first request goes at once, past the open breakers")
+			require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
+			require.Len(t, calls, 1, "one upstream request")
 			if wait == 0 {
-				require.Equal(t, workflows.SourceFAQ, res.Source, "no wait: the FAQ after the first request failed")
-				require.Len(t, calls, 1)
+				require.Less(t, calls[0].Sub(start), time.Second, "no wait: the first request goes at once")
+				require.True(t, pastOpen[0], "past the open breakers")
 				return
 			}
-			require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
-			require.Len(t, calls, 2, "the first request, then one retry once the breaker lets trials through")
-			require.GreaterOrEqual(t, calls[1].Sub(start), 3*time.Second, "the retry not before the open period ended")
-			require.Less(t, calls[1].Sub(start), 5*time.Second, "soon after it")
+			require.False(t, pastOpen[0], "a trial, not a request past the breakers")
+			require.GreaterOrEqual(t, calls[0].Sub(start), 3*time.Second, "not before the open period ended")
+			require.Less(t, calls[0].Sub(start), 5*time.Second, "soon after it")
 		})
 	}
 }
