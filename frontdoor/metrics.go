@@ -46,14 +46,11 @@ func newDoorMetrics(reg prometheus.Registerer, h *Handler) (*doorMetrics, error)
 	return m, nil
 }
 
-// observe counts one request that ended: its route pattern ("" when no
-// route matched), what rec saw, and how long it took.
+// observe counts one request that ended: its route pattern (an unknown
+// URL is the catch-all "/"), what rec saw, and how long it took.
 func (m *doorMetrics) observe(route string, rec *recorder, took time.Duration) {
 	if m == nil {
 		return
-	}
-	if route == "" {
-		route = "unmatched"
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 	if rec.code != "" {
