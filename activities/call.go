@@ -167,17 +167,14 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if timeout <= 0 {
 		timeout = m.Timeout.D()
 	}
-	// due is the attempt's deadline; a streamed answer under way then may
-	// run in.Grace longer (the overdue watch cuts one with no first token
-	// at due).
-	due := a.now().Add(timeout)
-	grace := time.Duration(0)
-	if m.Stream {
-		// The workflow sized the attempt when it scheduled it: the time
-		// the attempt waited to be picked up comes off the grace, so the
-		// fallback keeps its FallbackTime.
-		grace = max(in.Grace-max(info.StartedTime.Sub(info.ScheduledTime), 0), 0)
-	}
+	// An attempt bounded by the call's deadline keeps its request open
+	// in.Grace past it, answer started or not: no attempt could start in
+	// the fallback's reserve, and the fallback needs only FallbackTime of
+	// it. The workflow sized the attempt when it scheduled it: the time
+	// the attempt waited to be picked up comes off the grace, so the
+	// fallback keeps its FallbackTime.
+	grace := max(in.Grace-max(info.StartedTime.Sub(info.ScheduledTime), 0), 0)
+	due := a.now().Add(timeout + grace)
 	callCtx, cancel := context.WithTimeout(withExchange(ctx, ex), timeout+grace)
 	defer cancel()
 	if in.Announce {
@@ -224,13 +221,12 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 			}
 			done := a.queues.wait(m.Endpoint(), start, m.FirstTokenTimeout.D())
 			ftt := m.FirstTokenTimeout.D()
-			deadline := due
 			watch := ftt
 			if grace > 0 {
 				watch = max(min(ftt, due.Sub(a.now())), time.Millisecond) // no first token by due: cut there
 			}
 			st := stream(callCtx, a.client(m), req, streamLimits{firstToken: watch, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
-				patient: func() (bool, time.Duration) { return a.overdue(in, m, start, deadline, ann, &cutWhy) }},
+				patient: func() (bool, time.Duration) { return a.overdue(in, m, start, due, ann, &cutWhy) }},
 				func(n int) {
 					tokens.Store(int64(n))
 					if n == 1 {

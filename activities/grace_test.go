@@ -13,11 +13,12 @@ import (
 )
 
 // TestAnAnswerUnderWayRunsIntoTheGrace: an attempt bounded by the call's
-// deadline (800 ms here) with a grace (1 s) from the fallback's reserve.
-// An answer whose first token came at 300 ms and whose end comes at
-// 1.2 s is kept to its end, where the attempt's deadline alone cut it;
-// a request with no first token by the deadline is still cut there
-// (read_timeout), not kept into the grace.
+// deadline (800 ms here) with a grace (1 s) from the fallback's reserve
+// keeps its request open to the grace's end, answer started or not: an
+// answer whose first token came at 300 ms and whose end comes at 1.2 s is
+// kept to its end, and so is a request whose first byte comes at 1.2 s,
+// where the attempt's deadline alone cut both; a request with no first
+// token by the grace's end (1.8 s) is cut there (read_timeout).
 func TestAnAnswerUnderWayRunsIntoTheGrace(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -34,9 +35,15 @@ func TestAnAnswerUnderWayRunsIntoTheGrace(t *testing.T) {
 		{"under way, no grace", sse{headerDelay: 300 * time.Millisecond, done: true, events: []sseEvent{
 			{data: delta("Your parcel ")}, {after: 900 * time.Millisecond, data: delta("ships today.")}, {data: finish("stop")}, {data: usageChunk}}},
 			0, "", failure.Timeout, 1100 * time.Millisecond},
-		{"no first token", sse{headerDelay: 1200 * time.Millisecond, done: true, events: []sseEvent{
+		{"first token in the grace", sse{headerDelay: 1200 * time.Millisecond, done: true, events: []sseEvent{
 			{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}},
-			time.Second, "", failure.ReadTimeout, 1100 * time.Millisecond},
+			time.Second, "Your parcel ships today.", failure.None, 1600 * time.Millisecond},
+		{"first token in the grace, no grace", sse{headerDelay: 1200 * time.Millisecond, done: true, events: []sseEvent{
+			{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}},
+			0, "", failure.Timeout, 1100 * time.Millisecond},
+		{"no first token by the grace's end", sse{headerDelay: 2500 * time.Millisecond, done: true, events: []sseEvent{
+			{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}},
+			time.Second, "", failure.ReadTimeout, 2100 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(c.reply.serve))

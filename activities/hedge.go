@@ -158,7 +158,8 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline time.Time, ann *announcer, why *string) (wait bool, recheck time.Duration) {
 	now := a.now()
 	if in.Grace > 0 && !deadline.IsZero() {
-		// The grace past the deadline is for an answer under way only.
+		// deadline includes the grace: the request is cut there, where
+		// the fallback's FallbackTime begins.
 		if !now.Before(deadline) {
 			*why = "cut: no first token by the attempt's deadline"
 			return false, 0

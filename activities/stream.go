@@ -65,6 +65,8 @@ type watchdog struct {
 	chunked bool
 	// overdue: the first-token timeout passed without a chunk.
 	overdue bool
+	// firstDue: when the first token is due.
+	firstDue time.Time
 }
 
 func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
@@ -85,6 +87,7 @@ func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 		w.fireUnlessChunked(errFirstToken)
 	}
 	w.mu.Lock() // due may run before AfterFunc returns
+	w.firstDue = time.Now().Add(t.firstToken)
 	w.timer = time.AfterFunc(t.firstToken, due)
 	w.mu.Unlock()
 	return w
@@ -134,7 +137,8 @@ func (w *watchdog) chunk() {
 // stop ends the watch and reports what fired, if anything; with ended
 // (the request's context ran out) a first token overdue and never come
 // counts as errFirstToken: the request was kept open past the first-token
-// timeout to its attempt's deadline.
+// timeout to its attempt's deadline, or the deadline came with the
+// first token's time, before the watch could say so.
 func (w *watchdog) stop(ended bool) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -142,7 +146,7 @@ func (w *watchdog) stop(ended bool) error {
 		w.timer.Stop()
 		w.timer = nil
 	}
-	if w.fired == nil && ended && w.overdue && !w.chunked {
+	if w.fired == nil && ended && !w.chunked && (w.overdue || !time.Now().Before(w.firstDue)) {
 		return errFirstToken
 	}
 	return w.fired

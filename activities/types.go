@@ -193,9 +193,8 @@ type CallInput struct {
 	// FirstTokenWins: the race goes to the first attempt to give a first
 	// token, whether or not the caller streams; it cuts the other.
 	FirstTokenWins bool `json:"first_token_wins,omitempty"`
-	// Grace: a streamed answer under way at Timeout may run this much
-	// longer (callstate.Grace); a first token not come by Timeout still
-	// ends the attempt there.
+	// Grace: an attempt its call's deadline bounds keeps its request open
+	// this much past Timeout (callstate.Grace), answer started or not.
 	Grace time.Duration `json:"grace,omitempty"`
 	// PastOpen: the call's first request, planned past open breakers
 	// (Prepared.PastOpen): an open breaker does not refuse it.

@@ -20,16 +20,17 @@ const MinAttemptTime = time.Second
 
 // FallbackTime is what the fallback needs of call.fallback_reserve once an
 // attempt has ended: a workflow task, the decision and the FAQ (local
-// activities), the result; measured at 150–300 ms on the dev server. An
-// answer under way when the attempt's deadline comes may run into the
-// rest of the reserve (Grace): a request that may still answer is not
+// activities), the result; measured at 150–300 ms on the dev server. No
+// attempt starts in the reserve, but one already open when the attempt's
+// deadline comes keeps its request into the rest of it (Grace), its
+// answer started or not: a request that may still answer is not
 // abandoned for a fallback that needs a fraction of that time.
 const FallbackTime = 500 * time.Millisecond
 
 // Grace is how long an attempt bounded by the call's deadline (timeout
-// below the model's own, modelTimeout) may run past it when its answer is
-// under way: the part of the fallback's reserve the fallback does not
-// need (FallbackTime). Zero for an attempt its model's timeout bounds.
+// below the model's own, modelTimeout) keeps its request open past it: the
+// part of the fallback's reserve the fallback does not need
+// (FallbackTime). Zero for an attempt its model's timeout bounds.
 func Grace(timeout, modelTimeout, reserve time.Duration) time.Duration {
 	if timeout >= modelTimeout {
 		return 0
