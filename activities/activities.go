@@ -57,11 +57,13 @@ type Activities struct {
 	// summaries are the sessions' context summaries (summarize.go).
 	summaries *summaryCache
 	faq       *faq.FAQ
-	metrics   Metrics
-	getenv    func(string) string
-	now       func() time.Time
-	rand      func() float64
-	http      *http.Client
+	// live serves streamed attempts' text (live.go); nil: off.
+	live    *Live
+	metrics Metrics
+	getenv  func(string) string
+	now     func() time.Time
+	rand    func() float64
+	http    *http.Client
 
 	spend SpendMeter
 	// ruleGate says whether the learner lets a rule fire (nil: all fire).
@@ -118,6 +120,10 @@ type Options struct {
 	Tracing  bool
 	Breakers *guard.BreakerRegistry
 	Classes  *guard.ClassBreaker
+	// Live serves streamed attempts' text outside the call's history
+	// (package livestream); nil: their deltas go on the call's workflow
+	// stream.
+	Live *Live
 }
 
 // New builds the per-process activities: the retry budgets, one breaker
@@ -132,6 +138,7 @@ func New(o Options) (*Activities, error) {
 		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
 		firstTokens: guard.NewFirstTokens(), queues: newQueues(), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
+		live: o.Live,
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}

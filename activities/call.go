@@ -183,12 +183,17 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		callCtx, cut = context.WithCancelCause(callCtx)
 		defer a.races.join(raceKey(info.WorkflowExecution.RunID, in.Attempt, in.Hedge), cut)()
 	}
-	pub := a.publisher(ctx, in, m)
+	pub := a.publisher(ctx, in, m, func() { cancel() })
 	defer pub.close(ctx)
 	var tokens atomic.Int64
-	stopHeartbeat := heartbeat(ctx, info.HeartbeatTimeout, func() any {
-		return Progress{Attempt: in.Attempt, Tokens: int(tokens.Load())}
-	})
+	stopHeartbeat := func() {}
+	if pub.heartbeats() {
+		pub.tokens = &tokens
+	} else {
+		stopHeartbeat = heartbeat(ctx, info.HeartbeatTimeout, func() any {
+			return Progress{Attempt: in.Attempt, Tokens: int(tokens.Load())}
+		})
+	}
 
 	ann := newAnnouncer(ctx, in, pub)
 	defer ann.stop()
@@ -283,6 +288,11 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		// The workflow cancelled the call (or the activity timed out): no
 		// outcome to judge, and the breaker learns nothing.
 		return out, ctx.Err()
+	}
+	if pub.cancelled() {
+		// A live attempt's heartbeat said the call cancelled it.
+		pub.close(ctx)
+		return out, temporal.NewCanceledError()
 	}
 	out.NotSent = !fits
 
@@ -740,6 +750,10 @@ func checked(r request.Request) bool { return r.NeedsTools() || r.JSONAnswer() }
 type Progress struct {
 	Attempt int `json:"attempt"`
 	Tokens  int `json:"tokens"`
+	// Text is a live attempt's text so far, all of it handed to its
+	// followers (liveAttempt): after a lost worker the call continues it.
+	Text string `json:"text,omitempty"`
+	Live bool   `json:"live,omitempty"`
 }
 
 // heartbeat records heartbeats with details() until stop is called, often

@@ -2,9 +2,12 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
@@ -17,20 +20,31 @@ const flushTimeout = 5 * time.Second
 // callPublisher streams one attempt's text to the caller through the
 // call's workflow stream, when the call asked to stream. A nil
 // *callPublisher publishes nothing.
+//
+// A live attempt (the worker serves live text, and no hedge races the
+// attempt) publishes only one event on the stream, where to follow it
+// (EventLive), and hands its text to its followers through the worker's
+// live registry (liveAttempt): the call's history then holds no batch of
+// tokens. Otherwise the deltas go on the stream in batches.
 type callPublisher struct {
-	c       *workflowstreams.Client
-	deltas  *workflowstreams.TopicHandle
-	attempt int
-	model   string
-	any     bool
-	closed  bool
-	ok      bool
+	c        *workflowstreams.Client
+	deltas   *workflowstreams.TopicHandle
+	live     *liveAttempt
+	liveAt   LiveEvent     // where to follow live, published once (liveSaid)
+	tokens   *atomic.Int64 // the attempt's tokens so far, for live heartbeats
+	liveSaid bool
+	attempt  int
+	model    string
+	any      bool
+	closed   bool
+	ok       bool
 }
 
 // publisher returns the attempt's publisher, nil when the caller did not
 // ask to stream (or the stream cannot be reached: the answer then still
-// comes in the result).
-func (a *Activities) publisher(ctx context.Context, in CallInput, m config.ModelConfig) *callPublisher {
+// comes in the result). cancel cuts the attempt when a live attempt's
+// heartbeat says the call cancelled it.
+func (a *Activities) publisher(ctx context.Context, in CallInput, m config.ModelConfig, cancel func()) *callPublisher {
 	if !in.Request.Stream {
 		return nil
 	}
@@ -39,7 +53,29 @@ func (a *Activities) publisher(ctx context.Context, in CallInput, m config.Model
 		activity.GetLogger(ctx).Warn("no workflow stream: the answer comes in the result only", "error", err)
 		return nil
 	}
-	return &callPublisher{c: c, deltas: c.Topic(TopicDelta), attempt: in.Attempt, model: m.Name}
+	p := &callPublisher{c: c, deltas: c.Topic(TopicDelta), attempt: in.Attempt, model: m.Name}
+	if a.live != nil && !in.Request.StreamDeltas {
+		p.live = a.newLiveAttempt(ctx, in.Attempt, activity.GetInfo(ctx).HeartbeatTimeout, cancel)
+		p.liveAt = LiveEvent{Type: EventLive, Attempt: in.Attempt, Model: m.Name, URL: a.live.URL + "/live/" + p.live.att.ID}
+		if !in.Announce {
+			// Where to follow it, at once: the follower connects while the
+			// upstream prepares its first token.
+			p.announceLive()
+		}
+		// A racing attempt says where to follow it with its first text,
+		// after its first-token note: the call's stream drops the event of
+		// a racer that did not win, as it drops its deltas.
+	}
+	return p
+}
+
+// announceLive publishes the live attempt's event, once.
+func (p *callPublisher) announceLive() {
+	if p.liveSaid {
+		return
+	}
+	p.liveSaid = true
+	p.c.Topic(TopicEvent).Publish(p.liveAt, true)
 }
 
 // text publishes a piece of the answer: the first at once, later ones in
@@ -48,7 +84,16 @@ func (p *callPublisher) text(t string) {
 	if p == nil || t == "" || p.closed {
 		return
 	}
-	p.deltas.Publish(Delta{Attempt: p.attempt, Model: p.model, Text: t}, false)
+	if p.live != nil {
+		p.announceLive()
+		n := 0
+		if p.tokens != nil {
+			n = int(p.tokens.Load())
+		}
+		p.live.addText(t, n)
+	} else {
+		p.deltas.Publish(Delta{Attempt: p.attempt, Model: p.model, Text: t}, false)
+	}
 	p.any = true
 }
 
@@ -57,13 +102,19 @@ func (p *callPublisher) toolCalls(calls []request.ToolCall) {
 	if p == nil || len(calls) == 0 || p.closed {
 		return
 	}
-	p.deltas.Publish(Delta{Attempt: p.attempt, Model: p.model, ToolCalls: calls}, false)
+	if p.live != nil {
+		p.announceLive()
+		p.live.addToolCalls(calls)
+	} else {
+		p.deltas.Publish(Delta{Attempt: p.attempt, Model: p.model, ToolCalls: calls}, false)
+	}
 	p.any = true
 }
 
 // close flushes what was published and stops the sender; it reports
 // whether some text was published and all of it was accepted by the
-// workflow (the caller has then seen it, or will).
+// workflow, or held by a live attempt's last heartbeat (the caller has
+// then seen it, or will).
 func (p *callPublisher) close(ctx context.Context) bool {
 	if p == nil {
 		return false
@@ -72,7 +123,26 @@ func (p *callPublisher) close(ctx context.Context) bool {
 		p.closed = true
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 		defer cancel()
-		p.ok = p.c.Close(fctx) == nil
+		liveOK := true
+		if p.live != nil {
+			liveOK = p.live.close(fctx)
+		}
+		p.ok = p.c.Close(fctx) == nil && liveOK
 	}
 	return p.ok && p.any
+}
+
+// heartbeats reports whether the publisher sends the attempt's heartbeats
+// (a live attempt does; no other heartbeat may overwrite its text).
+func (p *callPublisher) heartbeats() bool { return p != nil && p.live != nil }
+
+// cancelled: a live attempt's heartbeat said the call cancelled it.
+func (p *callPublisher) cancelled() bool {
+	if p == nil || p.live == nil {
+		return false
+	}
+	p.live.mu.Lock()
+	defer p.live.mu.Unlock()
+	var c *temporal.CanceledError
+	return errors.As(p.live.failed, &c)
 }

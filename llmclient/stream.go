@@ -2,13 +2,18 @@ package llmclient
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
 
+	"github.com/durable-llm/durable-llm/livestream"
 	"github.com/durable-llm/durable-llm/workflows"
 	"github.com/durable-llm/durable-llm/workflowstreams"
 )
@@ -57,6 +62,52 @@ func (c *Client) Stream(ctx context.Context, req workflows.CallRequest, yield fu
 	return c.Follow(ctx, run.GetID(), 0, "", yield)
 }
 
+// yieldError is an error of the caller's yield, inside a live follow.
+type yieldError struct{ err error }
+
+func (e yieldError) Error() string { return e.err.Error() }
+
+// liveClient follows live attempts: a worker that does not answer within
+// a few seconds is taken for gone.
+var liveClient = &http.Client{Transport: &http.Transport{
+	DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+	ResponseHeaderTimeout: 5 * time.Second,
+	MaxIdleConnsPerHost:   64,
+}}
+
+// followLive hands yield the text of a live attempt (workflows.EventLive)
+// as deltas at the event's offset, until the attempt ends. A connection
+// cut before its end is resumed from the next piece, twice at most.
+func (c *Client) followLive(ctx context.Context, ev workflows.Event, offset int64, text *strings.Builder, yield func(StreamItem) error) error {
+	next := 0
+	var err error
+	for try := 0; try < 3; try++ {
+		if try > 0 && !sleepCtx(ctx, pollRetryWait) {
+			return ctx.Err()
+		}
+		var ended bool
+		ended, err = livestream.Follow(ctx, liveClient, ev.URL, next, func(p livestream.Piece) error {
+			next = p.Index + 1
+			d := &workflows.Delta{Attempt: ev.Attempt, Model: ev.Model, Text: p.Text}
+			if len(p.ToolCalls) > 0 {
+				if err := json.Unmarshal(p.ToolCalls, &d.ToolCalls); err != nil {
+					return err
+				}
+			}
+			text.WriteString(p.Text)
+			if err := yield(StreamItem{Offset: offset, Delta: d}); err != nil {
+				return yieldError{err}
+			}
+			return nil
+		})
+		var ye yieldError
+		if ended || errors.As(err, &ye) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
 // Follow subscribes to the stream of call id from offset from (0: the
 // start; a reconnecting caller passes the last offset it got plus one)
 // and hands yield each item in order until the call ends. seen is the
@@ -76,6 +127,7 @@ func (c *Client) Follow(ctx context.Context, id string, from int64, seen string,
 	var text strings.Builder
 	text.WriteString(seen)
 	done := false
+	missed := false // a live attempt's text could not be followed
 	sc := workflowstreams.NewClient(c.Temporal, id, workflowstreams.Options{})
 	dc := converter.GetDefaultDataConverter()
 	next, failures := from, 0
@@ -108,7 +160,40 @@ func (c *Client) Follow(ctx context.Context, id string, from int64, seen string,
 				if err := dc.FromPayload(item.Data, si.Event); err != nil {
 					return workflows.CallResult{}, fmt.Errorf("LLM call %s: stream item %d: %w", id, item.Offset, err)
 				}
-				done = done || si.Event.Type == workflows.EventDone || si.Event.Type == workflows.EventFailed
+				if si.Event.Type == workflows.EventLive {
+					// The attempt's text, from the worker that runs it, in
+					// deltas at this event's offset; the call's next events
+					// wait on the stream meanwhile.
+					if missed {
+						continue
+					}
+					if err := c.followLive(ctx, *si.Event, item.Offset, &text, yield); err != nil {
+						var ye yieldError
+						if errors.As(err, &ye) {
+							return workflows.CallResult{}, ye.err
+						}
+						if ctx.Err() != nil {
+							return workflows.CallResult{}, ctx.Err()
+						}
+						// The worker is gone (or unreachable): the text it
+						// handed later is not known here. Nothing more is
+						// shown live; the rest comes from the result.
+						missed = true
+					}
+					continue
+				}
+				end := si.Event.Type == workflows.EventDone || si.Event.Type == workflows.EventFailed
+				if si.Event.Type == workflows.EventDone && si.Event.Bytes > 0 && si.Event.Bytes != text.Len() {
+					// Resumed past a live attempt's event: its text is not
+					// all here.
+					missed = true
+				}
+				if end && missed {
+					// The text is not all here: the end is told after the
+					// rest, from the result, once the call closes.
+					continue
+				}
+				done = done || end
 				if si.Event.Type == workflows.EventReplaced {
 					text.Reset()
 					text.WriteString(si.Event.Content)

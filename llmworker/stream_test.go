@@ -110,7 +110,7 @@ func TestIntegrationTypeScriptSubscriber(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	req := question("[[sim tokens=120]] What does the warranty cover?")
-	req.Stream = true
+	req.Stream, req.StreamDeltas = true, true // the text on the stream itself
 	run, err := s.lc.Start(ctx, req)
 	require.NoError(t, err)
 

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +23,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
+	"github.com/durable-llm/durable-llm/livestream"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmnexus"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -72,6 +75,24 @@ type Options struct {
 	// Guards shares the retry budgets, breakers and rate-limit holds with
 	// the other workers of the task queue (docs/how-it-works.md "Shared guards").
 	Guards GuardOptions
+	// Live is where the worker serves its streamed attempts' text, so
+	// that it need not go through the calls' histories.
+	Live LiveOptions
+}
+
+// LiveOptions say where a worker serves its streamed attempts' text while
+// they generate (package livestream, docs/how-it-works.md "Streaming").
+type LiveOptions struct {
+	// Off puts every streamed attempt's deltas on its call's workflow
+	// stream instead: a history write per batch of tokens.
+	Off bool
+	// Addr is the address to listen on; default 127.0.0.1:0 (a free port,
+	// reachable from this host only).
+	Addr string
+	// URL is where the processes that follow calls (front doors,
+	// llmclient) reach it; default http://<the address listened on>, with
+	// this host's name when Addr is every interface (":9466").
+	URL string
 }
 
 // Deployment names a worker's Worker Deployment version.
@@ -120,7 +141,10 @@ type Worker struct {
 	done      chan struct{}
 	// stopTimeout is the SDK workers' WorkerStopTimeout.
 	stopTimeout time.Duration
-	log         *slog.Logger // the worker's own messages
+	// live and liveSrv serve the live attempts (nil when off).
+	live    *activities.Live
+	liveSrv *http.Server
+	log     *slog.Logger // the worker's own messages
 }
 
 // New builds the activities and a Temporal worker with LLMCall and every
@@ -145,11 +169,18 @@ func New(c client.Client, o Options) (*Worker, error) {
 		sync = guard.NewSync(name+"/"+uuid.NewString()[:8], o.Guards.Stale)
 	}
 	ruleStates := NewRuleStates(c, o.Config, cmp.Or(o.Logger, slog.Default()).With("component", "rule-states"))
+	live, liveSrv, err := serveLive(o.Live)
+	if err != nil {
+		return nil, err
+	}
 	acts, err := activities.New(activities.Options{
 		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync, Shared: o.SharedCache,
-		Tracing: o.Tracing, Spend: o.Spend, RuleGate: ruleStates.Gate,
+		Tracing: o.Tracing, Spend: o.Spend, RuleGate: ruleStates.Gate, Live: live,
 	})
 	if err != nil {
+		if liveSrv != nil {
+			_ = liveSrv.Close()
+		}
 		return nil, err
 	}
 	tq := o.TaskQueue
@@ -227,8 +258,40 @@ func New(c client.Client, o Options) (*Worker, error) {
 	}
 	return &Worker{
 		Worker: w, Activities: acts, Sync: sync, Reviews: reviews, Rules: ruleStates, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), link: link,
-		stopTimeout: o.Worker.WorkerStopTimeout, log: cmp.Or(o.Logger, slog.Default()),
+		stopTimeout: o.Worker.WorkerStopTimeout, log: cmp.Or(o.Logger, slog.Default()), live: live, liveSrv: liveSrv,
 	}, nil
+}
+
+// serveLive starts serving live attempts per o; nil, nil when off.
+func serveLive(o LiveOptions) (*activities.Live, *http.Server, error) {
+	if o.Off {
+		return nil, nil, nil
+	}
+	addr := cmp.Or(o.Addr, "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("live streams: listen on %s: %w (set WORKER_LIVE_ADDR, or off)", addr, err)
+	}
+	url := strings.TrimSuffix(o.URL, "/")
+	if url == "" {
+		host, port, _ := net.SplitHostPort(ln.Addr().String())
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			host, _ = os.Hostname()
+		}
+		url = "http://" + net.JoinHostPort(host, port)
+	}
+	reg := livestream.NewRegistry()
+	srv := &http.Server{Handler: reg.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return &activities.Live{Registry: reg, URL: url}, srv, nil
+}
+
+// LiveURL is where the worker serves its attempts' live text; "" when off.
+func (w *Worker) LiveURL() string {
+	if w.live == nil {
+		return ""
+	}
+	return w.live.URL
 }
 
 // Start starts the worker and, unless its guards are local, its sync with
@@ -311,6 +374,10 @@ func (w *Worker) Stop() {
 		w.log.Warn("attempts still run after the drain timeout: left behind", "drain_timeout", w.stopTimeout)
 	}
 	t.Stop()
+	if w.liveSrv != nil {
+		// The attempts have ended: their followers have the end line.
+		_ = w.liveSrv.Close()
+	}
 	w.Rules.Stop()
 	if w.stop != nil {
 		w.stop()

@@ -35,9 +35,16 @@
 // flight from 251 MB to 192 MB (docs/benchmarks.md).
 // WORKER_PPROF=1 serves Go's profiles at /debug/pprof/ on the metrics
 // address.
+// WORKER_LIVE_ADDR is where the worker serves its streamed attempts' text
+// to the front doors and clients that follow the calls (default
+// 127.0.0.1:0, this host only; "off": deltas go through the calls'
+// histories), and WORKER_LIVE_URL where they reach it (default
+// http://<that address>, with the host name for an address of every
+// interface such as ":9466").
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -88,6 +95,9 @@ func run(args []string) error {
 	buildID := fs.String("build-id", os.Getenv("WORKER_BUILD_ID"), "this build's ID in the deployment (env WORKER_BUILD_ID; default: the VCS revision, else a hash of the binary)")
 	makeCurrent := fs.Bool("make-current", os.Getenv("WORKER_MAKE_CURRENT") == "1",
 		"make this build the deployment's current version once it polls, so new calls come to it (env WORKER_MAKE_CURRENT=1)")
+	liveAddr := fs.String("live-addr", envOr("WORKER_LIVE_ADDR", "127.0.0.1:0"),
+		"address to serve streamed attempts' live text at (env WORKER_LIVE_ADDR; off: their deltas go through the calls' histories)")
+	liveURL := fs.String("live-url", os.Getenv("WORKER_LIVE_URL"), "where front doors and clients reach --live-addr (env WORKER_LIVE_URL; default http://<its address>)")
 	modelCheck := fs.String("model-check", envOr("LLM_MODEL_CHECK", "strict"),
 		"at start, ask each endpoint's GET /v1/models: strict (refuse to start when its list lacks a ladder model; an endpoint that lists nothing is logged), warn (log that too), off (env LLM_MODEL_CHECK)")
 	if err := fs.Parse(args); err != nil {
@@ -210,7 +220,8 @@ func run(args []string) error {
 
 	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Namespace: ns, Logger: logger,
 		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced,
-		Guards: llmworker.GuardOptions{DataConverter: opts.DataConverter}}
+		Guards: llmworker.GuardOptions{DataConverter: opts.DataConverter},
+		Live:   llmworker.LiveOptions{Off: *liveAddr == "off", Addr: *liveAddr, URL: *liveURL}}
 	if shared != nil {
 		wo.SharedCache = shared
 	}
@@ -241,7 +252,7 @@ func run(args []string) error {
 		}
 	}
 	logger.Info("durable-llm worker starting", "temporal", hostPort(opts), "namespace", ns, "task_queue", *taskQueue,
-		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "store", cfg.Store.Kind, "tracing", traced,
+		"policy", cfg.Source, "ladder", models, "metrics", *metricsAddr, "live", cmp.Or(w.LiveURL(), "off"), "store", cfg.Store.Kind, "tracing", traced,
 		"max_calls", calls, "sticky_cache", cache, "memory_limit", memoryLimit(), "gogc", gcPercent(), "godebug", os.Getenv("GODEBUG"))
 
 	sig := make(chan os.Signal, 2)

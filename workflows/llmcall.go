@@ -266,6 +266,15 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				out.Content, out.Published = text, n
 			}
 		}
+		if class == failure.WorkerLost && out.Published == 0 {
+			// A live attempt (activities.Live) hands its followers only
+			// text its heartbeats hold: the last one's text is what the
+			// caller may have, and the resend continues it.
+			if p, ok := liveText(err); ok && p.Attempt == c.st.N &&
+				workflow.GetVersion(ctx, "live-lost-attempt", workflow.DefaultVersion, 1) == 1 {
+				out.Content, out.Published = p.Text, max(p.Tokens, 1)
+			}
+		}
 		att := Attempt{
 			N: c.st.N, Model: prep.Model, Key: prep.Key, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
 			DurationMS: workflow.Now(ctx).Sub(started).Milliseconds(), RetriedFrom: c.st.From.String(), Hedge: ran.hedge,
@@ -533,6 +542,17 @@ func (c *call) wait(ctx workflow.Context, class failure.Class, step callstate.St
 	return workflow.NewTimerWithOptions(ctx, w.Delay, workflow.TimerOptions{Summary: summary}).Get(ctx, nil)
 }
 
+// liveText is the last heartbeat of a live attempt lost with its worker,
+// when it held text.
+func liveText(err error) (activities.Progress, bool) {
+	var toErr *temporal.TimeoutError
+	var p activities.Progress
+	if !errors.As(err, &toErr) || !toErr.HasLastHeartbeatDetails() || toErr.LastHeartbeatDetails(&p) != nil {
+		return p, false
+	}
+	return p, p.Live && p.Text != ""
+}
+
 // classOf maps an attempt's error to its failure class and fills out from
 // the error's details when the activity reported them.
 func classOf(err error, out *activities.CallOutcome) failure.Class {
@@ -692,7 +712,7 @@ func (c *call) finish(ctx workflow.Context, outcome string) {
 		} else {
 			usage, res := c.res.Usage, c.res
 			res.Content = ""
-			c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage, Result: &res})
+			c.event(ctx, Event{Type: EventDone, Source: c.res.Source, Degraded: c.res.Degraded, Reason: c.res.Reason, Usage: &usage, Result: &res, Bytes: len(c.res.Content)})
 		}
 	}
 	updates := []temporal.SearchAttributeUpdate{

@@ -166,6 +166,9 @@ const (
 	// EventFailed ends the stream of a call that fails (an invalid
 	// request) or is cancelled: the result is an error, not an answer.
 	EventFailed = "failed"
+	// EventLive: attempt Attempt's text is followed at URL, outside the
+	// history (package livestream), not in deltas on the stream.
+	EventLive = activities.EventLive
 )
 
 // Event is what a streamed call tells its subscribers besides the text.
@@ -179,6 +182,8 @@ type Event struct {
 	DelayMS int64  `json:"delay_ms,omitempty"`
 	// Content is the whole answer that replaces the text so far (replaced).
 	Content string `json:"content,omitempty"`
+	// URL where a live attempt's text is followed (live).
+	URL string `json:"url,omitempty"`
 	// Source, Degraded and Usage of the answer (done).
 	Source   Source `json:"source,omitempty"`
 	Degraded bool   `json:"degraded,omitempty"`
@@ -188,6 +193,10 @@ type Event struct {
 	// them has the whole answer and need not wait for the call to close
 	// (it lingers for stream.linger after its last item).
 	Result *CallResult `json:"result,omitempty"`
+	// Bytes is the length of the content (done): a subscriber whose text
+	// is shorter (it followed a live attempt that it could not read to its
+	// end) reads the rest from the call's result.
+	Bytes int `json:"bytes,omitempty"`
 }
 
 // String words an attempt event for people, on one line ("attempt 2 ·

@@ -60,9 +60,15 @@ type Request struct {
 	// IdempotencyKey, when set, is the workflow ID instead of the key
 	// derived from tenant, user, session and messages.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// Stream asks for the answer's tokens live, through the call's
-	// workflow stream (docs/calling.md "Streaming"); the result is the same.
+	// Stream asks for the answer's tokens live (docs/calling.md
+	// "Streaming"); the result is the same. The call's workflow stream
+	// carries its events and, for each attempt, where the worker serves
+	// the attempt's text (llmclient.Follow reads both).
 	Stream bool `json:"stream,omitempty"`
+	// StreamDeltas puts the text itself on the call's workflow stream, in
+	// batches, for subscribers that read only the stream (Temporal's
+	// Workflow Streams clients): a history write per batch of tokens.
+	StreamDeltas bool `json:"stream_deltas,omitempty"`
 	// NoStore marks a response created with store: false at the front
 	// door's Responses API: answered, then never retrieved, listed or
 	// continued. It is in the key (a kept and an unkept request are two

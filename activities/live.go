@@ -1,0 +1,228 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-llm/durable-llm/livestream"
+	"github.com/durable-llm/durable-llm/policies/request"
+)
+
+// Live is where a worker serves its attempts' text while they generate
+// (package livestream), outside the call's history.
+type Live struct {
+	// Registry holds the attempts this process runs.
+	Registry *livestream.Registry
+	// URL is the base the followers reach Registry.Handler at
+	// (http://host:port).
+	URL string
+	// Beat records an attempt's heartbeat and returns once the server has
+	// it; default the worker's client (activity.GetClient), by the
+	// attempt's task token. Tests replace it.
+	Beat func(ctx context.Context, details Progress) error
+}
+
+// EventLive is the event a live attempt publishes on its call's stream
+// first: where its text can be followed (URL).
+const EventLive = "live"
+
+// LiveEvent is EventLive's item on the event topic (workflows.Event's
+// fields).
+type LiveEvent struct {
+	Type    string `json:"type"`
+	Attempt int    `json:"attempt"`
+	Model   string `json:"model"`
+	URL     string `json:"url"`
+}
+
+// liveAttempt hands one attempt's text to its followers through the
+// worker's live registry, each piece only once a heartbeat holding the text
+// up to its end is confirmed by the server: a follower never has text the
+// call would not continue after this worker is lost (the workflow reads
+// the last heartbeat's text). The heartbeats are the attempt's own (it
+// sends no other): one at once for the first text, then at most one per
+// interval while text comes, else one per every to keep the attempt alive.
+type liveAttempt struct {
+	att      *livestream.Attempt
+	beat     func(context.Context, Progress) error
+	attempt  int
+	interval time.Duration
+	every    time.Duration
+	// cancel cuts the attempt when a heartbeat says the call cancelled it.
+	cancel func()
+
+	mu        sync.Mutex
+	text      strings.Builder // the text received
+	cuts      []int           // where each piece received ends in text, past confirmed
+	tokens    int
+	tools     json.RawMessage // tool calls to hand over once the text is
+	confirmed int             // bytes of text the server holds, handed over
+	toolsSent bool
+	failed    error
+	wake      chan struct{}
+	stop      chan struct{}
+	done      chan struct{}
+}
+
+// newLiveAttempt registers an attempt and starts its heartbeats.
+func (a *Activities) newLiveAttempt(ctx context.Context, attempt int, heartbeatTimeout time.Duration, cancel func()) *liveAttempt {
+	beat := a.live.Beat
+	if beat == nil {
+		info := activity.GetInfo(ctx)
+		c := activity.GetClient(ctx)
+		beat = func(bctx context.Context, p Progress) error {
+			return c.RecordActivityHeartbeat(bctx, info.TaskToken, p)
+		}
+	}
+	l := &liveAttempt{
+		att: a.live.Registry.Open(), beat: beat, attempt: attempt, cancel: cancel,
+		interval: max(a.cfg.Stream.BatchInterval.D(), 10*time.Millisecond),
+		every:    max(heartbeatTimeout/3, 100*time.Millisecond),
+		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+	}
+	if heartbeatTimeout <= 0 {
+		l.every = time.Hour
+	}
+	go l.run(context.WithoutCancel(ctx))
+	return l
+}
+
+func (l *liveAttempt) nudge() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// addText takes a piece of the answer; tokens is the count so far.
+func (l *liveAttempt) addText(t string, tokens int) {
+	l.mu.Lock()
+	l.text.WriteString(t)
+	l.cuts = append(l.cuts, l.text.Len())
+	l.tokens = max(l.tokens, tokens)
+	l.mu.Unlock()
+	l.nudge()
+}
+
+// addToolCalls takes the answer's tool calls, handed over after its text.
+func (l *liveAttempt) addToolCalls(calls []request.ToolCall) {
+	b, err := json.Marshal(calls)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.tools = b
+	l.mu.Unlock()
+	l.nudge()
+}
+
+// run sends the heartbeats until stop.
+func (l *liveAttempt) run(ctx context.Context) {
+	defer close(l.done)
+	var last time.Time
+	keep := time.NewTimer(l.every)
+	defer keep.Stop()
+	for {
+		var gap <-chan time.Time
+		if l.pending() {
+			if wait := time.Until(last.Add(l.interval)); wait > 0 {
+				gap = time.After(wait)
+			} else {
+				last = time.Now()
+				l.checkpoint(ctx)
+				keep.Reset(l.every)
+				continue
+			}
+		}
+		select {
+		case <-l.wake:
+		case <-gap:
+		case <-keep.C:
+			last = time.Now()
+			l.checkpoint(ctx)
+			keep.Reset(l.every)
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// pending: text or tool calls not yet handed over.
+func (l *liveAttempt) pending() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.failed == nil && (l.text.Len() > l.confirmed || (l.tools != nil && !l.toolsSent))
+}
+
+// checkpoint records a heartbeat with the text so far and, once the
+// server has it, hands the new text (and tool calls) to the followers.
+func (l *liveAttempt) checkpoint(ctx context.Context) bool {
+	l.mu.Lock()
+	if l.failed != nil {
+		l.mu.Unlock()
+		return false
+	}
+	text, tokens, tools := l.text.String(), l.tokens, l.tools
+	l.mu.Unlock()
+	bctx, cancel := context.WithTimeout(ctx, max(l.every, time.Second))
+	err := l.beat(bctx, Progress{Attempt: l.attempt, Tokens: tokens, Text: text, Live: true})
+	cancel()
+	if err != nil {
+		var canceled *temporal.CanceledError
+		if errors.As(err, &canceled) {
+			l.mu.Lock()
+			l.failed = err
+			l.mu.Unlock()
+			l.cancel()
+		}
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	// The pieces as they came (a chunk each for the caller, as the
+	// upstream sent them), up to what the heartbeat holds.
+	for len(l.cuts) > 0 && l.cuts[0] <= len(text) {
+		l.att.Text(text[l.confirmed:l.cuts[0]])
+		l.confirmed, l.cuts = l.cuts[0], l.cuts[1:]
+	}
+	if tools != nil && !l.toolsSent && l.confirmed == l.text.Len() {
+		l.att.ToolCalls(tools)
+		l.toolsSent = true
+	}
+	return true
+}
+
+// close stops the heartbeats, hands over what is left once a last
+// heartbeat holds it, and ends the attempt for its followers. It reports
+// whether every piece taken was handed over (the caller has seen the
+// text, or will).
+func (l *liveAttempt) close(ctx context.Context) bool {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	<-l.done
+	ok := !l.pending()
+	for try := 0; !ok && try < 3 && ctx.Err() == nil; try++ {
+		ok = l.checkpoint(context.WithoutCancel(ctx)) && !l.pending()
+	}
+	l.att.End()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return ok && l.failed == nil
+}
+
+// handed is the text the followers were given.
+func (l *liveAttempt) handed() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.text.String()[:l.confirmed]
+}

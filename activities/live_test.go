@@ -1,0 +1,101 @@
+package activities
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/durable-llm/durable-llm/livestream"
+	"github.com/durable-llm/durable-llm/policies/config"
+)
+
+func liveActivities(t *testing.T, beat func(context.Context, Progress) error) *Activities {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	cfg.Stream.BatchInterval = config.Duration(20 * time.Millisecond)
+	a, err := New(Options{Config: cfg, Live: &Live{Registry: livestream.NewRegistry(), URL: "http://worker", Beat: beat}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// pieces reads what a follower of l has been handed so far.
+func handedPieces(l *liveAttempt) string {
+	ps, _, _ := l.att.Pieces()
+	var b strings.Builder
+	for _, p := range ps {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// TestLiveTextIsHandedOnlyOnceAHeartbeatHoldsIt: a follower gets no text
+// that the server's copy of the attempt's heartbeat does not hold, so the
+// call continues exactly what a follower has after a lost worker; the
+// last heartbeat at close holds the whole text.
+func TestLiveTextIsHandedOnlyOnceAHeartbeatHoldsIt(t *testing.T) {
+	release := make(chan struct{})
+	var held atomic.Value // the text of the last confirmed heartbeat
+	held.Store("")
+	a := liveActivities(t, func(ctx context.Context, p Progress) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !p.Live || p.Attempt != 2 {
+			t.Errorf("heartbeat %+v, want a live one of attempt 2", p)
+		}
+		held.Store(p.Text)
+		return nil
+	})
+	l := a.newLiveAttempt(context.Background(), 2, 3*time.Second, func() { t.Error("cancelled") })
+	l.addText("Your parcel ", 1)
+	time.Sleep(50 * time.Millisecond)
+	if got := handedPieces(l); got != "" {
+		t.Fatalf("handed %q before any heartbeat held it", got)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for handedPieces(l) != "Your parcel " && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := handedPieces(l); got != "Your parcel " || held.Load() != "Your parcel " {
+		t.Fatalf("handed %q, heartbeat held %q", got, held.Load())
+	}
+	l.addText("ships today.", 2)
+	if !l.close(context.Background()) {
+		t.Fatal("close: not every piece handed over")
+	}
+	if got := handedPieces(l); got != "Your parcel ships today." || held.Load() != got {
+		t.Fatalf("after close: handed %q, heartbeat held %q", got, held.Load())
+	}
+	if _, ended, _ := l.att.Pieces(); !ended {
+		t.Fatal("the attempt did not end for its followers")
+	}
+}
+
+// TestLiveHeartbeatCancelsTheAttempt: a heartbeat answered "cancel
+// requested" cuts the attempt, and the text it held back is not handed.
+func TestLiveHeartbeatCancelsTheAttempt(t *testing.T) {
+	a := liveActivities(t, func(context.Context, Progress) error { return temporal.NewCanceledError() })
+	cut := make(chan struct{})
+	l := a.newLiveAttempt(context.Background(), 1, 3*time.Second, func() { close(cut) })
+	l.addText("Your parcel", 1)
+	select {
+	case <-cut:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the attempt was not cut")
+	}
+	if l.close(context.Background()) {
+		t.Fatal("close reported the text handed over")
+	}
+	if got := handedPieces(l); got != "" {
+		t.Fatalf("handed %q after the call cancelled the attempt", got)
+	}
+}
