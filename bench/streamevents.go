@@ -121,7 +121,10 @@ func runEventsSetting(ctx context.Context, o StreamEventsOptions, interval time.
 			defer wg.Done()
 			defer step.Add(1)
 			req := StreamRequest(lc.TaskQueue, i, o.Tokens, 2*time.Minute)
-			req.Stream = row.Stream
+			// The text on the call's stream (stream_deltas), whose cost
+			// the batch interval sets; live text costs no event per batch
+			// (RunStreamScale).
+			req.Stream, req.StreamDeltas = row.Stream, row.Stream
 			ids[i], _ = llmclient.Key(req)
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 			defer cancel()
@@ -211,7 +214,7 @@ func (r *StreamEventsReport) Header(command string, m Machine, date time.Time) H
 	o := r.Options
 	return Header{Title: fmt.Sprintf("History events of a streamed call — a %d-token answer", o.Tokens), Command: command, Machine: m, Date: date, Params: []string{
 		fmt.Sprintf("upstream: llmsim's default models at their default speed (time to first token about 300 ms, then %d tokens/s)", llmsim.DefaultTokensPerSecond),
-		fmt.Sprintf("per setting: an in-process llmworker with the default policy but stream.batch_interval, a fresh llmsim, %d calls at once", o.Calls),
+		fmt.Sprintf("per setting: an in-process llmworker with the default policy but stream.batch_interval, a fresh llmsim, %d calls at once; streamed calls ask for stream_deltas (the text on the call's workflow stream, for Workflow Streams subscribers: the path whose cost the interval sets; the default live text costs no event per batch, see stream-scale.md)", o.Calls),
 		"subscriber: the caller follows the call with llmclient.Stream (long-poll updates); without, it starts the call and waits for the result (the call still publishes its deltas)",
 		"events: the whole workflow history (GetWorkflowHistory), per call; generation: llmsim's schedule for the call's request (time to first token + tokens × inter-token latency)",
 	}}

@@ -110,7 +110,11 @@ func (c *Client) followLive(ctx context.Context, ev workflows.Event, offset int6
 
 // Follow subscribes to the stream of call id from offset from (0: the
 // start; a reconnecting caller passes the last offset it got plus one)
-// and hands yield each item in order until the call ends. seen is the
+// and hands yield each item in order until the call ends. A live
+// attempt's text (workflows.EventLive) is read from the worker that
+// generates it and handed over as deltas at its event's offset; a
+// follower that cannot read it to its end gets the rest from the result
+// once the call ends. seen is the
 // answer text the caller already has from earlier deltas ("" from the
 // start). It returns at the done event, which carries the result, rather
 // than when the call closes (it lingers for its late subscribers). Once

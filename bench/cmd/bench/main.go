@@ -56,34 +56,36 @@ func main() {
 }
 
 type options struct {
-	benches    []string
-	storms     []string
-	contenders []string
-	short      bool
-	deadline   time.Duration
-	out        string
-	command    string
-	calls      int
-	conc       int
-	window     time.Duration
-	inflight   int
-	raw        bool
-	note       string
-	streamN    int
-	streamCons []string
-	tokens     int
-	eventsN    int
-	eventsIv   []time.Duration
-	memEnv     string
-	memProfile string
-	memModes   []string
-	memTTFT    time.Duration
-	memTPS     float64
-	memTokens  int
-	hedgeN     int
-	fairWindow time.Duration
-	fairProps  int
-	fleetSizes []int
+	benches     []string
+	scaleCalls  []int
+	scaleTokens int
+	storms      []string
+	contenders  []string
+	short       bool
+	deadline    time.Duration
+	out         string
+	command     string
+	calls       int
+	conc        int
+	window      time.Duration
+	inflight    int
+	raw         bool
+	note        string
+	streamN     int
+	streamCons  []string
+	tokens      int
+	eventsN     int
+	eventsIv    []time.Duration
+	memEnv      string
+	memProfile  string
+	memModes    []string
+	memTTFT     time.Duration
+	memTPS      float64
+	memTokens   int
+	hedgeN      int
+	fairWindow  time.Duration
+	fairProps   int
+	fleetSizes  []int
 }
 
 func run(args []string) error {
@@ -115,6 +117,8 @@ func run(args []string) error {
 	fairWindow := fs.Duration("fairness-window", 15*time.Second, "fairness: how long tenant B's calls are measured in each row")
 	fairRefused := fs.Int("fairness-refused-properties", 4999, "fairness: properties of the tool schema of tenant A's refused requests (compiled before the refusal)")
 	fleetSizes := fs.String("fleet-workers", "3,30,100,300", "fleet: fleet sizes to measure, comma-separated")
+	scaleCalls := fs.String("scale-calls", "100,300", "stream-scale: calls at once to measure, comma-separated")
+	scaleTokens := fs.Int("scale-tokens", 400, "stream-scale: tokens of every answer (400: 10 s at llmsim's 40 tokens/s)")
 	sweep := addSweepFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -126,6 +130,14 @@ func run(args []string) error {
 		calls:   *calls, conc: *conc, window: *window, inflight: *inflight, raw: *raw, note: *note,
 		streamN: *streamN, streamCons: split(*streamCons), tokens: *tokens, eventsN: *eventsN,
 		memEnv: *memEnv, memProfile: *memProfiles, memModes: split(*memModes), memTTFT: *memTTFT, memTPS: *memTPS, memTokens: *memTokens, hedgeN: *hedgeN, fairWindow: *fairWindow, fairProps: *fairRefused,
+	}
+	o.scaleTokens = *scaleTokens
+	for _, v := range split(*scaleCalls) {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("-scale-calls: want positive numbers of calls such as 100, got %q", v)
+		}
+		o.scaleCalls = append(o.scaleCalls, n)
 	}
 	for _, v := range split(*fleetSizes) {
 		n, err := strconv.Atoi(v)
@@ -178,8 +190,10 @@ func run(args []string) error {
 			err = runSweep(ctx, o, sweep)
 		case "fleet":
 			err = runFleet(ctx, o)
+		case "stream-scale":
+			err = runStreamScale(ctx, o)
 		default:
-			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, hedge, memory, fairness, paths, fleet)", b)
+			err = fmt.Errorf("unknown benchmark %q (have storm, overhead, stream, stream-events, stream-scale, hedge, memory, fairness, paths, fleet)", b)
 		}
 		if err != nil {
 			return err
@@ -343,6 +357,27 @@ func runStream(ctx context.Context, o options) error {
 		return err
 	}
 	return write(o, "stream.md", rep.Markdown(rep.Header(o.command, bench.ThisMachine(), date), chart))
+}
+
+// runStreamScale measures streamed answers at scale through the front
+// door, on a dev server of its own.
+func runStreamScale(ctx context.Context, o options) error {
+	srv, err := devServer(ctx, "stream-scale")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = srv.Stop() }()
+	pid, err := bench.DevServerPID(srv.FrontendHostPort())
+	if err != nil {
+		return err
+	}
+	date := time.Now()
+	rep, err := bench.RunStreamScale(ctx, bench.StreamScaleOptions{Temporal: srv.Client(), ServerPID: pid, Concurrency: o.scaleCalls,
+		Tokens: o.scaleTokens, Progress: display})
+	if err != nil {
+		return err
+	}
+	return write(o, "stream-scale.md", rep.Header(o.command, bench.ThisMachine(), date).Markdown()+"\n"+rep.Table())
 }
 
 func runStreamEvents(ctx context.Context, o options) error {
