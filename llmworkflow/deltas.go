@@ -73,8 +73,10 @@ type StreamItem struct {
 	// Call is the call's workflow ID (CallResult.RequestID).
 	Call string `json:"call"`
 	// Offset is the offset in the call's stream of the last item this
-	// one covers, or -1 for what was read from the call's result (the
-	// call had ended before the rest of its stream was read).
+	// one covers (the pieces of a live attempt, read from the worker that
+	// runs it, share its live event's offset), or -1 for what was read
+	// from the call's result (the call had ended before the rest of its
+	// stream was read).
 	Offset int64 `json:"offset"`
 	// At is the answer's length in bytes before Delta.Text.
 	At    int              `json:"at"`
