@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	goopenai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/client"
 
+	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -473,6 +475,16 @@ func startDurableWorker(c client.Client, baseURL string, o DurableOptions) (*llm
 		workers = append(workers, w)
 	}
 	return &llmclient.Client{Temporal: c, TaskQueue: tq}, cfg, stop, nil
+}
+
+// serveFrontDoor serves the front door for tenants, in front of lc's
+// workers, on a local HTTP server.
+func serveFrontDoor(lc *llmclient.Client, cfg *config.Config, tenants *frontdoor.Tenants) (*httptest.Server, error) {
+	h, err := frontdoor.New(frontdoor.Options{Client: lc, Tenants: tenants, Config: cfg})
+	if err != nil {
+		return nil, err
+	}
+	return httptest.NewServer(h), nil
 }
 
 // DurableRequest is the CallRequest of call i in a run: the same messages

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -149,11 +148,10 @@ func RunFairness(ctx context.Context, o FairnessOptions) (*FairnessReport, error
 		if err != nil {
 			return nil, err
 		}
-		h, err := frontdoor.New(frontdoor.Options{Client: lc, Tenants: tenants, Config: cfg})
+		srv, err := serveFrontDoor(lc, cfg, tenants)
 		if err != nil {
 			return nil, err
 		}
-		srv := httptest.NewServer(h)
 		progress("fairness: %s — B at %.0f calls/s for %s", row.Name, o.Rate, o.Window)
 		step := o.Meter.Phase("fairness: "+row.Name, int(o.Rate*o.Window.Seconds()))
 		row = runFairnessRow(ctx, o, row, srv.URL, step)

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -139,11 +138,10 @@ func RunPaths(ctx context.Context, o PathsOptions) (*PathsReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := frontdoor.New(frontdoor.Options{Client: lc, Tenants: tenants, Config: cfg})
+	srv, err := serveFrontDoor(lc, cfg, tenants)
 	if err != nil {
 		return nil, err
 	}
-	srv := httptest.NewServer(h)
 	defer srv.Close()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()

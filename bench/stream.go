@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"time"
@@ -343,12 +342,11 @@ func newStreamFrontDoor(c client.Client, sim *llmsim.Server, tokens int) (*strea
 		stop()
 		return nil, err
 	}
-	h, err := frontdoor.New(frontdoor.Options{Client: lc, Tenants: tenants, Config: cfg})
+	srv, err := serveFrontDoor(lc, cfg, tenants)
 	if err != nil {
 		stop()
 		return nil, err
 	}
-	srv := httptest.NewServer(h)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	oc := goOpenAIClient(srv.URL+"/v1", &http.Client{Transport: tr})
 	run := randomID()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -183,11 +182,10 @@ func runScaleRow(ctx context.Context, o StreamScaleOptions, name string, n int) 
 		if err != nil {
 			return nil, err
 		}
-		h, err := frontdoor.New(frontdoor.Options{Client: lc, Tenants: tenants, Config: cfg})
+		srv, err := serveFrontDoor(lc, cfg, tenants)
 		if err != nil {
 			return nil, err
 		}
-		srv := httptest.NewServer(h)
 		defer srv.Close()
 		c := goOpenAIClient(srv.URL+"/v1", hc)
 		stream := name != NameScalePlain
