@@ -205,8 +205,12 @@ func runFleetSize(ctx context.Context, c client.Client, o FleetOptions, n int) (
 		join(i)
 		time.Sleep(time.Duration(float64(5*time.Second) / float64(n))) // joins spread over 5 s
 	}
-	// Every worker knows the fleet's size before the traffic starts.
-	if err := waitAll(ctx, all, 30*time.Second, func(m *member) bool { return m.sync.Workers() == n }); err != nil {
+	// Every worker knows the fleet's size before the traffic starts: each
+	// announces itself within a report interval of the fleet it sees
+	// (guard.ReportEvery: 30 s at 300 workers), and the others read it
+	// within two reads.
+	learn := guard.ReportEvery(n+1) + 2*guard.ReadEvery(n, 500*time.Millisecond) + 10*time.Second
+	if err := waitAll(ctx, all, learn, func(m *member) bool { return m.sync.Workers() == n }); err != nil {
 		return FleetRow{}, fmt.Errorf("the workers never all learned a fleet of %d: %w", n, err)
 	}
 
