@@ -21,11 +21,11 @@ const flushTimeout = 5 * time.Second
 // call's workflow stream, when the call asked to stream. A nil
 // *callPublisher publishes nothing.
 //
-// A live attempt (the worker serves live text, and no hedge races the
-// attempt) publishes only one event on the stream, where to follow it
-// (EventLive), and hands its text to its followers through the worker's
-// live registry (liveAttempt): the call's history then holds no batch of
-// tokens. Otherwise the deltas go on the stream in batches.
+// A live attempt (the worker serves live text, and the call did not ask
+// for stream_deltas) publishes only one event on the stream, where to
+// follow it (EventLive), and hands its text to its followers through the
+// worker's live registry (liveAttempt): the call's history then holds no
+// batch of tokens. Otherwise the deltas go on the stream in batches.
 type callPublisher struct {
 	c        *workflowstreams.Client
 	deltas   *workflowstreams.TopicHandle
