@@ -155,8 +155,9 @@ func canonicalJSON(tenant, userID, sessionID string, msgs []Message, shape *answ
 // one of them are two calls. Its JSON is the request's, keys in this order
 // (maps by sorted key), empty ones left out; numbers as Go's encoding/json
 // writes them (the shortest form that reads back the same, as JavaScript's
-// JSON.stringify does). Stream is not in it (a streamed and a plain request
-// get the same answer) and neither is the idempotency key. NoStore is in
+// JSON.stringify does). Stream and StreamDeltas are not in it (a streamed
+// and a plain request get the same answer) and neither is the idempotency
+// key. NoStore is in
 // it though it does not change the answer: a response that is kept and
 // one that is not are two calls, so neither reaches the other's.
 type answerShape struct {

@@ -277,11 +277,11 @@ func TestValidateKey(t *testing.T) {
 // differ in it are two calls) or listed here as not changing the answer.
 func TestAnswerShapeCoversRequest(t *testing.T) {
 	// Who asks and the messages are the array's first four elements; the
-	// idempotency key replaces the derived key; stream does not change
-	// the answer; step is set only on the child calls of a step-by-step
-	// answer, whose IDs the parent names. Every other field must be in
-	// the shape.
-	notShape := []string{"tenant", "user_id", "session_id", "messages", "idempotency_key", "stream", "step"}
+	// idempotency key replaces the derived key; stream and stream_deltas
+	// do not change the answer (only how it is delivered); step is set
+	// only on the child calls of a step-by-step answer, whose IDs the
+	// parent names. Every other field must be in the shape.
+	notShape := []string{"tenant", "user_id", "session_id", "messages", "idempotency_key", "stream", "stream_deltas", "step"}
 	shape := jsonNames(reflect.TypeFor[answerShape]())
 	for _, f := range jsonNames(reflect.TypeFor[Request]()) {
 		if !slices.Contains(shape, f) && !slices.Contains(notShape, f) {
