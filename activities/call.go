@@ -183,7 +183,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 		callCtx, cut = context.WithCancelCause(callCtx)
 		defer a.races.join(raceKey(info.WorkflowExecution.RunID, in.Attempt, in.Hedge), cut)()
 	}
-	pub := a.publisher(ctx, in, m, func() { cancel() })
+	pub := a.publisher(ctx, in, m, cancel)
 	defer pub.close(ctx)
 	var tokens atomic.Int64
 	stopHeartbeat := func() {}

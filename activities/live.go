@@ -220,9 +220,10 @@ func (l *liveAttempt) close(ctx context.Context) bool {
 	return ok && l.failed == nil
 }
 
-// handed is the text the followers were given.
-func (l *liveAttempt) handed() string {
+// cancelled: a heartbeat said the call cancelled the attempt.
+func (l *liveAttempt) cancelled() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.text.String()[:l.confirmed]
+	var c *temporal.CanceledError
+	return errors.As(l.failed, &c)
 }

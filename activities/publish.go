@@ -2,12 +2,10 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
@@ -137,12 +135,4 @@ func (p *callPublisher) close(ctx context.Context) bool {
 func (p *callPublisher) heartbeats() bool { return p != nil && p.live != nil }
 
 // cancelled: a live attempt's heartbeat said the call cancelled it.
-func (p *callPublisher) cancelled() bool {
-	if p == nil || p.live == nil {
-		return false
-	}
-	p.live.mu.Lock()
-	defer p.live.mu.Unlock()
-	var c *temporal.CanceledError
-	return errors.As(p.live.failed, &c)
-}
+func (p *callPublisher) cancelled() bool { return p != nil && p.live != nil && p.live.cancelled() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -36,7 +37,7 @@ type StreamScaleOptions struct {
 	// Temporal is a client of the dev server; required.
 	Temporal client.Client
 	// ServerPID is the dev server's process, whose CPU time each
-	// contender's run is charged; 0: DevServerPID finds it.
+	// contender's run is charged (DevServerPID finds it); 0: not measured.
 	ServerPID int
 	// Concurrency are the numbers of calls in flight to measure; default
 	// 100 and 300.
@@ -72,7 +73,7 @@ type StreamScaleReport struct {
 // DevServerPID finds the process of the dev server whose frontend listens
 // at hostPort (the temporal CLI's start-dev, by its --port).
 func DevServerPID(hostPort string) (int, error) {
-	_, port, err := splitPort(hostPort)
+	_, port, err := net.SplitHostPort(hostPort)
 	if err != nil {
 		return 0, err
 	}
