@@ -282,6 +282,7 @@ func (a *Activities) startOverdueHedge(in HedgeInput) (Prepared, error) {
 type announcer struct {
 	ctx   context.Context
 	note  AttemptNote
+	pub   *callPublisher // its live event is withdrawn once the attempt is late
 	mu    sync.Mutex
 	first bool // the first token came
 	late  bool // the no-first-token note went out
@@ -298,7 +299,7 @@ func newAnnouncer(ctx context.Context, in CallInput, pub *callPublisher) *announ
 	if !in.Announce {
 		return nil
 	}
-	n := &announcer{ctx: ctx, note: AttemptNote{Attempt: in.Attempt, Hedge: in.Hedge, Model: in.Model}, wins: in.FirstTokenWins}
+	n := &announcer{ctx: ctx, pub: pub, note: AttemptNote{Attempt: in.Attempt, Hedge: in.Hedge, Model: in.Model}, wins: in.FirstTokenWins}
 	if pub != nil {
 		n.note.PublisherID = pub.c.PublisherID()
 	}
@@ -306,7 +307,7 @@ func newAnnouncer(ctx context.Context, in CallInput, pub *callPublisher) *announ
 		n.timer = time.AfterFunc(in.HedgeAfter, func() {
 			n.mu.Lock()
 			due := !n.first
-			n.late = n.late || due
+			n.lateNow(due)
 			n.mu.Unlock()
 			if due {
 				n.send(NoteNoFirstToken)
@@ -314,6 +315,17 @@ func newAnnouncer(ctx context.Context, in CallInput, pub *callPublisher) *announ
 		})
 	}
 	return n
+}
+
+// lateNow marks the attempt late (with n.mu held), before its note says
+// so: from then on a hedge may race it, so the live event it gave before
+// its first token is withdrawn (the first token cannot come meanwhile:
+// firstToken takes n.mu).
+func (n *announcer) lateNow(late bool) {
+	if late && !n.late {
+		n.pub.withdrawLive()
+	}
+	n.late = n.late || late
 }
 
 // firstToken notes the first token, and tells the call when it may decide
@@ -349,7 +361,7 @@ func (n *announcer) overdue(models []string, why string, now time.Time) {
 	if due {
 		n.notes++
 		n.last = now
-		n.late = true
+		n.lateNow(true)
 	}
 	n.mu.Unlock()
 	if due {

@@ -47,11 +47,15 @@ type LiveEvent struct {
 // up to its end is confirmed by the server: a follower never has text the
 // call would not continue after this worker is lost (the workflow reads
 // the last heartbeat's text). The heartbeats are the attempt's own (it
-// sends no other): one at once for the first text, then at most one per
-// interval while text comes, else one per every to keep the attempt alive.
+// sends no other): one at once for the first text, then one when text is
+// waiting and the gap since the last has passed (stream.batch_interval,
+// longer against a slow server: checkpointShare), else one per every to
+// keep the attempt alive. Between heartbeats it holds a timer, not a
+// goroutine.
 type liveAttempt struct {
-	att      *livestream.Attempt
+	reg      *livestream.Registry
 	beat     func(context.Context, Progress) error
+	ctx      context.Context // the heartbeats' (not cancelled with the attempt)
 	attempt  int
 	interval time.Duration
 	every    time.Duration
@@ -59,6 +63,7 @@ type liveAttempt struct {
 	cancel func()
 
 	mu        sync.Mutex
+	att       *livestream.Attempt
 	text      strings.Builder // the text received
 	cuts      []int           // where each piece received ends in text, past confirmed
 	tokens    int
@@ -66,12 +71,26 @@ type liveAttempt struct {
 	confirmed int             // bytes of text the server holds, handed over
 	toolsSent bool
 	failed    error
-	wake      chan struct{}
-	stop      chan struct{}
-	done      chan struct{}
+	// The heartbeats' schedule: the next is due gap after last (text
+	// waiting) or every after it (keep-alive); timer fires it; busy while
+	// one is on its way; stopped once the attempt closes.
+	last    time.Time
+	gap     time.Duration
+	timer   *time.Timer
+	busy    bool
+	stopped bool
+	beats   sync.WaitGroup
 }
 
-// newLiveAttempt registers an attempt and starts its heartbeats.
+// checkpointShare is the largest share of an attempt's time its
+// checkpoints may spend waiting on the server: the next checkpoint waits at
+// least (checkpointShare − 1) times the last one's round trip. A busy
+// server answers heartbeats slowly, and then hears from each attempt less
+// often (self-clocking, as TCP's acknowledgements pace a sender); the
+// follower's text comes in larger pieces, not later as a whole.
+const checkpointShare = 5
+
+// newLiveAttempt registers an attempt and schedules its heartbeats.
 func (a *Activities) newLiveAttempt(ctx context.Context, attempt int, heartbeatTimeout time.Duration, cancel func()) *liveAttempt {
 	beat := a.live.Beat
 	if beat == nil {
@@ -82,23 +101,17 @@ func (a *Activities) newLiveAttempt(ctx context.Context, attempt int, heartbeatT
 		}
 	}
 	l := &liveAttempt{
-		att: a.live.Registry.Open(), beat: beat, attempt: attempt, cancel: cancel,
+		reg: a.live.Registry, att: a.live.Registry.Open(), beat: beat, ctx: context.WithoutCancel(ctx),
+		attempt: attempt, cancel: cancel,
 		interval: max(a.cfg.Stream.BatchInterval.D(), 10*time.Millisecond),
 		every:    max(heartbeatTimeout/3, 100*time.Millisecond),
-		wake:     make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
+		last:     time.Now(), // gap 0: the first text goes at once
 	}
 	if heartbeatTimeout <= 0 {
 		l.every = time.Hour
 	}
-	go l.run(context.WithoutCancel(ctx))
+	l.timer = time.AfterFunc(l.every, l.fire)
 	return l
-}
-
-func (l *liveAttempt) nudge() {
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 }
 
 // addText takes a piece of the answer; tokens is the count so far.
@@ -107,8 +120,8 @@ func (l *liveAttempt) addText(t string, tokens int) {
 	l.text.WriteString(t)
 	l.cuts = append(l.cuts, l.text.Len())
 	l.tokens = max(l.tokens, tokens)
+	l.scheduleLocked()
 	l.mu.Unlock()
-	l.nudge()
 }
 
 // addToolCalls takes the answer's tool calls, handed over after its text.
@@ -119,45 +132,52 @@ func (l *liveAttempt) addToolCalls(calls []request.ToolCall) {
 	}
 	l.mu.Lock()
 	l.tools = b
+	l.scheduleLocked()
 	l.mu.Unlock()
-	l.nudge()
 }
 
-// run sends the heartbeats until stop.
-func (l *liveAttempt) run(ctx context.Context) {
-	defer close(l.done)
-	var last time.Time
-	keep := time.NewTimer(l.every)
-	defer keep.Stop()
-	for {
-		var gap <-chan time.Time
-		if l.pending() {
-			if wait := time.Until(last.Add(l.interval)); wait > 0 {
-				gap = time.After(wait)
-			} else {
-				last = time.Now()
-				l.checkpoint(ctx)
-				keep.Reset(l.every)
-				continue
-			}
-		}
-		select {
-		case <-l.wake:
-		case <-gap:
-		case <-keep.C:
-			last = time.Now()
-			l.checkpoint(ctx)
-			keep.Reset(l.every)
-		case <-l.stop:
-			return
-		}
+// scheduleLocked sets the timer to the next heartbeat (l.mu held): gap
+// after the last when text is waiting, every after it otherwise. While a
+// heartbeat is on its way, fire schedules the next when it returns.
+func (l *liveAttempt) scheduleLocked() {
+	if l.busy || l.stopped {
+		return
 	}
+	after := l.every
+	if l.pendingLocked() {
+		after = min(after, l.gap)
+	}
+	l.timer.Reset(max(time.Until(l.last.Add(after)), 0))
+}
+
+// fire sends a heartbeat (the timer's function) and schedules the next.
+func (l *liveAttempt) fire() {
+	l.mu.Lock()
+	if l.busy || l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	l.busy = true
+	l.beats.Add(1)
+	l.mu.Unlock()
+	defer l.beats.Done()
+	start := time.Now()
+	l.checkpoint(l.ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.busy, l.last = false, start
+	l.gap = max(l.interval, (checkpointShare-1)*time.Since(start))
+	l.scheduleLocked()
 }
 
 // pending: text or tool calls not yet handed over.
 func (l *liveAttempt) pending() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.pendingLocked()
+}
+
+func (l *liveAttempt) pendingLocked() bool {
 	return l.failed == nil && (l.text.Len() > l.confirmed || (l.tools != nil && !l.toolsSent))
 }
 
@@ -204,20 +224,35 @@ func (l *liveAttempt) checkpoint(ctx context.Context) bool {
 // whether every piece taken was handed over (the caller has seen the
 // text, or will).
 func (l *liveAttempt) close(ctx context.Context) bool {
-	select {
-	case <-l.stop:
-	default:
-		close(l.stop)
-	}
-	<-l.done
+	l.mu.Lock()
+	l.stopped = true
+	l.timer.Stop()
+	l.mu.Unlock()
+	l.beats.Wait()
 	ok := !l.pending()
 	for try := 0; !ok && try < 3 && ctx.Err() == nil; try++ {
 		ok = l.checkpoint(context.WithoutCancel(ctx)) && !l.pending()
 	}
-	l.att.End()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.att.End()
 	return ok && l.failed == nil
+}
+
+// reopen ends the attempt's live stream, before any text, and opens
+// another for it under a new id, which it returns; false once it has text
+// (the stream then stays). Its followers of the first see an empty
+// attempt end and read on in the call's stream.
+func (l *liveAttempt) reopen() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.text.Len() > 0 || l.tools != nil {
+		return "", false
+	}
+	old := l.att
+	l.att = l.reg.Open()
+	old.End()
+	return l.att.ID, true
 }
 
 // cancelled: a heartbeat said the call cancelled the attempt.

@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -98,4 +99,68 @@ func TestLiveHeartbeatCancelsTheAttempt(t *testing.T) {
 	if got := handedPieces(l); got != "" {
 		t.Fatalf("handed %q after the call cancelled the attempt", got)
 	}
+}
+
+// TestLiveCheckpointsYieldToASlowServer: against a server that takes
+// 100 ms to answer each heartbeat, an attempt whose text keeps coming
+// sends one at most every 5 round trips (checkpointShare), not one
+// after another; its followers still get the whole text.
+func TestLiveCheckpointsYieldToASlowServer(t *testing.T) {
+	var beats atomic.Int32
+	a := liveActivities(t, func(ctx context.Context, p Progress) error {
+		beats.Add(1)
+		time.Sleep(100 * time.Millisecond)
+		return nil
+	})
+	l := a.newLiveAttempt(context.Background(), 1, time.Minute, func() { t.Error("cancelled") })
+	var want strings.Builder
+	begin := time.Now()
+	for i := 0; time.Since(begin) < 1500*time.Millisecond; i++ {
+		w := "word" + strconv.Itoa(i) + " "
+		want.WriteString(w)
+		l.addText(w, i+1)
+		time.Sleep(5 * time.Millisecond)
+	}
+	sent := beats.Load()
+	// 1.5 s of text: the first heartbeat at once, then one per 500 ms
+	// (4 × 100 ms after each, plus its own 100 ms) — not 15 back to back.
+	if sent < 2 || sent > 5 {
+		t.Fatalf("%d heartbeats in 1.5 s against a 100 ms server, want 2–5", sent)
+	}
+	if !l.close(context.Background()) {
+		t.Fatal("close: not every piece handed over")
+	}
+	if got := handedPieces(l); got != want.String() {
+		t.Fatalf("handed %q, want %q", got, want.String())
+	}
+}
+
+// TestLiveWithdrawnBeforeItsText: an attempt that withdraws its live
+// stream before any text (it is late: a hedge may race it) ends the first
+// stream empty for its followers and hands its text on a new one; once
+// it has text it keeps its stream.
+func TestLiveWithdrawnBeforeItsText(t *testing.T) {
+	a := liveActivities(t, func(context.Context, Progress) error { return nil })
+	l := a.newLiveAttempt(context.Background(), 1, time.Minute, func() { t.Error("cancelled") })
+	first := l.att
+	id, ok := l.reopen()
+	if !ok || id == first.ID || a.live.Registry.Len() != 2 {
+		t.Fatalf("reopen: %q %v (first %q), %d attempts held", id, ok, first.ID, a.live.Registry.Len())
+	}
+	if ps, ended, _ := first.Pieces(); !ended || len(ps) != 0 {
+		t.Fatalf("the withdrawn stream: %d pieces, ended %v; want none, ended", len(ps), ended)
+	}
+	l.addText("Your parcel", 1)
+	if !l.close(context.Background()) {
+		t.Fatal("close: not every piece handed over")
+	}
+	if got := handedPieces(l); got != "Your parcel" || l.att.ID != id {
+		t.Fatalf("the new stream %q handed %q", l.att.ID, got)
+	}
+	l2 := a.newLiveAttempt(context.Background(), 2, time.Minute, func() { t.Error("cancelled") })
+	l2.addText("Hello", 1)
+	if _, ok := l2.reopen(); ok {
+		t.Fatal("an attempt with text reopened its stream")
+	}
+	l2.close(context.Background())
 }

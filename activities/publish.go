@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,11 +26,15 @@ const flushTimeout = 5 * time.Second
 // worker's live registry (liveAttempt): the call's history then holds no
 // batch of tokens. Otherwise the deltas go on the stream in batches.
 type callPublisher struct {
-	c        *workflowstreams.Client
-	deltas   *workflowstreams.TopicHandle
-	live     *liveAttempt
-	liveAt   LiveEvent     // where to follow live, published once (liveSaid)
-	tokens   *atomic.Int64 // the attempt's tokens so far, for live heartbeats
+	c       *workflowstreams.Client
+	deltas  *workflowstreams.TopicHandle
+	live    *liveAttempt
+	liveURL string        // the worker's live base URL
+	tokens  *atomic.Int64 // the attempt's tokens so far, for live heartbeats
+	// liveAt is where to follow the attempt live, published once
+	// (liveSaid) unless withdrawn first (withdrawLive).
+	liveMu   sync.Mutex
+	liveAt   LiveEvent
 	liveSaid bool
 	attempt  int
 	model    string
@@ -54,26 +59,50 @@ func (a *Activities) publisher(ctx context.Context, in CallInput, m config.Model
 	p := &callPublisher{c: c, deltas: c.Topic(TopicDelta), attempt: in.Attempt, model: m.Name}
 	if a.live != nil && !in.Request.StreamDeltas {
 		p.live = a.newLiveAttempt(ctx, in.Attempt, activity.GetInfo(ctx).HeartbeatTimeout, cancel)
-		p.liveAt = LiveEvent{Type: EventLive, Attempt: in.Attempt, Model: m.Name, URL: a.live.URL + "/live/" + p.live.att.ID}
-		if !in.Announce {
+		p.liveURL = a.live.URL
+		p.liveAt = LiveEvent{Type: EventLive, Attempt: in.Attempt, Model: m.Name, URL: p.liveURL + "/live/" + p.live.att.ID}
+		if !in.Hedge {
 			// Where to follow it, at once: the follower connects while the
-			// upstream prepares its first token.
+			// upstream prepares its first token. An attempt that may be
+			// hedged is the call's only one until it says it is late; it
+			// then withdraws this event before any text (withdrawLive).
 			p.announceLive()
 		}
-		// A racing attempt says where to follow it with its first text,
-		// after its first-token note: the call's stream drops the event of
-		// a racer that did not win, as it drops its deltas.
+		// A hedge, and a late attempt, say where to follow them with their
+		// first text, after their first-token note: the call's stream drops
+		// the event of a racer that did not win, as it drops its deltas.
 	}
 	return p
 }
 
 // announceLive publishes the live attempt's event, once.
 func (p *callPublisher) announceLive() {
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
 	if p.liveSaid {
 		return
 	}
 	p.liveSaid = true
 	p.c.Topic(TopicEvent).Publish(p.liveAt, true)
+}
+
+// withdrawLive takes back the live event of an attempt that is about to
+// say it is late (so a hedge may race it), while it has no text: its
+// followers see that live stream end empty, and the attempt announces a new
+// one with its first text, after its first-token note, as a hedge does.
+func (p *callPublisher) withdrawLive() {
+	if p == nil || p.live == nil {
+		return
+	}
+	p.liveMu.Lock()
+	defer p.liveMu.Unlock()
+	if !p.liveSaid {
+		return
+	}
+	if id, ok := p.live.reopen(); ok {
+		p.liveAt.URL = p.liveURL + "/live/" + id
+		p.liveSaid = false
+	}
 }
 
 // text publishes a piece of the answer: the first at once, later ones in

@@ -51,7 +51,8 @@ type MemoryOptions struct {
 	Variants []MemoryVariant
 	// ProfileDir, when set, receives the worker's heap and goroutine
 	// profiles taken with the calls in flight (<variant>-heap.pb.gz,
-	// <variant>-goroutines.txt; the worker runs with WORKER_PPROF=1).
+	// <variant>-goroutines.txt) and again halfway through the generation
+	// (<variant>-generating-…); the worker runs with WORKER_PPROF=1.
 	ProfileDir string
 	// Progress receives one line per step; nil: silent.
 	Progress io.Writer
@@ -326,14 +327,23 @@ func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin
 		state = fmt.Sprintf("most calls in flight reached (%d of %d)", rep.MaxInFlight, o.Calls)
 	}
 	progress("memory: %s after %s", state, fmtDur(time.Since(begin)))
-	if o.ProfileDir != "" {
-		name := strings.NewReplacer(" ", "_", "=", "-", ",", "").Replace(v.Name + "-" + v.Calls())
+	// profile saves the worker's heap and goroutine profiles (when asked),
+	// named by the variant and the moment.
+	profile := func(moment string) error {
+		if o.ProfileDir == "" {
+			return nil
+		}
+		name := strings.NewReplacer(" ", "_", "=", "-", ",", "").Replace(v.Name + "-" + v.Calls() + moment)
 		for file, path := range map[string]string{name + "-heap.pb.gz": "/debug/pprof/heap", name + "-goroutines.txt": "/debug/pprof/goroutine?debug=1"} {
 			if err := fetchTo(ctx, "http://"+metricsAddr+path, filepath.Join(o.ProfileDir, file)); err != nil {
-				return nil, fmt.Errorf("profile %s: %w", path, err)
+				return fmt.Errorf("profile %s: %w", path, err)
 			}
 		}
 		progress("memory: profiles in %s", o.ProfileDir)
+		return nil
+	}
+	if err := profile(""); err != nil {
+		return nil, err
 	}
 	// Five samples a second apart; report the largest.
 	best := MemorySample{}
@@ -357,11 +367,19 @@ func runMemoryVariant(ctx context.Context, o MemoryOptions, v MemoryVariant, bin
 	step := o.Meter.Phase("memory: "+v.Name+", answers generated (seconds)", int(gen.Seconds()))
 	defer step.Done()
 	best = MemorySample{}
+	// The profiles once more while every call generates: halfway from the
+	// last call's first token to the first call's last.
+	lastFirst, firstLast := time.Now().Add(o.TTFT), begin.Add(gen)
+	midway := time.After(time.Until(lastFirst.Add(max(0, firstLast.Sub(lastFirst)) / 2)))
 	for waiting := true; waiting; {
 		select {
 		case a := <-answered:
 			rep.Answered, rep.Retried, rep.Failed = a.Answered, a.Retried, a.Failed
 			waiting = false
+		case <-midway:
+			if err := profile("-generating"); err != nil {
+				return nil, err
+			}
 		case <-time.After(2 * time.Second):
 			step.Add(2)
 			if err := sample(""); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -34,8 +35,16 @@ type sseEvent struct {
 // content is the delta content of a chunk event ("" for other events).
 func (e sseEvent) content(t *testing.T) string {
 	t.Helper()
-	if !strings.HasPrefix(e.Data, "{") {
-		return ""
+	c, err := chunkContent(e.Data)
+	require.NoError(t, err)
+	return c
+}
+
+// chunkContent is the delta content of a chunk event's data ("" for
+// other events).
+func chunkContent(data string) (string, error) {
+	if !strings.HasPrefix(data, "{") {
+		return "", nil
 	}
 	var c struct {
 		Choices []struct {
@@ -44,17 +53,24 @@ func (e sseEvent) content(t *testing.T) string {
 			} `json:"delta"`
 		} `json:"choices"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(e.Data), &c), e.Data)
-	if len(c.Choices) == 0 {
-		return ""
+	if err := json.Unmarshal([]byte(data), &c); err != nil {
+		return "", fmt.Errorf("%w: %s", err, data)
 	}
-	return c.Choices[0].Delta.Content
+	if len(c.Choices) == 0 {
+		return "", nil
+	}
+	return c.Choices[0].Delta.Content, nil
 }
 
 // readSSE hands each event of body to fn until fn returns false or the
 // body ends; comments after the last event come as an event without data.
 func readSSE(t *testing.T, body io.Reader, fn func(sseEvent) bool) {
 	t.Helper()
+	require.NoError(t, scanSSE(body, fn))
+}
+
+// scanSSE is readSSE without a test: a line that is not SSE is an error.
+func scanSSE(body io.Reader, fn func(sseEvent) bool) error {
 	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	var e sseEvent
@@ -64,7 +80,7 @@ func readSSE(t *testing.T, body io.Reader, fn func(sseEvent) bool) {
 		case line == "":
 			if e.Data != "" || e.ID != "" {
 				if !fn(e) {
-					return
+					return nil
 				}
 				e = sseEvent{}
 			}
@@ -75,12 +91,13 @@ func readSSE(t *testing.T, body io.Reader, fn func(sseEvent) bool) {
 		case strings.HasPrefix(line, "data: "):
 			e.Data += line[len("data: "):]
 		default:
-			t.Fatalf("unexpected SSE line %q", line)
+			return fmt.Errorf("unexpected SSE line %q", line)
 		}
 	}
 	if len(e.Comments) > 0 {
 		fn(e)
 	}
+	return nil // a body cut short shows in what fn was handed
 }
 
 // postStream sends a raw streamed request with tenant acme's token.

@@ -48,6 +48,11 @@ type batch struct {
 // goes out at once; items published while a send is recent wait and go out
 // together one interval after it. forceFlush, a full MaxBatchSize, Flush
 // and Close send at once.
+//
+// The sender is a goroutine only while there is something to send or a
+// send is recent: after a quiet spell it ends, and the next publish starts
+// another. A stream that has said what it had to say (a live attempt's one
+// event) costs no goroutine while its attempt runs on.
 type publisher struct {
 	send     func(context.Context, PublishInput) error
 	dc       converter.DataConverter
@@ -62,7 +67,7 @@ type publisher struct {
 	seq     int64 // last sequence the workflow confirmed
 	urgent  bool  // send without waiting for the interval
 	err     error // kept for the next Flush or Close
-	started bool
+	running bool  // a sender goroutine runs (done closes when it ends)
 	closed  bool
 
 	sending    chan struct{} // one send at a time
@@ -84,7 +89,6 @@ func newPublisher(send func(context.Context, PublishInput) error, dc converter.D
 		sending:  make(chan struct{}, 1),
 		wake:     make(chan struct{}, 1),
 		stop:     make(chan struct{}),
-		done:     make(chan struct{}),
 	}
 	if p.interval <= 0 {
 		p.interval = DefaultBatchInterval
@@ -111,14 +115,16 @@ func (p *publisher) publish(topic string, value any, forceFlush bool) {
 		p.urgent = true
 	}
 	nudge := idle || p.urgent
-	start := !p.started && !p.closed
+	start := !p.running && !p.closed
 	if start {
-		p.started = true
+		p.running = true
+		p.done = make(chan struct{})
 	}
 	closed := p.closed
+	done := p.done
 	p.mu.Unlock()
 	if start {
-		go p.run()
+		go p.run(done)
 	}
 	if nudge && !closed {
 		select {
@@ -134,23 +140,36 @@ func (p *publisher) hasWork() bool {
 	return p.pending != nil || len(p.buf) > 0
 }
 
-// run is the background sender, started by the first publish.
-func (p *publisher) run() {
-	defer close(p.done)
+// run is the background sender, started by a publish when none runs; it
+// ends after a quiet spell.
+func (p *publisher) run(done chan struct{}) {
+	defer close(done)
 	var last time.Time // start of the last send
 	failures := 0
 	for {
 		p.mu.Lock()
 		work := p.pending != nil || len(p.buf) > 0
 		urgent := p.urgent && p.pending == nil
+		quiet := time.Until(last.Add(p.interval))
+		if !work && quiet <= 0 {
+			// The next item would go at once anyway: a new sender can
+			// send it.
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
 		p.mu.Unlock()
 		if !work {
+			t := time.NewTimer(quiet)
 			select {
 			case <-p.wake:
-				continue
+			case <-t.C:
 			case <-p.stop:
-				return
+				t.Stop()
+				return // close sends what is left
 			}
+			t.Stop()
+			continue
 		}
 		gap := p.interval
 		if failures > 0 {
@@ -308,15 +327,15 @@ func (p *publisher) close(ctx context.Context) error {
 		return p.takeErr()
 	}
 	p.closed = true
-	started := p.started
+	done := p.done
 	p.mu.Unlock()
-	if started {
-		close(p.stop)
+	close(p.stop)
+	if done != nil {
 		select {
-		case <-p.done:
+		case <-done:
 		case <-ctx.Done():
 			p.cancelLoop()
-			<-p.done
+			<-done
 		}
 	}
 	p.cancelLoop()

@@ -140,8 +140,14 @@ func TestPublisherSendsTheFirstItemAtOnceAndBatchesTheRest(t *testing.T) {
 	require.GreaterOrEqual(t, gap, interval-10*time.Millisecond)
 	require.Less(t, gap, interval+500*time.Millisecond)
 
-	// After a quiet spell the next item goes out at once again.
+	// After a quiet spell the sender has ended (an idle stream costs no
+	// goroutine), and the next item goes out at once again.
 	time.Sleep(interval + 100*time.Millisecond)
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !p.running
+	}, 5*time.Second, 10*time.Millisecond, "the sender ended after a quiet spell")
 	before := time.Now()
 	p.publish("t", "after quiet", false)
 	tries = f.waitTries(t, 3)
