@@ -117,7 +117,7 @@ func run(args []string) error {
 	fairWindow := fs.Duration("fairness-window", 15*time.Second, "fairness: how long tenant B's calls are measured in each row")
 	fairRefused := fs.Int("fairness-refused-properties", 4999, "fairness: properties of the tool schema of tenant A's refused requests (compiled before the refusal)")
 	fleetSizes := fs.String("fleet-workers", "3,30,100,300", "fleet: fleet sizes to measure, comma-separated")
-	scaleCalls := fs.String("scale-calls", "100,300", "stream-scale: calls at once to measure, comma-separated")
+	scaleCalls := fs.String("scale-calls", "50,100,300", "stream-scale: calls at once to measure, comma-separated")
 	scaleTokens := fs.Int("scale-tokens", 400, "stream-scale: tokens of every answer (400: 10 s at llmsim's 40 tokens/s)")
 	sweep := addSweepFlags(fs)
 	if err := fs.Parse(args); err != nil {
