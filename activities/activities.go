@@ -21,6 +21,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/rules"
 	"github.com/durable-llm/durable-llm/policies/structured"
+	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -39,7 +40,7 @@ type Activities struct {
 	tokens   *promptpkg.TokenCounter
 	schemas  *structured.Cache
 	keys     *keyPools
-	seen     *seenRequests
+	billed   *billedRequests
 	// firstTokens and hedges: the adaptive hedge delay and the hedge
 	// budget (docs/how-it-works.md "Hedged calls").
 	firstTokens *guard.FirstTokens
@@ -70,10 +71,11 @@ type Activities struct {
 	ruleGate rules.Gate
 	// steps keeps the results of the counting local activities, so that
 	// a step run twice counts once (once.go).
-	steps *onceSteps
+	steps *stepResults
 
+	// clients are the go-openai clients of the models and keys (clients.go).
 	mu      sync.Mutex
-	clients map[string]*modelClient
+	clients map[string]*openai.Client
 }
 
 // Options are the dependencies of New. Zero values mean defaults.
@@ -133,9 +135,9 @@ func New(o Options) (*Activities, error) {
 		return nil, errors.New("activities: a policy config is required")
 	}
 	a := &Activities{
-		steps: newOnceSteps(),
+		steps: newStepResults(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*modelClient{}, schemas: request.Schemas(), seen: newSeenRequests(),
+		clients: map[string]*openai.Client{}, schemas: request.Schemas(), billed: newBilledRequests(),
 		firstTokens: guard.NewFirstTokens(), queues: newQueues(), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 		live: o.Live,
@@ -219,7 +221,7 @@ func invalid(err error) error {
 // non-retryable ApplicationError of type invalid_request that names every
 // problem.
 func (a *Activities) Admit(ctx context.Context, req request.Request) (Admission, error) {
-	return once(ctx, a.steps, a.now(), req, func() (Admission, error) { return a.admit(req) })
+	return oncePerStep(ctx, a.steps, a.now(), req, func() (Admission, error) { return a.admit(req) })
 }
 
 func (a *Activities) admit(req request.Request) (Admission, error) {
@@ -285,7 +287,7 @@ func (a *Activities) PrepareAttempt(ctx context.Context, in PrepareInput) (Prepa
 	if activity.IsActivity(ctx) {
 		call = activity.GetInfo(ctx).WorkflowExecution.RunID
 	}
-	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in, call) })
+	return oncePerStep(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.prepareAttempt(in, call) })
 }
 
 // prepareAttempt is PrepareAttempt for call (its run; "" outside an
@@ -397,7 +399,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			left = min(a.holds.Release(m.Scope(sc), now, a.rand()), canWait)
 		}
 		holdReason := fmt.Sprintf("rate-limit hold on %s", scope)
-		prompt := a.cut(in.Request, m, in.State.Shape)
+		prompt := a.fitPrompt(in.Request, m, in.State.Shape)
 		lim := a.paces[m.Scope(m.RateLimitScope)]
 		if m.Pooled() {
 			lim = limits{rpm: m.RPM, tpm: m.TPM} // each key of a pool has its own limits
@@ -660,7 +662,7 @@ func (a *Activities) held(m config.ModelConfig, now time.Time) (config.RateLimit
 // whose retry budget is spent among them), and asks callstate.Next. The
 // next request is paid for when PrepareAttempt starts it.
 func (a *Activities) DecideNext(ctx context.Context, in DecideInput) (callstate.Step, error) {
-	return once(ctx, a.steps, a.now(), in, func() (callstate.Step, error) { return a.decideNext(ctx, in) })
+	return oncePerStep(ctx, a.steps, a.now(), in, func() (callstate.Step, error) { return a.decideNext(ctx, in) })
 }
 
 func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.Step, error) {
@@ -730,7 +732,7 @@ func logDecision(ctx context.Context, model string, class failure.Class, step ca
 // RecordRetrySuccess tells the class breaker that a retry of class
 // succeeded (the call's next attempt answered).
 func (a *Activities) RecordRetrySuccess(ctx context.Context, class failure.Class) error {
-	_, err := once(ctx, a.steps, a.now(), class, func() (bool, error) {
+	_, err := oncePerStep(ctx, a.steps, a.now(), class, func() (bool, error) {
 		a.classes.Record(class, a.now(), true)
 		return true, nil
 	})

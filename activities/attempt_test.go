@@ -23,7 +23,7 @@ func callAttempt(t *testing.T, a *Activities, question string, sh callstate.Shap
 	env.RegisterActivity(a)
 	m := a.cfg.Models[0]
 	req := request.Request{Messages: []request.Message{{Role: request.RoleUser, Content: question}}}
-	in := CallInput{Request: req, Model: m.Name, Attempt: 1, Shape: sh, Prompt: a.cut(req, m, sh), Timeout: timeout}
+	in := CallInput{Request: req, Model: m.Name, Attempt: 1, Shape: sh, Prompt: a.fitPrompt(req, m, sh), Timeout: timeout}
 	return env.ExecuteActivity(a.CallModel, in)
 }
 

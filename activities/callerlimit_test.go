@@ -51,7 +51,7 @@ func TestCallersLimitIsAnAnswer(t *testing.T) {
 		m := a.cfg.Models[0]
 		req := request.Request{Messages: []request.Message{{Role: request.RoleUser, Content: "Where is my parcel?"}}, MaxTokens: maxTokens}
 		sh := callstate.Shape{MaxTokens: maxTokens}
-		v, err := env.ExecuteActivity(a.CallModel, CallInput{Request: req, Model: m.Name, Attempt: 1, Shape: sh, Prompt: a.cut(req, m, sh), Timeout: 5 * time.Second})
+		v, err := env.ExecuteActivity(a.CallModel, CallInput{Request: req, Model: m.Name, Attempt: 1, Shape: sh, Prompt: a.fitPrompt(req, m, sh), Timeout: 5 * time.Second})
 		var out CallOutcome
 		if err == nil {
 			_ = v.Get(&out)

@@ -81,25 +81,25 @@ func fingerprint(r request.Request, model string, msgs []request.Message, sh cal
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// seenRequests remembers the fingerprints of the billed requests this
+// billedRequests remembers the fingerprints of the billed requests this
 // process sent, for DuplicateWindow, oldest first in a queue so that
 // forgetting costs nothing per request. Safe for concurrent use.
-type seenRequests struct {
+type billedRequests struct {
 	mu    sync.Mutex
 	at    map[string]time.Time
-	queue []seenEntry
+	queue []billedEntry
 }
 
-type seenEntry struct {
+type billedEntry struct {
 	fp string
 	at time.Time
 }
 
-func newSeenRequests() *seenRequests { return &seenRequests{at: map[string]time.Time{}} }
+func newBilledRequests() *billedRequests { return &billedRequests{at: map[string]time.Time{}} }
 
-// sent records fp as sent at now and reports whether it was sent before
-// within DuplicateWindow.
-func (s *seenRequests) sent(fp string, now time.Time) bool {
+// repeat records fp as billed at now and reports whether it was billed
+// before within DuplicateWindow.
+func (s *billedRequests) repeat(fp string, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Forget the expired, and the oldest beyond the bound.
@@ -113,6 +113,6 @@ func (s *seenRequests) sent(fp string, now time.Time) bool {
 	prev, ok := s.at[fp]
 	dup := ok && now.Sub(prev) < DuplicateWindow
 	s.at[fp] = now
-	s.queue = append(s.queue, seenEntry{fp: fp, at: now})
+	s.queue = append(s.queue, billedEntry{fp: fp, at: now})
 	return dup
 }

@@ -55,7 +55,7 @@ func TestAnAnswerUnderWayRunsIntoTheGrace(t *testing.T) {
 			env.RegisterActivity(a)
 			m := a.cfg.Models[0]
 			req := firstPrepare().Request
-			in := CallInput{Request: req, Model: m.Name, Attempt: 1, Prompt: a.cut(req, m, firstPrepare().State.Shape), Timeout: 800 * time.Millisecond, Grace: c.grace}
+			in := CallInput{Request: req, Model: m.Name, Attempt: 1, Prompt: a.fitPrompt(req, m, firstPrepare().State.Shape), Timeout: 800 * time.Millisecond, Grace: c.grace}
 			began := time.Now()
 			v, err := env.ExecuteActivity(a.CallModel, in)
 			took := time.Since(began)

@@ -214,7 +214,7 @@ func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.
 // endpoint's retry budget like any retry. A refused hedge comes back with
 // no Model and the Reason.
 func (a *Activities) StartHedge(ctx context.Context, in HedgeInput) (Prepared, error) {
-	return once(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.startHedge(in) })
+	return oncePerStep(ctx, a.steps, a.now(), in, func() (Prepared, error) { return a.startHedge(in) })
 }
 
 func (a *Activities) startHedge(in HedgeInput) (Prepared, error) {

@@ -118,19 +118,19 @@ func TestFingerprintAndSeen(t *testing.T) {
 		t.Error("the idempotency key or streaming changed the fingerprint of the same upstream request")
 	}
 
-	s := newSeenRequests()
+	s := newBilledRequests()
 	now := time.Unix(1_000_000, 0)
-	if s.sent(fp, now) {
+	if s.repeat(fp, now) {
 		t.Error("first send is a duplicate")
 	}
-	if !s.sent(fp, now.Add(59*time.Minute)) {
+	if !s.repeat(fp, now.Add(59*time.Minute)) {
 		t.Error("a send 59 minutes later is not a duplicate")
 	}
-	if s.sent(fp, now.Add(59*time.Minute+DuplicateWindow)) {
+	if s.repeat(fp, now.Add(59*time.Minute+DuplicateWindow)) {
 		t.Error("a send more than an hour after the last is a duplicate")
 	}
 	for i := range 3 * maxFingerprints / 2 {
-		s.sent(strconv.Itoa(i), now.Add(3*time.Hour))
+		s.repeat(strconv.Itoa(i), now.Add(3*time.Hour))
 	}
 	if len(s.at) > maxFingerprints || len(s.queue) > maxFingerprints {
 		t.Errorf("%d fingerprints kept, bound %d", len(s.at), maxFingerprints)

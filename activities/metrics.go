@@ -3,6 +3,7 @@ package activities
 import (
 	"time"
 
+	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
@@ -34,3 +35,12 @@ func (NopMetrics) Budget(int) {}
 
 // BreakerState implements Metrics.
 func (NopMetrics) BreakerState(string, guard.BreakerState) {}
+
+// classLabel is the class label of an attempt in the metrics: its class,
+// "ok" on success.
+func classLabel(c failure.Class) string {
+	if c == failure.None {
+		return "ok"
+	}
+	return string(c)
+}

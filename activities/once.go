@@ -11,34 +11,18 @@ import (
 	"go.temporal.io/sdk/activity"
 )
 
-// The local activities that count something (Admit and StartHedge count a
-// request for the hedge budget; PrepareAttempt charges the retry budget,
-// the pacer and a key's headroom; DecideNext and RecordRetrySuccess feed
-// the breakers) may run twice for one step of a call: a local activity is
-// retried when its attempt timed out after it counted, and a workflow task
-// that failed before its result was recorded runs it again. Each is
-// wrapped in once: the result of the first run of a step is returned to a
-// second run on this worker without counting again. Another worker never
-// counted it, so counting there is right.
-//
-// A step is the workflow run, the local activity's ID (a counter of the
-// run, the same when a retried workflow task schedules it again) and its
-// input without the instant it was sent at (stepInput), which a retried
-// workflow task computes anew. The workflow test environment gives every
-// workflow the same run ID: tests that share one Activities between
-// environments give each workflow its own ID.
-
-// onceTTL is how long a step's result is kept: long enough for a local
-// activity's retries and a workflow task's retry after its timeout
+// stepResultTTL is how long a step's result is kept: long enough for a
+// local activity's retries and a workflow task's retry after its timeout
 // (10 s by default), short enough that few are held.
-const onceTTL = 2 * time.Minute
+const stepResultTTL = 2 * time.Minute
 
-// onceMaxBytes bounds the inputs' bytes the kept results stand for (a
-// result is about its input's size: PrepareAttempt returns the prompt it
-// was given); the oldest go first.
-const onceMaxBytes = 64 << 20
+// stepResultsMaxBytes bounds the inputs' bytes the kept results stand for
+// (a result is about its input's size: PrepareAttempt returns the prompt
+// it was given); the oldest go first.
+const stepResultsMaxBytes = 64 << 20
 
-type onceEntry struct {
+// stepResult is the first run of a step: done once it returned.
+type stepResult struct {
 	key   string
 	at    time.Time
 	bytes int
@@ -47,15 +31,22 @@ type onceEntry struct {
 	err   error
 }
 
-// onceSteps remembers the results of counting steps by key.
-type onceSteps struct {
+// stepResults keeps the results of the counting steps' first runs on
+// this worker (doc.go, "Counting steps count once"), by step: the workflow
+// run, the local activity's ID (a counter of the run, the same when a
+// retried workflow task schedules it again) and its input without the
+// instant it was sent at (stepInput), which a retried workflow task
+// computes anew. The workflow test environment gives every workflow the
+// same run ID: tests that share one Activities between environments give
+// each workflow its own ID.
+type stepResults struct {
 	mu    sync.Mutex
-	m     map[string]*onceEntry
-	order []*onceEntry // oldest first
+	m     map[string]*stepResult
+	order []*stepResult // oldest first
 	bytes int
 }
 
-func newOnceSteps() *onceSteps { return &onceSteps{m: map[string]*onceEntry{}} }
+func newStepResults() *stepResults { return &stepResults{m: map[string]*stepResult{}} }
 
 // stepKey is the key of a local activity's step: its workflow run, its
 // activity type and a digest of its input ("" outside an activity, as in
@@ -88,10 +79,10 @@ func (in DecideInput) step() any { in.Outcome.Elapsed = 0; return in }
 
 func (in HedgeInput) step() any { in.Prepare.Elapsed = 0; return in }
 
-// once runs f for the step of ctx and in, or returns the result of its
-// first successful run on this worker (waiting for it when it is still
+// oncePerStep runs f for the step of ctx and in, or returns the result of
+// its first successful run on this worker (waiting for it when it is still
 // running). A failed run is forgotten: the next one runs f again.
-func once[T any](ctx context.Context, s *onceSteps, now time.Time, in any, f func() (T, error)) (T, error) {
+func oncePerStep[T any](ctx context.Context, s *stepResults, now time.Time, in any, f func() (T, error)) (T, error) {
 	key, size := stepKey(ctx, in)
 	if key == "" {
 		return f()
@@ -111,7 +102,7 @@ func once[T any](ctx context.Context, s *onceSteps, now time.Time, in any, f fun
 		}
 		return f()
 	}
-	e := &onceEntry{key: key, at: now, bytes: size, done: make(chan struct{})}
+	e := &stepResult{key: key, at: now, bytes: size, done: make(chan struct{})}
 	s.m[key] = e
 	s.order = append(s.order, e)
 	s.bytes += size
@@ -138,11 +129,11 @@ func once[T any](ctx context.Context, s *onceSteps, now time.Time, in any, f fun
 // errStepUnfinished marks a step whose run panicked.
 var errStepUnfinished = errors.New("the step's first run did not finish")
 
-// expire drops the entries older than onceTTL and, beyond onceMaxBytes,
-// the oldest. Called with s.mu held.
-func (s *onceSteps) expire(now time.Time) {
+// expire drops the entries older than stepResultTTL and, beyond
+// stepResultsMaxBytes, the oldest. Called with s.mu held.
+func (s *stepResults) expire(now time.Time) {
 	n := 0
-	for n < len(s.order) && (now.Sub(s.order[n].at) > onceTTL || s.bytes > onceMaxBytes) {
+	for n < len(s.order) && (now.Sub(s.order[n].at) > stepResultTTL || s.bytes > stepResultsMaxBytes) {
 		e := s.order[n]
 		if s.m[e.key] == e {
 			delete(s.m, e.key)

@@ -127,10 +127,10 @@ func TestTenantShareSkipsTheRetry(t *testing.T) {
 // recovers and retries it) runs again when it comes back, instead of
 // waiting forever for the first run's result.
 func TestStepThatPanickedRunsAgain(t *testing.T) {
-	steps := newOnceSteps()
+	steps := newStepResults()
 	runs := 0
 	step := func(ctx context.Context, in string) (int, error) {
-		return once(ctx, steps, time.Now(), in, func() (int, error) {
+		return oncePerStep(ctx, steps, time.Now(), in, func() (int, error) {
 			runs++
 			if runs == 1 {
 				panic("a bug in the step")

@@ -43,6 +43,17 @@ func spendRetries(a *Activities, leave int) {
 	}
 }
 
+// endpoints lists the endpoints of the ladder's models, each once.
+func (a *Activities) endpoints() []string {
+	endpoints := make([]string, 0, len(a.cfg.Models))
+	for _, l := range a.cfg.Models {
+		if !slices.Contains(endpoints, l.Endpoint()) {
+			endpoints = append(endpoints, l.Endpoint())
+		}
+	}
+	return endpoints
+}
+
 // TestAnOverdueRequestIsKeptOpen: an upstream whose first token comes
 // after 600 ms, past the model's 200 ms first_token_timeout, answers the
 // attempt: the request is never cut for being late, whatever the guards

@@ -109,7 +109,7 @@ func FuzzTenantTextHoldsNoKey(f *testing.F) {
 			Tools: []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "lookup", Strict: &strict,
 				Parameters: json.RawMessage(`{"type":"object","additionalProperties":false,"required":["q"],"properties":{"q":{"type":"string","pattern":"^x$"}}}`)}}},
 		}
-		in := CallInput{Request: req, Model: m.Name, Attempt: 1, Shape: callstate.Shape{}, Prompt: a.cut(req, m, callstate.Shape{}), Timeout: 5 * time.Second}
+		in := CallInput{Request: req, Model: m.Name, Attempt: 1, Shape: callstate.Shape{}, Prompt: a.fitPrompt(req, m, callstate.Shape{}), Timeout: 5 * time.Second}
 		_, err = env.ExecuteActivity(a.CallModel, in)
 		if err == nil {
 			return // an answer: the model's text is the tenant's, unmasked
