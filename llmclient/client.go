@@ -1,7 +1,3 @@
-// Package llmclient is what a Go agent backend imports to make durable LLM
-// calls: it builds the idempotency key, starts the LLMCall workflow (or
-// attaches to the running or finished one with the same key) and waits for
-// the answer.
 package llmclient
 
 import (

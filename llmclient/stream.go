@@ -110,26 +110,17 @@ func (c *Client) followLive(ctx context.Context, ev workflows.Event, offset int6
 
 // Follow subscribes to the stream of call id from offset from (0: the
 // start; a reconnecting caller passes the last offset it got plus one)
-// and hands yield each item in order until the call ends. A live
-// attempt's text (workflows.EventLive) is read from the worker that
-// generates it and handed over as deltas at its event's offset; a
-// follower that cannot read it to its end gets the rest from the result
-// once the call ends. seen is the
-// answer text the caller already has from earlier deltas ("" from the
+// and hands yield each item in order until the call ends; textSoFar is
+// the answer text the caller already has from earlier deltas ("" from the
 // start). It returns at the done event, which carries the result, rather
-// than when the call closes (it lingers for its late subscribers). Once
-// the call has ended its stream can no longer be polled, so the text the
-// caller has not seen is then handed over from the result as one last
-// Delta (Offset -1), followed by a done Event when the stream had not
-// sent it: the deltas a caller sees always add up to the content, but
-// for a replaced event (hedge.replace), whose Content is the whole answer
-// that replaces the text before it. A
-// call that hosts no stream (it was started without stream: true) is
-// followed the same way, from its result. A yield error stops the
-// subscription and is returned.
-func (c *Client) Follow(ctx context.Context, id string, from int64, seen string, yield func(StreamItem) error) (workflows.CallResult, error) {
+// than when the call closes. The deltas a caller sees always add up to the
+// content, but for a replaced event (hedge.replace), whose Content is the
+// whole answer that replaces the text before it; "Following a call" in the
+// package documentation says where the text comes from. A yield error
+// stops the subscription and is returned.
+func (c *Client) Follow(ctx context.Context, id string, from int64, textSoFar string, yield func(StreamItem) error) (workflows.CallResult, error) {
 	var text strings.Builder
-	text.WriteString(seen)
+	text.WriteString(textSoFar)
 	done := false
 	missed := false // a live attempt's text could not be followed
 	sc := workflowstreams.NewClient(c.Temporal, id, workflowstreams.Options{})

@@ -85,7 +85,7 @@ func (l *GuardLink) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		read := time.Since(readAt) >= guard.ReadEvery(l.sync.Workers(), l.interval)-l.interval/2
-		err := l.once(ctx, read)
+		err := l.reportAndRead(ctx, read)
 		if read && err == nil {
 			readAt = time.Now() // a failed read is tried again at the next tick
 		}
@@ -102,12 +102,12 @@ func (l *GuardLink) Run(ctx context.Context) {
 
 // Once sends the report that is due, if any, then reads the fleet's view.
 func (l *GuardLink) Once(ctx context.Context) error {
-	return l.once(ctx, true)
+	return l.reportAndRead(ctx, true)
 }
 
-// once sends the report that is due, if any, then reads the fleet's view
+// reportAndRead sends the report that is due, if any, then reads the fleet's view
 // when read.
-func (l *GuardLink) once(ctx context.Context, read bool) error {
+func (l *GuardLink) reportAndRead(ctx context.Context, read bool) error {
 	ctx, cancel := context.WithTimeout(ctx, max(l.interval*2, 5*time.Second))
 	defer cancel()
 	if r, ok := l.sync.Cut(); ok {

@@ -65,20 +65,13 @@ const assumedHint = "set models[].context_window in a policy file; LLM_MODELS ca
 // ApplyWindows). Where a server is unreachable or does not say, the
 // assumed window stands, and From says so.
 //
-// It asks, at a model's base URL (…/v1) and at its root (the base URL
-// without /v1):
-//   - GET <base>/models: vLLM's data[].max_model_len (llama.cpp's
-//     data[].meta.n_ctx_train is an upper bound), with the model's key as
-//     a call sends it (the only request that carries a key);
-//   - GET <root>/props: llama.cpp's default_generation_settings.n_ctx;
-//   - GET <root>/api/ps: Ollama's context_length of a loaded model;
-//   - POST <root>/api/show {"model": name}: Ollama's num_ctx parameter
-//     and the trained context (model_info["<arch>.context_length"]).
-//
-// Ollama's window is min(num_ctx, or the server's default context, the
-// trained context); its default context is not said until the model is
+// It asks at a model's base URL (…/v1) and at its root (without /v1):
+// GET <base>/models (vLLM, llama.cpp; the only request that carries the
+// model's key, as a call sends it), GET <root>/props (llama.cpp), GET
+// <root>/api/ps and POST <root>/api/show (Ollama); docs/policy.md names
+// the fields read. Ollama says its default context only once the model is
 // loaded, so a model that is neither loaded nor given num_ctx has only an
-// upper bound.
+// upper bound, its trained context.
 func LearnWindows(ctx context.Context, cfg *config.Config, getenv func(string) string, timeout time.Duration) []Window {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -128,12 +128,9 @@ const maxWorkflowIDLen = 1000
 //   - else "<parent workflow ID>/" + request.IDs.Fingerprint(req)
 //     ("llm-" and the digest of every field that changes the answer).
 //
-// The parent's workflow ID, not its run ID, is the scope: a retry, reset
-// or continue-as-new keeps it, so the same request from the same agent is
-// the same call (its recorded answer), while a turn whose request changed
-// (other tool results, a longer conversation) is a new one. Two calls of
-// one run with the same request are one call unless WithTurn tells them
-// apart.
+// The parent's workflow ID, not its run ID, is the scope (see the package
+// documentation): two calls of one run with the same request are one call
+// unless WithTurn tells them apart.
 func ID(ctx workflow.Context, req workflows.CallRequest, opts ...Option) (string, error) {
 	o := resolve(opts)
 	id, _, err := childID(ctx, o.apply(req), o)

@@ -25,4 +25,23 @@
 // of commands (activities, timers, local activities, search-attribute
 // upserts) must be guarded with workflow.GetVersion, and `starter replay`
 // must pass against recorded histories before deploying (docs/deploying.md).
+//
+// # Context refiner
+//
+// The context refiner (refine.go; docs/how-it-works.md "Context refiner")
+// rebuilds a retry's request instead of resending it:
+//
+//   - after context_length_exceeded with summarize on, the rounds the
+//     retry drops are replaced by one marked message with their summary
+//     (activities.Summarize), and every later attempt of the call sends
+//     that refined conversation;
+//   - after output_truncated with action continue, the next attempt asks
+//     the model for the missing part only: the truncated text is kept
+//     (refiner.partial) and sent as a final assistant message to continue;
+//     the answer is that text and its continuation.
+//
+// Both act only when a recorded decision asks for them (Shape.Summarize,
+// Shape.Continue), so histories of earlier builds replay unchanged; the
+// summary's activity is also behind the "context-refiner" version, whose
+// marker is written only when it acts.
 package workflows

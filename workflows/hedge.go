@@ -28,18 +28,18 @@ type run struct {
 // racer is one of the two attempts of a hedged call.
 type racer struct {
 	run
-	f       workflow.Future
-	cancel  workflow.CancelFunc
-	running bool // started and not yet resolved
-	token   bool // announced its first token
-	late    bool // announced that its hedge delay passed without one
+	f              workflow.Future
+	cancel         workflow.CancelFunc
+	running        bool // started and not yet resolved
+	tokenAnnounced bool // announced its first token
+	delayPassed    bool // announced that its hedge delay passed without one
 	// notes: the overdue notes it sent (HedgePlan.Overdue), the last
 	// naming the models where a hedge could answer sooner, and why.
-	notes  int
-	sooner []string
-	soon   string
-	pub    string // the publisher id of its stream batches, once announced
-	why    string // why it was cancelled
+	notes        int
+	soonerModels []string
+	soonerWhy    string
+	pub          string // the publisher id of its stream batches, once announced
+	cancelReason string // why it was cancelled
 }
 
 func (r *racer) model() string { return r.prep.Model }
@@ -66,9 +66,9 @@ type race struct {
 	// firstToken: the first attempt to give a first token wins, whether
 	// or not the caller streams (an overdue plan).
 	firstToken bool
-	// prev is the stream's filter of an earlier race of the call: the
+	// prevFilter is the stream's filter of an earlier race of the call: the
 	// batches it turned away stay away.
-	prev func(string) bool
+	prevFilter func(string) bool
 	// attempt is the number of the attempt raced: a note of another
 	// (an earlier race's, sent late) is not this race's.
 	attempt int
@@ -80,7 +80,7 @@ type race struct {
 // sends after it was cancelled; every other publisher's are kept.
 func (r *race) accept(pub string) bool {
 	r.take()
-	if r.prev != nil && !r.prev(pub) {
+	if r.prevFilter != nil && !r.prevFilter(pub) {
 		return false
 	}
 	if pub == "" {
@@ -124,13 +124,13 @@ func (r *race) take() {
 		}
 		switch n.Kind {
 		case activities.NoteNoFirstToken:
-			who.late = true
+			who.delayPassed = true
 			if len(n.Sooner) > 0 {
 				who.notes++
-				who.sooner, who.soon = n.Sooner, n.Why
+				who.soonerModels, who.soonerWhy = n.Sooner, n.Why
 			}
 		case activities.NoteFirstToken:
-			who.token = true
+			who.tokenAnnounced = true
 			if (r.stream || r.firstToken) && r.winner == nil && r.carrier == nil {
 				r.winner = who
 				r.settle.Set(nil, nil)
@@ -177,7 +177,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 	r.decided, r.settle = workflow.NewFuture(ctx)
 	r.hedge.hedge = true
 	if r.stream {
-		r.prev, c.filter = c.filter, r.accept
+		r.prevFilter, c.filter = c.filter, r.accept
 		c.stream.SetPublishFilter(r.accept)
 	}
 	sel := workflow.NewSelector(ctx)
@@ -212,7 +212,7 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 			return &run{prep: prep, started: r.primary.started, err: temporal.NewCanceledError()}
 		}
 		p, h := &r.primary, &r.hedge
-		if p.late && !p.token && !hedgeTried && p.running && !p.f.IsReady() {
+		if p.delayPassed && !p.tokenAnnounced && !hedgeTried && p.running && !p.f.IsReady() {
 			switch {
 			case !plan.Overdue:
 				hedgeTried = true
@@ -296,7 +296,7 @@ func (c *call) cancelLoser(x *racer, why string) {
 	}
 	x.cancel()
 	x.cancel = nil
-	x.why = why
+	x.cancelReason = why
 }
 
 // startHedge asks StartHedge and, when it agrees, starts the hedge.
@@ -313,7 +313,7 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	}
 	model := plan.Model
 	if plan.Overdue {
-		model = r.primary.sooner[0]
+		model = r.primary.soonerModels[0]
 	}
 	if left < callstate.MinAttemptTime {
 		skip(model, fmt.Sprintf("no hedge: %s left before the fallback", callstate.FormatDuration(left)))
@@ -324,7 +324,7 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	hi := activities.HedgeInput{Prepare: activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: elapsed}, Model: plan.Model}
 	what := plan.Model
 	if plan.Overdue {
-		hi.Sooner, what = r.primary.sooner, strings.Join(r.primary.sooner, " or ")
+		hi.Sooner, what = r.primary.soonerModels, strings.Join(r.primary.soonerModels, " or ")
 	}
 	err := workflow.ExecuteLocalActivity(localOptions(ctx, "start hedge: "+what+", budget and guards"), a.StartHedge, hi).Get(ctx, &hp)
 	if err != nil || hp.Model == "" {
@@ -341,11 +341,11 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	hin.Hedge, hin.Timeout = true, min(hp.Timeout, left)
 	// A hedge is extra load: no open breaker is set aside for it; its
 	// grace is its own model's.
-	hin.PastOpen, hin.Grace = false, callstate.Grace(hin.Timeout, hp.Timeout, c.ad.FallbackReserve)
+	hin.PastOpen, hin.Grace = false, callstate.Grace(hin.Timeout, hp.Timeout, c.admission.FallbackReserve)
 	summary := fmt.Sprintf("hedge: %s after %s without a first token from %s (%s)", hp.Model, callstate.FormatDuration(plan.After), r.primary.model(), plan.Basis)
 	if plan.Overdue {
 		summary = fmt.Sprintf("hedge: %s, %s without a first token from %s, kept open: %s",
-			hp.Model, callstate.FormatDuration(workflow.Now(ctx).Sub(r.primary.started)), r.primary.model(), r.primary.soon)
+			hp.Model, callstate.FormatDuration(workflow.Now(ctx).Sub(r.primary.started)), r.primary.model(), r.primary.soonerWhy)
 	}
 	c.event(ctx, Event{Type: EventHedgeStarted, Attempt: c.st.N, Model: hp.Model, Reason: summary})
 	start(&r.hedge, hp, hin, hin.Timeout+hin.Grace, summary)
@@ -362,7 +362,7 @@ func (c *call) quickAnswer(ctx workflow.Context, h *racer) {
 		N: c.st.N, Model: h.model(), Key: h.prep.Key, Hedge: true, Status: h.out.Status,
 		Messages: h.prep.Prompt.Messages, PromptTokens: h.prep.Prompt.Tokens,
 		DurationMS: workflow.Now(ctx).Sub(h.started).Milliseconds(),
-		Decision:   "answer", Reason: "quick answer; " + c.ad.FirstModel + " is still answering",
+		Decision:   "answer", Reason: "quick answer; " + c.admission.FirstModel + " is still answering",
 	})
 	q.Content, q.Model, q.FinishReason = h.out.Content, h.model(), h.out.FinishReason
 	q.ToolCalls, q.Logprobs = h.out.ToolCalls, h.out.Logprobs
@@ -370,9 +370,9 @@ func (c *call) quickAnswer(ctx workflow.Context, h *racer) {
 	q.Usage.CompletionTokens += h.out.CompletionTokens
 	q.Source, q.Degraded, q.Replaceable = SourceFallbackModel, true, true
 	q.Reason = fmt.Sprintf("quick answer from %s, the hedge of %s, which is still answering: its answer, when it succeeds, replaces this one",
-		h.model(), c.ad.FirstModel)
+		h.model(), c.admission.FirstModel)
 	c.quick, c.quickAt = &q, workflow.Now(ctx).Sub(c.start)
-	workflow.SetCurrentDetails(ctx, fmt.Sprintf("quick answer from %s delivered; waiting for %s to replace it", h.model(), c.ad.FirstModel))
+	workflow.SetCurrentDetails(ctx, fmt.Sprintf("quick answer from %s delivered; waiting for %s to replace it", h.model(), c.admission.FirstModel))
 }
 
 // settleRace ends the race with won carrying the call: it records the
@@ -423,7 +423,7 @@ func (c *call) recordRacer(ctx workflow.Context, x, won *racer) {
 	case x.err == nil:
 		att.Decision, att.Reason = "raced", "it answered, but "+won.model()+" carried the call"
 	case temporal.IsCanceledError(x.err):
-		att.Decision, att.Reason = "cancelled", x.why
+		att.Decision, att.Reason = "cancelled", x.cancelReason
 		if att.Reason == "" {
 			att.Reason = won.model() + " carried the call"
 		}

@@ -147,8 +147,8 @@ type learner struct {
 	// tried are the unknown rules this run read the policy for.
 	tried []string
 	n     int
-	// ready: the policy was read (feedback waits for it).
-	ready bool
+	// policyRead: the policy was read (feedback waits for it).
+	policyRead bool
 }
 
 // RulesLearner keeps the records of the rules that apply to one scenario's
@@ -178,7 +178,7 @@ func RulesLearner(ctx workflow.Context, in LearnerInput) error {
 	if err := l.readPolicy(ctx); err != nil {
 		return err
 	}
-	l.ready = true
+	l.policyRead = true
 	for _, r := range l.ledger.Rules {
 		l.gauges(ctx, r)
 	}
@@ -215,7 +215,7 @@ func (l *learner) readPolicy(ctx workflow.Context) error {
 // feedback is the UpdateFeedback handler.
 func (l *learner) feedback(ctx workflow.Context, fb FeedbackRequest) (FeedbackResult, error) {
 	l.n++
-	if err := workflow.Await(ctx, func() bool { return l.ready }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return l.policyRead }); err != nil {
 		return FeedbackResult{}, err
 	}
 	fb.Outcome, _ = rules.ParseOutcome(string(fb.Outcome)) // validated

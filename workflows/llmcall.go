@@ -41,7 +41,7 @@ func LLMCall(ctx workflow.Context, req CallRequest) (CallResult, error) {
 		defer func() {
 			// Let subscribers fetch the last items before the stream closes;
 			// a late one reads the rest from the result.
-			_ = s.Drain(ctx, c.ad.Linger)
+			_ = s.Drain(ctx, c.admission.Linger)
 		}()
 	}
 	res, err := c.run(ctx)
@@ -82,17 +82,17 @@ func (c *call) answer(ctx workflow.Context) (CallResult, error) {
 // call is one LLMCall: its request, its decision state and the result
 // being written.
 type call struct {
-	req      CallRequest
-	start    time.Time
-	res      CallResult
-	ad       activities.Admission
-	st       callstate.State
-	finished bool
+	req       CallRequest
+	start     time.Time
+	res       CallResult
+	admission activities.Admission
+	st        callstate.State
+	finished  bool
 	// delivered is the text already streamed to the caller: later
 	// attempts continue it and the answer starts with it.
 	delivered string
-	// ref is the refined request and partial answer (refine.go).
-	ref refiner
+	// refined is the refined request and partial answer (refine.go).
+	refined refiner
 	// best is the longest text a model wrote for the call in an attempt
 	// that failed (cut at its limit, or its stream broken) and that the
 	// caller has not seen: the answer when no model answers in full,
@@ -155,7 +155,7 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 	workflow.SetCurrentDetails(ctx, "admitting: validate the request, check business rules")
 
 	err := workflow.ExecuteLocalActivity(localOptions(ctx, "admit: validate, business rules, count in budget"),
-		a.Admit, c.req).Get(ctx, &c.ad)
+		a.Admit, c.req).Get(ctx, &c.admission)
 	if err != nil {
 		if !temporal.IsCanceledError(err) {
 			c.res.Reason = err.Error()
@@ -163,15 +163,15 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 		}
 		return c.res, err
 	}
-	c.res.ShadowRules = c.ad.Shadow
-	if r := c.ad.Rule; r != nil {
+	c.res.ShadowRules = c.admission.Shadow
+	if r := c.admission.Rule; r != nil {
 		c.res.RuleID, c.res.Flag = r.ID, r.Flag
 		switch r.Action {
 		case config.RuleHandoff, config.RuleSafeMessage:
 			return c.res, c.fire(ctx, *r, "business rule "+r.ID)
 		}
 	}
-	c.st = c.ad.State
+	c.st = c.admission.State
 	reason, err := c.attempts(ctx)
 	if err != nil {
 		return c.res, err
@@ -191,10 +191,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if reason, full := c.historyFull(ctx); full {
 			return reason, nil
 		}
-		remaining := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
+		remaining := c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
 		if remaining < callstate.MinAttemptTime {
 			return fmt.Sprintf("deadline: %s left, %s kept for the fallback",
-				callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
+				callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
 		}
 		if err := c.refine(ctx, remaining); err != nil {
 			return "", err
@@ -221,10 +221,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				// let the breakers say whether this call goes now.
 				continue
 			}
-			remaining = c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
+			remaining = c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
 			if remaining < callstate.MinAttemptTime {
 				return fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",
-					prep.Model, callstate.FormatDuration(remaining+c.ad.FallbackReserve), callstate.FormatDuration(c.ad.FallbackReserve)), nil
+					prep.Model, callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
 			}
 		}
 		if c.delivered != "" {
@@ -240,10 +240,10 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint, PastOpen: prep.PastOpen,
-			Grace: callstate.Grace(min(prep.Timeout, remaining), prep.Timeout, c.ad.FallbackReserve),
+			Grace: callstate.Grace(min(prep.Timeout, remaining), prep.Timeout, c.admission.FallbackReserve),
 			// Only the first model's whole answer may be kept: any other is
 			// a degraded one (docs/how-it-works.md "Answer cache").
-			Cache: prep.Model == c.ad.FirstModel && c.delivered == "",
+			Cache: prep.Model == c.admission.FirstModel && c.delivered == "",
 		}, remaining)
 		// A hedged attempt may have been carried by its hedge.
 		prep, started, out, err := ran.prep, ran.started, ran.out, ran.err
@@ -288,7 +288,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.answered(ctx, att, out, note)
 			return "", nil
 		}
-		if out.Diagnosable && c.ad.Diagnose {
+		if out.Diagnosable && c.admission.Diagnose {
 			// Only when a recorded CallModel says so: histories of
 			// earlier builds have no such attempt and replay unchanged.
 			var derr error
@@ -363,17 +363,17 @@ func (c *call) streamedBy(from int64, n int) (string, int) {
 // Histories of builds without the guard replay unchanged: the version
 // marker is written only when the guard acts.
 func (c *call) historyFull(ctx workflow.Context) (string, bool) {
-	if c.ad.HistoryBytes <= 0 && c.ad.HistoryEvents <= 0 {
+	if c.admission.HistoryBytes <= 0 && c.admission.HistoryEvents <= 0 {
 		return "", false
 	}
 	info := workflow.GetInfo(ctx)
 	size, events := info.GetCurrentHistorySize(), info.GetCurrentHistoryLength()
 	var reason string
 	switch {
-	case c.ad.HistoryBytes > 0 && size > c.ad.HistoryBytes:
-		reason = fmt.Sprintf("history guard: the call's history is %d bytes, over call.max_history_bytes (%d): no more attempts", size, c.ad.HistoryBytes)
-	case c.ad.HistoryEvents > 0 && events > c.ad.HistoryEvents:
-		reason = fmt.Sprintf("history guard: the call's history has %d events, over call.max_history_events (%d): no more attempts", events, c.ad.HistoryEvents)
+	case c.admission.HistoryBytes > 0 && size > c.admission.HistoryBytes:
+		reason = fmt.Sprintf("history guard: the call's history is %d bytes, over call.max_history_bytes (%d): no more attempts", size, c.admission.HistoryBytes)
+	case c.admission.HistoryEvents > 0 && events > c.admission.HistoryEvents:
+		reason = fmt.Sprintf("history guard: the call's history has %d events, over call.max_history_events (%d): no more attempts", events, c.admission.HistoryEvents)
 	default:
 		return "", false
 	}
@@ -389,14 +389,14 @@ func (c *call) historyFull(ctx workflow.Context) (string, bool) {
 func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activities.CallOutcome) (failure.Class, string, error) {
 	var a *activities.Activities
 	var d activities.Diagnosis
-	left := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve - callstate.MinAttemptTime
+	left := c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve - callstate.MinAttemptTime
 	if left < time.Second {
 		return class, "no diagnosis: the deadline leaves no time for one", nil
 	}
 	dctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: min(40*time.Second, left),
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:             fmt.Sprintf("diagnose: %s names the class of an unrecognised HTTP %d", c.ad.DiagnoseModel, out.Status),
+		Summary:             fmt.Sprintf("diagnose: %s names the class of an unrecognised HTTP %d", c.admission.DiagnoseModel, out.Status),
 	})
 	err := workflow.ExecuteActivity(dctx, a.Diagnose, activities.DiagnoseInput{
 		Attempt: c.st.N, Class: class, Status: out.Status, Code: out.Code, Type: out.Type, Message: out.Message,
@@ -436,10 +436,10 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 		n = c.st.Upstream + 1 // prepared by an older build
 	}
 	if summary == "" {
-		attempt := fmt.Sprintf("attempt %d/%d", n, c.ad.MaxAttempts)
+		attempt := fmt.Sprintf("attempt %d/%d", n, c.admission.MaxAttempts)
 		if c.st.Refused > 0 {
 			// Refusals (backpressure) are no attempts against the cap.
-			attempt = fmt.Sprintf("attempt %d/%d (request %d)", c.st.Attempts(), c.ad.MaxAttempts, n)
+			attempt = fmt.Sprintf("attempt %d/%d (request %d)", c.st.Attempts(), c.admission.MaxAttempts, n)
 		}
 		summary = fmt.Sprintf("%s · %s · %d→%d msgs", attempt, prep.Model, prep.Prompt.Before, prep.Prompt.Messages)
 		if prep.Key != "" {
@@ -453,11 +453,11 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 	// The attempt bounds itself by timeout; the slack lets a lost worker
 	// be noticed by its heartbeat (worker_lost) rather than by this
 	// timeout, and ScheduleToClose bounds the time in the queue too.
-	startToClose := timeout + c.ad.HeartbeatTimeout + time.Second
+	startToClose := timeout + c.admission.HeartbeatTimeout + time.Second
 	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		ScheduleToCloseTimeout: startToClose + 5*time.Second,
 		StartToCloseTimeout:    startToClose,
-		HeartbeatTimeout:       c.ad.HeartbeatTimeout,
+		HeartbeatTimeout:       c.admission.HeartbeatTimeout,
 		WaitForCancellation:    true,
 		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:                summary,
@@ -590,7 +590,7 @@ func (c *call) classes() []string {
 func (c *call) finishDelivered(ctx workflow.Context, model, reason string) {
 	c.res.Content, c.res.Model, c.res.FinishReason = c.delivered, model, ""
 	c.res.Source, c.res.Degraded, c.res.Reason = SourceModel, true, reason
-	if model != c.ad.FirstModel {
+	if model != c.admission.FirstModel {
 		c.res.Source = SourceFallbackModel
 	}
 	c.finish(ctx, OutcomeDegraded)
@@ -605,7 +605,7 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 		att.Reason += "; " + note
 	}
 	c.res.Attempts = append(c.res.Attempts, att)
-	content := c.delivered + joinContinuation(c.ref.partial, out.Content)
+	content := c.delivered + joinContinuation(c.refined.partial, out.Content)
 	if out.Published > 0 || c.res.Replaced != nil {
 		// Streamed, or sent whole in the replaced event.
 		c.delivered = content
@@ -620,11 +620,11 @@ func (c *call) answered(ctx workflow.Context, att Attempt, out activities.CallOu
 	c.tokens(ctx, "prompt", att.Model, out.PromptTokens)
 	c.tokens(ctx, "completion", att.Model, out.CompletionTokens)
 	c.res.Source = SourceModel
-	if att.Model != c.ad.FirstModel {
+	if att.Model != c.admission.FirstModel {
 		c.res.Source, c.res.Degraded = SourceFallbackModel, true
-		c.res.Reason = "answered by " + att.Model + " after " + c.ad.FirstModel + " failed"
+		c.res.Reason = "answered by " + att.Model + " after " + c.admission.FirstModel + " failed"
 		if att.Hedge {
-			c.res.Reason = "answered by " + att.Model + ", the hedge of " + c.ad.FirstModel + ", which had no first token in time"
+			c.res.Reason = "answered by " + att.Model + ", the hedge of " + c.admission.FirstModel + ", which had no first token in time"
 		}
 	}
 	if note != "" {

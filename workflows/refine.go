@@ -16,24 +16,8 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
-// The context refiner (docs/how-it-works.md "Context refiner") rebuilds a retry's
-// request instead of resending it:
-//
-//   - after context_length_exceeded with summarize on, the rounds the
-//     retry drops are replaced by one marked message with their summary
-//     (activities.Summarize), and every later attempt of the call sends
-//     that refined conversation;
-//   - after output_truncated with action continue, the next attempt asks
-//     the model for the missing part only: the truncated text is kept
-//     (refiner.partial) and sent as a final assistant message to continue;
-//     the answer is that text and its continuation.
-//
-// Both act only when a recorded decision asks for them (Shape.Summarize,
-// Shape.Continue), so histories of earlier builds replay unchanged; the
-// summary's activity is also behind the "context-refiner" version, whose
-// marker is written only when it acts.
-
-// refiner is the call's refined request and partial answer.
+// refiner is the call's refined request and partial answer: the state of
+// the context refiner ("Context refiner" in the package documentation).
 type refiner struct {
 	// messages replace the request's messages for the call's attempts
 	// once a summary replaced dropped rounds (nil: the request's own).
@@ -53,37 +37,37 @@ type refiner struct {
 // refined conversation once there is one.
 func (c *call) attemptRequest() request.Request {
 	r := c.req
-	if c.ref.messages != nil {
-		r.Messages = c.ref.messages
+	if c.refined.messages != nil {
+		r.Messages = c.refined.messages
 	}
 	return r
 }
 
 // continued is the text the next attempt continues: what was streamed to
 // the caller and the partial answer kept to be continued.
-func (c *call) continued() string { return c.delivered + c.ref.partial }
+func (c *call) continued() string { return c.delivered + c.refined.partial }
 
 // refine asks for the summary of the rounds the next attempt drops, when
 // the state asks for one (Shape.Summarize) and the call has none yet, and
 // rebuilds the conversation with it. A summary that cannot be had leaves
 // the attempt to drop the rounds as prune_resend does.
 func (c *call) refine(ctx workflow.Context, remaining time.Duration) error {
-	if !c.st.Shape.Summarize || c.ref.summarized {
+	if !c.st.Shape.Summarize || c.refined.summarized {
 		return nil
 	}
 	if workflow.GetVersion(ctx, "context-refiner", workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return nil
 	}
-	c.ref.summarized = true
+	c.refined.summarized = true
 	var a *activities.Activities
 	left := remaining - callstate.MinAttemptTime
 	if left < time.Second {
-		c.ref.note = "no context summary: the deadline leaves no time for one"
+		c.refined.note = "no context summary: the deadline leaves no time for one"
 		return nil
 	}
 	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: min(40*time.Second, left),
-		HeartbeatTimeout:    c.ad.HeartbeatTimeout,
+		HeartbeatTimeout:    c.admission.HeartbeatTimeout,
 		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
 		Summary:             fmt.Sprintf("summarize: the rounds attempt %d drops (keeps the last %d)", c.st.N, c.st.Shape.KeepRounds),
 	})
@@ -94,13 +78,13 @@ func (c *call) refine(ctx workflow.Context, remaining time.Duration) error {
 	case err != nil && temporal.IsCanceledError(err):
 		return err
 	case err != nil:
-		c.ref.note = "no context summary: " + err.Error()
+		c.refined.note = "no context summary: " + err.Error()
 		return nil
 	case s.Text == "":
-		c.ref.note = s.Reason
+		c.refined.note = s.Reason
 		return nil
 	}
-	c.ref.messages = prompt.Refine(req.Messages, prompt.Dropped{From: s.From, To: s.To, Rounds: s.Rounds},
+	c.refined.messages = prompt.Refine(req.Messages, prompt.Dropped{From: s.From, To: s.To, Rounds: s.Rounds},
 		prompt.SummaryMessage(s.Text, s.Rounds, s.Model))
 	// The summary stands for the rounds it covers; the rounds after them
 	// are all sent (a session's summary may cover fewer than were dropped).
@@ -113,7 +97,7 @@ func (c *call) refine(ctx workflow.Context, remaining time.Duration) error {
 	if s.Cached {
 		how = fmt.Sprintf("the session's summary by %s replaces", s.Model)
 	}
-	c.ref.note = fmt.Sprintf("context refiner: %s %d round(s), %d → %d tokens", how, s.Rounds, s.DroppedTokens, s.SummaryTokens)
+	c.refined.note = fmt.Sprintf("context refiner: %s %d round(s), %d → %d tokens", how, s.Rounds, s.DroppedTokens, s.SummaryTokens)
 	return nil
 }
 
@@ -132,10 +116,10 @@ func (c *call) partialTokens(class failure.Class, out activities.CallOutcome) in
 // forgets it otherwise (the next attempt answers from scratch).
 func (c *call) keepPartial(step callstate.Step, out activities.CallOutcome) {
 	if !step.Next.Shape.Continue {
-		c.ref.partial = ""
+		c.refined.partial = ""
 		return
 	}
-	c.ref.partial = joinContinuation(c.ref.partial, out.Content)
+	c.refined.partial = joinContinuation(c.refined.partial, out.Content)
 }
 
 // bestText is a model's text kept from a failed attempt.
@@ -161,7 +145,7 @@ func (c *call) keepBest(class failure.Class, model string, out activities.CallOu
 	if out.Published > 0 || c.req.Structured() {
 		return
 	}
-	text := joinContinuation(c.ref.partial, out.Content)
+	text := joinContinuation(c.refined.partial, out.Content)
 	if classify.StripThinking(text) == "" || len(text) <= len(c.best.text) {
 		return
 	}
@@ -174,7 +158,7 @@ func (c *call) keepBest(class failure.Class, model string, out activities.CallOu
 func (c *call) answerBest(ctx workflow.Context, reason string) {
 	c.res.Content, c.res.Model, c.res.FinishReason = c.best.text, c.best.model, "length"
 	c.res.Source, c.res.Degraded = SourceModel, true
-	if c.best.model != c.ad.FirstModel {
+	if c.best.model != c.admission.FirstModel {
 		c.res.Source = SourceFallbackModel
 	}
 	c.res.Reason = fmt.Sprintf("%s; answered with the longest text a model wrote (%s, %d token(s)), cut short", reason, c.best.model, c.best.tokens)
@@ -184,9 +168,9 @@ func (c *call) answerBest(ctx workflow.Context, reason string) {
 // takeNote returns the note of the attempt just made and forgets it.
 func (c *call) takeNote(prep activities.Prepared) string {
 	notes := []string{}
-	if c.ref.note != "" {
-		notes = append(notes, c.ref.note)
-		c.ref.note = ""
+	if c.refined.note != "" {
+		notes = append(notes, c.refined.note)
+		c.refined.note = ""
 	}
 	if prep.Prompt.Note != "" {
 		notes = append(notes, prep.Prompt.Note)

@@ -29,12 +29,12 @@ const SourceSteps Source = "steps"
 // Text already streamed to the caller is never followed by a rule's
 // answer: such a call goes on as decided.
 func (c *call) rulesAfterFailure(ctx workflow.Context, next callstate.State) (acted bool, err error) {
-	if len(c.ad.After) == 0 || c.delivered != "" {
+	if len(c.admission.After) == 0 || c.delivered != "" {
 		return false, nil
 	}
 	//workflowcheck:ignore failuresByClass sums over the maps: the order cannot change a sum
 	counts := failuresByClass(next.Failures)
-	for _, r := range c.ad.After {
+	for _, r := range c.admission.After {
 		//workflowcheck:ignore Holds sums over the map: the order cannot change a sum
 		if r.After == nil || !r.After.Holds(counts) || slices.Contains(c.rulesTried, r.ID) {
 			continue
@@ -164,7 +164,7 @@ func (c *call) startReview(ctx workflow.Context, r activities.RuleHit, why strin
 // decision the failure led to: acted is false and the call goes on.
 func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string) (bool, error) {
 	var a *activities.Activities
-	remaining := c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
+	remaining := c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
 	if remaining < 2*callstate.MinAttemptTime {
 		return false, nil
 	}
@@ -190,7 +190,7 @@ func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string
 		c.tokens(ctx, "prompt", sp.Model, sp.PromptTokens)
 		c.tokens(ctx, "completion", sp.Model, sp.CompletionTokens)
 	}
-	remaining = c.ad.Deadline - workflow.Now(ctx).Sub(c.start) - c.ad.FallbackReserve
+	remaining = c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
 	if remaining < callstate.MinAttemptTime {
 		return false, nil
 	}

@@ -127,17 +127,8 @@ func (c *Client) GetOffset(ctx context.Context) (int64, error) {
 }
 
 // Subscribe long-polls the stream and yields its items in offset order,
-// each once:
-//
-//	for item, err := range c.Subscribe(ctx, workflowstreams.SubscribeOptions{Topics: []string{"tokens"}}) {
-//		if err != nil {
-//			return err
-//		}
-//		var tok string
-//		_ = converter.GetDefaultDataConverter().FromPayload(item.Data, &tok)
-//	}
-//
-// The sequence ends without an error when the workflow closes (completed,
+// each once, as "Subscribing" in the package documentation shows. The
+// sequence ends without an error when the workflow closes (completed,
 // failed, canceled, terminated or timed out): read its result then. It
 // follows continue-as-new to the next run, restarts at the oldest item kept
 // after a truncation, and waits out a run's hand-over (StreamDraining). It

@@ -34,9 +34,9 @@ type bufItem struct {
 // resent unchanged (same publisher id and sequence) until it is confirmed,
 // so the workflow drops the copies that did arrive.
 type batch struct {
-	entries []PublishEntry
-	seq     int64
-	since   time.Time // first try
+	entries  []PublishEntry
+	seq      int64
+	firstTry time.Time
 }
 
 // publisher is the publish half of a Client. Items wait in buf; a batch is
@@ -61,14 +61,14 @@ type publisher struct {
 	maxBatch int
 	maxRetry time.Duration
 
-	mu      sync.Mutex
-	buf     []bufItem
-	pending *batch
-	seq     int64 // last sequence the workflow confirmed
-	urgent  bool  // send without waiting for the interval
-	err     error // kept for the next Flush or Close
-	running bool  // a sender goroutine runs (done closes when it ends)
-	closed  bool
+	mu           sync.Mutex
+	buf          []bufItem
+	pending      *batch
+	confirmedSeq int64 // last sequence the workflow confirmed
+	urgent       bool  // send without waiting for the interval
+	err          error // kept for the next Flush or Close
+	running      bool  // a sender goroutine runs (done closes when it ends)
+	closed       bool
 
 	sending    chan struct{} // one send at a time
 	wake       chan struct{}
@@ -217,10 +217,10 @@ func (p *publisher) sendOnce(ctx context.Context) error {
 	p.mu.Lock()
 	b := p.pending
 	switch {
-	case b != nil && time.Since(b.since) > p.maxRetry:
+	case b != nil && time.Since(b.firstTry) > p.maxRetry:
 		// Give it up, but never reuse its sequence number: the workflow may
 		// have taken it, and would drop the next batch as a resend.
-		p.seq, p.pending = b.seq, nil
+		p.confirmedSeq, p.pending = b.seq, nil
 		p.mu.Unlock()
 		return &FlushTimeoutError{msg: fmt.Sprintf(
 			"workflowstreams: a batch of %d item(s) (sequence %d) could not be sent within %s and was dropped",
@@ -235,7 +235,7 @@ func (p *publisher) sendOnce(ctx context.Context) error {
 			p.mu.Unlock()
 			return nil
 		}
-		b = &batch{entries: entries, seq: p.seq + 1, since: time.Now()}
+		b = &batch{entries: entries, seq: p.confirmedSeq + 1, firstTry: time.Now()}
 		p.pending = b
 	case b == nil:
 		p.mu.Unlock()
@@ -247,7 +247,7 @@ func (p *publisher) sendOnce(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	p.seq, p.pending = b.seq, nil
+	p.confirmedSeq, p.pending = b.seq, nil
 	p.mu.Unlock()
 	return nil
 }
@@ -297,7 +297,7 @@ func (p *publisher) flush(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	target := p.seq
+	target := p.confirmedSeq
 	if p.pending != nil {
 		target = p.pending.seq
 	}
@@ -307,7 +307,7 @@ func (p *publisher) flush(ctx context.Context) error {
 	p.mu.Unlock()
 	for {
 		p.mu.Lock()
-		reached := p.seq >= target
+		reached := p.confirmedSeq >= target
 		p.mu.Unlock()
 		if reached || !p.hasWork() {
 			break

@@ -39,8 +39,8 @@ type WorkflowStream struct {
 	logger    log.Logger
 	publishCh workflow.ReceiveChannel
 
-	log  []logEntry
-	base int64 // offset of log[0]
+	log        []logEntry
+	baseOffset int64 // offset of log[0]
 
 	// Deduplication: the map is only looked up; pubIDs gives the order
 	// GetState walks (first seen first).
@@ -147,7 +147,7 @@ func (s *WorkflowStream) restore(st *WorkflowStreamState) error {
 	if st.BaseOffset < 0 {
 		return fmt.Errorf("workflowstreams: prior state has a negative base offset %d", st.BaseOffset)
 	}
-	s.base = st.BaseOffset
+	s.baseOffset = st.BaseOffset
 	s.log = make([]logEntry, 0, len(st.Log))
 	for i, it := range st.Log {
 		if _, err := DecodePayload(it.Data); err != nil {
@@ -181,7 +181,7 @@ func sortedKeys(m map[string]int64) []string {
 // query handlers and update validators may call it too.
 func (s *WorkflowStream) Offset() int64 { return s.end() }
 
-func (s *WorkflowStream) end() int64 { return s.base + int64(len(s.log)) }
+func (s *WorkflowStream) end() int64 { return s.baseOffset + int64(len(s.log)) }
 
 // takeBatches appends the batches waiting in the signal channel, in the
 // order they arrived.
@@ -266,7 +266,7 @@ func (s *WorkflowStream) validatePoll(_ workflow.Context, in PollInput) error {
 	return nil
 }
 
-func (s *WorkflowStream) truncatedAway(from int64) bool { return from != 0 && from < s.base }
+func (s *WorkflowStream) truncatedAway(from int64) bool { return from != 0 && from < s.baseOffset }
 
 func (s *WorkflowStream) onPoll(ctx workflow.Context, in PollInput) (PollResult, error) {
 	s.takeBatches()
@@ -274,13 +274,13 @@ func (s *WorkflowStream) onPoll(ctx workflow.Context, in PollInput) (PollResult,
 	// truncated away, or the stream hands over to a new run. The condition
 	// reads the base offset afresh: Truncate may move it while parked.
 	if err := workflow.Await(ctx, func() bool {
-		return s.detached || s.truncatedAway(in.FromOffset) || s.end() > max(in.FromOffset, s.base)
+		return s.detached || s.truncatedAway(in.FromOffset) || s.end() > max(in.FromOffset, s.baseOffset)
 	}); err != nil {
 		return PollResult{}, err
 	}
 	if s.truncatedAway(in.FromOffset) {
 		return PollResult{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("offset %d was truncated; the oldest item kept has offset %d", in.FromOffset, s.base),
+			fmt.Sprintf("offset %d was truncated; the oldest item kept has offset %d", in.FromOffset, s.baseOffset),
 			ErrTypeTruncatedOffset, nil)
 	}
 	return s.read(in.FromOffset, in.Topics), nil
@@ -290,38 +290,33 @@ func (s *WorkflowStream) onPoll(ctx workflow.Context, in PollInput) (PollResult,
 func (s *WorkflowStream) read(from int64, topics []string) PollResult {
 	res := PollResult{Items: []WireItem{}, NextOffset: s.end()}
 	size := 0
-	for i := max(from-s.base, 0); i < int64(len(s.log)); i++ {
+	for i := max(from-s.baseOffset, 0); i < int64(len(s.log)); i++ {
 		e := s.log[i]
 		if len(topics) > 0 && !slices.Contains(topics, e.topic) {
 			continue
 		}
 		n := len(e.data) + len(e.topic)
 		if size+n > maxPollResponseBytes && len(res.Items) > 0 {
-			res.NextOffset, res.MoreReady = s.base+i, true
+			res.NextOffset, res.MoreReady = s.baseOffset+i, true
 			break
 		}
 		size += n
-		res.Items = append(res.Items, WireItem{Topic: e.topic, Data: e.data, Offset: s.base + i})
+		res.Items = append(res.Items, WireItem{Topic: e.topic, Data: e.data, Offset: s.baseOffset + i})
 	}
 	return res
 }
 
-// Drain lets subscribers catch up before the workflow returns. It waits until
-// linger has passed since the last item was appended (not since Drain was
-// called, so a stream that has been quiet for linger returns at once); a
-// subscriber that polls at least that often has then fetched every item.
-// Items that arrive while it waits restart the wait. Polls parked at the end
-// of the log stay parked: when the run completes the server fails them, and
-// the clients (this package's, the TypeScript one) see the run closed and
-// end their subscriptions cleanly.
-//
-// Call it as the last thing before returning, e.g.
-//
-//	if err := stream.Drain(ctx, time.Second); err != nil { return "", err }
-//	return result, nil
-//
-// Each wait is one timer (TimerStarted and TimerFired events); none when the
-// stream was already quiet.
+// Drain lets subscribers catch up before the workflow returns: call it as
+// the last thing before returning, as the package documentation shows. It
+// waits until linger has passed since the last item was appended (not since
+// Drain was called, so a stream that has been quiet for linger returns at
+// once); a subscriber that polls at least that often has then fetched every
+// item. Items that arrive while it waits restart the wait. Polls parked at
+// the end of the log stay parked: when the run completes the server fails
+// them, and the clients (this package's, the TypeScript one) see the run
+// closed and end their subscriptions cleanly. Each wait is one timer
+// (TimerStarted and TimerFired events); none when the stream was already
+// quiet.
 func (s *WorkflowStream) Drain(ctx workflow.Context, linger time.Duration) error {
 	for {
 		s.takeBatches()
@@ -349,7 +344,7 @@ func (s *WorkflowStream) GetState(publisherTTL time.Duration) (*WorkflowStreamSt
 	now := unixSeconds(workflow.Now(s.ctx))
 	st := &WorkflowStreamState{
 		Log:               make([]WireItem, 0, len(s.log)),
-		BaseOffset:        s.base,
+		BaseOffset:        s.baseOffset,
 		PublisherSeqs:     map[string]int64{},
 		PublisherLastSeen: map[string]float64{},
 	}
@@ -391,7 +386,7 @@ func (s *WorkflowStream) NewContinueAsNewError(ctx workflow.Context, wfn any, bu
 // error; upTo at or before the base offset does nothing.
 func (s *WorkflowStream) Truncate(upToOffset int64) error {
 	s.takeBatches()
-	n := upToOffset - s.base
+	n := upToOffset - s.baseOffset
 	if n <= 0 {
 		return nil
 	}
@@ -401,7 +396,7 @@ func (s *WorkflowStream) Truncate(upToOffset int64) error {
 			ErrTypeTruncateOutOfRange, nil)
 	}
 	s.log = slices.Clone(s.log[n:])
-	s.base = upToOffset
+	s.baseOffset = upToOffset
 	return nil
 }
 
@@ -445,7 +440,7 @@ func (h *WorkflowTopicHandle) Publish(value any) error {
 func (h *WorkflowTopicHandle) Each(from int64, fn func(offset int64, decode func(valuePtr any) error) bool) {
 	s := h.stream
 	s.takeBatches()
-	for i := max(from-s.base, 0); i < int64(len(s.log)); i++ {
+	for i := max(from-s.baseOffset, 0); i < int64(len(s.log)); i++ {
 		e := s.log[i]
 		if e.topic != h.name {
 			continue
@@ -457,7 +452,7 @@ func (h *WorkflowTopicHandle) Each(from int64, fn func(offset int64, decode func
 			}
 			return s.dc.FromPayload(p, valuePtr)
 		}
-		if !fn(s.base+i, decode) {
+		if !fn(s.baseOffset+i, decode) {
 			return
 		}
 	}

@@ -19,24 +19,24 @@ import (
 
 // Display draws the phases; its Writer prints lines above the bars.
 type Display struct {
-	out io.Writer
-	p   *mpb.Progress // nil: line mode
-	mu  sync.Mutex
+	out  io.Writer
+	bars *mpb.Progress // nil: line mode
+	mu   sync.Mutex
 }
 
 // New draws on f: bars when it is a terminal, lines otherwise.
 func New(f *os.File) *Display {
 	d := &Display{out: f}
 	if term.IsTerminal(int(f.Fd())) {
-		d.p = mpb.New(mpb.WithOutput(f), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))
+		d.bars = mpb.New(mpb.WithOutput(f), mpb.WithWidth(32), mpb.WithRefreshRate(200*time.Millisecond))
 	}
 	return d
 }
 
 // Write prints a line (above the bars).
 func (d *Display) Write(b []byte) (int, error) {
-	if d.p != nil {
-		return d.p.Write(b)
+	if d.bars != nil {
+		return d.bars.Write(b)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -46,15 +46,15 @@ func (d *Display) Write(b []byte) (int, error) {
 // Wait lets the bars finish drawing (at most a few seconds: a phase left
 // running on an error path does not hold the exit); call it before exiting.
 func (d *Display) Wait() {
-	if d.p == nil {
+	if d.bars == nil {
 		return
 	}
 	done := make(chan struct{})
-	go func() { d.p.Wait(); close(done) }()
+	go func() { d.bars.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(3 * time.Second):
-		d.p.Shutdown()
+		d.bars.Shutdown()
 	}
 }
 
@@ -77,8 +77,8 @@ func (d *Display) Phase(name string, total int) *Step {
 		return nil
 	}
 	s := &Step{d: d, name: name, total: total, start: time.Now()}
-	if d.p != nil {
-		s.bar = d.p.AddBar(int64(max(total, 0)),
+	if d.bars != nil {
+		s.bar = d.bars.AddBar(int64(max(total, 0)),
 			mpb.PrependDecorators(decor.Name(name, decor.WCSyncSpaceR), decor.CountersNoUnit("%d/%d", decor.WCSyncSpace)),
 			mpb.AppendDecorators(decor.Elapsed(decor.ET_STYLE_GO, decor.WCSyncSpace), decor.Name(" · about "),
 				decor.OnComplete(decor.AverageETA(decor.ET_STYLE_GO), "done"), decor.Name(" left")),

@@ -43,22 +43,12 @@ func Grace(timeout, modelTimeout, reserve time.Duration) time.Duration {
 // by the class's own verdict (fail, fallback), a business rule, the
 // attempts cap (every request of the call counts but the refusals of
 // backpressure), the class's resend, hold, switch and retry limits and
-// switch rule, the class breaker and the remaining deadline. A step that would send another request where it may
-// not (an endpoint whose retry budget is spent; after auth, the same key
-// on the same endpoint) goes to a model where it may, else to the business
-// fallback. It is a pure function: the clock, randomness and the
-// process-wide guards reach it as out.Elapsed and v.
-//
-// Next spends nothing: the caller charges each request after the call's
-// first to its endpoint's budget when it starts it (PrepareAttempt), and
-// skips a model whose budget was spent in the meantime.
-//
-// Once text was streamed to the caller (State.Delivered), every further
-// attempt continues it: a retry or resend stays on the model only if it
-// can continue (config.ModelConfig.Continuation), else the call switches
-// to the next rung that can; with none left, or where the decision was the
-// business fallback, the call ends with the delivered text (Finish) rather
-// than glue a different answer on.
+// switch rule, the class breaker and the remaining deadline. A step that
+// would send another request where it may not (an endpoint whose retry
+// budget is spent; after auth, the same key on the same endpoint) goes to
+// a model where it may, else to the business fallback. It spends nothing,
+// and once text was streamed to the caller every further attempt continues
+// it (see the package documentation).
 func Next(cfg *config.Config, s State, out Outcome, v Verdicts) Step {
 	d := decider{cfg: cfg, cp: cfg.ClassPolicy(out.Class), out: out, v: v, model: s.Model, next: s.clone()}
 	d.record()

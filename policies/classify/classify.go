@@ -2,14 +2,9 @@ package classify
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"html"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -67,23 +62,6 @@ type Observation struct {
 	Stream *Stream
 }
 
-// Stream is what reading a streamed reply saw.
-type Stream struct {
-	// Chunks counts the chunks that carried a content, reasoning or
-	// tool-call delta; Tokens the completion tokens received so far.
-	Chunks, Tokens int
-	// Finished is set when a chunk carried a finish_reason.
-	Finished bool
-	// Err ended the reading (nil when the stream ended with [DONE] or a
-	// clean end of body).
-	Err error
-	// FirstTokenTimedOut: no first chunk within FirstTokenTimeout (the
-	// headers may have come). IdleTimedOut: no chunk within IdleTimeout
-	// once the stream had started.
-	FirstTokenTimedOut, IdleTimedOut bool
-	FirstTokenTimeout, IdleTimeout   time.Duration
-}
-
 // Verdict is the classification of one upstream attempt.
 type Verdict struct {
 	// Class is the failure class; None on success.
@@ -124,9 +102,6 @@ type Verdict struct {
 // OK reports whether the attempt succeeded.
 func (v Verdict) OK() bool { return v.Class == failure.None && !v.Canceled }
 
-// maxMessageLen bounds Verdict.Message, in runes.
-const maxMessageLen = 300
-
 // Classify decides the failure class of one upstream attempt (docs/how-it-works.md "Failure classes"). It
 // is a pure function of obs and never panics on upstream garbage.
 //
@@ -166,7 +141,7 @@ func Classify(obs Observation) Verdict {
 
 	if errors.Is(err, context.Canceled) {
 		v.Canceled = true
-		return v.saw(err).is(failure.Timeout, "cancelled by the caller")
+		return v.withDetail(err).is(failure.Timeout, "cancelled by the caller")
 	}
 
 	// An error response that go-openai decoded (*APIError) or could not
@@ -203,17 +178,17 @@ func Classify(obs Observation) Verdict {
 		// A response arrived but its body could not be read (truncated).
 		info := parseErrorBody(obs.Body)
 		info.note = "body unreadable (" + errKind(err) + ")"
-		return classifyErrorStatus(v.saw(err), info)
+		return classifyErrorStatus(v.withDetail(err), info)
 	}
 
 	// No usable response: the transport, a deadline, or a broken 2xx body.
 	switch {
 	case obs.HeaderTimedOut || isHeaderTimeout(err):
-		return v.saw(err).is(failure.ReadTimeout, "no response headers within the header timeout (timeout awaiting response headers)")
+		return v.withDetail(err).is(failure.ReadTimeout, "no response headers within the header timeout (timeout awaiting response headers)")
 	case obs.AttemptTimedOut:
-		return v.saw(err).is(failure.Timeout, "attempt deadline exceeded ("+errKind(err)+")")
+		return v.withDetail(err).is(failure.Timeout, "attempt deadline exceeded ("+errKind(err)+")")
 	}
-	v = v.saw(err)
+	v = v.withDetail(err)
 	if why, ok := connectFailure(err); ok {
 		return v.is(failure.Connect, why)
 	}
@@ -238,79 +213,6 @@ func Classify(obs Observation) Verdict {
 	return v.is(failure.ServerError, "unrecognised error ("+errKind(err)+")")
 }
 
-// classifyStream judges a streamed reply once its stream was opened: a
-// stream that never produced a chunk is judged as the reply it was (no
-// first token in time is read_timeout; an error object is judged by its
-// code, as a non-streamed body is); a stream that broke after it had
-// started is stream_broken; one that ended cleanly is judged by its
-// assembled answer.
-func classifyStream(obs Observation, v Verdict) Verdict {
-	st := obs.Stream
-	after := fmt.Sprintf("after %d chunk(s), %d token(s)", st.Chunks, st.Tokens)
-	switch {
-	case st.FirstTokenTimedOut:
-		return v.is(failure.ReadTimeout, fmt.Sprintf("no first token within %s: the request is queued upstream", st.FirstTokenTimeout))
-	case st.IdleTimedOut:
-		return v.is(failure.StreamBroken, fmt.Sprintf("no chunk within %s %s", st.IdleTimeout, after))
-	case st.Err != nil && errors.Is(st.Err, context.Canceled):
-		v.Canceled = true
-		return v.saw(st.Err).is(failure.Timeout, "cancelled by the caller")
-	case st.Err != nil && obs.AttemptTimedOut:
-		return v.is(failure.Timeout, "attempt deadline exceeded "+after)
-	case st.Err != nil && st.Chunks == 0 && errors.As(st.Err, new(*openai.APIError)):
-		// An error object instead of the first chunk: as a non-streamed
-		// HTTP 200 error body, judged by its code, else body_error.
-		var apiErr *openai.APIError
-		errors.As(st.Err, &apiErr)
-		info := errorInfo{code: anyString(apiErr.Code), typ: apiErr.Type, message: apiErr.Message, isError: true}
-		v.Code, v.Type, v.Message = info.code, info.typ, cleanMessage(info.message)
-		seen := describeResponse(v, info) + " with an error object in the stream"
-		if c, why := classByCode(info, v.Status); c != failure.None {
-			return v.is(c, seen+" ("+why+")")
-		}
-		return v.is(failure.BodyError, seen)
-	case st.Err != nil && st.Chunks == 0:
-		// Nothing was received: judge it as the reply it is (a cut or
-		// malformed body).
-		inner := obs
-		inner.Stream, inner.Err, inner.Response = nil, st.Err, nil
-		if inner.Status == 0 {
-			inner.Status = 200
-		}
-		return Classify(inner)
-	case st.Err != nil:
-		var apiErr *openai.APIError
-		if errors.As(st.Err, &apiErr) {
-			v.Code, v.Type, v.Message = anyString(apiErr.Code), apiErr.Type, cleanMessage(apiErr.Message)
-			what := "error inside the stream"
-			if c := codeOf(errorInfo{code: v.Code, typ: v.Type}); c != "" {
-				what += " " + c
-			}
-			return v.saw(st.Err).is(failure.StreamBroken, what+" "+after)
-		}
-		var mc *MalformedChunk
-		if errors.As(st.Err, &mc) {
-			return v.saw(st.Err).is(failure.StreamBroken, "malformed chunk "+after+": "+mc.What)
-		}
-		if isJSONError(st.Err) {
-			return v.saw(st.Err).is(failure.StreamBroken, "malformed chunk "+after)
-		}
-		return v.saw(st.Err).is(failure.StreamBroken, "stream cut "+after+" ("+errKind(st.Err)+")")
-	case !st.Finished && st.Chunks == 0:
-		return v.is(failure.BodyError, "the stream ended without a chunk")
-	case !st.Finished:
-		return v.is(failure.StreamBroken, "the stream ended without a finish_reason "+after)
-	}
-	return classifyReply(obs, v)
-}
-
-// MalformedChunk is a stream's chunk that decoded but cannot be used
-// (a tool call's index out of range). What says so in the product's words
-// and numbers, so a reason may quote it.
-type MalformedChunk struct{ What string }
-
-func (e *MalformedChunk) Error() string { return "malformed chunk: " + e.What }
-
 // is sets the class and the reason.
 func (v Verdict) is(c failure.Class, reason string) Verdict {
 	v.Class = c
@@ -318,19 +220,10 @@ func (v Verdict) is(c failure.Class, reason string) Verdict {
 	return v
 }
 
-// saw keeps the text of err in Detail, for operators.
-func (v Verdict) saw(err error) Verdict {
+// withDetail keeps the text of err in Detail, for operators.
+func (v Verdict) withDetail(err error) Verdict {
 	v.Detail = oneLine(strings.ToValidUTF8(err.Error(), "\uFFFD"), 300)
 	return v
-}
-
-// errorInfo is what an error body says.
-type errorInfo struct {
-	code, typ, message string
-	html               bool   // the body was an HTML page
-	isError            bool   // the body is an error object ({"error":…} or "object":"error")
-	note               string // extra detail for the reason
-	raw                []byte
 }
 
 // classifyErrorStatus judges an error response: code, then message, then status.
@@ -367,109 +260,11 @@ func classifyErrorStatus(v Verdict, info errorInfo) Verdict {
 	if st >= 400 && st < 500 {
 		return v.is(failure.InvalidRequest, seen) // the request's own fault, never diagnosed into a retry
 	}
-	v.Generic = st >= 500 && !info.html && (info.code != "" || info.typ != "" || info.message != "")
+	v.Generic = st >= 500 && !info.isHTML && (info.code != "" || info.typ != "" || info.message != "")
 	if st >= 500 {
 		return v.is(failure.ServerError, seen)
 	}
 	return v.is(failure.ServerError, seen+" (unexpected status)")
-}
-
-// classByCode recognises the classes an error code or message names,
-// whatever the status. It returns None when they name none.
-func classByCode(info errorInfo, status int) (failure.Class, string) {
-	code := strings.ToLower(info.code + " " + info.typ)
-	msg := strings.ToLower(info.message)
-	has := func(words ...string) bool {
-		for _, w := range words {
-			if strings.Contains(code, w) {
-				return true
-			}
-		}
-		return false
-	}
-	switch {
-	case has("context_length_exceeded", "context_length", "string_above_max_length"):
-		return failure.ContextLengthExceeded, "context length"
-	case has("insufficient_quota", "quota_exceeded", "billing_hard_limit", "insufficient_balance", "arrearage"),
-		status != http.StatusTooManyRequests && has("quota"),
-		containsAny(msg, "exceeded your current quota", "insufficient quota", "insufficient balance", "quota exhausted", "余额不足"):
-		return failure.Auth, "quota exhausted"
-	case has("queue_full", "overloaded", "server_busy", "capacity"):
-		return failure.QueueFull, "upstream queue full"
-	case has("content_filter", "content_policy", "data_inspection_failed", "responsibleaipolicyviolation", "safety"):
-		return failure.ContentFilter, "content filtered"
-	case has("model_not_found", "modelnotfound", "model_not_available"):
-		return failure.ModelNotFound, "model not found"
-	case has("invalid_api_key", "invalid_authentication", "authentication_error", "permission_error", "permission_denied", "unauthorized"):
-		return failure.Auth, "not authorised"
-	case has("rate_limit"):
-		return failure.RateLimited, "rate limited"
-	}
-	if status != http.StatusTooManyRequests && saysContextLength(msg) {
-		return failure.ContextLengthExceeded, "message says the context length is exceeded"
-	}
-	if (status == http.StatusNotFound || status == http.StatusBadRequest || status < 300) && saysModelMissing(msg) {
-		return failure.ModelNotFound, "message says the model does not exist"
-	}
-	return failure.None, ""
-}
-
-var (
-	contextLengthPhrases = []string{
-		"maximum context length", "context length", "context_length", "context window",
-		"context size", "too many tokens", "prompt is too long", "input is too long",
-		"input token count", "`inputs` tokens", "reduce the length of the messages",
-		"maximum input length", "上下文长度", "超出最大长度",
-	}
-	modelMissingRE = regexp.MustCompile(`\bmodel\b.{0,120}\b(does not exist|doesn't exist|not found|not exist|is not available|unknown)\b|\bno such model\b|\bunknown model\b|模型不存在`)
-)
-
-func saysContextLength(msg string) bool { return containsAny(msg, contextLengthPhrases...) }
-
-func saysModelMissing(msg string) bool { return modelMissingRE.MatchString(msg) }
-
-// busyRE are the wordings of a 503 that refuses a request for want of
-// room (backpressure): Ollama's "server busy, please try again.  maximum
-// pending requests exceeded", "overloaded" (OpenAI's "The engine is
-// currently overloaded", vLLM's, TGI's), "queue is full", "at capacity",
-// "too many (pending, concurrent) requests".
-var busyRE = regexp.MustCompile(`\bbusy\b|overload|\bqueue (is )?full\b|queue_full|pending requests|\b(at|over|out of|no|insufficient) capacity\b|too many (pending |concurrent |simultaneous )?requests|繁忙|过载`)
-
-// downRE are the wordings of a 503 from a server that is down, whatever
-// else it says: a model still loading (llama.cpp's "Loading model"), a
-// proxy whose backend is dead (Envoy's "no healthy upstream", "upstream
-// connect error", HAProxy's "no server is available"), a refused
-// connection. The breaker must see those.
-var downRE = regexp.MustCompile(`\bloading\b|\bstarting up\b|\bnot ready\b|no healthy upstream|upstream connect error|no server is available|no available (server|backend|upstream)|connection refused`)
-
-// saysBusy reports whether a 503's body refuses for want of room rather
-// than for being down: a JSON or text body (an HTML page is a proxy's)
-// with a busy wording (busyRE) and none of being down (downRE).
-func saysBusy(info errorInfo) bool {
-	if info.html {
-		return false
-	}
-	text := strings.ToLower(info.message + " " + info.code + " " + info.typ)
-	return busyRE.MatchString(text) && !downRE.MatchString(text)
-}
-
-// apacheStock503 is the sentence of Apache httpd's stock 503 page, which
-// mod_proxy sends for a dead backend: its "maintenance" announces none.
-const apacheStock503 = "unable to service your request due to maintenance downtime or capacity problems"
-
-func saysMaintenance(info errorInfo) bool {
-	text := collapse(strings.ToLower(info.message + " " + info.code + " " + info.typ + " " + string(info.raw)))
-	text = strings.ReplaceAll(text, apacheStock503, "")
-	return containsAny(text, "maintenance", "维护")
-}
-
-func containsAny(s string, subs ...string) bool {
-	for _, w := range subs {
-		if strings.Contains(s, w) {
-			return true
-		}
-	}
-	return false
 }
 
 // describeResponse is the "what was seen" part of a reason:
@@ -483,7 +278,7 @@ func describeResponse(v Verdict, info errorInfo) string {
 	} else {
 		b.WriteString("HTTP response")
 	}
-	if info.html {
+	if info.isHTML {
 		b.WriteString(" HTML page")
 	}
 	if c := codeOf(info); c != "" {
@@ -588,7 +383,7 @@ func classifyBrokenBody(v Verdict, obs Observation, err error) Verdict {
 			return v.is(c, describeResponse(v, info)+" ("+why+")")
 		}
 	}
-	if info.html {
+	if info.isHTML {
 		v.Message = cleanMessage(info.message)
 	}
 	status := "HTTP response"
@@ -597,14 +392,14 @@ func classifyBrokenBody(v Verdict, obs Observation, err error) Verdict {
 	}
 	what := "malformed JSON body"
 	switch {
-	case info.html:
+	case info.isHTML:
 		what = "HTML page instead of JSON"
 	case len(obs.Body) == 0 && errors.Is(err, io.EOF):
 		what = "empty body"
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		what = "truncated body"
 	}
-	return v.saw(err).is(failure.BodyError, status+", "+what+" ("+errKind(err)+")")
+	return v.withDetail(err).is(failure.BodyError, status+", "+what+" ("+errKind(err)+")")
 }
 
 func bodyHint(body []byte) string {
@@ -613,349 +408,4 @@ func bodyHint(body []byte) string {
 		return ""
 	}
 	return fmt.Sprintf(" (a body of %d bytes)", len(s))
-}
-
-// parseErrorBody reads the error dialects seen in the wild:
-// {"error":{"message","type","code"}} (OpenAI), {"error":"text"},
-// {"object":"error","message","type","code"} (vLLM), {"detail":…}
-// (FastAPI), {"type":"error","error":{…}} (Anthropic), HTML pages, text.
-func parseErrorBody(body []byte) errorInfo {
-	info := errorInfo{raw: body}
-	s := strings.TrimSpace(string(body))
-	if s == "" {
-		return info
-	}
-	if s[0] == '{' {
-		var top map[string]json.RawMessage
-		if json.Unmarshal([]byte(s), &top) == nil {
-			readErrorFields(&info, top)
-			if e, ok := top["error"]; ok && string(e) != "null" {
-				info.isError = true
-				var obj map[string]json.RawMessage
-				var text string
-				switch {
-				case json.Unmarshal(e, &obj) == nil:
-					readErrorFields(&info, obj)
-				case json.Unmarshal(e, &text) == nil:
-					info.message = text
-				}
-			}
-			if d, ok := top["detail"]; ok && info.message == "" {
-				info.message = detailText(d)
-			}
-			var object string
-			if o, ok := top["object"]; ok && json.Unmarshal(o, &object) == nil && object == "error" {
-				info.isError = true
-			}
-			return info
-		}
-	}
-	if looksLikeHTML(s) {
-		info.html = true
-		info.message = htmlSummary(s)
-		return info
-	}
-	info.message = s
-	return info
-}
-
-// detailText reads FastAPI's "detail": a text, or a list of validation
-// errors {"loc":[…],"msg":…}.
-func detailText(d json.RawMessage) string {
-	var text string
-	if json.Unmarshal(d, &text) == nil {
-		return text
-	}
-	var items []struct {
-		Loc []any  `json:"loc"`
-		Msg string `json:"msg"`
-	}
-	if json.Unmarshal(d, &items) == nil {
-		var parts []string
-		for _, it := range items {
-			if it.Msg == "" {
-				continue
-			}
-			loc := make([]string, len(it.Loc))
-			for i, l := range it.Loc {
-				loc[i] = fmt.Sprint(l)
-			}
-			if len(loc) > 0 {
-				parts = append(parts, strings.Join(loc, ".")+": "+it.Msg)
-			} else {
-				parts = append(parts, it.Msg)
-			}
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "; ")
-		}
-	}
-	return string(d)
-}
-
-// readErrorFields copies message, type and code from one JSON object,
-// keeping values already found.
-func readErrorFields(info *errorInfo, obj map[string]json.RawMessage) {
-	str := func(key string) string {
-		raw, ok := obj[key]
-		if !ok {
-			return ""
-		}
-		var s string
-		if json.Unmarshal(raw, &s) == nil {
-			return s
-		}
-		var n json.Number
-		if json.Unmarshal(raw, &n) == nil {
-			return n.String()
-		}
-		return ""
-	}
-	if info.message == "" {
-		info.message = str("message")
-	}
-	if info.typ == "" {
-		if t := str("type"); t != "error" { // Anthropic's envelope says "type":"error"
-			info.typ = t
-		}
-	}
-	if info.code == "" {
-		info.code = str("code")
-	}
-}
-
-func anyString(v any) string {
-	switch x := v.(type) {
-	case nil:
-		return ""
-	case string:
-		return x
-	}
-	return fmt.Sprint(v)
-}
-
-func looksLikeHTML(s string) bool {
-	head := strings.ToLower(s[:min(len(s), 512)])
-	return strings.HasPrefix(head, "<") && containsAny(head, "<html", "<!doctype", "<head", "<body", "<title", "<h1", "<center")
-}
-
-var (
-	htmlTitleRE  = regexp.MustCompile(`(?is)<title[^>]*>(.*?)</title>`)
-	htmlH1RE     = regexp.MustCompile(`(?is)<h1[^>]*>(.*?)</h1>`)
-	htmlDropRE   = regexp.MustCompile(`(?is)<(script|style)[^>]*>.*?</(script|style)>`)
-	htmlTagRE    = regexp.MustCompile(`(?s)<[^>]*>`)
-	whitespaceRE = regexp.MustCompile(`\s+`)
-	thinkRE      = regexp.MustCompile(`(?is)<(think|thinking)>.*?(</(think|thinking)>|\z)`)
-)
-
-// htmlSummary reduces an HTML error page to its title (or first heading,
-// or its text).
-func htmlSummary(s string) string {
-	for _, re := range []*regexp.Regexp{htmlTitleRE, htmlH1RE} {
-		if m := re.FindStringSubmatch(s); m != nil {
-			if t := collapse(html.UnescapeString(htmlTagRE.ReplaceAllString(m[1], " "))); t != "" {
-				return t
-			}
-		}
-	}
-	s = htmlDropRE.ReplaceAllString(s, " ")
-	return collapse(html.UnescapeString(htmlTagRE.ReplaceAllString(s, " ")))
-}
-
-// StripThinking removes <think>…</think> (and <thinking>) blocks from a
-// model's answer; an unclosed block runs to the end. Content that is empty
-// after stripping is a reasoning-only answer (output_truncated).
-func StripThinking(content string) string {
-	return strings.TrimSpace(thinkRE.ReplaceAllString(content, ""))
-}
-
-func collapse(s string) string { return strings.TrimSpace(whitespaceRE.ReplaceAllString(s, " ")) }
-
-// cleanMessage makes an upstream message fit for a reason and history:
-// HTML reduced to a title, whitespace collapsed, at most maxMessageLen
-// runes, bytes that are not UTF-8 replaced (a protobuf string, such as a
-// Temporal failure message, must be valid UTF-8).
-func cleanMessage(s string) string {
-	s = strings.TrimSpace(strings.ToValidUTF8(s, "\uFFFD"))
-	if s == "" {
-		return ""
-	}
-	if looksLikeHTML(s) {
-		s = htmlSummary(s)
-	}
-	return truncateRunes(collapse(s), maxMessageLen)
-}
-
-func truncateRunes(s string, n int) string {
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
-
-func oneLine(s string, n int) string { return truncateRunes(collapse(s), n) }
-
-// errKind names the kind of a transport or decoding error in the
-// product's words, for a reason: its text (Verdict.Detail) may name the
-// upstream's address.
-func errKind(err error) string {
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "context canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "context deadline exceeded"
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "unexpected EOF"
-	case errors.Is(err, io.EOF):
-		return "EOF"
-	case errors.Is(err, syscall.ECONNRESET):
-		return "connection reset by peer"
-	case errors.Is(err, syscall.ECONNABORTED):
-		return "connection aborted"
-	case errors.Is(err, syscall.EPIPE):
-		return "broken pipe"
-	case isJSONError(err):
-		return "malformed JSON"
-	case errors.As(err, &netErr) && netErr.Timeout():
-		return "i/o timeout"
-	}
-	if why, ok := connectFailure(err); ok {
-		return why
-	}
-	return "transport error"
-}
-
-func isHeaderTimeout(err error) bool {
-	return strings.Contains(err.Error(), "timeout awaiting response headers")
-}
-
-// connectFailure recognises failures before the request was sent: dial,
-// DNS, TLS handshake, proxy connect, refused or unreachable, or a
-// connection that broke while the request was being written.
-func connectFailure(err error) (string, bool) {
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return "DNS lookup failed", true
-	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		switch opErr.Op {
-		case "dial":
-			return "dial failed", true
-		case "proxyconnect":
-			return "proxy connect failed", true
-		case "write":
-			return "connection broke while sending the request", true
-		}
-	}
-	var (
-		certErr     *tls.CertificateVerificationError
-		recordErr   tls.RecordHeaderError
-		alertErr    tls.AlertError
-		authorityEr x509.UnknownAuthorityError
-		hostnameErr x509.HostnameError
-		invalidErr  x509.CertificateInvalidError
-	)
-	if errors.As(err, &certErr) || errors.As(err, &recordErr) || errors.As(err, &alertErr) ||
-		errors.As(err, &authorityEr) || errors.As(err, &hostnameErr) || errors.As(err, &invalidErr) ||
-		strings.Contains(err.Error(), "tls: ") {
-		return "TLS handshake failed", true
-	}
-	if strings.Contains(err.Error(), "server gave HTTP response to HTTPS client") {
-		return "TLS handshake failed (the server speaks plain HTTP)", true
-	}
-	switch {
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return "connection refused", true
-	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
-		return "upstream unreachable", true
-	}
-	return "", false
-}
-
-func isJSONError(err error) bool {
-	var syntaxErr *json.SyntaxError
-	var typeErr *json.UnmarshalTypeError
-	return errors.As(err, &syntaxErr) || errors.As(err, &typeErr)
-}
-
-// clientLibraryRefusals are go-openai's checks before sending.
-var clientLibraryRefusals = []error{
-	openai.ErrChatCompletionInvalidModel, openai.ErrChatCompletionStreamNotSupported,
-	openai.ErrContentFieldsMisused, openai.ErrReasoningEffortUnsupported,
-	openai.ErrReasoningToolsRequireResponses, openai.ErrReasoningSamplingUnsupported,
-	openai.ErrO1MaxTokensDeprecated, openai.ErrO1BetaLimitationsMessageTypes,
-	openai.ErrO1BetaLimitationsTools, openai.ErrO1BetaLimitationsLogprobs,
-	openai.ErrO1BetaLimitationsOther, openai.ErrReasoningModelMaxTokensDeprecated,
-	openai.ErrReasoningModelLimitationsLogprobs, openai.ErrReasoningModelLimitationsOther,
-}
-
-func isClientLibraryRefusal(err error) bool {
-	for _, e := range clientLibraryRefusals {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	var marshalErr *json.MarshalerError
-	var unsupported *json.UnsupportedValueError
-	return errors.As(err, &marshalErr) || errors.As(err, &unsupported)
-}
-
-var retryAfterNumberRE = regexp.MustCompile(`^\d+(\.\d+)?$`)
-
-// maxRetryAfter bounds a parsed Retry-After so that absurd values cannot
-// overflow a time.Duration; any cap the caller applies is far below.
-const maxRetryAfter = 365 * 24 * time.Hour
-
-// ParseRetryAfter reads how long the upstream asks to wait: the
-// retry-after-ms header (milliseconds, OpenAI and Azure), else Retry-After
-// in seconds (fractions allowed) or as an HTTP date, measured from now; a
-// date in the past means 0. It reports false when neither header is present
-// or parseable (negative numbers and garbage are ignored), and for a date
-// when now is zero.
-func ParseRetryAfter(h http.Header, now time.Time) (time.Duration, bool) {
-	if h == nil {
-		return 0, false
-	}
-	if s := strings.TrimSpace(h.Get("Retry-After-Ms")); retryAfterNumberRE.MatchString(s) {
-		ms, _ := strconv.ParseFloat(s, 64)
-		return secondsToDuration(ms / 1000), true
-	}
-	s := strings.TrimSpace(h.Get("Retry-After"))
-	if s == "" {
-		return 0, false
-	}
-	if retryAfterNumberRE.MatchString(s) {
-		secs, _ := strconv.ParseFloat(s, 64)
-		return secondsToDuration(secs), true
-	}
-	if t, err := http.ParseTime(s); err == nil && !now.IsZero() {
-		return min(max(t.Sub(now), 0), maxRetryAfter), true
-	}
-	return 0, false
-}
-
-func secondsToDuration(secs float64) time.Duration {
-	if math.IsNaN(secs) || secs <= 0 {
-		return 0
-	}
-	if secs >= maxRetryAfter.Seconds() {
-		return maxRetryAfter
-	}
-	return time.Duration(math.Round(secs * float64(time.Second)))
-}
-
-// rateLimitRemaining reads X-RateLimit-Remaining.
-func rateLimitRemaining(h http.Header) (int, bool) {
-	s := strings.TrimSpace(h.Get("X-RateLimit-Remaining"))
-	if s == "" {
-		return 0, false
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
-		return 0, false
-	}
-	return n, true
 }

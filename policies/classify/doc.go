@@ -3,6 +3,11 @@
 // body) into a Verdict: its failure class (docs/how-it-works.md "Failure classes") and a
 // one-line reason, plus the upstream's Retry-After and rate-limit headers.
 //
+// Classify is in classify.go, its streamed case in stream.go; codes.go
+// reads what error codes and messages name, body.go the error bodies of
+// the dialects seen in the wild, transport.go transport errors, and
+// headers.go the Retry-After and rate-limit headers.
+//
 // Invariants:
 //   - It imports go-openai and the failure package only: no Temporal, no
 //     configuration.

@@ -77,30 +77,10 @@ func LoadConfigOrDefault(path string) (*Config, error) {
 
 // ParseConfig parses a policy file's bytes over a copy of DefaultConfig and
 // validates the result; source names the file in error messages and becomes
-// Config.Source. The rules (docs/policy.md, and the header of
-// default_policy.yaml):
-//
-//   - A field left out, or written with no value ("key:"), keeps its
-//     default. A value written is the user's, 0, false and "" included;
-//     Validate refuses it where it makes no sense. An empty document is the
-//     default policy.
-//   - Unknown fields, values of the wrong kind and durations without a unit
-//     are refused.
-//   - A list replaces the default list as a whole. Each models entry starts
-//     from model_defaults (the file's, laid over the default one); entries
-//     of other lists start from zero. An explicit empty models list is
-//     refused; "rules: []" means no rules.
-//   - A classes entry is laid over that class's default, so it sets only
-//     what it changes ("rate_limited: {max: 2}" keeps retry_after) and any
-//     ClassPolicy field merges the same way. An entry that names a different
-//     action starts instead from the default entry of the first class, in
-//     failure.AllClasses order, whose default action is that action (max,
-//     waits and the action's own settings were tuned for the old action),
-//     keeping only its own trip_breaker, which is about the failure, not the
-//     action. Classes not in the file keep their defaults.
-//
-// A faq.file given here is checked relative to the working directory; use
-// LoadConfig for a file on disk.
+// Config.Source. "Merging" in the package documentation (and docs/policy.md)
+// says how the file's values meet the defaults. A faq.file given here is
+// checked relative to the working directory; use LoadConfig for a file on
+// disk.
 func ParseConfig(data []byte, source string) (*Config, error) {
 	return load(data, source, "", DefaultConfig())
 }

@@ -145,3 +145,18 @@ func faqOSA1(a, b string) bool {
 	}
 	return false
 }
+
+// fixTypo returns w, or the FAQ's word w is a typo of when the FAQ does
+// not use w.
+func (f *FAQ) fixTypo(w string) string {
+	if f.known("w:" + faqWord(w)) {
+		return w
+	}
+	if c := f.typos.correct(w); c != "" {
+		return c
+	}
+	if c := f.typos.correctFar(w); c != "" {
+		return c
+	}
+	return w
+}

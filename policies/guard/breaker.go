@@ -97,31 +97,15 @@ func isFraction(f float64) bool { return f > 0 && f <= 1 }
 //
 // Closed, it opens after ConsecutiveFailures failures in a row, or when
 // more than FailureRate of the last Window calls failed (once MinCalls
-// calls were seen). Open, it refuses every call for its open period:
-// OpenFor at first. Then it is half-open, as gobreaker's: a call is let
-// through as a trial while fewer than Probes trials are out (one, until a
-// trial has succeeded), and refused beyond that. It closes once Probes
-// trial results are in and at least CloseThreshold of them succeeded; it
-// reopens as soon as the trials can no longer reach CloseThreshold (over
-// at least Probes results), for twice the period before (but at most
-// half the time since it opened from closed), up to OpenForMax. What it
-// limits is the trials in flight, not a share of the calls: at low
-// traffic every call is a trial and none is refused that the upstream
-// might answer (a share let through refused nine calls in ten of a
-// flapping upstream's up windows, which a plain client would have had
-// answered); at high traffic the trials are a few requests however many
-// calls wait. So a recovered upstream gets its traffic back within
-// Probes trials, and one that stays down is tried less and less often. Trials that close it halve the period, and every
-// HealAfter spent closed halves it again, down to OpenFor (HealAfter 0:
-// back to OpenFor when it closes).
-// Half-open, only as many results count as trials were let through;
-// others (late results of calls from before the breaker opened) are
-// ignored, as are all results while open.
+// calls were seen). Open, it refuses every call for its open period.
+// Half-open, it lets a call through as a trial while fewer than Probes
+// trials are out, closes once Probes trial results are in and at least
+// CloseThreshold of them succeeded, and reopens as soon as the trials can
+// no longer reach CloseThreshold. "Breaker" in the package documentation
+// says how the open period grows and heals, and which results count.
 //
 // State changes happen when a method is called with an instant past the
-// deadline (there is no timer). Every change is reported to the hook given
-// to the registry, with the instant of the call that observed it.
-//
+// deadline (there is no timer), and are reported to the registry's hook.
 // A Breaker is safe for concurrent use.
 type Breaker struct {
 	mu  sync.Mutex

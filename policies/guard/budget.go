@@ -14,32 +14,16 @@ import (
 // slides in steps of Window/60 (1 s for a 60 s window).
 const windowBuckets = 60
 
-// RetryBudget is the per-process retry budget (docs/how-it-works.md "Failure classes"), in the manner of
-// Envoy's retry budgets, Finagle's RetryBudget and gRPC's retry throttling:
+// RetryBudget is the per-process retry budget (docs/how-it-works.md "Failure classes"):
 // retries are paid from a reserve of at most Floor retries, which every
 // request refills by Ratio of a retry and which refills by Floor per
-// Window while there is too little traffic to do it. Over any stretch of
-// time, then, retries are at most Floor + Ratio × the requests in it (once
-// traffic is above Floor/(Ratio × Window) requests a second; a quiet
-// system gets its Floor per Window), so the amplification of a short
-// incident stays below 1 + Ratio + Floor/its calls however long the
-// healthy traffic before it ran. A sliding window of Ratio × requests
-// alone (the budget's first form) let the healthy minute before an
-// incident pay for a tenth of a minute's traffic in retries during it.
-//
-// The settings are used as given; zeros mean what they say:
+// Window while there is too little traffic to do it ("Retry budget" in the
+// package documentation says why). The settings are used as given; zeros
+// mean what they say:
 //   - Ratio 0: requests earn no retries, only the Floor per Window is left.
 //   - Floor 0: no retries beyond the ratio (the reserve holds one retry,
 //     earned by 1/Ratio requests).
 //   - Ratio 0 and Floor 0: no retries at all.
-//
-// Counts are kept in a ring of 60 buckets, so memory is constant whatever
-// the load; the reserve is worked out from the buckets of the last Window,
-// oldest first, starting full (a reserve is full again after a Window). A
-// bucket's requests refill the reserve before its retries spend it.
-// Instants are arguments; an instant earlier than one already seen is
-// treated as the latest one seen, so a clock step backwards can never
-// corrupt the window.
 //
 // A RetryBudget is safe for concurrent use. Build one per process and share
 // it between all calls.
@@ -64,13 +48,12 @@ type RetryBudget struct {
 	waiting map[string]waiter
 }
 
-// waiter is a call in a budget's line: first refused at since, last
-// rechecked at seen.
-type waiter struct{ since, seen time.Time }
+// waiter is a call in a budget's line.
+type waiter struct{ firstRefused, lastRecheck time.Time }
 
 // live reports whether w still holds its place at now: it rechecked
 // within waiterLive.
-func (w waiter) live(now time.Time) bool { return now.Sub(w.seen) <= waiterLive }
+func (w waiter) live(now time.Time) bool { return now.Sub(w.lastRecheck) <= waiterLive }
 
 // waiterLive is how long a call keeps its place in line after its last
 // recheck: longer than a waiting call's step between rechecks (at most
@@ -195,13 +178,13 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 	defer b.mu.Unlock()
 	since := now
 	if w, found := b.waiting[call]; found && call != "" {
-		since = w.since
+		since = w.firstRefused
 	}
 	for id, w := range b.waiting {
 		switch {
 		case !w.live(now):
 			delete(b.waiting, id)
-		case call == "" || id != call && (w.since.Before(since) || w.since.Equal(since) && id < call):
+		case call == "" || id != call && (w.firstRefused.Before(since) || w.firstRefused.Equal(since) && id < call):
 			ahead++
 		}
 	}
@@ -227,7 +210,7 @@ func (b *RetryBudget) wait(call string, since, now time.Time) {
 	if b.waiting == nil {
 		b.waiting = map[string]waiter{}
 	}
-	b.waiting[call] = waiter{since: since, seen: now}
+	b.waiting[call] = waiter{firstRefused: since, lastRecheck: now}
 }
 
 // leave takes call out of the line.

@@ -22,4 +22,78 @@
 //     config.Validate refuses makes the constructor panic, naming the field.
 //   - It does not log: breaker state changes are reported through a
 //     StateChangeHook.
+//
+// # Retry budget
+//
+// The budget works in the manner of Envoy's retry budgets, Finagle's
+// RetryBudget and gRPC's retry throttling. Over any stretch of time
+// retries are at most Floor + Ratio × the requests in it (once traffic is
+// above Floor/(Ratio × Window) requests a second; a quiet system gets its
+// Floor per Window), so the amplification of a short incident stays below
+// 1 + Ratio + Floor/its calls however long the healthy traffic before it
+// ran. A sliding window of Ratio × requests alone (the budget's first
+// form) let the healthy minute before an incident pay for a tenth of a
+// minute's traffic in retries during it.
+//
+// Counts are kept in a ring of 60 buckets, so memory is constant whatever
+// the load; the reserve is worked out from the buckets of the last Window,
+// oldest first, starting full (a reserve is full again after a Window). A
+// bucket's requests refill the reserve before its retries spend it. An
+// instant earlier than one already seen is treated as the latest one
+// seen, so a clock step backwards can never corrupt the window.
+//
+// # Breaker
+//
+// Open, a Breaker refuses every call for its open period: OpenFor at
+// first. Then it is half-open, as gobreaker's: a call is let through as a
+// trial while fewer than Probes trials are out (one, until a trial has
+// succeeded), and refused beyond that. It closes once Probes trial results
+// are in and at least CloseThreshold of them succeeded; it reopens as soon
+// as the trials can no longer reach CloseThreshold (over at least Probes
+// results), for twice the period before (but at most half the time since
+// it opened from closed), up to OpenForMax. What it limits is the trials
+// in flight, not a share of the calls: at low traffic every call is a
+// trial and none is refused that the upstream might answer (a share let
+// through refused nine calls in ten of a flapping upstream's up windows,
+// which a plain client would have had answered); at high traffic the
+// trials are a few requests however many calls wait. So a recovered
+// upstream gets its traffic back within Probes trials, and one that stays
+// down is tried less and less often. Trials that close it halve the
+// period, and every HealAfter spent closed halves it again, down to
+// OpenFor (HealAfter 0: back to OpenFor when it closes). Half-open, only
+// as many results count as trials were let through; others (late results
+// of calls from before the breaker opened) are ignored, as are all results
+// while open. Every state change is reported to the hook given to the
+// registry, with the instant of the call that observed it.
+//
+// # Shared guards
+//
+// Sync joins one worker's guards to its fleet:
+//
+//   - Budgets stay local. A ratio budget adds up across workers without
+//     coordination (each worker's retries ≤ ratio × its requests, so the
+//     fleet's ≤ ratio × the fleet's); the floor is split: each worker
+//     keeps 1/Workers of it, Workers learned from the guard (Finagle's
+//     and gRPC's budgets are per client for the same reason).
+//   - Breakers judge this worker's outcomes at once; the outcomes are
+//     also reported, and the fleet's breaker, judging every worker's,
+//     opens a model for all of them (a worker that sees one call in ten
+//     would wait long for its own evidence).
+//   - Holds: a scope held here is held here at once and reported.
+//
+// A report goes out at the next sync when it carries news — a breaker of
+// this worker changed state on its own outcomes, or a hold the fleet does
+// not have — and otherwise at most every ReportEvery(Workers), so the
+// fleet's routine reports stay under fleetReportsPerSecond whatever its
+// size; a worker with nothing to say reports every KeepAlive so the
+// fleet keeps counting it. What the guard knows comes back as its View
+// (SetView), which overlays the local decisions while fresh: a breaker the
+// fleet opened refuses here, a scope it holds is held here.
+//
+// The report being gathered keeps only what the fleet can still use, so
+// it stays small however long the guard cannot be reached (a report past
+// Temporal's 2 MB payload limit is refused, sent again for ever, and the
+// worker never syncs again): per model, the newest outcomes as many as
+// the breaker's longest rule reads, those the fleet does not judge
+// (Ignored) dropped first; per scope, the hold that ends last.
 package guard

@@ -115,17 +115,17 @@ const ackKeep = 10 * time.Minute
 type Fleet struct {
 	breakerCfg config.BreakerConfig
 
-	mu       sync.Mutex
-	breakers map[string]*Breaker
-	holds    *Holds
-	acks     map[string]int64
-	seen     map[string]time.Time // each worker's latest report; gone when it left
+	mu         sync.Mutex
+	breakers   map[string]*Breaker
+	holds      *Holds
+	acks       map[string]int64
+	lastReport map[string]time.Time // each worker's latest report; gone when it left
 }
 
 // NewFleet returns an empty fleet state with the policy's breaker
 // settings.
 func NewFleet(breaker config.BreakerConfig) *Fleet {
-	return &Fleet{breakerCfg: breaker, breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{}, seen: map[string]time.Time{}}
+	return &Fleet{breakerCfg: breaker, breakers: map[string]*Breaker{}, holds: NewHolds(), acks: map[string]int64{}, lastReport: map[string]time.Time{}}
 }
 
 // Apply adds a report; one already applied (its Seq not above the
@@ -137,7 +137,7 @@ func (f *Fleet) Apply(r Report) bool {
 		return false
 	}
 	f.acks[r.Worker] = r.Seq
-	seen := later(f.seen[r.Worker], r.At)
+	seen := later(f.lastReport[r.Worker], r.At)
 	for _, h := range r.Holds {
 		seen = later(seen, h.At)
 	}
@@ -153,9 +153,9 @@ func (f *Fleet) Apply(r Report) bool {
 		}
 	}
 	if r.Leave {
-		delete(f.seen, r.Worker)
+		delete(f.lastReport, r.Worker)
 	} else {
-		f.seen[r.Worker] = seen
+		f.lastReport[r.Worker] = seen
 	}
 	for _, h := range r.Holds {
 		f.holds.Hold(h.Scope, h.At, h.For)
@@ -269,7 +269,7 @@ func (f *Fleet) Latest() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var t time.Time
-	for _, s := range f.seen {
+	for _, s := range f.lastReport {
 		t = later(t, s)
 	}
 	return t
@@ -297,8 +297,8 @@ func (f *Fleet) View(now time.Time) View {
 			v.Holds[sc] = now.Add(left)
 		}
 	}
-	lease := Lease(len(f.seen))
-	for _, at := range f.seen {
+	lease := Lease(len(f.lastReport))
+	for _, at := range f.lastReport {
 		if now.Sub(at) < lease {
 			v.Workers++
 		}
@@ -330,7 +330,7 @@ func (f *Fleet) State(now time.Time) FleetState {
 	defer f.mu.Unlock()
 	st := FleetState{Acks: map[string]int64{}, Seen: map[string]time.Time{}}
 	for w, s := range f.acks {
-		if at, ok := f.seen[w]; ok && now.Sub(at) < ackKeep {
+		if at, ok := f.lastReport[w]; ok && now.Sub(at) < ackKeep {
 			st.Acks[w], st.Seen[w] = s, at
 		}
 	}
@@ -357,7 +357,7 @@ func (f *Fleet) Restore(st FleetState) {
 	for w, s := range st.Acks {
 		f.acks[w] = s
 		if at, ok := st.Seen[w]; ok {
-			f.seen[w] = at
+			f.lastReport[w] = at
 		}
 	}
 	memos := map[string]bool{}
@@ -375,7 +375,7 @@ func (f *Fleet) Restore(st FleetState) {
 	f.Apply(Report{Worker: "\x00restore", Seq: 1, Outcomes: open, Holds: st.Holds})
 	f.mu.Lock()
 	delete(f.acks, "\x00restore")
-	delete(f.seen, "\x00restore")
+	delete(f.lastReport, "\x00restore")
 	f.mu.Unlock()
 }
 

@@ -37,9 +37,9 @@ func (h *Holds) SetSync(s *Sync) {
 }
 
 type hold struct {
-	until  time.Time     // the scope is held before this instant
-	since  time.Time     // start of the unbroken run of holds
-	length time.Duration // of the hold that set until
+	until      time.Time     // the scope is held before this instant
+	runStart   time.Time     // start of the unbroken run of holds
+	lastLength time.Duration // of the hold that set until
 }
 
 // NewHolds returns holds with no scope held.
@@ -54,16 +54,16 @@ func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration
 	defer h.mu.Unlock()
 	x := h.by[scope]
 	if x == nil || now.After(x.until.Add(holdGap)) {
-		x = &hold{since: now, until: now}
+		x = &hold{runStart: now, until: now}
 		h.by[scope] = x
 	}
 	if u := now.Add(d); u.After(x.until) {
-		x.until, x.length = u, d
+		x.until, x.lastLength = u, d
 	}
 	if h.sync != nil {
 		h.sync.hold(scope, now, d)
 	}
-	return max(now.Sub(x.since), 0)
+	return max(now.Sub(x.runStart), 0)
 }
 
 // Scopes lists, sorted, the scopes ever held.
@@ -120,7 +120,7 @@ func (h *Holds) Release(scope string, now time.Time, u float64) time.Duration {
 	h.mu.Lock()
 	var length time.Duration
 	if x := h.by[scope]; x != nil {
-		length = x.length
+		length = x.lastLength
 	}
 	h.mu.Unlock()
 	return Jittered(left, length, u)

@@ -12,44 +12,20 @@ import (
 )
 
 // Sync joins one worker's guards to its fleet (docs/how-it-works.md
-// "Shared guards"). Each guard decides locally; the fleet shares only
-// what changes rarely and matters to every worker:
-//
-//   - Budgets stay local. A ratio budget adds up across workers without
-//     coordination (each worker's retries ≤ ratio × its requests, so the
-//     fleet's ≤ ratio × the fleet's); the floor is split: each worker
-//     keeps 1/Workers of it, Workers learned from the guard (Finagle's
-//     and gRPC's budgets are per client for the same reason).
-//   - Breakers judge this worker's outcomes at once; the outcomes are
-//     also reported, and the fleet's breaker, judging every worker's,
-//     opens a model for all of them (a worker that sees one call in ten
-//     would wait long for its own evidence).
-//   - Holds: a scope held here is held here at once and reported.
-//
-// A report goes out at the next sync when it carries news — a breaker of
-// this worker changed state on its own outcomes, or a hold the fleet does
-// not have — and otherwise at most every ReportEvery(Workers), so the
-// fleet's routine reports stay under fleetReportsPerSecond whatever its
-// size; a worker with nothing to say reports every KeepAlive so the
-// fleet keeps counting it. What the guard knows comes back as its View
-// (SetView), which overlays the local decisions while fresh: a breaker the
-// fleet opened refuses here, a scope it holds is held here. With no fresh
-// view each guard decides from what this worker saw, as it would alone: a
-// call never waits for the fleet.
-//
-// The report being gathered keeps only what the fleet can still use, so
-// it stays small however long the guard cannot be reached (a report past
-// Temporal's 2 MB payload limit is refused, sent again for ever, and the
-// worker never syncs again): per model, the newest outcomes as many as
-// the breaker's longest rule reads (20 with the default policy), those
-// the fleet does not judge (Ignored) dropped first; per scope, the hold
-// that ends last. Safe for concurrent use.
+// "Shared guards"). Each guard decides locally; the fleet shares only what
+// changes rarely and matters to every worker: budgets stay local (each
+// worker keeps its share of the floor), breakers' outcomes and holds are
+// reported, and what the guard knows comes back as a View (SetView) that
+// overlays the local decisions while fresh. With no fresh view each guard
+// decides from what this worker saw: a call never waits for the fleet.
+// "Shared guards" in the package documentation says when a report goes
+// out and what it keeps. Safe for concurrent use.
 type Sync struct {
 	worker string
 	stale  time.Duration
-	// keep is how many outcomes per model the pending report keeps
+	// keepOutcomes is how many outcomes per model the pending report keeps
 	// (outcomesKept of the breaker's settings).
-	keep int
+	keepOutcomes int
 
 	mu      sync.Mutex
 	seq     int64
@@ -58,11 +34,11 @@ type Sync struct {
 	// (same Seq), before any new one, so a report the guard did receive
 	// counts once.
 	unsent []Report
-	// news: the pending report carries news (see Sync); sent: when the
+	// hasNews: the pending report carries news (see Sync); lastCut: when the
 	// last report was cut (zero: never, so the first cut announces the
 	// worker).
-	news bool
-	sent time.Time
+	hasNews bool
+	lastCut time.Time
 	// view and when it arrived here; firstView: when the first did
 	// (SetView), from which the announcement is timed.
 	view      View
@@ -125,7 +101,7 @@ func spreadOf(worker string, k int64) float64 {
 // default policy's breaker reads them until a BreakerRegistry joins it
 // (BreakerRegistry.SetSync) with its own.
 func NewSync(worker string, stale time.Duration) *Sync {
-	return &Sync{worker: worker, stale: stale, keep: outcomesKept(config.DefaultConfig().Breaker), workers: 1}
+	return &Sync{worker: worker, stale: stale, keepOutcomes: outcomesKept(config.DefaultConfig().Breaker), workers: 1}
 }
 
 // Worker is the name the sync reports under.
@@ -142,7 +118,7 @@ func outcomesKept(cfg config.BreakerConfig) int {
 func (s *Sync) setBreaker(cfg config.BreakerConfig) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.keep = outcomesKept(cfg)
+	s.keepOutcomes = outcomesKept(cfg)
 }
 
 // Cut is CutAt now.
@@ -165,12 +141,12 @@ func (s *Sync) CutAt(now time.Time) (Report, bool) {
 		return r, true
 	}
 	var due bool
-	if s.sent.IsZero() {
+	if s.lastCut.IsZero() {
 		announce := s.firstView.Add(time.Duration(spreadOf(s.worker, 0) * float64(ReportEvery(s.view.Workers+1))))
-		due = s.news || !s.firstView.IsZero() && !now.Before(announce)
+		due = s.hasNews || !s.firstView.IsZero() && !now.Before(announce)
 	} else {
-		since := now.Sub(s.sent)
-		due = s.news || !s.pending.Empty() && since >= ReportEvery(s.workers) || since >= KeepAlive(s.workers)
+		since := now.Sub(s.lastCut)
+		due = s.hasNews || !s.pending.Empty() && since >= ReportEvery(s.workers) || since >= KeepAlive(s.workers)
 	}
 	if !due {
 		return Report{}, false
@@ -183,7 +159,7 @@ func (s *Sync) cut(now time.Time) Report {
 	s.seq++
 	r := s.pending
 	r.Worker, r.Seq, r.At = s.worker, s.seq, now
-	s.pending, s.news, s.sent = Report{}, false, now
+	s.pending, s.hasNews, s.lastCut = Report{}, false, now
 	return r
 }
 
@@ -251,7 +227,7 @@ func (s *Sync) changed(model string, open bool, now time.Time) {
 			return // the fleet has it closed
 		}
 	}
-	s.news = true
+	s.hasNews = true
 }
 
 // fresh reports whether the view is young enough at now to be used: within
@@ -262,7 +238,7 @@ func (s *Sync) fresh(now time.Time) bool {
 }
 
 // outcome records an attempt's outcome on model at now; ignored: this
-// worker's breaker did not count it. Past s.keep outcomes of model, the
+// worker's breaker did not count it. Past s.keepOutcomes outcomes of model, the
 // oldest it has that the fleet does not judge is dropped, else its
 // oldest.
 func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip, ignored bool) {
@@ -282,7 +258,7 @@ func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip, i
 			oldestIgnored = i
 		}
 	}
-	if n > s.keep {
+	if n > s.keepOutcomes {
 		drop := oldest
 		if oldestIgnored >= 0 {
 			drop = oldestIgnored
@@ -323,7 +299,7 @@ func (s *Sync) hold(scope string, now time.Time, d time.Duration) {
 	defer s.mu.Unlock()
 	h := HoldEvent{Scope: scope, At: now, For: d}
 	if until, ok := s.view.Holds[scope]; !ok || !s.fresh(now) || until.Sub(now) < d/2 {
-		s.news = true // the fleet does not hold it for half as long: news
+		s.hasNews = true // the fleet does not hold it for half as long: news
 	}
 	for i, p := range s.pending.Holds {
 		if p.Scope == scope {

@@ -16,9 +16,7 @@ import (
 //   - full (and any unknown value, including ""): unchanged.
 //   - partial: every system and developer message is removed and the
 //     current question (the last user message) is wrapped in their text,
-//     joined by a blank line, as a role: "Answer as <system>: <question>",
-//     or "请以<system>的身份回答：<question>" when the question is mostly
-//     Chinese (WrapQuestion).
+//     joined by a blank line, as a role (WrapQuestion).
 //   - none: every system and developer message is removed: only the user
 //     and assistant turns (and tool results) are sent.
 //

@@ -28,9 +28,9 @@ type Fitted struct {
 	Fits   bool  // Tokens + Reserve <= Window (always true for an unknown window)
 }
 
-// Estimate margins, measured by TestEstimateTokensBounds on its corpus
-// against cl100k_base and o200k_base (the only encodings Fit estimates
-// for; with the others it counts every message):
+// Estimate margins, measured by TestEstimateTokensBounds against
+// cl100k_base and o200k_base (the only encodings Fit estimates for; with
+// the others it counts every message):
 //
 //	estUpper(e) = e + e/8 + 3 ≥ the real count of every text of the corpus
 //	estLower(e) = e/2 - 3     ≤ the real count (cl100k_base) of natural
@@ -40,10 +40,8 @@ type Fitted struct {
 //	                            corpus, whitespace floods and runs of
 //	                            repeated characters too
 //
-// and fitJoinUp, fitJoinDown bound what wrapping the question in the
-// system prompt as a role (WrapQuestion, English or Chinese; several
-// system texts joined by "\n\n") adds beyond the two texts and one token
-// (measured [-2, 10]).
+// fitJoinUp and fitJoinDown bound what wrapping the question in the system
+// prompt as a role (WrapQuestion) adds beyond the two texts and one token.
 const (
 	estUpperDiv = 8
 	estUpperAdd = 3
@@ -87,34 +85,22 @@ func estFloor(e int) int {
 type fitMsg struct {
 	up, low, floor int
 	est            int  // estimated tokens: what counting it costs
-	counted        bool // up/low/floor are from the tokenizer (or final)
+	exact          bool // up/low/floor are from the tokenizer (or final)
 	folded         bool // a system text folded into a user message
 }
 
 // Fit decides which messages one attempt sends, counting each message at
-// most once and exactly only where an estimate cannot settle the choice:
+// most once and exactly only where an estimate cannot settle the choice
+// ("Fitting" in the package documentation says how). The stage (or
+// KeepRounds) caps the rounds kept; with a known window the oldest whole
+// rounds are dropped until Tokens + Reserve ≤ Window, where Tokens is an
+// upper bound until the messages are counted, so an estimate never pushes
+// a prompt over the window. Fits is false only when the system part and
+// the current question alone do not fit, and Keep then holds just them.
 //
-//  1. The stage (or KeepRounds) caps the rounds kept, as PruneForAttempt
-//     and PruneKeepRounds do.
-//  2. With a known window, the oldest whole rounds are dropped until the
-//     prompt fits: Tokens + Reserve ≤ Window, where Tokens is an upper
-//     bound (estUpper) until the messages are counted. Fit never sends a
-//     prompt whose upper bound exceeds the window, so an estimate never
-//     pushes a prompt over it.
-//  3. The price is pruning more than needed. Between the newest round
-//     count that surely fits (upper bounds) and the one that may fit
-//     (lower bounds), Fit counts messages exactly, largest uncertainty
-//     first, within 1/fitExactShare of the prompt's estimated tokens;
-//     what is still open then is decided by the upper bound.
-//  4. If the system part and the current question alone may not fit, they
-//     are counted exactly (whatever the budget): Fits is false only when
-//     they really do not fit (or their floor already exceeds the window),
-//     and then Keep holds just them.
-//
-// The adapted prompt is what is measured: with partial or none support
-// the system messages cost their text and a joiner instead of a message.
-// A nil tc counts with EstimateTokens (Exact is then false); with an
-// encoding whose bounds were not measured every message is counted.
+// The adapted prompt is what is measured. A nil tc counts with
+// EstimateTokens (Exact is then false); with an encoding whose bounds were
+// not measured every message is counted.
 func Fit(msgs []request.Message, s Shape, tc *TokenCounter) Fitted {
 	l := pruneParse(msgs)
 	n := len(l.starts)
@@ -131,7 +117,7 @@ func Fit(msgs []request.Message, s Shape, tc *TokenCounter) Fitted {
 		}
 		return l.starts[n-k]
 	}
-	f := fitter{msgs: msgs, l: l, tc: tc, support: s.Support, from: cut(k0)}
+	f := fitter{msgs: msgs, l: l, tc: tc, support: s.Support, firstSent: cut(k0)}
 	f.init()
 
 	res := Fitted{Before: len(msgs), Fits: true}
@@ -154,7 +140,7 @@ func Fit(msgs []request.Message, s Shape, tc *TokenCounter) Fitted {
 	}
 	res.Tokens, _, _ = f.cost(c)
 	res.Exact = f.exactAt(c)
-	if !res.Exact && tc != nil && f.countedAt(c) && f.foldAt(c) && f.estAt(c) <= f.budget {
+	if !res.Exact && tc != nil && f.countedAt(c) && f.foldAt(c) && f.estAt(c) <= f.countBudget {
 		// Everything is counted but the folded system text: count the
 		// adapted prompt itself.
 		res.Tokens = tc.CountMessages(Build(msgs, res.Keep, s.Support))
@@ -183,23 +169,23 @@ func stageRounds(n, stage int, factor float64) int {
 }
 
 type fitter struct {
-	msgs    []request.Message
-	l       pruneLayout
-	tc      *TokenCounter
-	support config.SystemPromptSupport
-	from    int // messages before from (after the system part) are never sent
-	fold    bool
-	m       []fitMsg
-	budget  int // estimated tokens left to count exactly
+	msgs        []request.Message
+	l           pruneLayout
+	tc          *TokenCounter
+	support     config.SystemPromptSupport
+	firstSent   int // messages before firstSent (after the system part) are never sent
+	fold        bool
+	m           []fitMsg
+	countBudget int // estimated tokens left to count exactly
 
-	// Suffix sums over msgs[c:] (c ≥ from) and sums over the system part.
+	// Suffix sums over msgs[c:] (c ≥ firstSent) and sums over the system part.
 	sufUp, sufLow, sufFloor, sufEst []int
 	sufUnc, sufFold, sufUser        []int // uncounted, folded, user messages
 	sysUp, sysLow, sysFloor, sysEst int
 	sysUnc, sysFold                 int
 }
 
-func (f *fitter) sent(i int) bool { return i < f.l.sysEnd || i >= f.from }
+func (f *fitter) sent(i int) bool { return i < f.l.sysEnd || i >= f.firstSent }
 
 func (f *fitter) init() {
 	f.fold = f.support == config.SystemPromptPartial || f.support == config.SystemPromptNone
@@ -219,7 +205,7 @@ func (f *fitter) init() {
 		m.folded = f.fold && msg.Instructs() && !IsSummary(*msg)
 		switch {
 		case m.folded && (f.support == config.SystemPromptNone || strings.TrimSpace(msg.Text()) == ""):
-			m.counted, m.folded = true, false // dropped: costs nothing
+			m.exact, m.folded = true, false // dropped: costs nothing
 		case m.folded:
 			e := EstimateTokens(msg.Text())
 			m.est = e
@@ -251,16 +237,16 @@ func (f *fitter) init() {
 			}
 			if f.tc == nil { // the estimate is the count
 				e := tokMessage(*msg, EstimateTokens)
-				m.up, m.low, m.floor, m.counted = e, e, e, true
+				m.up, m.low, m.floor, m.exact = e, e, e, true
 			}
 		}
 		m.low, m.floor = max(m.low, 0), max(m.floor, 0)
 		total += m.est
-		if exactMode && !m.counted {
+		if exactMode && !m.exact {
 			f.count(i)
 		}
 	}
-	f.budget = total / fitExactShare
+	f.countBudget = total / fitExactShare
 	f.sums()
 }
 
@@ -274,8 +260,8 @@ func (f *fitter) count(i int) {
 		x := f.tc.CountMessage(f.msgs[i])
 		m.up, m.low, m.floor = x, x, x
 	}
-	m.counted = true
-	f.budget -= m.est
+	m.exact = true
+	f.countBudget -= m.est
 }
 
 // sums recomputes the suffix and system-part sums.
@@ -292,16 +278,16 @@ func (f *fitter) sums() {
 		f.sysLow += m.low
 		f.sysFloor += m.floor
 		f.sysEst += m.est
-		f.sysUnc += b2i(!m.counted)
+		f.sysUnc += b2i(!m.exact)
 		f.sysFold += b2i(m.folded && m.up > 0)
 	}
-	for i := n - 1; i >= f.from && i >= f.l.sysEnd; i-- {
+	for i := n - 1; i >= f.firstSent && i >= f.l.sysEnd; i-- {
 		m := f.m[i]
 		f.sufUp[i] = f.sufUp[i+1] + m.up
 		f.sufLow[i] = f.sufLow[i+1] + m.low
 		f.sufFloor[i] = f.sufFloor[i+1] + m.floor
 		f.sufEst[i] = f.sufEst[i+1] + m.est
-		f.sufUnc[i] = f.sufUnc[i+1] + b2i(!m.counted)
+		f.sufUnc[i] = f.sufUnc[i+1] + b2i(!m.exact)
 		f.sufFold[i] = f.sufFold[i+1] + b2i(m.folded && m.up > 0)
 		f.sufUser[i] = f.sufUser[i+1] + b2i(!m.folded && f.msgs[i].Role == request.RoleUser)
 	}
@@ -378,7 +364,7 @@ func (f *fitter) decide(k0, avail int, cut func(int) int) int {
 		}
 	}
 	// Settle kUp+1, kUp+2, … by counting, within the budget.
-	for j := kUp + 1; j <= kLow && f.budget > 0; j++ {
+	for j := kUp + 1; j <= kLow && f.countBudget > 0; j++ {
 		c := cut(j)
 		for {
 			up, low, _ := f.cost(c)
@@ -405,7 +391,7 @@ func (f *fitter) decide(k0, avail int, cut func(int) int) int {
 func (f *fitter) uncounted(c int) []int {
 	var idx []int
 	for i := range f.msgs {
-		if (i < f.l.sysEnd || i >= c) && !f.m[i].counted {
+		if (i < f.l.sysEnd || i >= c) && !f.m[i].exact {
 			idx = append(idx, i)
 		}
 	}
@@ -420,7 +406,7 @@ func (f *fitter) uncounted(c int) []int {
 func (f *fitter) nextToCount(c int) int {
 	best, bestGap := -1, 0
 	for i := range f.msgs {
-		if (i < f.l.sysEnd || i >= c) && !f.m[i].counted && f.m[i].est <= f.budget {
+		if (i < f.l.sysEnd || i >= c) && !f.m[i].exact && f.m[i].est <= f.countBudget {
 			if gap := f.m[i].up - f.m[i].low; gap > bestGap {
 				best, bestGap = i, gap
 			}

@@ -6,38 +6,13 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
-// Pruning removes whole rounds from the middle of a conversation so that a
-// retry sends a smaller prompt (a prompt whose prefill is too slow
-// only times out again when resent unchanged).
-//
-// A conversation is read as three parts:
-//
-//	system   the system and developer messages at the very start
-//	middle   the history: rounds, oldest first
-//	current  the last user message (the current question) and whatever
-//	         follows it (normally nothing)
-//
-// A round is a user message together with the assistant and tool messages
-// that answer it, up to the next user message. Messages between the system
-// part and the first user message form a round of their own. Rounds that
-// share a tool call (an assistant message with tool_calls in one round, a
-// tool message with that tool_call_id in a later one, as in malformed
-// histories) are one round, so a call and its results are always kept or
-// removed together; if such a link reaches into the current question, the
-// rounds it spans are kept with the question. A tool message whose call is
-// nowhere before it (an orphan) stays in the round it sits in and is
-// removed with that round.
-//
-// The system part and the current question are never removed. Pruning never
-// changes a kept message and never mutates its input.
-
 // DefaultPruneFactor is the share of the middle history each pruning stage
 // keeps of the previous one (docs/how-it-works.md "Failure classes": attempt n keeps 0.5^n).
 const DefaultPruneFactor = 0.5
 
 // LastPruneStage is the stage from which PruneForAttempt keeps only the
-// system part and the current question. With the default cap of 4 attempts
-// the stages are: full history, 1/2, 1/4, none.
+// system part and the current question: with the default factor the
+// stages are full history, 1/2, 1/4, none.
 const LastPruneStage = 3
 
 // PruneResult is a pruned conversation and what was taken out of it.

@@ -145,31 +145,11 @@ func (tc *TokenCounter) CountMessages(msgs []request.Message) int {
 // EstimateTokens is a cheap token estimate that needs no tokenizer (about
 // 1–2 ns per byte, a few hundred times cheaper than the tokenizer), for
 // code that must not pay for one: Fit, the simulator, quick size checks.
-//
 // It follows cl100k_base's pre-tokenizer and charges each piece what
-// cl100k_base spends on such pieces, erring high:
-//
-//   - ASCII letter runs are split into sub-words at case changes
-//     (getOrderStatus: get, Order, Status; HTTPServer: HTTP, Server), each
-//     charged by its length (1 token up to 4 letters, about length/4 for
-//     long ones, length/2.5 for capitals), plus one token for each letter
-//     pair that is rare inside cl100k_base's words (random strings, base64,
-//     hashes and foreign words split at such pairs);
-//   - a run of ASCII digits costs one token per three digits (exact: the
-//     pre-tokenizer splits digits into groups of 1–3);
-//   - a run of ASCII punctuation costs about one token per two characters;
-//     a single one right before a letter joins the word;
-//   - whitespace costs one token per newline piece and per indentation,
-//     more for long or mixed runs; a space before a word is free;
-//   - every other character costs what it costs alone (a generated table of
-//     cl100k_base counts for U+0080–U+FFFF: most Chinese characters 1–3,
-//     accented letters 1–2), 3 for an emoji, 4 for other characters beyond
-//     the BMP (their UTF-8 length, a hard bound).
-//
-// TestEstimateTokensBounds measures it against cl100k_base on a corpus of
-// text classes (English prose, code, JSON, Chinese, mixed, emoji, digit,
-// punctuation and whitespace runs, base64, other scripts) and checks the
-// bounds Fit relies on (EstimateUpper, EstimateLower).
+// cl100k_base spends on such pieces, erring high ("Token estimate" in the
+// package documentation lists the charges). TestEstimateTokensBounds
+// measures it against cl100k_base on a corpus of text classes and checks
+// the bounds Fit relies on (EstimateUpper, EstimateLower).
 func EstimateTokens(s string) int {
 	return (estimateUnits(s) + estUnit - 1) / estUnit
 }

@@ -31,24 +31,11 @@ var ErrInvalidKey = errors.New("invalid idempotency key")
 //
 //	"llm-" + hex(SHA-256(canonical))
 //
-// where canonical is the compact JSON array
-//
-//	[tenant, userID, sessionID, messages]
-//
-// with the strings as JSON strings, so no two different field splits give the
-// same bytes (("a","bc") and ("ab","c") differ), and messages as an array of
-// objects with the keys, in this order, "role", "content", and only when not
-// empty "name", "tool_calls" (objects "id", "type", "function" {"name",
-// "arguments"}) and "tool_call_id". Nil and empty message lists encode alike
-// ([]). HTML characters are not escaped; Go's encoder escapes U+2028 and
-// U+2029 and replaces invalid UTF-8 with U+FFFD (Validate refuses
-// invalid UTF-8, so two accepted requests never collide that way). The text
-// is hashed as sent: no trimming, no Unicode normalisation.
-//
-// The key is the prefix and 64 lower-case hex digits (68 bytes) and always
-// passes ValidateKey. A starter in another language reproduces it by encoding the
-// same array the same way. It is KeyFor of a request that sets only these
-// fields.
+// where canonical is the compact JSON array [tenant, userID, sessionID,
+// messages], encoded as "The idempotency key's bytes" in the package
+// documentation says, so that a starter in another language can reproduce
+// it. The key is 68 bytes and always passes ValidateKey. It is KeyFor of a
+// request that sets only these fields.
 func Key(tenant, userID, sessionID string, msgs []Message) string {
 	return IDs{}.Key(tenant, userID, sessionID, msgs)
 }

@@ -197,43 +197,13 @@ func reqLimitsOf(cfg *config.Config) reqLimits {
 const PromptBytesPerContextToken = 16
 
 // Validate checks r before anything is sent (docs/how-it-works.md, step 1) and returns nil
-// or a *ValidationError listing every problem as "field: problem":
-//
-//   - messages: at least one, at most Limits.MaxMessages (default 1000);
-//     each with a known role (system, developer, user, assistant, tool);
-//     tool messages with a tool_call_id answering a tool call of an earlier
-//     assistant message; tool calls only on assistant messages, each with an
-//     id and a function name; the last message from the user and not blank,
-//     or a tool message (an agent sending its tool results).
-//   - the prompt (PromptBytes) at most Limits.MaxPromptBytes
-//     (default DefaultMaxPromptBytes, 1 MiB) and at most
-//     PromptBytesPerContextToken bytes a token of the ladder's largest
-//     context window (512 KiB for the default ladder's 32768 tokens).
-//   - model: empty or one of cfg.Models (when the config has models).
-//   - max_tokens: 0 (the upstream's default) or 1..Limits.MaxTokens
-//     (default 32768).
-//   - temperature: unset or a number in 0..Limits.MaxTemperature (default 2).
-//   - deadline_ms: 0 (the policy's default) or MinRequestDeadline..Call.MaxDeadline
-//     (default 10 min).
-//   - the agent fields (docs/agents.md): tools (functions with unique
-//     names and parameters that compile as JSON Schema), tool_choice
-//     (a mode, or a function that is offered), response_format (a schema
-//     that compiles), stop, top_p, penalties, logit_bias, top_logprobs,
-//     reasoning_effort in OpenAI's ranges; image parts in user messages,
-//     http(s) or data URIs within Limits.MaxImages / MaxImageBytes;
-//     passthrough fields that a model's policy lists; and a model that
-//     can serve what the request needs (Needs: the preferred one, else
-//     at least one rung).
-//   - scenario: empty or one cfg.KnownScenario accepts (request.scenarios,
-//     the rules' and hedge.scenarios' scenarios).
-//   - image URLs: none to an address or name inside the network (loopback,
-//     link-local, private, shared, localhost, *.internal, …) unless
-//     request.allow_image_hosts lists it, none with credentials (see
-//     imageURLProblem).
-//   - idempotency_key: empty or valid for ValidateKey.
-//   - every string valid UTF-8.
-//
-// A nil cfg, and zero limits in cfg, mean the defaults above.
+// or a *ValidationError listing every problem as "field: problem": the
+// messages, the prompt's size, model, max_tokens, temperature,
+// deadline_ms, the agent fields (docs/agents.md), scenario, image URLs,
+// idempotency_key, and that every string is valid UTF-8. "Validation" in
+// the package documentation lists what each must be. A nil cfg, and zero
+// limits in cfg, mean the policy file's default limits, which this package
+// mirrors.
 func Validate(r Request, cfg *config.Config) error {
 	lim := reqLimitsOf(cfg)
 	e := &ValidationError{}

@@ -105,11 +105,8 @@ func Admit(rules []config.Rule, gate Gate, scenario, question string) Verdict {
 //     a rule with a technical condition (After: its message is its answer
 //     only when its failures happened, and may start a review), nor a rule
 //     gate says is off;
-//   - among the others the action does not matter: a no_retry rule with a
-//     message is a card just as a safe_message rule is.
-//
-// In practice RuleCard finds no_retry rules that carry a message: after the
-// single attempt such a rule allows has failed, its message is the answer.
+//   - among the others the action does not matter: in practice the card is
+//     the message of a no_retry rule whose single attempt has failed.
 func RuleCard(rules []config.Rule, gate Gate, scenario, question string) (config.Rule, bool) {
 	q := keyword.Fold(question)
 	for _, r := range rules {

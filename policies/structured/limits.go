@@ -119,17 +119,17 @@ type node struct {
 // plan is what the checks learnt of a document: its nodes, in the order
 // they were found, and what instrument needs.
 type plan struct {
-	draft    int
-	nodes    []*node
-	byObj    map[uintptr]*node
-	anchors  map[string]*node
-	rootID   string
-	refs     []*node // the nodes with a $ref, to resolve
-	declared map[string]bool
-	props    int
-	enums    int
-	count    int  // subschemas, booleans included
-	unique   bool // some schema has uniqueItems
+	draft          int
+	nodes          []*node
+	byObj          map[uintptr]*node
+	anchors        map[string]*node
+	rootID         string
+	refs           []*node // the nodes with a $ref, to resolve
+	declared       map[string]bool
+	props          int
+	enums          int
+	subschemas     int // booleans included
+	hasUniqueItems bool
 }
 
 // check runs the limits on a decoded schema document and returns what it
@@ -162,8 +162,8 @@ func check(doc map[string]any) (*plan, error) {
 	// says the schema's own numbers: a walk is linear in the document,
 	// whose size is bounded already.
 	switch {
-	case p.count > MaxSubschemas:
-		return nil, limitf("the schema has %d subschemas; at most %d", p.count, MaxSubschemas)
+	case p.subschemas > MaxSubschemas:
+		return nil, limitf("the schema has %d subschemas; at most %d", p.subschemas, MaxSubschemas)
 	case p.props > MaxProperties:
 		return nil, limitf("the schema has %d properties; at most %d", p.props, MaxProperties)
 	case p.enums > MaxEnumValues:
@@ -227,7 +227,7 @@ func (p *plan) walk(v any, ptr string, depth int, main bool) (*node, error) {
 			return n, nil
 		}
 	}
-	p.count++
+	p.subschemas++
 	if !ok {
 		return nil, nil // a boolean schema does no work; anything else does not compile
 	}
@@ -327,7 +327,7 @@ func (p *plan) keywords(n *node, main bool) error {
 		n.entry += dataSize(c)
 	}
 	if u, ok := obj["uniqueItems"].(bool); ok && u {
-		p.unique = true
+		p.hasUniqueItems = true
 	}
 	if r, ok := obj["required"].([]any); ok {
 		n.work += int64(len(r))

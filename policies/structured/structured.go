@@ -106,11 +106,11 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Schema{doc: doc, steps: p.instrument(), declared: p.declared, subschemas: p.count, budget: StepBudget, maxCopies: 1}
+	s := &Schema{doc: doc, steps: p.instrument(), declared: p.declared, subschemas: p.subschemas, budget: StepBudget, maxCopies: 1}
 	if len(raw) <= smallSchema {
 		s.maxCopies = min(maxCopiesOfSmall, runtime.GOMAXPROCS(0))
 	}
-	s.cost = estimate(len(raw), p.count, s.maxCopies)
+	s.cost = estimate(len(raw), p.subschemas, s.maxCopies)
 	s.copies = make(chan *compiled, s.maxCopies)
 	c, err := s.compile()
 	if err != nil {
