@@ -30,6 +30,7 @@ import (
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/replay"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -87,9 +88,7 @@ const (
 func TestIntegrationEncryptedHistoryIsUnreadableWithoutTheKey(t *testing.T) {
 	srv := shared.Server(t)
 	workerBin, starterBin := binaries(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim := rig.Sim(t, llmsim.Options{})
 
 	k1env := codec.EnvKeys + "=k1:" + b64(secret(0x11))
 	rotated := codec.EnvKeys + "=k2:" + b64(secret(0x22)) + ",k1:" + b64(secret(0x11))

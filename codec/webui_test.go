@@ -20,10 +20,8 @@ import (
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/testkit/uicheck"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -61,22 +59,13 @@ func TestWebUIShowsDecryptedPayloadsThroughTheCodecServer(t *testing.T) {
 	})
 	testenv.WaitServes(t, uiBase+"/")
 
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
 	cl, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler)),
 		DataConverter: c.DataConverter(), FailureConverter: c.FailureConverter()})
 	require.NoError(t, err)
 	t.Cleanup(cl.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	tq := "llm-ui-codec-" + uuid.NewString()[:8]
-	w, err := llmworker.New(cl, llmworker.Options{Config: cfg, TaskQueue: tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	s := rig.New(t, rig.Options{Client: cl, QueuePrefix: "llm-ui-codec-"})
 
-	lc := &llmclient.Client{Temporal: cl, TaskQueue: tq, UIBase: uiBase}
+	lc := &llmclient.Client{Temporal: cl, TaskQueue: s.TaskQueue, UIBase: uiBase}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	res, err := lc.Call(ctx, workflows.CallRequest{

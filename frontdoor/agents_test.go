@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // lookupOrder is the tool the agent tests offer.
@@ -54,7 +56,7 @@ func agentParams(user, question string) openai.ChatCompletionNewParams {
 // answer, streamed and not.
 func TestToolCallingRoundTrip(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	for _, streamed := range []bool{false, true} {
 		user := "u-agent-plain"
@@ -67,7 +69,7 @@ func TestToolCallingRoundTrip(t *testing.T) {
 		if streamed {
 			a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p), nil)
 			msg, finish = a.acc.Choices[0].Message, a.acc.Choices[0].FinishReason
-			require.Equal(t, "model", resilience(t, a.last.RawJSON()).Source)
+			require.Equal(t, "model", rig.Resilience(t, a.last.RawJSON()).Source)
 		} else {
 			resp, err := oc.Chat.Completions.New(ctx, p)
 			require.NoError(t, err)
@@ -102,7 +104,7 @@ func TestToolCallingRoundTrip(t *testing.T) {
 // the answer are accepted; an unknown field is refused by name.
 func TestPassthroughAndIgnoredFields(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	p := params("u-pass", "Tell me about passthrough.")
 	p.Store = openai.Bool(false)
@@ -110,9 +112,9 @@ func TestPassthroughAndIgnoredFields(t *testing.T) {
 	resp, err := oc.Chat.Completions.New(ctx, p,
 		option.WithJSONSet("top_k", 40), option.WithJSONSet("repetition_penalty", json.RawMessage(`{ "value" : 1.05 }`)))
 	require.NoError(t, err)
-	require.Equal(t, "model", resilience(t, resp.RawJSON()).Source)
+	require.Equal(t, "model", rig.Resilience(t, resp.RawJSON()).Source)
 	var gen *llmsim.Generation
-	for _, g := range d.sim.Generations("") {
+	for _, g := range d.Sim.Generations("") {
 		if g.Last == "Tell me about passthrough." {
 			gen = &g
 		}
@@ -136,7 +138,7 @@ func TestPassthroughAndIgnoredFields(t *testing.T) {
 // reason.
 func TestJSONSchemaRepair(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	p := params("u-json", "Status of order 42? [[sim fault=bad_json times=1]]")
 	p.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{OfJSONSchema: &oshared.ResponseFormatJSONSchemaParam{
@@ -153,7 +155,7 @@ func TestJSONSchemaRepair(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(resp.Choices[0].Message.Content), &order), resp.Choices[0].Message.Content)
 	require.Equal(t, "42", order.OrderID)
 
-	r := resilience(t, resp.RawJSON())
+	r := rig.Resilience(t, resp.RawJSON())
 	require.Equal(t, "model", r.Source)
 	require.Len(t, r.Attempts, 2, "%+v", r.Attempts)
 	a := r.Attempts[0]
@@ -161,7 +163,7 @@ func TestJSONSchemaRepair(t *testing.T) {
 	require.Equal(t, "repair", a.Decision)
 	require.Equal(t, "qwen-72b", r.Attempts[1].Model, "the repair stays on the model")
 
-	gens := d.sim.Generations("")
+	gens := d.Sim.Generations("")
 	last := gens[len(gens)-1]
 	require.NotNil(t, last.Temperature)
 	require.LessOrEqual(t, *last.Temperature, 0.3+1e-6)
@@ -173,7 +175,7 @@ func TestJSONSchemaRepair(t *testing.T) {
 // text it would try to parse.
 func TestRequiredToolNeverGetsFAQText(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	p := agentParams("u-required", "Where is order 42? [[sim fault=maintenance times=always]]")
 	p.ToolChoice = openai.ChatCompletionToolChoiceOptionUnionParam{OfAuto: openai.String("required")}
@@ -189,11 +191,11 @@ func TestRequiredToolNeverGetsFAQText(t *testing.T) {
 	// would spoil the FAQ's match.)
 	sc, err := llmsim.ParseScenario([]byte("name: maintenance\nphases:\n  - name: down\n    faults:\n      - {kind: maintenance}\n"), "maintenance")
 	require.NoError(t, err)
-	require.NoError(t, d.sim.SetScenario(sc))
+	require.NoError(t, d.Sim.SetScenario(sc))
 	p = agentParams("u-optional", "How do I reset my password?")
 	resp, err := oc.Chat.Completions.New(ctx, p)
 	require.NoError(t, err)
-	require.Equal(t, "faq", resilience(t, resp.RawJSON()).Source)
+	require.Equal(t, "faq", rig.Resilience(t, resp.RawJSON()).Source)
 	require.NotEmpty(t, resp.Choices[0].Message.Content)
 }
 
@@ -202,11 +204,11 @@ func TestRequiredToolNeverGetsFAQText(t *testing.T) {
 // stopped before it.
 func TestRungWithoutToolsIsSkipped(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	resp, err := oc.Chat.Completions.New(ctx, agentParams("u-skip", "Where is order 7? [[sim fault=model_not_found times=always]]"))
 	require.NoError(t, err)
-	r := resilience(t, resp.RawJSON())
+	r := rig.Resilience(t, resp.RawJSON())
 	last := r.Attempts[len(r.Attempts)-1]
 	require.Equal(t, "qwen-14b", last.Model, "%+v", r.Attempts)
 	require.Equal(t, "fallback", last.Decision)
@@ -214,7 +216,7 @@ func TestRungWithoutToolsIsSkipped(t *testing.T) {
 	for _, a := range r.Attempts {
 		require.NotEqual(t, "llama-8b", a.Model, "llama-8b was tried: %+v", r.Attempts)
 	}
-	for _, g := range d.sim.Generations("") {
+	for _, g := range d.Sim.Generations("") {
 		require.False(t, g.Model == "llama-8b" && strings.Contains(g.Last, "order 7"), "llama-8b got a request with tools")
 	}
 }
@@ -226,7 +228,7 @@ func TestRungWithoutToolsIsSkipped(t *testing.T) {
 func TestAgentWithTypeScriptClient(t *testing.T) {
 	node, dir := requireTS(t, "the OpenAI JavaScript client", "openai")
 	d := newDoor(t, nil)
-	out := runTS(t, ctxT(t), node, dir, nil, "agent.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-agent")
+	out := runTS(t, rig.Context(t, 2*time.Minute), node, dir, nil, "agent.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-agent")
 	var got map[string]struct {
 		FirstFinish   string  `json:"first_finish"`
 		FirstContent  *string `json:"first_content"`
@@ -254,7 +256,7 @@ func TestAgentWithTypeScriptClient(t *testing.T) {
 // call's output in the next input, the final answer; streamed and not.
 func TestResponsesAPIToolRoundTrip(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	tool := lookupOrderResponsesTool()
 	for _, streamed := range []bool{false, true} {
@@ -318,7 +320,7 @@ func TestResponsesAPIToolRoundTrip(t *testing.T) {
 // one whole tool call, never the cut one and the resent one both.
 func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	p := agentParams("u-agent-cut", "Where is order 42? [[sim fault=cut_stream times=1]]")
 	a := accumulate(t, oc.Chat.Completions.NewStreaming(ctx, p), nil)
@@ -326,7 +328,7 @@ func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
 	require.Equal(t, "tool_calls", a.acc.Choices[0].FinishReason)
 	require.Len(t, msg.ToolCalls, 1, "%+v", msg.ToolCalls)
 	require.JSONEq(t, `{"order_id":"42"}`, msg.ToolCalls[0].Function.Arguments)
-	r := resilience(t, a.last.RawJSON())
+	r := rig.Resilience(t, a.last.RawJSON())
 	require.Len(t, r.Attempts, 2, "%+v", r.Attempts)
 	require.Equal(t, "stream_broken", r.Attempts[0].Class)
 	require.Equal(t, "qwen-72b", r.Attempts[1].Model)
@@ -339,7 +341,7 @@ func TestStreamedToolCallSurvivesACutStream(t *testing.T) {
 func TestVercelAISDKResponses(t *testing.T) {
 	node, dir := requireTS(t, "the Vercel AI SDK", "@ai-sdk", "openai")
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	out := runTS(t, ctx, node, dir, nil, "ai-sdk.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk")
 	t.Logf("%s", out)
 	var got struct {
@@ -360,7 +362,7 @@ func TestVercelAISDKResponses(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &got), string(out))
 	answer := func(rid string) string {
 		t.Helper()
-		res, err := (&llmclient.Client{Temporal: d.c}).Result(ctx, strings.TrimPrefix(rid, "resp_"))
+		res, err := (&llmclient.Client{Temporal: d.Client}).Result(ctx, strings.TrimPrefix(rid, "resp_"))
 		require.NoError(t, err)
 		return res.Content
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 func backgroundParams(question string) responses.ResponseNewParams {
@@ -49,7 +50,7 @@ func TestBackgroundResponse(t *testing.T) {
 		t.Skip("integration test")
 	}
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 
 	var hr *http.Response
@@ -65,7 +66,7 @@ func TestBackgroundResponse(t *testing.T) {
 	done := pollUntil(t, ctx, oc, r.ID)
 	require.Equal(t, responses.ResponseStatusCompleted, done.Status, done.RawJSON())
 	require.True(t, done.Background)
-	res, err := (&llmclient.Client{Temporal: d.c}).Result(ctx, wid)
+	res, err := (&llmclient.Client{Temporal: d.Client}).Result(ctx, wid)
 	require.NoError(t, err)
 	require.NotEmpty(t, res.Content)
 	require.Equal(t, res.Content, done.OutputText())
@@ -127,13 +128,13 @@ func TestBackgroundResponseCancel(t *testing.T) {
 		t.Skip("integration test")
 	}
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	var hr *http.Response
 	r, err := oc.Responses.New(ctx, backgroundParams("[[sim tokens=2000]] A long answer nobody will wait for."), option.WithResponseInto(&hr))
 	require.NoError(t, err)
 	wid := hr.Header.Get("X-Workflow-Id")
-	require.Eventually(t, func() bool { return d.upstream(wid).Attempts == 1 }, 30*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return d.Upstream(wid).Attempts == 1 }, 30*time.Second, 50*time.Millisecond)
 	running, err := oc.Responses.Get(ctx, r.ID, responses.ResponseGetParams{})
 	require.NoError(t, err)
 	require.Equal(t, responses.ResponseStatusInProgress, running.Status)
@@ -143,7 +144,7 @@ func TestBackgroundResponseCancel(t *testing.T) {
 	require.Equal(t, responses.ResponseStatusCancelled, c.Status)
 	done := pollUntil(t, ctx, oc, r.ID)
 	require.Equal(t, responses.ResponseStatusCancelled, done.Status, done.RawJSON())
-	desc, err := d.c.DescribeWorkflow(ctx, wid, "")
+	desc, err := d.Client.DescribeWorkflow(ctx, wid, "")
 	require.NoError(t, err)
 	require.Equal(t, "Canceled", desc.Status.String())
 	// Cancelling again answers the same.
@@ -161,7 +162,7 @@ func TestBackgroundStreamResumes(t *testing.T) {
 		t.Skip("integration test")
 	}
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 
 	type got struct {
@@ -265,7 +266,7 @@ func TestBackgroundStreamResumes(t *testing.T) {
 func TestBackgroundWithTypeScriptClient(t *testing.T) {
 	node, dir := requireTS(t, "the OpenAI JavaScript client", "openai")
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	out := runTS(t, ctx, node, dir, nil, "background.mjs", d.ts.URL+"/v1", tokAcme, "u-ts-background")
 	var got struct {
 		Polled struct {
@@ -289,7 +290,7 @@ func TestBackgroundWithTypeScriptClient(t *testing.T) {
 	}
 	require.NoError(t, json.Unmarshal(out, &got), string(out))
 
-	client := &llmclient.Client{Temporal: d.c}
+	client := &llmclient.Client{Temporal: d.Client}
 	res, err := client.Result(ctx, strings.TrimPrefix(got.Polled.ID, "resp_"))
 	require.NoError(t, err)
 	require.Equal(t, "queued", got.Polled.CreatedStatus)
@@ -321,7 +322,7 @@ func TestBackgroundStreamSurvivesFrontDoorRestart(t *testing.T) {
 	}
 	var opts *frontdoor.Options
 	d := newDoor(t, func(o *frontdoor.Options) { opts = o })
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 
 	var seqs []int64
 	var text strings.Builder

@@ -7,8 +7,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // badRequest is a request the front door must refuse before any call
@@ -38,7 +41,7 @@ func refuse(t *testing.T, ts *httptest.Server, cases []badRequest) {
 			if path == "" {
 				path = "/v1/chat/completions"
 			}
-			req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, ts.URL+path, strings.NewReader(tc.body))
+			req, err := http.NewRequestWithContext(rig.Context(t, 2*time.Minute), http.MethodPost, ts.URL+path, strings.NewReader(tc.body))
 			require.NoError(t, err)
 			req.Header.Set("Authorization", "Bearer "+tokAcme)
 			req.Header.Set("Content-Type", "application/json")

@@ -23,6 +23,7 @@ import (
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -127,7 +128,7 @@ func (d *door) callURL(ctx context.Context, method, token, id string) (int, stri
 // different calls.
 func TestReusedIdempotencyKeyWithAnotherRequestIs422(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	key := "refund-" + uuid.NewString()[:8]
 	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", key))
 	q := "Can I get a refund for order 42?"
@@ -194,7 +195,7 @@ func TestGetCallIsOneDescribe(t *testing.T) {
 		noWorker(time.Minute)(o)
 		o.Client.Temporal = c
 	})
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "Answer me later, please."
 	var hr *http.Response
 	_, err := d.openai(tokAcme).Chat.Completions.New(ctx, params("u-poll", q),
@@ -202,7 +203,7 @@ func TestGetCallIsOneDescribe(t *testing.T) {
 	require.NoError(t, err)
 	id := hr.Header.Get(frontdoor.HeaderWorkflowID)
 	require.Equal(t, request.Key("acme", "u-poll", "", msgs(q)), id)
-	t.Cleanup(func() { _ = d.c.TerminateWorkflow(context.Background(), id, "", "test done") })
+	t.Cleanup(func() { _ = d.Client.TerminateWorkflow(context.Background(), id, "", "test done") })
 	// The front door watches an async call in the background, to free its
 	// in-flight slot when it ends; the watch's first read (a Describe for
 	// the run ID, then a long poll) is not a poll's.
@@ -232,7 +233,7 @@ func TestGetCallIsOneDescribe(t *testing.T) {
 
 	// An ended call: still one Describe; its close event is read (a long
 	// poll, not counted) by the run ID the Describe gave.
-	require.NoError(t, d.c.TerminateWorkflow(ctx, id, "", "ended for the poll"))
+	require.NoError(t, d.Client.TerminateWorkflow(ctx, id, "", "ended for the poll"))
 	rc.take()
 	status, body := d.callURL(ctx, http.MethodGet, tokAcme, id)
 	require.NotEqual(t, http.StatusAccepted, status, body)
@@ -245,7 +246,7 @@ func TestGetCallIsOneDescribe(t *testing.T) {
 // call and cancels nothing; a DELETE of an ended call is a 409.
 func TestDeleteCancelsTheTenantsOwnCall(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "[[sim fault=latency latency=20s]] A question its caller will cancel."
 	var hr *http.Response
 	_, err := d.openai(tokAcme).Chat.Completions.New(ctx, params("u-delete", q),
@@ -284,7 +285,7 @@ func TestDeleteCancelsTheTenantsOwnCall(t *testing.T) {
 // hanging forever.
 func TestCallWithNoWorkerEndsInBoundedTime(t *testing.T) {
 	d := newDoor(t, noWorker(time.Second))
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	for _, tc := range []struct{ name, stream string }{{"plain", "false"}, {"streamed", "true"}} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := "nobody-home-" + uuid.NewString()[:8]
@@ -314,14 +315,14 @@ func TestCallWithNoWorkerEndsInBoundedTime(t *testing.T) {
 // request attaches to it.
 func TestWaitIsBoundedForACallWithoutTimeout(t *testing.T) {
 	d := newDoor(t, noWorker(time.Second))
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	key := "old-call-" + uuid.NewString()[:8]
 	id := request.ScopedKey("acme", key)
 	req := workflows.CallRequest{Tenant: "acme", Messages: msgs("Still there?"), DeadlineMS: 1000, IdempotencyKey: key}
-	_, err := d.c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "nobody-polls-old-" + uuid.NewString()[:8]},
+	_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: "nobody-polls-old-" + uuid.NewString()[:8]},
 		workflows.WorkflowName, req)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.c.TerminateWorkflow(context.Background(), id, "", "test done") })
+	t.Cleanup(func() { _ = d.Client.TerminateWorkflow(context.Background(), id, "", "test done") })
 
 	for _, stream := range []string{"false", "true"} {
 		status, body, took := d.rawPost(ctx,

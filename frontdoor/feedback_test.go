@@ -15,6 +15,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // postFeedback sends body to /v1/calls/{id}/feedback with a tenant's token.
@@ -52,11 +53,11 @@ func errorCode(t *testing.T, body string) (code, param, message string) {
 // call is a 409.
 func TestFeedbackOnOwnCall(t *testing.T) {
 	scenario := "shop-" + uuid.NewString()[:8]
-	d := newDoorPolicy(t, shared.Server(t).Client(), func(c *config.Config) {
+	d := newDoorOn(t, rig.Options{Policy: func(c *config.Config) {
 		c.Rules = append([]config.Rule{{ID: "refund", Scenario: scenario, Keywords: []string{"refund"},
 			Action: config.RuleSafeMessage, Message: "Refunds are handled on the refunds page."}}, c.Rules...)
-	}, nil)
-	ctx := ctxT(t)
+	}}, nil)
+	ctx := rig.Context(t, 2*time.Minute)
 	var hr *http.Response
 	_, err := d.openai(tokAcme).Chat.Completions.New(ctx, params("u-fb", "I want a refund"),
 		option.WithHeader(frontdoor.HeaderScenario, scenario), option.WithResponseInto(&hr))
@@ -95,12 +96,12 @@ func TestFeedbackOnOwnCall(t *testing.T) {
 	require.Equal(t, strings.ReplaceAll(foreign, id, "ID"), strings.ReplaceAll(unknown, unknownID, "ID"), "a foreign call looks unknown")
 
 	// A call no worker takes is still running.
-	idle := newDoorWith(t, d.c, noWorker(time.Minute))
+	idle := newDoorOn(t, rig.Options{Client: d.Client}, noWorker(time.Minute))
 	_, err = idle.openai(tokAcme).Chat.Completions.New(ctx, params("u-fb-idle", "Answer me later"),
 		option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
 	require.NoError(t, err)
 	running := hr.Header.Get(frontdoor.HeaderWorkflowID)
-	t.Cleanup(func() { _ = d.c.TerminateWorkflow(context.Background(), running, "", "test done") })
+	t.Cleanup(func() { _ = d.Client.TerminateWorkflow(context.Background(), running, "", "test done") })
 	status, body = idle.postFeedback(ctx, tokAcme, running, `{"outcome":"resolved"}`)
 	require.Equal(t, http.StatusConflict, status, body)
 	code, _, msg = errorCode(t, body)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durable-llm/durable-llm/frontdoor"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestResilienceNamesIdempotencyWindow: x_resilience.idempotency says
@@ -22,7 +23,7 @@ import (
 func TestResilienceNamesIdempotencyWindow(t *testing.T) {
 	const replay, key = 2 * time.Second, time.Hour
 	d := newDoor(t, func(o *frontdoor.Options) { o.Client.ReplayWindow, o.Client.KeyWindow = replay, key })
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	derived := func(replayed bool) frontdoor.Idempotency {
 		return frontdoor.Idempotency{Key: "derived", Window: "idempotency.replay_window", WindowMS: replay.Milliseconds(), Replayed: replayed}
@@ -32,7 +33,7 @@ func TestResilienceNamesIdempotencyWindow(t *testing.T) {
 	}
 	idem := func(raw string) frontdoor.Idempotency {
 		t.Helper()
-		r := resilience(t, raw)
+		r := rig.Resilience(t, raw)
 		require.NotNil(t, r.Idempotency, "%s", raw)
 		return *r.Idempotency
 	}
@@ -45,14 +46,14 @@ func TestResilienceNamesIdempotencyWindow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, derived(true), idem(again.RawJSON()), "the same request within replay_window is a replay")
 	require.Equal(t, first.Choices[0].Message.Content, again.Choices[0].Message.Content)
-	wid := resilience(t, first.RawJSON()).WorkflowID
-	require.Equal(t, 1, d.upstream(wid).Attempts, "a replay sends nothing upstream")
+	wid := rig.Resilience(t, first.RawJSON()).WorkflowID
+	require.Equal(t, 1, d.Upstream(wid).Attempts, "a replay sends nothing upstream")
 
 	time.Sleep(replay + time.Second)
 	later, err := oc.Chat.Completions.New(ctx, params("u-window", q))
 	require.NoError(t, err)
 	require.Equal(t, derived(false), idem(later.RawJSON()), "after replay_window the same request is a new call")
-	require.Equal(t, 2, d.upstream(wid).Attempts, "the new call asked the model again")
+	require.Equal(t, 2, d.Upstream(wid).Attempts, "the new call asked the model again")
 
 	// Streamed: the last chunk's x_resilience says it.
 	streamed := func() frontdoor.Idempotency {
@@ -90,5 +91,5 @@ func TestResilienceNamesIdempotencyWindow(t *testing.T) {
 	require.Equal(t, derived(true), idem(ra.RawJSON()))
 	got, err := oc.Responses.Get(ctx, rf.ID, responses.ResponseGetParams{})
 	require.NoError(t, err)
-	require.Nil(t, resilience(t, got.RawJSON()).Idempotency, "a retrieve is no request's answer")
+	require.Nil(t, rig.Resilience(t, got.RawJSON()).Idempotency, "a retrieve is no request's answer")
 }

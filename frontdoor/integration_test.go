@@ -34,9 +34,9 @@ import (
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -59,74 +59,41 @@ func TestMain(m *testing.M) {
 // door is a real dev server, llmsim, worker (on a task queue of the test's
 // own) and the front door in an httptest server.
 type door struct {
-	t   *testing.T
-	c   client.Client
-	sim *llmsim.Server
-	tq  string
-	h   *frontdoor.Handler
-	ts  *httptest.Server
+	*rig.Stack
+	t  *testing.T
+	h  *frontdoor.Handler
+	ts *httptest.Server
 }
 
 func newDoor(t *testing.T, mutate func(*frontdoor.Options)) *door {
 	t.Helper()
-	return newDoorWith(t, shared.Server(t).Client(), mutate)
+	return newDoorOn(t, rig.Options{}, mutate)
 }
 
-// newDoorWith runs the worker and the front door on the Temporal client c.
-func newDoorWith(t *testing.T, c client.Client, mutate func(*frontdoor.Options)) *door {
+// newDoorOn is newDoor on the stack o describes (its client, its policy),
+// on the package's dev server unless o names a client.
+func newDoorOn(t *testing.T, o rig.Options, mutate func(*frontdoor.Options)) *door {
 	t.Helper()
-	return newDoorPolicy(t, c, nil, mutate)
+	o.Shared = &shared
+	if o.QueuePrefix == "" {
+		o.QueuePrefix = "frontdoor-"
+	}
+	return openDoor(t, rig.New(t, o), mutate)
 }
 
-// newDoorPolicy is newDoorWith with the policy changed by policy first.
-func newDoorPolicy(t *testing.T, c client.Client, policy func(*config.Config), mutate func(*frontdoor.Options)) *door {
+// openDoor serves the front door over s.
+func openDoor(t *testing.T, s *rig.Stack, mutate func(*frontdoor.Options)) *door {
 	t.Helper()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	if policy != nil {
-		policy(cfg)
-	}
-	require.NoError(t, cfg.Validate())
-	d := &door{t: t, c: c, sim: sim, tq: "frontdoor-" + uuid.NewString()[:8]}
-	w, err := llmworker.New(d.c, llmworker.Options{Config: cfg, TaskQueue: d.tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-
-	tenants, err := frontdoor.ParseTokens(tokens)
-	require.NoError(t, err)
-	o := frontdoor.Options{
-		Client:  &llmclient.Client{Temporal: d.c, TaskQueue: d.tq},
-		Tenants: tenants,
-		Config:  cfg,
-	}
-	if mutate != nil {
-		mutate(&o)
-	}
-	h, err := frontdoor.New(o)
-	require.NoError(t, err)
-	d.h = h
-	d.ts = httptest.NewServer(h)
-	t.Cleanup(d.ts.Close)
+	d := &door{Stack: s, t: t}
+	d.h, d.ts = s.Door(tokens, mutate)
 	return d
 }
 
 // openai returns the official client pointed at the front door with a
 // tenant's token; its own retries are off so every test sees each answer.
 func (d *door) openai(token string, opts ...option.RequestOption) *openai.Client {
-	c := openai.NewClient(append([]option.RequestOption{
-		option.WithBaseURL(d.ts.URL + "/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0),
-	}, opts...)...)
+	c := rig.OpenAI(d.ts.URL, token, opts...)
 	return &c
-}
-
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func params(user, question string) openai.ChatCompletionNewParams {
@@ -143,24 +110,10 @@ func msgs(question string) []request.Message {
 	return []request.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: question}}
 }
 
-// resilience decodes x_resilience from the raw JSON of a response.
-func resilience(t *testing.T, raw string) frontdoor.Resilience {
-	t.Helper()
-	var body struct {
-		R *frontdoor.Resilience `json:"x_resilience"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(raw), &body))
-	require.NotNil(t, body.R, "no x_resilience in %s", raw)
-	return *body.R
-}
-
-// upstream is what llmsim saw of a call.
-func (d *door) upstream(id string) llmsim.Conversation { return d.sim.Stats().Conversations[id] }
-
 // requireNoWorkflow checks that no workflow with this ID was started.
 func (d *door) requireNoWorkflow(id string) {
 	d.t.Helper()
-	_, err := d.c.DescribeWorkflowExecution(context.Background(), id, "")
+	_, err := d.Client.DescribeWorkflowExecution(context.Background(), id, "")
 	var nf *serviceerror.NotFound
 	require.True(d.t, errors.As(err, &nf), "a workflow %s was started: %v", id, err)
 }
@@ -174,7 +127,7 @@ func apiError(t *testing.T, err error) *openai.Error {
 
 func TestPlainCall(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	var hr *http.Response
 	q := "Where is my order?"
@@ -196,7 +149,7 @@ func TestPlainCall(t *testing.T) {
 	require.Equal(t, int64(llmsim.EstimateTokens(resp.Choices[0].Message.Content)), resp.Usage.CompletionTokens)
 	require.Equal(t, resp.Usage.PromptTokens+resp.Usage.CompletionTokens, resp.Usage.TotalTokens)
 
-	r := resilience(t, resp.RawJSON())
+	r := rig.Resilience(t, resp.RawJSON())
 	require.Equal(t, id, r.WorkflowID)
 	require.Equal(t, "model", r.Source)
 	require.False(t, r.Degraded)
@@ -204,7 +157,7 @@ func TestPlainCall(t *testing.T) {
 	require.Len(t, r.Attempts, 1)
 	require.Equal(t, "answer", r.Attempts[0].Decision)
 	require.Empty(t, r.Classes)
-	require.Equal(t, 1, d.upstream(id).Attempts)
+	require.Equal(t, 1, d.Upstream(id).Attempts)
 
 	// A preferred model of the ladder, and the array-of-parts content form.
 	p := openai.ChatCompletionNewParams{Model: "qwen-14b", Messages: []openai.ChatCompletionMessageParamUnion{
@@ -223,7 +176,7 @@ func TestPlainCall(t *testing.T) {
 
 func TestModels(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokGlobex)
 	page, err := oc.Models.List(ctx)
 	require.NoError(t, err)
@@ -241,7 +194,7 @@ func TestModels(t *testing.T) {
 
 func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 200 * time.Millisecond })
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	// The first attempt is rate limited for 2 s: the stream is committed
 	// and kept alive until the retry answers.
@@ -265,12 +218,12 @@ func TestStreamedCallKeepsAliveWhileRetrying(t *testing.T) {
 
 	// The source is known only at the end: it comes in the final chunk (and
 	// as an HTTP trailer, which a client that stops at [DONE] may not read).
-	r := resilience(t, a.last.RawJSON())
+	r := rig.Resilience(t, a.last.RawJSON())
 	require.Equal(t, "model", r.Source)
 	require.Equal(t, []string{"rate_limited"}, r.Classes)
 	require.Equal(t, 2, r.AttemptCount)
 	require.Equal(t, "wait retry-after", r.Attempts[0].Decision)
-	require.Equal(t, 2, d.upstream(id).Attempts)
+	require.Equal(t, 2, d.Upstream(id).Attempts)
 }
 
 func TestStreamedCallThatFails(t *testing.T) {
@@ -278,7 +231,7 @@ func TestStreamedCallThatFails(t *testing.T) {
 	// before it is a plain 400, one after it an error event. 3 s leaves a
 	// loaded machine time for the first case; the second waits 6 s.
 	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 3 * time.Second })
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 
 	// Refused at once: a proper 400 before any event.
@@ -305,7 +258,7 @@ func TestStreamedCallThatFails(t *testing.T) {
 func TestStreamWireFormat(t *testing.T) {
 	d := newDoor(t, func(o *frontdoor.Options) { o.KeepAlive = 100 * time.Millisecond })
 	body := `{"model":"auto","stream":true,"user":"u-wire","messages":[{"role":"user","content":"[[sim fault=latency latency=1500ms]] Is it raining?"}]}`
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(rig.Context(t, 2*time.Minute), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+tokAcme)
 	req.Header.Set("Idempotency-Key", "wire-"+uuid.NewString()[:8])
@@ -351,7 +304,7 @@ func TestStreamWireFormat(t *testing.T) {
 
 func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	for _, tc := range []struct {
 		name, scenario, q, source, model string
@@ -364,11 +317,11 @@ func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.scenario != "" {
-				prev := d.sim.Scenario()
+				prev := d.Sim.Scenario()
 				sc, err := llmsim.BuiltinScenario(tc.scenario)
 				require.NoError(t, err)
-				require.NoError(t, d.sim.SetScenario(sc))
-				defer func() { require.NoError(t, d.sim.SetScenario(prev)) }()
+				require.NoError(t, d.Sim.SetScenario(sc))
+				defer func() { require.NoError(t, d.Sim.SetScenario(prev)) }()
 			}
 			var hr *http.Response
 			resp, err := oc.Chat.Completions.New(ctx, params("u-fb", tc.q), option.WithResponseInto(&hr))
@@ -377,14 +330,14 @@ func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 			require.Equal(t, "true", hr.Header.Get("X-Resilience-Degraded"))
 			require.Equal(t, tc.model, resp.Model)
 			require.NotEmpty(t, resp.Choices[0].Message.Content)
-			r := resilience(t, resp.RawJSON())
+			r := rig.Resilience(t, resp.RawJSON())
 			require.Equal(t, tc.source, r.Source)
 			require.True(t, r.Degraded)
 			require.Equal(t, tc.classes, r.Classes)
 			require.NotEmpty(t, r.Reason)
 			if tc.source == "faq" {
 				require.NotEmpty(t, r.FAQID)
-				require.Equal(t, 1, d.upstream(r.WorkflowID).Attempts, "maintenance is not retried")
+				require.Equal(t, 1, d.Upstream(r.WorkflowID).Attempts, "maintenance is not retried")
 			}
 		})
 	}
@@ -392,7 +345,7 @@ func TestUpstreamFailureAnsweredByFallback(t *testing.T) {
 
 func TestSameIdempotencyKeyMakesOneUpstreamCall(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "order-42-refund"))
 	id := request.ScopedKey("acme", "order-42-refund")
 	q := "[[sim fault=latency latency=1s]] Can I get a refund for order 42?"
@@ -419,12 +372,12 @@ func TestSameIdempotencyKeyMakesOneUpstreamCall(t *testing.T) {
 		require.Equal(t, got[0].Choices[0].Message.Content, c.Choices[0].Message.Content)
 	}
 	require.Equal(t, "chatcmpl-"+id, got[0].ID)
-	require.Equal(t, 1, d.upstream(id).Attempts, "three requests with one key reached the upstream once")
+	require.Equal(t, 1, d.Upstream(id).Attempts, "three requests with one key reached the upstream once")
 }
 
 func TestClientDisconnectDoesNotCancelTheCall(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "leaving-early"))
 	id := request.ScopedKey("acme", "leaving-early")
 	q := "[[sim fault=latency latency=2s]] Will you still answer when I hang up?"
@@ -435,13 +388,13 @@ func TestClientDisconnectDoesNotCancelTheCall(t *testing.T) {
 	resp, err := oc.Chat.Completions.New(ctx, params("u-leave", q))
 	require.NoError(t, err)
 	require.Equal(t, llmsim.Answer("qwen-72b", q), resp.Choices[0].Message.Content)
-	require.Equal(t, "model", resilience(t, resp.RawJSON()).Source)
-	require.Equal(t, 1, d.upstream(id).Attempts, "the call went on and was fetched again, not run twice")
+	require.Equal(t, "model", rig.Resilience(t, resp.RawJSON()).Source)
+	require.Equal(t, 1, d.Upstream(id).Attempts, "the call went on and was fetched again, not run twice")
 }
 
 func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "What are your opening hours?"
 	ids := map[string]string{}
 	for _, tok := range []string{tokAcme, tokGlobex} {
@@ -454,8 +407,8 @@ func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
 	require.Equal(t, request.ScopedKey("acme", "shared-key-1"), ids[tokAcme])
 	require.Equal(t, request.ScopedKey("globex", "shared-key-1"), ids[tokGlobex])
 	require.NotEqual(t, ids[tokAcme], ids[tokGlobex])
-	require.Equal(t, 1, d.upstream(ids[tokAcme]).Attempts)
-	require.Equal(t, 1, d.upstream(ids[tokGlobex]).Attempts, "two workflows, each called upstream once")
+	require.Equal(t, 1, d.Upstream(ids[tokAcme]).Attempts)
+	require.Equal(t, 1, d.Upstream(ids[tokGlobex]).Attempts, "two workflows, each called upstream once")
 
 	// Without a key the derived keys differ by tenant too.
 	var a, b *http.Response
@@ -480,7 +433,7 @@ func TestTenantsWithTheSameKeyAreKeptApart(t *testing.T) {
 	require.Equal(t, http.StatusOK, hr.StatusCode)
 	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, out))
 	// A workflow not started by the front door is nobody's.
-	run, err := (&llmclient.Client{Temporal: d.c, TaskQueue: d.tq}).Start(ctx, workflows.CallRequest{UserID: "direct", Messages: msgs(q)})
+	run, err := d.Calls.Start(ctx, workflows.CallRequest{UserID: "direct", Messages: msgs(q)})
 	require.NoError(t, err)
 	e := apiError(t, d.openai(tokAcme).Get(ctx, "calls/"+run.GetID(), nil, &out))
 	require.Equal(t, http.StatusNotFound, e.StatusCode)
@@ -497,7 +450,7 @@ func gjsonContent(t *testing.T, raw json.RawMessage) string {
 func TestBadTokens(t *testing.T) {
 	core, logs := observer.New(zap.DebugLevel)
 	d := newDoor(t, func(o *frontdoor.Options) { o.Logger = slog.New(zapslog.NewHandler(core)) })
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	for _, tc := range []struct {
 		name string
 		opts []option.RequestOption
@@ -537,7 +490,7 @@ func TestBadTokens(t *testing.T) {
 
 func TestBadRequestsStartNothing(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	wantKey := request.Key("acme", "u-bad", "", msgs("Where is it?"))
 	raw := func(body string) []option.RequestOption {
@@ -594,13 +547,13 @@ func TestBadRequestsStartNothing(t *testing.T) {
 // task queue.
 func (d *door) requireNoWorkflowOnQueue() {
 	d.t.Helper()
-	require.Zero(d.t, d.workflowsOnQueue(), "workflows were started on %s", d.tq)
+	require.Zero(d.t, d.workflowsOnQueue(), "workflows were started on %s", d.TaskQueue)
 }
 
 func (d *door) workflowsOnQueue() int64 {
 	d.t.Helper()
-	n, err := d.c.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
-		Namespace: "default", Query: fmt.Sprintf("TaskQueue = %q AND WorkflowType = %q", d.tq, workflows.WorkflowName)})
+	n, err := d.Client.CountWorkflow(context.Background(), &workflowservice.CountWorkflowExecutionsRequest{
+		Namespace: "default", Query: fmt.Sprintf("TaskQueue = %q AND WorkflowType = %q", d.TaskQueue, workflows.WorkflowName)})
 	require.NoError(d.t, err)
 	return n.GetCount()
 }
@@ -627,7 +580,7 @@ func withN(p openai.ChatCompletionNewParams, n int64) openai.ChatCompletionNewPa
 
 func TestOversizeBodies(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	for _, tc := range []struct {
 		name  string
@@ -652,7 +605,7 @@ func TestOversizeBodies(t *testing.T) {
 
 func TestUpstreamInvalidRequestIs400(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	var hr *http.Response
 	_, err := d.openai(tokAcme).Chat.Completions.New(ctx,
 		params("u-400", "[[sim fault=bad_request times=always]] Something the model refuses."), option.WithResponseInto(&hr))
@@ -663,15 +616,15 @@ func TestUpstreamInvalidRequestIs400(t *testing.T) {
 	require.Contains(t, e.Message, "400", "the upstream's reason")
 	body, err := io.ReadAll(e.Response.Body)
 	require.NoError(t, err)
-	r := resilience(t, string(body))
+	r := rig.Resilience(t, string(body))
 	require.Equal(t, frontdoor.StatusFailed, r.Status)
 	require.Equal(t, []string{"invalid_request"}, r.Classes)
-	require.Equal(t, 1, d.upstream(r.WorkflowID).Attempts, "an invalid request is not retried")
+	require.Equal(t, 1, d.Upstream(r.WorkflowID).Attempts, "an invalid request is not retried")
 }
 
 func TestAsyncMode(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokGlobex)
 	q := "[[sim fault=latency latency=4s]] Please answer later: where is my order?"
 	var hr *http.Response
@@ -709,8 +662,8 @@ func TestAsyncMode(t *testing.T) {
 	}
 	require.Equal(t, http.StatusAccepted, codes[0], "the first poll came while the upstream was still slow")
 	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, body))
-	require.Equal(t, "model", resilience(t, string(body)).Source)
-	require.Equal(t, 1, d.upstream(id).Attempts)
+	require.Equal(t, "model", rig.Resilience(t, string(body)).Source)
+	require.Equal(t, 1, d.Upstream(id).Attempts)
 }
 
 func TestTemporalUnreachableIs503(t *testing.T) {
@@ -731,8 +684,8 @@ func TestTemporalUnreachableIs503(t *testing.T) {
 	require.NoError(t, err)
 	ts := httptest.NewServer(h)
 	defer ts.Close()
-	oc := openai.NewClient(option.WithBaseURL(ts.URL+"/v1/"), option.WithAPIKey(tokAcme), option.WithMaxRetries(0))
-	ctx := ctxT(t)
+	oc := rig.OpenAI(ts.URL, tokAcme)
+	ctx := rig.Context(t, 2*time.Minute)
 
 	_, err = oc.Chat.Completions.New(ctx, params("u-down", "Anyone there?"))
 	e := apiError(t, err)
@@ -758,8 +711,8 @@ func TestEncryptedPayloads(t *testing.T) {
 		DataConverter: cd.DataConverter(), FailureConverter: cd.FailureConverter()})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	d := newDoorWith(t, c, nil) // the client carries the codec
-	ctx := ctxT(t)
+	d := newDoorOn(t, rig.Options{Client: c}, nil) // the client carries the codec
+	ctx := rig.Context(t, 2*time.Minute)
 
 	q := "Is my data encrypted at rest?"
 	var hr *http.Response
@@ -792,7 +745,7 @@ func TestEncryptedPayloads(t *testing.T) {
 	tenants, err := frontdoor.ParseTokens(tokens)
 	require.NoError(t, err)
 	core, logs := observer.New(zap.InfoLevel)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: srv.Client(), TaskQueue: d.tq}, Tenants: tenants,
+	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: srv.Client(), TaskQueue: d.TaskQueue}, Tenants: tenants,
 		Logger: slog.New(zapslog.NewHandler(core))})
 	require.NoError(t, err)
 	rec := httptest.NewRecorder()
@@ -807,15 +760,15 @@ func TestEncryptedPayloads(t *testing.T) {
 
 func TestCanceledCallIsGone(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "to-be-canceled"))
 	q := "[[sim fault=latency latency=5s]] A question an operator will cancel."
 	var hr *http.Response
 	_, err := oc.Chat.Completions.New(ctx, params("u-cancel", q), option.WithHeader("Prefer", "respond-async"), option.WithResponseInto(&hr))
 	require.NoError(t, err)
 	id := hr.Header.Get("X-Workflow-Id")
-	require.Eventually(t, func() bool { return d.upstream(id).Attempts == 1 }, 30*time.Second, 50*time.Millisecond)
-	require.NoError(t, d.c.CancelWorkflow(ctx, id, ""))
+	require.Eventually(t, func() bool { return d.Upstream(id).Attempts == 1 }, 30*time.Second, 50*time.Millisecond)
+	require.NoError(t, d.Client.CancelWorkflow(ctx, id, ""))
 
 	var out json.RawMessage
 	require.Eventually(t, func() bool {
@@ -834,10 +787,10 @@ func TestHedgeReplaceThroughTheFrontDoor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	d := newDoorPolicy(t, shared.Server(t).Client(), func(c *config.Config) {
+	d := newDoorOn(t, rig.Options{Policy: func(c *config.Config) {
 		c.Hedge.After, c.Hedge.Model, c.Hedge.Budget, c.Hedge.Replace = "400ms", "llama-8b", 1, true
-	}, nil)
-	ctx := ctxT(t)
+	}}, nil)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	// Far slower than the hedge: a slow machine's scheduling cannot
 	// decide the race (and under its 8 s first_token_timeout).
@@ -849,7 +802,7 @@ func TestHedgeReplaceThroughTheFrontDoor(t *testing.T) {
 	require.Less(t, time.Since(start), 5*time.Second, "the quick answer waited for the slow first model")
 	require.Equal(t, "llama-8b", resp.Model)
 	require.True(t, strings.HasPrefix(resp.Choices[0].Message.Content, "[llama-8b] "), resp.Choices[0].Message.Content)
-	r := resilience(t, resp.RawJSON())
+	r := rig.Resilience(t, resp.RawJSON())
 	require.True(t, r.Replaceable)
 	require.Equal(t, frontdoor.StatusRunning, r.Status)
 	id := hr.Header.Get("X-Workflow-Id")
@@ -865,7 +818,7 @@ func TestHedgeReplaceThroughTheFrontDoor(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 	require.Equal(t, llmsim.Answer("qwen-72b", q), gjsonContent(t, body))
-	final := resilience(t, string(body))
+	final := rig.Resilience(t, string(body))
 	require.Equal(t, frontdoor.StatusCompleted, final.Status)
 	require.False(t, final.Replaceable)
 	require.NotNil(t, final.Replaced)

@@ -17,6 +17,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // doorHTTP sends one request with a tenant's token (and an
@@ -29,7 +30,7 @@ func (d *door) doorHTTP(t *testing.T, tok, method, path, key string, body any) (
 		require.NoError(t, err)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctxT(t), method, d.ts.URL+path, rd)
+	req, err := http.NewRequestWithContext(rig.Context(t, 2*time.Minute), method, d.ts.URL+path, rd)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Content-Type", "application/json")
@@ -83,7 +84,7 @@ func (d *door) inputTurns(t *testing.T, rid string) []turnOf {
 // error shape naming input[i].id, and no call is started.
 func TestItemReferences(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	text := func(s string) responses.ResponseNewParamsInputUnion {
 		return responses.ResponseNewParamsInputUnion{OfString: openai.String(s)}
@@ -134,7 +135,7 @@ func TestItemReferences(t *testing.T) {
 	require.NoError(t, oc.Responses.Delete(ctx, deleted.ID))
 	running, err := oc.Responses.New(ctx, backgroundParams("[[sim tokens=2000]] Still running. (item reference)"))
 	require.NoError(t, err)
-	t.Cleanup(func() { _, _ = oc.Responses.Cancel(ctxT(t), running.ID) })
+	t.Cleanup(func() { _, _ = oc.Responses.Cancel(rig.Context(t, 2*time.Minute), running.ID) })
 
 	item := func(id string) string { return "msg_" + strings.TrimPrefix(id, "resp_") }
 	for _, c := range []struct {
@@ -199,7 +200,7 @@ func outputText(o map[string]any) string {
 func TestVercelAISDKMultiTurnChat(t *testing.T) {
 	node, dir := requireTS(t, "the Vercel AI SDK", "@ai-sdk", "openai")
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	out := runTS(t, ctx, node, dir, nil, "ai-sdk-chat.mjs", d.ts.URL+"/v1", tokAcme, "u-ai-sdk-chat")
 	t.Logf("%s", out)
 	type turn struct {
@@ -217,7 +218,7 @@ func TestVercelAISDKMultiTurnChat(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &got), string(out))
 	answer := func(rid string) string {
 		t.Helper()
-		res, err := (&llmclient.Client{Temporal: d.c}).Result(ctx, strings.TrimPrefix(rid, "resp_"))
+		res, err := (&llmclient.Client{Temporal: d.Client}).Result(ctx, strings.TrimPrefix(rid, "resp_"))
 		require.NoError(t, err)
 		return res.Content
 	}

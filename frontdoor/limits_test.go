@@ -23,6 +23,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestLimiterSteps steps one tenant's buckets through fixed instants: a
@@ -496,7 +497,7 @@ func TestAsyncCallsCountInFlight(t *testing.T) {
 	tenants, err := frontdoor.LoadTenants(path)
 	require.NoError(t, err)
 	d := newDoor(t, func(o *frontdoor.Options) { o.Tenants = tenants })
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 
 	async := func(token, question string) (int, string) {
 		body := fmt.Sprintf(`{"model":"auto","messages":[{"role":"user","content":%q}]}`, question)
@@ -518,7 +519,7 @@ func TestAsyncCallsCountInFlight(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, status)
 
 	var res any
-	require.NoError(t, d.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
+	require.NoError(t, d.Client.GetWorkflow(ctx, id, "").Get(ctx, &res))
 	require.Eventually(t, func() bool {
 		status, _ = async(tokAcme, "Tell me about order 4 "+uuid.NewString())
 		return status == http.StatusAccepted

@@ -7,12 +7,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	openai "github.com/openai/openai-go/v3"
 	oshared "github.com/openai/openai-go/v3/shared"
 	"github.com/stretchr/testify/require"
 
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestNoKeyOracleInWhatTenantsRead runs the key-recovery attack of a
@@ -27,10 +29,10 @@ func TestNoKeyOracleInWhatTenantsRead(t *testing.T) {
 	const keyEnv = "DURABLE_LLM_ORACLE_TEST_KEY"
 	key := "sk-proj-Q7vLx2Rb9TmK4wZp8NcY3hJd"
 	t.Setenv(keyEnv, key)
-	d := newDoorPolicy(t, shared.Server(t).Client(), func(cfg *config.Config) {
+	d := newDoorOn(t, rig.Options{Policy: func(cfg *config.Config) {
 		cfg.OverrideEndpoint(cfg.Models[0].BaseURL, keyEnv)
-	}, nil)
-	ctx := ctxT(t)
+	}}, nil)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	strict := openai.ChatCompletionFunctionTool(oshared.FunctionDefinitionParam{
 		Name:   "lookup",
@@ -55,7 +57,7 @@ func TestNoKeyOracleInWhatTenantsRead(t *testing.T) {
 		body, rerr := io.ReadAll(e.Response.Body)
 		require.NoError(t, rerr)
 		require.Equal(t, http.StatusServiceUnavailable, e.StatusCode, string(body))
-		r := resilience(t, string(body))
+		r := rig.Resilience(t, string(body))
 		require.NotEmpty(t, r.Attempts)
 		require.Equal(t, "bad_tool_call", r.Attempts[0].Class, "the arguments fail the tool's pattern")
 		words := []string{e.Message, r.Reason}

@@ -2,10 +2,13 @@ package frontdoor_test
 
 import (
 	"testing"
+	"time"
 
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
+
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestQuickStartOpenAIGo runs README's first call through the front door
@@ -17,7 +20,7 @@ import (
 // these lines.
 func TestQuickStartOpenAIGo(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 
 	// quick start: openai-go
 	// connect: client := openai.NewClient(option.WithBaseURL("http://127.0.0.1:8080/v1/"), option.WithAPIKey(os.Getenv("FRONTDOOR_TOKEN")))

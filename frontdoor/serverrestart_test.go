@@ -4,24 +4,19 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
-	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -49,28 +44,13 @@ func TestBackgroundStreamSurvivesTemporalRestart(t *testing.T) {
 	srv := start()
 	t.Cleanup(func() { _ = srv.Stop() })
 
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
 	// Our own client (the server's dies with it): it reconnects.
 	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	d := &door{t: t, c: c, sim: sim, tq: "frontdoor-server-restart-" + uuid.NewString()[:8]}
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: d.tq, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	tenants, err := frontdoor.ParseTokens(tokens)
-	require.NoError(t, err)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c, TaskQueue: d.tq}, Tenants: tenants, Config: cfg})
-	require.NoError(t, err)
-	d.h, d.ts = h, httptest.NewServer(h)
-	t.Cleanup(d.ts.Close)
-	ctx := ctxT(t)
+	d := openDoor(t, rig.New(t, rig.Options{Client: c, QueuePrefix: "frontdoor-server-restart-",
+		Worker: func(o *llmworker.Options) { o.Logger = slog.New(slog.DiscardHandler) }}), nil)
+	ctx := rig.Context(t, 2*time.Minute)
 
 	var seqs []int64
 	var pieces []string
@@ -116,7 +96,7 @@ func TestBackgroundStreamSurvivesTemporalRestart(t *testing.T) {
 	require.Equal(t, res.Content, strings.Join(pieces, ""), "the text is the call's final answer")
 	require.Equal(t, res.Content, final.OutputText())
 	requireEveryEventOnce(t, res.Content, pieces, seqs)
-	conv := sim.Stats().Conversations[wid]
+	conv := d.Sim.Stats().Conversations[wid]
 	t.Logf("upstream requests %d, decisions %v", conv.Attempts, workflows.CallResult.Decisions(res))
 	require.Equal(t, 1, conv.Attempts, "the model was asked once: the attempt streamed on while Temporal was down")
 }

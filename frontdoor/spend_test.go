@@ -8,12 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // overSpent is a spend meter by which every tenant spent 5 today.
@@ -41,23 +40,19 @@ func TestSpendCapIs429(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	c := shared.Server(t).Client()
-	tq := "frontdoor-spend-" + uuid.NewString()[:8]
-	var cfg *config.Config
-	d := newDoorPolicy(t, c, func(p *config.Config) {
-		for i := range p.Models {
-			p.Models[i].InputPrice, p.Models[i].OutputPrice = 1, 2
-		}
-		p.Spend.DailyCap = 1
-		cfg = p
-	}, func(o *frontdoor.Options) { o.Client.TaskQueue = tq })
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq, Spend: overSpent{}})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	d := newDoorOn(t, rig.Options{
+		QueuePrefix: "frontdoor-spend-",
+		Policy: func(p *config.Config) {
+			for i := range p.Models {
+				p.Models[i].InputPrice, p.Models[i].OutputPrice = 1, 2
+			}
+			p.Spend.DailyCap = 1
+		},
+		Worker: func(o *llmworker.Options) { o.Spend = overSpent{} },
+	}, nil)
 
 	body := `{"model":"auto","messages":[{"role":"user","content":"Where is my order?"}]}`
-	req, err := http.NewRequestWithContext(ctxT(t), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(rig.Context(t, 2*time.Minute), http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+tokenOf(t, "acme"))
 	req.Header.Set("Content-Type", "application/json")
@@ -76,5 +71,5 @@ func TestSpendCapIs429(t *testing.T) {
 	now := time.Now().UTC()
 	toMidnight := now.Truncate(24 * time.Hour).Add(24 * time.Hour).Sub(now)
 	require.InDelta(t, toMidnight.Seconds(), float64(secs), 5, "Retry-After is the time to midnight UTC")
-	require.Zero(t, d.sim.Stats().Totals.Arrivals, "a call over the cap reached the upstream")
+	require.Zero(t, d.Sim.Stats().Totals.Arrivals, "a call over the cap reached the upstream")
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestPreviousResponseChaining: a tool-using agent continues its stored
@@ -29,7 +30,7 @@ import (
 // or delete it; its owner can.
 func TestPreviousResponseChaining(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	tool := lookupOrderResponsesTool()
 	r1, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: "auto", Instructions: openai.String("You are a support agent."),
@@ -100,7 +101,7 @@ func TestPreviousResponseChaining(t *testing.T) {
 // every turn sees the whole conversation.
 func TestChainOf50Turns(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	var prev string
 	var first, most int64
@@ -115,7 +116,7 @@ func TestChainOf50Turns(t *testing.T) {
 		r, err := oc.Responses.New(ctx, p)
 		require.NoError(t, err, "turn %d", i)
 		total += time.Since(start)
-		desc, err := d.c.DescribeWorkflowExecution(ctx, strings.TrimPrefix(r.ID, "resp_"), "")
+		desc, err := d.Client.DescribeWorkflowExecution(ctx, strings.TrimPrefix(r.ID, "resp_"), "")
 		require.NoError(t, err)
 		n := desc.GetWorkflowExecutionInfo().GetHistoryLength()
 		if i == 0 {
@@ -126,7 +127,7 @@ func TestChainOf50Turns(t *testing.T) {
 		require.Less(t, n, int64(config.DefaultMaxHistoryEvents))
 		prev = r.ID
 	}
-	req, err := (&llmclient.Client{Temporal: d.c}).Request(ctx, nil, strings.TrimPrefix(prev, "resp_"), "")
+	req, err := (&llmclient.Client{Temporal: d.Client}).Request(ctx, nil, strings.TrimPrefix(prev, "resp_"), "")
 	require.NoError(t, err)
 	require.Len(t, req.Messages, 50*2-1) // 50 questions, 49 answers before the last
 	t.Logf("50 turns: %d to %d history events per turn, %s per turn (lookup of the previous response, call, answer)", first, most, total/50)
@@ -140,7 +141,7 @@ func TestChainOf50Turns(t *testing.T) {
 func TestAgentsSDKChainsWithPreviousResponseID(t *testing.T) {
 	node, dir := requireTS(t, "the OpenAI Agents SDK", "@openai", "agents")
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	out := runTS(t, ctx, node, dir, []string{"OPENAI_BASE_URL=" + d.ts.URL + "/v1", "OPENAI_API_KEY=" + tokAcme}, "agents-sdk.mjs")
 	t.Logf("%s", out)
 	var got struct {
@@ -157,7 +158,7 @@ func TestAgentsSDKChainsWithPreviousResponseID(t *testing.T) {
 	require.Equal(t, "[qwen-72b] lookup_order says shipped on Monday.", got.First)
 	require.NotEmpty(t, got.ToolCalls)
 	require.Equal(t, "42", got.ToolCalls[0])
-	req, err := (&llmclient.Client{Temporal: d.c}).Request(ctx, nil, strings.TrimPrefix(got.SecondID, "resp_"), "")
+	req, err := (&llmclient.Client{Temporal: d.Client}).Request(ctx, nil, strings.TrimPrefix(got.SecondID, "resp_"), "")
 	require.NoError(t, err)
 	var texts []string
 	for _, m := range req.Messages {
@@ -188,7 +189,7 @@ func TestCompletedResponseIsContinuedAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	ts := httptest.NewServer(other)
 	t.Cleanup(ts.Close)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	const turns = 20
 	out := runTS(t, ctx, node, dir, nil, "chain.mjs", d.ts.URL+"/v1", ts.URL+"/v1", tokAcme, "u-ts-chain", fmt.Sprint(turns))
 	var got struct {
@@ -209,7 +210,7 @@ func TestCompletedResponseIsContinuedAtOnce(t *testing.T) {
 	require.NoError(t, json.Unmarshal(out, &got), string(out))
 	require.Empty(t, got.Refusals, "every endpoint takes a response retrieve called completed")
 	require.Len(t, got.Turns, turns)
-	client := &llmclient.Client{Temporal: d.c}
+	client := &llmclient.Client{Temporal: d.Client}
 	for i, turn := range got.Turns {
 		require.Equal(t, "completed", turn.Status, "turn %d", i)
 		require.NotEmpty(t, turn.Text, "turn %d", i)
@@ -238,7 +239,7 @@ func TestCompletedResponseIsContinuedAtOnce(t *testing.T) {
 // sent again is a new call, kept like any other.
 func TestDeletedResponseIsGone(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	gone := func(t *testing.T, id string) {
 		t.Helper()
@@ -275,7 +276,7 @@ func TestDeletedResponseIsGone(t *testing.T) {
 		again, err := oc.Responses.New(ctx, p)
 		require.NoError(t, err)
 		require.Equal(t, r.OutputText(), again.OutputText())
-		require.Equal(t, 2, d.upstream(strings.TrimPrefix(r.ID, "resp_")).Attempts, "answered by a new call, not the deleted one")
+		require.Equal(t, 2, d.Upstream(strings.TrimPrefix(r.ID, "resp_")).Attempts, "answered by a new call, not the deleted one")
 		kept, err := oc.Responses.Get(ctx, again.ID, responses.ResponseGetParams{})
 		require.NoError(t, err, "the same request after the DELETE is a new call, kept")
 		require.Equal(t, responses.ResponseStatusCompleted, kept.Status)
@@ -305,7 +306,7 @@ func TestDeletedResponseIsGone(t *testing.T) {
 // must be stored (400 naming store).
 func TestUnstoredResponseIsNotKept(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	oc := d.openai(tokAcme)
 	p := responses.ResponseNewParams{Model: "auto", Store: openai.Bool(false),
 		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("A question not to keep.")}}
@@ -344,7 +345,7 @@ func TestUnstoredResponseIsNotKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r.ID, again.ID)
 	require.Equal(t, r.OutputText(), again.OutputText())
-	require.Equal(t, 1, d.upstream(wid).Attempts)
+	require.Equal(t, 1, d.Upstream(wid).Attempts)
 
 	// The same question stored is another call, which is kept.
 	p.Store = openai.Bool(true)
@@ -377,7 +378,7 @@ func TestStoredResponseRetentionIsTheTenants(t *testing.T) {
 		o.Tenants = tenants
 		o.Now = func() time.Time { return time.Now().Add(time.Duration(later.Load())) }
 	})
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	first := map[string]string{}
 	for _, tok := range []string{tokAcme, tokGlobex} {
 		r, err := d.openai(tok).Responses.New(ctx, responses.ResponseNewParams{Model: "auto",

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -15,6 +16,7 @@ import (
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestStreamHundredAtOnce: 100 streamed calls at once through one front
@@ -34,7 +36,7 @@ func TestStreamHundredAtOnce(t *testing.T) {
 		require.NoError(t, err)
 		o.Tenants = tenants
 	})
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	const calls, tokens = 100, 80
 	run := uuid.NewString()[:8] // -count=N reuses the dev server
 	type got struct {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -124,7 +125,7 @@ func streamBody(user, question string) string {
 // running reports whether the call's workflow is still running.
 func (d *door) running(ctx context.Context, id string) bool {
 	d.t.Helper()
-	desc, err := d.c.DescribeWorkflowExecution(ctx, id, "")
+	desc, err := d.Client.DescribeWorkflowExecution(ctx, id, "")
 	require.NoError(d.t, err)
 	return desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
@@ -133,7 +134,7 @@ func (d *door) running(ctx context.Context, id string) bool {
 func (d *door) result(ctx context.Context, id string) workflows.CallResult {
 	d.t.Helper()
 	var res workflows.CallResult
-	require.NoError(d.t, d.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
+	require.NoError(d.t, d.Client.GetWorkflow(ctx, id, "").Get(ctx, &res))
 	return res
 }
 
@@ -216,7 +217,7 @@ func (d *door) requireSubscriptionsClosed() {
 // the call's content.
 func TestStreamForwardsDeltasLive(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "[[sim tokens=200]] Tell me everything about the delivery of order 31."
 	p := params("u-live", q)
 	p.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
@@ -252,7 +253,7 @@ func TestStreamForwardsDeltasLive(t *testing.T) {
 	require.Equal(t, "chatcmpl-"+id, a.acc.ID)
 	require.Equal(t, "stop", a.acc.Choices[0].FinishReason)
 	require.Equal(t, int64(200), a.acc.Usage.CompletionTokens)
-	r := resilience(t, a.last.RawJSON())
+	r := rig.Resilience(t, a.last.RawJSON())
 	require.Equal(t, "model", r.Source)
 	require.Equal(t, id, r.WorkflowID)
 	require.Equal(t, 1, r.AttemptCount)
@@ -267,7 +268,7 @@ func TestStreamForwardsDeltasLive(t *testing.T) {
 // stream is.
 func TestStreamContinuesACutStream(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "[[sim fault=cut_stream after=50 times=1]] [[sim tokens=150]] Where is parcel 9?"
 	var comments []string
 	sent, lastBytes := 0, 0
@@ -294,7 +295,7 @@ func TestStreamContinuesACutStream(t *testing.T) {
 	res := d.result(ctx, s.workflowID)
 	require.Equal(t, res.Content, s.text, "nothing repeated, nothing lost")
 	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 150), res.Content)
-	r := resilience(t, events[len(events)-2].Data)
+	r := rig.Resilience(t, events[len(events)-2].Data)
 	require.Equal(t, []string{"stream_broken"}, r.Classes)
 	require.Equal(t, 2, r.AttemptCount)
 
@@ -309,7 +310,7 @@ func TestStreamContinuesACutStream(t *testing.T) {
 // subscription) and after it has ended (from the result).
 func TestStreamReconnectWithLastEventID(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "[[sim tokens=200]] Read me the whole returns policy, please."
 	body := streamBody("u-reconnect", q)
 	k := "reconnect-7-" + uuid.NewString()[:8]
@@ -340,7 +341,7 @@ func TestStreamReconnectWithLastEventID(t *testing.T) {
 	res := d.result(ctx, id)
 	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 200), res.Content)
 	require.Equal(t, res.Content, first.text+rest.text, "the two connections add up to the content")
-	require.Equal(t, 1, d.upstream(id).Attempts)
+	require.Equal(t, 1, d.Upstream(id).Attempts)
 	require.EqualValues(t, 1, d.subscriptionsOpened(), "the reconnect, within the grace period, reused the subscription")
 
 	// The same after the call ended: the rest comes from the result.
@@ -354,7 +355,7 @@ func TestStreamReconnectWithLastEventID(t *testing.T) {
 // to the workflow's stream.
 func TestStreamConnectionsShareOneSubscription(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "[[sim tokens=200]] Explain the warranty terms of my kettle."
 	key := "shared-stream-" + uuid.NewString()[:8]
 	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", key))
@@ -411,7 +412,7 @@ func TestStreamConnectionsShareOneSubscription(t *testing.T) {
 	require.Equal(t, res.Content, texts[0])
 	require.Equal(t, res.Content, texts[1], "the late joiner got the text from the start")
 	require.EqualValues(t, 1, d.subscriptionsOpened(), "one subscription for two connections")
-	require.Equal(t, 1, d.upstream(id).Attempts)
+	require.Equal(t, 1, d.Upstream(id).Attempts)
 	d.requireSubscriptionsClosed()
 }
 
@@ -420,7 +421,7 @@ func TestStreamConnectionsShareOneSubscription(t *testing.T) {
 // from the result when it ends, cut into chunks.
 func TestStreamOfACallStartedWithoutStreaming(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	q := "[[sim tokens=120]] [[sim fault=latency latency=1s]] What is in my basket?"
 	oc := d.openai(tokAcme, option.WithHeader("Idempotency-Key", "plain-then-stream-"+uuid.NewString()[:8]))
 	_, err := oc.Chat.Completions.New(ctx, params("u-late", q), option.WithHeader("Prefer", "respond-async"))
@@ -436,10 +437,10 @@ func TestStreamOfACallStartedWithoutStreaming(t *testing.T) {
 // fallback's answer is streamed as its text, with the fallback as model.
 func TestStreamedFallbackAnswer(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	sc, err := llmsim.BuiltinScenario("class-service_unavailable")
 	require.NoError(t, err)
-	require.NoError(t, d.sim.SetScenario(sc))
+	require.NoError(t, d.Sim.SetScenario(sc))
 	var hr *http.Response
 	stream := d.openai(tokAcme).Chat.Completions.NewStreaming(ctx, params("u-fbs", "How do I get a refund for my order?"),
 		option.WithHeader("Idempotency-Key", "fallback-"+uuid.NewString()[:8]), option.WithResponseInto(&hr))
@@ -448,7 +449,7 @@ func TestStreamedFallbackAnswer(t *testing.T) {
 	require.Equal(t, workflows.SourceFAQ, res.Source)
 	require.Equal(t, res.Content, a.acc.Choices[0].Message.Content)
 	require.Equal(t, "durable-llm/faq", a.last.Model)
-	r := resilience(t, a.last.RawJSON())
+	r := rig.Resilience(t, a.last.RawJSON())
 	require.Equal(t, "faq", r.Source)
 	require.True(t, r.Degraded)
 }
@@ -457,7 +458,7 @@ func TestStreamedFallbackAnswer(t *testing.T) {
 // or Last-Event-ID is a 400 naming the field, and starts nothing.
 func TestStreamBadInput(t *testing.T) {
 	d := newDoor(t, nil)
-	ctx := ctxT(t)
+	ctx := rig.Context(t, 2*time.Minute)
 	const messages = `"messages":[{"role":"user","content":"Where is it?"}]`
 	for _, tc := range []struct {
 		name, body, lastEventID, param, message string

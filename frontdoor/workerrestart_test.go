@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
@@ -13,18 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
 
-	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // The worker-restart test runs the durable-llm worker as a process of
@@ -52,15 +48,10 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	c, err := client.Dial(client.Options{HostPort: addr, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
-	defer c.Close()
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(os.Getenv(envWorkerSimURL), "")
-	cfg.Call.HeartbeatTimeout = config.Duration(workerHeartbeat)
-	require.NoError(t, cfg.Validate())
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: os.Getenv(envWorkerQueue), Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	defer w.Stop()
+	t.Cleanup(c.Close)
+	rig.New(t, rig.Options{Client: c, Endpoint: os.Getenv(envWorkerSimURL), TaskQueue: os.Getenv(envWorkerQueue),
+		Policy: func(cfg *config.Config) { cfg.Call.HeartbeatTimeout = config.Duration(workerHeartbeat) },
+		Worker: func(o *llmworker.Options) { o.Logger = slog.New(slog.DiscardHandler) }})
 	fmt.Println("ready")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
@@ -149,22 +140,10 @@ func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 		t.Skip("integration test")
 	}
 	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	d := &door{t: t, c: srv.Client(), sim: sim, tq: "frontdoor-restart-" + uuid.NewString()[:8]}
-	tenants, err := frontdoor.ParseTokens(tokens)
-	require.NoError(t, err)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: d.c, TaskQueue: d.tq}, Tenants: tenants, Config: cfg})
-	require.NoError(t, err)
-	d.h, d.ts = h, httptest.NewServer(h)
-	t.Cleanup(d.ts.Close)
-	ctx := ctxT(t)
+	d := openDoor(t, rig.New(t, rig.Options{Client: srv.Client(), QueuePrefix: "frontdoor-restart-", NoWorker: true}), nil)
+	ctx := rig.Context(t, 2*time.Minute)
 
-	first := startWorker(t, srv.FrontendHostPort(), d.tq, sim.BaseURL)
+	first := startWorker(t, srv.FrontendHostPort(), d.TaskQueue, d.Sim.BaseURL)
 	var seqs []int64
 	var pieces []string
 	var text strings.Builder
@@ -188,7 +167,7 @@ func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 	wid := strings.TrimPrefix(id, "resp_")
 	open := func() int {
 		n := 0
-		for _, r := range sim.Stats().Conversations[wid].Requests {
+		for _, r := range d.Sim.Stats().Conversations[wid].Requests {
 			if r.Outcome == "" {
 				n++
 			}
@@ -200,7 +179,7 @@ func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 	first.kill()
 	require.True(t, d.running(ctx, wid), "the call ended before the kill: make it longer")
 	killed := time.Now()
-	startWorker(t, srv.FrontendHostPort(), d.tq, sim.BaseURL)
+	startWorker(t, srv.FrontendHostPort(), d.TaskQueue, d.Sim.BaseURL)
 
 	last := seqs[len(seqs)-1]
 	r := d.openai(tokAcme).Responses.GetStreaming(ctx, id, responses.ResponseGetParams{StartingAfter: openai.Int(last)})
@@ -224,7 +203,7 @@ func TestBackgroundStreamSurvivesWorkerRestart(t *testing.T) {
 	require.NoError(t, r.Err())
 	require.NotNil(t, final, "the stream ends with response.completed")
 	res := d.result(ctx, wid)
-	conv := sim.Stats().Conversations[wid]
+	conv := d.Sim.Stats().Conversations[wid]
 	var classes []string
 	for _, a := range res.Attempts {
 		classes = append(classes, a.Class)

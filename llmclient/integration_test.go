@@ -15,9 +15,8 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -35,21 +34,11 @@ func ask(key, model, question string) workflows.CallRequest {
 		Messages: []request.Message{{Role: request.RoleUser, Content: question}}}
 }
 
-// withWorker runs a worker against llmsim on a task queue of the test's own.
+// withWorker runs a worker against llmsim on a task queue of the test's
+// own, and returns the queue.
 func withWorker(t *testing.T, c client.Client) string {
 	t.Helper()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	tq := "llmclient-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return tq
+	return rig.New(t, rig.Options{Client: c, QueuePrefix: "llmclient-"}).TaskQueue
 }
 
 // TestReusedKeyWithAnotherRequestIsRefused: an explicit idempotency key

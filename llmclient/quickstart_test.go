@@ -12,9 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -23,18 +21,7 @@ import (
 // package polls it.
 func workerOnCallsQueue(t *testing.T) client.Client {
 	t.Helper()
-	c := shared.Server(t).Client()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: workflows.TaskQueue})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return c
+	return rig.New(t, rig.Options{Shared: &shared, TaskQueue: workflows.TaskQueue}).Client
 }
 
 // TestQuickStartGo runs README's first call from Go as README shows it.

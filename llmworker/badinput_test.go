@@ -20,6 +20,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -95,7 +96,7 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			_, err := s.lc.Call(ctx, req)
+			_, err := s.Calls.Call(ctx, req)
 			require.Error(t, err)
 			msg := err.Error()
 			t.Logf("error: %s", abbreviate(msg, 300))
@@ -109,18 +110,18 @@ func TestIntegrationBadInputAtTheGoClient(t *testing.T) {
 				require.True(t, errors.As(err, &appErr), "a worker-side refusal is an ApplicationError: %v", err)
 				require.Equal(t, string(failure.InvalidRequest), appErr.Type())
 				require.True(t, appErr.NonRetryable())
-				desc, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+				desc, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
 				require.NoError(t, err)
 				require.NotNil(t, desc.GetWorkflowExecutionInfo().GetCloseTime(), "the refused call's workflow must be closed")
 			} else {
 				require.ErrorIs(t, err, llmclient.ErrInvalidRequest)
 				if id != "" {
-					_, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+					_, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
 					require.Error(t, err, "the client must not start a workflow for a request it refuses")
 				}
 			}
-			requireNoOpenCalls(t, s.c, s.tq)
-			require.Zero(t, s.sim.Stats().Totals.Arrivals, "no upstream request may be made for a bad request")
+			requireNoOpenCalls(t, s.Client, s.TaskQueue)
+			require.Zero(t, s.Sim.Stats().Totals.Arrivals, "no upstream request may be made for a bad request")
 		})
 	}
 }
@@ -188,9 +189,7 @@ func TestIntegrationWorkerBinaryChecksModels(t *testing.T) {
 	bin := buildWorker(t)
 	sc := &llmsim.Scenario{Name: "provider", Models: llmsim.InstantModels()}
 	require.NoError(t, sc.RenameModels([]string{"gpt-4o", "gpt-4o-mini"}))
-	sim, err := llmsim.NewServer(llmsim.Options{Scenario: sc})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim := rig.Sim(t, llmsim.Options{Scenario: sc})
 
 	out, code := runWorker(t, bin, "LLM_BASE_URL="+sim.BaseURL, "LLM_MODELS=gpt-4o,gpt-5", "TEMPORAL_ADDRESS="+freeAddr(t), "METRICS_ADDR=")
 	t.Logf("worker said: %s", abbreviate(out, 600))

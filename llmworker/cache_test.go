@@ -19,17 +19,17 @@ func TestIntegrationCacheDuringMaintenance(t *testing.T) {
 		t.Skip("integration test")
 	}
 	s := newStack(t, nil)
-	res := s.call(question("How long does shipping to Canada take?"))
+	res := s.Call(question("How long does shipping to Canada take?"))
 	require.Equal(t, workflows.SourceModel, res.Source)
 	answer := res.Content
-	res = s.call(question("My order 12345678 has not arrived, where is it?"))
+	res = s.Call(question("My order 12345678 has not arrived, where is it?"))
 	require.Equal(t, workflows.SourceModel, res.Source)
 
-	require.NoError(t, s.sim.SetScenario(&llmsim.Scenario{Name: "maintenance", Models: llmsim.InstantModels(), Phases: []llmsim.Phase{{
+	require.NoError(t, s.Sim.SetScenario(&llmsim.Scenario{Name: "maintenance", Models: llmsim.InstantModels(), Phases: []llmsim.Phase{{
 		Name: "maintenance", Faults: []llmsim.FaultSpec{{Kind: llmsim.FaultMaintenance}},
 	}}}))
 	time.Sleep(50 * time.Millisecond)
-	res = s.call(question("how long does SHIPPING to canada take"))
+	res = s.Call(question("how long does SHIPPING to canada take"))
 	require.Equal(t, workflows.SourceCache, res.Source, "%+v", res.Attempts)
 	require.Equal(t, answer, res.Content)
 	require.Equal(t, "qwen-72b", res.Model, "the cached answer names its model")
@@ -37,6 +37,6 @@ func TestIntegrationCacheDuringMaintenance(t *testing.T) {
 	require.True(t, res.Degraded)
 	require.Contains(t, res.Reason, "answered from the cache")
 
-	res = s.call(question("My order 12345678 has not arrived, where is it?"))
+	res = s.Call(question("My order 12345678 has not arrived, where is it?"))
 	require.NotEqual(t, workflows.SourceCache, res.Source, "an answer to a question with an order number was kept")
 }

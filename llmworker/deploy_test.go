@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 
-	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -23,31 +22,27 @@ func TestIntegrationPinnedDeploy(t *testing.T) {
 		t.Skip("integration test")
 	}
 	s := newStack(t, nil)
-	s.w.Stop() // the stack's worker is not versioned
+	s.Worker.Stop() // the stack's worker is not versioned
 	name := "durable-llm-" + uuid.NewString()[:6]
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	start := func(build string) {
-		w, err := llmworker.New(s.c, llmworker.Options{Config: s.cfg, TaskQueue: s.tq, Deployment: llmworker.Deployment{Name: name, BuildID: build}})
-		require.NoError(t, err)
-		require.NoError(t, w.Start())
-		t.Cleanup(w.Stop)
-		require.NoError(t, llmworker.MakeCurrent(ctx, s.c, client.DefaultNamespace, name, build))
+		s.StartWorker(func(o *llmworker.Options) { o.Deployment = llmworker.Deployment{Name: name, BuildID: build} })
+		require.NoError(t, llmworker.MakeCurrent(ctx, s.Client, client.DefaultNamespace, name, build))
 	}
 	build := func(id string) string {
-		d, err := s.c.DescribeWorkflowExecution(ctx, id, "")
+		d, err := s.Client.DescribeWorkflowExecution(ctx, id, "")
 		require.NoError(t, err)
 		return d.GetWorkflowExecutionInfo().GetVersioningInfo().GetDeploymentVersion().GetBuildId()
 	}
 
 	start("v1")
-	lc := &llmclient.Client{Temporal: s.c, TaskQueue: s.tq}
-	old, err := lc.Start(ctx, question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 51?"))
+	old, err := s.Calls.Start(ctx, question("[[sim fault=latency latency=4s model=qwen-72b times=1]] Where is my order 51?"))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return build(old.GetID()) == "v1" }, 10*time.Second, 100*time.Millisecond, "the call did not start on v1")
 
 	start("v2") // v2 is current while the first call still waits for its answer
-	fresh := s.call(question("Where is my order 52?"))
+	fresh := s.Call(question("Where is my order 52?"))
 	require.Equal(t, "v2", build(fresh.RequestID), "a new call after the switch")
 
 	var res workflows.CallResult

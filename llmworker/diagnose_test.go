@@ -19,14 +19,14 @@ func TestIntegrationDiagnosis(t *testing.T) {
 		t.Skip("integration test")
 	}
 	s := newStack(t, func(c *config.Config) { c.Diagnose.Enabled = true })
-	res := s.call(question("[[sim fault=unknown_error model=qwen-72b times=1]] Where is my order?"))
+	res := s.Call(question("[[sim fault=unknown_error model=qwen-72b times=1]] Where is my order?"))
 	require.Equal(t, "qwen-72b:queue_full", workflows.CallResult.Decisions(res)[0][:len("qwen-72b:queue_full")], "%+v", res.Attempts)
 	require.Contains(t, res.Attempts[0].Diagnosis, "diagnosed by llama-8b as queue_full", "%+v", res.Attempts)
 	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, workflows.SourceFallbackModel, res.Source)
 
 	off := newStack(t, nil)
-	res = off.call(question("[[sim fault=unknown_error model=qwen-72b times=1]] Where is my order?"))
+	res = off.Call(question("[[sim fault=unknown_error model=qwen-72b times=1]] Where is my order?"))
 	require.Equal(t, "qwen-72b:server_error:retry", workflows.CallResult.Decisions(res)[0])
 	require.Empty(t, res.Attempts[0].Diagnosis)
 }

@@ -24,12 +24,10 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -180,9 +178,7 @@ func requireNoOpenCalls(t *testing.T, c client.Client, tq string) {
 // default form starts with the worker's process ID.
 func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
 	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim := rig.Sim(t, llmsim.Options{})
 	c := srv.Client()
 	tq := "llm-kill-" + uuid.NewString()[:8]
 	bin := buildWorker(t)
@@ -292,23 +288,13 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 		}
 	})
 
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
 	// Our own client (the server's own dies with it): it reconnects.
 	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	tq := "llm-restart-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	s := rig.New(t, rig.Options{Client: c, QueuePrefix: "llm-restart-"})
 
-	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
-	run, err := lc.Start(context.Background(), question("[[sim fault=rate_limited retry_after=8s times=1]] When does my order ship?"))
+	run, err := s.Calls.Start(context.Background(), question("[[sim fault=rate_limited retry_after=8s times=1]] When does my order ship?"))
 	require.NoError(t, err)
 	id := run.GetID()
 	type result struct {
@@ -328,7 +314,7 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 	require.Eventually(t, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		st, err := lc.State(ctx, id)
+		st, err := s.Calls.State(ctx, id)
 		return err == nil && len(st.Attempts) == 1 && st.Attempts[0].Decision == "wait retry-after"
 	}, 30*time.Second, 100*time.Millisecond, "the call never started waiting out Retry-After")
 
@@ -349,8 +335,8 @@ func TestIntegrationDevServerRestartMidCall(t *testing.T) {
 	require.NoError(t, r.err, "the client waiting for the call across the restart")
 	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(r.res))
 	require.Equal(t, workflows.SourceModel, r.res.Source)
-	require.Equal(t, 2, sim.Stats().Conversations[id].Attempts, "no attempt lost or doubled by the restart")
-	requireNoOpenCalls(t, c, tq)
+	require.Equal(t, 2, s.Upstream(id).Attempts, "no attempt lost or doubled by the restart")
+	requireNoOpenCalls(t, c, s.TaskQueue)
 }
 
 // garbagePolicy keeps breakers and the budget out of the way (each case
@@ -379,9 +365,7 @@ breaker:
 // fallback, no workflow stays open, and the worker process lives on.
 func TestIntegrationUpstreamGarbageIsClassified(t *testing.T) {
 	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim := rig.Sim(t, llmsim.Options{})
 	c := srv.Client()
 	tq := "llm-garbage-" + uuid.NewString()[:8]
 	bin := buildWorker(t)

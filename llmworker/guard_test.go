@@ -23,6 +23,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/guard"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -36,9 +37,7 @@ import (
 // started and read the fleet's view.
 func TestIntegrationSharedGuardAcrossWorkerProcesses(t *testing.T) {
 	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim := rig.Sim(t, llmsim.Options{})
 	c := srv.Client()
 	tq := "llm-guard-" + uuid.NewString()[:8]
 	bin := buildWorker(t)

@@ -32,7 +32,7 @@ func TestIntegrationHedgeWins(t *testing.T) {
 	s := newStack(t, hedged("500ms"))
 
 	start := time.Now()
-	res := s.call(question("[[sim fault=latency latency=6s model=qwen-72b times=1]] Where is my order?"))
+	res := s.Call(question("[[sim fault=latency latency=6s model=qwen-72b times=1]] Where is my order?"))
 	took := time.Since(start)
 	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.True(t, res.Attempts[1].Hedge, "the answer is the hedge's")
@@ -41,7 +41,7 @@ func TestIntegrationHedgeWins(t *testing.T) {
 	require.Less(t, took, 4*time.Second, "the call waited for the slow first model")
 
 	// A first model that answers in time is not hedged.
-	res = s.call(question("Where is my parcel?"))
+	res = s.Call(question("Where is my parcel?"))
 	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 }
 
@@ -52,7 +52,7 @@ func TestIntegrationHedgeLoses(t *testing.T) {
 		t.Skip("integration test")
 	}
 	s := newStack(t, hedged("300ms"))
-	res := s.call(question("[[sim fault=latency latency=1s model=qwen-72b times=1]] [[sim fault=latency latency=8s model=llama-8b times=1]] Where is my refund?"))
+	res := s.Call(question("[[sim fault=latency latency=1s model=qwen-72b times=1]] [[sim fault=latency latency=8s model=llama-8b times=1]] Where is my refund?"))
 	require.Equal(t, []string{"llama-8b:ok:cancelled", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.True(t, res.Attempts[0].Hedge)
 	require.Equal(t, "qwen-72b", res.Model)
@@ -70,11 +70,11 @@ func TestIntegrationHedgeLoserIsCut(t *testing.T) {
 	// the request), so its slot says whether the request is still open.
 	keep := false
 	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{ContinueOnDisconnect: &keep}}, hedged("300ms"))
-	res := s.call(question("[[sim fault=latency latency=8s model=qwen-72b times=1]] Where is my invoice?"))
+	res := s.Call(question("[[sim fault=latency latency=8s model=qwen-72b times=1]] Where is my invoice?"))
 	answered := time.Now()
 	require.Equal(t, []string{"qwen-72b:ok:cancelled", "llama-8b:ok:answer"}, workflows.CallResult.Decisions(res))
 	for {
-		if n, _ := s.sim.InFlight("qwen-72b"); n == 0 {
+		if n, _ := s.Sim.InFlight("qwen-72b"); n == 0 {
 			break
 		}
 		require.Less(t, time.Since(answered), 5*time.Second, "the losing request is still open")
@@ -96,9 +96,9 @@ func TestIntegrationHedgeBudget(t *testing.T) {
 		hedged("300ms")(c)
 		c.Hedge.Budget = 0.0001 // one hedge a window, the floor
 	})
-	res := s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 1?"))
+	res := s.Call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 1?"))
 	require.Equal(t, "llama-8b", res.Model, "the window's one hedge did not start")
-	res = s.call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 2?"))
+	res = s.Call(question("[[sim fault=latency latency=2s model=qwen-72b times=1]] Where is my order 2?"))
 	require.Equal(t, []string{"llama-8b:ok:skip", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Contains(t, res.Attempts[0].Reason, "hedge budget spent")
 }
@@ -117,7 +117,7 @@ func TestIntegrationStreamedHedge(t *testing.T) {
 	req.Stream = true
 	var text string
 	models := map[string]int{}
-	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+	res, err := s.Calls.Stream(ctx, req, func(it llmclient.StreamItem) error {
 		if it.Delta != nil {
 			text += it.Delta.Text
 			models[it.Delta.Model]++
@@ -164,14 +164,14 @@ func TestIntegrationHedgeReplaced(t *testing.T) {
 	// decided by a slow machine's scheduling (and under its 8 s
 	// first_token_timeout).
 	req := question("[[sim fault=latency latency=6s model=qwen-72b times=1]] Where is my order 31?")
-	quick := s.call(req)
+	quick := s.Call(req)
 	took := time.Since(start)
 	require.True(t, quick.Replaceable, "%+v", quick)
 	require.Equal(t, "llama-8b", quick.Model)
 	require.NotEmpty(t, quick.Content)
 	require.Less(t, took, 5*time.Second, "the quick answer waited for the slow first model")
 
-	final, err := s.lc.Result(ctx, quick.RequestID)
+	final, err := s.Calls.Result(ctx, quick.RequestID)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, time.Since(start), 6*time.Second, "the final answer came before the first model's could")
 	require.False(t, final.Replaceable)
@@ -186,7 +186,7 @@ func TestIntegrationHedgeReplaced(t *testing.T) {
 	require.Greater(t, final.Usage.CompletionTokens, quick.Usage.CompletionTokens, "both answers were billed")
 
 	// The same request again attaches to the finished call: its final answer.
-	again := s.call(req)
+	again := s.Call(req)
 	require.Equal(t, final.RequestID, again.RequestID)
 	require.Equal(t, final.Content, again.Content)
 	require.False(t, again.Replaceable)
@@ -201,9 +201,9 @@ func TestIntegrationHedgeReplaceFails(t *testing.T) {
 	s := newStack(t, replacing("400ms"))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	quick := s.call(question("[[sim fault=invalid_api_key latency=3s model=qwen-72b times=1]] Where is my order 32?"))
+	quick := s.Call(question("[[sim fault=invalid_api_key latency=3s model=qwen-72b times=1]] Where is my order 32?"))
 	require.True(t, quick.Replaceable)
-	final, err := s.lc.Result(ctx, quick.RequestID)
+	final, err := s.Calls.Result(ctx, quick.RequestID)
 	require.NoError(t, err)
 	require.Equal(t, "llama-8b", final.Model)
 	require.Equal(t, quick.Content, final.Content)
@@ -263,7 +263,7 @@ func (s *stack) followReplacement(q string) (string, map[string]int, *workflows.
 	var text string
 	var replaced *workflows.Event
 	models := map[string]int{}
-	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+	res, err := s.Calls.Stream(ctx, req, func(it llmclient.StreamItem) error {
 		switch {
 		case it.Delta != nil && replaced != nil:
 			return fmt.Errorf("a delta of %s after the replacement: %q", it.Delta.Model, it.Delta.Text)

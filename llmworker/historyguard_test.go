@@ -28,13 +28,13 @@ func TestIntegrationHistoryGuardActs(t *testing.T) {
 			{Role: "user", Content: strings.Repeat("An earlier question about the parcel and its route. ", 7700)},
 			{Role: "assistant", Content: "Noted."},
 		}, long.Messages[1:]...)...)
-	res := s.call(long)
+	res := s.Call(long)
 	t.Logf("400 KB prompt: %v; %s", workflows.CallResult.Decisions(res), res.Reason)
 	require.True(t, res.Degraded)
 	require.Contains(t, res.Reason, "history guard")
-	require.Less(t, len(res.Attempts), s.cfg.Call.MaxAttempts, "the guard let every attempt record the prompt: %v", workflows.CallResult.Decisions(res))
+	require.Less(t, len(res.Attempts), s.Config.Call.MaxAttempts, "the guard let every attempt record the prompt: %v", workflows.CallResult.Decisions(res))
 
-	short := s.call(question("[[sim fault=server_error times=always]] Where is my parcel?"))
+	short := s.Call(question("[[sim fault=server_error times=always]] Where is my parcel?"))
 	require.NotContains(t, short.Reason, "history guard")
 	require.Greater(t, len(short.Attempts), len(res.Attempts), "a short call retries further: %v", workflows.CallResult.Decisions(short))
 }

@@ -15,32 +15,22 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
 
-	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
-// stack is a real dev server, a real llmsim and a real worker on a task
-// queue of the test's own (so per-process budgets and breakers of one test
-// never leak into another).
+// stack is the rig's stack (a real dev server, llmsim and worker on a
+// task queue of the test's own, so that per-process budgets and breakers
+// of one test never leak into another) and the test it runs for.
 type stack struct {
-	t      *testing.T
-	server *testsuite.DevServer
-	sim    *llmsim.Server
-	c      client.Client
-	cfg    *config.Config
-	tq     string
-	lc     *llmclient.Client
-	w      *llmworker.Worker
+	*rig.Stack
+	t *testing.T
 }
 
 var (
@@ -63,28 +53,7 @@ func newStack(t *testing.T, mutate func(*config.Config)) *stack {
 // newStackWith is newStack with llmsim started with opts.
 func newStackWith(t *testing.T, opts llmsim.Options, mutate func(*config.Config)) *stack {
 	t.Helper()
-	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(opts)
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	if mutate != nil {
-		mutate(cfg)
-	}
-	require.NoError(t, cfg.Validate())
-	s := &stack{t: t, server: srv, sim: sim, c: srv.Client(), cfg: cfg, tq: "llm-test-" + uuid.NewString()[:8]}
-	s.lc = &llmclient.Client{Temporal: s.c, TaskQueue: s.tq}
-	s.startWorker()
-	return s
-}
-
-func (s *stack) startWorker() {
-	w, err := llmworker.New(s.c, llmworker.Options{Config: s.cfg, TaskQueue: s.tq, Worker: worker.Options{}})
-	require.NoError(s.t, err)
-	require.NoError(s.t, w.Start())
-	s.w = w
-	s.t.Cleanup(w.Stop)
+	return &stack{Stack: rig.New(t, rig.Options{Shared: &shared, Sim: opts, Policy: mutate}), t: t}
 }
 
 func question(q string) workflows.CallRequest {
@@ -97,26 +66,12 @@ func question(q string) workflows.CallRequest {
 	}
 }
 
-func (s *stack) call(req workflows.CallRequest) workflows.CallResult {
-	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	res, err := s.lc.Call(ctx, req)
-	require.NoError(s.t, err)
-	return res
-}
-
-// upstream returns the attempts llmsim saw for a call.
-func (s *stack) upstream(id string) llmsim.Conversation {
-	return s.sim.Stats().Conversations[id]
-}
-
 func TestIntegrationRateLimitedWaitsRetryAfter(t *testing.T) {
 	s := newStack(t, nil)
-	res := s.call(question("[[sim fault=rate_limited retry_after=2s times=1]] Where is my order?"))
+	res := s.Call(question("[[sim fault=rate_limited retry_after=2s times=1]] Where is my order?"))
 	require.Equal(t, []string{"qwen-72b:rate_limited:wait retry-after", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, int64(2000), res.Attempts[0].DelayMS)
-	up := s.upstream(res.RequestID)
+	up := s.Upstream(res.RequestID)
 	require.Equal(t, 2, up.Attempts)
 	gap := time.Duration(up.Requests[1].AtMS-up.Requests[0].AtMS) * time.Millisecond
 	require.GreaterOrEqual(t, gap, 2*time.Second, "the retry came before Retry-After")
@@ -136,7 +91,7 @@ func TestIntegrationRateLimitIsBackpressure(t *testing.T) {
 		require.Equal(t, workflows.SourceModel, r.Source, "a 429 burst sent a call elsewhere: %v", r.Decisions())
 		require.False(t, r.Degraded)
 	}
-	require.Equal(t, 20, s.sim.Stats().Faults["rate_limited"])
+	require.Equal(t, 20, s.Sim.Stats().Faults["rate_limited"])
 }
 
 // TestIntegrationCallsWaitForARateLimitHold: a call that arrives while
@@ -145,15 +100,15 @@ func TestIntegrationRateLimitIsBackpressure(t *testing.T) {
 func TestIntegrationCallsWaitForARateLimitHold(t *testing.T) {
 	s := newStack(t, nil)
 	first := make(chan workflows.CallResult, 1)
-	go func() { first <- s.call(question("[[sim fault=rate_limited retry_after=2s times=1]] the first")) }()
-	require.Eventually(t, func() bool { return s.sim.Stats().Faults["rate_limited"] > 0 }, 20*time.Second, 10*time.Millisecond)
-	res := s.call(question("the second, during the hold"))
+	go func() { first <- s.Call(question("[[sim fault=rate_limited retry_after=2s times=1]] the first")) }()
+	require.Eventually(t, func() bool { return s.Sim.Stats().Faults["rate_limited"] > 0 }, 20*time.Second, 10*time.Millisecond)
+	res := s.Call(question("the second, during the hold"))
 	require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions())
-	held := s.upstream((<-first).RequestID).Requests[0]
-	sent := s.upstream(res.RequestID).Requests[0]
+	held := s.Upstream((<-first).RequestID).Requests[0]
+	sent := s.Upstream(res.RequestID).Requests[0]
 	gap := time.Duration(sent.AtMS-held.AtMS) * time.Millisecond
 	require.GreaterOrEqual(t, gap, 1800*time.Millisecond, "the second call was sent during the hold")
-	require.Equal(t, 1, s.sim.Stats().Faults["rate_limited"], "only the first call was refused")
+	require.Equal(t, 1, s.Sim.Stats().Faults["rate_limited"], "only the first call was refused")
 }
 
 // TestIntegrationProviderHeadroomPacesCalls: the upstream's own
@@ -172,9 +127,9 @@ models:
 	s := newStackWith(t, llmsim.Options{Scenario: sc}, nil)
 	held := 0
 	for i := range 6 {
-		res := s.call(question(fmt.Sprintf("paced call %d", i)))
+		res := s.Call(question(fmt.Sprintf("paced call %d", i)))
 		require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions(), "call %d", i)
-		iter := s.c.GetWorkflowHistory(context.Background(), res.RequestID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		iter := s.Client.GetWorkflowHistory(context.Background(), res.RequestID, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for iter.HasNext() {
 			ev, err := iter.Next()
 			require.NoError(t, err)
@@ -183,7 +138,7 @@ models:
 			}
 		}
 	}
-	st := s.sim.Stats()
+	st := s.Sim.Stats()
 	require.Zero(t, st.Faults["rate_limited"], "a call was sent although the upstream said no request was left")
 	require.Equal(t, 6, st.Models["qwen-72b"].Arrivals)
 	require.Positive(t, held, "no call waited for the upstream's headroom: the test did not exercise it")
@@ -202,25 +157,25 @@ func TestIntegrationContextLengthCuredByPruning(t *testing.T) {
 	}
 	req.Messages = append(req.Messages, request.Message{Role: "user",
 		Content: "[[sim fault=context_length_exceeded window=1200 times=always]] So where is it now?"})
-	res := s.call(req)
+	res := s.Call(req)
 	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceModel, res.Source)
 	require.Equal(t, 26, res.Attempts[0].Messages)
 	require.Equal(t, 1+3*2+1, res.Attempts[1].Messages, "system + last 3 rounds + question")
 	require.Less(t, res.Attempts[1].PromptTokens, res.Attempts[0].PromptTokens)
 	require.Zero(t, res.Attempts[0].DelayMS, "resent at once")
-	require.Equal(t, 2, s.upstream(res.RequestID).Attempts)
+	require.Equal(t, 2, s.Upstream(res.RequestID).Attempts)
 }
 
 // TestIntegrationQueueFullSwitchesModel: a full queue is its model's; the
 // ladder's next model answers at once.
 func TestIntegrationQueueFullSwitchesModel(t *testing.T) {
 	s := newStack(t, nil)
-	res := s.call(question("[[sim fault=queue_full model=qwen-72b times=always]] Where is my order?"))
+	res := s.Call(question("[[sim fault=queue_full model=qwen-72b times=always]] Where is my order?"))
 	require.Equal(t, []string{"qwen-72b:queue_full:switch_model", "qwen-14b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceFallbackModel, res.Source)
 	require.Contains(t, res.Content, "[qwen-14b]")
-	up := s.upstream(res.RequestID)
+	up := s.Upstream(res.RequestID)
 	require.Equal(t, []string{"qwen-72b", "qwen-14b"}, []string{up.Requests[0].Model, up.Requests[1].Model})
 }
 
@@ -231,12 +186,12 @@ func TestIntegrationQueueFullSwitchesModel(t *testing.T) {
 // which answers.
 func TestIntegrationQueueFullOnTheLastModelIsHeldAndResent(t *testing.T) {
 	s := newStack(t, func(c *config.Config) { c.Models = c.Models[:1] })
-	res := s.call(question("[[sim fault=queue_full model=qwen-72b times=1]] Where is my order?"))
+	res := s.Call(question("[[sim fault=queue_full model=qwen-72b times=1]] Where is my order?"))
 	require.Equal(t, []string{"qwen-72b:queue_full:hold+resend", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceModel, res.Source)
 	require.GreaterOrEqual(t, res.Attempts[0].DelayMS, int64(1000), "released before the hold's end")
 	require.LessOrEqual(t, res.Attempts[0].DelayMS, int64(1500), "released after the hold's jitter")
-	up := s.upstream(res.RequestID)
+	up := s.Upstream(res.RequestID)
 	require.Equal(t, []string{"qwen-72b", "qwen-72b"}, []string{up.Requests[0].Model, up.Requests[1].Model})
 }
 
@@ -244,13 +199,13 @@ func TestIntegrationMaintenanceAnswersFromFAQWithoutRetry(t *testing.T) {
 	s := newStack(t, nil)
 	sc, err := llmsim.BuiltinScenario("class-service_unavailable")
 	require.NoError(t, err)
-	require.NoError(t, s.sim.SetScenario(sc))
-	res := s.call(question("How do I get a refund for my order?"))
+	require.NoError(t, s.Sim.SetScenario(sc))
+	res := s.Call(question("How do I get a refund for my order?"))
 	require.Equal(t, []string{"qwen-72b:service_unavailable:fallback"}, res.Decisions())
 	require.Equal(t, workflows.SourceFAQ, res.Source)
 	require.True(t, res.Degraded)
 	require.NotEmpty(t, res.FAQID)
-	require.Equal(t, 1, s.upstream(res.RequestID).Attempts, "maintenance must not be retried")
+	require.Equal(t, 1, s.Upstream(res.RequestID).Attempts, "maintenance must not be retried")
 }
 
 func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
@@ -260,15 +215,15 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 	// Each call fails twice on qwen-72b (retry, then switch): after three
 	// calls the breaker has seen 5+ consecutive failures.
 	for i := 0; i < 3; i++ {
-		res := s.call(question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
+		res := s.Call(question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
 		require.Equal(t, workflows.SourceFallbackModel, res.Source)
 	}
-	before := s.sim.Stats().Models["qwen-72b"].Arrivals
-	res := s.call(question("[[sim fault=server_error model=qwen-72b times=always]] and now?"))
+	before := s.Sim.Stats().Models["qwen-72b"].Arrivals
+	res := s.Call(question("[[sim fault=server_error model=qwen-72b times=always]] and now?"))
 	require.Equal(t, "qwen-72b:breaker_open:switch_model", res.Decisions()[0])
 	require.Equal(t, "qwen-14b:ok:answer", res.Decisions()[1])
-	require.Equal(t, before, s.sim.Stats().Models["qwen-72b"].Arrivals, "no request may reach a model whose breaker is open")
-	for _, r := range s.upstream(res.RequestID).Requests {
+	require.Equal(t, before, s.Sim.Stats().Models["qwen-72b"].Arrivals, "no request may reach a model whose breaker is open")
+	for _, r := range s.Upstream(res.RequestID).Requests {
 		require.NotEqual(t, "qwen-72b", r.Model)
 	}
 }
@@ -283,7 +238,7 @@ func TestIntegrationBreakerOpensAndLaterCallsSkipTheModel(t *testing.T) {
 func TestIntegrationBreakerLetsARecoveredModelServeWithinSeconds(t *testing.T) {
 	s := newStack(t, nil)
 	for i := 0; i < 3; i++ { // 6 failures on qwen-72b: open
-		s.call(question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
+		s.Call(question(fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] order %d?", i)))
 	}
 	tripped := time.Now()
 	skipped := 0
@@ -292,7 +247,7 @@ func TestIntegrationBreakerLetsARecoveredModelServeWithinSeconds(t *testing.T) {
 		first := make([]string, 10)
 		var wg sync.WaitGroup
 		for i := range first {
-			wg.Go(func() { first[i] = s.call(question(fmt.Sprintf("and now, %d.%d?", round, i))).Decisions()[0] })
+			wg.Go(func() { first[i] = s.Call(question(fmt.Sprintf("and now, %d.%d?", round, i))).Decisions()[0] })
 		}
 		wg.Wait()
 		answered := 0
@@ -329,10 +284,10 @@ func TestIntegrationBurstRetriesStayWithinBudget(t *testing.T) {
 	upstream := 0
 	for _, r := range results {
 		require.True(t, r.Degraded, "every upstream attempt fails: the fallback answers")
-		upstream += s.upstream(r.RequestID).Attempts
+		upstream += s.Upstream(r.RequestID).Attempts
 	}
 	limit := calls + int(0.1*calls) + 3
-	require.Equal(t, s.sim.Stats().Totals.Arrivals, upstream)
+	require.Equal(t, s.Sim.Stats().Totals.Arrivals, upstream)
 	require.LessOrEqual(t, upstream, limit, "upstream requests beyond one per call + the budget (floor 3 + 10%% of %d)", calls)
 	require.Greater(t, upstream, calls, "the floor lets a few retries through")
 	t.Logf("%d calls: %d upstream requests (at most %d; %.2f per call)", calls, upstream, limit, float64(upstream)/calls)
@@ -354,9 +309,9 @@ func TestIntegrationSharedEndpointHangNoStorm(t *testing.T) {
 		require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, r.Source,
 			"a hung endpoint: the fallback answers (%v)", r.Decisions())
 	}
-	b := s.cfg.Budget
+	b := s.Config.Budget
 	limit := int(calls*(1+b.Ratio)) + b.Floor
-	arrivals := s.sim.Stats().Totals.Arrivals
+	arrivals := s.Sim.Stats().Totals.Arrivals
 	require.GreaterOrEqual(t, arrivals, calls, "every call sent its first request")
 	require.LessOrEqual(t, arrivals, limit, "upstream requests of %d calls on a hung endpoint (at most %d × %.2f + floor %d)", calls, calls, 1+b.Ratio, b.Floor)
 	t.Logf("%d calls on a hung shared endpoint: %d upstream requests (%.2f×; at most %d)", calls, arrivals, float64(arrivals)/calls, limit)
@@ -371,7 +326,7 @@ func (s *stack) burst(n int, prefix string) []workflows.CallResult {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = s.call(question(fmt.Sprintf("%s %d", prefix, i)))
+			results[i] = s.Call(question(fmt.Sprintf("%s %d", prefix, i)))
 		}()
 	}
 	wg.Wait()
@@ -388,7 +343,7 @@ func TestIntegrationConcurrentDuplicatesMakeOneUpstreamCall(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			results[i] = s.call(req)
+			results[i] = s.Call(req)
 		}(i)
 	}
 	wg.Wait()
@@ -397,17 +352,17 @@ func TestIntegrationConcurrentDuplicatesMakeOneUpstreamCall(t *testing.T) {
 	}
 	id := results[0].RequestID
 	require.Equal(t, request.KeyFor(req), id)
-	require.Equal(t, 1, s.upstream(id).Attempts, "ten duplicate starts must reach the upstream once")
+	require.Equal(t, 1, s.Upstream(id).Attempts, "ten duplicate starts must reach the upstream once")
 
 	// After completion a duplicate returns the recorded result, no new run.
-	again := s.call(req)
+	again := s.Call(req)
 	require.Equal(t, results[0], again)
-	require.Equal(t, 1, s.upstream(id).Attempts)
+	require.Equal(t, 1, s.Upstream(id).Attempts)
 }
 
 func TestIntegrationWorkerKilledMidAttemptIsReplaced(t *testing.T) {
 	s := newStack(t, nil)
-	s.w.Stop() // only the worker process below serves the first attempt
+	s.Worker.Stop() // only the worker process below serves the first attempt
 
 	bin := filepath.Join(t.TempDir(), "worker")
 	build := exec.Command("go", "build", "-o", bin, "../worker")
@@ -417,28 +372,28 @@ func TestIntegrationWorkerKilledMidAttemptIsReplaced(t *testing.T) {
 	require.NoError(t, os.WriteFile(policy, []byte("call:\n  heartbeat_timeout: 2s\n"), 0o600))
 	proc := exec.Command(bin, "--metrics-addr", "")
 	proc.Env = append(os.Environ(),
-		"TEMPORAL_ADDRESS="+s.server.FrontendHostPort(), "LLM_BASE_URL="+s.sim.BaseURL,
-		"POLICY_FILE="+policy, "WORKER_TASK_QUEUE="+s.tq)
+		"TEMPORAL_ADDRESS="+shared.Server(t).FrontendHostPort(), "LLM_BASE_URL="+s.Sim.BaseURL,
+		"POLICY_FILE="+policy, "WORKER_TASK_QUEUE="+s.TaskQueue)
 	require.NoError(t, proc.Start())
 	t.Cleanup(func() { _ = proc.Process.Kill(); _, _ = proc.Process.Wait() })
 
 	req := question("[[sim fault=latency latency=30s times=1]] Is my refund processed?")
-	run, err := s.lc.Start(context.Background(), req)
+	run, err := s.Calls.Start(context.Background(), req)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.upstream(run.GetID()).Attempts == 1 }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return s.Upstream(run.GetID()).Attempts == 1 }, 30*time.Second, 50*time.Millisecond,
 		"the first attempt never reached the upstream")
 	require.NoError(t, proc.Process.Signal(syscall.SIGKILL))
 	_, _ = proc.Process.Wait()
-	s.startWorker()
+	s.StartWorker(nil)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var res workflows.CallResult
 	require.NoError(t, run.Get(ctx, &res))
-	t.Logf("attempts %+v upstream %+v", res.Attempts, s.upstream(run.GetID()))
+	t.Logf("attempts %+v upstream %+v", res.Attempts, s.Upstream(run.GetID()))
 	require.Equal(t, []string{"qwen-72b:worker_lost:resend", "qwen-72b:ok:answer"}, res.Decisions())
 	require.Equal(t, workflows.SourceModel, res.Source)
-	up := s.upstream(run.GetID())
+	up := s.Upstream(run.GetID())
 	require.Equal(t, 2, up.Attempts, "one resent attempt")
 	require.Equal(t, up.Requests[0].IdempotencyKey, up.Requests[1].IdempotencyKey, "a resend keeps its Idempotency-Key")
 }
@@ -446,13 +401,13 @@ func TestIntegrationWorkerKilledMidAttemptIsReplaced(t *testing.T) {
 func TestIntegrationCancelCancelsTheHTTPRequest(t *testing.T) {
 	s := newStack(t, nil)
 	req := question("[[sim fault=latency latency=60s times=always]] Where is my order?")
-	run, err := s.lc.Start(context.Background(), req)
+	run, err := s.Calls.Start(context.Background(), req)
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return s.upstream(run.GetID()).Attempts == 1 }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return s.Upstream(run.GetID()).Attempts == 1 }, 30*time.Second, 50*time.Millisecond,
 		"the attempt never reached the upstream")
 
 	cancelled := time.Now()
-	require.NoError(t, s.c.CancelWorkflow(context.Background(), run.GetID(), ""))
+	require.NoError(t, s.Client.CancelWorkflow(context.Background(), run.GetID(), ""))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	err = run.Get(ctx, nil)
@@ -461,12 +416,12 @@ func TestIntegrationCancelCancelsTheHTTPRequest(t *testing.T) {
 	// The client side of the upstream request went away: llmsim records the
 	// attempt as given up by its client (499), well before its 60 s latency.
 	require.Eventually(t, func() bool {
-		return s.sim.Stats().Totals.Responses[llmsim.OutcomeClientGone] == 1
+		return s.Sim.Stats().Totals.Responses[llmsim.OutcomeClientGone] == 1
 	}, 30*time.Second, 50*time.Millisecond, "the HTTP request was not cancelled")
 	require.Less(t, time.Since(cancelled), 30*time.Second)
-	require.Equal(t, 1, s.upstream(run.GetID()).Attempts, "no new attempt after the cancellation")
+	require.Equal(t, 1, s.Upstream(run.GetID()).Attempts, "no new attempt after the cancellation")
 
-	desc, err := s.c.DescribeWorkflowExecution(ctx, run.GetID(), "")
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, run.GetID(), "")
 	require.NoError(t, err)
 	require.Equal(t, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED, desc.GetWorkflowExecutionInfo().GetStatus())
 }
@@ -479,8 +434,8 @@ func TestIntegrationOneCapOverAllLayers(t *testing.T) {
 		cfg.Budget.Floor = 100 // the budget is not under test
 		cfg.Backoff.Base = config.Duration(10 * time.Millisecond)
 	})
-	res := s.call(question("[[sim fault=error_body times=always]] where is my order?"))
+	res := s.Call(question("[[sim fault=error_body times=always]] where is my order?"))
 	require.Contains(t, []workflows.Source{workflows.SourceFAQ, workflows.SourceRule, workflows.SourcePlaceholder}, res.Source, "%v", res.Decisions())
-	require.Equal(t, s.cfg.Call.MaxAttempts, s.upstream(res.RequestID).Attempts, "upstream requests of one call")
+	require.Equal(t, s.Config.Call.MaxAttempts, s.Upstream(res.RequestID).Attempts, "upstream requests of one call")
 	require.Contains(t, res.Attempts[len(res.Attempts)-1].Reason, "attempts cap reached (4/4 upstream requests)")
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -29,7 +30,7 @@ func TestIntegrationKeyPool(t *testing.T) {
 	})
 
 	start := time.Now()
-	res := s.call(question("[[sim fault=rate_limited retry_after=5s model=qwen-72b times=1]] Where is my order?"))
+	res := s.Call(question("[[sim fault=rate_limited retry_after=5s model=qwen-72b times=1]] Where is my order?"))
 	took := time.Since(start)
 	require.Equal(t, []string{"qwen-72b:rate_limited:retry (another key)", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	first, second := res.Attempts[0].Key, res.Attempts[1].Key
@@ -39,17 +40,17 @@ func TestIntegrationKeyPool(t *testing.T) {
 	require.Less(t, took, 5*time.Second, "the call waited out the Retry-After of the key that was limited")
 
 	// The limited key is held for its Retry-After: the next call takes the other.
-	res = s.call(question("Where is my parcel?"))
+	res = s.Call(question("Where is my parcel?"))
 	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, second, res.Attempts[0].Key)
 
 	// An invalid key is parked, not the model: this call switches, the next
 	// one is answered by qwen-72b on its other key.
-	res = s.call(question("[[sim fault=invalid_api_key model=qwen-72b times=1]] Where is my refund?"))
+	res = s.Call(question("[[sim fault=invalid_api_key model=qwen-72b times=1]] Where is my refund?"))
 	require.Equal(t, "qwen-72b:auth:switch_model", workflows.CallResult.Decisions(res)[0])
 	refused := res.Attempts[0].Key
 	for i := range 3 {
-		res = s.call(question("Where is my invoice " + string(rune('A'+i)) + "?"))
+		res = s.Call(question("Where is my invoice " + string(rune('A'+i)) + "?"))
 		require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "the model's breaker opened for one refused key")
 		require.NotEqual(t, refused, res.Attempts[0].Key, "a parked key was used")
 	}
@@ -73,7 +74,7 @@ func TestIntegrationKeyPoolHeadroom(t *testing.T) {
 	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "per-key", Models: models}}, func(c *config.Config) {
 		c.Models[0].APIKeyEnv, c.Models[0].APIKeyEnvs = "", []string{"POOL_KEY_A", "POOL_KEY_B"}
 	})
-	spend(t, s.sim.BaseURL, "sk-pool-a", 4) // another client spends 4 of key A's 8 requests
+	spend(t, s.Sim.BaseURL, "sk-pool-a", 4) // another client spends 4 of key A's 8 requests
 	// One call learns A's headroom (3 of 8 left after it); B, never below
 	// 3 of 8 in six calls, takes the rest.
 	require.Equal(t, map[string]int{"POOL_KEY_A": 1, "POOL_KEY_B": 5}, s.callsByKey(6))
@@ -99,7 +100,7 @@ func (s *stack) callsByKey(n int) map[string]int {
 	s.t.Helper()
 	by := map[string]int{}
 	for i := range n {
-		res := s.call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
+		res := s.Call(question(fmt.Sprintf("Where is my parcel %c?", 'A'+i)))
 		require.Equal(s.t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "call %d met a refusal", i)
 		by[res.Attempts[0].Key]++
 	}
@@ -118,16 +119,14 @@ func TestIntegrationDeployments(t *testing.T) {
 	}
 	models := llmsim.InstantModels()
 	models[0].RateLimit, models[0].Burst, models[0].RateLimitPerKey = 8.0/60, 8, true
-	west, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Name: "west", Models: models}})
-	require.NoError(t, err)
-	t.Cleanup(west.Close)
+	west := rig.Sim(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "west", Models: models}})
 	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "east", Models: models}}, func(c *config.Config) {
 		c.Models[0].Deployments = []config.Deployment{
 			{Name: "east", BaseURL: c.Models[0].BaseURL},
 			{Name: "west", BaseURL: west.BaseURL},
 		}
 	})
-	spend(t, s.sim.BaseURL, "", 4) // another client spends 4 of east's 8 requests
+	spend(t, s.Sim.BaseURL, "", 4) // another client spends 4 of east's 8 requests
 	require.Equal(t, map[string]int{"east": 1, "west": 5}, s.callsByKey(6))
 	require.Equal(t, 5, west.Stats().Totals.Responses["200"], "west's own count of the calls it answered")
 }

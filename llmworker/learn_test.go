@@ -46,14 +46,14 @@ func (s *stack) ask(scenario, q string) workflows.CallResult {
 	s.t.Helper()
 	req := question(q)
 	req.Scenario = scenario
-	return s.call(req)
+	return s.Call(req)
 }
 
 func (s *stack) feedback(id string, o rules.Outcome) workflows.FeedbackResult {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := s.lc.Feedback(ctx, id, string(o))
+	res, err := s.Calls.Feedback(ctx, id, string(o))
 	require.NoError(s.t, err)
 	return res
 }
@@ -62,7 +62,7 @@ func (s *stack) rules(scenario string) workflows.RulesView {
 	s.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	v, err := s.lc.Rules(ctx, scenario)
+	v, err := s.Calls.Rules(ctx, scenario)
 	require.NoError(s.t, err)
 	return v
 }
@@ -153,7 +153,7 @@ func replayLearner(t *testing.T, s *stack, scenario string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var events []*historypb.HistoryEvent
-	it := s.c.GetWorkflowHistory(ctx, workflows.LearnerID(scenario), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := s.Client.GetWorkflowHistory(ctx, workflows.LearnerID(scenario), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		require.NoError(t, err)
@@ -200,11 +200,11 @@ func TestIntegrationFeedbackRefusals(t *testing.T) {
 	defer cancel()
 
 	res := s.ask(scenario, "I want a refund")
-	_, err := s.lc.Feedback(ctx, res.RequestID, "delighted")
+	_, err := s.Calls.Feedback(ctx, res.RequestID, "delighted")
 	require.ErrorIs(t, err, llmclient.ErrInvalidFeedback)
 	require.ErrorContains(t, err, `unknown outcome "delighted": want one of resolved, abandoned, handoff_requested, complaint`)
 
-	_, err = s.lc.Feedback(ctx, "llm-"+uuid.NewString(), "resolved")
+	_, err = s.Calls.Feedback(ctx, "llm-"+uuid.NewString(), "resolved")
 	require.ErrorIs(t, err, llmclient.ErrCallNotFound)
 
 	first := s.feedback(res.RequestID, rules.Resolved)
@@ -218,16 +218,16 @@ func TestIntegrationFeedbackRefusals(t *testing.T) {
 	plain := s.ask("quiet-"+uuid.NewString()[:8], "Where is my order?")
 	fb := s.feedback(plain.RequestID, rules.Resolved)
 	require.Empty(t, fb.Counted)
-	_, err = s.lc.Rules(ctx, plain.RequestID)
+	_, err = s.Calls.Rules(ctx, plain.RequestID)
 	require.Error(t, err, "no learner for a call no rule matched")
 
 	// A call no worker takes is still running.
-	idle := &llmclient.Client{Temporal: s.c, TaskQueue: "nobody-" + uuid.NewString()[:8]}
+	idle := &llmclient.Client{Temporal: s.Client, TaskQueue: "nobody-" + uuid.NewString()[:8]}
 	run, err := idle.Start(ctx, workflows.CallRequest{UserID: "u", Scenario: scenario,
 		Messages: []request.Message{{Role: "user", Content: "refund?"}}})
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = s.c.TerminateWorkflow(context.Background(), run.GetID(), "", "test done") })
-	_, err = s.lc.Feedback(ctx, run.GetID(), "resolved")
+	t.Cleanup(func() { _ = s.Client.TerminateWorkflow(context.Background(), run.GetID(), "", "test done") })
+	_, err = s.Calls.Feedback(ctx, run.GetID(), "resolved")
 	require.ErrorIs(t, err, llmclient.ErrCallRunning)
 	require.ErrorContains(t, err, "send feedback once it has")
 }

@@ -18,7 +18,7 @@ import (
 // call to close) and, among them, the signals.
 func (s *stack) historyOf(ctx context.Context, id string) (events, signals int) {
 	s.t.Helper()
-	iter := s.c.GetWorkflowHistory(ctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := s.Client.GetWorkflowHistory(ctx, id, "", true, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for iter.HasNext() {
 		e, err := iter.Next()
 		require.NoError(s.t, err)
@@ -47,7 +47,7 @@ func TestIntegrationLiveTokensStayOutOfTheHistory(t *testing.T) {
 	s := newStackWith(t, llmsim.Options{Scenario: &llmsim.Scenario{Name: "fast", Models: models}}, func(c *config.Config) {
 		c.Limits.DefaultMaxTokens = 4000
 	})
-	require.NotEmpty(t, s.w.LiveURL(), "the worker serves live text by default")
+	require.NotEmpty(t, s.Worker.LiveURL(), "the worker serves live text by default")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

@@ -1,7 +1,6 @@
 package llmworker_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -18,15 +16,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
 	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -97,23 +94,18 @@ func sum(fams map[string]*dto.MetricFamily, name string, want map[string]string)
 // metrics and ours, with Prometheus names, counting what the calls did.
 func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	srv := shared.Server(t)
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	cfg.Budget.Floor, cfg.Budget.Ratio = 1, 0.01 // one retry, then the budget refuses
-	cfg.Breaker.ConsecutiveFailures = 2          // qwen-72b opens after the second failure
-	require.NoError(t, cfg.Validate())
-
 	m, err := llmworker.StartMetrics("127.0.0.1:0", slog.New(zapslog.NewHandler(zaptest.NewLogger(t).Core())))
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
-	m.Init(cfg)
 	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), MetricsHandler: m.Handler(), Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	tq := "llm-metrics-" + uuid.NewString()[:8]
+	s := rig.New(t, rig.Options{Client: c, QueuePrefix: "llm-metrics-", NoWorker: true, Policy: func(cfg *config.Config) {
+		cfg.Budget.Floor, cfg.Budget.Ratio = 1, 0.01 // one retry, then the budget refuses
+		cfg.Breaker.ConsecutiveFailures = 2          // qwen-72b opens after the second failure
+	}})
+	m.Init(s.Config)
+	tq := s.TaskQueue
 
 	// Before any call: every model's breaker is closed and the whole
 	// budget is left (not an alarming 0).
@@ -127,24 +119,14 @@ func TestIntegrationMetricsAfterRealCalls(t *testing.T) {
 	require.True(t, ok, "llm_retry_budget_remaining is not published before the first call")
 	require.Equal(t, 1.0, v)
 
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, Metrics: m.Activities(), TaskQueue: tq, Worker: worker.Options{}})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
-	call := func(q string) workflows.CallResult {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		res, err := lc.Call(ctx, question(q))
-		require.NoError(t, err)
-		return res
-	}
+	s.StartWorker(func(o *llmworker.Options) { o.Metrics = m.Activities() })
+	call := func(q string) workflows.CallResult { return s.Call(question(q)) }
 
 	ok1 := call("Where is my order?")
 	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(ok1))
 	sc, err := llmsim.ParseScenario([]byte("name: down\nphases:\n  - faults: [{kind: server_error}]\n"), "down")
 	require.NoError(t, err)
-	require.NoError(t, sim.SetScenario(sc)) // every model answers 500 from now on
+	require.NoError(t, s.Sim.SetScenario(sc)) // every model answers 500 from now on
 	failing := call("How do I get a refund for my order?")
 	require.Equal(t, workflows.SourceFAQ, failing.Source)
 	t.Logf("failing call: %v", workflows.CallResult.Decisions(failing))

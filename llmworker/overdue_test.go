@@ -43,7 +43,7 @@ func TestIntegrationALateFirstTokenIsAnswered(t *testing.T) {
 			defer wg.Done()
 			req := question(fmt.Sprintf("[[sim fault=latency latency=2500ms times=always]] Where is order %d?", i))
 			req.DeadlineMS = 15000
-			results[i] = s.call(req)
+			results[i] = s.Call(req)
 		}()
 		time.Sleep(700 * time.Millisecond)
 	}
@@ -51,7 +51,7 @@ func TestIntegrationALateFirstTokenIsAnswered(t *testing.T) {
 	for i, res := range results {
 		require.Equal(t, workflows.SourceModel, res.Source, "call %d: %v", i, res.Decisions())
 		require.Contains(t, res.Content, "["+res.Model+"]", "call %d: a model's answer", i)
-		up := s.upstream(res.RequestID).Attempts
+		up := s.Upstream(res.RequestID).Attempts
 		require.LessOrEqual(t, up, 2, "call %d: upstream requests (%v)", i, res.Decisions())
 		for _, a := range res.Attempts {
 			require.NotEqual(t, string(failure.ReadTimeout), a.Class, "call %d: a request cut for its late first token (%v)", i, res.Decisions())
@@ -74,15 +74,15 @@ func TestIntegrationALostRequestIsHedged(t *testing.T) {
 	s := newStack(t, shortFirstToken(time.Second))
 	done := make(chan workflows.CallResult, 1)
 	start := time.Now()
-	go func() { done <- s.call(question("[[sim fault=hang times=1]] Where is my parcel?")) }()
+	go func() { done <- s.Call(question("[[sim fault=hang times=1]] Where is my parcel?")) }()
 	time.Sleep(300 * time.Millisecond)
-	other := s.call(question("Where is my refund?"))
+	other := s.Call(question("Where is my refund?"))
 	require.Equal(t, workflows.SourceModel, other.Source)
 	res := <-done
 	took := time.Since(start)
 	require.Equal(t, []string{"qwen-72b:ok:cancelled", "qwen-72b:ok:answer"}, res.Decisions(), "reasons: %+v", res.Attempts)
 	require.True(t, res.Attempts[1].Hedge, "the answer is the hedge's")
 	require.Equal(t, workflows.SourceModel, res.Source)
-	require.Equal(t, 2, s.upstream(res.RequestID).Attempts)
+	require.Equal(t, 2, s.Upstream(res.RequestID).Attempts)
 	require.Less(t, took, 10*time.Second, "the call waited for its lost request's timeout")
 }

@@ -46,13 +46,13 @@ func TestIntegrationContextRefinerKeepsADroppedFact(t *testing.T) {
 		c.Classes[failure.ContextLengthExceeded] = cp
 	})
 	req := bench.LongConversation("refiner", 12, 1300, "What was my order number?")
-	res := s.call(req)
+	res := s.Call(req)
 	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+summary+resend", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "%+v", res.Attempts)
 	require.Contains(t, res.Content, "Recalled: ZX-4711.")
 	require.Contains(t, res.Attempts[1].Reason, "context refiner: llama-8b summarized 9 round(s)")
 	require.Equal(t, 1+1+3*2+1, res.Attempts[1].Messages, "system + summary + last 3 rounds + question")
 	require.Less(t, res.Attempts[1].PromptTokens, res.Attempts[0].PromptTokens/3)
-	n, recalled := summaries(s.sim, res.RequestID)
+	n, recalled := summaries(s.Sim, res.RequestID)
 	require.Equal(t, 1, n, "one summary request")
 	require.True(t, recalled, "the retry's request holds the fact of a dropped round")
 
@@ -63,16 +63,16 @@ func TestIntegrationContextRefinerKeepsADroppedFact(t *testing.T) {
 		request.Message{Role: "user", Content: "when will it arrive?"},
 		request.Message{Role: "assistant", Content: "soon."},
 		req.Messages[len(req.Messages)-1])
-	res2 := s.call(next)
+	res2 := s.Call(next)
 	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+summary+resend", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res2), "%+v", res2.Attempts)
 	require.Contains(t, res2.Attempts[1].Reason, "the session's summary by llama-8b replaces 9 round(s)")
-	n, recalled = summaries(s.sim, res2.RequestID)
+	n, recalled = summaries(s.Sim, res2.RequestID)
 	require.Zero(t, n, "no second summary request")
 	require.True(t, recalled)
 	require.Contains(t, res2.Content, "Recalled: ZX-4711.")
 
 	plain := newStack(t, nil)
-	res = plain.call(bench.LongConversation("plain", 12, 1300, "What was my order number?")) // another user: another call
+	res = plain.Call(bench.LongConversation("plain", 12, 1300, "What was my order number?")) // another user: another call
 	require.Equal(t, []string{"qwen-72b:context_length_exceeded:prune+resend", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Contains(t, res.Content, "Not in context: ZX-4711.", "plain pruning drops the fact")
 }
@@ -96,11 +96,11 @@ func TestIntegrationOutputTruncatedContinues(t *testing.T) {
 	limit300 := func(c *config.Config) { c.Limits.DefaultMaxTokens = 300 }
 	s := newStack(t, limit300)
 	req := question("[[sim tokens=600]] " + q)
-	res := s.call(req)
+	res := s.Call(req)
 	require.Equal(t, []string{"qwen-72b:output_truncated:continue", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res), "%+v", res.Attempts)
 	whole := llmsim.AnswerTokens("qwen-72b", q, 600)
 	require.Equal(t, whole, res.Content)
-	gens := s.sim.Generations(res.RequestID)
+	gens := s.Sim.Generations(res.RequestID)
 	require.Len(t, gens, 2)
 	require.True(t, gens[1].Continuation && gens[1].PrefixMatched, "%+v", gens[1])
 	require.Equal(t, 300, gens[1].CompletionTokens, "only the missing part is generated")
@@ -116,11 +116,11 @@ func TestIntegrationOutputTruncatedContinues(t *testing.T) {
 		c.Classes[failure.OutputTruncated] = cp
 	})
 	req.UserID += "-old" // another call, not the recorded one
-	res = old.call(req)
+	res = old.Call(req)
 	require.Equal(t, []string{"qwen-72b:output_truncated:more tokens+retry", "qwen-72b:output_truncated:more tokens+retry", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, whole, res.Content)
 	oldCompletion := 0
-	for _, g := range old.sim.Generations(res.RequestID) {
+	for _, g := range old.Sim.Generations(res.RequestID) {
 		oldCompletion += g.CompletionTokens
 	}
 	require.Less(t, 2*completion, oldCompletion+completion/2, "continue: %d completion tokens, bump_tokens %d", completion, oldCompletion)
@@ -138,14 +138,14 @@ func TestIntegrationExhaustedTruncationAnswersWithModelText(t *testing.T) {
 	const q = "Explain the delivery options in detail."
 	instant := llmsim.Options{Scenario: &llmsim.Scenario{Name: "instant", Models: llmsim.InstantModels()}}
 	s := newStackWith(t, instant, func(c *config.Config) { c.Limits.DefaultMaxTokens = 50 })
-	res := s.call(question("[[sim tokens=5000]] " + q))
+	res := s.Call(question("[[sim tokens=5000]] " + q))
 	decisions := workflows.CallResult.Decisions(res)
 	require.Equal(t, workflows.SourceModel, res.Source, "%v: %s", decisions, res.Reason)
 	require.True(t, res.Degraded, "a cut answer is marked degraded")
 	require.Equal(t, "length", res.FinishReason)
 	require.Empty(t, res.FAQID, "no canned answer")
 	require.Contains(t, res.Reason, "answered with the longest text a model wrote")
-	gens := s.sim.Generations(res.RequestID)
+	gens := s.Sim.Generations(res.RequestID)
 	require.Greater(t, len(gens), 1, "the truncated answer was retried")
 	longest := 0
 	for _, g := range gens {
@@ -166,7 +166,7 @@ func TestIntegrationSystemPromptDroppedIsSaid(t *testing.T) {
 	s := newStack(t, nil)
 	req := question("Where is my order?")
 	req.Model = "llama-8b"
-	res := s.call(req)
+	res := s.Call(req)
 	require.Equal(t, workflows.SourceModel, res.Source, "%+v", res)
 	require.Contains(t, res.Reason, "system prompt dropped: llama-8b takes no system role")
 	require.Contains(t, res.Attempts[0].Reason, "system prompt dropped: llama-8b takes no system role")

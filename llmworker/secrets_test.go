@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -32,9 +31,9 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -96,21 +95,12 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 	t.Setenv("LLM_API_KEY", key)
 	t.Setenv("LLM_API_KEY_STALE", stale)
 
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
+	sim := rig.Sim(t, llmsim.Options{})
 	up, err := url.Parse(sim.URL)
 	require.NoError(t, err)
 	gw := &authGateway{key: key, seen: map[string]int{}}
 	edge := httptest.NewServer(gw.handler(up))
 	t.Cleanup(edge.Close)
-
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(edge.URL+"/v1", "LLM_API_KEY")
-	cfg.Models[1].APIKeyEnv = "LLM_API_KEY_STALE" // qwen-14b: the gateway refuses it
-	cfg.Breaker.ConsecutiveFailures = 1000        // keep breakers out of this test
-	cfg.Breaker.MinCalls, cfg.Breaker.Window = 1000, 1000
-	require.NoError(t, cfg.Validate())
 
 	// The worker's logs, everything from debug up, into a buffer.
 	var logs syncBuf
@@ -118,12 +108,12 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 	c, err := client.Dial(client.Options{HostPort: srv.FrontendHostPort(), Logger: log.NewStructuredLogger(slog.New(zapslog.NewHandler(core)))})
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
-	tq := "llm-secrets-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
+	s := rig.New(t, rig.Options{Client: c, Endpoint: edge.URL + "/v1", QueuePrefix: "llm-secrets-", Policy: func(cfg *config.Config) {
+		cfg.OverrideEndpoint("", "LLM_API_KEY")       // every model's key
+		cfg.Models[1].APIKeyEnv = "LLM_API_KEY_STALE" // qwen-14b: the gateway refuses it
+		cfg.Breaker.ConsecutiveFailures = 1000        // keep breakers out of this test
+		cfg.Breaker.MinCalls, cfg.Breaker.Window = 1000, 1000
+	}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -133,7 +123,7 @@ func TestIntegrationAPIKeysNeverLeak(t *testing.T) {
 		id, err := llmclient.Key(req)
 		require.NoError(t, err)
 		ids = append(ids, id)
-		res, err := lc.Call(ctx, req)
+		res, err := s.Calls.Call(ctx, req)
 		b, _ := json.Marshal(res)
 		results = append(results, string(b))
 		if err != nil {

@@ -36,12 +36,12 @@ func TestIntegrationSpendCapIsTheFleets(t *testing.T) {
 		}
 		c.Spend = config.SpendConfig{Tenants: []config.TenantSpend{{Name: "acme", DailyCap: 0.01}}}
 	})
-	s.w.Stop() // the stack's own worker meters nothing
+	s.Worker.Stop() // the stack's own worker meters nothing
 	worker := func() (*llmworker.Usage, func()) { return s.storeWorker(st, 100*time.Millisecond, true) }
 	ask := func(tenant, q string) (workflows.CallResult, error) {
 		req := question(q)
 		req.Tenant = tenant
-		return s.lc.Call(ctx, req)
+		return s.Calls.Call(ctx, req)
 	}
 
 	_, stopA := worker()
@@ -54,14 +54,14 @@ func TestIntegrationSpendCapIsTheFleets(t *testing.T) {
 	defer stopB()
 	require.Eventually(t, func() bool { return b.Spent("acme", time.Now()) >= 0.01 }, 10*time.Second, 50*time.Millisecond,
 		"worker B never read acme's spend from the store")
-	requests := s.sim.Stats().Totals.Arrivals
+	requests := s.Sim.Stats().Totals.Arrivals
 	_, err = ask("acme", "And my other order?")
 	var app *temporal.ApplicationError
 	require.True(t, errors.As(err, &app), "acme over its cap: %v", err)
 	require.Equal(t, activities.SpendCapError, app.Type())
 	require.Contains(t, app.Error(), `tenant "acme" has spent`)
 	require.Contains(t, app.Error(), "its daily cap is 0.0100")
-	require.Equal(t, requests, s.sim.Stats().Totals.Arrivals, "a call over the cap reached the upstream")
+	require.Equal(t, requests, s.Sim.Stats().Totals.Arrivals, "a call over the cap reached the upstream")
 
 	res, err = ask("globex", "Where is my order?")
 	require.NoError(t, err, "a tenant without a cap was refused")

@@ -49,11 +49,11 @@ func TestIntegrationStopIsBoundedWhateverAttemptsDo(t *testing.T) {
 	s := newStack(t, func(c *config.Config) {
 		c.Spend = config.SpendConfig{Tenants: []config.TenantSpend{{Name: "metered", DailyCap: 1}}}
 	})
-	s.w.Stop() // only the worker below serves the calls
+	s.Worker.Stop() // only the worker below serves the calls
 	busy := &stuck{release: make(chan struct{}), entered: make(chan string, 2)}
 	t.Cleanup(func() { close(busy.release) })
 	const drain = 10 * time.Second
-	w, err := llmworker.New(s.c, llmworker.Options{Config: s.cfg, TaskQueue: s.tq, Transport: busy, Spend: busy,
+	w, err := llmworker.New(s.Client, llmworker.Options{Config: s.Config, TaskQueue: s.TaskQueue, Transport: busy, Spend: busy,
 		Worker: worker.Options{WorkerStopTimeout: drain}})
 	require.NoError(t, err)
 	require.Equal(t, drain, w.StopTimeout())
@@ -62,7 +62,7 @@ func TestIntegrationStopIsBoundedWhateverAttemptsDo(t *testing.T) {
 	for _, tenant := range []string{"metered", "free"} {
 		req := question("Where is my order?")
 		req.Tenant = tenant
-		_, err := s.lc.Start(context.Background(), req)
+		_, err := s.Calls.Start(context.Background(), req)
 		require.NoError(t, err)
 	}
 	for range 2 {

@@ -33,20 +33,20 @@ func TestIntegrationSharedStore(t *testing.T) {
 	s := newStack(t, func(c *config.Config) {
 		c.Store = config.StoreConfig{Kind: config.StorePostgres, DSNEnv: "LLM_STORE_DSN", UsageFlush: config.Duration(time.Hour)}
 	})
-	s.w.Stop() // the stack's own worker does not use the store
+	s.Worker.Stop() // the stack's own worker does not use the store
 	since := time.Now().Add(-time.Minute)
 	worker := func() (*llmworker.Usage, func()) { return s.storeWorker(st, time.Hour, false) }
 
 	_, stop1 := worker()
-	first := s.call(question("How long does shipping to Canada take?"))
+	first := s.Call(question("How long does shipping to Canada take?"))
 	require.Equal(t, workflows.SourceModel, first.Source)
 	stop1() // flushes its usage
 
-	require.NoError(t, s.sim.SetScenario(&llmsim.Scenario{Name: "maintenance", Models: llmsim.InstantModels(), Phases: []llmsim.Phase{{
+	require.NoError(t, s.Sim.SetScenario(&llmsim.Scenario{Name: "maintenance", Models: llmsim.InstantModels(), Phases: []llmsim.Phase{{
 		Name: "maintenance", Faults: []llmsim.FaultSpec{{Kind: llmsim.FaultMaintenance}},
 	}}}))
 	u2, stop2 := worker()
-	res := s.call(question("how long does SHIPPING to canada take"))
+	res := s.Call(question("how long does SHIPPING to canada take"))
 	require.Equal(t, workflows.SourceCache, res.Source, "%+v", res.Attempts)
 	require.Equal(t, first.Content, res.Content)
 	require.Positive(t, res.CacheAgeMS)
@@ -69,22 +69,22 @@ func TestIntegrationSharedStore(t *testing.T) {
 
 // storeWorker starts a worker of s with its own memory on the shared store
 // st, its usage added every flush and, with spend, its spend metered for
-// the policy's caps; s.lc calls through it. The func stops it (flushing
+// the policy's caps; s.Calls calls through it. The func stops it (flushing
 // its usage).
 func (s *stack) storeWorker(st *store.Postgres, flush time.Duration, spend bool) (*llmworker.Usage, func()) {
 	s.t.Helper()
 	u := llmworker.NewUsage(st, flush, slog.Default())
-	o := llmworker.Options{Config: s.cfg, TaskQueue: s.tq, SharedCache: st, Worker: worker.Options{}}
+	o := llmworker.Options{Config: s.Config, TaskQueue: s.TaskQueue, SharedCache: st, Worker: worker.Options{}}
 	if spend {
-		u.PriceWith(func(model, kind string, n int64) float64 { c, _ := s.cfg.TokenCost(model, kind, n); return c })
+		u.PriceWith(func(model, kind string, n int64) float64 { c, _ := s.Config.TokenCost(model, kind, n); return c })
 		o.Spend = u
 	}
-	c, err := client.NewClientFromExisting(s.c, client.Options{MetricsHandler: u.Handler(client.MetricsNopHandler)})
+	c, err := client.NewClientFromExisting(s.Client, client.Options{MetricsHandler: u.Handler(client.MetricsNopHandler)})
 	require.NoError(s.t, err)
 	w, err := llmworker.New(c, o)
 	require.NoError(s.t, err)
 	require.NoError(s.t, w.Start())
-	s.lc = &llmclient.Client{Temporal: c, TaskQueue: s.tq}
+	s.Calls = &llmclient.Client{Temporal: c, TaskQueue: s.TaskQueue}
 	return u, func() { w.Stop(); u.Close(); c.Close() }
 }
 

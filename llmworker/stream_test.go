@@ -28,7 +28,7 @@ type streamed struct {
 func (s *stack) stream(ctx context.Context, req workflows.CallRequest) (workflows.CallResult, streamed, time.Time) {
 	s.t.Helper()
 	var got streamed
-	res, err := s.lc.Stream(ctx, req, func(it llmclient.StreamItem) error {
+	res, err := s.Calls.Stream(ctx, req, func(it llmclient.StreamItem) error {
 		switch {
 		case it.Delta != nil:
 			if got.deltas == 0 {
@@ -67,7 +67,7 @@ func TestIntegrationStreamedCall(t *testing.T) {
 	require.Equal(t, []string{workflows.EventAttemptStarted, workflows.EventDone}, got.events)
 	// Stream returned at the done event, before the call closed; the result
 	// it carried is the one the call then returned.
-	final, err := s.lc.Result(ctx, res.RequestID)
+	final, err := s.Calls.Result(ctx, res.RequestID)
 	require.NoError(t, err)
 	require.Equal(t, final, res)
 }
@@ -85,7 +85,7 @@ func TestIntegrationStreamResumes(t *testing.T) {
 	require.Equal(t, res.Content, got.text, "delivered text equals the content: nothing repeated, nothing lost")
 	require.Equal(t, []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, []string{workflows.EventAttemptStarted, workflows.EventAttemptFailed + ":stream_broken", workflows.EventResumed, workflows.EventDone}, got.events)
-	full := s.sim.Generated(res.RequestID) // what llmsim generated for this conversation
+	full := s.Sim.Generated(res.RequestID) // what llmsim generated for this conversation
 	require.Equal(t, full, res.Content)
 	require.False(t, strings.Contains(res.Content, "  "), "no seam in the continued text")
 }
@@ -111,10 +111,10 @@ func TestIntegrationTypeScriptSubscriber(t *testing.T) {
 	defer cancel()
 	req := question("[[sim tokens=120]] What does the warranty cover?")
 	req.Stream, req.StreamDeltas = true, true // the text on the stream itself
-	run, err := s.lc.Start(ctx, req)
+	run, err := s.Calls.Start(ctx, req)
 	require.NoError(t, err)
 
-	cmd := exec.CommandContext(ctx, node, "stream.mjs", "subscribe", "--address", s.server.FrontendHostPort(),
+	cmd := exec.CommandContext(ctx, node, "stream.mjs", "subscribe", "--address", shared.Server(t).FrontendHostPort(),
 		"--workflow-id", run.GetID(), "--topics", workflows.TopicDelta)
 	cmd.Dir = dir
 	var stderr strings.Builder
@@ -142,7 +142,7 @@ func TestIntegrationTypeScriptSubscriber(t *testing.T) {
 	require.NoError(t, cmd.Wait(), stderr.String())
 	var res workflows.CallResult
 	require.NoError(t, run.Get(ctx, &res))
-	desc, err := s.c.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
+	desc, err := s.Client.DescribeWorkflowExecution(ctx, run.GetID(), run.GetRunID())
 	require.NoError(t, err)
 	closed := desc.WorkflowExecutionInfo.CloseTime.AsTime()
 	require.Equal(t, res.Content, text.String(), "the TypeScript subscriber got the content")
@@ -158,10 +158,10 @@ func TestIntegrationLongGeneration(t *testing.T) {
 	}
 	s := newStack(t, nil)
 	start := time.Now()
-	res := s.call(question("[[sim tokens=800]] Write the full returns policy."))
+	res := s.Call(question("[[sim tokens=800]] Write the full returns policy."))
 	took := time.Since(start)
 	require.Equal(t, []string{"qwen-72b:ok:answer"}, workflows.CallResult.Decisions(res))
 	require.Equal(t, 800, res.Usage.CompletionTokens)
-	require.Equal(t, 1, s.sim.Stats().Conversations[res.RequestID].Attempts, "one upstream request")
+	require.Equal(t, 1, s.Sim.Stats().Conversations[res.RequestID].Attempts, "one upstream request")
 	require.Greater(t, took, 19*time.Second, "llmsim generated at its default 40 tokens/s")
 }

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworkflow"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -64,10 +63,7 @@ type arrival struct {
 func TestIntegrationDeltasOnAgentStream(t *testing.T) {
 	srv := shared.Server(t)
 	c := srv.Client()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	callsQueue, agentQueue := startWorkers(t, c, sim, StreamingAsk, Ask)
+	_, callsQueue, agentQueue := startWorkers(t, c, StreamingAsk, Ask)
 
 	req := workflows.CallRequest{UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
 		Messages: []request.Message{{Role: "system", Content: "You are a support agent."},

@@ -14,10 +14,9 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/llmworkflow"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -41,19 +40,12 @@ func Ask(ctx workflow.Context, in AskInput) (workflows.CallResult, error) {
 	return llmworkflow.Call(ctx, in.Request, llmworkflow.WithTaskQueue(in.CallsQueue))
 }
 
-// startWorkers starts a durable-llm worker against sim and an agent worker
-// with agentWorkflows and llmworkflow's activities, each on a queue of its
-// own, stopped when the test ends.
-func startWorkers(t *testing.T, c client.Client, sim *llmsim.Server, agentWorkflows ...any) (callsQueue, agentQueue string) {
+// startWorkers starts llmsim, a durable-llm worker against it and an
+// agent worker with agentWorkflows and llmworkflow's activities, each
+// worker on a queue of its own, stopped when the test ends.
+func startWorkers(t *testing.T, c client.Client, agentWorkflows ...any) (sim *llmsim.Server, callsQueue, agentQueue string) {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	callsQueue = "llm-test-" + uuid.NewString()[:8]
-	lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: callsQueue})
-	require.NoError(t, err)
-	require.NoError(t, lw.Start())
-	t.Cleanup(lw.Stop)
+	calls := rig.New(t, rig.Options{Client: c})
 
 	agentQueue = "agent-test-" + uuid.NewString()[:8]
 	aw := worker.New(c, agentQueue, worker.Options{})
@@ -63,7 +55,7 @@ func startWorkers(t *testing.T, c client.Client, sim *llmsim.Server, agentWorkfl
 	llmworkflow.Register(aw, c)
 	require.NoError(t, aw.Start())
 	t.Cleanup(aw.Stop)
-	return callsQueue, agentQueue
+	return calls.Sim, calls.TaskQueue, agentQueue
 }
 
 // A parent workflow on a real dev server calls a real durable-llm worker
@@ -73,10 +65,7 @@ func startWorkers(t *testing.T, c client.Client, sim *llmsim.Server, agentWorkfl
 func TestIntegrationCallFromWorkflow(t *testing.T) {
 	srv := shared.Server(t)
 	c := srv.Client()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	callsQueue, agentQueue := startWorkers(t, c, sim, Ask)
+	sim, callsQueue, agentQueue := startWorkers(t, c, Ask)
 
 	req := workflows.CallRequest{UserID: "u-" + uuid.NewString()[:8], SessionID: "s-1", Scenario: "customer_service",
 		Messages: []request.Message{{Role: "system", Content: "You are a support agent."}, {Role: "user", Content: "Where is my order 12?"}}}

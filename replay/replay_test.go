@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
@@ -19,12 +18,10 @@ import (
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
 
-	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/replay"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -191,24 +188,16 @@ func TestMarshalRoundTripsAndWorkflowIDComesFromTheKey(t *testing.T) {
 // deploy.
 func TestQueryReplaysLiveHistories(t *testing.T) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	tq := "replay-test-" + uuid.NewString()[:8]
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Getenv: func(string) string { return "" }})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq}
+	s := rig.New(t, rig.Options{Client: srv.Client(), QueuePrefix: "replay-test-",
+		Worker: func(o *llmworker.Options) { o.Getenv = func(string) string { return "" } }})
+	tq := s.TaskQueue
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ask := func(key, scenario, q string) string {
 		req := workflows.CallRequest{UserID: "u-1", SessionID: "s-1", Scenario: scenario, IdempotencyKey: key,
 			Messages: []request.Message{{Role: "user", Content: q}}}
-		res, err := lc.Call(ctx, req)
+		res, err := s.Calls.Call(ctx, req)
 		require.NoError(t, err)
 		return res.RequestID
 	}

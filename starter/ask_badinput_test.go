@@ -17,8 +17,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -160,16 +159,7 @@ func askStack(t *testing.T) (*testsuite.DevServer, *llmsim.Server) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
 	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
 	t.Setenv(codec.EnvKeys, "")
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return srv, sim
+	return srv, rig.New(t, rig.Options{Client: srv.Client(), TaskQueue: workflows.TaskQueue}).Sim
 }
 
 // requireNoOpenLLMCalls fails unless visibility soon lists no running

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // doctorRun runs `starter doctor args…` and returns its output and error.
@@ -74,9 +75,7 @@ func TestDoctorFindsWhatIsWrong(t *testing.T) {
 		addr := l.Addr().String()
 		require.NoError(t, l.Close())
 		t.Setenv("TEMPORAL_ADDRESS", addr)
-		sim, err := llmsim.NewServer(llmsim.Options{})
-		require.NoError(t, err)
-		t.Cleanup(sim.Close)
+		sim := rig.Sim(t, llmsim.Options{})
 		t.Setenv("LLM_BASE_URL", sim.BaseURL)
 		out, err := doctorRun(t)
 		require.ErrorIs(t, err, errChecksFailed)

@@ -11,11 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/durable-llm/durable-llm/codec"
-	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -37,26 +35,18 @@ func TestStarterFeedbackAndRules(t *testing.T) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
 	t.Setenv("TEMPORAL_ADDRESS", srv.FrontendHostPort())
 	t.Setenv(codec.EnvKeys, "")
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
 	scenario := "shop-" + uuid.NewString()[:8]
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	cfg.Learn.MinFeedback = 3
-	cfg.Rules = append([]config.Rule{
-		{ID: "refund", Scenario: scenario, Keywords: []string{"refund"}, Action: config.RuleSafeMessage, Message: "See the refunds page."},
-		{ID: "fire", Scenario: scenario, Keywords: []string{"fire"}, Action: config.RuleHandoff, Pinned: true, Message: "A person takes over."},
-	}, cfg.Rules...)
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	lc := &llmclient.Client{Temporal: srv.Client()}
+	s := rig.New(t, rig.Options{Client: srv.Client(), TaskQueue: workflows.TaskQueue, Policy: func(cfg *config.Config) {
+		cfg.Learn.MinFeedback = 3
+		cfg.Rules = append([]config.Rule{
+			{ID: "refund", Scenario: scenario, Keywords: []string{"refund"}, Action: config.RuleSafeMessage, Message: "See the refunds page."},
+			{ID: "fire", Scenario: scenario, Keywords: []string{"fire"}, Action: config.RuleHandoff, Pinned: true, Message: "A person takes over."},
+		}, cfg.Rules...)
+	}})
 	call := func(q string) string {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		res, err := lc.Call(ctx, workflows.CallRequest{UserID: "u-" + uuid.NewString()[:8], Scenario: scenario,
+		res, err := s.Calls.Call(ctx, workflows.CallRequest{UserID: "u-" + uuid.NewString()[:8], Scenario: scenario,
 			Messages: []request.Message{{Role: "user", Content: q}}})
 		require.NoError(t, err)
 		return res.RequestID

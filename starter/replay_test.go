@@ -18,12 +18,10 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 
 	"github.com/durable-llm/durable-llm/codec"
-	"github.com/durable-llm/durable-llm/llmclient"
-	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/replay"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -106,20 +104,11 @@ func TestReplayEncryptedHistoryNeedsItsKeys(t *testing.T) {
 // standard Temporal environment.
 func TestReplayQueryOnALiveServer(t *testing.T) {
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{})
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
 	tq := "starter-replay-test"
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Getenv: func(string) string { return "" }})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
+	s := rig.New(t, rig.Options{Client: srv.Client(), TaskQueue: tq, Worker: func(o *llmworker.Options) { o.Getenv = func(string) string { return "" } }})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lc := &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq}
-	res, err := lc.Call(ctx, workflows.CallRequest{UserID: "u-1", SessionID: "s-1", Scenario: "customer_service",
+	res, err := s.Calls.Call(ctx, workflows.CallRequest{UserID: "u-1", SessionID: "s-1", Scenario: "customer_service",
 		Messages: []request.Message{{Role: "user", Content: "[[sim fault=server_error times=1]] Where is my order?"}}})
 	require.NoError(t, err)
 	query := `WorkflowType="LLMCall" AND ExecutionStatus="Completed" AND TaskQueue="` + tq + `"`

@@ -1,6 +1,7 @@
 // Package testkit holds, in its subpackages, the rigs that integration
 // tests, benchmarks and `make cluster` run against: dev servers with the
-// LLM search attributes (testenv), throwaway PostgreSQL servers
+// LLM search attributes (testenv), the stack one test runs against
+// (rig: llmsim, a worker, the front door), throwaway PostgreSQL servers
 // (pgserver), the one-machine production cluster (cluster), the
 // golden-history recorder (histories), and the tests against real parts
 // (uicheck: the Web UI in Chromium; deploytest: worker versioning;

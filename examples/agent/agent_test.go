@@ -21,9 +21,8 @@ import (
 
 	"github.com/durable-llm/durable-llm/examples/agent"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/replay"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 )
 
@@ -49,18 +48,8 @@ var orders = map[string]agent.Order{"12": {Status: "shipped", Carrier: "DHL", Tr
 // test ends.
 func startCallsWorker(t *testing.T, c client.Client) (*llmsim.Server, string) {
 	t.Helper()
-	sim, err := llmsim.NewServer(llmsim.Options{})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	require.NoError(t, cfg.Validate())
-	callsQueue := "llm-test-" + uuid.NewString()[:8]
-	lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: callsQueue})
-	require.NoError(t, err)
-	require.NoError(t, lw.Start())
-	t.Cleanup(lw.Stop)
-	return sim, callsQueue
+	s := rig.New(t, rig.Options{Client: c})
+	return s.Sim, s.TaskQueue
 }
 
 // A tool-using conversation runs to its final answer on a real dev server,

@@ -29,6 +29,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -62,7 +63,7 @@ func TestFaultWorkerProcess(t *testing.T) {
 	c, err := client.Dial(client.Options{HostPort: os.Getenv(envAddress), Namespace: os.Getenv(envNamespace),
 		Logger: log.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(t, err)
-	defer c.Close()
+	t.Cleanup(c.Close)
 	queue := os.Getenv(envQueue)
 	switch role {
 	case "agent":
@@ -71,25 +72,21 @@ func TestFaultWorkerProcess(t *testing.T) {
 		require.NoError(t, w.Start())
 		defer w.Stop()
 	case "llm":
-		cfg := config.DefaultConfig()
-		cfg.OverrideEndpoint(os.Getenv(envSimURL), "")
-		// These tests judge what a fault costs in requests and answers,
-		// not deadlines: a loaded machine can take tens of seconds to
-		// bring its workers back after the dev server returns, and a call
-		// whose default 30 s deadline ran out meanwhile would answer from
-		// the FAQ, hiding what the test looks for.
-		cfg.Call.Deadline = config.Duration(2 * time.Minute)
-		cfg.Call.MaxDeadline = max(cfg.Call.MaxDeadline, cfg.Call.Deadline)
-		if hb := os.Getenv(envHeartbeat); hb != "" {
-			d, err := time.ParseDuration(hb)
-			require.NoError(t, err)
-			cfg.Call.HeartbeatTimeout = config.Duration(d)
-		}
-		require.NoError(t, cfg.Validate())
-		lw, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: queue, Logger: slog.New(slog.DiscardHandler)})
-		require.NoError(t, err)
-		require.NoError(t, lw.Start())
-		defer lw.Stop()
+		rig.New(t, rig.Options{Client: c, Endpoint: os.Getenv(envSimURL), TaskQueue: queue, Policy: func(cfg *config.Config) {
+			// These tests judge what a fault costs in requests and
+			// answers, not deadlines: a loaded machine can take tens of
+			// seconds to bring its workers back after the dev server
+			// returns, and a call whose default 30 s deadline ran out
+			// meanwhile would answer from the FAQ, hiding what the test
+			// looks for.
+			cfg.Call.Deadline = config.Duration(2 * time.Minute)
+			cfg.Call.MaxDeadline = max(cfg.Call.MaxDeadline, cfg.Call.Deadline)
+			if hb := os.Getenv(envHeartbeat); hb != "" {
+				d, err := time.ParseDuration(hb)
+				require.NoError(t, err)
+				cfg.Call.HeartbeatTimeout = config.Duration(d)
+			}
+		}, Worker: func(o *llmworker.Options) { o.Logger = slog.New(slog.DiscardHandler) }})
 	default:
 		t.Fatalf("unknown role %q", role)
 	}
@@ -447,9 +444,7 @@ func TestIntegrationAgentWorkerKilledMidCall(t *testing.T) {
 		for _, victim := range []string{"agent", "durable-llm"} {
 			t.Run(path.name+"/"+victim+" worker killed", func(t *testing.T) {
 				t.Parallel()
-				sim, err := llmsim.NewServer(llmsim.Options{})
-				require.NoError(t, err)
-				t.Cleanup(sim.Close)
+				sim := rig.Sim(t, llmsim.Options{})
 				cv := newConversation(t, srv.FrontendHostPort(), path, sim, "2s")
 				cv.start()
 				cv.waitFirstTurnOpen()
@@ -516,9 +511,7 @@ func TestIntegrationAgentDevServerKilledMidCall(t *testing.T) {
 			&outageCase{name: path.name + "/within the heartbeat timeout", first: notResent},
 			&outageCase{name: path.name + "/past the heartbeat timeout", heartbeat: "3s", first: mayResendAfterOutage})
 		for _, oc := range cases[len(cases)-2:] {
-			sim, err := llmsim.NewServer(llmsim.Options{})
-			require.NoError(t, err)
-			t.Cleanup(sim.Close)
+			sim := rig.Sim(t, llmsim.Options{})
 			oc.conv = newConversation(t, hostPort, path, sim, oc.heartbeat)
 		}
 	}

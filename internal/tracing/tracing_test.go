@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,12 +19,10 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/internal/tracing"
-	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/llmworker"
-	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 )
 
@@ -60,20 +57,10 @@ func TestTraceLinksTheFrontDoorToTheUpstreamRequest(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(c.Close)
 
-	sim, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Name: "trace", Models: llmsim.InstantModels()}})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	tq := "llm-trace-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq, Tracing: true})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	tenants, err := frontdoor.ParseTokens("tok-acme-5e8a1c3f7b9d2e4a6c8f0b1d3e5a7c9f=acme")
-	require.NoError(t, err)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c, TaskQueue: tq}, Tenants: tenants, Config: cfg})
-	require.NoError(t, err)
+	s := rig.New(t, rig.Options{Client: c, QueuePrefix: "llm-trace-",
+		Sim:    llmsim.Options{Scenario: &llmsim.Scenario{Name: "trace", Models: llmsim.InstantModels()}},
+		Worker: func(o *llmworker.Options) { o.Tracing = true }})
+	h := s.FrontDoor("tok-acme-5e8a1c3f7b9d2e4a6c8f0b1d3e5a7c9f=acme", nil)
 	ts := httptest.NewServer(tracing.Handler(h))
 	t.Cleanup(ts.Close)
 

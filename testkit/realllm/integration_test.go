@@ -16,14 +16,13 @@ import (
 	openai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/client"
 
 	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/testkit/realllm"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -42,9 +41,8 @@ func TestMain(m *testing.M) {
 // behind its counting proxy, a dev server, a worker configured by the
 // one-line quick start and the front door.
 type stack struct {
+	*rig.Stack
 	llm  *realllm.Server
-	cfg  *config.Config
-	c    client.Client
 	door *httptest.Server
 	oc   openai.Client
 }
@@ -52,7 +50,6 @@ type stack struct {
 func newStack(t *testing.T) *stack {
 	t.Helper()
 	llm := realllm.Start(t, realllm.Options{NumParallel: 1})
-	c := shared.Server(t).Client()
 
 	// The quick start: LLM_BASE_URL and LLM_MODELS, with the model names
 	// as a user types them (Ollama lists tiny:latest), checked as the
@@ -65,26 +62,16 @@ func newStack(t *testing.T) *stack {
 	require.NoError(t, err, "the start-up model check refuses LLM_MODELS=tiny,tiny-eos")
 	require.Empty(t, warnings)
 	require.Equal(t, []string{"tiny-eos:latest", "tiny:latest"}, ends[0].Offered)
-
-	tq := "realllm-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	tenants, err := frontdoor.ParseTokens(token + "=acme")
-	require.NoError(t, err)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c, TaskQueue: tq}, Tenants: tenants, Config: cfg})
-	require.NoError(t, err)
-	door := httptest.NewServer(h)
-	t.Cleanup(door.Close)
-	oc := openai.NewClient(option.WithBaseURL(door.URL+"/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0))
-	return &stack{llm: llm, cfg: cfg, c: c, door: door, oc: oc}
+	return serve(t, llm, cfg, "realllm-")
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
+// serve runs a worker of cfg, on a task queue named from queuePrefix, and
+// the front door before it.
+func serve(t *testing.T, llm *realllm.Server, cfg *config.Config, queuePrefix string) *stack {
+	t.Helper()
+	s := rig.New(t, rig.Options{Shared: &shared, Config: cfg, QueuePrefix: queuePrefix})
+	_, door := s.Door(token+"=acme", nil)
+	return &stack{Stack: s, llm: llm, door: door, oc: rig.OpenAI(door.URL, token)}
 }
 
 // ask is a one-question request to model (with maxTokens when positive),
@@ -103,16 +90,6 @@ func ask(model string, maxTokens int64) openai.ChatCompletionNewParams {
 		p.MaxTokens = openai.Int(maxTokens)
 	}
 	return p
-}
-
-func resilience(t *testing.T, raw string) frontdoor.Resilience {
-	t.Helper()
-	var body struct {
-		R *frontdoor.Resilience `json:"x_resilience"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(raw), &body))
-	require.NotNil(t, body.R, "no x_resilience in %s", raw)
-	return *body.R
 }
 
 // describe is what the test log shows of a call: its attempts and the
@@ -142,9 +119,9 @@ func TestRealLLM(t *testing.T) {
 	s := newStack(t)
 
 	t.Run("plain", func(t *testing.T) {
-		resp, err := s.oc.Chat.Completions.New(ctxT(t), ask("tiny-eos", 1000))
+		resp, err := s.oc.Chat.Completions.New(rig.Context(t, 3*time.Minute), ask("tiny-eos", 1000))
 		require.NoError(t, err)
-		r := resilience(t, resp.RawJSON())
+		r := rig.Resilience(t, resp.RawJSON())
 		t.Log(s.describe(r))
 		require.Equal(t, "model", r.Source, s.describe(r))
 		require.False(t, r.Degraded, s.describe(r))
@@ -158,7 +135,7 @@ func TestRealLLM(t *testing.T) {
 
 	t.Run("streamed", func(t *testing.T) {
 		// tiny writes up to the caller's 1,000 tokens, as they come.
-		ctx := ctxT(t)
+		ctx := rig.Context(t, 3*time.Minute)
 		var hr *http.Response
 		stream := s.oc.Chat.Completions.NewStreaming(ctx, ask("tiny", 1000), option.WithResponseInto(&hr))
 		var acc openai.ChatCompletionAccumulator
@@ -182,8 +159,8 @@ func TestRealLLM(t *testing.T) {
 		id := hr.Header.Get("X-Workflow-Id")
 		require.NotEmpty(t, id)
 		var res workflows.CallResult
-		require.NoError(t, s.c.GetWorkflow(ctx, id, "").Get(ctx, &res))
-		r := resilience(t, last.RawJSON())
+		require.NoError(t, s.Client.GetWorkflow(ctx, id, "").Get(ctx, &res))
+		r := rig.Resilience(t, last.RawJSON())
 		t.Logf("%d deltas, %d bytes; %s", deltas, text.Len(), s.describe(r))
 		require.Equal(t, "model", r.Source, s.describe(r))
 		require.Equal(t, workflows.Source("model"), res.Source)
@@ -202,7 +179,7 @@ func TestRealLLM(t *testing.T) {
 		// slot), the others wait for it. tiny stops at the caller's 1,000
 		// tokens: each takes a while.
 		const n = 4
-		ctx := ctxT(t)
+		ctx := rig.Context(t, 3*time.Minute)
 		var wg sync.WaitGroup
 		results := make([]*openai.ChatCompletion, n)
 		errs := make([]error, n)
@@ -217,7 +194,7 @@ func TestRealLLM(t *testing.T) {
 		var ups []realllm.Request
 		for i := range n {
 			require.NoError(t, errs[i], "call %d", i)
-			r := resilience(t, results[i].RawJSON())
+			r := rig.Resilience(t, results[i].RawJSON())
 			t.Logf("call %d: %s", i, s.describe(r))
 			// A call that waits in the queue past the first-token timeout
 			// may be answered by the other model.
@@ -234,9 +211,9 @@ func TestRealLLM(t *testing.T) {
 		// tiny never ends by itself: it stops at the caller's 16 tokens.
 		// That is the caller's answer, as OpenAI gives it: one request,
 		// finish_reason length, never retried with a larger limit.
-		resp, err := s.oc.Chat.Completions.New(ctxT(t), ask("tiny", 16))
+		resp, err := s.oc.Chat.Completions.New(rig.Context(t, 3*time.Minute), ask("tiny", 16))
 		require.NoError(t, err)
-		r := resilience(t, resp.RawJSON())
+		r := rig.Resilience(t, resp.RawJSON())
 		t.Log(s.describe(r))
 		ups := s.llm.Completions(r.WorkflowID)
 		require.Len(t, ups, 1, "one upstream request: %s", s.describe(r))
@@ -254,9 +231,9 @@ func TestRealLLM(t *testing.T) {
 		// the Modelfile) would cut a good share of tiny-eos's answers.
 		// The policy's default limit goes with the first request instead,
 		// and the model ends its answer by itself.
-		resp, err := s.oc.Chat.Completions.New(ctxT(t), ask("tiny-eos", 0))
+		resp, err := s.oc.Chat.Completions.New(rig.Context(t, 3*time.Minute), ask("tiny-eos", 0))
 		require.NoError(t, err)
-		r := resilience(t, resp.RawJSON())
+		r := rig.Resilience(t, resp.RawJSON())
 		t.Logf("%d completion tokens; %s", resp.Usage.CompletionTokens, s.describe(r))
 		require.Equal(t, "model", r.Source, s.describe(r))
 		require.NotEmpty(t, resp.Choices[0].Message.Content)
@@ -264,7 +241,7 @@ func TestRealLLM(t *testing.T) {
 		ups := s.llm.Completions(r.WorkflowID)
 		require.NotEmpty(t, ups)
 		require.NotNil(t, ups[0].MaxTokens, "the first request went without a limit: the server's own applies")
-		require.Equal(t, s.cfg.Limits.DefaultMaxTokens, *ups[0].MaxTokens, "the policy's default limit")
+		require.Equal(t, s.Config.Limits.DefaultMaxTokens, *ups[0].MaxTokens, "the policy's default limit")
 	})
 }
 
@@ -278,16 +255,10 @@ func TestRealLLM(t *testing.T) {
 // none by the fallback.
 func TestRealLLMBusyServerAnswersEveryCall(t *testing.T) {
 	llm := realllm.Start(t, realllm.Options{NumParallel: 1, MaxQueue: 1})
-	c := shared.Server(t).Client()
 	env := map[string]string{config.EnvBaseURL: llm.BaseURL, config.EnvModels: "tiny"}
 	cfg := config.DefaultConfig()
 	require.NoError(t, cfg.ApplyEnv(func(k string) string { return env[k] }))
-	tq := "realllm-busy-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	lc := &llmclient.Client{Temporal: c, TaskQueue: tq}
+	lc := rig.New(t, rig.Options{Shared: &shared, Config: cfg, QueuePrefix: "realllm-busy-"}).Calls
 
 	// Unloaded, the model's requests wait in the scheduler's queue, which
 	// OLLAMA_MAX_QUEUE bounds (a loaded model's wait on its slot instead).
@@ -328,7 +299,7 @@ func TestRealLLMBusyServerAnswersEveryCall(t *testing.T) {
 				UserID: "u-busy-" + uuid.NewString()[:8], SessionID: "s-1", MaxTokens: 200, DeadlineMS: 30000,
 				Messages: []request.Message{{Role: "user", Content: fmt.Sprintf("Where is my order %d?", i)}},
 			}
-			results[i], errs[i] = lc.Call(ctxT(t), req)
+			results[i], errs[i] = lc.Call(rig.Context(t, 3*time.Minute), req)
 		}()
 	}
 	wg.Wait()

@@ -3,7 +3,6 @@ package realllm_test
 import (
 	"context"
 	"math/rand"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,14 +11,12 @@ import (
 
 	"github.com/google/uuid"
 	openai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/stretchr/testify/require"
 
-	"github.com/durable-llm/durable-llm/frontdoor"
-	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/testkit/realllm"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 )
 
 // TestRealLLMContextWindow: pointed at Ollama with LLM_MODELS only, the
@@ -47,20 +44,7 @@ func TestRealLLMContextWindow(t *testing.T) {
 	llmworker.ApplyWindows(cfg, ws)
 	require.Equal(t, window, cfg.Models[0].ContextWindow)
 
-	c := shared.Server(t).Client()
-	tq := "realllm-window-" + uuid.NewString()[:8]
-	w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: tq})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	tenants, err := frontdoor.ParseTokens(token + "=acme")
-	require.NoError(t, err)
-	h, err := frontdoor.New(frontdoor.Options{Client: &llmclient.Client{Temporal: c, TaskQueue: tq}, Tenants: tenants, Config: cfg})
-	require.NoError(t, err)
-	door := httptest.NewServer(h)
-	t.Cleanup(door.Close)
-	oc := openai.NewClient(option.WithBaseURL(door.URL+"/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0))
-	s := &stack{llm: llm, cfg: cfg, c: c, door: door, oc: oc}
+	s := serve(t, llm, cfg, "realllm-window-")
 
 	// Eight rounds of text the model's tokenizer spends a token per byte
 	// on (it has no merges), and the worker's count no fewer than about
@@ -81,11 +65,11 @@ func TestRealLLMContextWindow(t *testing.T) {
 	msgs = append(msgs, openai.UserMessage("Where is my order "+uuid.NewString()[:8]+"?"))
 	// The answer's room (max_tokens) leaves a margin for the tokenizers'
 	// difference within the window.
-	resp, err := s.oc.Chat.Completions.New(ctxT(t), openai.ChatCompletionNewParams{
+	resp, err := s.oc.Chat.Completions.New(rig.Context(t, 3*time.Minute), openai.ChatCompletionNewParams{
 		Model: "tiny", Messages: msgs, MaxTokens: openai.Int(400), User: openai.String("u-window"),
 	})
 	require.NoError(t, err)
-	r := resilience(t, resp.RawJSON())
+	r := rig.Resilience(t, resp.RawJSON())
 	t.Logf("usage: %d prompt tokens; %s", resp.Usage.PromptTokens, s.describe(r))
 	require.Equal(t, "model", r.Source, s.describe(r))
 	last := r.Attempts[len(r.Attempts)-1]

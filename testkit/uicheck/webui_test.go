@@ -15,15 +15,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmsim"
-	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/testkit/uicheck"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -260,20 +259,12 @@ func uiStack(t *testing.T, sc *llmsim.Scenario) (string, *llmclient.Client, *con
 	srv := testenv.Server(t, workflows.SearchAttributes, testenv.ServerOptions{UIPort: uiPort})
 	uiBase := "http://127.0.0.1:" + uiPort
 	testenv.WaitServes(t, uiBase+"/")
-	sim, err := llmsim.NewServer(llmsim.Options{Scenario: sc})
-	require.NoError(t, err)
-	t.Cleanup(sim.Close)
-	cfg := config.DefaultConfig()
-	cfg.OverrideEndpoint(sim.BaseURL, "")
-	qf := cfg.ClassPolicy(failure.QueueFull)
-	qf.Max = 1 // one hold, so that the call's story has a fixed length
-	cfg.Classes[failure.QueueFull] = qf
-	tq := "llm-ui-" + uuid.NewString()[:8]
-	w, err := llmworker.New(srv.Client(), llmworker.Options{Config: cfg, TaskQueue: tq, Worker: worker.Options{}})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
-	t.Cleanup(w.Stop)
-	return chromium, &llmclient.Client{Temporal: srv.Client(), TaskQueue: tq, UIBase: uiBase}, cfg
+	s := rig.New(t, rig.Options{Client: srv.Client(), Sim: llmsim.Options{Scenario: sc}, QueuePrefix: "llm-ui-", Policy: func(cfg *config.Config) {
+		qf := cfg.ClassPolicy(failure.QueueFull)
+		qf.Max = 1 // one hold, so that the call's story has a fixed length
+		cfg.Classes[failure.QueueFull] = qf
+	}})
+	return chromium, &llmclient.Client{Temporal: srv.Client(), TaskQueue: s.TaskQueue, UIBase: uiBase}, s.Config
 }
 
 // reviewsScreenshotFile is docs/rules.md' picture of the queue.

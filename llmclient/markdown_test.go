@@ -1,4 +1,4 @@
-package markdown_test
+package llmclient_test
 
 import (
 	"context"
