@@ -69,33 +69,17 @@ func doorServer(addr string, h http.Handler, o connOptions) (*http.Server, net.L
 }
 
 // connGuard is a listener that keeps the front door's connections for the
-// clients that send requests:
+// clients that send requests (docs/security.md "Behind a proxy"):
 //
-//   - it accepts at most MaxConns connections at once (beyond, a client
-//     waits in the kernel's queue until one closes), so no number of
-//     clients can take more of the process's file descriptors and memory;
-//   - at most PerClient of them from one client address without a
-//     tenant's request in flight: a new one beyond takes the place of
-//     that address's longest idle connection, and a request without a
-//     valid token beyond is answered 429 too_many_connections and its
-//     connection closed. The cap is against idle and unauthenticated
-//     floods: a connection serving a tenant's request does not count, so
-//     one busy backend, or a reverse proxy that is every client's address,
-//     is governed by its tenants' limits (docs/deploying.md "Behind a
-//     proxy");
-//   - under pressure, when the open connections reach 90 % of MaxConns, a
-//     connection idle for PressureIdle is closed: between requests
-//     (keep-alive) or before its first byte. Idle connections cost a
-//     client nothing and would otherwise hold their place for the
-//     server's IdleTimeout (2 minutes), so clients that only hold
-//     connections open could keep every other client waiting.
+//   - at most MaxConns open at once; beyond, a client waits in the kernel's
+//     queue, so no number of clients can take more descriptors and memory;
+//   - at most PerClient per address without a tenant's request in flight:
+//     a new one replaces that address's longest idle connection, and a
+//     request without a valid token beyond is answered 429;
+//   - at 90 % of MaxConns, a connection idle for PressureIdle is closed.
 //
-// A connection is idle from its accept until its first request's first
-// byte and after each answer (its http.ConnState, which the server reports
-// to track); one being read or answered is never closed. A new one that
-// has not sent its first byte is given newGrace before it may be closed
-// for another of its address: a client that opens many connections at
-// once sends its requests on them at once.
+// Idle is from accept to a request's first byte and after each answer
+// (http.ConnState); a new connection has newGrace to send its first byte.
 type connGuard struct {
 	net.Listener
 	o          connOptions
@@ -116,9 +100,9 @@ type connGuard struct {
 // guardedConn is a connection of a connGuard; closing it frees its place.
 type guardedConn struct {
 	net.Conn
-	g    *connGuard
-	host string
-	once sync.Once
+	g        *connGuard
+	host     string
+	freeOnce sync.Once // its place is freed once, however often it is closed
 	// The rest is guarded by g.mu: whether it is idle and since when,
 	// whether it is new (no request yet), and whether the request it
 	// serves carries a tenant's token.
@@ -396,7 +380,7 @@ func (g *connGuard) sweepIdle() {
 // Close closes the connection and frees its place.
 func (c *guardedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() {
+	c.freeOnce.Do(func() {
 		c.g.mu.Lock()
 		c.g.forget(c)
 		c.g.mu.Unlock()
