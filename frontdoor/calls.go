@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -21,24 +20,25 @@ import (
 // one a tenant started through the front door.
 var errNoCall = errors.New("no such call")
 
-// callRoute serves /v1/calls/{id}: GET reads a call, DELETE cancels it.
-func (h *Handler) callRoute() http.HandlerFunc {
-	get, del := h.authed(http.MethodGet, h.getCall), h.authed(http.MethodDelete, h.cancelCall)
-	return func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodDelete {
-			del(w, r)
-			return
-		}
-		get(w, r)
-	}
+// CallStatus is the body of a 202 answer: the call was accepted (POST with
+// Prefer: respond-async) or is still running (GET /v1/calls/{id}). Poll URL
+// until it answers 200 with the chat.completion.
+type CallStatus struct {
+	// ID is the workflow ID of the call.
+	ID string `json:"id"`
+	// Object is "chat.completion.call".
+	Object string `json:"object"`
+	// Status is "running" (or "canceling", the answer to DELETE).
+	Status string `json:"status"`
+	// URL to GET for the result, relative to the front door's root.
+	URL string `json:"url"`
+	// Resilience is the state of the call so far (its attempts and
+	// failure classes, from its search attributes), when known.
+	Resilience *Resilience `json:"x_resilience,omitempty"`
 }
 
-// callNotFound is the 404 of an unknown call, and of another tenant's:
-// the two are answered alike, so a tenant cannot tell them apart.
-func callNotFound(id string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: typeNotFound, param: "id", code: "call_not_found",
-		message: fmt.Sprintf("No call with ID %q.", id)}
-}
+// callURL is the path that returns a call's result.
+func callURL(id string) string { return "/v1/calls/" + id }
 
 // ownCall describes the call id of tenant with one Describe: its owner
 // (from the memo the front door's client writes at the start, else the
@@ -155,19 +155,15 @@ func (h *Handler) getCall(w http.ResponseWriter, r *http.Request, tenant string)
 // unknown call or another tenant's, alike.
 func (h *Handler) cancelCall(w http.ResponseWriter, r *http.Request, tenant string) {
 	h.withOwnCall(w, r, tenant, func(ctx context.Context, id string, desc *client.WorkflowExecutionDescription) {
-		ended := func(status string) *apiError {
-			return &apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_not_running",
-				message: fmt.Sprintf("The call %s already ended (%s): there is nothing to cancel.", id, status)}
-		}
 		if desc.Status != enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-			ended(llmclient.StatusWord(desc.Status)).write(w)
+			callNotRunning(id, llmclient.StatusWord(desc.Status)).write(w)
 			return
 		}
 		err := h.o.Client.Temporal.CancelWorkflow(ctx, id, desc.WorkflowExecution.RunID)
 		var nf *serviceerror.NotFound
 		switch {
 		case errors.As(err, &nf):
-			ended("it ended while being canceled").write(w) // the run closed in between
+			callNotRunning(id, "it ended while being canceled").write(w) // the run closed in between
 			return
 		case err != nil:
 			h.lookupFailed(err).write(w)
@@ -176,60 +172,4 @@ func (h *Handler) cancelCall(w http.ResponseWriter, r *http.Request, tenant stri
 		w.Header().Set("Location", callURL(id))
 		writeJSON(w, http.StatusAccepted, CallStatus{ID: id, Object: "chat.completion.call", Status: StatusCanceling, URL: callURL(id)})
 	})
-}
-
-func (h *Handler) lookupFailed(err error) *apiError {
-	if unreachable(err) {
-		return h.unavailable(err)
-	}
-	h.o.Logger.Error("cannot read a call", "error", err)
-	return &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "lookup_failed",
-		message: "Cannot read the call; the front door's log says why."}
-}
-
-// waitLimit is how long a request waits for req's call: its execution
-// timeout (deadline plus llmclient's margin) and WaitMargin, so that the
-// call's own timeout answers first and this limit is the backstop for a
-// call that has none (started by an older client).
-func (h *Handler) waitLimit(req workflows.CallRequest) time.Duration {
-	c := *h.o.Client
-	if c.Deadline <= 0 {
-		c.Deadline = h.o.Config.Call.Deadline.D()
-	}
-	return c.ExecutionTimeout(req) + h.o.WaitMargin
-}
-
-// stillRunning is the answer to a request whose wait for call id ended
-// (after limit) while the call goes on: the same request attaches to it.
-func stillRunning(id string, limit time.Duration) *apiError {
-	rs := Resilience{WorkflowID: id, Status: StatusRunning, Attempts: []workflows.Attempt{}, Classes: []string{}}
-	return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_still_running", resilience: &rs,
-		message: fmt.Sprintf("The call %s did not answer within %s (its deadline plus a margin; is a worker running?). "+
-			"It goes on: send the same request (same %s header, if you set one) to attach to it, or GET %s.",
-			id, limit.Round(time.Millisecond), HeaderIdempotencyKey, callURL(id))}
-}
-
-// waitFailed maps the error of waiting for call id under wctx (which
-// ended after limit when the wait was too long).
-func (h *Handler) waitFailed(wctx context.Context, id string, limit time.Duration, err error) *apiError {
-	if llmclient.WaitEnded(wctx, err) {
-		return stillRunning(id, limit)
-	}
-	return h.callFailed(id, err)
-}
-
-// keyReused is the 422 of an Idempotency-Key sent again with another
-// request, as payment APIs answer it.
-func keyReused(kr *llmclient.KeyReusedError) *apiError {
-	return &apiError{status: http.StatusUnprocessableEntity, typ: typeInvalidRequest, param: HeaderIdempotencyKey, code: "idempotency_key_reused",
-		message: fmt.Sprintf("The %s %q was already used for a different request (call %s). A key names one request: "+
-			"send a new key for a new request, or the same request to get its answer.", HeaderIdempotencyKey, kr.Key, kr.WorkflowID)}
-}
-
-// timedOut is the answer for a call whose workflow timed out: no worker
-// took it, or none finished it, within its deadline plus a margin.
-func timedOut(id string) *apiError {
-	return &apiError{status: http.StatusGatewayTimeout, typ: typeServer, code: "call_timed_out",
-		message: fmt.Sprintf("The call %s timed out: it did not finish within its deadline plus a margin (is a worker running?). "+
-			"Send the same request (same %s header, if you set one) to run it again.", id, HeaderIdempotencyKey)}
 }

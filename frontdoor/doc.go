@@ -101,4 +101,37 @@
 // that do not change the answer (IgnoredFields, and the fields they keep
 // in a message they return: see decodeMessage) and the passthrough
 // fields of the policy's models.
+//
+// # Responses API streams
+//
+// The sequence numbers of a response's stream events run 0, 1, 2, … without
+// a gap, as OpenAI numbers them (clients that check for gaps, or count
+// events by them, take a jump for lost events). They are a function of
+// the answer, not of the connection, so that every connection that
+// streams one response numbers its events alike and a client resumes
+// (starting_after, Last-Event-ID) exactly where it stopped:
+//
+//	0, 1             response.created, response.in_progress
+//	2, 3             output_item.added, content_part.added of the message
+//	3 + k            the output_text.delta of the text's k-th piece
+//	4 + pieces …     output_text.done, content_part.done, output_item.done,
+//	                 then 4 per function call, then response.completed
+//
+// A connection is handed the text in pieces of its own (the stream's
+// deltas while the call runs, one piece from the result after it ended,
+// from a worker that resent an attempt), so the text is cut again into
+// pieces that depend on it alone (nextPiece): a word with the spaces after
+// it, or at most maxPiece bytes of text without spaces. A piece goes out
+// once the byte after it has arrived, so a delta waits for at most the
+// next word.
+//
+// # Layout
+//
+// One pipeline serves the requests that start calls, in either API
+// (pipeline.go: admit, decode, start, answer). Each API has its files:
+// chat.go and completion.go for chat completions; responses.go,
+// responses_request.go, responses_stream.go, stored.go and itemref.go for
+// the Responses API; calls.go for /v1/calls; models.go. routes.go holds
+// the route table, errors.go every error answer, stream.go the SSE
+// answers both APIs share, limits.go and admission.go the tenants' limits.
 package frontdoor

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -60,12 +59,10 @@ func (h *Handler) postFeedback(w http.ResponseWriter, r *http.Request, tenant st
 		res, err := h.o.Client.FeedbackOn(ctx, desc, o)
 		switch {
 		case errors.Is(err, llmclient.ErrCallRunning):
-			(&apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_running",
-				message: fmt.Sprintf("The call %s has not answered yet: send feedback once it has (GET %s says when).", id, callURL(id))}).write(w)
+			callRunning(id).write(w)
 			return
 		case errors.Is(err, llmclient.ErrCallNotAnswered):
-			(&apiError{status: http.StatusConflict, typ: typeInvalidRequest, param: "id", code: "call_not_answered",
-				message: fmt.Sprintf("The call %s ended without an answer (%s): there is no answer to give feedback on.", id, llmclient.StatusWord(desc.Status))}).write(w)
+			callNotAnswered(id, llmclient.StatusWord(desc.Status)).write(w)
 			return
 		case err != nil:
 			h.lookupFailed(err).write(w)
@@ -88,17 +85,13 @@ func readOutcome(w http.ResponseWriter, r *http.Request) (rules.Outcome, *apiErr
 	switch {
 	case errors.As(err, &tooBig):
 		closeEarly(w)
-		return "", &apiError{status: http.StatusRequestEntityTooLarge, typ: typeInvalidRequest, code: "request_too_large",
-			message: fmt.Sprintf(`The request body is over the limit of %d bytes (a feedback is {"outcome":"…"}).`, maxFeedbackBytes)}
+		return "", feedbackTooLarge()
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		closeEarly(w)
-		return "", &apiError{status: http.StatusRequestTimeout, typ: typeInvalidRequest, code: "request_timeout",
-			message: "The request body did not arrive in time."}
+		return "", feedbackTimeout()
 	case err != nil:
-		// Not the error's text: it names the connection's addresses.
 		closeEarly(w)
-		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "unreadable_body",
-			message: "Cannot read the request body."}
+		return "", feedbackUnreadable()
 	}
 	var in struct {
 		Outcome *string `json:"outcome"`
@@ -106,17 +99,14 @@ func readOutcome(w http.ResponseWriter, r *http.Request) (rules.Outcome, *apiErr
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
-		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "invalid_json",
-			message: `Invalid request: want a JSON object {"outcome":"resolved|abandoned|handoff_requested|complaint"}: ` + err.Error()}
+		return "", feedbackInvalidJSON(err)
 	}
 	if in.Outcome == nil {
-		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "outcome", code: "missing_outcome",
-			message: "Invalid request: outcome is required: one of resolved, abandoned, handoff_requested, complaint."}
+		return "", missingOutcome()
 	}
 	o, err := rules.ParseOutcome(*in.Outcome)
 	if err != nil {
-		return "", &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "outcome", code: "invalid_outcome",
-			message: "Invalid request: outcome: " + err.Error() + "."}
+		return "", invalidOutcome(err)
 	}
 	return o, nil
 }

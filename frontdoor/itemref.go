@@ -27,12 +27,6 @@ import (
 // that another's ID exists), of a deleted response or of one created
 // with store: false is refused, naming input[i].id, and no call starts.
 
-// itemNotFound is the 404 of an item_reference whose item is not served.
-func itemNotFound(at, id, why string) *apiError {
-	return &apiError{status: http.StatusNotFound, typ: typeInvalidRequest, param: at + ".id", code: "item_not_found",
-		message: fmt.Sprintf("Invalid request: %s.id: no item with ID %q%s.", at, id, why)}
-}
-
 // parseItemID splits an output item ID into the call's workflow ID and
 // the function call's index (-1: the message).
 func parseItemID(id string) (wid string, fn int, ok bool) {
@@ -92,12 +86,10 @@ func (h *Handler) resolveItemReferences(ctx context.Context, body []byte, tenant
 		at := fmt.Sprintf("input[%d]", i)
 		var id string
 		if err := stringAt(obj, "id", at, &id); err != nil {
-			return nil, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: err.field, code: "invalid_value",
-				message: "Invalid request: " + err.Error()}
+			return nil, invalidBody(err)
 		}
 		if id == "" {
-			return nil, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: at + ".id", code: "invalid_value",
-				message: fmt.Sprintf("Invalid request: %s.id: missing (want the ID of an output item of a stored response: msg_… or fc_…).", at)}
+			return nil, missingItemID(at)
 		}
 		item, apiErr := h.referencedItem(ctx, at, id, tenant, looked)
 		if apiErr != nil {
@@ -115,19 +107,14 @@ func (h *Handler) resolveItemReferences(ctx context.Context, body []byte, tenant
 	if top["input"], apiErr = marshalItem(items); apiErr != nil {
 		return nil, apiErr
 	}
-	out, err := json.Marshal(top)
-	if err != nil {
-		return nil, &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error",
-			message: "Cannot rebuild the request with its referenced items: " + err.Error()}
-	}
-	return out, nil
+	return marshalItem(top)
 }
 
+// marshalItem is the JSON of v, an input item or the body with them.
 func marshalItem(v any) (json.RawMessage, *apiError) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, &apiError{status: http.StatusInternalServerError, typ: typeServer, code: "internal_error",
-			message: "Cannot rebuild the request with its referenced items: " + err.Error()}
+		return nil, rebuildFailed(err)
 	}
 	return b, nil
 }
@@ -153,8 +140,7 @@ func (h *Handler) referencedItem(ctx context.Context, at, id, tenant string, loo
 		case e.status == http.StatusNotFound:
 			return nil, itemNotFound(at, id, "")
 		case e.status == http.StatusBadRequest:
-			return nil, &apiError{status: e.status, typ: e.typ, param: at + ".id", code: e.code,
-				message: fmt.Sprintf("Invalid request: %s.id: item %q: %s", at, id, e.message)}
+			return nil, itemNotUsable(at, id, e)
 		}
 		return nil, e
 	}

@@ -3,12 +3,10 @@ package frontdoor
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/durable-llm/durable-llm/policies/prompt"
-	"github.com/durable-llm/durable-llm/workflows"
+	"golang.org/x/time/rate"
 
 	"github.com/durable-llm/durable-llm/policies/config"
 )
@@ -123,9 +121,11 @@ func (r *Refusal) Error() string {
 		r.Tenant, r.Limit, r.Max, r.RetryAfter.Round(time.Millisecond))
 }
 
-// Limiter enforces every tenant's Limits. Time is an argument of each
-// decision, so tests step it through fixed instants. It is safe for
-// concurrent use.
+// Limiter enforces every tenant's Limits: requests_per_minute,
+// tokens_per_minute and validation_ms_per_minute are token buckets
+// (golang.org/x/time/rate) that refill evenly and hold a minute's worth,
+// full at first. Time is an argument of each decision, so tests step it
+// through fixed instants. It is safe for concurrent use.
 type Limiter struct {
 	limits func(tenant string) Limits
 	mu     sync.Mutex
@@ -134,43 +134,20 @@ type Limiter struct {
 
 // load is one tenant's state.
 type load struct {
-	// validation holds milliseconds; it goes below zero when a
-	// validation takes more than it held.
-	requests, tokens, validation bucket
-	inFlight                     int
+	// The buckets, made at their first use. validation counts
+	// nanoseconds; it goes below zero when a validation takes more than
+	// it held.
+	requests, tokens, validation *rate.Limiter
+	// now is the latest instant the buckets were read at: their time
+	// never runs backwards.
+	now      time.Time
+	inFlight int
 	// turn holds a token while one of the tenant's requests is being
 	// validated.
 	turn chan struct{}
 	// kept are the calls whose slot outlives their request, by workflow
 	// ID.
 	kept map[string]bool
-}
-
-// bucket is a token bucket that holds up to a minute's worth.
-type bucket struct {
-	level float64
-	at    time.Time
-	used  bool
-}
-
-// refill brings the bucket to now; a new bucket starts full.
-func (b *bucket) refill(now time.Time, perMinute int) {
-	if !b.used {
-		b.level, b.at, b.used = float64(perMinute), now, true
-		return
-	}
-	if now.After(b.at) {
-		b.level = min(float64(perMinute), b.level+now.Sub(b.at).Minutes()*float64(perMinute))
-		b.at = now
-	}
-}
-
-// wait is how long until the bucket holds n; 0: it does now.
-func (b *bucket) wait(n float64, perMinute int) time.Duration {
-	if b.level >= n {
-		return 0
-	}
-	return time.Duration((n - b.level) / float64(perMinute) * float64(time.Minute))
 }
 
 // NewLimiter returns a Limiter that reads each tenant's limits from
@@ -188,30 +165,99 @@ func (l *Limiter) load(tenant string) *load {
 	return ld
 }
 
+// at is now, or the latest instant the tenant's buckets were read at
+// when now is before it (clocks read by concurrent requests).
+func (ld *load) at(now time.Time) time.Time {
+	if now.Before(ld.now) {
+		return ld.now
+	}
+	ld.now = now
+	return now
+}
+
+// bucket is *b, made at its first use to refill perMinute units a minute.
+func bucket(b **rate.Limiter, perMinute int) *rate.Limiter {
+	if *b == nil {
+		*b = rate.NewLimiter(rate.Limit(float64(perMinute)/60), perMinute)
+	}
+	return *b
+}
+
+// untilHolds is how long until b holds n at now (0: it does); it takes
+// nothing.
+func untilHolds(b *rate.Limiter, now time.Time, n int) time.Duration {
+	r := b.ReserveN(now, n)
+	defer r.CancelAt(now)
+	return r.DelayFrom(now)
+}
+
+// nsPerMS is the unit of validation_ms_per_minute in its bucket.
+const nsPerMS = int(time.Millisecond)
+
 // Enter takes one request and a slot in flight from tenant's limits at
 // now, before the request's body is read, or says which limit refuses a
 // call of any size (its tokens bucket empty, too) and when to retry
 // (the limit that frees last, when several refuse); a refused request
 // takes nothing. The request stays spent whatever becomes of it: a
-// request refused after its body was read (invalid, too large, too slow,
-// over tokens_per_minute) cost the front door its reading, decoding and
-// validation, so it counts against requests_per_minute as an admitted
-// call does. The slot bounds how many of the tenant's requests the front
-// door reads and validates at once; it must be released (Release) or
-// kept (Keep).
+// request refused once read cost the front door its reading, decoding
+// and validation. The slot must be released (Release) or kept (Keep).
 func (l *Limiter) Enter(tenant string, now time.Time) (*Slot, *Refusal) {
 	lim := l.limits(tenant)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ld := l.load(tenant)
-	if r := ld.refusal(tenant, lim, now); r != nil {
+	if r := ld.enter(tenant, lim, ld.at(now)); r != nil {
 		return nil, r
-	}
-	if lim.RequestsPerMinute > 0 {
-		ld.requests.level--
 	}
 	ld.inFlight++
 	return &Slot{l: l, tenant: tenant}, nil
+}
+
+// enter takes one request of tenant at now, or returns the limit that
+// refuses any request (its tokens bucket holds less than one token, say)
+// and takes nothing.
+func (ld *load) enter(tenant string, lim Limits, now time.Time) *Refusal {
+	var worst *Refusal
+	refuse := func(limit string, max int, after time.Duration) {
+		if worst == nil || after > worst.RetryAfter {
+			worst = &Refusal{Tenant: tenant, Limit: limit, Max: max, RetryAfter: after}
+		}
+	}
+	if lim.MaxInFlight > 0 && ld.inFlight >= lim.MaxInFlight {
+		refuse(LimitInFlight, lim.MaxInFlight, InFlightRetryAfter)
+	}
+	var request *rate.Reservation
+	if n := lim.RequestsPerMinute; n > 0 {
+		request = bucket(&ld.requests, n).ReserveN(now, 1)
+		if d := request.DelayFrom(now); d > 0 {
+			refuse(LimitRequests, n, d)
+		}
+	}
+	if n := lim.TokensPerMinute; n > 0 {
+		if d := untilHolds(bucket(&ld.tokens, n), now, 1); d > 0 {
+			refuse(LimitTokens, n, d)
+		}
+	}
+	if r := ld.validationRefusal(tenant, lim, now); r != nil {
+		refuse(r.Limit, r.Max, r.RetryAfter)
+	}
+	if worst != nil && request != nil {
+		request.CancelAt(now)
+	}
+	return worst
+}
+
+// validationRefusal refuses any request of tenant while its validation
+// bucket holds less than a millisecond at now.
+func (ld *load) validationRefusal(tenant string, lim Limits, now time.Time) *Refusal {
+	n := lim.ValidationMSPerMinute
+	if n <= 0 {
+		return nil
+	}
+	if d := untilHolds(bucket(&ld.validation, n*nsPerMS), now, nsPerMS); d > 0 {
+		return &Refusal{Tenant: tenant, Limit: LimitValidation, Max: n, RetryAfter: d}
+	}
+	return nil
 }
 
 // Charge takes tokens (the call's estimate, known once its body is
@@ -226,56 +272,12 @@ func (s *Slot) Charge(tokens int, now time.Time) *Refusal {
 	}
 	s.l.mu.Lock()
 	defer s.l.mu.Unlock()
-	b := &s.l.load(s.tenant).tokens
-	need := float64(min(max(tokens, 1), n))
-	b.refill(now, n)
-	if d := b.wait(need, n); d > 0 {
+	ld := s.l.load(s.tenant)
+	now = ld.at(now)
+	r := bucket(&ld.tokens, n).ReserveN(now, min(max(tokens, 1), n))
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
 		return &Refusal{Tenant: s.tenant, Limit: LimitTokens, Max: n, RetryAfter: d}
-	}
-	b.level -= need
-	return nil
-}
-
-// refusal is the limit that refuses any request of tenant at now (its
-// tokens bucket holds less than one token, say), or nil.
-func (ld *load) refusal(tenant string, lim Limits, now time.Time) *Refusal {
-	var worst *Refusal
-	refuse := func(limit string, max int, after time.Duration) {
-		if worst == nil || after > worst.RetryAfter {
-			worst = &Refusal{Tenant: tenant, Limit: limit, Max: max, RetryAfter: after}
-		}
-	}
-	if lim.MaxInFlight > 0 && ld.inFlight >= lim.MaxInFlight {
-		refuse(LimitInFlight, lim.MaxInFlight, InFlightRetryAfter)
-	}
-	if n := lim.RequestsPerMinute; n > 0 {
-		ld.requests.refill(now, n)
-		if d := ld.requests.wait(1, n); d > 0 {
-			refuse(LimitRequests, n, d)
-		}
-	}
-	if n := lim.TokensPerMinute; n > 0 {
-		ld.tokens.refill(now, n)
-		if d := ld.tokens.wait(1, n); d > 0 {
-			refuse(LimitTokens, n, d)
-		}
-	}
-	if r := ld.validationRefusal(tenant, lim, now); r != nil {
-		refuse(r.Limit, r.Max, r.RetryAfter)
-	}
-	return worst
-}
-
-// validationRefusal refuses any request of tenant while its validation
-// bucket holds less than a millisecond at now.
-func (ld *load) validationRefusal(tenant string, lim Limits, now time.Time) *Refusal {
-	n := lim.ValidationMSPerMinute
-	if n <= 0 {
-		return nil
-	}
-	ld.validation.refill(now, n)
-	if d := ld.validation.wait(1, n); d > 0 {
-		return &Refusal{Tenant: tenant, Limit: LimitValidation, Max: n, RetryAfter: d}
 	}
 	return nil
 }
@@ -302,23 +304,34 @@ func (s *Slot) Validate(ctx context.Context, clock func() time.Time) (end func()
 	lim := s.l.limits(s.tenant)
 	start := clock()
 	s.l.mu.Lock()
-	ref = s.l.load(s.tenant).validationRefusal(s.tenant, lim, start)
+	ld := s.l.load(s.tenant)
+	ref = ld.validationRefusal(s.tenant, lim, ld.at(start))
 	s.l.mu.Unlock()
 	if ref != nil {
 		<-turn
 		return nil, ref, nil
 	}
 	return func() {
-		if lim.ValidationMSPerMinute > 0 {
+		if n := lim.ValidationMSPerMinute; n > 0 {
 			now := clock()
 			s.l.mu.Lock()
-			b := &s.l.load(s.tenant).validation
-			b.refill(now, lim.ValidationMSPerMinute)
-			b.level -= float64(now.Sub(start)) / float64(time.Millisecond)
+			ld := s.l.load(s.tenant)
+			spend(bucket(&ld.validation, n*nsPerMS), ld.at(now), int(now.Sub(start)))
 			s.l.mu.Unlock()
 		}
 		<-turn
 	}, nil, nil
+}
+
+// spend takes n from b at now, below zero if it holds less: a validation
+// that took longer than the bucket holds owes the rest. (A reservation
+// takes at most the bucket's size: a larger n is taken in parts.)
+func spend(b *rate.Limiter, now time.Time, n int) {
+	for n > 0 {
+		part := min(n, b.Burst())
+		b.ReserveN(now, part)
+		n -= part
+	}
 }
 
 // InFlight returns tenant's calls in flight.
@@ -387,116 +400,4 @@ func (s *Slot) Keep(id string) bool {
 	}
 	ld.kept[id] = true
 	return true
-}
-
-// closeEarly prepares the answer to a request refused before its body was
-// read (bad token, over a limit, too large, too slow): the connection
-// closes after the answer and nothing more is read from it, so a refused
-// client cannot make the server drain its body (up to 256 KiB, otherwise).
-func closeEarly(w http.ResponseWriter) {
-	w.Header().Set("Connection", "close")
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
-}
-
-// rateLimited is the 429 of a call refused by its tenant's limits, in
-// OpenAI's shape: type "requests" or "tokens", code rate_limit_exceeded.
-func rateLimited(r *Refusal) *apiError {
-	typ, unit := "requests", "per minute"
-	switch r.Limit {
-	case LimitTokens:
-		typ = "tokens"
-	case LimitInFlight:
-		unit = "calls in flight"
-	case LimitValidation:
-		unit = "ms of validation per minute"
-	}
-	return &apiError{status: http.StatusTooManyRequests, typ: typ, code: "rate_limit_exceeded", retryAfter: r.RetryAfter,
-		message: fmt.Sprintf("Rate limit reached for tenant %q on %s: limit %d %s at this front door. Please try again in %s.",
-			r.Tenant, r.Limit, r.Max, unit, max(r.RetryAfter, time.Second).Round(time.Second))}
-}
-
-// admission is a request's place in its tenant's limits, from before its
-// body is read: its slot, and once started its call's workflow ID and
-// whether its client waits for it.
-type admission struct {
-	tenant   string
-	slot     *Slot
-	id       string
-	async    bool
-	deadline time.Duration
-}
-
-// enter takes the request's place in its tenant's limits before its body
-// is read, or answers 429 without reading it. The caller must leave.
-func (h *Handler) enter(w http.ResponseWriter, tenant string) (*admission, *apiError) {
-	slot, ref := h.limiter.Enter(tenant, h.o.Now())
-	if ref != nil {
-		closeEarly(w) // its body is not read
-		return nil, rateLimited(ref)
-	}
-	return &admission{tenant: tenant, slot: slot}, nil
-}
-
-// charge takes the valid request's tokens from its tenant's limits, or
-// answers 429.
-func (h *Handler) charge(w http.ResponseWriter, a *admission, req workflows.CallRequest) *apiError {
-	if ref := a.slot.Charge(h.estimate(req), h.o.Now()); ref != nil {
-		closeEarly(w)
-		return rateLimited(ref)
-	}
-	a.deadline = time.Duration(req.DeadlineMS) * time.Millisecond
-	if a.deadline <= 0 {
-		a.deadline = h.o.Config.Call.Deadline.D()
-	}
-	return nil
-}
-
-// estimate is the tokens a call asks for: its prompt's, estimated without
-// a tokenizer, plus its max_tokens or, when it sets none, the max_tokens
-// the worker sends for it (limits.default_max_tokens; the output reserve
-// when that is 0: the worker then sends none).
-func (h *Handler) estimate(req workflows.CallRequest) int {
-	out := req.MaxTokens
-	if out <= 0 {
-		out = h.o.Config.Limits.DefaultMaxTokens
-	}
-	if out <= 0 {
-		out = h.o.Config.Pruning.ReserveOutputTokens
-	}
-	return prompt.EstimateMessages(req.Messages) + out
-}
-
-// leave ends a request's part in its call. The slot is freed when no call
-// started (the request was refused) or the request waited for the call's
-// end; a call that runs on without it (an
-// async call, a client that left) keeps its slot until the front door sees
-// the call end.
-func (h *Handler) leave(a *admission, r *http.Request) {
-	if a.id == "" || (!a.async && r.Context().Err() == nil) {
-		a.slot.Release()
-		return
-	}
-	if a.slot.Keep(a.id) {
-		go h.watch(a.tenant, a.id, a.deadline+CallEndMargin)
-	}
-}
-
-// watch waits, for at most bound, for the call id to end, then frees its
-// slot. One goroutine per kept call: at most the tenants' max_in_flight
-// in all.
-func (h *Handler) watch(tenant, id string, bound time.Duration) {
-	defer h.limiter.End(tenant, id)
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	for {
-		_, err := h.o.Client.Result(ctx, id)
-		if err == nil || ctx.Err() != nil || !unreachable(err) {
-			return // ended (answered or failed), or the bound is reached
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(h.o.RetryAfter):
-		}
-	}
 }

@@ -456,14 +456,32 @@ func TestReadingRunsUnderMaxInFlight(t *testing.T) {
 	ts := offline(t, "tenants:\n"+
 		"  - name: acme\n    tokens: ["+tokAcme+"]\n    limits: {max_in_flight: 1, requests_per_minute: 0}\n"+
 		"  - name: globex\n    tokens: ["+tokGlobex+"]\n", nil)
-	slow, _ := rawRequest(t, ts, "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer "+tokAcme+
-		"\nContent-Type: application/json\nContent-Length: 2000", `{"model":"auto","messages":[`)
+	var slow net.Conn
+	var slowAnswer *bufio.Reader
+	sendSlow := func() {
+		slow, slowAnswer = rawRequest(t, ts, "POST /v1/chat/completions HTTP/1.1\nHost: x\nAuthorization: Bearer "+tokAcme+
+			"\nContent-Type: application/json\nContent-Length: 2000", `{"model":"auto","messages":[`)
+	}
+	// refused: the slow request was answered (429: one of the probes below
+	// held acme's slot when the server read its headers).
+	refused := func() bool {
+		require.NoError(t, slow.SetReadDeadline(time.Now().Add(time.Millisecond)))
+		_, err := slowAnswer.Peek(1)
+		require.NoError(t, slow.SetReadDeadline(time.Time{}))
+		return err == nil
+	}
+	sendSlow()
 	// until sends acme's invalid requests until one is answered want (the
-	// server may not have read the slow request's headers yet), for at
-	// most 10 s, and returns the last answer.
+	// server may not have read the slow request's headers yet; a slow
+	// request refused meanwhile is sent again), for at most 10 s, and
+	// returns the last answer.
 	until := func(want int) (int, string) {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
+			if want == http.StatusTooManyRequests && refused() {
+				slow.Close()
+				sendSlow()
+			}
 			status, msg := invalid(t, ts.URL, tokAcme)
 			if status == want || time.Now().After(deadline) {
 				return status, msg

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +17,8 @@ import (
 //	durable_llm_frontdoor_request_seconds{route}          time to the request's end (a stream's included)
 //	durable_llm_frontdoor_streams_open                     streamed calls followed now
 //
-// route is the route's pattern ("/v1/chat/completions", "/v1/responses/{id}"):
-// a bounded set, never a path with an ID.
+// route is the path of the route's pattern ("/v1/chat/completions",
+// "/v1/responses/{id}"): a bounded set, never a path with an ID.
 type doorMetrics struct {
 	requests *prometheus.CounterVec
 	refusals *prometheus.CounterVec
@@ -46,11 +47,16 @@ func newDoorMetrics(reg prometheus.Registerer, h *Handler) (*doorMetrics, error)
 	return m, nil
 }
 
-// observe counts one request that ended: its route pattern (an unknown
-// URL is the catch-all "/"), what rec saw, and how long it took.
-func (m *doorMetrics) observe(route string, rec *recorder, took time.Duration) {
+// observe counts one request that ended: its route pattern, without its
+// method (an unknown URL is the catch-all "/"), what rec saw, and how
+// long it took.
+func (m *doorMetrics) observe(pattern string, rec *recorder, took time.Duration) {
 	if m == nil {
 		return
+	}
+	route := pattern
+	if _, path, ok := strings.Cut(pattern, " "); ok {
+		route = path
 	}
 	m.requests.WithLabelValues(route, strconv.Itoa(rec.status)).Inc()
 	if rec.code != "" {

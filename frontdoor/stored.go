@@ -32,12 +32,6 @@ import (
 // responses 30 days). Temporal's namespace retention bounds it too.
 const DefaultStoreRetention = 30 * 24 * time.Hour
 
-// prevError is the 400 or 404 of a previous_response_id, naming the field.
-func prevError(status int, code, message string) *apiError {
-	return &apiError{status: status, typ: typeInvalidRequest, param: "previous_response_id", code: code,
-		message: "Invalid request: previous_response_id: " + message}
-}
-
 // storedCall is a completed call of the tenant (answered: also one that
 // lingers for its stream after its answer), within retention: its request
 // and result.
@@ -49,12 +43,10 @@ func (h *Handler) storedCall(ctx context.Context, rid, tenant string) (workflows
 		return req, res, nil, apiErr
 	}
 	if !answered(desc) {
-		return req, res, desc, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "response_not_completed",
-			message: fmt.Sprintf("Response %q has not completed (only a completed response can be continued or listed).", rid)}
+		return req, res, desc, responseNotCompleted(rid)
 	}
 	if keep := h.retention(tenant); desc.WorkflowCloseTime != nil && !desc.WorkflowCloseTime.IsZero() && h.o.Now().Sub(*desc.WorkflowCloseTime) > keep {
-		return req, res, desc, &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, code: "response_expired",
-			message: fmt.Sprintf("Response %q is past its retention of %s.", rid, keep)}
+		return req, res, desc, responseExpired(rid, keep)
 	}
 	runID := desc.WorkflowExecution.RunID
 	var err error
@@ -156,8 +148,7 @@ func inputItems(rid string, msgs []request.Message) []any {
 func (h *Handler) listInputItems(w http.ResponseWriter, r *http.Request, tenant string) {
 	order := r.URL.Query().Get("order")
 	if order != "" && order != "asc" && order != "desc" {
-		(&apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "order", code: "invalid_value",
-			message: "Invalid request: order: want \"asc\" or \"desc\"."}).write(w)
+		invalidOrder().write(w)
 		return
 	}
 	rid := r.PathValue("id")

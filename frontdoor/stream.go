@@ -48,54 +48,28 @@ func parseLastEventID(v string) (resumePoint, error) {
 	return resumePoint{set: true, offset: off, bytes: n}, nil
 }
 
-// stream answers stream: true with the call's deltas as they come: a role
-// chunk, a content chunk per delta (its SSE id says where the stream is,
-// for a reconnect with Last-Event-ID), a final chunk with finish_reason and
-// x_resilience, a usage chunk when asked for, then [DONE]. All the
+// stream answers a streamed call with its deltas as they come, in f's
+// format (chat completion chunks, Responses API events): all the
 // connections that stream one call share one subscription (hubs).
 //
 // The 200 is committed at the first delta, or after KeepAlive without one;
 // a call that fails before is answered with a proper status code (a 400
-// for an invalid request), after it with an SSE error event, which the
+// for an invalid request), after it with an error event, which the
 // official clients raise as an error. While nothing is sent (the model
 // has not started, the call waits to retry) the stream carries an SSE
-// comment every KeepAlive, and a comment per attempt event. A call that has
-// not ended after limit (its deadline and margins) ends the stream with
-// call_still_running, which names the call: the same request attaches to
-// it again.
-func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limit time.Duration, cr chatRequest, resume resumePoint, sw *sseWriter, f streamFormat) {
+// comment every KeepAlive, and a comment per attempt event. A call that
+// has not ended after limit (its deadline and margins) ends the stream
+// with call_still_running, which names the call: the same request
+// attaches to it again.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limit time.Duration, model string, resume resumePoint, sw *sseWriter, f streamFormat) {
 	hb := h.hubs.join(id)
 	defer hb.leave()
-
-	model := cr.Model
-	if model == "" || model == AutoModel {
-		model = h.models[0]
-	}
-	pos := resumePoint{offset: -1}
+	s := &streamConn{w: w, sw: sw, f: f, model: model, resume: resume, pos: resumePoint{offset: -1}}
 	if resume.set {
-		pos = resume
+		s.pos = resume
 	}
 	if _, ok := f.(wholeTextFormat); ok {
-		pos.bytes = 0 // the format leaves out the text the client has
-	}
-	committed := false
-	var early []string // event comments from before the commit
-	commit := func(res *workflows.CallResult) {
-		if res != nil {
-			w.Header().Set(HeaderSource, string(res.Source))
-			w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
-		} else {
-			w.Header().Set("Trailer", HeaderSource+", "+HeaderDegraded)
-		}
-		sw.commit()
-		committed = true
-		if !resume.set {
-			f.start(model)
-		}
-		for _, c := range early {
-			_ = sw.comment(c)
-		}
-		early = nil
+		s.pos.bytes = 0 // the format leaves out the text the client has
 	}
 
 	keepAlive := time.NewTimer(h.o.KeepAlive)
@@ -108,75 +82,14 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limi
 		next += len(st.items)
 		wrote := false
 		for _, it := range st.items {
-			switch {
-			case it.Delta != nil:
-				if it.Offset > pos.offset {
-					pos.offset = it.Offset
-				}
-				if it.end <= pos.bytes {
-					continue // the client has this text
-				}
-				skip := runeStart(it.Delta.Text, pos.bytes-it.start)
-				text := it.Delta.Text[skip:]
-				pos.bytes = it.start + skip
-				if it.Delta.Model != "" {
-					model = it.Delta.Model
-				}
-				if !committed {
-					commit(nil)
-				}
-				// A live delta is one chunk; the rest taken from the result
-				// (a whole answer, a fallback's) is cut into pieces.
-				pieces := []string{text}
-				if _, whole := f.(wholeTextFormat); it.Offset < 0 && !whole {
-					pieces = splitContent(text)
-				}
-				for _, piece := range pieces {
-					pos.bytes += len(piece)
-					f.text(pos, model, piece)
-				}
-				pos.bytes = it.end
-				wrote = true
-			case it.Event != nil:
-				if it.Offset >= 0 && it.Offset <= pos.offset {
-					continue // sent before the reconnect
-				}
-				if it.Offset > pos.offset {
-					pos.offset = it.Offset
-				}
-				if it.Event.Model != "" && (it.Event.Type == workflows.EventAttemptStarted || it.Event.Type == workflows.EventResumed) {
-					model = it.Event.Model
-				}
-				switch c := it.Event.String(); {
-				case c == "":
-				case committed:
-					_ = sw.comment(c)
-					wrote = true
-				default:
-					early = append(early, c)
-				}
-			}
+			wrote = s.item(it) || wrote
 		}
 		if st.ended {
-			if st.err != nil {
-				if r.Context().Err() != nil {
-					return // the client left; the call goes on
-				}
-				e := h.callFailed(id, st.err)
-				if committed {
-					f.fail(e)
-				} else {
-					e.write(w)
-				}
-				return
+			if st.err == nil {
+				s.end(id, st.res)
+			} else if r.Context().Err() == nil { // else the client left; the call goes on
+				s.fail(h.callFailed(id, st.err))
 			}
-			if !committed {
-				model = modelOf(st.res)
-				commit(&st.res)
-			}
-			f.end(id, st.res)
-			w.Header().Set(HeaderSource, string(st.res.Source))
-			w.Header().Set(HeaderDegraded, strconv.FormatBool(st.res.Degraded))
 			return
 		}
 		if sw.err != nil {
@@ -188,24 +101,137 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, id string, limi
 		select {
 		case <-st.changed:
 		case <-keepAlive.C:
-			if !committed {
-				commit(nil)
+			if !s.committed {
+				s.commit(nil)
 			}
 			if sw.comment("keep-alive") != nil {
 				return
 			}
 			keepAlive.Reset(h.o.KeepAlive)
 		case <-tooLong.C:
-			e := stillRunning(id, limit)
-			if committed {
-				f.fail(e)
-			} else {
-				e.write(w)
-			}
+			s.fail(stillRunning(id, limit))
 			return
 		case <-r.Context().Done():
 			return // the client left; the call goes on
 		}
+	}
+}
+
+// streamConn is one connection's stream of a call: where its client is
+// (pos: the stream offset and answer bytes it has), the model its text
+// is of, and whether the 200 is committed.
+type streamConn struct {
+	w         http.ResponseWriter
+	sw        *sseWriter
+	f         streamFormat
+	model     string
+	resume    resumePoint // where a reconnecting client stopped
+	pos       resumePoint
+	committed bool
+	early     []string // event comments from before the commit
+}
+
+// commit sends the 200 and what opens the stream; res is the result of a
+// call that ended before (nil: its headers come as trailers).
+func (s *streamConn) commit(res *workflows.CallResult) {
+	if res != nil {
+		s.w.Header().Set(HeaderSource, string(res.Source))
+		s.w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+	} else {
+		s.w.Header().Set("Trailer", HeaderSource+", "+HeaderDegraded)
+	}
+	s.sw.commit()
+	s.committed = true
+	if !s.resume.set {
+		s.f.start(s.model)
+	}
+	for _, c := range s.early {
+		_ = s.sw.comment(c)
+	}
+	s.early = nil
+}
+
+// item sends what of a hub item the client does not have, and reports
+// whether it wrote anything.
+func (s *streamConn) item(it hubItem) bool {
+	switch {
+	case it.Delta != nil:
+		return s.delta(it)
+	case it.Event != nil:
+		return s.event(it)
+	}
+	return false
+}
+
+func (s *streamConn) delta(it hubItem) bool {
+	if it.Offset > s.pos.offset {
+		s.pos.offset = it.Offset
+	}
+	if it.end <= s.pos.bytes {
+		return false // the client has this text
+	}
+	skip := runeStart(it.Delta.Text, s.pos.bytes-it.start)
+	text := it.Delta.Text[skip:]
+	s.pos.bytes = it.start + skip
+	if it.Delta.Model != "" {
+		s.model = it.Delta.Model
+	}
+	if !s.committed {
+		s.commit(nil)
+	}
+	// A live delta is one chunk; the rest taken from the result (a whole
+	// answer, a fallback's) is cut into pieces.
+	pieces := []string{text}
+	if _, whole := s.f.(wholeTextFormat); it.Offset < 0 && !whole {
+		pieces = splitContent(text)
+	}
+	for _, piece := range pieces {
+		s.pos.bytes += len(piece)
+		s.f.text(s.pos, s.model, piece)
+	}
+	s.pos.bytes = it.end
+	return true
+}
+
+func (s *streamConn) event(it hubItem) bool {
+	if it.Offset >= 0 && it.Offset <= s.pos.offset {
+		return false // sent before the reconnect
+	}
+	if it.Offset > s.pos.offset {
+		s.pos.offset = it.Offset
+	}
+	if it.Event.Model != "" && (it.Event.Type == workflows.EventAttemptStarted || it.Event.Type == workflows.EventResumed) {
+		s.model = it.Event.Model
+	}
+	switch c := it.Event.String(); {
+	case c == "":
+	case s.committed:
+		_ = s.sw.comment(c)
+		return true
+	default:
+		s.early = append(s.early, c)
+	}
+	return false
+}
+
+// end ends the stream of a call that answered res.
+func (s *streamConn) end(id string, res workflows.CallResult) {
+	if !s.committed {
+		s.model = modelOf(res)
+		s.commit(&res)
+	}
+	s.f.end(id, res)
+	s.w.Header().Set(HeaderSource, string(res.Source))
+	s.w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
+}
+
+// fail ends the stream with e: its status code while nothing is
+// committed, else an error event.
+func (s *streamConn) fail(e *apiError) {
+	if s.committed {
+		s.f.fail(e)
+	} else {
+		e.write(s.w)
 	}
 }
 
@@ -244,19 +270,6 @@ type wholeTextFormat interface {
 	streamFormat
 	wholeText()
 }
-
-// chatFormat streams chat.completion.chunk events.
-type chatFormat struct {
-	sw           *sseWriter
-	includeUsage bool
-}
-
-func (f chatFormat) start(model string) { f.sw.role(model) }
-func (f chatFormat) text(at resumePoint, model, piece string) {
-	_ = f.sw.dataID(at.id(), f.sw.chunk(model, delta{Content: &piece}, nil))
-}
-func (f chatFormat) end(id string, res workflows.CallResult) { f.sw.end(id, res, f.includeUsage) }
-func (f chatFormat) fail(e *apiError)                        { f.sw.error(e) }
 
 // sseWriter writes server-sent events.
 type sseWriter struct {
@@ -311,43 +324,3 @@ func (s *sseWriter) dataID(id string, v any) error {
 	}
 	return s.raw("data: " + string(b) + "\n\n")
 }
-
-func (s *sseWriter) chunk(model string, d delta, finish *string) chunk {
-	return chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: model,
-		Choices: []chunkChoice{{Delta: d, Logprobs: jsonNull, FinishReason: finish}}}
-}
-
-// role sends the first chunk: the assistant role and empty content.
-func (s *sseWriter) role(model string) {
-	empty := ""
-	_ = s.data(s.chunk(model, delta{Role: "assistant", Content: &empty}, nil))
-}
-
-// end sends the final chunk (finish_reason and x_resilience), the usage
-// chunk when asked for, and [DONE].
-func (s *sseWriter) end(id string, res workflows.CallResult, includeUsage bool) {
-	model := modelOf(res)
-	if calls := toolCallsOf(res, true); len(calls) > 0 {
-		// Tool calls come whole, once checked: one chunk.
-		_ = s.data(s.chunk(model, delta{ToolCalls: calls}, nil))
-	}
-	finish := finishReasonOf(res)
-	last := s.chunk(model, delta{}, &finish)
-	rs := resilienceOf(id, answerStatus(res), res)
-	if res.Replaced != nil {
-		rs.Content = res.Content
-	}
-	rs.Idempotency = s.idem
-	last.Resilience = &rs
-	_ = s.data(last)
-	if includeUsage {
-		u := usageOf(res)
-		_ = s.data(chunk{ID: s.id, Object: "chat.completion.chunk", Created: s.created, Model: model,
-			Choices: []chunkChoice{}, Usage: &u})
-	}
-	_ = s.raw("data: [DONE]\n\n")
-}
-
-// error sends a failure after the 200 was committed, as OpenAI does: an
-// event whose data is the error body, and no [DONE].
-func (s *sseWriter) error(e *apiError) { _ = s.data(e.body()) }

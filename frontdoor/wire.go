@@ -14,18 +14,14 @@ import (
 // net/http cannot parse in OpenAI's error shape, like every other answer
 // of the front door, instead of Go's plain text ("400 Bad Request").
 //
-// net/http answers those itself, before any handler runs: a malformed
-// request line or header, a bad or missing Host, headers over
-// MaxHeaderBytes (431), an unknown Transfer-Encoding (501), an HTTP
-// version it does not serve (505). It has no hook for them: it writes each
-// as one fixed plain-text message straight to the connection and closes
-// it. The connections of the returned listener recognise exactly those
-// messages (net/http's own status line, headers and body, which no
-// handler's answer can look like: a handler's headers come sorted, with a
-// Date) and rewrite them; every other write passes as it is. A test
-// (TestShapeErrors) pins those messages for the Go release it runs on.
-//
-// Wrap the raw listener, beneath any listener that wraps its
+// net/http answers those itself, before any handler runs and with no hook
+// (a malformed request line or header, a bad or missing Host, headers
+// over MaxHeaderBytes, an unknown Transfer-Encoding, an HTTP version it
+// does not serve): one fixed plain-text message written straight to the
+// connection, which no handler's answer can look like (a handler's headers
+// come sorted, with a Date). The returned connections rewrite exactly
+// those messages, which TestShapeErrors pins for the Go release it runs
+// on. Wrap the raw listener, beneath any listener that wraps its
 // connections in a type of its own.
 func ShapeErrors(ln net.Listener) net.Listener { return shapingListener{ln} }
 

@@ -5,21 +5,49 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/durable-llm/durable-llm/policies/request"
+	"github.com/durable-llm/durable-llm/workflows"
 )
 
+// chatAPI is POST /v1/chat/completions.
+type chatAPI struct{}
+
+func (chatAPI) decode(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	return decodeChatRequest(body, passthrough)
+}
+
+func (a chatAPI) decodeCall(h *Handler, r *http.Request, tenant string, body []byte) (call, *apiError) {
+	cr, ferr := decodeText(body, h.passthrough, a.decode)
+	if ferr != nil {
+		return call{}, invalidBody(ferr)
+	}
+	return h.newCall(r, tenant, cr, nil)
+}
+
+func (chatAPI) write(w http.ResponseWriter, id string, created time.Time, res workflows.CallResult, idem *Idempotency) {
+	writeCompletion(w, id, created, res, idem)
+}
+
+func (chatAPI) stream(sw *sseWriter, c call) streamFormat {
+	return chatFormat{sw: sw, includeUsage: c.cr.IncludeUsage}
+}
+
+func (chatAPI) objectID(id string) string { return completionID(id) }
+
+// chatCompletions serves POST /v1/chat/completions.
+func (h *Handler) chatCompletions(w http.ResponseWriter, r *http.Request, tenant string) {
+	h.serveCall(w, r, tenant, chatAPI{})
+}
+
 // chatRequest is what the front door takes from an OpenAI chat-completions
-// body. A field it does not know is refused, naming it, except the ones
-// stock SDKs send that do not change the answer (IgnoredFields) and the
-// passthrough fields of the policy's models.
+// body, and the shape in which both APIs hand a request on (a
+// responsesRequest holds one). A field it does not know is refused,
+// naming it, except the ones stock SDKs send that do not change the
+// answer (IgnoredFields) and the passthrough fields of the policy's
+// models.
 type chatRequest struct {
 	Model        string
 	Messages     []request.Message
@@ -35,8 +63,6 @@ type chatRequest struct {
 	// fieldOf, when set, names a CallRequest field as the client's API
 	// spells it (the Responses API's input[3] for messages[2]).
 	fieldOf func(field string) string
-	// prev is the Responses API's previous_response_id.
-	prev string
 }
 
 // IgnoredFields are request fields that stock OpenAI SDKs and agent
@@ -61,41 +87,15 @@ var unsupported = map[string]string{
 	"verbosity":          "not supported (it changes the answer; a model's passthrough list can forward it)",
 }
 
-// fieldError is a problem with one field of the request body.
-type fieldError struct {
-	field, problem string
-}
-
-func (e *fieldError) Error() string {
-	if e.field == "" {
-		return e.problem
-	}
-	return e.field + ": " + e.problem
-}
-
 // decodeChatRequest decodes an OpenAI chat-completions body, naming the
 // field of every problem (messages[1].content, temperature, …); passthrough
 // are the fields the policy's models forward as they are.
 func decodeChatRequest(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
 	var req chatRequest
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(body, &top); err != nil {
-		var syn *json.SyntaxError
-		var typ *json.UnmarshalTypeError
-		switch {
-		case len(bytes.TrimSpace(body)) == 0:
-			return req, &fieldError{problem: "the request body is empty (want a JSON object)"}
-		case errors.As(err, &syn):
-			return req, &fieldError{problem: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, err)}
-		case errors.As(err, &typ):
-			return req, &fieldError{problem: fmt.Sprintf("the request body is a JSON %s, want an object", typ.Value)}
-		}
-		return req, &fieldError{problem: "malformed JSON: " + err.Error()}
+	top, ferr := decodeChatTop(body)
+	if ferr != nil {
+		return req, ferr
 	}
-	if top == nil {
-		return req, &fieldError{problem: "the request body is null, want a JSON object"}
-	}
-
 	if err := sortFields(top, fieldSet{handledFields, IgnoredFields, unsupported}, passthrough, &req.Agent); err != nil {
 		return req, err
 	}
@@ -163,6 +163,29 @@ func decodeChatRequest(body []byte, passthrough map[string]bool) (chatRequest, *
 	return req, nil
 }
 
+// decodeChatTop decodes a chat body into its top-level fields, saying
+// where and why one that is not a JSON object is not.
+func decodeChatTop(body []byte) (map[string]json.RawMessage, *fieldError) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		var syn *json.SyntaxError
+		var typ *json.UnmarshalTypeError
+		switch {
+		case len(bytes.TrimSpace(body)) == 0:
+			return nil, &fieldError{problem: "the request body is empty (want a JSON object)"}
+		case errors.As(err, &syn):
+			return nil, &fieldError{problem: fmt.Sprintf("malformed JSON at byte %d: %v", syn.Offset, err)}
+		case errors.As(err, &typ):
+			return nil, &fieldError{problem: fmt.Sprintf("the request body is a JSON %s, want an object", typ.Value)}
+		}
+		return nil, &fieldError{problem: "malformed JSON: " + err.Error()}
+	}
+	if top == nil {
+		return nil, &fieldError{problem: "the request body is null, want a JSON object"}
+	}
+	return top, nil
+}
+
 // The fields of the objects inside a chat request that the front door
 // reads, and those it accepts and drops: what the official OpenAI clients
 // put in a message they return, so that an agent may send it back as it
@@ -188,45 +211,6 @@ var (
 	formatFields    = nestedFields{read: []string{"type", "json_schema"}}
 	schemaFields    = nestedFields{read: []string{"name", "description", "schema", "strict"}}
 )
-
-// nestedFields is what the front door makes of the fields of an object
-// inside the body: the ones it reads, the ones it drops, and the ones it
-// takes only as null (any other value is refused with the reason).
-type nestedFields struct {
-	read, ignored []string
-	nullOnly      map[string]string
-}
-
-// check refuses the first field of obj (at path at), in sorted order,
-// that nf neither reads nor drops, naming its path.
-func (nf nestedFields) check(obj map[string]json.RawMessage, at string) *fieldError {
-	for _, name := range sortedFields(obj) {
-		path := at + "." + name
-		if name == "" {
-			path = at + `.""`
-		}
-		switch {
-		case slices.Contains(nf.read, name), slices.Contains(nf.ignored, name):
-		case nf.nullOnly[name] != "":
-			if !isNull(obj[name]) {
-				return &fieldError{path, nf.nullOnly[name]}
-			}
-		default:
-			return &fieldError{path, "unknown field (not sent upstream, so not accepted)"}
-		}
-	}
-	return nil
-}
-
-// checkNested decodes raw, when it is an object, and checks its fields
-// with nf; any other JSON is left to the decoder that names its type.
-func checkNested(raw json.RawMessage, at string, nf nestedFields) *fieldError {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil {
-		return nil
-	}
-	return nf.check(obj, at)
-}
 
 // decodeMessage decodes one chat message; content is a string, null, or an
 // array of text parts (joined with newlines).
@@ -330,46 +314,6 @@ func decodeContent(raw json.RawMessage, at string) ([]request.Part, *fieldError)
 	})
 }
 
-// decodeParts reads message content: null (no parts), a string (one text
-// part), or an array of typed parts, each read by part (typ is its "type",
-// pat its path) — the one shape both APIs share.
-func decodeParts(raw json.RawMessage, at string, part func(p map[string]json.RawMessage, typ, pat string) (request.Part, *fieldError)) ([]request.Part, *fieldError) {
-	if raw == nil || isNull(raw) {
-		return nil, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return []request.Part{{Type: request.PartText, Text: s}}, nil
-	}
-	var parts []map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return nil, &fieldError{at, "want a string or an array of content parts"}
-	}
-	out := make([]request.Part, 0, len(parts))
-	for j, p := range parts {
-		pat := fmt.Sprintf("%s[%d]", at, j)
-		var typ string
-		if err := stringAt(p, "type", pat, &typ); err != nil {
-			return nil, err
-		}
-		pt, err := part(p, typ, pat)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, pt)
-	}
-	return out, nil
-}
-
-// stringAt is decodeString for a field of the object at path at.
-func stringAt(obj map[string]json.RawMessage, name, at string, dst *string) *fieldError {
-	if err := decodeString(obj, name, dst); err != nil {
-		err.field = at + "." + err.field
-		return err
-	}
-	return nil
-}
-
 // decodeAgent decodes the agent fields (docs/agents.md) into r, naming
 // the field of a value of the wrong type; Validate checks the values.
 func decodeAgent(top map[string]json.RawMessage, r *request.Request) *fieldError {
@@ -419,199 +363,6 @@ func decodeAgent(top map[string]json.RawMessage, r *request.Request) *fieldError
 	return nil
 }
 
-// fieldSet is what one API makes of top-level request fields: the ones
-// it reads, the ones it ignores, and the ones it refuses with a reason.
-type fieldSet struct {
-	handled, ignored []string
-	unsupported      map[string]string
-}
-
-// sortFields checks every top-level field of a body against an API's
-// fieldSet: a passthrough field (one the policy's models forward) goes to
-// r.Passthrough compacted, an unsupported or unknown one is refused by
-// name, in sorted order so the same body always names the same field.
-func sortFields(top map[string]json.RawMessage, fs fieldSet, passthrough map[string]bool, r *request.Request) *fieldError {
-	for _, name := range sortedFields(top) {
-		switch {
-		case name == "":
-			// Named as written: an empty field name would read as a
-			// problem of the whole body.
-			return &fieldError{`""`, "a field with an empty name is not accepted"}
-		case slices.Contains(fs.handled, name), slices.Contains(fs.ignored, name):
-		case passthrough[name]:
-			var buf bytes.Buffer
-			if err := json.Compact(&buf, top[name]); err != nil {
-				return &fieldError{name, "not valid JSON"}
-			}
-			if r.Passthrough == nil {
-				r.Passthrough = map[string]json.RawMessage{}
-			}
-			r.Passthrough[name] = buf.Bytes()
-		case fs.unsupported[name] != "":
-			return &fieldError{name, fs.unsupported[name]}
-		default:
-			return &fieldError{name, "unknown field (not sent upstream, so not accepted; a model's passthrough list in the policy can forward provider-specific fields)"}
-		}
-	}
-	return nil
-}
-
-// sortedFields are the keys of obj, sorted, so the first problem named is
-// the same on every run.
-func sortedFields(obj map[string]json.RawMessage) []string {
-	out := make([]string, 0, len(obj))
-	for k := range obj {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// decodeString decodes an optional string field (null: empty).
-func decodeString(obj map[string]json.RawMessage, name string, dst *string) *fieldError {
-	var p *string
-	if err := decodeField(obj, name, &p, "a string"); err != nil {
-		return err
-	}
-	if p != nil {
-		*dst = *p
-	}
-	return nil
-}
-
-// decodeField decodes obj[name] into dst when present; want describes the
-// expected JSON type for the error.
-func decodeField(obj map[string]json.RawMessage, name string, dst any, want string) *fieldError {
-	raw, ok := obj[name]
-	if !ok {
-		return nil
-	}
-	if err := json.Unmarshal(raw, dst); err != nil {
-		got := "a JSON " + jsonKind(raw)
-		return &fieldError{name, fmt.Sprintf("want %s, got %s", want, got)}
-	}
-	return nil
-}
-
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
-// jsonKind names the JSON type of a raw value.
-func jsonKind(raw json.RawMessage) string {
-	t := bytes.TrimSpace(raw)
-	if len(t) == 0 {
-		return "nothing"
-	}
-	switch t[0] {
-	case '"':
-		return "string"
-	case '{':
-		return "object"
-	case '[':
-		return "array"
-	case 't', 'f':
-		return "boolean"
-	case 'n':
-		return "null"
-	}
-	if len(t) > 24 {
-		t = append(t[:24:24], "…"...)
-	}
-	return "number " + string(t)
-}
-
-// parseDeadlineMS reads an X-Deadline-Ms header: a whole number of
-// milliseconds, returned for Validate to check against the limits; or the
-// problem. A number too large for int64 is over the limit max, not "not a
-// number" (nor, as a time.Duration, negative).
-func parseDeadlineMS(v string, max time.Duration) (int64, string) {
-	ms, err := strconv.ParseInt(v, 10, 64)
-	switch {
-	case err == nil:
-		return ms, ""
-	case errors.Is(err, strconv.ErrRange) && ms > 0:
-		return 0, fmt.Sprintf("over the limit of %d ms (%v)", max.Milliseconds(), max)
-	case errors.Is(err, strconv.ErrRange):
-		return 0, fmt.Sprintf("negative (want 0 for the default, or %d..%d)", request.MinRequestDeadline.Milliseconds(), max.Milliseconds())
-	}
-	if len(v) > 32 {
-		return 0, "not a whole number of milliseconds"
-	}
-	return 0, fmt.Sprintf("%q is not a whole number of milliseconds", v)
-}
-
-// decodeBody decodes a request body of api a, after checkText: the JSON
-// decoder would replace what is not UTF-8 by U+FFFD without a word, and
-// the request would run on text the client did not send.
-func decodeBody(a api, body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
-	if err := checkText(body); err != nil {
-		return chatRequest{}, err
-	}
-	return a.decode(body, passthrough)
-}
-
-// checkText reports where body is not Unicode text: a byte sequence that
-// is not UTF-8, or a \u escape of half a UTF-16 surrogate pair (a "\ud83d"
-// without its low half), which JSON decoding replaces by U+FFFD too. The
-// offset is the byte's in the body; the field is not known this early.
-func checkText(body []byte) *fieldError {
-	if !utf8.Valid(body) {
-		i := 0
-		for i < len(body) {
-			r, n := utf8.DecodeRune(body[i:])
-			if r == utf8.RuneError && n <= 1 {
-				break
-			}
-			i += n
-		}
-		return &fieldError{problem: fmt.Sprintf("the request body is not valid UTF-8 (byte %d); JSON text must be UTF-8", i)}
-	}
-	inString := false
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; {
-		case c == '"':
-			inString = !inString
-		case c == '\\' && inString && i+1 < len(body):
-			i++
-			if body[i] != 'u' {
-				continue
-			}
-			hi, ok := hex4(body, i+1)
-			if !ok {
-				continue // a malformed escape: the decoder names it
-			}
-			switch {
-			case hi >= 0xDC00 && hi <= 0xDFFF:
-				return surrogateProblem(i - 1)
-			case hi >= 0xD800 && hi <= 0xDBFF:
-				lo, ok := -1, false
-				if i+6 < len(body) && body[i+5] == '\\' && body[i+6] == 'u' {
-					lo, ok = hex4(body, i+7)
-				}
-				if !ok || lo < 0xDC00 || lo > 0xDFFF {
-					return surrogateProblem(i - 1)
-				}
-				i += 10 // both escapes, the loop's i++ steps past the last digit
-			default:
-				i += 4
-			}
-		}
-	}
-	return nil
-}
-
-func surrogateProblem(at int) *fieldError {
-	return &fieldError{problem: fmt.Sprintf("the request body has a \\u escape of half a UTF-16 surrogate pair at byte %d, which is no character (JSON strings must be Unicode text)", at)}
-}
-
-// hex4 reads the four hex digits at b[i:].
-func hex4(b []byte, i int) (int, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
-	return int(v), err == nil
-}
-
 // checkToolsAndFormat refuses unknown fields in tools (function tools:
 // another type is named by Validate) and in response_format, which
 // decodeAgent has decoded without them.
@@ -642,42 +393,6 @@ func checkToolsAndFormat(top map[string]json.RawMessage) *fieldError {
 				return err
 			}
 		}
-	}
-	return nil
-}
-
-// singleHeaders are the request headers the front door reads one value
-// of: sent twice, which one counts would depend on who reads them (a
-// proxy in front may check the other), so a second one is refused.
-var singleHeaders = []string{"Authorization", "Content-Type", HeaderIdempotencyKey, HeaderSessionID,
-	HeaderScenario, HeaderDeadlineMS, HeaderLastEventID}
-
-// headerProblem checks what every authenticated route reads of a
-// request's headers before its token: each of singleHeaders at most once,
-// and the body of a POST declared as JSON in UTF-8 (no Content-Type: JSON
-// is assumed). It returns the refusal, or nil.
-func headerProblem(r *http.Request) *apiError {
-	for _, name := range singleHeaders {
-		if n := len(r.Header.Values(name)); n > 1 {
-			return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: name, code: "duplicate_header",
-				message: fmt.Sprintf("Invalid request: the %s header is sent %d times; send it once.", name, n)}
-		}
-	}
-	ct := r.Header.Get("Content-Type")
-	if r.Method != http.MethodPost || ct == "" {
-		return nil
-	}
-	mt, params, err := mime.ParseMediaType(ct)
-	switch {
-	case err != nil:
-		return &apiError{status: http.StatusBadRequest, typ: typeInvalidRequest, param: "Content-Type", code: "invalid_content_type",
-			message: "Invalid request: the Content-Type header is not a media type; send Content-Type: application/json."}
-	case mt != "application/json" && !strings.HasSuffix(mt, "+json"):
-		return &apiError{status: http.StatusUnsupportedMediaType, typ: typeInvalidRequest, param: "Content-Type", code: "unsupported_media_type",
-			message: "Invalid request: the body must be JSON; send Content-Type: application/json."}
-	case params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8"):
-		return &apiError{status: http.StatusUnsupportedMediaType, typ: typeInvalidRequest, param: "Content-Type", code: "unsupported_media_type",
-			message: "Invalid request: the body must be UTF-8 JSON; send Content-Type: application/json (charset=utf-8, or none)."}
 	}
 	return nil
 }

@@ -1,0 +1,123 @@
+package frontdoor
+
+import (
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// routes is the front door's route table. Each route's handler is served
+// for the tenant of the request's bearer token (authed); its path asked
+// with another method is a 405 that names the route's first method, and
+// an unknown URL a 404, in OpenAI's error shape like every other answer
+// (not the mux's own plain-text ones). GET /healthz needs no token.
+func (h *Handler) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	allowed := map[string]bool{} // the paths with their 405 registered
+	for _, rt := range []struct {
+		pattern string
+		serve   func(w http.ResponseWriter, r *http.Request, tenant string)
+	}{
+		{"POST /v1/chat/completions", h.chatCompletions},         // start or attach to a durable call
+		{"POST /v1/responses", h.createResponse},                 // the same, in the Responses API
+		{"GET /v1/responses/{id}", h.getResponse},                // a response (?stream=true: its events)
+		{"DELETE /v1/responses/{id}", h.deleteResponse},          // delete a stored response
+		{"POST /v1/responses/{id}/cancel", h.cancelResponse},     // cancel a background response
+		{"GET /v1/responses/{id}/input_items", h.listInputItems}, // a stored response's input
+		{"GET /v1/models", h.listModels},                         // the ladder's models
+		{"GET /v1/models/{model}", h.getModel},                   // one of them
+		{"GET /v1/calls/{id}", h.getCall},                        // a call started with Prefer: respond-async
+		{"DELETE /v1/calls/{id}", h.cancelCall},                  // cancel the tenant's own running call
+		{"POST /v1/calls/{id}/feedback", h.postFeedback},         // what the user did after the call
+	} {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		mux.HandleFunc(rt.pattern, h.authed(method, rt.serve))
+		if !allowed[path] {
+			allowed[path] = true
+			mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { refuseMethod(w, r, method) })
+		}
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		closeEarly(w)
+		unknownURL(r).write(w)
+	})
+	return mux
+}
+
+// refuseMethod answers 405 to a request of a route's path whose method is
+// not allow, without reading its body.
+func refuseMethod(w http.ResponseWriter, r *http.Request, allow string) {
+	closeEarly(w)
+	w.Header().Set("Allow", allow)
+	methodNotAllowed(r, allow).write(w)
+}
+
+// authed checks the method (a GET pattern matches HEAD too, which is
+// refused), the headers and the bearer token, then serves with the
+// token's tenant.
+func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method {
+			refuseMethod(w, r, method)
+			return
+		}
+		if e := headerProblem(r); e != nil {
+			closeEarly(w)
+			e.write(w)
+			return
+		}
+		token := bearerToken(r)
+		if token == "" {
+			closeEarly(w)
+			missingAPIKey().write(w)
+			return
+		}
+		tenant, ok := h.o.Tenants.Lookup(token)
+		if !ok {
+			closeEarly(w)
+			invalidAPIKey().write(w)
+			return
+		}
+		if rec, ok := w.(*recorder); ok {
+			rec.tenant = tenant
+		}
+		next(w, r, tenant)
+	}
+}
+
+// singleHeaders are the request headers the front door reads one value
+// of: sent twice, which one counts would depend on who reads them (a
+// proxy in front may check the other), so a second one is refused.
+var singleHeaders = []string{"Authorization", "Content-Type", HeaderIdempotencyKey, HeaderSessionID,
+	HeaderScenario, HeaderDeadlineMS, HeaderLastEventID}
+
+// headerProblem checks what every authenticated route reads of a
+// request's headers before its token: each of singleHeaders at most once,
+// and the body of a POST declared as JSON in UTF-8 (no Content-Type: JSON
+// is assumed). It returns the refusal, or nil.
+func headerProblem(r *http.Request) *apiError {
+	for _, name := range singleHeaders {
+		if n := len(r.Header.Values(name)); n > 1 {
+			return duplicateHeader(name, n)
+		}
+	}
+	ct := r.Header.Get("Content-Type")
+	if r.Method != http.MethodPost || ct == "" {
+		return nil
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	switch {
+	case err != nil:
+		return invalidContentType()
+	case mt != "application/json" && !strings.HasSuffix(mt, "+json"):
+		return unsupportedMediaType(false)
+	case params["charset"] != "" && !strings.EqualFold(params["charset"], "utf-8"):
+		return unsupportedMediaType(true)
+	}
+	return nil
+}
