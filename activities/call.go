@@ -253,7 +253,8 @@ func (at *attempt) streamedTokens(n int, done func()) {
 	done()
 	a.queues.firstToken(m.Endpoint(), at.start, at.firstAt.Sub(at.start), m.FirstTokenTimeout.D())
 	if in.FirstTokenWins && !a.races.win(at.info.WorkflowExecution.RunID, in.Attempt, in.Hedge) {
-		return // its rival's first token came first: it is being cut
+		at.pub.loseRace() // its rival's first token came first: it is being cut
+		return
 	}
 	at.ann.firstToken()
 }

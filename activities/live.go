@@ -241,13 +241,13 @@ func (l *liveAttempt) close(ctx context.Context) bool {
 
 // reopen ends the attempt's live stream, before any text, and opens
 // another for it under a new id, which it returns; false once it has text
-// (the stream then stays). Its followers of the first see an empty
+// (the stream then stays) or has closed. Its followers of the first see an empty
 // attempt end and read on in the call's stream.
 func (l *liveAttempt) reopen() (string, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.text.Len() > 0 || l.tools != nil {
-		return "", false
+	if l.text.Len() > 0 || l.tools != nil || l.stopped {
+		return "", false // a closed attempt opens nothing that none would end
 	}
 	old := l.att
 	l.att = l.reg.Open()

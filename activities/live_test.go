@@ -163,4 +163,12 @@ func TestLiveWithdrawnBeforeItsText(t *testing.T) {
 		t.Fatal("an attempt with text reopened its stream")
 	}
 	l2.close(context.Background())
+	// A late note that comes after the attempt closed opens nothing that
+	// none would end.
+	l3 := a.newLiveAttempt(context.Background(), 3, time.Minute, func() { t.Error("cancelled") })
+	l3.close(context.Background())
+	held := a.live.Registry.Len()
+	if _, ok := l3.reopen(); ok || a.live.Registry.Len() != held {
+		t.Fatalf("a closed attempt reopened its stream (%d attempts held, %d before)", a.live.Registry.Len(), held)
+	}
 }

@@ -41,6 +41,9 @@ type callPublisher struct {
 	any      bool
 	closed   bool
 	ok       bool
+	// lost: its rival's first token came first (a first-token race decided
+	// in this process); it publishes nothing more.
+	lost bool
 }
 
 // publisher returns the attempt's publisher, nil when the caller did not
@@ -108,7 +111,7 @@ func (p *callPublisher) withdrawLive() {
 // text publishes a piece of the answer: the first at once, later ones in
 // batches.
 func (p *callPublisher) text(t string) {
-	if p == nil || t == "" || p.closed {
+	if p == nil || t == "" || p.closed || p.lost {
 		return
 	}
 	if p.live != nil {
@@ -126,7 +129,7 @@ func (p *callPublisher) text(t string) {
 
 // toolCalls publishes an answer's tool calls, whole, as one delta.
 func (p *callPublisher) toolCalls(calls []request.ToolCall) {
-	if p == nil || len(calls) == 0 || p.closed {
+	if p == nil || len(calls) == 0 || p.closed || p.lost {
 		return
 	}
 	if p.live != nil {
@@ -157,6 +160,14 @@ func (p *callPublisher) close(ctx context.Context) bool {
 		p.ok = p.c.Close(fctx) == nil && liveOK
 	}
 	return p.ok && p.any
+}
+
+// loseRace: the attempt lost its first-token race; its text is not the
+// call's, so none of it goes out.
+func (p *callPublisher) loseRace() {
+	if p != nil {
+		p.lost = true
+	}
 }
 
 // heartbeats reports whether the publisher sends the attempt's heartbeats
