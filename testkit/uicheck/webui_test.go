@@ -108,7 +108,11 @@ func TestWebUIShowsEveryAttemptWaitAndDecision(t *testing.T) {
 			waits = append(waits, fmt.Sprintf("hold %s after %s, then resend", d, a.Class))
 		}
 	}
-	require.Len(t, waits, 2, "the call should have waited twice: a backoff and a hold before resending")
+	// The hold before resending is always a wait; the backoff after the
+	// first 502 is full jitter, whose draw may round to 0 ms (no timer).
+	require.Contains(t, waits, fmt.Sprintf("hold %s after %s, then resend",
+		callstate.FormatDuration(time.Duration(res.Attempts[3].DelayMS)*time.Millisecond), failure.QueueFull), "the call held before resending")
+	require.LessOrEqual(t, len(waits), 2, "a backoff and a hold at most: %v", waits)
 	fallback := "fallback: cache → FAQ → rule card → placeholder"
 
 	b, err := uicheck.Start(uicheck.Options{Path: chromium})
