@@ -143,17 +143,29 @@ func (l *liveAttempt) scheduleLocked() {
 	if l.busy || l.stopped {
 		return
 	}
+	l.timer.Reset(max(time.Until(l.dueLocked()), 0))
+}
+
+// dueLocked is when the next heartbeat is due (l.mu held).
+func (l *liveAttempt) dueLocked() time.Time {
 	after := l.every
 	if l.pendingLocked() {
 		after = min(after, l.gap)
 	}
-	l.timer.Reset(max(time.Until(l.last.Add(after)), 0))
+	return l.last.Add(after)
 }
 
 // fire sends a heartbeat (the timer's function) and schedules the next.
+// A firing that is not due (the timer was reset while an earlier firing
+// waited for the lock) only reschedules.
 func (l *liveAttempt) fire() {
 	l.mu.Lock()
 	if l.busy || l.stopped {
+		l.mu.Unlock()
+		return
+	}
+	if time.Now().Before(l.dueLocked()) {
+		l.scheduleLocked()
 		l.mu.Unlock()
 		return
 	}
