@@ -70,14 +70,7 @@ func TestStreamHundredAtOnce(t *testing.T) {
 // goroutine). Each content chunk's id is OFFSET:BYTES, BYTES the text sent
 // so far: it must grow by exactly the chunk's length.
 func streamOnce(ctx context.Context, d *door, body, key string) (id, text string, chunks int, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
-	if err != nil {
-		return "", "", 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+tokAcme)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Idempotency-Key", key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.sendStream(ctx, body, map[string]string{"Idempotency-Key": key})
 	if err != nil {
 		return "", "", 0, err
 	}

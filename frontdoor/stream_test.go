@@ -104,16 +104,23 @@ func scanSSE(body io.Reader, fn func(sseEvent) bool) error {
 // postStream sends a raw streamed request with tenant acme's token.
 func (d *door) postStream(ctx context.Context, body string, hdr map[string]string) *http.Response {
 	d.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	resp, err := d.sendStream(ctx, body, hdr)
 	require.NoError(d.t, err)
+	return resp
+}
+
+// sendStream is postStream without a test (safe off the test's goroutine).
+func (d *door) sendStream(ctx context.Context, body string, hdr map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.ts.URL+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
 	req.Header.Set("Authorization", "Bearer "+tokAcme)
 	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(d.t, err)
-	return resp
+	return http.DefaultClient.Do(req)
 }
 
 func streamBody(user, question string) string {
