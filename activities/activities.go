@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -46,9 +47,12 @@ type Activities struct {
 	firstTokens *guard.FirstTokens
 	// queues are the endpoints' first tokens as this process sees them
 	// (stall.go): where a hedge of an overdue attempt could answer sooner.
-	queues  *queues
-	tracing bool
-	hedges  *guard.RetryBudget
+	queues *queues
+	// outliers eject the endpoints that show they are not answering
+	// (guard.Outliers), this process's view.
+	outliers *guard.Outliers
+	tracing  bool
+	hedges   *guard.RetryBudget
 	// races are the upstream requests of the hedged attempts running in
 	// this process (race.go): the first to answer cuts the other's.
 	races races
@@ -138,7 +142,7 @@ func New(o Options) (*Activities, error) {
 		steps: newStepResults(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*openai.Client{}, schemas: request.Schemas(), billed: newBilledRequests(),
-		firstTokens: guard.NewFirstTokens(), queues: newQueues(), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		firstTokens: guard.NewFirstTokens(), queues: newQueues(), outliers: guard.NewOutliers(o.Config.RateLimit.Hold.D()), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 		live: o.Live,
 	}
@@ -297,7 +301,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 	now := a.now()
 	p := Prepared{State: in.State}
 	want := in.State.Model
-	var breakerSkipped, budgetSkipped []string
+	var breakerSkipped, budgetSkipped, ejectedSkipped []string
 	budgetWhy := "" // the last refusal of the retry budget
 	refused := 0    // retries the budget refused
 	pastOpen := false
@@ -330,7 +334,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			m, ok = callstate.NextModel(a.cfg.Models, in.State.Preferred, p.State.Tried, nil)
 		}
 		if !ok {
-			if w := a.trialWait(in, breakerSkipped, budgetSkipped, budgetWhy); w.Hold > 0 {
+			if w := a.trialWait(in, breakerSkipped, budgetSkipped, ejectedSkipped, budgetWhy); w.Hold > 0 {
 				breakerSkipped, refused = nil, 0 // a wait, not attempts refused: nothing counted
 				return w, nil
 			}
@@ -347,7 +351,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 				// first serves the calls of an upstream that comes back
 				// within call.max_wait without a failed request each.
 				pastOpen, want = true, in.State.Model
-				p, breakerSkipped, budgetSkipped, budgetWhy, refused = Prepared{State: in.State}, nil, nil, "", 0
+				p, breakerSkipped, budgetSkipped, ejectedSkipped, budgetWhy, refused = Prepared{State: in.State}, nil, nil, nil, "", 0
 				continue
 			}
 			p.Reason = "no model left to try"
@@ -377,6 +381,14 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			continue
 		}
 		m = m.WithKey(key)
+		if skip, wait, why := a.outlier(in, p.State, m, now); skip {
+			if wait {
+				ejectedSkipped = append(ejectedSkipped, m.Name)
+			}
+			p.State = p.State.Skip(m.Name, failure.None)
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "outlier", Reason: why + ": no upstream call made"})
+			continue
+		}
 		canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
 		sc, left := a.held(m, now)
 		scope := m.ScopeLabel(sc) // tenants read it: no address
@@ -415,7 +427,10 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			left, holdReason = paced, fmt.Sprintf("paced to %s on %s", lim, m.ScopeLabel(m.RateLimitScope))
 		}
 		b := a.budgets.For(m.Endpoint())
-		if p.State.Requests == 0 && in.Request.Step == 0 {
+		if !p.State.HasSent(m.Endpoint()) && in.Request.Step == 0 {
+			// The call's first request to this endpoint: its ordinary
+			// load, not a retry, whichever rung the call fails over from
+			// (the budget protects the endpoint that receives resends).
 			// (A step of a step-by-step answer is an extra request of its
 			// parent call: even its first is a retry.)
 			b.RecordRequestFor(now, in.Request.Tenant)
@@ -451,7 +466,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		if m.Pooled() {
 			p.Key = key
 		}
-		p.State = p.State.StartWith(m.Name, p.Key)
+		p.State = p.State.StartWith(m.Name, p.Key).SentTo(m.Endpoint())
 		sent := promptpkg.Build(in.Request.Messages, prompt.Keep, m.SystemPrompt)
 		if r := in.State.Shape.Repair; r != "" {
 			sent = append(sent, request.Message{Role: request.RoleUser, Content: r})
@@ -545,30 +560,138 @@ func paceLimits(cfg *config.Config) map[string]limits {
 // within its deadline, a step of 0.5–1.5 s at a time (drawn, so that
 // waiting calls recheck apart). Zero Hold: no wait, the fallback answers.
 // Waiting sends nothing: a retry still needs the budget's leave.
-func (a *Activities) trialWait(in PrepareInput, open, spent []string, spentWhy string) Prepared {
-	skipped := append(slices.Clone(open), spent...)
+func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, spentWhy string) Prepared {
+	skipped := slices.Concat(open, spent, ejected)
 	if in.Only || len(skipped) == 0 {
 		return Prepared{}
 	}
-	left := a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream) - in.State.Waited
+	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream), in.State.Waited)
 	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+	if len(open) > 0 && firstRequest(in, in.State) {
+		// Its first request goes past the open breakers when the wait
+		// ends (prepareAttempt): it keeps the time a plain client's
+		// request has to start answering.
+		m, _ := a.cfg.Model(open[0])
+		canWait -= firstTokenTime(m)
+	}
 	step := min(500*time.Millisecond+time.Duration(a.rand()*float64(time.Second)), left, canWait)
 	if step < 100*time.Millisecond {
 		return Prepared{}
 	}
 	st := in.State
 	st.Waited += step
+	st.Tried = a.untryRefusing(st)
 	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true,
-		HoldReason: fmt.Sprintf("%s: waiting for %s (%s of %s waited)",
-			blocked(open, spent, spentWhy), waitedFor(open, spent), callstate.FormatDuration(st.Waited), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
+		HoldReason: fmt.Sprintf("%s: waiting for %s (%s waited%s)",
+			blocked(open, spent, ejected, spentWhy), waitedFor(open, spent, ejected), callstate.FormatDuration(st.Waited),
+			waitCap(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
+}
+
+// waitLeft is how much longer a call that has waited waited may wait
+// under the cap maxWait (0: no cap of its own; the deadline bounds it).
+func waitLeft(maxWait, waited time.Duration) time.Duration {
+	if maxWait <= 0 {
+		return math.MaxInt64
+	}
+	return maxWait - waited
+}
+
+// waitCap words call.max_wait for a wait's reason: nothing when unset.
+func waitCap(maxWait time.Duration) string {
+	if maxWait <= 0 {
+		return ""
+	}
+	return ", call.max_wait " + callstate.FormatDuration(maxWait)
+}
+
+// untryRefusing is the call's tried models less those it left only
+// because their endpoint refused (busy or unreachable) and that endpoint
+// is now ejected for refusing: a waiting call may take whichever probe
+// answers first.
+func (a *Activities) untryRefusing(st callstate.State) []string {
+	now := a.now()
+	return slices.DeleteFunc(slices.Clone(st.Tried), func(name string) bool {
+		m, ok := a.cfg.Model(name)
+		if !ok {
+			return false
+		}
+		if sick, _ := a.outliers.State(m.Endpoint(), now); sick != guard.Refusing {
+			return false
+		}
+		for class := range st.Failures[name] {
+			if class != failure.QueueFull && class != failure.Connect {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// outlier applies outlier ejection (guard.Outliers) to the call's next
+// request, to m: it goes while m's endpoint answers, or as the endpoint's
+// probe. Otherwise it is skipped (skip) for a rung whose endpoint answers
+// or, without one, to wait for the probe (wait) when the endpoint refuses
+// fast; one that is silent still gets the request (as a plain client
+// would send it: it may answer late, and the call races it elsewhere
+// once one answers). A hedge never goes to an ejected endpoint.
+func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait bool, why string) {
+	sick, next := a.outliers.State(m.Endpoint(), now)
+	if sick == guard.Healthy {
+		return false, false, ""
+	}
+	why = fmt.Sprintf("%s is not answering (%s): ejected", m.EndpointLabel(), sick)
+	if in.Only {
+		return true, false, why
+	}
+	alt := a.answeringRung(in, st, m, now)
+	if alt == "" && sick == guard.Silent {
+		return false, false, ""
+	}
+	if a.outliers.Admit(m.Endpoint(), now, firstTokenTime(m)) == guard.SendProbe {
+		return false, false, ""
+	}
+	why += ", next probe in " + callstate.FormatDuration(max(next.Sub(now), 0))
+	if alt != "" {
+		return true, false, why + "; " + alt + "'s endpoint answers"
+	}
+	return true, sick == guard.Refusing, why
+}
+
+// firstTokenTime is how long a request to m may take to start answering:
+// its first-token timeout, or its whole timeout when it cannot stream.
+func firstTokenTime(m config.ModelConfig) time.Duration {
+	if m.Stream {
+		return m.FirstTokenTimeout.D()
+	}
+	return m.Timeout.D()
+}
+
+// answeringRung is a model other than m the call could still take, on
+// another endpoint that is not ejected, with its breaker not open; "" when
+// there is none.
+func (a *Activities) answeringRung(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) string {
+	need := in.Request.Needs()
+	for _, l := range a.cfg.Models {
+		if l.Name == m.Name || l.Endpoint() == m.Endpoint() || slices.Contains(st.Tried, l.Name) ||
+			len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen {
+			continue
+		}
+		if sick, _ := a.outliers.State(l.Endpoint(), now); sick == guard.Healthy {
+			return l.Name
+		}
+	}
+	return ""
 }
 
 // blocked words why the models a call waits on may not take it: open
 // breakers, spent retry budgets (spentWhy, when given, says how).
-func blocked(open, spent []string, spentWhy string) string {
+func blocked(open, spent, ejected []string, spentWhy string) string {
 	var parts []string
 	if len(open) > 0 {
 		parts = append(parts, "breaker open: "+strings.Join(open, ", "))
+	}
+	if len(ejected) > 0 {
+		parts = append(parts, "endpoint refusing: "+strings.Join(ejected, ", "))
 	}
 	if len(spent) > 0 {
 		if spentWhy == "" {
@@ -580,8 +703,10 @@ func blocked(open, spent []string, spentWhy string) string {
 }
 
 // waitedFor words what a waiting call waits for.
-func waitedFor(open, spent []string) string {
+func waitedFor(open, spent, ejected []string) string {
 	switch {
+	case len(open) == 0 && len(spent) == 0:
+		return "their endpoints' probes"
 	case len(spent) == 0:
 		return "their trials"
 	case len(open) == 0:
@@ -619,7 +744,7 @@ func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string
 		}
 		waitOn = append(waitOn, m.Name)
 	}
-	left := a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream) - in.State.Waited
+	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream), in.State.Waited)
 	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Outcome.Elapsed - callstate.MinAttemptTime
 	if len(waitOn) == 0 || min(left, canWait) < 100*time.Millisecond {
 		return fb
@@ -638,8 +763,9 @@ func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string
 		decision = "wait_for_budget"
 	}
 	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: decision, BudgetRefused: fb.BudgetRefused,
-		Reason: fmt.Sprintf("%s; %s: wait for %s (call.max_wait %s, %s waited)",
-			fb.Reason, blocked(onOpen, onSpent, ""), waitedFor(onOpen, onSpent), callstate.FormatDuration(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)), callstate.FormatDuration(in.State.Waited))}
+		Reason: fmt.Sprintf("%s; %s: wait for %s (%s waited%s)",
+			fb.Reason, blocked(onOpen, onSpent, nil, ""), waitedFor(onOpen, onSpent, nil), callstate.FormatDuration(in.State.Waited),
+			waitCap(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)))}
 }
 
 // held returns the rate-limit hold on model m at now: the scope held the

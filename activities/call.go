@@ -18,6 +18,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/structured"
 )
@@ -251,6 +252,7 @@ func (at *attempt) streamedTokens(n int, done func()) {
 	a, in, m := at.a, at.in, at.m
 	at.firstAt = a.now()
 	done()
+	a.outliers.Record(m.Endpoint(), guard.Answered, at.start, at.firstAt, 0, 0)
 	a.queues.firstToken(m.Endpoint(), at.start, at.firstAt.Sub(at.start), m.FirstTokenTimeout.D())
 	if in.FirstTokenWins && !a.races.win(at.info.WorkflowExecution.RunID, in.Attempt, in.Hedge) {
 		at.pub.loseRace() // its rival's first token came first: it is being cut
@@ -420,7 +422,8 @@ func (at *attempt) recordOutcome() {
 func (at *attempt) recordGuards() {
 	a, in, m, v, obs := at.a, at.in, at.m, at.v, &at.obs
 	a.headroom(m, obs.Header)
-	if !a.backpressure(m, v) && !(m.Pooled() && v.Class == failure.Auth) && !blamesRequest(m, in, v.Class) {
+	refusing := at.recordOutlier()
+	if !a.backpressure(m, v, refusing) && !(m.Pooled() && v.Class == failure.Auth) && !blamesRequest(m, in, v.Class) {
 		// A rate limit alone does not make the model sick, nor one key of
 		// a pool refused (DecideNext parks the key), nor a request too
 		// large to answer in time.
@@ -436,6 +439,39 @@ func (at *attempt) recordGuards() {
 	}
 	a.metrics.Attempt(m.Name, classLabel(v.Class), at.out.Duration)
 	a.keyAttempt(m.Name, in.Key, classLabel(v.Class))
+}
+
+// recordOutlier tells the endpoint's outlier ejection (guard.Outliers)
+// what the attempt showed of it, and returns how long the endpoint has
+// been refusing without an answer. A request that reached a server that
+// worked it out answers, whatever its class; a busy refusal, a refused
+// connection and a 5xx count towards an ejection; no first token by the
+// attempt's end is a silent endpoint unless it answered since.
+func (at *attempt) recordOutlier() time.Duration {
+	a, m, v := at.a, at.m, at.v
+	now := a.now()
+	var s guard.Signal
+	switch v.Class {
+	case failure.QueueFull:
+		s = guard.Busy
+	case failure.Connect:
+		s = guard.Unreachable
+	case failure.ServerError, failure.Timeout:
+		s = guard.ServerFailed
+	case failure.ReadTimeout:
+		if at.firstAt.IsZero() && at.in.Prompt.Fits {
+			a.outliers.Overdue(m.Endpoint(), at.start, now, a.rand())
+		}
+		return 0
+	case failure.StreamBroken, failure.BodyError, failure.WorkerLost, failure.BreakerOpen, failure.ServiceUnavailable:
+		return 0 // says nothing of whether it answers: no signal
+	default:
+		if at.out.NotSent {
+			return 0
+		}
+		s = guard.Answered
+	}
+	return a.outliers.Record(m.Endpoint(), s, at.start, now, v.RetryAfter, a.rand())
 }
 
 // publish hands the answer over: the rest of it to the caller's stream

@@ -29,19 +29,22 @@ func blamesRequest(m config.ModelConfig, in CallInput, class failure.Class) bool
 	return w > 0 && (in.Prompt.Tokens*2 > w || in.Shape.MaxTokens*4 > w)
 }
 
-// backpressure holds the scope of a rate-limited attempt (a 429: the
-// model's rate_limit_scope; queue_full: the model's queue) for the
-// upstream's Retry-After, else rate_limit.hold, and reports whether the
-// refusal is backpressure: true until that scope has been held without a
-// break for rate_limit.breaker_after, when it starts to count against the
-// model's breaker.
-func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict) bool {
+// backpressure reports whether the refusal of an attempt is backpressure,
+// which does not count against the model's breaker until it has lasted
+// rate_limit.breaker_after. A 429 holds the model's rate_limit_scope for
+// the upstream's Retry-After, else rate_limit.hold, and lasts while that
+// scope is held without a break. A busy refusal (queue_full) is its
+// endpoint's outlier ejection instead (recordOutlier; refusing is how
+// long the endpoint has refused without an answer): a call with another
+// rung goes there, one without waits for the probe, so nothing else is
+// held.
+func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict, refusing time.Duration) bool {
 	var scope string
 	switch v.Class {
 	case failure.RateLimited:
 		scope = m.Scope(m.RateLimitScope)
 	case failure.QueueFull:
-		scope = m.Scope(config.ScopeModel)
+		return refusing < a.cfg.RateLimit.BreakerAfter.D()
 	default:
 		return false
 	}

@@ -177,6 +177,7 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 			return false, 0
 		}
 	}
+	a.outliers.Overdue(m.Endpoint(), since, now, a.rand())
 	if !in.HedgeOverdue || ann == nil || !ann.notesLeft() {
 		if m.StopsOnDisconnect {
 			return true, overdueRecheck
@@ -190,13 +191,17 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 }
 
 // sooner lists the ladder's models where a hedge of attempt in on m, sent
-// at since, could answer sooner at now, and why the first could.
+// at since, could answer sooner at now, and why the first could: not on an
+// ejected endpoint, and on m's own endpoint only with a retry left in its
+// budget (a hedge there is a retry; on another endpoint it is that
+// endpoint's ordinary load, and StartHedge pays for it where it lands).
 func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.Time) (models []string, why string) {
 	need := in.Request.Needs()
 	for _, l := range a.cfg.Models {
 		ok, w := a.queues.sooner(l.Endpoint(), m.Endpoint(), since, now)
-		if !ok || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
-			a.budgets.For(l.Endpoint()).Remaining(now) == 0 {
+		sick, _ := a.outliers.State(l.Endpoint(), now)
+		if !ok || sick != guard.Healthy || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
+			(l.Endpoint() == m.Endpoint() && a.budgets.For(l.Endpoint()).Remaining(now) == 0) {
 			continue
 		}
 		if len(models) == 0 {

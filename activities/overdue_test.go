@@ -13,6 +13,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
@@ -121,8 +122,9 @@ func TestAnOverdueRequestEndsAtItsTimeout(t *testing.T) {
 // attempt may go to, in the ladder's order. The attempt's own endpoint
 // only once it gives a request sent after the attempt its first token in
 // time; another endpoint unless a request of this process waits there
-// past its first-token timeout; never a model behind an open breaker or
-// on an endpoint whose retry budget is spent.
+// past its first-token timeout; never a model behind an open breaker, on
+// an ejected endpoint, or on its own endpoint when that one's retry budget
+// is spent (a hedge elsewhere is that endpoint's first request of the call).
 func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ftt := 8 * time.Second
@@ -158,9 +160,20 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 		{"the other endpoint waits, not yet overdue", func(a *Activities) {
 			a.queues.wait(eb, t0.Add(5*time.Second), ftt)
 		}, []string{"llama-8b"}},
-		{"the other endpoint's budget is spent", func(a *Activities) {
+		{"the other endpoint's budget is spent: a hedge there is its ordinary load, not a retry", func(a *Activities) {
 			for b, now := a.budgets.For(eb), a.now(); b.Remaining(now) > 0; {
 				b.TryRetry(now)
+			}
+		}, []string{"llama-8b"}},
+		{"own endpoint answers, its budget spent: a hedge there is a retry", func(a *Activities) {
+			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
+			for b, now := a.budgets.For(ea), a.now(); b.Remaining(now) > 0; {
+				b.TryRetry(now)
+			}
+		}, []string{"llama-8b"}},
+		{"the other endpoint is ejected", func(a *Activities) {
+			for range guard.OutlierRefusals {
+				a.outliers.Record(eb, guard.Busy, t0, t0.Add(9*time.Second), 0, 0)
 			}
 		}, nil},
 		{"the other endpoint's model breaker is open", func(a *Activities) {

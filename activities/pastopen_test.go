@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
@@ -35,8 +36,8 @@ func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
 		a.breakers.Trip(m.Name, now)
 	}
 
-	// First it waits for the breakers' trials (call.max_wait): an
-	// upstream back within it serves the call without a failed request.
+	// First it waits for the breakers' trials: an upstream back within
+	// its deadline serves the call without a failed request.
 	wait, err := a.PrepareAttempt(context.Background(), firstPrepare())
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +46,7 @@ func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
 		t.Fatalf("a first request with its wait ahead: model %q, recheck %v, hold %v, past open %v; want a wait for the trials", wait.Model, wait.Recheck, wait.Hold, wait.PastOpen)
 	}
 	// Its wait spent, the first request goes past the breakers.
-	spent := firstPrepare()
-	spent.State.Waited = a.cfg.Call.MaxWaitFor(spent.Request.Scenario, false)
+	spent := waitSpent(a, firstPrepare())
 	first, err := a.PrepareAttempt(context.Background(), spent)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +116,7 @@ func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
 	if !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "breaker open") {
 		t.Fatalf("model %q, recheck %v, hold %v (%s): want a wait for the breakers' trials", p.Model, p.Recheck, p.Hold, p.HoldReason)
 	}
-	spent := firstPrepare()
-	spent.State.Waited = a.cfg.Call.MaxWaitFor(spent.Request.Scenario, false)
+	spent := waitSpent(a, firstPrepare())
 	p, err = a.PrepareAttempt(context.Background(), spent)
 	if err != nil {
 		t.Fatal(err)
@@ -125,4 +124,12 @@ func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
 	if p.Model != "" || p.Recheck || p.PastOpen {
 		t.Fatalf("model %q, recheck %v, past open %v (%s): want the fallback", p.Model, p.Recheck, p.PastOpen, p.Reason)
 	}
+}
+
+// waitSpent is in at the moment a first request's wait for open breakers
+// ends: its time left before the fallback reserve is what the first rung
+// needs to start answering, and an attempt's minimum.
+func waitSpent(a *Activities, in PrepareInput) PrepareInput {
+	in.Elapsed = in.State.Deadline - a.cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - firstTokenTime(a.cfg.Models[0])
+	return in
 }

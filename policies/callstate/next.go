@@ -158,7 +158,7 @@ func (d *decider) decide() Step {
 // retry budget (PrepareAttempt) but is no attempt against the cap (the
 // refusal was none); at most the class's max per call (State.Held), while
 // the deadline leaves time for an attempt after the wait and the call's
-// waits stay within call.max_wait (Verdicts.MaxWait). Beyond, the call
+// waits stay within call.max_wait where one is set (Verdicts.MaxWait). Beyond, the call
 // leaves the endpoint (elsewhere). While the ladder has another model, the
 // call switches to it at once instead: a hold is for when every queue the
 // call could use is full.
@@ -190,7 +190,7 @@ func (d *decider) hold() Step {
 	switch {
 	case !d.fits(w):
 		return d.elsewhere(fmt.Sprintf("%s: waiting %s for the hold would not leave time for an attempt before the deadline", on, FormatDuration(w)))
-	case s.Waited+w > d.v.MaxWait:
+	case d.v.MaxWait > 0 && s.Waited+w > d.v.MaxWait:
 		return d.elsewhere(fmt.Sprintf("%s: waiting %s for the hold would pass call.max_wait (%s, %s waited)", on, FormatDuration(w), FormatDuration(d.v.MaxWait), FormatDuration(s.Waited)))
 	}
 	st := d.step(Resend, Wait{Delay: w, Reason: HoldWait}, "hold+resend")
@@ -278,7 +278,9 @@ func (d *decider) refuses(model string) (string, bool) {
 			return fmt.Sprintf("%s refused the key of %s", m.EndpointLabel(), d.model), false
 		}
 	}
-	if slices.Contains(d.v.Spent, m.Endpoint()) {
+	if slices.Contains(d.v.Spent, m.Endpoint()) && d.next.HasSent(m.Endpoint()) {
+		// The budget protects the endpoint that receives resends; the
+		// call's first request to another is its ordinary load.
 		return fmt.Sprintf("the retry budget of %s is spent", m.EndpointLabel()), true
 	}
 	return "", false

@@ -155,11 +155,11 @@ func TestNext(t *testing.T) {
 			s.Tried = others
 		},
 			kind: Fallback, decision: "fallback", reason: "would pass call.max_wait (3.00 s, 2.00 s waited)"},
-		{name: "queue full on the last model: no call.max_wait, no hold", in: func(s *State, o *Outcome, v *Verdicts) {
+		{name: "queue full on the last model: no call.max_wait, the deadline bounds the hold", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class = failure.QueueFull
 			s.Tried = others
 		},
-			kind: Fallback, decision: "fallback", reason: "would pass call.max_wait"},
+			kind: Resend, decision: "hold+resend", model: "qwen-72b", delay: 1250 * time.Millisecond, reason: "resend 1/6 after 1.25 s"},
 		{name: "queue full on the last model: a hold past the deadline, the fallback", in: func(s *State, o *Outcome, v *Verdicts) {
 			o.Class, o.Elapsed, v.MaxWait = failure.QueueFull, 56*time.Second, 10*time.Second
 			s.Tried = others
@@ -331,6 +331,7 @@ func TestNext(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := New("", Shape{}, 60*time.Second, false)
 			s.Model = "qwen-72b"
+			s = s.SentTo(first) // the failed attempt went there
 			o := Outcome{Elapsed: time.Second}
 			v := Verdicts{ClassAllowed: true, U: 0.5}
 			if tc.noBudget {

@@ -40,6 +40,11 @@ type State struct {
 	// it, less the refusals of backpressure (Attempts), and every request
 	// after the first is charged to the retry budget of its endpoint.
 	Requests int `json:"requests,omitempty"`
+	// Endpoints are the endpoints the call has sent a request to, in
+	// order: a request to one of them is a retry there, paid from its
+	// retry budget; the call's first request to any other is that
+	// endpoint's ordinary load (docs/how-it-works.md "The guard on one page").
+	Endpoints []string `json:"endpoints,omitempty"`
 	// Refused counts the requests refused as backpressure (queue_full,
 	// rate_limited: the server did no work for them): no attempts against
 	// the cap, up to HardMaxRefused.
@@ -146,6 +151,18 @@ func (s State) StartWith(model, key string) State {
 	return s
 }
 
+// SentTo records that the call's next request goes to endpoint.
+func (s State) SentTo(endpoint string) State {
+	if !slices.Contains(s.Endpoints, endpoint) {
+		s.Endpoints = append(slices.Clone(s.Endpoints), endpoint)
+	}
+	return s
+}
+
+// HasSent reports whether the call has sent a request to endpoint: its
+// next one there is a retry.
+func (s State) HasSent(endpoint string) bool { return slices.Contains(s.Endpoints, endpoint) }
+
 // HardMaxRequests bounds the attempts of one call whatever the
 // configuration says (config.Validate refuses a larger call.max_attempts;
 // a Config built in code cannot lift it either).
@@ -184,6 +201,7 @@ func (s State) FailuresOn(model string, class failure.Class) int {
 // them with its input.
 func (s State) clone() State {
 	s.Tried = slices.Clone(s.Tried)
+	s.Endpoints = slices.Clone(s.Endpoints)
 	s.Classes = slices.Clone(s.Classes)
 	s.ClassRetries = cloneCounts(s.ClassRetries)
 	s.ClassSwitches = cloneCounts(s.ClassSwitches)
@@ -250,7 +268,8 @@ type Verdicts struct {
 	Unable []string `json:"unable,omitempty"`
 	// MaxWait is how long the call may wait in all (call.max_wait for its
 	// scenario, MaxWaitFor): a resend after a backpressure hold is made
-	// only while State.Waited stays within it. 0: no wait.
+	// only while State.Waited stays within it. 0: no cap of its own (the
+	// deadline, less the fallback reserve, bounds the waits).
 	MaxWait time.Duration `json:"max_wait,omitempty"`
 	// OtherKey: the failed attempt's model has another key in its pool
 	// that no rate limit holds and no refusal parked: a rate limit on one

@@ -438,11 +438,14 @@ type CallConfig struct {
 	// a failed workflow at 50 MB or 51,200). 0: the default (8 MiB, 8,000).
 	MaxHistoryBytes  int `yaml:"max_history_bytes"`
 	MaxHistoryEvents int `yaml:"max_history_events"`
-	// MaxWait is how long a call whose every model is behind an open
-	// breaker may wait for the breakers' trials to show recovery, on
-	// visible timers, before the FAQ answers (within its deadline);
-	// MaxWaitStream the same for a streamed call, whose user watches;
-	// MaxWaitScenarios sets it per scenario for both. 0: no wait.
+	// MaxWait caps how long a call whose every rung refuses (open
+	// breakers, spent retry budgets, endpoints ejected for refusing,
+	// backpressure holds) may wait for recovery, on visible timers,
+	// before the FAQ answers; MaxWaitStream the same for a streamed call;
+	// MaxWaitScenarios sets it per scenario for both. 0 (the default): no
+	// cap of its own — the call waits up to its deadline less the
+	// fallback reserve, because a refusal that ends within the deadline
+	// is an answer the caller can still get.
 	MaxWait          Duration       `yaml:"max_wait"`
 	MaxWaitStream    Duration       `yaml:"max_wait_stream"`
 	MaxWaitScenarios []ScenarioWait `yaml:"max_wait_scenarios"`
@@ -454,7 +457,8 @@ type ScenarioWait struct {
 	MaxWait  Duration `yaml:"max_wait"`
 }
 
-// MaxWaitFor is how long a call of scenario may wait for open breakers.
+// MaxWaitFor is the cap on the waits of a call of scenario (0: none,
+// the deadline bounds them).
 func (c CallConfig) MaxWaitFor(scenario string, stream bool) time.Duration {
 	for _, w := range c.MaxWaitScenarios {
 		if strings.EqualFold(w.Scenario, scenario) {
