@@ -779,12 +779,13 @@ func TestLLMCallHistoryGuard(t *testing.T) {
 }
 
 // TestLLMCallWaitsForTheBreakersTrials: every model's breaker is open when
-// the call starts; it waits on visible timers (call.max_wait), rechecking,
-// and the model answers once its breaker lets trials through, without a
-// failed request first. Without max_wait its first request goes at once,
-// past the open breakers, as a plain client's would.
+// the call starts; it waits on visible timers, rechecking, and the model
+// answers once its breaker lets trials through, without a failed request
+// first: with no call.max_wait (the default: the deadline bounds the wait)
+// and under a cap of 10 s. Under a cap too short for a wait its first
+// request goes at once, past the open breakers, as a plain client's would.
 func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
-	for _, wait := range []time.Duration{10 * time.Second, 0} {
+	for _, wait := range []time.Duration{0, 10 * time.Second, time.Millisecond} {
 		t.Run(fmt.Sprintf("max_wait %s", wait), func(t *testing.T) {
 			cfg := config.DefaultConfig()
 			cfg.Breaker.OpenFor = config.Duration(3 * time.Second)
@@ -816,7 +817,7 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 			require.NoError(t, env.GetWorkflowResult(&res))
 			require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
 			require.Len(t, calls, 1, "one upstream request")
-			if wait == 0 {
+			if wait == time.Millisecond {
 				require.Less(t, calls[0].Sub(start), time.Second, "no wait: the first request goes at once")
 				require.True(t, pastOpen[0], "past the open breakers")
 				return
@@ -832,11 +833,11 @@ func TestLLMCallWaitsForTheBreakersTrials(t *testing.T) {
 // breakers are open; the third's opens between the planning of its
 // attempt and its sending (another call's failure), so the attempt is
 // refused with no upstream request and no model is left to switch to. The
-// call waits for the trials (call.max_wait) and a model answers once a
-// breaker lets it through, instead of the FAQ answering at once (as it
-// still does without max_wait).
+// call waits for the trials (no call.max_wait, or a cap of 10 s) and a
+// model answers once a breaker lets it through, instead of the FAQ
+// answering at once (as it still does under a cap too short for a wait).
 func TestLLMCallWaitsWhenTheLastModelsBreakerRefuses(t *testing.T) {
-	for _, wait := range []time.Duration{10 * time.Second, 0} {
+	for _, wait := range []time.Duration{0, 10 * time.Second, time.Millisecond} {
 		t.Run(fmt.Sprintf("max_wait %s", wait), func(t *testing.T) {
 			cfg := config.DefaultConfig()
 			cfg.Breaker.OpenFor = config.Duration(3 * time.Second)
@@ -872,7 +873,7 @@ func TestLLMCallWaitsWhenTheLastModelsBreakerRefuses(t *testing.T) {
 			var res workflows.CallResult
 			require.NoError(t, env.GetWorkflowResult(&res))
 			refused := last + ":breaker_open:wait_for_trials"
-			if wait == 0 {
+			if wait == time.Millisecond {
 				require.Equal(t, workflows.SourceFAQ, res.Source, "no wait: the FAQ at once")
 				require.Empty(t, sent)
 				require.NotContains(t, res.Decisions(), refused)
