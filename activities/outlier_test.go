@@ -1,0 +1,146 @@
+package activities
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/durable-llm/durable-llm/policies/callstate"
+	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
+)
+
+// twoEndpoints is a with qwen-72b on endpoint a and the other rungs on
+// endpoint b, its clock at *now.
+func twoEndpoints(t *testing.T, now *time.Time) (*Activities, string, string) {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	cfg.Models[0].BaseURL, cfg.Models[1].BaseURL, cfg.Models[2].BaseURL = "http://a/v1", "http://b/v1", "http://b/v1"
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return *now }, Rand: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cfg.Models[0].Endpoint(), cfg.Models[1].Endpoint()
+}
+
+// TestAFailoverIsTheHealthyEndpointsOrdinaryLoad: endpoint b's retry
+// budget is spent by other calls' retries; a call that failed on endpoint
+// a (queue_full) is still switched to b and sent there, because it never
+// sent to b: its request is b's ordinary load, not a retry. Before, the
+// switch was charged as a retry, refused, and the call took the FAQ while
+// b was healthy.
+func TestAFailoverIsTheHealthyEndpointsOrdinaryLoad(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a, ea, eb := twoEndpoints(t, &now)
+	for b := a.budgets.For(eb); b.Remaining(now) > 0; {
+		b.TryRetry(now)
+	}
+	in := firstPrepare()
+	p, err := a.PrepareAttempt(context.Background(), in)
+	if err != nil || p.Model != "qwen-72b" {
+		t.Fatalf("first attempt: %q, %v", p.Model, err)
+	}
+	st, err := a.DecideNext(context.Background(), DecideInput{State: p.State, Outcome: callOutcome(failure.QueueFull)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Next.Model != "qwen-14b" || st.BudgetRefused {
+		t.Fatalf("after queue_full on a: %s to %q (%s); want a switch to qwen-14b on b", st.Decision, st.Next.Model, st.Reason)
+	}
+	in.State = st.Next
+	p, err = a.PrepareAttempt(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "qwen-14b" || p.Hold > 0 || len(p.Skipped) > 0 {
+		t.Fatalf("the failover: model %q, hold %v, skipped %+v; want qwen-14b at once", p.Model, p.Hold, p.Skipped)
+	}
+	if !slices.Equal(p.State.Endpoints, []string{ea, eb}) {
+		t.Fatalf("endpoints sent to: %v, want [%s %s]", p.State.Endpoints, ea, eb)
+	}
+	// A retry on b now would be a retry there: its spent budget refuses
+	// it, and the call waits for the budget.
+	st, _ = a.DecideNext(context.Background(), DecideInput{State: p.State, Outcome: callOutcome(failure.ServerError)})
+	if !st.BudgetRefused || st.Decision != "wait_for_budget" {
+		t.Fatalf("a retry on b with its budget spent: %s (%s); want wait_for_budget", st.Decision, st.Reason)
+	}
+}
+
+// TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected: three busy
+// refusals in a row eject endpoint a; new calls start on b's rung, one
+// call is a's probe once its period passes, and an answer brings the
+// calls back to a.
+func TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a, ea, _ := twoEndpoints(t, &now)
+	prepare := func() Prepared {
+		t.Helper()
+		p, err := a.PrepareAttempt(context.Background(), firstPrepare())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for range guard.OutlierRefusals {
+		a.outliers.Record(ea, guard.Busy, now, now, 0, 0)
+	}
+	p := prepare()
+	if p.Model != "qwen-14b" || len(p.Skipped) != 1 || p.Skipped[0].Guard != "outlier" ||
+		!strings.Contains(p.Skipped[0].Reason, "not answering (refusing)") {
+		t.Fatalf("while a is ejected: model %q, skipped %+v; want qwen-14b with qwen-72b skipped by the outlier rule", p.Model, p.Skipped)
+	}
+	now = now.Add(a.cfg.RateLimit.Hold.D() + time.Millisecond)
+	if p = prepare(); p.Model != "qwen-72b" {
+		t.Fatalf("after the period: %q, want qwen-72b as a's probe", p.Model)
+	}
+	if p = prepare(); p.Model != "qwen-14b" {
+		t.Fatalf("with a's probe out: %q, want qwen-14b", p.Model)
+	}
+	a.outliers.Record(ea, guard.Answered, now, now.Add(100*time.Millisecond), 0, 0)
+	if p = prepare(); p.Model != "qwen-72b" || len(p.Skipped) != 0 {
+		t.Fatalf("a answered its probe: %q (skipped %+v), want qwen-72b", p.Model, p.Skipped)
+	}
+}
+
+// TestACallWithNoOtherRungWaitsForARefusingEndpoint: with every rung on
+// one endpoint, a call meets the endpoint ejected for refusing and waits
+// for its probe, sending nothing; one ejected as silent (requests
+// unanswered past their first-token timeout) still gets the call's first
+// request, as a plain client would send it.
+func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cfg := config.DefaultConfig()
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Models[0].Endpoint()
+	for range guard.OutlierRefusals {
+		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
+	}
+	p, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model == "" || !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "endpoint refusing") || p.State.Requests != 0 {
+		t.Fatalf("refusing: model %q recheck %v hold %v (%s), requests %d; want a wait for the probe, nothing sent",
+			p.Model, p.Recheck, p.Hold, p.HoldReason, p.State.Requests)
+	}
+	silent := guard.NewOutliers(time.Second)
+	silent.Overdue(e, now.Add(-9*time.Second), now, 0)
+	a.outliers = silent
+	p, err = a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "qwen-72b" || p.Recheck {
+		t.Fatalf("silent: model %q recheck %v (%s); want the first request sent", p.Model, p.Recheck, p.HoldReason)
+	}
+}
+
+func callOutcome(c failure.Class) callstate.Outcome {
+	return callstate.Outcome{Class: c, Elapsed: time.Second}
+}
