@@ -13,8 +13,8 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
-	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // slowFirstTokenActivities are the activities of the default policy with
