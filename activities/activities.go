@@ -575,6 +575,11 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 		canWait -= firstTokenTime(m)
 	}
 	step := min(500*time.Millisecond+time.Duration(a.rand()*float64(time.Second)), left, canWait)
+	if len(ejected) > 0 && canWait-step < lastChance {
+		// The last recheck lands within lastChance of the end of the
+		// wait, where outlier lets the call's one request go.
+		step = canWait - lastChance/2
+	}
 	if step < 100*time.Millisecond {
 		return Prepared{}
 	}
@@ -650,12 +655,24 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 	if a.outliers.Admit(m.Endpoint(), now, firstTokenTime(m)) == guard.SendProbe {
 		return false, false, ""
 	}
+	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+	if alt == "" && !st.HasSent(m.Endpoint()) && in.Request.Step == 0 && canWait < lastChance {
+		// Its wait ends: the call's one request to this endpoint goes,
+		// as a plain client's would (a guard never leaves a caller worse
+		// off than one request per call), as late as its deadline lets
+		// it, when the refusal is likeliest over.
+		return false, false, ""
+	}
 	why += ", next probe in " + callstate.FormatDuration(max(next.Sub(now), 0))
 	if alt != "" {
 		return true, false, why + "; " + alt + "'s endpoint answers"
 	}
 	return true, sick == guard.Refusing, why
 }
+
+// lastChance is how close to the end of its wait a call waiting for a
+// refusing endpoint's probe sends its one request there (outlier).
+const lastChance = 500 * time.Millisecond
 
 // firstTokenTime is how long a request to m may take to start answering:
 // its first-token timeout, or its whole timeout when it cannot stream.

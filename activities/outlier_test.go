@@ -107,7 +107,8 @@ func TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected(t *testing.T) {
 
 // TestACallWithNoOtherRungWaitsForARefusingEndpoint: with every rung on
 // one endpoint, a call meets the endpoint ejected for refusing and waits
-// for its probe, sending nothing; one ejected as silent (requests
+// for its probe, sending nothing until its wait ends (then its one
+// request goes); one ejected as silent (requests
 // unanswered past their first-token timeout) still gets the call's first
 // request, as a plain client would send it.
 func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
@@ -128,6 +129,17 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	if p.Model == "" || !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "endpoint refusing") || p.State.Requests != 0 {
 		t.Fatalf("refusing: model %q recheck %v hold %v (%s), requests %d; want a wait for the probe, nothing sent",
 			p.Model, p.Recheck, p.Hold, p.HoldReason, p.State.Requests)
+	}
+	// At the end of its wait the call's one request goes, as a plain
+	// client's would, as late as its deadline lets it.
+	last := firstPrepare()
+	last.Elapsed = last.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - lastChance/2
+	p, err = a.PrepareAttempt(context.Background(), last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "qwen-72b" || p.Recheck {
+		t.Fatalf("at the end of its wait: model %q recheck %v (%s); want its one request sent", p.Model, p.Recheck, p.HoldReason)
 	}
 	silent := guard.NewOutliers(time.Second)
 	silent.Overdue(e, now.Add(-9*time.Second), now, 0)
