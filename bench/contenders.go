@@ -240,7 +240,7 @@ func NewLiteLLM(urlFor func(model string) string, timeout, deadline time.Duratio
 		clients[m] = goOpenAIClient(urlFor(m), &http.Client{Transport: retryAfterTransport{hc.Transport}})
 	}
 	call := func(ctx context.Context, i int) Result {
-		key := fmt.Sprintf("call-%d", i)
+		key := callKey(i)
 		ctx, cancel := context.WithTimeout(withCall(ctx, key, 1), deadline)
 		defer cancel()
 		var err error
@@ -253,7 +253,7 @@ func NewLiteLLM(urlFor func(model string) string, timeout, deadline time.Duratio
 				err = goOpenAIAnswer(clients[m].CreateChatCompletion(actx, req))
 				acancel()
 				if err == nil {
-					return Result{Key: key, Answered: true, ByModel: true}
+					return Result{Key: key, Answered: true, ByModel: true, Model: m}
 				}
 				if ctx.Err() != nil {
 					return Result{Key: key, Err: err}
@@ -273,7 +273,7 @@ func NewLiteLLM(urlFor func(model string) string, timeout, deadline time.Duratio
 		return Result{Key: key, Err: err}
 	}
 	return &Contender{Name: NameLiteLLM, About: fmt.Sprintf("go-openai, %s timeout; per model 3 retries (Retry-After, else 0.5 s·2ⁿ backoff), then the next model", fmtDur(timeout)),
-		Call: call, Close: closeIdle}
+		Call: call, Close: closeIdle, KeyOf: callKey}
 }
 
 // retryAfter is the Retry-After of the last response of one attempt.

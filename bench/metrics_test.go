@@ -377,7 +377,9 @@ phases:
 // 3 s after it ends; calls started after the incident send one request
 // each. The stretch runs from the incident's start to that last retry, and
 // counts every request in it (the later calls' first requests earned the
-// budget those retries spent) per first request in it.
+// budget those retries spent) per first request in it. On the sick
+// endpoint only, the retry one call sent to the healthy endpoint is left
+// out: that endpoint's load, not a storm.
 func TestBudgetStretch(t *testing.T) {
 	c := StormCase{IncidentStart: 10 * time.Second, IncidentEnd: 20 * time.Second}
 	st := llmsim.Stats{Conversations: map[string]llmsim.Conversation{}}
@@ -386,23 +388,30 @@ func TestBudgetStretch(t *testing.T) {
 		outs = append(outs, Outcome{Start: start, Result: Result{Key: key}})
 		cv := llmsim.Conversation{Attempts: len(at)}
 		for i, a := range at {
-			cv.Requests = append(cv.Requests, llmsim.Attempt{N: i + 1, AtMS: a.Milliseconds()})
+			model := "sick"
+			if key == "before" && i == 1 {
+				model = "healthy"
+			}
+			cv.Requests = append(cv.Requests, llmsim.Attempt{N: i + 1, AtMS: a.Milliseconds(), Model: model})
 		}
 		st.Conversations[key] = cv
 	}
-	add("before", 5*time.Second, 5*time.Second, 12*time.Second) // its retry falls in the stretch
+	add("before", 5*time.Second, 5*time.Second, 12*time.Second) // its retry falls in the stretch, on the healthy endpoint
 	add("in-1", 11*time.Second, 11*time.Second, 13*time.Second)
 	add("in-2", 19*time.Second, 19*time.Second, 23*time.Second) // its retry ends the stretch
 	add("after-1", 21*time.Second, 21*time.Second)
 	add("after-2", 22*time.Second, 22*time.Second)
 	add("later", 30*time.Second, 30*time.Second) // outside
-	stretch, firsts, amp := budgetStretch(outs, st, c)
+	stretch, firsts, amp, sickAmp := budgetStretch(outs, st, c, []string{"sick"})
 	if stretch != 13*time.Second+time.Millisecond {
 		t.Errorf("stretch %v, want 13.001s (to the last retry of an incident call)", stretch)
 	}
 	// In [10 s, 23.001 s): 4 first requests (in-1, in-2, after-1, after-2)
-	// and 3 retries (before's, in-1's, in-2's).
-	if firsts != 4 || amp != 7.0/4 {
-		t.Errorf("%d first requests, amplification %v; want 4, 1.75", firsts, amp)
+	// and 3 retries (before's, on the healthy endpoint, in-1's, in-2's).
+	if firsts != 4 || amp != 7.0/4 || sickAmp != 6.0/4 {
+		t.Errorf("%d first requests, amplification %v, on the sick endpoint %v; want 4, 1.75, 1.5", firsts, amp, sickAmp)
+	}
+	if _, _, _, all := budgetStretch(outs, st, c, nil); all != 7.0/4 {
+		t.Errorf("one endpoint: amplification on it %v, want every request's 1.75", all)
 	}
 }

@@ -537,9 +537,13 @@ type StormSummary struct {
 	// the upstream in it, AmpStretch every request in it (any call's)
 	// per such first request: what a retry budget bounds, since the
 	// budget is earned by first requests and spent by every other.
-	Stretch       time.Duration
-	StretchFirsts int
-	AmpStretch    float64
+	// SickAmpStretch counts only the requests on the sick endpoint (the
+	// first of Endpoints) per such first request: where a storm lands; a
+	// request to a healthy endpoint is that endpoint's load.
+	Stretch        time.Duration
+	StretchFirsts  int
+	AmpStretch     float64
+	SickAmpStretch float64
 	// PeakToMean is the busiest 100 ms bucket's upstream arrivals over the
 	// mean per bucket; PeakOverOffered over the offered calls per 100 ms.
 	PeakToMean, PeakOverOffered float64
@@ -621,9 +625,11 @@ func (s StormSummary) WorstRecovery() (r Recovery, ok bool) {
 }
 
 // budgetStretch measures the run over the retry budget's stretch (see
-// StormSummary.Stretch): its length, the first requests in it, and every
-// request in it per first request (0 without one).
-func budgetStretch(outs []Outcome, st llmsim.Stats, c StormCase) (time.Duration, int, float64) {
+// StormSummary.Stretch): its length, the first requests in it, every
+// request in it per first request, and the requests on the sick endpoint
+// (to a model of sick; nil: every request, one endpoint) per first
+// request (0 without one).
+func budgetStretch(outs []Outcome, st llmsim.Stats, c StormCase, sick []string) (stretch time.Duration, firsts int, amp, sickAmp float64) {
 	end := c.IncidentEnd
 	for _, o := range outs {
 		if o.Start < c.IncidentStart || o.Start >= c.IncidentEnd {
@@ -633,22 +639,44 @@ func budgetStretch(outs []Outcome, st llmsim.Stats, c StormCase) (time.Duration,
 			end = max(end, time.Duration(r.AtMS+1)*time.Millisecond)
 		}
 	}
-	firsts, requests := 0, 0
+	requests, onSick := 0, 0
 	for _, cv := range st.Conversations {
 		for _, r := range cv.Requests {
 			if at := time.Duration(r.AtMS) * time.Millisecond; at < c.IncidentStart || at >= end {
 				continue
 			}
 			requests++
+			if sick == nil || slices.Contains(sick, r.Model) {
+				onSick++
+			}
 			if r.N == 1 {
 				firsts++
 			}
 		}
 	}
 	if firsts == 0 {
-		return end - c.IncidentStart, 0, 0
+		return end - c.IncidentStart, 0, 0, 0
 	}
-	return end - c.IncidentStart, firsts, float64(requests) / float64(firsts)
+	return end - c.IncidentStart, firsts, float64(requests) / float64(firsts), float64(onSick) / float64(firsts)
+}
+
+// SickPerIncidentCall is the requests the calls started in the incident
+// sent to the sick endpoint (the first of Endpoints), per such call.
+func (s StormSummary) SickPerIncidentCall() float64 {
+	if len(s.Endpoints) == 0 {
+		return 0
+	}
+	return s.Endpoints[0].AmpIncident
+}
+
+// HealthyPerIncidentCall is the requests the calls started in the
+// incident sent to the healthy endpoints (every one but the first), per
+// such call; ok false for a case of one endpoint.
+func (s StormSummary) HealthyPerIncidentCall() (load float64, ok bool) {
+	for _, ep := range s.Endpoints[min(1, len(s.Endpoints)):] {
+		load += ep.AmpIncident
+	}
+	return load, len(s.Endpoints) > 1
 }
 
 // firstFailed reports whether the first upstream request of a
@@ -800,7 +828,11 @@ func Summarize(outs []Outcome, st llmsim.Stats, c StormCase) StormSummary {
 		s.AmpIncident = float64(incAttempts) / float64(s.IncidentCalls)
 	}
 	s.AmpOverall = float64(st.Totals.Arrivals) / n
-	s.Stretch, s.StretchFirsts, s.AmpStretch = budgetStretch(outs, st, c)
+	var sick []string
+	if len(s.Endpoints) > 1 {
+		sick = s.Endpoints[0].Models
+	}
+	s.Stretch, s.StretchFirsts, s.AmpStretch, s.SickAmpStretch = budgetStretch(outs, st, c, sick)
 	s.PeakToMean = st.PeakToMean()
 	peak := 0
 	for _, b := range st.Buckets {

@@ -34,31 +34,75 @@ func (r *StormReport) Header(command string, m Machine, date time.Time) Header {
 	return Header{Title: c.Title, Command: command, Machine: m, Date: date, Params: params}
 }
 
-// Table returns the storm table: one row per contender.
+// Table returns the storm table: one row per contender, after a row for
+// the reachable limit where the case's schedule gives it (StormCase.Reach).
 func (r *StormReport) Table() Table {
-	cols := []string{"contender", "amplification (incident)", "amplification (overall)", "answered ≤ deadline", "by a model",
+	two := len(r.Case.SecondEndpoint) > 0
+	cols := []string{"contender", "amplification (incident)", "amplification (overall)", "amplification on the sick endpoint (budget's stretch)"}
+	if two {
+		cols = append(cols, "healthy endpoint: requests per incident call")
+	}
+	cols = append(cols, "answered ≤ deadline", "by a model",
 		"by a model (incident)", "by a model (endpoint up)", "self-heal",
-		"p50", "p95", "p99", "peak/mean (100 ms)", "peak ÷ offered", "recovery after the fault"}
+		"p50", "p95", "p99", "peak/mean (100 ms)", "peak ÷ offered", "recovery after the fault")
 	if r.Case.Metastable {
 		cols = append(cols, fmt.Sprintf("by a model, last %s", fmtDur(r.Case.Tail)), "after the trigger")
 	}
 	t := Table{Columns: cols}
+	if reach, ok := r.Case.Reach(); ok {
+		all, incident := r.Case.reachPct(reach)
+		row := []string{"reachable (limit, no run)", "–", "–", "–"}
+		if two {
+			row = append(row, "–")
+		}
+		row = append(row, "–", pct(all), pct(incident))
+		for len(row) < len(cols) {
+			row = append(row, "–")
+		}
+		t.Rows = append(t.Rows, row)
+	}
 	for _, run := range r.Runs {
 		s := run.Summary
 		row := []string{run.Name,
-			fmt.Sprintf("%.2f", s.AmpIncident), fmt.Sprintf("%.2f", s.AmpOverall),
+			fmt.Sprintf("%.2f", s.AmpIncident), fmt.Sprintf("%.2f", s.AmpOverall), fmt.Sprintf("%.2f", s.SickAmpStretch)}
+		if two {
+			healthy, _ := s.HealthyPerIncidentCall()
+			row = append(row, fmt.Sprintf("%.2f", healthy))
+		}
+		row = append(row,
 			pct(s.AnsweredPct), pct(s.ByModelPct),
 			pct(s.IncidentByModelPct), orDash(s.WorkingCalls > 0, pct(s.WorkingByModelPct)), s.selfHealString(),
 			fmtDur(s.P50), fmtDur(s.P95), fmtDur(s.P99),
 			fmt.Sprintf("%.1f", s.PeakToMean), fmt.Sprintf("%.1f×", s.PeakOverOffered),
 			s.RecoveryString(),
-		}
+		)
 		if r.Case.Metastable {
 			row = append(row, pct(s.TailByModelPct), s.State())
 		}
 		t.Rows = append(t.Rows, row)
 	}
 	return t
+}
+
+// reachPct is the share of the case's calls reachable, over the run and
+// over the calls started in the incident.
+func (c StormCase) reachPct(reach []CallReach) (all, incident float64) {
+	interval := time.Duration(float64(time.Second) / c.Rate) // OpenLoop's
+	n, in, inReach := 0, 0, 0
+	for i, r := range reach {
+		at := time.Duration(i) * interval
+		inIncident := at >= c.IncidentStart && at < c.IncidentEnd
+		if inIncident {
+			in++
+		}
+		if r.Reachable {
+			n++
+			if inIncident {
+				inReach++
+			}
+		}
+	}
+	return ratioPct(n, len(reach)), ratioPct(inReach, in)
 }
 
 // EndpointTable lists each contender's load on each endpoint.
@@ -200,6 +244,25 @@ func (r *StormReport) Targets() []string {
 			out = append(out, fmt.Sprintf("%s amplification on %s during the incident ≤ %.2f + floor %d ÷ %d calls started in it = %.2f: %.2f requests reached it during the incident per call started in it (the calls started in it made %.2f each, whenever sent; %.2f over the run) — %s",
 				d.Name, ep.Name, 1+def.Budget.Ratio, def.Budget.Floor, s.IncidentCalls, bound, ep.AmpInIncident, ep.AmpIncident, ep.AmpOverall, verdict(ep.AmpInIncident <= bound)))
 		}
+		if healthy, ok := s.HealthyPerIncidentCall(); ok && s.IncidentCalls > 0 {
+			out = append(out, fmt.Sprintf("%s requests on the healthy endpoint per call started in the incident ≤ 1 + ratio = %.2f (its load, not a storm): %.2f — %s",
+				d.Name, 1+def.Budget.Ratio, healthy, verdict(healthy <= 1+def.Budget.Ratio)))
+		}
+		if reach, ok := r.Case.Reach(); ok {
+			_, without := CountReach(reach)
+			answered := 0
+			for _, o := range d.Outcomes {
+				if o.I < len(reach) && reach[o.I].WithoutResend && answeredByModel(o, r.Case.Deadline) {
+					answered++
+				}
+			}
+			share := 1.0
+			if without > 0 {
+				share = float64(answered) / float64(without)
+			}
+			out = append(out, fmt.Sprintf("%s answered by a model ≥ %.0f %% of the %d calls reachable without a resend on the sick endpoint: %s (%d) — %s",
+				d.Name, 100*SweepReachShare, without, pct(100*share), answered, verdict(share >= SweepReachShare)))
+		}
 		out = append(out, fmt.Sprintf("%s calls answered within their deadline = 100 %%: %s — %s", d.Name, pct(s.AnsweredPct), verdict(s.AnsweredPct == 100)))
 		if one != nil {
 			o := one.Summary
@@ -309,7 +372,9 @@ func (r *StormReport) Markdown(h Header, chart string) string {
 		b.WriteString("\nLoad per endpoint (requests received; per logical call over the run; per call started during the incident, the requests those calls made and the requests that reached the endpoint during it):\n\n")
 		b.WriteString(r.EndpointTable().Markdown())
 	}
-	b.WriteString("\nAmplification (incident): upstream requests made by the calls that started during the incident, per such call, whenever sent. " +
+	b.WriteString("\nReachable (limit, no run): the calls one request could have had answered by a model within the deadline, computed from the fault schedule and the arrival times (StormCase.Reach); shown where the schedule says (not for a share of requests faulted in arrival order on every model, nor a slowdown of every model). " +
+		"Amplification on the sick endpoint: over the budget's stretch (from the incident's start to the last request of a call started in it), the requests on the sick endpoint per first request in it; a request to a healthy endpoint is that endpoint's load, reported apart (healthy endpoint: its requests from the calls started in the incident, per such call). " +
+		"Amplification (incident): upstream requests made by the calls that started during the incident, per such call, whenever sent. " +
 		"The amplification target is judged on the load on the sick endpoint while it is sick: the requests that reached it during the incident, from any call, per call started in it, which the retry budget bounds " +
 		"(a call that waits out the incident and retries after it is paid for by the traffic after it, so the column can be higher). " +
 		"Answered: a model's answer (or, for durable-llm, its fallback) within the deadline; by a model: a model's answer within the deadline, " +

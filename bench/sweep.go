@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -18,9 +19,11 @@ import (
 // rather than on the storm cases its guards were tuned on. Each shape is
 // a storm case (one healthy lead, the incident, a recovered tail) whose
 // fault, duration, arrival rate, latency spread, worker count, endpoint
-// count and disconnect behaviour are drawn; three contenders meet it one
+// count and disconnect behaviour are drawn; four contenders meet it one
 // after another, every one at the same arrival times and with the same
-// fault for the n-th request of call i (StormCase.PerRequest).
+// fault for the n-th request of call i (StormCase.PerRequest), and are
+// read against the reachable limit computed from the shape alone
+// (StormCase.Reach).
 
 // SweepFault is the kind of incident of a sweep shape.
 type SweepFault string
@@ -308,7 +311,9 @@ func (s SweepShape) Scenario() *llmsim.Scenario {
 		Description:          s.Describe(),
 		Seed:                 s.Seed*1000 + uint64(s.Index),
 		ContinueOnDisconnect: &keep,
-		Load: &llmsim.LoadHint{Rate: s.Rate, Duration: llmsim.Duration(s.Duration()), ClientTimeout: llmsim.Duration(time.Second),
+		// The LiteLLM-style router's per-attempt timeout: the policy's
+		// first_token_timeout, what the impatient one-shot waits too.
+		Load: &llmsim.LoadHint{Rate: s.Rate, Duration: llmsim.Duration(s.Duration()), ClientTimeout: llmsim.Duration(cmp.Or(s.FirstTokenTimeout, time.Second)),
 			Note: s.Describe()},
 	}
 	// Capacity is ample: it becomes the bottleneck only when a contender
@@ -382,13 +387,14 @@ func (s SweepShape) Case() (StormCase, error) {
 }
 
 // Contenders are the keys of the shape's contenders: the one-shot, the
-// impatient one-shot and durable-llm with the shape's workers.
+// impatient one-shot, the LiteLLM-style router and durable-llm with the
+// shape's workers.
 func (s SweepShape) Contenders() []string {
 	durable := KeyDurable
 	if s.Workers > 1 {
 		durable = KeyDurable3
 	}
-	return []string{KeyOneShot, KeyImpatient, durable}
+	return []string{KeyOneShot, KeyImpatient, KeyLiteLLM, durable}
 }
 
 // SweepScore is one contender's result on one shape.
@@ -408,11 +414,24 @@ type SweepScore struct {
 	TokensBilled int `json:"tokens_billed"`
 	// Amplification is every request on every endpoint over the retry
 	// budget's stretch (StormSummary.AmpStretch) per first request in
-	// it; StretchFirsts and Stretch are those first requests and the
-	// stretch's length, which the budget's bound is computed over.
-	Amplification float64       `json:"amplification"`
-	StretchFirsts int           `json:"stretch_firsts"`
-	Stretch       time.Duration `json:"stretch"`
+	// it; SickAmplification only the requests on the sick endpoint (the
+	// one endpoint, or the first model's of two) per first request, which
+	// the budget's bound judges; StretchFirsts and Stretch are those
+	// first requests and the stretch's length, which the bound is
+	// computed over.
+	Amplification     float64       `json:"amplification"`
+	SickAmplification float64       `json:"sick_amplification"`
+	StretchFirsts     int           `json:"stretch_firsts"`
+	Stretch           time.Duration `json:"stretch"`
+	// SickPerCall and HealthyPerCall are the requests the calls started
+	// in the incident sent to the sick endpoint and to the healthy one (0
+	// with one endpoint), per such call.
+	SickPerCall    float64 `json:"sick_per_call"`
+	HealthyPerCall float64 `json:"healthy_per_call"`
+	// WithoutResendByModel are the calls reachable without a resend on
+	// the sick endpoint (CallReach.WithoutResend) that were answered by a
+	// model within the deadline.
+	WithoutResendByModel int `json:"without_resend_by_model"`
 	// IncidentAmplification is the older measure: the requests the
 	// incident's calls sent, per incident call (their retries after the
 	// incident included, though the budget that paid those was earned
@@ -444,11 +463,14 @@ func ratioPct(n, of int) float64 {
 	return 100 * float64(n) / float64(of)
 }
 
-// ScoreRun scores one contender's storm run of case c.
-func ScoreRun(run StormRun, c StormCase) SweepScore {
+// ScoreRun scores one contender's storm run of case c, whose calls'
+// reachable limit is reach.
+func ScoreRun(run StormRun, c StormCase, reach []CallReach) SweepScore {
+	sum := run.Summary
 	sc := SweepScore{Name: run.Name, Calls: len(run.Outcomes), TokensBilled: run.TokensBilled,
-		Amplification: run.Summary.AmpStretch, StretchFirsts: run.Summary.StretchFirsts, Stretch: run.Summary.Stretch,
-		IncidentAmplification: run.Summary.AmpIncident}
+		Amplification: sum.AmpStretch, SickAmplification: sum.SickAmpStretch, StretchFirsts: sum.StretchFirsts, Stretch: sum.Stretch,
+		SickPerCall: sum.SickPerIncidentCall(), IncidentAmplification: sum.AmpIncident}
+	sc.HealthyPerCall, _ = sum.HealthyPerIncidentCall()
 	for _, o := range run.Outcomes {
 		good := answeredByModel(o, c.Deadline)
 		incident := o.Start >= c.IncidentStart && o.Start < c.IncidentEnd
@@ -456,6 +478,9 @@ func ScoreRun(run StormRun, c StormCase) SweepScore {
 			sc.ByModel++
 			if o.Model == Model {
 				sc.Preferred++
+			}
+			if o.I < len(reach) && reach[o.I].WithoutResend {
+				sc.WithoutResendByModel++
 			}
 		}
 		if incident {
@@ -501,40 +526,76 @@ func tokensBilled(gens []llmsim.Generation, keepWorking bool) int {
 // SweepOutcome is one shape's result and its judgement.
 type SweepOutcome struct {
 	Shape SweepShape `json:"shape"`
-	// OneShot, Impatient and Durable are the contenders' scores.
+	// Calls are the shape's calls; Reachable those one request could
+	// have served (CallReach.Reachable); WithoutResend those reachable
+	// without a resend on the sick endpoint, on which durable-llm's share
+	// is judged.
+	Calls         int `json:"calls"`
+	Reachable     int `json:"reachable"`
+	WithoutResend int `json:"without_resend"`
+	// OneShot, Impatient, LiteLLM and Durable are the contenders' scores.
 	OneShot   SweepScore `json:"one_shot"`
 	Impatient SweepScore `json:"impatient"`
+	LiteLLM   SweepScore `json:"litellm"`
 	Durable   SweepScore `json:"durable"`
-	// Bound is the amplification the retry budget guarantees.
-	Bound float64 `json:"bound"`
-	// Judgement of durable-llm against the better one-shot.
+	// Bound is the amplification on the sick endpoint the retry budget
+	// guarantees; HealthyBound the requests on the healthy endpoint per
+	// call started in the incident durable-llm may send: 1 + the budget's
+	// ratio.
+	Bound        float64 `json:"bound"`
+	HealthyBound float64 `json:"healthy_bound"`
+	// Judgement of durable-llm.
 	Judgement SweepJudgement `json:"judgement"`
 	// Elapsed is how long the shape took to run; Date when it ran.
 	Elapsed time.Duration `json:"elapsed"`
 	Date    time.Time     `json:"date"`
 }
 
+// Rivals are the scores durable-llm is compared with: both one-shots and
+// the LiteLLM-style router.
+func (o SweepOutcome) Rivals() []SweepScore { return []SweepScore{o.OneShot, o.Impatient, o.LiteLLM} }
+
+// ReachablePct is the share of the shape's calls one request could have
+// served.
+func (o SweepOutcome) ReachablePct() float64 { return ratioPct(o.Reachable, o.Calls) }
+
+// WithoutResendPct is the share of the shape's calls reachable without a
+// resend on the sick endpoint.
+func (o SweepOutcome) WithoutResendPct() float64 { return ratioPct(o.WithoutResend, o.Calls) }
+
 // SweepJudgement is the judgement of one shape.
 type SweepJudgement struct {
-	// Better is the better one-shot's count of calls answered by a model.
-	Better int `json:"better"`
-	// Differ reports that the three contenders did not answer the same
+	// ReachShare is the share of the calls reachable without a resend on
+	// the sick endpoint that durable-llm answered by a model (1 when
+	// there is none); ReachOK reports it ≥ SweepReachShare.
+	ReachShare float64 `json:"reach_share"`
+	ReachOK    bool    `json:"reach_ok"`
+	// Best is the best rival's count of calls answered by a model, and
+	// BestName that rival.
+	Best     int    `json:"best"`
+	BestName string `json:"best_name"`
+	// Differ reports that the four contenders did not answer the same
 	// number of calls.
 	Differ bool `json:"differ"`
-	// AtLeast reports durable-llm answered at least as many as Better.
+	// AtLeast reports durable-llm answered at least as many as Best.
 	AtLeast bool `json:"at_least"`
 	// Margin is the one-sided 95 % binomial margin in calls; Allowed is
-	// max(1, Margin): how far below Better durable-llm may fall.
+	// max(1, Margin): how far below Best durable-llm may fall.
 	Margin  float64 `json:"margin"`
 	Allowed float64 `json:"allowed"`
-	// WithinMargin reports Better − durable-llm ≤ Allowed.
+	// WithinMargin reports Best − durable-llm ≤ Allowed.
 	WithinMargin bool `json:"within_margin"`
-	// AmplificationOK reports durable-llm's amplification ≤ the bound.
+	// AmplificationOK reports durable-llm's amplification on the sick
+	// endpoint ≤ the bound; HealthyOK its requests on the healthy
+	// endpoint per call started in the incident ≤ the healthy bound.
 	AmplificationOK bool `json:"amplification_ok"`
+	HealthyOK       bool `json:"healthy_ok"`
 }
 
 // Met reports whether durable-llm met every target on the shape.
-func (j SweepJudgement) Met() bool { return j.AtLeast && j.WithinMargin && j.AmplificationOK }
+func (j SweepJudgement) Met() bool {
+	return j.ReachOK && j.AtLeast && j.WithinMargin && j.AmplificationOK && j.HealthyOK
+}
 
 // z95 is the one-sided 95 % quantile of the standard normal.
 const z95 = 1.6448536269514722
@@ -556,9 +617,10 @@ func BinomialMargin(n, a, b int) float64 {
 // AmplificationBound is what the retry budgets guarantee for calls calls
 // started in an incident of length incident on a ladder over endpoints
 // endpoints: 1 + ratio + endpoints × floor × ⌈incident ÷ window⌉ ÷ calls
-// requests per call, every extra send on every endpoint counted. Each
-// endpoint has a budget of its own (a call that moves to a healthy
-// endpoint is no storm on the sick one), so each brings its floor.
+// requests per call. Each endpoint has a budget of its own, so each
+// brings its floor; Judge compares the bound with the amplification on
+// the sick endpoint (a call that moves to a healthy endpoint is no storm
+// on the sick one).
 func AmplificationBound(ratio float64, floor, endpoints int, window, incident time.Duration, calls int) float64 {
 	if calls <= 0 || window <= 0 {
 		return math.Inf(1)
@@ -567,80 +629,105 @@ func AmplificationBound(ratio float64, floor, endpoints int, window, incident ti
 	return 1 + ratio + float64(max(endpoints, 1)*floor)*windows/float64(calls)
 }
 
-// Judge judges durable-llm on one shape: against the better of the two
-// one-shots (by calls answered by a model within the deadline) and
-// against the amplification bound.
-func Judge(oneShot, impatient, durable SweepScore, bound float64) SweepJudgement {
-	j := SweepJudgement{Better: max(oneShot.ByModel, impatient.ByModel)}
-	j.Differ = !(oneShot.ByModel == impatient.ByModel && impatient.ByModel == durable.ByModel)
-	j.AtLeast = durable.ByModel >= j.Better
-	n := max(oneShot.Calls, impatient.Calls, durable.Calls)
-	j.Margin = BinomialMargin(n, j.Better, durable.ByModel)
+// Judge judges durable-llm on one shape: against the calls reachable
+// without a resend on the sick endpoint, against the best of its rivals
+// (by calls answered by a model within the deadline), and against the
+// bounds on the sick and the healthy endpoints.
+func Judge(o SweepOutcome) SweepJudgement {
+	d := o.Durable
+	j := SweepJudgement{ReachShare: 1}
+	if o.WithoutResend > 0 {
+		j.ReachShare = float64(d.WithoutResendByModel) / float64(o.WithoutResend)
+	}
+	j.ReachOK = j.ReachShare >= SweepReachShare
+	n := d.Calls
+	for k, r := range o.Rivals() {
+		if k == 0 || r.ByModel > j.Best {
+			j.Best, j.BestName = r.ByModel, r.Name
+		}
+		j.Differ = j.Differ || r.ByModel != d.ByModel
+		n = max(n, r.Calls)
+	}
+	j.AtLeast = d.ByModel >= j.Best
+	j.Margin = BinomialMargin(n, j.Best, d.ByModel)
 	j.Allowed = math.Max(1, j.Margin)
-	j.WithinMargin = float64(j.Better-durable.ByModel) <= j.Allowed
-	j.AmplificationOK = durable.Amplification <= bound
+	j.WithinMargin = float64(j.Best-d.ByModel) <= j.Allowed
+	j.AmplificationOK = d.SickAmplification <= o.Bound
+	j.HealthyOK = d.HealthyPerCall <= o.HealthyBound
 	return j
 }
 
-// SweepWinShare is the least share of the shapes where the contenders
-// differ in which durable-llm must answer at least as many calls as the
-// better one-shot.
-const SweepWinShare = 0.95
+// SweepReachShare is the least share of the calls reachable without a
+// resend on the sick endpoint durable-llm must answer by a model in every
+// shape; SweepWinShare the least share of the shapes where the contenders
+// differ in which it must answer at least as many calls as its best
+// rival.
+const (
+	SweepReachShare = 0.95
+	SweepWinShare   = 0.95
+)
 
 // SweepVerdict is the judgement of a whole sweep (or of the part run).
 type SweepVerdict struct {
 	Shapes int `json:"shapes"`
+	// BelowReach lists the shapes where durable-llm answered fewer than
+	// SweepReachShare of the calls reachable without a resend.
+	BelowReach []int `json:"below_reach"`
 	// Differ are the shapes where the contenders differ; AtLeast those of
-	// them where durable-llm answered at least as many as the better
-	// one-shot.
+	// them where durable-llm answered at least as many as its best rival.
 	Differ  int `json:"differ"`
 	AtLeast int `json:"at_least"`
-	// BelowMargin lists the shapes where durable-llm fell below the
-	// better one-shot by more than the allowed margin; OverBound those
-	// where its amplification exceeded the bound.
+	// BelowMargin lists the shapes where durable-llm fell below its best
+	// rival by more than the allowed margin; OverBound those where its
+	// amplification on the sick endpoint exceeded the bound; OverHealthy
+	// those where its requests on the healthy endpoint exceeded theirs.
 	BelowMargin []int `json:"below_margin"`
 	OverBound   []int `json:"over_bound"`
-	// WinsMet, MarginMet and BoundMet are the three targets.
-	WinsMet   bool `json:"wins_met"`
-	MarginMet bool `json:"margin_met"`
-	BoundMet  bool `json:"bound_met"`
+	OverHealthy []int `json:"over_healthy"`
+	// The targets.
+	ReachMet   bool `json:"reach_met"`
+	WinsMet    bool `json:"wins_met"`
+	MarginMet  bool `json:"margin_met"`
+	BoundMet   bool `json:"bound_met"`
+	HealthyMet bool `json:"healthy_met"`
 }
 
 // Met reports every target met.
-func (v SweepVerdict) Met() bool { return v.WinsMet && v.MarginMet && v.BoundMet }
+func (v SweepVerdict) Met() bool {
+	return v.ReachMet && v.WinsMet && v.MarginMet && v.BoundMet && v.HealthyMet
+}
 
 // Verdict judges the sweep's outcomes.
 func Verdict(outs []SweepOutcome) SweepVerdict {
-	v := SweepVerdict{Shapes: len(outs), BelowMargin: []int{}, OverBound: []int{}}
+	v := SweepVerdict{Shapes: len(outs), BelowReach: []int{}, BelowMargin: []int{}, OverBound: []int{}, OverHealthy: []int{}}
+	miss := func(list *[]int, ok bool, i int) {
+		if !ok {
+			*list = append(*list, i)
+		}
+	}
 	for _, o := range outs {
-		j := o.Judgement
+		j, i := o.Judgement, o.Shape.Index
 		if j.Differ {
 			v.Differ++
 			if j.AtLeast {
 				v.AtLeast++
 			}
 		}
-		if !j.WithinMargin {
-			v.BelowMargin = append(v.BelowMargin, o.Shape.Index)
-		}
-		if !j.AmplificationOK {
-			v.OverBound = append(v.OverBound, o.Shape.Index)
-		}
+		miss(&v.BelowReach, j.ReachOK, i)
+		miss(&v.BelowMargin, j.WithinMargin, i)
+		miss(&v.OverBound, j.AmplificationOK, i)
+		miss(&v.OverHealthy, j.HealthyOK, i)
 	}
+	v.ReachMet = len(v.BelowReach) == 0
 	v.WinsMet = v.Differ == 0 || float64(v.AtLeast) >= SweepWinShare*float64(v.Differ)
 	v.MarginMet = len(v.BelowMargin) == 0
 	v.BoundMet = len(v.OverBound) == 0
+	v.HealthyMet = len(v.OverHealthy) == 0
 	return v
 }
 
 // String is the verdict line.
 func (v SweepVerdict) String() string {
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "NOT met"
-	}
 	share := 100.0
 	if v.Differ > 0 {
 		share = 100 * float64(v.AtLeast) / float64(v.Differ)
@@ -649,13 +736,26 @@ func (v SweepVerdict) String() string {
 	if !v.Met() {
 		all = "a target NOT met"
 	}
-	return fmt.Sprintf("verdict over %d shapes: durable-llm ≥ the better one-shot in %d of the %d shapes where the contenders differ (%.1f %%, target ≥ %.0f %%: %s); below it by more than max(1 call, the binomial margin) in %d %s; amplification over the budget's bound in %d %s → %s",
-		v.Shapes, v.AtLeast, v.Differ, share, 100*SweepWinShare, met(v.WinsMet),
-		len(v.BelowMargin), shapeList(v.BelowMargin, v.MarginMet), len(v.OverBound), shapeList(v.OverBound, v.BoundMet), all)
+	return fmt.Sprintf("verdict over %d shapes: durable-llm answered by a model fewer than %.0f %% of the calls reachable without a resend on the sick endpoint in %d %s; "+
+		"≥ the best of one-shot, impatient one-shot and LiteLLM-style in %d of the %d shapes where they differ (%.1f %%, target ≥ %.0f %%: %s); "+
+		"below it by more than max(1 call, the binomial margin) in %d %s; amplification on the sick endpoint over the budget's bound in %d %s; "+
+		"requests on the healthy endpoint over 1 + ratio per call started in the incident in %d %s → %s",
+		v.Shapes, 100*SweepReachShare, len(v.BelowReach), shapeList(v.BelowReach),
+		v.AtLeast, v.Differ, share, 100*SweepWinShare, met(v.WinsMet),
+		len(v.BelowMargin), shapeList(v.BelowMargin), len(v.OverBound), shapeList(v.OverBound),
+		len(v.OverHealthy), shapeList(v.OverHealthy), all)
 }
 
-func shapeList(idx []int, ok bool) string {
+func met(ok bool) string {
 	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+// shapeList says a target met when no shape misses it, else which miss.
+func shapeList(idx []int) string {
+	if len(idx) == 0 {
 		return "(met)"
 	}
 	var s []string
@@ -675,12 +775,16 @@ type SweepOptions struct {
 	CallsDir string
 }
 
-// RunSweepShape runs the three contenders on shape s, one after another,
+// RunSweepShape runs the four contenders on shape s, one after another,
 // and judges durable-llm.
 func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOutcome, error) {
 	c, err := s.Case()
 	if err != nil {
 		return nil, err
+	}
+	reach, ok := c.Reach()
+	if !ok {
+		return nil, fmt.Errorf("sweep %s: the shape's reachable limit cannot be computed", s.Name())
 	}
 	began := time.Now()
 	so := o.StormOptions
@@ -689,18 +793,21 @@ func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOut
 	if err != nil {
 		return nil, err
 	}
-	if len(rep.Runs) != 3 {
-		return nil, fmt.Errorf("sweep %s: %d runs, want 3", s.Name(), len(rep.Runs))
+	if len(rep.Runs) != len(so.Contenders) {
+		return nil, fmt.Errorf("sweep %s: %d runs, want %d", s.Name(), len(rep.Runs), len(so.Contenders))
 	}
 	if o.CallsDir != "" {
 		if err := writeSweepCalls(o.CallsDir, s, rep); err != nil {
 			return nil, err
 		}
 	}
-	out := &SweepOutcome{Shape: s, Date: began,
-		OneShot: ScoreRun(rep.Runs[0], c), Impatient: ScoreRun(rep.Runs[1], c), Durable: ScoreRun(rep.Runs[2], c)}
+	score := func(k int) SweepScore { return ScoreRun(rep.Runs[k], c, reach) }
+	out := &SweepOutcome{Shape: s, Date: began, Calls: len(reach),
+		OneShot: score(0), Impatient: score(1), LiteLLM: score(2), Durable: score(3)}
+	out.Reachable, out.WithoutResend = CountReach(reach)
 	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, s.Endpoints, o.Params.BudgetWindow, out.Durable.Stretch, out.Durable.StretchFirsts)
-	out.Judgement = Judge(out.OneShot, out.Impatient, out.Durable, out.Bound)
+	out.HealthyBound = 1 + o.Params.BudgetRatio
+	out.Judgement = Judge(*out)
 	out.Elapsed = time.Since(began)
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,9 +188,15 @@ func TestSweepScenarios(t *testing.T) {
 		if (len(c.SecondEndpoint) > 0) != (s.Endpoints == 2) || !c.PerRequest {
 			t.Errorf("shape %s: case %+v", s.Name(), c)
 		}
-		durable := s.Contenders()[2]
-		if (durable == KeyDurable3) != (s.Workers == 3) {
+		keys := s.Contenders()
+		if want := []string{KeyOneShot, KeyImpatient, KeyLiteLLM}; !reflect.DeepEqual(keys[:3], want) {
+			t.Errorf("shape %s: contenders %v, want %v then durable-llm", s.Name(), keys, want)
+		}
+		if durable := keys[3]; (durable == KeyDurable3) != (s.Workers == 3) {
 			t.Errorf("shape %s: %d workers, contender %s", s.Name(), s.Workers, durable)
+		}
+		if c.ClientTimeout != s.FirstTokenTimeout {
+			t.Errorf("shape %s: the LiteLLM-style router's timeout %s, want first_token_timeout %s", s.Name(), c.ClientTimeout, s.FirstTokenTimeout)
 		}
 	}
 }
@@ -240,95 +247,142 @@ func TestAmplificationBound(t *testing.T) {
 }
 
 func score(byModel, calls int, amp float64) SweepScore {
-	return SweepScore{Calls: calls, ByModel: byModel, Amplification: amp}
+	return SweepScore{Calls: calls, ByModel: byModel, SickAmplification: amp}
+}
+
+// judged is a shape of 100 calls on two endpoints, 80 of them reachable
+// without a resend on the sick endpoint, bounds 1.2 (sick) and 1.1
+// (healthy), judged: the rivals answered one, imp and lite calls by a
+// model; durable-llm dur, reached of the 80, with amplification amp on
+// the sick endpoint and healthy requests per incident call.
+func judged(i, one, imp, lite, dur, reached int, amp, healthy float64) SweepOutcome {
+	o := SweepOutcome{Shape: SweepShape{Index: i, Endpoints: 2}, Calls: 100, Reachable: 90, WithoutResend: 80,
+		Bound: 1.2, HealthyBound: 1.1,
+		OneShot: SweepScore{Name: NameOneShot, Calls: 100, ByModel: one}, Impatient: SweepScore{Name: NameImpatient, Calls: 100, ByModel: imp},
+		LiteLLM: SweepScore{Name: NameLiteLLM, Calls: 100, ByModel: lite},
+		Durable: SweepScore{Name: NameDurable, Calls: 100, ByModel: dur, WithoutResendByModel: reached, SickAmplification: amp, HealthyPerCall: healthy}}
+	o.Judgement = Judge(o)
+	return o
 }
 
 func TestJudge(t *testing.T) {
 	for _, c := range []struct {
-		name                      string
-		one, imp, dur             int
-		amp                       float64
-		differ, atLeast, inMargin bool
-		ampOK                     bool
+		name                     string
+		one, imp, lite, dur, got int
+		amp, healthy             float64
+		want                     SweepJudgement
 	}{
-		{"all equal", 100, 100, 100, 1.0, false, true, true, true},
-		{"durable best", 60, 70, 80, 1.1, true, true, true, true},
-		{"ties the better one-shot", 60, 80, 80, 1.1, true, true, true, true},
-		{"one call below, all answered", 100, 99, 99, 1.0, true, false, true, true},
-		{"two calls below, all answered", 100, 98, 98, 1.0, true, false, true, true},   // margin ≈ 2.3
-		{"five calls below, all answered", 100, 95, 95, 1.0, true, false, false, true}, // margin ≈ 3.6
-		{"within the margin at p ≈ 0.5", 50, 40, 45, 1.0, true, false, true, true},     // margin ≈ 11.6
-		{"beyond the margin at p ≈ 0.5", 50, 40, 30, 1.0, true, false, false, true},    // margin ≈ 11.5
-		{"amplification over the bound", 50, 50, 60, 1.3, true, true, true, false},
+		{"durable-llm best, LiteLLM-style the best rival", 60, 70, 75, 80, 78, 1.1, 0.9,
+			SweepJudgement{ReachShare: 78.0 / 80, ReachOK: true, Best: 75, BestName: NameLiteLLM, Differ: true, AtLeast: true,
+				Margin: 9.7137, Allowed: 9.7137, WithinMargin: true, AmplificationOK: true, HealthyOK: true}},
+		{"all four equal: a tie", 80, 80, 80, 80, 80, 1.0, 1.0,
+			SweepJudgement{ReachShare: 1, ReachOK: true, Best: 80, BestName: NameOneShot, AtLeast: true,
+				Margin: 9.3047, Allowed: 9.3047, WithinMargin: true, AmplificationOK: true, HealthyOK: true}},
+		{"one call below the one-shot, within the margin", 99, 90, 98, 98, 79, 1.2, 1.1,
+			SweepJudgement{ReachShare: 79.0 / 80, ReachOK: true, Best: 99, BestName: NameOneShot, Differ: true,
+				Margin: 2.8275, Allowed: 2.8275, WithinMargin: true, AmplificationOK: true, HealthyOK: true}},
+		{"four calls below, beyond the margin", 99, 90, 98, 95, 76, 1.0, 0.5,
+			SweepJudgement{ReachShare: 0.95, ReachOK: true, Best: 99, BestName: NameOneShot, Differ: true,
+				Margin: 3.9682, Allowed: 3.9682, AmplificationOK: true, HealthyOK: true}},
+		{"every call answered by all four: the margin is 0, one call is allowed", 100, 100, 100, 100, 80, 1.0, 0.5,
+			SweepJudgement{ReachShare: 1, ReachOK: true, Best: 100, BestName: NameOneShot, AtLeast: true,
+				Margin: 0, Allowed: 1, WithinMargin: true, AmplificationOK: true, HealthyOK: true}},
+		{"one call below when every other is answered", 100, 100, 100, 99, 79, 1.0, 0.5,
+			SweepJudgement{ReachShare: 79.0 / 80, ReachOK: true, Best: 100, BestName: NameOneShot, Differ: true,
+				Margin: 1.6407, Allowed: 1.6407, WithinMargin: true, AmplificationOK: true, HealthyOK: true}},
+		{"below 95 % of the reachable without a resend", 50, 40, 45, 75, 75, 1.0, 0.5,
+			SweepJudgement{ReachShare: 75.0 / 80, Best: 50, BestName: NameOneShot, Differ: true, AtLeast: true,
+				Margin: 11.2615, Allowed: 11.2615, WithinMargin: true, AmplificationOK: true, HealthyOK: true}},
+		{"over the bound on the sick endpoint", 50, 50, 50, 60, 60, 1.21, 0.5,
+			SweepJudgement{ReachShare: 60.0 / 80, Best: 50, BestName: NameOneShot, Differ: true, AtLeast: true,
+				Margin: 11.5726, Allowed: 11.5726, WithinMargin: true, HealthyOK: true}},
+		{"over 1 + ratio on the healthy endpoint", 50, 50, 50, 80, 80, 1.0, 1.11,
+			SweepJudgement{ReachShare: 1, ReachOK: true, Best: 50, BestName: NameOneShot, Differ: true, AtLeast: true,
+				Margin: 11.0951, Allowed: 11.0951, WithinMargin: true, AmplificationOK: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			j := Judge(score(c.one, 100, 1), score(c.imp, 100, 1), score(c.dur, 100, c.amp), 1.2)
-			if j.Differ != c.differ || j.AtLeast != c.atLeast || j.WithinMargin != c.inMargin || j.AmplificationOK != c.ampOK {
-				t.Errorf("judgement %+v", j)
+			j := judged(0, c.one, c.imp, c.lite, c.dur, c.got, c.amp, c.healthy).Judgement
+			if math.Abs(j.Margin-c.want.Margin) > 1e-3 || math.Abs(j.Allowed-c.want.Allowed) > 1e-3 || math.Abs(j.ReachShare-c.want.ReachShare) > 1e-9 {
+				t.Errorf("margin %.4f, allowed %.4f, reach share %.4f; want %.4f, %.4f, %.4f", j.Margin, j.Allowed, j.ReachShare, c.want.Margin, c.want.Allowed, c.want.ReachShare)
 			}
-			if j.Better != max(c.one, c.imp) || j.Allowed < 1 {
-				t.Errorf("better %d, allowed %.2f", j.Better, j.Allowed)
+			j.Margin, j.Allowed, j.ReachShare = c.want.Margin, c.want.Allowed, c.want.ReachShare
+			if j != c.want {
+				t.Errorf("judgement\n%+v, want\n%+v", j, c.want)
 			}
 		})
+	}
+	// No call reachable without a resend: nothing to miss.
+	o := judged(0, 10, 10, 10, 10, 0, 1, 1)
+	o.WithoutResend = 0
+	if j := Judge(o); j.ReachShare != 1 || !j.ReachOK {
+		t.Errorf("no call reachable without a resend: %+v", j)
 	}
 }
 
 func TestVerdict(t *testing.T) {
-	outcome := func(i int, one, dur int, amp float64) SweepOutcome {
-		o := SweepOutcome{Shape: SweepShape{Index: i}, Bound: 1.2,
-			OneShot: score(one, 100, 1), Impatient: score(0, 100, 1), Durable: score(dur, 100, amp)}
-		o.Judgement = Judge(o.OneShot, o.Impatient, o.Durable, o.Bound)
-		return o
-	}
 	var outs []SweepOutcome
 	for i := range 19 {
-		outs = append(outs, outcome(i, 90, 95, 1.1)) // durable ahead
+		outs = append(outs, judged(i, 90, 0, 80, 95, 78, 1.1, 0.9)) // durable-llm ahead
 	}
-	outs = append(outs, outcome(19, 90, 89, 1.1)) // one call behind: within margin, not ≥
+	outs = append(outs, judged(19, 90, 0, 80, 89, 78, 1.1, 0.9)) // one call behind: within the margin, not ≥
 	v := Verdict(outs)
-	if v.Differ != 20 || v.AtLeast != 19 || !v.WinsMet || !v.MarginMet || !v.BoundMet || !v.Met() {
-		t.Errorf("19 of 20 (95 %%): %+v", v)
+	want := SweepVerdict{Shapes: 20, BelowReach: []int{}, Differ: 20, AtLeast: 19, BelowMargin: []int{}, OverBound: []int{}, OverHealthy: []int{},
+		ReachMet: true, WinsMet: true, MarginMet: true, BoundMet: true, HealthyMet: true}
+	if !reflect.DeepEqual(v, want) || !v.Met() {
+		t.Errorf("19 of 20 (95 %%):\n%+v, want\n%+v", v, want)
 	}
-	outs = append(outs, outcome(20, 90, 89, 1.1)) // 19 of 21 < 95 %
-	if v := Verdict(outs); v.WinsMet || v.Met() {
+	if s := v.String(); !strings.Contains(s, "in 19 of the 20 shapes where they differ (95.0 %, target ≥ 95 %: met)") || !strings.HasSuffix(s, "→ every target met") {
+		t.Errorf("verdict line %q", s)
+	}
+	more := append(slices.Clone(outs), judged(20, 90, 0, 80, 89, 78, 1.1, 0.9)) // 19 of 21 < 95 %
+	if v := Verdict(more); v.WinsMet || v.AtLeast != 19 || v.Differ != 21 || v.Met() {
 		t.Errorf("19 of 21: %+v", v)
 	}
-	outs = outs[:20]
-	outs = append(outs, outcome(20, 90, 70, 1.1)) // far below
-	if v := Verdict(outs); v.MarginMet || !reflect.DeepEqual(v.BelowMargin, []int{20}) || v.Met() {
-		t.Errorf("a shape far below: %+v", v)
-	}
-	outs = outs[:20]
-	outs = append(outs, outcome(20, 100, 100, 1.0)) // all equal: not counted among the differing
-	outs[20].Impatient = score(100, 100, 1)
-	outs[20].Judgement = Judge(outs[20].OneShot, outs[20].Impatient, outs[20].Durable, 1.2)
-	if v := Verdict(outs); v.Differ != 20 || !v.Met() {
+	tie := append(slices.Clone(outs), judged(20, 100, 100, 100, 100, 80, 1.0, 1.0)) // not counted among the differing
+	if v := Verdict(tie); v.Differ != 20 || v.Shapes != 21 || !v.Met() {
 		t.Errorf("a tie: %+v", v)
 	}
-	outs = append(outs, outcome(21, 50, 60, 1.5))
-	if v := Verdict(outs); v.BoundMet || !reflect.DeepEqual(v.OverBound, []int{21}) {
-		t.Errorf("over the bound: %+v", v)
+	// One shape misses each of the other four targets.
+	miss := append(slices.Clone(outs),
+		judged(20, 90, 0, 80, 70, 70, 1.1, 0.9),  // far below its best rival
+		judged(21, 50, 0, 50, 60, 60, 1.1, 0.9),  // 75 % of the reachable without a resend
+		judged(22, 50, 0, 50, 80, 80, 1.5, 0.9),  // over the bound on the sick endpoint
+		judged(23, 50, 0, 50, 80, 80, 1.1, 1.25)) // over 1 + ratio on the healthy endpoint
+	v = Verdict(miss)
+	if !reflect.DeepEqual(v.BelowMargin, []int{20}) || !reflect.DeepEqual(v.BelowReach, []int{20, 21}) ||
+		!reflect.DeepEqual(v.OverBound, []int{22}) || !reflect.DeepEqual(v.OverHealthy, []int{23}) ||
+		v.MarginMet || v.ReachMet || v.BoundMet || v.HealthyMet || v.Met() {
+		t.Errorf("misses: %+v", v)
 	}
-	if s := Verdict(outs).String(); !strings.Contains(s, "NOT met: shapes 21") {
-		t.Errorf("verdict line %q", s)
+	for _, w := range []string{"in 2 (NOT met: shapes 20, 21)", "binomial margin) in 1 (NOT met: shapes 20)",
+		"sick endpoint over the budget's bound in 1 (NOT met: shapes 22)", "call started in the incident in 1 (NOT met: shapes 23)", "a target NOT met"} {
+		if s := v.String(); !strings.Contains(s, w) {
+			t.Errorf("verdict line %q lacks %q", s, w)
+		}
 	}
 }
 
+// TestScoreRun: a contender's score counts its answers by a model, those
+// among the calls reachable without a resend, and its requests per call
+// started in the incident on each endpoint.
 func TestScoreRun(t *testing.T) {
 	c := StormCase{Deadline: 10 * time.Second, IncidentStart: 5 * time.Second, IncidentEnd: 10 * time.Second}
-	o := func(start time.Duration, byModel, degraded bool, model string, latency time.Duration) Outcome {
-		return Outcome{Result: Result{ByModel: byModel, Degraded: degraded, Model: model}, Start: start, Latency: latency}
+	o := func(i int, start time.Duration, byModel, degraded bool, model string, latency time.Duration) Outcome {
+		return Outcome{Result: Result{ByModel: byModel, Degraded: degraded, Model: model}, I: i, Start: start, Latency: latency}
 	}
 	run := StormRun{Name: "x", TokensBilled: 300, Outcomes: []Outcome{
-		o(0, true, false, Model, time.Second),                  // good, preferred
-		o(6*time.Second, true, false, "qwen-14b", time.Second), // good, incident, another rung
-		o(7*time.Second, true, true, Model, time.Second),       // degraded: not a complete answer
-		o(8*time.Second, true, false, Model, 11*time.Second),   // too late
-		o(9*time.Second, false, false, "", time.Second),        // fallback
-	}}
-	s := ScoreRun(run, c)
-	if s.Calls != 5 || s.ByModel != 2 || s.Preferred != 1 || s.IncidentCalls != 4 || s.IncidentByModel != 1 {
-		t.Errorf("score %+v", s)
+		o(0, 0, true, false, Model, time.Second),                  // good, preferred
+		o(1, 6*time.Second, true, false, "qwen-14b", time.Second), // good, incident, another rung
+		o(2, 7*time.Second, true, true, Model, time.Second),       // degraded: not a complete answer
+		o(3, 8*time.Second, true, false, Model, 11*time.Second),   // too late
+		o(4, 9*time.Second, false, false, "", time.Second),        // fallback
+	}, Summary: StormSummary{AmpStretch: 1.5, SickAmpStretch: 1.25, Endpoints: []EndpointLoad{{AmpIncident: 1.75}, {AmpIncident: 0.5}}}}
+	reach := []CallReach{{Reachable: true, WithoutResend: true}, {Reachable: true}, {Reachable: true, WithoutResend: true}, {}, {}}
+	s := ScoreRun(run, c, reach)
+	want := SweepScore{Name: "x", Calls: 5, ByModel: 2, Preferred: 1, IncidentCalls: 4, IncidentByModel: 1, TokensBilled: 300,
+		Amplification: 1.5, SickAmplification: 1.25, SickPerCall: 1.75, HealthyPerCall: 0.5, WithoutResendByModel: 1}
+	if s != want {
+		t.Errorf("score\n%+v, want\n%+v", s, want)
 	}
 	if s.TokensPerAnswer() != 150 {
 		t.Errorf("tokens per answer %v", s.TokensPerAnswer())
@@ -443,15 +497,18 @@ phases:
 }
 
 // TestMergeSweepParts: parts written one after another merge into one
-// report, shapes in order, a shape run twice counted by its latest run.
+// report, shapes in order, a shape run twice counted by its latest run; a
+// part judged by older definitions is left out, and the note says so.
 func TestMergeSweepParts(t *testing.T) {
 	dir := t.TempDir()
 	p := testParams(20 * time.Second)
+	format := SweepFormat
 	part := func(from, to int, byModel int, date time.Time) {
-		r := &SweepReport{Seed: 4, Params: p}
+		r := &SweepReport{Format: format, Seed: 4, Params: p}
 		for _, s := range GenerateSweep(4, from, to, p) {
-			o := SweepOutcome{Shape: s, Date: date, OneShot: score(50, 100, 1), Impatient: score(50, 100, 1), Durable: score(byModel, 100, 1)}
-			o.Judgement = Judge(o.OneShot, o.Impatient, o.Durable, 1.2)
+			o := SweepOutcome{Shape: s, Date: date, Bound: 1.2, HealthyBound: 1.1,
+				OneShot: score(50, 100, 1), Impatient: score(50, 100, 1), LiteLLM: score(50, 100, 1), Durable: score(byModel, 100, 1)}
+			o.Judgement = Judge(o)
 			r.Outcomes = append(r.Outcomes, o)
 		}
 		if err := WriteSweep(dir, SweepPartName(4, from, to), r, date); err != nil {
@@ -461,6 +518,8 @@ func TestMergeSweepParts(t *testing.T) {
 	now := time.Now()
 	part(4, 7, 60, now)
 	part(0, 4, 40, now.Add(time.Minute)) // shape 4 again, later
+	format = 1
+	part(8, 9, 90, now.Add(2*time.Minute)) // older definitions
 	m, err := MergeSweep(dir, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -478,6 +537,9 @@ func TestMergeSweepParts(t *testing.T) {
 	}
 	if v := m.Verdict(); v.Differ != 8 || v.AtLeast != 3 {
 		t.Errorf("merged verdict %+v", v)
+	}
+	if m.Format != SweepFormat || m.Note != "1 part(s) judged by older definitions (format ≠ 2) left out" {
+		t.Errorf("format %d, note %q", m.Format, m.Note)
 	}
 }
 

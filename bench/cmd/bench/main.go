@@ -10,7 +10,7 @@
 //	memory         worker RSS and goroutines with 1,000 calls in flight, streamed and not
 //	paths          one model call from an agent: bare child workflow, llmworkflow.Call, Nexus, front door (not in the default set)
 //	fairness       one tenant floods the front door at 10× its quota, with calls or with refused, expensive requests: another tenant's p99 alone vs during the flood
-//	sweep          incident shapes drawn from a seed: one-shot, impatient one-shot and durable-llm judged per shape (not in the default set; -seed, -shapes a..b)
+//	sweep          incident shapes drawn from a seed: one-shot, impatient one-shot, LiteLLM-style and durable-llm judged per shape against the reachable limit (not in the default set; -seed, -shapes a..b)
 //
 // Usage:
 //

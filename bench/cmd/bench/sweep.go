@@ -53,7 +53,7 @@ func runSweep(ctx context.Context, o options, f sweepFlags) (err error) {
 	params := bench.DefaultSweepParams(o.deadline)
 	dir := filepath.Join(o.out, "sweep")
 	began := time.Now()
-	rep := &bench.SweepReport{Seed: seed, Params: params, Command: o.command, Machine: bench.ThisMachine(), Note: o.note}
+	rep := &bench.SweepReport{Format: bench.SweepFormat, Seed: seed, Params: params, Command: o.command, Machine: bench.ThisMachine(), Note: o.note}
 	defer func() {
 		if lerr := bench.LogSweepRun(dir, began, o.command, revision(), rep, time.Since(began), err); lerr != nil && err == nil {
 			err = lerr
