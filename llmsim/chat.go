@@ -419,6 +419,10 @@ func contextError(window, tokens int) errorBody {
 	return e
 }
 
+// ollamaBusy is the message of Ollama's 503 for a request its queue
+// cannot hold (two spaces after the full stop, as Ollama sends it).
+const ollamaBusy = "server busy, please try again.  maximum pending requests exceeded"
+
 func queueFullBody(model string) errorBody {
 	return newAPIError("server_overloaded", "queue_full", fmt.Sprintf("The request queue for model %s is full. Please retry later.", model))
 }
@@ -495,6 +499,8 @@ func (x *exchange) front(p plan) {
 		x.reply(st, queueFullBody(model), h)
 	case FaultOverloaded:
 		x.reply(529, map[string]any{"type": "error", "error": map[string]string{"type": "overloaded_error", "message": "Overloaded"}}, h)
+	case FaultServerBusy:
+		x.reply(http.StatusServiceUnavailable, newAPIError("api_error", "", ollamaBusy), h)
 	case FaultMaintenance:
 		x.reply(http.StatusServiceUnavailable, newAPIError("service_unavailable", "maintenance", "Service under maintenance"), h)
 	case FaultUnavailable:

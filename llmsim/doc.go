@@ -113,6 +113,7 @@
 //	quota_exceeded           429     auth                     -                         insufficient_quota
 //	queue_full               429     queue_full               status (429|503)          code queue_full + X-RateLimit-Remaining: 0
 //	overloaded               529     queue_full               retry_after               {"type":"error","error":{"type":"overloaded_error"}}
+//	server_busy              503     queue_full               retry_after               Ollama's "server busy, please try again.  maximum pending requests exceeded"
 //	maintenance              503     service_unavailable      retry_after               "Service under maintenance"
 //	unavailable              503     server_error             retry_after               generic 503 JSON error
 //	unknown_error            500     server_error             -                         an engine's own error: code E42, "queue_full on all replicas"

@@ -48,6 +48,12 @@ const (
 	// FaultOverloaded answers 529 with an overloaded_error body. Class
 	// queue_full.
 	FaultOverloaded Fault = "overloaded"
+	// FaultServerBusy answers 503 with Ollama's refusal of a request its
+	// queue cannot hold (OLLAMA_MAX_QUEUE), byte for byte:
+	// {"error":{"message":"server busy, please try again.  maximum pending
+	// requests exceeded","type":"api_error","param":null,"code":null}}, no
+	// Retry-After unless param retry_after is set. Class queue_full.
+	FaultServerBusy Fault = "server_busy"
 	// FaultMaintenance answers 503 "Service under maintenance". Class
 	// service_unavailable.
 	FaultMaintenance Fault = "maintenance"
@@ -184,6 +190,7 @@ var faultTable = []FaultInfo{
 	{FaultQuotaExceeded, 429, "auth", "", "code insufficient_quota (quota exhausted)", stageFront},
 	{FaultQueueFull, 429, "queue_full", "status (429|503), retry_after", "code queue_full, X-RateLimit-Remaining: 0", stageFront},
 	{FaultOverloaded, 529, "queue_full", "retry_after", `{"type":"error","error":{"type":"overloaded_error"}}`, stageFront},
+	{FaultServerBusy, 503, "queue_full", "retry_after", `Ollama's "server busy, please try again.  maximum pending requests exceeded"`, stageFront},
 	{FaultMaintenance, 503, "service_unavailable", "retry_after", `"Service under maintenance"`, stageFront},
 	{FaultUnavailable, 503, "server_error", "retry_after", "generic 503 JSON error (not maintenance)", stageFront},
 	{FaultUnknownError, 500, "server_error", "", `an engine's own error: code E42, "queue_full on all replicas"`, stageFront},
@@ -295,7 +302,8 @@ type FaultSpec struct {
 	// answering for the others. Zero means none.
 	Latency Latency `json:"latency,omitzero" yaml:"latency,omitempty"`
 	// RetryAfter is the advertised wait of rate_limited (default 1s) and,
-	// when set, of queue_full, overloaded, maintenance and unavailable.
+	// when set, of queue_full, overloaded, server_busy, maintenance and
+	// unavailable.
 	RetryAfter Duration `json:"retry_after,omitempty" yaml:"retry_after,omitempty"`
 	// RetryHeader selects how RetryAfter is advertised: "seconds"
 	// (Retry-After: whole seconds rounded up; the default), "ms"

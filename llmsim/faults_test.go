@@ -194,6 +194,15 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("type %q message %q", e.Type, e.Message)
 			}
 		}},
+		{fault: llmsim.FaultServerBusy, outcome: "503", check: func(t *testing.T, r result) {
+			e := apiError(t, r.err, 503, "")
+			if e.Type != "api_error" || e.Message != "server busy, please try again.  maximum pending requests exceeded" {
+				t.Errorf("type %q message %q, want Ollama's busy refusal", e.Type, e.Message)
+			}
+			if r.header.Get("Retry-After") != "" {
+				t.Errorf("Retry-After %q, want none (Ollama sends none)", r.header.Get("Retry-After"))
+			}
+		}},
 		{fault: llmsim.FaultMaintenance, outcome: "503", check: func(t *testing.T, r result) {
 			e := apiError(t, r.err, 503, "maintenance")
 			if e.Message != "Service under maintenance" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -346,5 +348,51 @@ func TestContextWindowIsComputed(t *testing.T) {
 	}
 	if _, err := cl.CreateChatCompletion(ctx, ask("qwen-72b", q)); err != nil {
 		t.Errorf("pruned below the window: %v", err)
+	}
+}
+
+// TestServerBusyPhaseEnds: a phase of server_busy for every model refuses
+// each request with Ollama's 503 body, byte for byte, while it lasts; then
+// the models answer again.
+func TestServerBusyPhaseEnds(t *testing.T) {
+	clk := newFakeClock()
+	srv := startScenario(t, `
+name: busy-then-healthy
+models: [{name: primary, ttft: 0s, itl: 0s}, {name: other, ttft: 0s, itl: 0s}]
+phases:
+  - name: busy
+    duration: 12s
+    faults: [{kind: server_busy}]
+  - {name: recovered}
+`, llmsim.Options{Clock: clk.Now})
+	post := func(model string) (int, string, http.Header) {
+		body := `{"model":"` + model + `","messages":[{"role":"user","content":"busy?"}]}`
+		resp, err := http.Post(srv.BaseURL+"/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp.Header
+	}
+	const ollama = `{"error":{"message":"server busy, please try again.  maximum pending requests exceeded","type":"api_error","param":null,"code":null}}`
+	for _, model := range []string{"primary", "other"} {
+		st, body, h := post(model)
+		if st != 503 || body != ollama || h.Get("Retry-After") != "" || h.Get("Content-Type") != "application/json" {
+			t.Errorf("%s during the busy phase: %d %q %v, want 503 with Ollama's body and no Retry-After", model, st, body, h)
+		}
+	}
+	clk.Advance(11999 * time.Millisecond)
+	if st, _, _ := post("primary"); st != 503 {
+		t.Errorf("just before the phase ends: %d, want 503", st)
+	}
+	clk.Advance(time.Millisecond)
+	for _, model := range []string{"primary", "other"} {
+		if st, body, _ := post(model); st != 200 {
+			t.Errorf("%s after the phase: %d %q, want 200", model, st, body)
+		}
+	}
+	if got := srv.Stats().Faults["server_busy"]; got != 3 {
+		t.Errorf("server_busy faults %d, want 3", got)
 	}
 }
