@@ -9,13 +9,13 @@ import (
 
 // routes is the front door's route table. Each route's handler is served
 // for the tenant of the request's bearer token (authed); its path asked
-// with another method is a 405 that names the route's first method, and
-// an unknown URL a 404, in OpenAI's error shape like every other answer
-// (not the mux's own plain-text ones). GET /healthz needs no token.
+// with another method is a 405 whose Allow header names every method the
+// table serves on that path, and an unknown URL a 404, in OpenAI's error
+// shape like every other answer (not the mux's own plain-text ones).
+// GET /healthz needs no token.
 func (h *Handler) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	allowed := map[string]bool{} // the paths with their 405 registered
-	for _, rt := range []struct {
+	table := []struct {
 		pattern string
 		serve   func(w http.ResponseWriter, r *http.Request, tenant string)
 	}{
@@ -30,13 +30,22 @@ func (h *Handler) routes() *http.ServeMux {
 		{"GET /v1/calls/{id}", h.getCall},                        // a call started with Prefer: respond-async
 		{"DELETE /v1/calls/{id}", h.cancelCall},                  // cancel the tenant's own running call
 		{"POST /v1/calls/{id}/feedback", h.postFeedback},         // what the user did after the call
-	} {
+	}
+	// allow is each path's Allow header: its methods in table order.
+	allow := map[string]string{}
+	for _, rt := range table {
 		method, path, _ := strings.Cut(rt.pattern, " ")
-		mux.HandleFunc(rt.pattern, h.authed(method, rt.serve))
-		if !allowed[path] {
-			allowed[path] = true
-			mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { refuseMethod(w, r, method) })
+		if allow[path] != "" {
+			method = allow[path] + ", " + method
 		}
+		allow[path] = method
+	}
+	for _, rt := range table {
+		method, path, _ := strings.Cut(rt.pattern, " ")
+		mux.HandleFunc(rt.pattern, h.authed(method, allow[path], rt.serve))
+	}
+	for path, methods := range allow {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) { refuseMethod(w, r, methods) })
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -50,7 +59,8 @@ func (h *Handler) routes() *http.ServeMux {
 }
 
 // refuseMethod answers 405 to a request of a route's path whose method is
-// not allow, without reading its body.
+// not among allow (the path's methods, comma-separated), without reading
+// its body.
 func refuseMethod(w http.ResponseWriter, r *http.Request, allow string) {
 	closeEarly(w)
 	w.Header().Set("Allow", allow)
@@ -58,12 +68,12 @@ func refuseMethod(w http.ResponseWriter, r *http.Request, allow string) {
 }
 
 // authed checks the method (a GET pattern matches HEAD too, which is
-// refused), the headers and the bearer token, then serves with the
-// token's tenant.
-func (h *Handler) authed(method string, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+// refused with the path's methods, allow), the headers and the bearer
+// token, then serves with the token's tenant.
+func (h *Handler) authed(method, allow string, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != method {
-			refuseMethod(w, r, method)
+			refuseMethod(w, r, allow)
 			return
 		}
 		if e := headerProblem(r); e != nil {
