@@ -78,6 +78,13 @@ type Options struct {
 	// Live is where the worker serves its streamed attempts' text, so
 	// that it need not go through the calls' histories.
 	Live LiveOptions
+	// Endpoints is what the ladder's endpoints said of their models
+	// (AskModels), when the caller asked them already (the worker's
+	// model check); nil: Start asks them. With no faq.file in the policy,
+	// the embedded example FAQ (a made-up shop) answers only when every
+	// endpoint is the simulator; otherwise the FAQ is off and a failed
+	// call gets a rule's card or the placeholder.
+	Endpoints []EndpointModels
 }
 
 // LiveOptions say where a worker serves its streamed attempts' text while
@@ -145,6 +152,8 @@ type Worker struct {
 	live    *activities.Live
 	liveSrv *http.Server
 	log     *slog.Logger // the worker's own messages
+	// example is set while Start has to decide about the example FAQ.
+	example *exampleFAQ
 }
 
 // New builds the activities and a Temporal worker with LLMCall and every
@@ -183,6 +192,13 @@ func New(c client.Client, o Options) (*Worker, error) {
 		}
 		return nil, err
 	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	// The example FAQ's shop is made up: off until Start has heard every
+	// endpoint say it is the simulator.
+	example := holdExampleFAQ(acts, o.Config, getenv, o.Endpoints)
 	tq := o.TaskQueue
 	if tq == "" {
 		tq = workflows.TaskQueue
@@ -218,10 +234,6 @@ func New(c client.Client, o Options) (*Worker, error) {
 		// The guard runs for ever and continues as new: it moves to the
 		// current build at its next workflow task.
 		guardBehavior = workflow.VersioningBehaviorAutoUpgrade
-	}
-	getenv := o.Getenv
-	if getenv == nil {
-		getenv = os.Getenv
 	}
 	ids, err := request.IDsFromEnv(getenv)
 	if err != nil {
@@ -259,6 +271,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 	return &Worker{
 		Worker: w, Activities: acts, Sync: sync, Reviews: reviews, Rules: ruleStates, client: c, namespace: cmp.Or(o.Namespace, client.DefaultNamespace), link: link,
 		stopTimeout: o.Worker.WorkerStopTimeout, log: cmp.Or(o.Logger, slog.Default()), live: live, liveSrv: liveSrv,
+		example: example,
 	}, nil
 }
 
@@ -295,8 +308,13 @@ func (w *Worker) LiveURL() string {
 }
 
 // Start starts the worker and, unless its guards are local, its sync with
-// the fleet's guard.
+// the fleet's guard. With no faq.file in the policy, it first decides
+// whether the example FAQ may answer (Options.Endpoints).
 func (w *Worker) Start() error {
+	if w.example != nil {
+		w.example.decide(w.Activities, w.log)
+		w.example = nil
+	}
 	// The calls upsert the LLM search attributes from their first
 	// workflow task: a namespace without them would fail every call.
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

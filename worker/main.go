@@ -126,7 +126,6 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	exampleFAQ(cfg, ends, logger)
 	learnWindows(cfg, logger)
 
 	opts, err := envconfig.LoadDefaultClientOptions()
@@ -221,7 +220,10 @@ func run(args []string) error {
 	wo := llmworker.Options{Config: cfg, Metrics: metrics.Activities(), TaskQueue: *taskQueue, Namespace: ns, Logger: logger,
 		Worker: worker.Options{MaxConcurrentActivityExecutionSize: calls}, Tracing: traced,
 		Guards: llmworker.GuardOptions{DataConverter: opts.DataConverter},
-		Live:   llmworker.LiveOptions{Off: *liveAddr == "off", Addr: *liveAddr, URL: *liveURL}}
+		Live:   llmworker.LiveOptions{Off: *liveAddr == "off", Addr: *liveAddr, URL: *liveURL},
+		// What the model check heard decides, at Start, whether the
+		// example FAQ may answer (nil with the check off: Start asks).
+		Endpoints: ends}
 	if shared != nil {
 		wo.SharedCache = shared
 	}
@@ -386,29 +388,6 @@ func checkModels(cfg *config.Config, mode string, logger *slog.Logger) ([]llmwor
 			"LLM_MODEL_CHECK=warn starts anyway (for a provider whose list leaves out names it serves)", cfg.Source, err, config.EnvModels)
 	}
 	return ends, nil
-}
-
-// exampleFAQ turns the FAQ off when the policy names no faq.file and a
-// model goes to a server that is not the simulator (ends: what the model
-// check heard; asked here when the check was off): the embedded example
-// FAQ's shop is made up, and its answers must never reach real users.
-// The fallback is then a rule's card or the placeholder.
-func exampleFAQ(cfg *config.Config, ends []llmworker.EndpointModels, logger *slog.Logger) {
-	if !cfg.FAQ.Example() {
-		return
-	}
-	if ends == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ends = llmworker.AskModels(ctx, cfg, os.Getenv, 5*time.Second)
-		cancel()
-	}
-	if keep, why := llmworker.ExampleFAQ(ends); !keep {
-		cfg.FAQ.File = config.FAQOff
-		logger.Warn("FAQ off: the example FAQ's shop is made up and answers only the simulator; set faq.file to your own FAQ",
-			"why", why, "fallback", "a rule's card, else the placeholder")
-		return
-	}
-	logger.Info("FAQ: the example FAQ (every model goes to the simulator); set faq.file to your own")
 }
 
 // learnWindows asks the servers for the context windows the policy does

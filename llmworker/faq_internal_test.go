@@ -1,4 +1,4 @@
-package main
+package llmworker
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/durable-llm/durable-llm/activities"
@@ -19,7 +20,7 @@ import (
 // turns the FAQ off when a model goes to any other server (one that lists
 // its models as a provider would, or one that cannot be asked): a failed
 // call then gets a rule's card or the placeholder, never the made-up
-// shop's delivery policy.
+// shop's delivery policy. Until Start decides (decide), the FAQ is off.
 func TestARealEndpointNeverGetsTheExampleFAQ(t *testing.T) {
 	sim, err := llmsim.NewServer(llmsim.Options{})
 	if err != nil {
@@ -35,6 +36,14 @@ func TestARealEndpointNeverGetsTheExampleFAQ(t *testing.T) {
 	gone.Close()
 
 	const question = "Where is my order? I want to track my package."
+	fallback := func(t *testing.T, a *activities.Activities) string {
+		req := request.Request{Scenario: "support", Messages: []request.Message{{Role: request.RoleUser, Content: question}}}
+		ans, err := a.Fallback(context.Background(), activities.FallbackInput{Request: req, Reason: "every model failed"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ans.Source
+	}
 	for _, c := range []struct {
 		name    string
 		base    string
@@ -50,18 +59,18 @@ func TestARealEndpointNeverGetsTheExampleFAQ(t *testing.T) {
 			cfg := config.DefaultConfig()
 			cfg.OverrideEndpoint(c.base, "")
 			cfg.FAQ.File = c.faqFile
-			exampleFAQ(cfg, nil, slog.New(slog.DiscardHandler))
 			a, err := activities.New(activities.Options{Config: cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := request.Request{Scenario: "support", Messages: []request.Message{{Role: request.RoleUser, Content: question}}}
-			ans, err := a.Fallback(context.Background(), activities.FallbackInput{Request: req, Reason: "every model failed"})
-			if err != nil {
-				t.Fatal(err)
+			if e := holdExampleFAQ(a, cfg, os.Getenv, nil); e != nil {
+				if got := fallback(t, a); got != "placeholder" {
+					t.Fatalf("before Start decided: fallback from %s, want placeholder", got)
+				}
+				e.decide(a, slog.New(slog.DiscardHandler))
 			}
-			if ans.Source != c.want {
-				t.Fatalf("fallback from %s (%q), want %s", ans.Source, ans.Content, c.want)
+			if got := fallback(t, a); got != c.want {
+				t.Fatalf("fallback from %s, want %s", got, c.want)
 			}
 		})
 	}
