@@ -8,7 +8,8 @@
 //     every service) on 127.0.0.1:7233 and its Web UI on :8233,
 //   - llmsim (mixed faults) on :8000, unless LLM_BASE_URL is set or the
 //     POLICY_FILE names its models' endpoints (base_url),
-//   - three workers and two front doors (:8080, :8081).
+//   - three workers (metrics on :9464, :9465, :9466) and two front doors
+//     (:8080, :8081; metrics on :9467, :9468).
 //
 // Calls, guards, cache and usage survive a restart of any part, or of all
 // of it: the state is in .cluster.
@@ -68,7 +69,8 @@ durable-llm's cluster is running (state in %[1]s; logs in %[1]s/logs).
   Temporal          %[2]s (PostgreSQL at 127.0.0.1:%[3]d, databases temporal, temporal_visibility, durable_llm)
   Temporal Web UI   %[4]s
   front doors       %[5]s
-`, *dir, c.TemporalAddress(), ports.Postgres, c.UIURL(), frontDoorList(c, *frontDoors))
+  worker metrics    %[6]s
+`, *dir, c.TemporalAddress(), ports.Postgres, c.UIURL(), frontDoorList(c, *frontDoors), workerMetrics(c, *workers))
 	fmt.Printf(`
 Ask through a front door, or through Temporal:
 
@@ -104,13 +106,25 @@ Ctrl-C stops everything; the next make cluster resumes from %s.
 	}
 }
 
+// frontDoorList names each front door with its own metrics address.
 func frontDoorList(c *cluster.Cluster, n int) string {
+	s := ""
+	for i := range n {
+		if i > 0 {
+			s += "\n                    "
+		}
+		s += c.FrontDoorURL(i) + " (metrics " + c.FrontDoorMetricsURL(i) + ")"
+	}
+	return s
+}
+
+func workerMetrics(c *cluster.Cluster, n int) string {
 	s := ""
 	for i := range n {
 		if i > 0 {
 			s += ", "
 		}
-		s += c.FrontDoorURL(i)
+		s += c.WorkerMetricsURL(i)
 	}
 	return s
 }

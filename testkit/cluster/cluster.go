@@ -101,12 +101,13 @@ type Cluster struct {
 }
 
 type proc struct {
-	name  string
-	argv  []string
-	env   []string
-	ready string // the address that listens once it is up; "" for workers
-	cmd   *exec.Cmd
-	done  chan struct{}
+	name    string
+	argv    []string
+	env     []string
+	ready   string // the address that listens once it is up; "" for workers
+	metrics string // where it serves /metrics, said when it starts; "" for none
+	cmd     *exec.Cmd
+	done    chan struct{}
 }
 
 // Start starts every part, in order, and returns once Temporal answers,
@@ -116,8 +117,8 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	if o.Workers < 1 || o.FrontDoors < 0 {
 		return nil, fmt.Errorf("cluster: %d workers and %d front doors: at least one worker is needed", o.Workers, o.FrontDoors)
 	}
-	if len(o.Ports.FrontDoors) < o.FrontDoors || len(o.Ports.Metrics) < o.Workers {
-		return nil, errors.New("cluster: Ports has fewer front-door or metrics ports than front doors or workers")
+	if len(o.Ports.FrontDoors) < o.FrontDoors || len(o.Ports.FrontDoorMetrics) < o.FrontDoors || len(o.Ports.Metrics) < o.Workers {
+		return nil, errors.New("cluster: Ports has fewer front-door, front-door metrics or metrics ports than front doors or workers")
 	}
 	for _, b := range []string{TemporalServerBin, SQLToolBin, UIServerBin, WorkerBin, StarterBin, LLMSimBin} {
 		if _, err := os.Stat(filepath.Join(o.Bin, b)); err != nil {
@@ -192,12 +193,16 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}, o.Env...)
 	for i := range o.Workers {
 		c.add(&proc{name: fmt.Sprintf("worker-%d", i+1), argv: []string{filepath.Join(o.Bin, WorkerBin)},
-			env: append([]string{"METRICS_ADDR=" + addr(o.Ports.Metrics[i])}, common...)})
+			metrics: c.WorkerMetricsURL(i),
+			env:     append([]string{"METRICS_ADDR=" + addr(o.Ports.Metrics[i])}, common...)})
 	}
 	for i := range o.FrontDoors {
-		c.add(&proc{name: fmt.Sprintf("frontdoor-%d", i+1), ready: addr(o.Ports.FrontDoors[i]),
-			argv: []string{filepath.Join(o.Bin, StarterBin), "serve", "--addr", addr(o.Ports.FrontDoors[i]), "--tokens", tenants},
-			env:  common})
+		// Each door its own metrics address: by default every door would
+		// take the same one, and all but the first run without metrics.
+		c.add(&proc{name: fmt.Sprintf("frontdoor-%d", i+1), ready: addr(o.Ports.FrontDoors[i]), metrics: c.FrontDoorMetricsURL(i),
+			argv: []string{filepath.Join(o.Bin, StarterBin), "serve", "--addr", addr(o.Ports.FrontDoors[i]), "--tokens", tenants,
+				"--metrics-addr", addr(o.Ports.FrontDoorMetrics[i])},
+			env: common})
 	}
 
 	for _, name := range []string{"temporal", "ui", "llmsim"} {
@@ -457,7 +462,11 @@ func (c *Cluster) Restart(ctx context.Context, name string) error {
 	c.mu.Lock()
 	p.cmd, p.done = cmd, done
 	c.mu.Unlock()
-	c.logf("%-12s pid %d  log %s", name, cmd.Process.Pid, c.LogPath(name))
+	if p.metrics != "" {
+		c.logf("%-12s pid %d  log %s  metrics %s", name, cmd.Process.Pid, c.LogPath(name), p.metrics)
+	} else {
+		c.logf("%-12s pid %d  log %s", name, cmd.Process.Pid, c.LogPath(name))
+	}
 	if p.ready == "" {
 		return nil
 	}
@@ -571,6 +580,18 @@ func (c *Cluster) UIURL() string { return "http://" + addr(c.o.Ports.UI) }
 // FrontDoorURL is the base URL (…/v1) of front door i (from 0).
 func (c *Cluster) FrontDoorURL(i int) string {
 	return "http://" + addr(c.o.Ports.FrontDoors[i]) + "/v1"
+}
+
+// FrontDoorMetricsURL is where front door i (from 0) serves its
+// Prometheus metrics.
+func (c *Cluster) FrontDoorMetricsURL(i int) string {
+	return "http://" + addr(c.o.Ports.FrontDoorMetrics[i]) + "/metrics"
+}
+
+// WorkerMetricsURL is where worker i (from 0) serves its Prometheus
+// metrics.
+func (c *Cluster) WorkerMetricsURL(i int) string {
+	return "http://" + addr(c.o.Ports.Metrics[i]) + "/metrics"
 }
 
 // policyEndpoints reports whether the policy file at path names an

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,6 +165,7 @@ func TestClusterSurvivesKills(t *testing.T) {
 	require.NoError(t, err)
 	defer tc.Close()
 	workerPids := waitForWorkers(t, ctx, tc, c, 3)
+	requireOwnMetrics(t, c, 2)
 
 	a := &asker{c: c, doors: 2, token: c.Token("acme"), http: &http.Client{Timeout: 3 * time.Minute}, retried: map[string]int{}}
 
@@ -298,6 +301,38 @@ func TestClusterSurvivesKills(t *testing.T) {
 	count, err := tc.CountWorkflow(ctx, &workflowservice.CountWorkflowExecutionsRequest{Query: query})
 	require.NoError(t, err)
 	require.EqualValues(t, 2, count.GetCount())
+}
+
+// requireOwnMetrics: each of the cluster's front doors serves its own
+// /metrics, at the address its start-up lines name (a door that cannot
+// take its address runs without metrics and says "metrics: off").
+func requireOwnMetrics(t *testing.T, c *cluster.Cluster, doors int) {
+	t.Helper()
+	said := regexp.MustCompile(`\bmetrics: (\S+);`)
+	owner := map[string]string{}
+	for i := range doors {
+		name := fmt.Sprintf("frontdoor-%d", i+1)
+		at := ""
+		require.Eventually(t, func() bool {
+			b, _ := os.ReadFile(c.LogPath(name))
+			if m := said.FindSubmatch(b); m != nil {
+				at = string(m[1])
+			}
+			return at != ""
+		}, 10*time.Second, 50*time.Millisecond, "%s never said where its metrics are; its log ends:\n%s", name, logTail(c, name))
+		require.NotEqual(t, "off", at, "%s runs without metrics; its log ends:\n%s", name, logTail(c, name))
+		require.Equal(t, c.FrontDoorMetricsURL(i), at, "%s serves its metrics elsewhere than the cluster says", name)
+		require.Empty(t, owner[at], "%s and %s name one metrics address, %s", owner[at], name, at)
+		owner[at] = name
+		resp, err := http.Get(at)
+		require.NoError(t, err, "%s's metrics", name)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s's metrics at %s", name, at)
+		require.Contains(t, string(body), "durable_llm_frontdoor_", "%s's metrics at %s are not a front door's", name, at)
+		t.Logf("%s: metrics at %s", name, at)
+	}
 }
 
 // waitForWorkers waits until n worker processes poll the task queue and

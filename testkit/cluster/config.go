@@ -18,13 +18,18 @@ type Ports struct {
 	Frontend, FrontendHTTP, History, Matching, InternalWorker                   int
 	FrontendMembership, HistoryMembership, MatchingMembership, WorkerMembership int
 	UI, LLMSim                                                                  int
-	// FrontDoors and Metrics (the workers' /metrics) have one port each.
-	FrontDoors, Metrics []int
+	// FrontDoors, Metrics (the workers' /metrics) and FrontDoorMetrics
+	// (the front doors' /metrics) have one port each: two processes on
+	// one host cannot share an address, and a front door that cannot
+	// take its own runs without metrics.
+	FrontDoors, Metrics, FrontDoorMetrics []int
 }
 
 // DefaultPorts are those of `make cluster`: Temporal on 7233 and its Web
 // UI on 8233 as with `make run`, PostgreSQL on 5433 (beside a system one
-// on 5432), the front doors from 8080, the workers' metrics from 9464.
+// on 5432), the front doors from 8080, the workers' metrics from 9464 and
+// the front doors' metrics right after the workers' (9467 and 9468 for
+// three workers and two front doors).
 func DefaultPorts(workers, frontDoors int) Ports {
 	p := Ports{
 		Postgres: 5433, Frontend: 7233, FrontendHTTP: 7243, History: 7234, Matching: 7235, InternalWorker: 7239,
@@ -36,6 +41,9 @@ func DefaultPorts(workers, frontDoors int) Ports {
 	}
 	for i := range workers {
 		p.Metrics = append(p.Metrics, 9464+i)
+	}
+	for i := range frontDoors {
+		p.FrontDoorMetrics = append(p.FrontDoorMetrics, 9464+workers+i)
 	}
 	return p
 }
@@ -76,6 +84,9 @@ func FreePorts(workers, frontDoors int) (Ports, error) {
 	}
 	for range workers {
 		p.Metrics = append(p.Metrics, free())
+	}
+	for range frontDoors {
+		p.FrontDoorMetrics = append(p.FrontDoorMetrics, free())
 	}
 	if failed {
 		return Ports{}, fmt.Errorf("no free port on 127.0.0.1")
