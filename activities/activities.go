@@ -624,7 +624,7 @@ func (a *Activities) untryRefusing(st callstate.State) []string {
 			return false
 		}
 		for class := range st.Failures[name] {
-			if class != failure.QueueFull && class != failure.Connect {
+			if class != failure.QueueFull && class != failure.RateLimited && class != failure.Connect {
 				return false
 			}
 		}

@@ -444,15 +444,15 @@ func (at *attempt) recordGuards() {
 // recordOutlier tells the endpoint's outlier ejection (guard.Outliers)
 // what the attempt showed of it, and returns how long the endpoint has
 // been refusing without an answer. A request that reached a server that
-// worked it out answers, whatever its class; a busy refusal, a refused
-// connection and a 5xx count towards an ejection; no first token by the
+// worked it out answers, whatever its class; a refusal (busy, a rate
+// limit), a refused connection and a 5xx count towards an ejection; no first token by the
 // attempt's end is a silent endpoint unless it answered since.
 func (at *attempt) recordOutlier() time.Duration {
 	a, m, v := at.a, at.m, at.v
 	now := a.now()
 	var s guard.Signal
 	switch v.Class {
-	case failure.QueueFull:
+	case failure.QueueFull, failure.RateLimited:
 		s = guard.Busy
 	case failure.Connect:
 		s = guard.Unreachable
