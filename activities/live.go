@@ -3,13 +3,11 @@ package activities
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/livestream"
 	"github.com/durable-llm/durable-llm/policies/request"
@@ -49,9 +47,10 @@ type LiveEvent struct {
 // the last heartbeat's text). The heartbeats are the attempt's own (it
 // sends no other): one at once for the first text, then one when text is
 // waiting and the gap since the last has passed (stream.batch_interval,
-// longer against a slow server: checkpointShare), else one per every to
-// keep the attempt alive. Between heartbeats it holds a timer, not a
-// goroutine.
+// longer against a slow server: checkpointShare), else one per every
+// (beatTimes: at most a second, so that a cancel reaches the attempt in
+// time; longer against a slow server, up to alive). Between heartbeats it
+// holds a timer, not a goroutine.
 type liveAttempt struct {
 	reg      *livestream.Registry
 	beat     func(context.Context, Progress) error
@@ -59,7 +58,9 @@ type liveAttempt struct {
 	attempt  int
 	interval time.Duration
 	every    time.Duration
-	// cancel cuts the attempt when a heartbeat says the call cancelled it.
+	alive    time.Duration
+	// cancel cuts the attempt when a heartbeat says the call cancelled it,
+	// or that it is gone (beatStops).
 	cancel func()
 
 	mu        sync.Mutex
@@ -72,10 +73,12 @@ type liveAttempt struct {
 	toolsSent bool
 	failed    error
 	// The heartbeats' schedule: the next is due gap after last (text
-	// waiting) or every after it (keep-alive); timer fires it; busy while
-	// one is on its way; stopped once the attempt closes.
+	// waiting) or every after it (keep-alive; nextBeat of the last one's
+	// round trip, rtt); timer fires it; busy while one is on its way;
+	// stopped once the attempt closes.
 	last    time.Time
 	gap     time.Duration
+	rtt     time.Duration
 	timer   *time.Timer
 	busy    bool
 	stopped bool
@@ -104,11 +107,11 @@ func (a *Activities) newLiveAttempt(ctx context.Context, attempt int, heartbeatT
 		reg: a.live.Registry, att: a.live.Registry.Open(), beat: beat, ctx: context.WithoutCancel(ctx),
 		attempt: attempt, cancel: cancel,
 		interval: max(a.cfg.Stream.BatchInterval.D(), 10*time.Millisecond),
-		every:    max(heartbeatTimeout/3, 100*time.Millisecond),
 		last:     time.Now(), // gap 0: the first text goes at once
 	}
+	l.every, l.alive = beatTimes(heartbeatTimeout)
 	if heartbeatTimeout <= 0 {
-		l.every = time.Hour
+		l.every, l.alive = time.Hour, time.Hour
 	}
 	l.timer = time.AfterFunc(l.every, l.fire)
 	return l
@@ -148,7 +151,7 @@ func (l *liveAttempt) scheduleLocked() {
 
 // dueLocked is when the next heartbeat is due (l.mu held).
 func (l *liveAttempt) dueLocked() time.Time {
-	after := l.every
+	after := nextBeat(l.every, l.alive, l.rtt)
 	if l.pendingLocked() {
 		after = min(after, l.gap)
 	}
@@ -177,8 +180,8 @@ func (l *liveAttempt) fire() {
 	l.checkpoint(l.ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.busy, l.last = false, start
-	l.gap = max(l.interval, (checkpointShare-1)*time.Since(start))
+	l.busy, l.last, l.rtt = false, start, time.Since(start)
+	l.gap = max(l.interval, (checkpointShare-1)*l.rtt)
 	l.scheduleLocked()
 }
 
@@ -203,12 +206,11 @@ func (l *liveAttempt) checkpoint(ctx context.Context) bool {
 	}
 	text, tokens, tools := l.text.String(), l.tokens, l.tools
 	l.mu.Unlock()
-	bctx, cancel := context.WithTimeout(ctx, max(l.every, time.Second))
+	bctx, cancel := context.WithTimeout(ctx, max(l.alive, time.Second))
 	err := l.beat(bctx, Progress{Attempt: l.attempt, Tokens: tokens, Text: text, Live: true})
 	cancel()
 	if err != nil {
-		var canceled *temporal.CanceledError
-		if errors.As(err, &canceled) {
+		if beatStops(err) {
 			l.mu.Lock()
 			l.failed = err
 			l.mu.Unlock()
@@ -267,10 +269,10 @@ func (l *liveAttempt) reopen() (string, bool) {
 	return l.att.ID, true
 }
 
-// cancelled: a heartbeat said the call cancelled the attempt.
+// cancelled: a heartbeat said the call cancelled the attempt, or that it
+// is gone (beatStops).
 func (l *liveAttempt) cancelled() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var c *temporal.CanceledError
-	return errors.As(l.failed, &c)
+	return l.failed != nil
 }

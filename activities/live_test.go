@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/durable-llm/durable-llm/livestream"
@@ -82,22 +83,52 @@ func TestLiveTextIsHandedOnlyOnceAHeartbeatHoldsIt(t *testing.T) {
 }
 
 // TestLiveHeartbeatCancelsTheAttempt: a heartbeat answered "cancel
-// requested" cuts the attempt, and the text it held back is not handed.
+// requested", or "not found" (the call's workflow closed: a cancelled
+// call does not wait for a racing attempt), cuts the attempt, and the
+// text it held back is not handed.
 func TestLiveHeartbeatCancelsTheAttempt(t *testing.T) {
-	a := liveActivities(t, func(context.Context, Progress) error { return temporal.NewCanceledError() })
-	cut := make(chan struct{})
-	l := a.newLiveAttempt(context.Background(), 1, 3*time.Second, func() { close(cut) })
-	l.addText("Your parcel", 1)
-	select {
-	case <-cut:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the attempt was not cut")
+	for name, answer := range map[string]error{
+		"cancel requested": temporal.NewCanceledError(),
+		"workflow closed":  serviceerror.NewNotFound("workflow execution already completed"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := liveActivities(t, func(context.Context, Progress) error { return answer })
+			cut := make(chan struct{})
+			l := a.newLiveAttempt(context.Background(), 1, 3*time.Second, func() { close(cut) })
+			l.addText("Your parcel", 1)
+			select {
+			case <-cut:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the attempt was not cut")
+			}
+			if !l.cancelled() {
+				t.Fatal("the attempt does not say it was cancelled")
+			}
+			if l.close(context.Background()) {
+				t.Fatal("close reported the text handed over")
+			}
+			if got := handedPieces(l); got != "" {
+				t.Fatalf("handed %q after the call cancelled the attempt", got)
+			}
+		})
 	}
-	if l.close(context.Background()) {
-		t.Fatal("close reported the text handed over")
-	}
-	if got := handedPieces(l); got != "" {
-		t.Fatalf("handed %q after the call cancelled the attempt", got)
+}
+
+// TestLiveAttemptBeatsEverySecondBeforeItsText: an attempt waiting for its
+// first token (a 10 s heartbeat timeout) still heartbeats every second,
+// so a cancel reaches it in time to cut its request within 2 s; a
+// transient error is no cancel.
+func TestLiveAttemptBeatsEverySecondBeforeItsText(t *testing.T) {
+	var beats atomic.Int32
+	a := liveActivities(t, func(context.Context, Progress) error {
+		beats.Add(1)
+		return serviceerror.NewUnavailable("busy")
+	})
+	l := a.newLiveAttempt(context.Background(), 1, 10*time.Second, func() { t.Error("cut by a transient error") })
+	time.Sleep(2500 * time.Millisecond)
+	l.close(context.Background())
+	if n := beats.Load(); n < 2 || n > 3 {
+		t.Fatalf("%d heartbeats in 2.5 s without text, want one per second", n)
 	}
 }
 
