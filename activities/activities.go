@@ -305,7 +305,11 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 	budgetWhy := "" // the last refusal of the retry budget
 	refused := 0    // retries the budget refused
 	pastOpen := false
+	probing := "" // the endpoint whose probe this request claimed
 	defer func() {
+		if probing != "" && p.Model == "" {
+			a.outliers.Unclaim(probing, now) // claimed, then not sent
+		}
 		// Each model an open breaker refused is an attempt refused, in
 		// llm_attempts_total, and each retry the budget refused is one,
 		// unless the call waits for the trials and prepares again (its
@@ -381,7 +385,15 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			continue
 		}
 		m = m.WithKey(key)
-		if skip, wait, why := a.outlier(in, p.State, m, now); skip {
+		if probing != "" {
+			a.outliers.Unclaim(probing, now) // the last rung's probe was not sent
+			probing = ""
+		}
+		skip, wait, probe, why := a.outlier(in, p.State, m, now)
+		if probe {
+			probing = m.Endpoint()
+		}
+		if skip {
 			if wait {
 				ejectedSkipped = append(ejectedSkipped, m.Name)
 			}
@@ -578,7 +590,7 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 	if len(ejected) > 0 && canWait-step < lastChance {
 		// The last recheck lands within lastChance of the end of the
 		// wait, where outlier lets the call's one request go.
-		step = canWait - lastChance/2
+		step = canWait - lastChance*2/3
 	}
 	if step < 100*time.Millisecond {
 		return Prepared{}
@@ -638,22 +650,23 @@ func (a *Activities) untryRefusing(st callstate.State) []string {
 // or, without one, to wait for the probe (wait) when the endpoint refuses
 // fast; one that is silent still gets the request (as a plain client
 // would send it: it may answer late, and the call races it elsewhere
-// once one answers). A hedge never goes to an ejected endpoint.
-func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait bool, why string) {
+// once one answers). A hedge never goes to an ejected endpoint. probe:
+// this request claimed the endpoint's probe (Unclaim it if not sent).
+func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait, probe bool, why string) {
 	sick, next := a.outliers.State(m.Endpoint(), now)
 	if sick == guard.Healthy {
-		return false, false, ""
+		return false, false, false, ""
 	}
 	why = fmt.Sprintf("%s is not answering (%s): ejected", m.EndpointLabel(), sick)
 	if in.Only {
-		return true, false, why
+		return true, false, false, why
 	}
 	alt := a.answeringRung(in, st, m, now)
 	if alt == "" && sick == guard.Silent {
-		return false, false, ""
+		return false, false, false, ""
 	}
 	if a.outliers.Admit(m.Endpoint(), now, firstTokenTime(m)) == guard.SendProbe {
-		return false, false, ""
+		return false, false, true, ""
 	}
 	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
 	if alt == "" && !st.HasSent(m.Endpoint()) && in.Request.Step == 0 && canWait < lastChance {
@@ -661,18 +674,20 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 		// as a plain client's would (a guard never leaves a caller worse
 		// off than one request per call), as late as its deadline lets
 		// it, when the refusal is likeliest over.
-		return false, false, ""
+		return false, false, false, ""
 	}
 	why += ", next probe in " + callstate.FormatDuration(max(next.Sub(now), 0))
 	if alt != "" {
-		return true, false, why + "; " + alt + "'s endpoint answers"
+		return true, false, false, why + "; " + alt + "'s endpoint answers"
 	}
-	return true, sick == guard.Refusing, why
+	return true, sick == guard.Refusing, false, why
 }
 
 // lastChance is how close to the end of its wait a call waiting for a
-// refusing endpoint's probe sends its one request there (outlier).
-const lastChance = 500 * time.Millisecond
+// refusing endpoint's probe sends its one request there (outlier): its
+// last recheck is set for 1 s before the end, since the dev server's
+// timers fire up to a second late, and a recheck past the end is none.
+const lastChance = 1500 * time.Millisecond
 
 // firstTokenTime is how long a request to m may take to start answering:
 // its first-token timeout, or its whole timeout when it cannot stream.

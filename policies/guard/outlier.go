@@ -202,6 +202,17 @@ func (o *Outliers) Admit(endpoint string, now time.Time, probeFor time.Duration)
 	return SendProbe
 }
 
+// Unclaim gives back a probe Admit granted at now for a request that was
+// not sent after all (another guard refused it): the next request may
+// probe.
+func (o *Outliers) Unclaim(endpoint string, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if x := o.by[endpoint]; x != nil && x.probeOut.After(now) {
+		x.probeOut = time.Time{}
+	}
+}
+
 // State is endpoint's sickness at now (Healthy when it is not ejected)
 // and when its next probe may go; it claims nothing.
 func (o *Outliers) State(endpoint string, now time.Time) (Sickness, time.Time) {

@@ -34,6 +34,7 @@ func TestOutlierEjectionStepByStep(t *testing.T) {
 		{"a refusal of a request sent before the ejection changes nothing", refuse(45, 900), 1000, Eject, Refusing, 1050},
 		{"the period passed: one probe", func() {}, 1100, SendProbe, Refusing, -1},
 		{"while the probe is out, nothing else", func() {}, 1200, Eject, Refusing, -1},
+		{"a probe given back (not sent) goes to the next request", func() { o.Unclaim(ep, at(1200)) }, 1200, SendProbe, Refusing, -1},
 		{"the probe refused: ejected again, twice as long but at most half the outage (1 s)", refuse(1100, 1150), 1200, Eject, Refusing, 2150},
 		{"probe", func() {}, 2200, SendProbe, Refusing, -1},
 		{"refused again: min(2 s, max(1 s, 2.24 s since the first refusal / 2)) = 1.12 s", refuse(2200, 2250), 2300, Eject, Refusing, 3370},
