@@ -597,7 +597,6 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 	}
 	st := in.State
 	st.Waited += step
-	st.Tried = a.untryRefusing(st)
 	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true,
 		HoldReason: fmt.Sprintf("%s: waiting for %s (%s waited%s)",
 			blocked(open, spent, ejected, spentWhy), waitedFor(open, spent, ejected), callstate.FormatDuration(st.Waited),
@@ -619,29 +618,6 @@ func waitCap(maxWait time.Duration) string {
 		return ""
 	}
 	return ", call.max_wait " + callstate.FormatDuration(maxWait)
-}
-
-// untryRefusing is the call's tried models less those it left only
-// because their endpoint refused (busy or unreachable) and that endpoint
-// is now ejected for refusing: a waiting call may take whichever probe
-// answers first.
-func (a *Activities) untryRefusing(st callstate.State) []string {
-	now := a.now()
-	return slices.DeleteFunc(slices.Clone(st.Tried), func(name string) bool {
-		m, ok := a.cfg.Model(name)
-		if !ok {
-			return false
-		}
-		if sick, _ := a.outliers.State(m.Endpoint(), now); sick != guard.Refusing {
-			return false
-		}
-		for class := range st.Failures[name] {
-			if class != failure.QueueFull && class != failure.RateLimited && class != failure.Connect {
-				return false
-			}
-		}
-		return true
-	})
 }
 
 // outlier applies outlier ejection (guard.Outliers) to the call's next
