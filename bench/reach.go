@@ -2,7 +2,6 @@ package bench
 
 import (
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -250,7 +249,7 @@ func (c StormCase) ReachSchedule() (ReachSchedule, bool) {
 		return s, true
 	}
 	s.AnswerTime = func(i int, m string) time.Duration {
-		return ttft(m).Sample(simRequestRNG(sc.Seed, i, 1, simDrawTTFT, 0, 0))
+		return ttft(m).Sample(llmsim.RequestDraw(sc.Seed, i, 1, llmsim.DrawFirstToken, 0, 0))
 	}
 	if partial {
 		s.Spared = func(i int) bool { return spared(sc, c.Phases, s.Ladder[0], i, time.Duration(i)*s.Interval) }
@@ -282,7 +281,7 @@ func spared(sc *llmsim.Scenario, phases []StormPhase, model string, i int, at ti
 			if f.Model != "" && f.Model != "*" && f.Model != model {
 				continue
 			}
-			if f.Probability <= 0 || f.Probability >= 1 || simRequestRNG(sc.Seed, i, 1, simDrawRule, k, j).Float64() < f.Probability {
+			if f.Probability <= 0 || f.Probability >= 1 || llmsim.RequestDraw(sc.Seed, i, 1, llmsim.DrawFault, k, j).Float64() < f.Probability {
 				return false
 			}
 		}
@@ -324,28 +323,4 @@ func latencyCap(l llmsim.Latency) time.Duration {
 		return time.Duration(float64(l.Median) * math.Exp(3*l.Sigma))
 	}
 	return l.Value.D()
-}
-
-// llmsim's decisions whose per-request draws the limit repeats
-// (llmsim/draws.go: drawTTFT, drawRule).
-const (
-	simDrawTTFT = 1
-	simDrawRule = 3
-)
-
-// simRequestRNG is llmsim's random stream of one decision of the
-// attempt-th request of call in a scenario of seed drawn per request
-// (llmsim.Options.CallNumber; llmsim/draws.go): what, for rule of phase.
-// TestReachDrawsAreLLMSims pins it to the simulator.
-func simRequestRNG(seed uint64, call, attempt, what, phase, rule int) *rand.Rand {
-	key := simMix64(simMix64(seed^0x9e3779b97f4a7c15) ^ simMix64(uint64(call)+0x632be59bd9b4e019) ^ uint64(attempt)*0xbf58476d1ce4e5b9)
-	return rand.New(rand.NewPCG(key, simMix64(uint64(what)<<40^uint64(phase)<<20^uint64(rule))))
-}
-
-// simMix64 is llmsim's mix64, splitmix64's finalizer.
-func simMix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
-	x = (x ^ x>>27) * 0x94d049bb133111eb
-	return x ^ x>>31
 }

@@ -189,7 +189,7 @@ func TestSweepShapesHaveALimit(t *testing.T) {
 	}
 }
 
-// TestReachDrawsAreLLMSims pins the limit's copy of llmsim's per-request
+// TestReachDrawsAreLLMSims pins the limit's reading of llmsim's per-request
 // draws to the simulator: the first requests of 60 calls, sent while a
 // sweep shape's partial refusal is on, meet the fault exactly when the
 // limit says they are not spared, and the others take the time to first

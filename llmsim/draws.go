@@ -39,8 +39,14 @@ func (s *Sim) draws(conv string, attempt int) draws {
 		return d
 	}
 	d.numbered = true
-	d.key = mix64(mix64(s.sc.sc.Seed^0x9e3779b97f4a7c15) ^ mix64(uint64(n)+0x632be59bd9b4e019) ^ uint64(attempt)*0xbf58476d1ce4e5b9)
+	d.key = requestKey(s.sc.sc.Seed, n, attempt)
 	return d
+}
+
+// requestKey mixes a scenario's seed, a call number and a request's
+// attempt within the call into the key of that request's draws.
+func requestKey(seed uint64, call, attempt int) uint64 {
+	return mix64(mix64(seed^0x9e3779b97f4a7c15) ^ mix64(uint64(call)+0x632be59bd9b4e019) ^ uint64(attempt)*0xbf58476d1ce4e5b9)
 }
 
 // rng returns the stream of one decision: what, for rule j of phase i
@@ -49,7 +55,29 @@ func (d draws) rng(what, i, j int) *rand.Rand {
 	if !d.numbered {
 		return d.shared
 	}
-	return rand.New(rand.NewPCG(d.key, mix64(uint64(what)<<40^uint64(i)<<20^uint64(j))))
+	return decisionStream(d.key, what, i, j)
+}
+
+func decisionStream(key uint64, what, i, j int) *rand.Rand {
+	return rand.New(rand.NewPCG(key, mix64(uint64(what)<<40^uint64(i)<<20^uint64(j))))
+}
+
+// The decisions of a request whose draws RequestDraw gives.
+const (
+	// DrawFirstToken is the draw of a request's time to first token.
+	DrawFirstToken = drawTTFT
+	// DrawFault is the draw that decides whether a rule's fault hits a
+	// request (a rule with a probability).
+	DrawFault = drawRule
+)
+
+// RequestDraw is the random stream llmsim draws decision what from, for
+// rule j of phase i (0 where it does not apply), for the attempt-th
+// request of call in a scenario of seed drawn per request
+// (Options.CallNumber): a benchmark computes from it what a request will
+// meet without sending it.
+func RequestDraw(seed uint64, call, attempt, what, i, j int) *rand.Rand {
+	return decisionStream(requestKey(seed, call, attempt), what, i, j)
 }
 
 // mix64 is splitmix64's finalizer: a bijection that spreads every input
