@@ -712,15 +712,17 @@ func blocked(open, spent, ejected []string, spentWhy string) string {
 
 // waitedFor words what a waiting call waits for.
 func waitedFor(open, spent, ejected []string) string {
-	switch {
-	case len(open) == 0 && len(spent) == 0:
-		return "their endpoints' probes"
-	case len(spent) == 0:
-		return "their trials"
-	case len(open) == 0:
-		return "the traffic to earn the budget a retry"
+	var what []string
+	if len(open) > 0 {
+		what = append(what, "the breakers' trials")
 	}
-	return "the breakers' trials or the budget"
+	if len(ejected) > 0 {
+		what = append(what, "the endpoints' probes")
+	}
+	if len(spent) > 0 {
+		what = append(what, "the traffic to earn the budget a retry")
+	}
+	return strings.Join(what, " or ")
 }
 
 // waitForTrials turns fb, a fallback for want of a model to switch to,

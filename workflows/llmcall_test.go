@@ -540,14 +540,15 @@ func TestLLMCallUpstreamInvalidRequestFails(t *testing.T) {
 }
 
 // TestLLMCallFirstRequestGoesPastOpenBreakers: every model's breaker is
-// open and the call may not wait for their trials (call.max_wait 0). Its
+// open and the call may not wait for their trials (call.max_wait 1 ms, a
+// cap too short for a wait). Its
 // first request still goes, to the first model, as a plain client's
 // would, and the model answers; when it fails instead, no retry goes
 // through the open breakers and the FAQ answers after that one request.
 func TestLLMCallFirstRequestGoesPastOpenBreakers(t *testing.T) {
 	t.Run("answered", func(t *testing.T) {
 		cfg := config.DefaultConfig()
-		cfg.Call.MaxWait = 0
+		cfg.Call.MaxWait = config.Duration(time.Millisecond)
 		h := newHarness(t, cfg, ok("Your parcel ships today."))
 		for _, m := range config.DefaultConfig().Models {
 			h.brk.Trip(m.Name, time.Now())
@@ -562,7 +563,7 @@ func TestLLMCallFirstRequestGoesPastOpenBreakers(t *testing.T) {
 	})
 	t.Run("failed", func(t *testing.T) {
 		cfg := config.DefaultConfig()
-		cfg.Call.MaxWait = 0
+		cfg.Call.MaxWait = config.Duration(time.Millisecond)
 		h := newHarness(t, cfg, fail(failure.ServerError, 500))
 		for _, m := range cfg.Models {
 			h.brk.Trip(m.Name, time.Now())
