@@ -61,21 +61,19 @@ phases:
   - name: busy
     faults: [{kind: server_busy}]
 `
-	busy12sA = `
-name: busy-12s-a
-models: [{name: primary}]
-phases:
-  - {name: busy, duration: 12s, faults: [{kind: server_busy}]}
-  - {name: recovered}
-`
-	busy12sB = `
-name: busy-12s-b
-models: [{name: backup}]
-phases:
-  - {name: busy, duration: 12s, faults: [{kind: server_busy}]}
-  - {name: recovered}
-`
 )
+
+// busy12s is the scenario of an endpoint serving model that refuses every
+// request with Ollama's 503 "server busy" for 12 s, then serves.
+func busy12s(model string) string {
+	return fmt.Sprintf(`
+name: busy-12s-%[1]s
+models: [{name: %[1]s}]
+phases:
+  - {name: busy, duration: 12s, faults: [{kind: server_busy}]}
+  - {name: recovered}
+`, model)
+}
 
 // failoverCase is one case: the two endpoints' scenarios, how many calls
 // at 2 a second with which deadline, and what the outcome must be.
@@ -140,7 +138,7 @@ func TestIntegrationFailover(t *testing.T) {
 		{name: "busy", a: busyA, b: healthyB, calls: 40, deadline: 20 * time.Second, check: func(t *testing.T, o outcome) {
 			assert.Equal(t, 40, o.byModel, "calls answered by a model while A is busy")
 		}},
-		{name: "busy-then-recovered", a: busy12sA, b: busy12sB, calls: 20, deadline: 25 * time.Second, check: func(t *testing.T, o outcome) {
+		{name: "busy-then-recovered", a: busy12s("primary"), b: busy12s("backup"), calls: 20, deadline: 25 * time.Second, check: func(t *testing.T, o outcome) {
 			assert.GreaterOrEqual(t, o.byModel, 19, "calls answered by a model when both endpoints are busy for 12 s")
 			limit := 3*len(o.calls)/2 + 10
 			assert.LessOrEqual(t, o.requestsA+o.requestsB, limit, "requests on A and B together (at most 1.5 × calls + 10)")
