@@ -206,17 +206,18 @@ func TestConnectionsPerClientAddress(t *testing.T) {
 }
 
 // streamingDoor is a stand-in for the front door that holds each
-// authenticated chat completion open for hold, streaming a chunk every
-// 100 ms, as a call that is generating does: what is tested is the
-// connection guard, not the calls.
-func streamingDoor(tenants *frontdoor.Tenants, hold time.Duration) http.Handler {
+// authenticated chat completion open until release is closed, streaming a
+// chunk every 100 ms, as a call that is generating does, and each /slow
+// request until then too: what is tested is the connection guard, not
+// the calls.
+func streamingDoor(tenants *frontdoor.Tenants, release <-chan struct{}) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/healthz":
 			_, _ = io.WriteString(w, "ok")
 			return
 		case "/slow": // a request without a token that takes a while
-			time.Sleep(hold)
+			<-release
 			_, _ = io.WriteString(w, "ok")
 			return
 		}
@@ -229,10 +230,15 @@ func streamingDoor(tenants *frontdoor.Tenants, hold time.Duration) http.Handler 
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
-		for i := 0; time.Duration(i)*100*time.Millisecond < hold; i++ {
+		for i := 0; ; i++ {
 			_, _ = fmt.Fprintf(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"qwen-72b","choices":[{"index":0,"delta":{"content":"w%d "},"finish_reason":null}]}`+"\n\n", i)
 			_ = rc.Flush()
-			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-release:
+			case <-time.After(100 * time.Millisecond):
+				continue
+			}
+			break
 		}
 		_, _ = io.WriteString(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"qwen-72b","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\ndata: [DONE]\n\n")
 	})
@@ -250,26 +256,36 @@ func TestBusyAuthenticatedConnectionsAreNotCapped(t *testing.T) {
 	const token = "tok-acme-5e1b9c3a7d2f4e6a8b0c1d3e5f7a9c2b"
 	tenants, err := frontdoor.ParseTokens(token + "=acme")
 	require.NoError(t, err)
-	addr := startDoor(t, streamingDoor(tenants, 3*time.Second), connOptions{MaxConns: defaultMaxConns, PerClient: defaultMaxConnsPerClient,
+	release := make(chan struct{})
+	addr := startDoor(t, streamingDoor(tenants, release), connOptions{MaxConns: defaultMaxConns, PerClient: defaultMaxConnsPerClient,
 		Authenticated: tenants.Authenticates})
 	oc := openai.NewClient(option.WithBaseURL("http://"+addr+"/v1/"), option.WithAPIKey(token), option.WithMaxRetries(0),
 		option.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 300}}))
 
 	const n = 300
-	var wg sync.WaitGroup
+	var wg, serving sync.WaitGroup
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Add(1)
+		serving.Add(1)
 		go func() {
 			defer wg.Done()
 			s := oc.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "auto",
 				Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(fmt.Sprintf("Question %d", i))}})
 			defer s.Close()
 			var text strings.Builder
+			first := true
 			for s.Next() {
+				if first {
+					first = false
+					serving.Done()
+				}
 				if len(s.Current().Choices) > 0 {
 					text.WriteString(s.Current().Choices[0].Delta.Content)
 				}
+			}
+			if first {
+				serving.Done()
 			}
 			if err := s.Err(); err != nil {
 				errs <- fmt.Errorf("stream %d: %w", i, err)
@@ -281,8 +297,11 @@ func TestBusyAuthenticatedConnectionsAreNotCapped(t *testing.T) {
 		}()
 	}
 	// While they stream: requests of the same address that send no token
-	// are held to the cap.
-	time.Sleep(time.Second)
+	// are held to the cap. A stream's connection counts as the tenant's
+	// only once its request has been read, so the flood starts when every
+	// stream has had its first chunk (until then a connection still
+	// waiting to be read is rightly one of the address's 128).
+	serving.Wait()
 	const extra = 20
 	statuses := make(chan int, defaultMaxConnsPerClient+extra)
 	var slow sync.WaitGroup
@@ -302,6 +321,20 @@ func TestBusyAuthenticatedConnectionsAreNotCapped(t *testing.T) {
 			}
 		}()
 	}
+	// The refusals come at once; the served requests and the streams are
+	// held until they have (or for 10 s), so none ends and leaves an idle
+	// connection that a later request of the flood could take the place of.
+	counts := map[int]int{}
+	for wait := time.After(10 * time.Second); counts[http.StatusTooManyRequests] < extra; {
+		select {
+		case s := <-statuses:
+			counts[s]++
+			continue
+		case <-wait:
+		}
+		break
+	}
+	close(release)
 	wg.Wait()
 	close(errs)
 	var failed []string
@@ -311,7 +344,6 @@ func TestBusyAuthenticatedConnectionsAreNotCapped(t *testing.T) {
 	require.Empty(t, failed, "%d of %d streams from one address failed", len(failed), n)
 	slow.Wait()
 	close(statuses)
-	counts := map[int]int{}
 	for s := range statuses {
 		counts[s]++
 	}
@@ -329,7 +361,9 @@ func TestIdleFloodFromOneAddressIsReclaimed(t *testing.T) {
 	const token = "tok-acme-5e1b9c3a7d2f4e6a8b0c1d3e5f7a9c2b"
 	tenants, err := frontdoor.ParseTokens(token + "=acme")
 	require.NoError(t, err)
-	addr := startDoor(t, streamingDoor(tenants, 0), connOptions{MaxConns: 2 * defaultMaxConns, PerClient: defaultMaxConnsPerClient,
+	released := make(chan struct{})
+	close(released)
+	addr := startDoor(t, streamingDoor(tenants, released), connOptions{MaxConns: 2 * defaultMaxConns, PerClient: defaultMaxConnsPerClient,
 		Authenticated: tenants.Authenticates})
 	type held struct {
 		conn net.Conn
