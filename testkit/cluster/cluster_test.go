@@ -261,23 +261,28 @@ func TestClusterSurvivesKills(t *testing.T) {
 			break
 		}
 	}
-	// The open period starts short (it grows only while trials fail): a
-	// view read after it ended sees the model half-open, so each look that
-	// does not find it open sends another failing call, a trial that fails.
+	// The open period starts short (it grows only while trials fail, up to
+	// half the outage so far): a view read after it ended sees the model
+	// half-open, and one that ends within openAhead would end during the
+	// calls below, so each look that does not find it open for that long
+	// sends another failing call, a trial that fails and grows the period.
 	var view guard.View
+	const openAhead = 5 * time.Second
 	looks := 0
 	require.Eventually(t, func() bool {
 		v, err := tc.QueryWorkflow(ctx, workflows.GuardID(workflows.TaskQueue), "", workflows.QueryGuardView, time.Now())
 		if err != nil || v.Get(&view) != nil {
 			return false
 		}
-		if _, open := view.Open["qwen-72b"]; open {
+		// Open long enough for the wait below and the four calls after it:
+		// a period that ends in between would rightly let a trial out.
+		if until, open := view.Open["qwen-72b"]; open && time.Until(until) > openAhead {
 			return true
 		}
 		looks++
 		_, _ = a.ask(ctx, looks%2, fmt.Sprintf("cluster-trial-%d", looks), fmt.Sprintf("[[sim fault=server_error model=qwen-72b times=always]] trial %d?", looks))
 		return false
-	}, 30*time.Second, 250*time.Millisecond, "the fleet's guard never held qwen-72b's breaker open")
+	}, 45*time.Second, 250*time.Millisecond, "the fleet's guard never held qwen-72b's breaker open")
 	require.GreaterOrEqual(t, view.Workers, 2, "the guard counts %d worker(s)", view.Workers)
 	// Each worker reads the fleet's view every 500 ms: three intervals
 	// later every one of them holds the breaker open.
