@@ -588,9 +588,10 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 	}
 	step := min(500*time.Millisecond+time.Duration(a.rand()*float64(time.Second)), left, canWait)
 	if len(ejected) > 0 && canWait-step < lastChance {
-		// The last recheck lands within lastChance of the end of the
-		// wait, where outlier lets the call's one request go.
-		step = canWait - lastChance*2/3
+		// The last recheck lands just inside lastChance of the end of
+		// the wait, where outlier lets the call's one request go: as
+		// early as it can, so a timer that fires late still finds time.
+		step = canWait - lastChance + lastChanceEarly
 	}
 	if step < 100*time.Millisecond {
 		return Prepared{}
@@ -661,9 +662,14 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 
 // lastChance is how close to the end of its wait a call waiting for a
 // refusing endpoint's probe sends its one request there (outlier): its
-// last recheck is set for 1 s before the end, since the dev server's
-// timers fire up to a second late, and a recheck past the end is none.
-const lastChance = 1500 * time.Millisecond
+// last recheck is set for lastChanceEarly after the window opens, 1.4 s
+// before the end, since timers on a loaded server fire late (the dev
+// server's up to a second, more on a busy machine), and a recheck past
+// the end is none.
+const (
+	lastChance      = 1500 * time.Millisecond
+	lastChanceEarly = 100 * time.Millisecond
+)
 
 // firstTokenTime is how long a request to m may take to start answering:
 // its first-token timeout, or its whole timeout when it cannot stream.

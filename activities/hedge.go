@@ -190,26 +190,44 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 	return true, overdueRecheck
 }
 
-// sooner lists the ladder's models where a hedge of attempt in on m, sent
-// at since, could answer sooner at now, and why the first could: not on an
+// sooner lists the models where a hedge of attempt in on m, sent at
+// since, could answer sooner at now, and why the first could: not on an
 // ejected endpoint, and on m's own endpoint only with a retry left in its
 // budget (a hedge there is a retry; on another endpoint it is that
 // endpoint's ordinary load, and StartHedge pays for it where it lands).
+// Those on other endpoints come first, each group in the ladder's order:
+// the race goes first where the call has nothing outstanding, since the
+// attempt's own endpoint is the one holding its request past time (Envoy's
+// previous_hosts retry predicate: a retry avoids the host that failed it).
 func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.Time) (models []string, why string) {
 	need := in.Request.Needs()
+	var own []string
+	ownWhy := ""
 	for _, l := range a.cfg.Models {
 		ok, w := a.queues.sooner(l.Endpoint(), m.Endpoint(), since, now)
 		sick, _ := a.outliers.State(l.Endpoint(), now)
+		same := l.Endpoint() == m.Endpoint()
 		if !ok || sick != guard.Healthy || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
-			(l.Endpoint() == m.Endpoint() && a.budgets.For(l.Endpoint()).Remaining(now) == 0) {
+			(same && a.budgets.For(l.Endpoint()).Remaining(now) == 0) {
 			continue
 		}
-		if len(models) == 0 {
-			why = w
+		switch {
+		case same:
+			if len(own) == 0 {
+				ownWhy = w
+			}
+			own = append(own, l.Name)
+		default:
+			if len(models) == 0 {
+				why = w
+			}
+			models = append(models, l.Name)
 		}
-		models = append(models, l.Name)
 	}
-	return models, why
+	if len(models) == 0 {
+		why = ownWhy
+	}
+	return append(models, own...), why
 }
 
 // StartHedge decides, when a hedge's delay has passed, whether the hedge

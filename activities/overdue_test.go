@@ -119,7 +119,8 @@ func TestAnOverdueRequestEndsAtItsTimeout(t *testing.T) {
 }
 
 // TestSoonerNamesWhereAHedgeCouldAnswer: the models a hedge of an overdue
-// attempt may go to, in the ladder's order. The attempt's own endpoint
+// attempt may go to, those on other endpoints first, each group in the
+// ladder's order. The attempt's own endpoint
 // only once it gives a request sent after the attempt its first token in
 // time; another endpoint unless a request of this process waits there
 // past its first-token timeout; never a model behind an open breaker, on
@@ -147,7 +148,11 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 		{"nothing served since: another endpoint", func(a *Activities) {}, []string{"llama-8b"}},
 		{"own endpoint answers a later request in time", func(a *Activities) {
 			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
-		}, []string{"qwen-72b", "qwen-14b", "llama-8b"}},
+		}, []string{"llama-8b", "qwen-72b", "qwen-14b"}},
+		{"own endpoint answers a later request in time, the other is as slow", func(a *Activities) {
+			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
+			a.queues.wait(eb, t0, ftt)
+		}, []string{"qwen-72b", "qwen-14b"}},
 		{"a later request answered late says nothing", func(a *Activities) {
 			a.queues.firstToken(ea, t0.Add(time.Second), 9*time.Second, ftt)
 		}, []string{"llama-8b"}},

@@ -544,6 +544,14 @@ type SweepOutcome struct {
 	// ratio.
 	Bound        float64 `json:"bound"`
 	HealthyBound float64 `json:"healthy_bound"`
+	// Partial reports a fault that hits a share of the requests (llmsim's
+	// draw per request), on one endpoint: a call cannot tell in advance
+	// whether its first request will meet it. BoundLimit is then the most
+	// calls a client within the amplification bound could have answered
+	// by a model, sending each call's first request when the call starts
+	// (BoundLimit); else WithoutResend.
+	Partial    bool `json:"partial,omitempty"`
+	BoundLimit int  `json:"bound_limit,omitempty"`
 	// Judgement of durable-llm.
 	Judgement SweepJudgement `json:"judgement"`
 	// Elapsed is how long the shape took to run; Date when it ran.
@@ -590,6 +598,13 @@ type SweepJudgement struct {
 	// endpoint per call started in the incident ≤ the healthy bound.
 	AmplificationOK bool `json:"amplification_ok"`
 	HealthyOK       bool `json:"healthy_ok"`
+	// BoundShare is, where the fault hits a share of one endpoint's
+	// requests (SweepOutcome.Partial), the share of the bound's limit
+	// durable-llm answered by a model; BoundOK reports it ≥
+	// SweepReachShare: a shape below ReachShare but BoundOK misses only
+	// what no client within the amplification bound could have answered.
+	BoundShare float64 `json:"bound_share,omitempty"`
+	BoundOK    bool    `json:"bound_ok,omitempty"`
 }
 
 // Met reports whether durable-llm met every target on the shape.
@@ -654,7 +669,24 @@ func Judge(o SweepOutcome) SweepJudgement {
 	j.WithinMargin = float64(j.Best-d.ByModel) <= j.Allowed
 	j.AmplificationOK = d.SickAmplification <= o.Bound
 	j.HealthyOK = d.HealthyPerCall <= o.HealthyBound
+	if o.Partial && o.BoundLimit > 0 {
+		j.BoundShare = float64(d.WithoutResendByModel) / float64(o.BoundLimit)
+		j.BoundOK = j.BoundShare >= SweepReachShare
+	}
 	return j
+}
+
+// BoundLimit is the most calls a client could have answered by a model
+// on a shape whose fault hits a share of one endpoint's requests, if it
+// sends each call's first request when the call starts (it cannot know
+// which will meet the fault) and keeps its amplification on that endpoint
+// within bound: the calls whose first request was answered (answered,
+// the one-shot's count, on the same draws), and one more per request the
+// bound leaves over the stretch's first requests, each resend answering a
+// call at best; never more than withoutResend.
+func BoundLimit(firstAnswered, withoutResend int, bound float64, stretchFirsts int) int {
+	extra := int(math.Floor((bound - 1) * float64(stretchFirsts)))
+	return min(withoutResend, firstAnswered+max(extra, 0))
 }
 
 // SweepReachShare is the least share of the calls reachable without a
@@ -671,8 +703,11 @@ const (
 type SweepVerdict struct {
 	Shapes int `json:"shapes"`
 	// BelowReach lists the shapes where durable-llm answered fewer than
-	// SweepReachShare of the calls reachable without a resend.
-	BelowReach []int `json:"below_reach"`
+	// SweepReachShare of the calls reachable without a resend; BoundLimited
+	// those of them where it answered at least SweepReachShare of the
+	// bound's limit (SweepJudgement.BoundOK).
+	BelowReach   []int `json:"below_reach"`
+	BoundLimited []int `json:"bound_limited"`
 	// Differ are the shapes where the contenders differ; AtLeast those of
 	// them where durable-llm answered at least as many as its best rival.
 	Differ  int `json:"differ"`
@@ -699,7 +734,7 @@ func (v SweepVerdict) Met() bool {
 
 // Verdict judges the sweep's outcomes.
 func Verdict(outs []SweepOutcome) SweepVerdict {
-	v := SweepVerdict{Shapes: len(outs), BelowReach: []int{}, BelowMargin: []int{}, OverBound: []int{}, OverHealthy: []int{}}
+	v := SweepVerdict{Shapes: len(outs), BelowReach: []int{}, BoundLimited: []int{}, BelowMargin: []int{}, OverBound: []int{}, OverHealthy: []int{}}
 	miss := func(list *[]int, ok bool, i int) {
 		if !ok {
 			*list = append(*list, i)
@@ -714,6 +749,9 @@ func Verdict(outs []SweepOutcome) SweepVerdict {
 			}
 		}
 		miss(&v.BelowReach, j.ReachOK, i)
+		if !j.ReachOK && j.BoundOK {
+			v.BoundLimited = append(v.BoundLimited, i)
+		}
 		miss(&v.BelowMargin, j.WithinMargin, i)
 		miss(&v.OverBound, j.AmplificationOK, i)
 		miss(&v.OverHealthy, j.HealthyOK, i)
@@ -736,11 +774,16 @@ func (v SweepVerdict) String() string {
 	if !v.Met() {
 		all = "a target NOT met"
 	}
-	return fmt.Sprintf("verdict over %d shapes: durable-llm answered by a model fewer than %.0f %% of the calls reachable without a resend on the sick endpoint in %d %s; "+
+	limited := ""
+	if len(v.BoundLimited) > 0 {
+		limited = fmt.Sprintf(" (of them, at least %.0f %% of the bound's limit, what a client within the amplification bound that sends each call's first request when it starts could answer: %s)",
+			100*SweepReachShare, strings.TrimPrefix(strings.TrimSuffix(shapeList(v.BoundLimited), ")"), "(NOT met: "))
+	}
+	return fmt.Sprintf("verdict over %d shapes: durable-llm answered by a model fewer than %.0f %% of the calls reachable without a resend on the sick endpoint in %d %s%s; "+
 		"≥ the best of one-shot, impatient one-shot and LiteLLM-style in %d of the %d shapes where they differ (%.1f %%, target ≥ %.0f %%: %s); "+
 		"below it by more than max(1 call, the binomial margin) in %d %s; amplification on the sick endpoint over the budget's bound in %d %s; "+
 		"requests on the healthy endpoint over 1 + ratio per call started in the incident in %d %s → %s",
-		v.Shapes, 100*SweepReachShare, len(v.BelowReach), shapeList(v.BelowReach),
+		v.Shapes, 100*SweepReachShare, len(v.BelowReach), shapeList(v.BelowReach), limited,
 		v.AtLeast, v.Differ, share, 100*SweepWinShare, met(v.WinsMet),
 		len(v.BelowMargin), shapeList(v.BelowMargin), len(v.OverBound), shapeList(v.OverBound),
 		len(v.OverHealthy), shapeList(v.OverHealthy), all)
@@ -807,6 +850,10 @@ func RunSweepShape(ctx context.Context, s SweepShape, o SweepOptions) (*SweepOut
 	out.Reachable, out.WithoutResend = CountReach(reach)
 	out.Bound = AmplificationBound(o.Params.BudgetRatio, o.Params.BudgetFloor, s.Endpoints, o.Params.BudgetWindow, out.Durable.Stretch, out.Durable.StretchFirsts)
 	out.HealthyBound = 1 + o.Params.BudgetRatio
+	if rs, ok := c.ReachSchedule(); ok && rs.Spared != nil && s.Endpoints == 1 {
+		out.Partial = true
+		out.BoundLimit = BoundLimit(out.OneShot.ByModel, out.WithoutResend, out.Bound, out.Durable.StretchFirsts)
+	}
 	out.Judgement = Judge(*out)
 	out.Elapsed = time.Since(began)
 	return out, nil

@@ -33,15 +33,25 @@ func (r *SweepReport) Verdict() SweepVerdict { return Verdict(r.Outcomes) }
 func (o SweepOutcome) ShapeLine() string {
 	j, d := o.Judgement, o.Durable
 	return fmt.Sprintf("shape %d (%s): reachable %s, without a resend on the sick endpoint %s; by a model %s / %s / %s / %s (one-shot / impatient / LiteLLM-style / durable-llm), "+
-		"durable-llm %s of the reachable without a resend (≥ %.0f %%: %s), preferred %s; requests per incident call (sick / healthy endpoint): one-shot %s, impatient %s, LiteLLM-style %s, durable-llm %s; "+
+		"durable-llm %s of the reachable without a resend (≥ %.0f %%: %s), of the bound's limit %s, preferred %s; requests per incident call (sick / healthy endpoint): one-shot %s, impatient %s, LiteLLM-style %s, durable-llm %s; "+
 		"tokens/answer %s / %s / %s / %s; amplification on the sick endpoint %.2f ≤ %.2f: %s; healthy endpoint %s; ≥ best rival: %s; within margin (%d − %d ≤ %.1f): %s; took %s",
 		o.Shape.Index, o.Shape.Describe(), pct(o.ReachablePct()), pct(o.WithoutResendPct()),
 		pct(o.OneShot.ByModelPct()), pct(o.Impatient.ByModelPct()), pct(o.LiteLLM.ByModelPct()), pct(d.ByModelPct()),
-		pct(100*j.ReachShare), 100*SweepReachShare, yes(j.ReachOK), pct(d.PreferredPct()),
+		pct(100*j.ReachShare), 100*SweepReachShare, yes(j.ReachOK), o.boundJudged(), pct(d.PreferredPct()),
 		o.endpointLoad(o.OneShot), o.endpointLoad(o.Impatient), o.endpointLoad(o.LiteLLM), o.endpointLoad(d),
 		tokens(o.OneShot), tokens(o.Impatient), tokens(o.LiteLLM), tokens(d),
 		d.SickAmplification, o.Bound, yes(j.AmplificationOK), o.healthyJudged(),
 		atLeast(j), j.Best, d.ByModel, j.Allowed, yes(j.WithinMargin), fmtDur(o.Elapsed.Round(time.Second)))
+}
+
+// boundJudged is the bound's limit and durable-llm's share of it ("150:
+// 96.0 % (yes)"; "–" where the fault is not on a share of one endpoint's
+// requests).
+func (o SweepOutcome) boundJudged() string {
+	if !o.Partial {
+		return "–"
+	}
+	return fmt.Sprintf("%d: %s (%s)", o.BoundLimit, pct(100*o.Judgement.BoundShare), yes(o.Judgement.BoundOK))
 }
 
 // endpointLoad is a contender's requests per call started in the
@@ -92,7 +102,7 @@ func (r *SweepReport) Table() Table {
 	t := Table{Left: 3, Columns: []string{"#", "fault", "shape", "calls (in incident)",
 		"reachable", "reachable without a resend on the sick endpoint",
 		"by a model ≤ deadline: one-shot", "impatient", "LiteLLM-style", "durable-llm",
-		"durable-llm, of the reachable without a resend",
+		"durable-llm, of the reachable without a resend", "bound's limit (one endpoint, fault on a share): durable-llm of it",
 		"requests per incident call, sick / healthy endpoint: one-shot", "impatient", "LiteLLM-style", "durable-llm",
 		"preferred rung (durable-llm)", "tokens billed per answer: one-shot / impatient / LiteLLM-style / durable-llm",
 		"amplification on the sick endpoint (durable-llm)", "bound", "healthy endpoint ≤ 1 + ratio",
@@ -103,7 +113,7 @@ func (r *SweepReport) Table() Table {
 			fmt.Sprintf("%d (%d)", o.Calls, d.IncidentCalls),
 			pct(o.ReachablePct()), pct(o.WithoutResendPct()),
 			pct(o.OneShot.ByModelPct()), pct(o.Impatient.ByModelPct()), pct(o.LiteLLM.ByModelPct()), pct(d.ByModelPct()),
-			fmt.Sprintf("%s (%s)", pct(100*j.ReachShare), yes(j.ReachOK)),
+			fmt.Sprintf("%s (%s)", pct(100*j.ReachShare), yes(j.ReachOK)), o.boundJudged(),
 			o.endpointLoad(o.OneShot), o.endpointLoad(o.Impatient), o.endpointLoad(o.LiteLLM), o.endpointLoad(d),
 			pct(d.PreferredPct()), strings.Join([]string{tokens(o.OneShot), tokens(o.Impatient), tokens(o.LiteLLM), tokens(d)}, " / "),
 			fmt.Sprintf("%.2f", d.SickAmplification), fmt.Sprintf("%.2f", o.Bound), o.healthyJudged(), atLeast(j),
@@ -127,7 +137,7 @@ func (r *SweepReport) Markdown(date time.Time) string {
 			fmt.Sprintf("deadline %s; a slow first byte comes before the deadline minus the fallback reserve (%s); impatient one-shot: one request, first_token_timeout (%s) as its timeout; LiteLLM-style router: per model 1 + 3 attempts of first_token_timeout each (Retry-After, else 0.5 s·2ⁿ backoff), then the next model", fmtDur(p.Deadline), fmtDur(p.FallbackReserve), fmtDur(p.FirstTokenTimeout)),
 			"reachable (computed from the shape, no run): calls one request could have had answered by a model within the deadline — the first request (not faulted: llmsim's own draw for it; or answered despite the fault), or a request to a ladder model at a moment of [start, start + deadline − its answer time] when that model is outside the fault; without a resend on the sick endpoint: the first request answered, a healthy model on the ladder, or the fault over for good by then (not a flapping endpoint's up window)",
 			"a call counts as answered by a model when the first complete model answer arrives within its deadline (whichever rung; not the fallback, not text no model completed); preferred rung: answered so by the ladder's first model; requests per incident call: the requests the calls started in the incident sent to each endpoint, per such call; tokens billed: prompt and completion tokens of every request a model took into its queue (a server that stops on disconnect bills only what it generated) per call answered by a model",
-			fmt.Sprintf("targets: durable-llm answers by a model ≥ %.0f %% of the calls reachable without a resend on the sick endpoint in every shape; ≥ the best of one-shot, impatient one-shot and LiteLLM-style in ≥ %.0f %% of the shapes where the contenders differ, and never below it by more than max(1 call, z₀.₉₅·√(2·n·p·(1−p)), p pooled); amplification on the sick endpoint over the budget's stretch (from the incident's start to the last request of a call started in it: the requests on the sick endpoint per first request) ≤ 1 + ratio + endpoints × floor × ⌈stretch ÷ window⌉ ÷ first requests (ratio %.2f, floor %d, window %s); requests on the healthy endpoint ≤ 1 + ratio per call started in the incident",
+			fmt.Sprintf("targets: durable-llm answers by a model ≥ %.0f %% of the calls reachable without a resend on the sick endpoint in every shape; ≥ the best of one-shot, impatient one-shot and LiteLLM-style in ≥ %.0f %% of the shapes where the contenders differ, and never below it by more than max(1 call, z₀.₉₅·√(2·n·p·(1−p)), p pooled); amplification on the sick endpoint over the budget's stretch (from the incident's start to the last request of a call started in it: the requests on the sick endpoint per first request) ≤ 1 + ratio + endpoints × floor × ⌈stretch ÷ window⌉ ÷ first requests (ratio %.2f, floor %d, window %s); requests on the healthy endpoint ≤ 1 + ratio per call started in the incident; bound's limit, where the fault hits a share of one endpoint's requests (no call can know whether its first request will meet it): the calls whose first request was answered (the one-shot's, same draws) + ⌊(bound − 1) × the stretch's first requests⌋, capped by the reachable without a resend — what a client within the bound that sends each call's first request when it starts could answer at best",
 				100*SweepReachShare, 100*SweepWinShare, p.BudgetRatio, p.BudgetFloor, fmtDur(p.BudgetWindow)),
 		}}
 	if r.Note != "" {

@@ -326,7 +326,7 @@ func TestVerdict(t *testing.T) {
 	}
 	outs = append(outs, judged(19, 90, 0, 80, 89, 78, 1.1, 0.9)) // one call behind: within the margin, not ≥
 	v := Verdict(outs)
-	want := SweepVerdict{Shapes: 20, BelowReach: []int{}, Differ: 20, AtLeast: 19, BelowMargin: []int{}, OverBound: []int{}, OverHealthy: []int{},
+	want := SweepVerdict{Shapes: 20, BelowReach: []int{}, BoundLimited: []int{}, Differ: 20, AtLeast: 19, BelowMargin: []int{}, OverBound: []int{}, OverHealthy: []int{},
 		ReachMet: true, WinsMet: true, MarginMet: true, BoundMet: true, HealthyMet: true}
 	if !reflect.DeepEqual(v, want) || !v.Met() {
 		t.Errorf("19 of 20 (95 %%):\n%+v, want\n%+v", v, want)
@@ -359,6 +359,48 @@ func TestVerdict(t *testing.T) {
 		if s := v.String(); !strings.Contains(s, w) {
 			t.Errorf("verdict line %q lacks %q", s, w)
 		}
+	}
+}
+
+// TestBoundLimit: where a fault hits a share of one endpoint's requests,
+// a client within the amplification bound that sends each call's first
+// request when it starts answers at most the calls whose first request was
+// answered and one per resend the bound leaves; a shape below 95 % of the
+// reachable without a resend but at 95 % of that limit is listed as
+// limited by the bound, not passed.
+func TestBoundLimit(t *testing.T) {
+	for _, c := range []struct {
+		first, without int
+		bound          float64
+		firsts, want   int
+	}{
+		{90, 111, 1.218, 85, 108}, // ⌊0.218 × 85⌋ = 18
+		{110, 224, 1.153, 187, 138},
+		{100, 105, 1.5, 100, 105}, // capped by the reachable without a resend
+		{100, 120, 1.0, 100, 100}, // no resend allowed
+	} {
+		if got := BoundLimit(c.first, c.without, c.bound, c.firsts); got != c.want {
+			t.Errorf("BoundLimit(%d, %d, %.3f, %d) = %d, want %d", c.first, c.without, c.bound, c.firsts, got, c.want)
+		}
+	}
+	partial := func(i, reached, limit int) SweepOutcome {
+		o := judged(i, 50, 0, 50, reached, reached, 1.1, 0)
+		o.Shape.Endpoints, o.Partial, o.BoundLimit = 1, true, limit
+		o.Judgement = Judge(o)
+		return o
+	}
+	within := partial(0, 60, 62)                  // 75 % of the 80 reachable, 96.8 % of the limit
+	short := partial(1, 60, 70)                   // 85.7 % of the limit
+	whole := judged(2, 50, 0, 50, 60, 60, 1.1, 0) // no bound's limit: a fault on every request
+	if !within.Judgement.BoundOK || within.Judgement.ReachOK || short.Judgement.BoundOK || whole.Judgement.BoundOK {
+		t.Errorf("judgements: within %+v, short %+v, whole %+v", within.Judgement, short.Judgement, whole.Judgement)
+	}
+	v := Verdict([]SweepOutcome{within, short, whole})
+	if !reflect.DeepEqual(v.BelowReach, []int{0, 1, 2}) || !reflect.DeepEqual(v.BoundLimited, []int{0}) || v.ReachMet {
+		t.Errorf("verdict %+v", v)
+	}
+	if s := v.String(); !strings.Contains(s, "in 3 (NOT met: shapes 0, 1, 2) (of them, at least 95 % of the bound's limit") || !strings.Contains(s, "could answer: shapes 0)") {
+		t.Errorf("verdict line %q", s)
 	}
 }
 
