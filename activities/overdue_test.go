@@ -120,9 +120,9 @@ func TestAnOverdueRequestEndsAtItsTimeout(t *testing.T) {
 
 // TestSoonerNamesWhereAHedgeCouldAnswer: the models a hedge of an overdue
 // attempt may go to, those on other endpoints first, each group in the
-// ladder's order. The attempt's own endpoint
-// only once it gives a request sent after the attempt its first token in
-// time; another endpoint unless a request of this process waits there
+// ladder's order. The attempt's own endpoint only once it gives a request
+// sent after the attempt its first token in time and answers at least half
+// of the requests of the last first-token timeout; another endpoint unless a request of this process waits there
 // past its first-token timeout; never a model behind an open breaker, on
 // an ejected endpoint, or on its own endpoint when that one's retry budget
 // is spent (a hedge elsewhere is that endpoint's first request of the call).
@@ -140,6 +140,15 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 		return a
 	}
 	ea, eb := config.ModelConfig{BaseURL: "http://a/v1"}.Endpoint(), config.ModelConfig{BaseURL: "http://b/v1"}.Endpoint()
+	// sent sends a request to endpoint e at at, answered after ttft (0:
+	// not answered, lost).
+	sent := func(a *Activities, e string, at time.Time, ttft time.Duration) {
+		done := a.queues.wait(e, at, ftt)
+		if ttft > 0 {
+			a.queues.firstToken(e, at, ttft, ftt)
+			done()
+		}
+	}
 	cases := []struct {
 		name  string
 		setup func(a *Activities)
@@ -147,17 +156,30 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 	}{
 		{"nothing served since: another endpoint", func(a *Activities) {}, []string{"llama-8b"}},
 		{"own endpoint answers a later request in time", func(a *Activities) {
-			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
+			sent(a, ea, t0.Add(5*time.Second), time.Second)
 		}, []string{"llama-8b", "qwen-72b", "qwen-14b"}},
 		{"own endpoint answers a later request in time, the other is as slow", func(a *Activities) {
-			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
+			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			a.queues.wait(eb, t0, ftt)
+		}, []string{"qwen-72b", "qwen-14b"}},
+		{"own endpoint answers a later request but loses most: no race there (adaptive throttling, K = 2)", func(a *Activities) {
+			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			for k := range 3 {
+				sent(a, ea, t0.Add(time.Duration(2+k)*time.Second), 0)
+			}
+			a.queues.wait(eb, t0, ftt)
+		}, nil},
+		{"own endpoint answers half of the requests of the last first-token timeout", func(a *Activities) {
+			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			sent(a, ea, t0.Add(6*time.Second), 0)
+			sent(a, ea, t0.Add(-3*time.Second), 0) // older than the window: left out
 			a.queues.wait(eb, t0, ftt)
 		}, []string{"qwen-72b", "qwen-14b"}},
 		{"a later request answered late says nothing", func(a *Activities) {
-			a.queues.firstToken(ea, t0.Add(time.Second), 9*time.Second, ftt)
+			sent(a, ea, t0.Add(time.Second), 9*time.Second)
 		}, []string{"llama-8b"}},
 		{"an earlier request answered in time says nothing", func(a *Activities) {
-			a.queues.firstToken(ea, t0.Add(-time.Second), time.Second, ftt)
+			sent(a, ea, t0.Add(-time.Second), time.Second)
 		}, []string{"llama-8b"}},
 		{"the other endpoint is as slow", func(a *Activities) {
 			a.queues.wait(eb, t0, ftt)
@@ -171,7 +193,7 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 			}
 		}, []string{"llama-8b"}},
 		{"own endpoint answers, its budget spent: a hedge there is a retry", func(a *Activities) {
-			a.queues.firstToken(ea, t0.Add(5*time.Second), time.Second, ftt)
+			sent(a, ea, t0.Add(5*time.Second), time.Second)
 			for b, now := a.budgets.For(ea), a.now(); b.Remaining(now) > 0; {
 				b.TryRetry(now)
 			}

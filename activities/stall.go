@@ -33,16 +33,23 @@ type queues struct {
 	// prompt: the latest start of a request given its first token within
 	// its first-token timeout, by endpoint.
 	prompt map[string]time.Time
+	// recent: the streamed requests sent to each endpoint, oldest first,
+	// as long as acceptsWindow asks back, for accepts.
+	recent map[string][]*queued
 }
 
 // queued is one attempt waiting for its first token.
 type queued struct {
-	since time.Time
-	ftt   time.Duration
+	since    time.Time
+	ftt      time.Duration
+	answered bool // it got its first token within ftt
 }
 
+// acceptsKeep bounds how far back recent keeps an endpoint's requests.
+const acceptsKeep = time.Minute
+
 func newQueues() *queues {
-	return &queues{waiting: map[string]map[*queued]struct{}{}, prompt: map[string]time.Time{}}
+	return &queues{waiting: map[string]map[*queued]struct{}{}, prompt: map[string]time.Time{}, recent: map[string][]*queued{}}
 }
 
 // wait registers an attempt on endpoint that started at since under the
@@ -54,6 +61,11 @@ func (q *queues) wait(endpoint string, since time.Time, ftt time.Duration) (done
 		q.waiting[endpoint] = map[*queued]struct{}{}
 	}
 	q.waiting[endpoint][w] = struct{}{}
+	r := q.recent[endpoint]
+	for len(r) > 0 && since.Sub(r[0].since) > acceptsKeep {
+		r = r[1:]
+	}
+	q.recent[endpoint] = append(r, w)
 	q.mu.Unlock()
 	var once sync.Once
 	return func() {
@@ -77,6 +89,38 @@ func (q *queues) firstToken(endpoint string, since time.Time, ttft, ftt time.Dur
 	if since.After(q.prompt[endpoint]) {
 		q.prompt[endpoint] = since
 	}
+	for _, w := range q.recent[endpoint] {
+		if w.since.Equal(since) {
+			w.answered = true
+		}
+	}
+}
+
+// acceptsK is adaptive throttling's K (the SRE book, "Handling
+// Overload"): a client stops adding requests to a backend that accepts
+// fewer than 1/K of those it is sent.
+const acceptsK = 2
+
+// accepts reports whether endpoint gave its first token in time to at
+// least 1/acceptsK of this process's streamed requests sent there in the
+// last window before now (a request still waiting counts as not accepted
+// yet), and to one at least. A resend there is worth its retry only
+// then: an endpoint that loses most of its requests loses most resends
+// too, and the budget they spend is better kept for when it answers.
+func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	sent, answered := 0, 0
+	for _, w := range q.recent[endpoint] {
+		if now.Sub(w.since) > window || w.since.After(now) {
+			continue
+		}
+		sent++
+		if w.answered {
+			answered++
+		}
+	}
+	return answered > 0 && acceptsK*answered >= sent
 }
 
 // sooner reports whether, at now, a hedge on endpoint e could answer
