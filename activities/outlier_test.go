@@ -153,6 +153,55 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	}
 }
 
+// TestPastOpenBreakersARefusingEndpointGetsTheLastChance: every model's
+// breaker is open. While their endpoint is not ejected, a call's first
+// request goes past the breakers once its wait would leave less than a
+// first-token timeout (the time a slow endpoint needs to start answering).
+// Ejected for refusing, the endpoint would refuse that request at once:
+// the call waits on until its last chance and sends its one request then,
+// when the refusal may have ended.
+func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cfg := config.DefaultConfig()
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range cfg.Models {
+		a.breakers.Trip(m.Name, now)
+	}
+	prepareAt := func(left time.Duration) Prepared {
+		in := firstPrepare()
+		in.Elapsed = in.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - left
+		p, err := a.PrepareAttempt(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	// Not ejected: the first request goes once the wait would leave less
+	// than its first-token timeout.
+	if p := prepareAt(firstTokenTime(cfg.Models[0]) - time.Second); p.Model == "" || p.Recheck || p.State.Requests != 1 {
+		t.Fatalf("breakers open, endpoint not ejected: model %q recheck %v (%s); want the first request sent past the breakers",
+			p.Model, p.Recheck, p.HoldReason)
+	}
+	e := cfg.Models[0].Endpoint()
+	for range guard.OutlierRefusals {
+		a.outliers.Record(e, guard.ServerFailed, now, now, 0, 0)
+	}
+	p := prepareAt(firstTokenTime(cfg.Models[0]) - time.Second)
+	if !p.Recheck || p.Hold <= 0 || p.State.Requests != 0 {
+		t.Fatalf("refusing, %s left: model %q recheck %v hold %v (%s); want a wait, nothing sent",
+			firstTokenTime(cfg.Models[0])-time.Second, p.Model, p.Recheck, p.Hold, p.HoldReason)
+	}
+	if p := prepareAt(lastChance + 600*time.Millisecond); !p.Recheck || lastChance+600*time.Millisecond-p.Hold >= lastChance {
+		t.Fatalf("refusing, just before the last chance: hold %v recheck %v; want a last recheck inside the last chance", p.Hold, p.Recheck)
+	}
+	if p := prepareAt(lastChance - lastChanceEarly); p.Model != "qwen-72b" || p.Recheck || p.State.Requests != 1 {
+		t.Fatalf("refusing, at its last chance: model %q recheck %v (%s); want its one request sent", p.Model, p.Recheck, p.HoldReason)
+	}
+}
+
 func callOutcome(c failure.Class) callstate.Outcome {
 	return callstate.Outcome{Class: c, Elapsed: time.Second}
 }
