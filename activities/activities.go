@@ -370,7 +370,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 				Reason: fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", m.Name, request.JoinCaps(lack))})
 			continue
 		}
-		if !pastOpen && !a.breakers.Permit(m.Name, now, a.rand()) {
+		if !pastOpen && !a.breakers.Permit(m.Name, now) {
 			breakerSkipped = append(breakerSkipped, m.Name)
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
@@ -401,7 +401,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "outlier", Reason: why + ": no upstream call made"})
 			continue
 		}
-		canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+		canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
 		sc, left := a.held(m, now)
 		scope := m.ScopeLabel(sc) // tenants read it: no address
 		if in.Only && left > 0 {
@@ -578,7 +578,7 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 		return Prepared{}
 	}
 	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream), in.State.Waited)
-	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
 	if len(open) > 0 && firstRequest(in, in.State) {
 		// Its first request goes past the open breakers when the wait
 		// ends (prepareAttempt): it keeps the time a plain client's
@@ -645,7 +645,7 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 	if a.outliers.Admit(m.Endpoint(), now, firstTokenTime(m)) == guard.SendProbe {
 		return false, false, true, ""
 	}
-	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Elapsed - callstate.MinAttemptTime
+	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
 	if alt == "" && !st.HasSent(m.Endpoint()) && in.Request.Step == 0 && canWait < lastChance {
 		// Its wait ends: the call's one request to this endpoint goes,
 		// as a plain client's would (a guard never leaves a caller worse
@@ -761,7 +761,7 @@ func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string
 		waitOn = append(waitOn, m.Name)
 	}
 	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream), in.State.Waited)
-	canWait := in.State.Deadline - a.cfg.Call.FallbackReserve.D() - in.Outcome.Elapsed - callstate.MinAttemptTime
+	canWait := callstate.CanWait(in.State.Deadline, in.Outcome.Elapsed, a.cfg.Call.FallbackReserve.D())
 	if len(waitOn) == 0 || min(left, canWait) < 100*time.Millisecond {
 		return fb
 	}

@@ -298,7 +298,7 @@ func runFleetSize(ctx context.Context, c client.Client, o FleetOptions, n int) (
 	var smu sync.Mutex
 	send := func(m *member, now time.Time) bool {
 		closed := m.breakers.State(fleetModel, now) == guard.BreakerClosed
-		if !m.breakers.Allow(fleetModel, now, rng.Float64()) {
+		if !m.breakers.Allow(fleetModel, now) {
 			return false
 		}
 		smu.Lock()

@@ -191,7 +191,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if reason, full := c.historyFull(ctx); full {
 			return reason, nil
 		}
-		remaining := c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
+		remaining := c.timeLeft(ctx)
 		if remaining < callstate.MinAttemptTime {
 			return fmt.Sprintf("deadline: %s left, %s kept for the fallback",
 				callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
@@ -221,7 +221,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				// let the breakers say whether this call goes now.
 				continue
 			}
-			remaining = c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
+			remaining = c.timeLeft(ctx)
 			if remaining < callstate.MinAttemptTime {
 				return fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",
 					prep.Model, callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
@@ -383,13 +383,19 @@ func (c *call) historyFull(ctx workflow.Context) (string, bool) {
 	return reason, true
 }
 
+// timeLeft is what the call has left for attempts now, the fallback's
+// reserve kept (callstate.TimeLeft).
+func (c *call) timeLeft(ctx workflow.Context) time.Duration {
+	return callstate.TimeLeft(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
+}
+
 // diagnose asks the diagnosis model to name the class of a failure no
 // classifier rule recognised; a class it names replaces the status's. It
 // returns the class and what the diagnosis said.
 func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activities.CallOutcome) (failure.Class, string, error) {
 	var a *activities.Activities
 	var d activities.Diagnosis
-	left := c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve - callstate.MinAttemptTime
+	left := c.timeLeft(ctx) - callstate.MinAttemptTime
 	if left < time.Second {
 		return class, "no diagnosis: the deadline leaves no time for one", nil
 	}

@@ -164,7 +164,7 @@ func (c *call) startReview(ctx workflow.Context, r activities.RuleHit, why strin
 // decision the failure led to: acted is false and the call goes on.
 func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string) (bool, error) {
 	var a *activities.Activities
-	remaining := c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
+	remaining := c.timeLeft(ctx)
 	if remaining < 2*callstate.MinAttemptTime {
 		return false, nil
 	}
@@ -190,7 +190,7 @@ func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string
 		c.tokens(ctx, "prompt", sp.Model, sp.PromptTokens)
 		c.tokens(ctx, "completion", sp.Model, sp.CompletionTokens)
 	}
-	remaining = c.admission.Deadline - workflow.Now(ctx).Sub(c.start) - c.admission.FallbackReserve
+	remaining = c.timeLeft(ctx)
 	if remaining < callstate.MinAttemptTime {
 		return false, nil
 	}

@@ -522,7 +522,20 @@ func (d *decider) unableLeft() []string {
 
 // remaining is the time left for attempts, the fallback reserve excluded.
 func (d *decider) remaining() time.Duration {
-	return d.next.Deadline - d.out.Elapsed - d.cfg.Call.FallbackReserve.D()
+	return TimeLeft(d.next.Deadline, d.out.Elapsed, d.cfg.Call.FallbackReserve.D())
+}
+
+// TimeLeft is what a call with deadline has left for its attempts after
+// elapsed, the fallback's reserve kept: the one sum every wait and every
+// attempt of the call is bounded by.
+func TimeLeft(deadline, elapsed, reserve time.Duration) time.Duration {
+	return deadline - elapsed - reserve
+}
+
+// CanWait is how long a call may still wait before its next attempt:
+// TimeLeft less the least time an attempt needs (MinAttemptTime).
+func CanWait(deadline, elapsed, reserve time.Duration) time.Duration {
+	return TimeLeft(deadline, elapsed, reserve) - MinAttemptTime
 }
 
 // fits reports whether waiting w still leaves time for one attempt.

@@ -170,10 +170,9 @@ func (b *Breaker) State(now time.Time) BreakerState {
 
 // Allow decides whether one call may go to the model at now: always when
 // closed, never when open, and when half-open while fewer trials than
-// allowed are out, in which case the call is a trial. u is not used (it
-// drew the calls a share-based half-open let through). Call it once per
+// allowed are out, in which case the call is a trial. Call it once per
 // attempt and Record the outcome of every allowed call.
-func (b *Breaker) Allow(now time.Time, u float64) bool {
+func (b *Breaker) Allow(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
@@ -181,9 +180,9 @@ func (b *Breaker) Allow(now time.Time, u float64) bool {
 }
 
 // Permit is Allow without taking a trial: it tells the worker that plans
-// an attempt whether to plan it here (u as in Allow); Admit then takes the
-// trial where the attempt runs, which also records its outcome.
-func (b *Breaker) Permit(now time.Time, u float64) bool {
+// an attempt whether to plan it here; Admit then takes the trial where the
+// attempt runs, which also records its outcome.
+func (b *Breaker) Permit(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.tick(now)
@@ -574,7 +573,7 @@ func (r *BreakerRegistry) State(model string, now time.Time) BreakerState {
 }
 
 // Allow is Breaker.Allow for model; false while the fleet has it open.
-func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
+func (r *BreakerRegistry) Allow(model string, now time.Time) bool {
 	open, succeeded := r.overlay(model, now)
 	if open {
 		return false
@@ -587,7 +586,7 @@ func (r *BreakerRegistry) Allow(model string, now time.Time, u float64) bool {
 }
 
 // Permit is Breaker.Permit for model; false while the fleet has it open.
-func (r *BreakerRegistry) Permit(model string, now time.Time, u float64) bool {
+func (r *BreakerRegistry) Permit(model string, now time.Time) bool {
 	open, succeeded := r.overlay(model, now)
 	if open {
 		return false

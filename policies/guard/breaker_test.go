@@ -58,7 +58,6 @@ const (
 type breakerStep struct {
 	at    time.Duration
 	op    breakerOp
-	u     float64
 	class failure.Class
 	allow bool
 	want  BreakerState
@@ -72,8 +71,8 @@ func bFail(at time.Duration, want BreakerState) breakerStep {
 	return breakerStep{at: at, op: bopFail, want: want}
 }
 
-func bAllow(at time.Duration, u float64, allow bool, want BreakerState) breakerStep {
-	return breakerStep{at: at, op: bopAllow, u: u, allow: allow, want: want}
+func bAllow(at time.Duration, allow bool, want BreakerState) breakerStep {
+	return breakerStep{at: at, op: bopAllow, allow: allow, want: want}
 }
 
 func bState(at time.Duration, want BreakerState) breakerStep {
@@ -104,13 +103,13 @@ func bOpened() []breakerStep {
 // bFirstTrialOK lets the first trial through at 1 s and it succeeds:
 // from then on up to Probes trials may be out at once.
 func bFirstTrialOK() []breakerStep {
-	return []breakerStep{bAllow(brSec, 0, true, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen)}
+	return []breakerStep{bAllow(brSec, true, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen)}
 }
 
 // bTrialFails lets one trial through at at and fails it: the breaker
 // reopens.
 func bTrialFails(at time.Duration) []breakerStep {
-	return []breakerStep{bAllow(at, 0, true, BreakerHalfOpen), bFail(at, BreakerOpen)}
+	return []breakerStep{bAllow(at, true, BreakerHalfOpen), bFail(at, BreakerOpen)}
 }
 
 // bOpenFor checks that a breaker that opened at at stays open for d.
@@ -122,10 +121,10 @@ func bOpenFor(at, d time.Duration) []breakerStep {
 // succeeds them: the breaker closes on the fourth.
 func bRecovers(at time.Duration) []breakerStep {
 	return []breakerStep{
-		bAllow(at, 0.2, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
-		bAllow(at, 0.4, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
-		bAllow(at, 0.9, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
-		bAllow(at, 0.99, true, BreakerHalfOpen), bOK(at, BreakerClosed),
+		bAllow(at, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
+		bAllow(at, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
+		bAllow(at, true, BreakerHalfOpen), bOK(at, BreakerHalfOpen),
+		bAllow(at, true, BreakerHalfOpen), bOK(at, BreakerClosed),
 	}
 }
 
@@ -146,14 +145,14 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "consecutive failures open",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(0, 0, false, BreakerOpen),
+				bAllow(0, false, BreakerOpen),
 			}),
 		},
 		{
 			name: "closed allows every call whatever u",
 			steps: []breakerStep{
-				bAllow(0, 0.99, true, BreakerClosed),
-				bAllow(0, 0, true, BreakerClosed),
+				bAllow(0, true, BreakerClosed),
+				bAllow(0, true, BreakerClosed),
 			},
 		},
 		{
@@ -190,7 +189,7 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "the first open period is short: open_for",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(999*time.Millisecond, 0, false, BreakerOpen),
+				bAllow(999*time.Millisecond, false, BreakerOpen),
 				bState(brSec, BreakerHalfOpen),
 			}),
 		},
@@ -198,74 +197,74 @@ func TestBreaker(t *testing.T) {
 			name: "at low traffic every call in half-open is a trial, whatever u and probe_fraction",
 			cfg:  func(c *config.BreakerConfig) { c.ProbeFraction = 0.01 }, // not read
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0.99, true, BreakerHalfOpen), bOK(1200*time.Millisecond, BreakerHalfOpen),
-				bAllow(1500*time.Millisecond, 0.5, true, BreakerHalfOpen), bOK(1700*time.Millisecond, BreakerHalfOpen),
-				bAllow(2*brSec, 0.99, true, BreakerHalfOpen), bOK(2200*time.Millisecond, BreakerHalfOpen),
-				bAllow(2500*time.Millisecond, 0.75, true, BreakerHalfOpen), bOK(2700*time.Millisecond, BreakerClosed), // 4/4
+				bAllow(brSec, true, BreakerHalfOpen), bOK(1200*time.Millisecond, BreakerHalfOpen),
+				bAllow(1500*time.Millisecond, true, BreakerHalfOpen), bOK(1700*time.Millisecond, BreakerHalfOpen),
+				bAllow(2*brSec, true, BreakerHalfOpen), bOK(2200*time.Millisecond, BreakerHalfOpen),
+				bAllow(2500*time.Millisecond, true, BreakerHalfOpen), bOK(2700*time.Millisecond, BreakerClosed), // 4/4
 			}),
 		},
 		{
 			name: "half-open lets one trial out at a time until one succeeds",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0.99, true, BreakerHalfOpen),
-				bAllow(brSec, 0, false, BreakerHalfOpen), // the first trial is out
-				bAllow(1500*time.Millisecond, 0, false, BreakerHalfOpen),
+				bAllow(brSec, true, BreakerHalfOpen),
+				bAllow(brSec, false, BreakerHalfOpen), // the first trial is out
+				bAllow(1500*time.Millisecond, false, BreakerHalfOpen),
 				bOK(1600*time.Millisecond, BreakerHalfOpen), // it succeeded: several at once now
-				bAllow(1600*time.Millisecond, 0.99, true, BreakerHalfOpen),
-				bAllow(1600*time.Millisecond, 0.99, true, BreakerHalfOpen),
+				bAllow(1600*time.Millisecond, true, BreakerHalfOpen),
+				bAllow(1600*time.Millisecond, true, BreakerHalfOpen),
 			}),
 		},
 		{
 			name: "a failed first trial lets none other out: it reopens",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(4*brSec, 0, true, BreakerHalfOpen),
-				bAllow(4*brSec, 0, false, BreakerHalfOpen),
+				bAllow(4*brSec, true, BreakerHalfOpen),
+				bAllow(4*brSec, false, BreakerHalfOpen),
 				bFail(4100*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
-				bAllow(4100*time.Millisecond, 0, false, BreakerOpen),
+				bAllow(4100*time.Millisecond, false, BreakerOpen),
 			}, bOpenFor(4100*time.Millisecond, 2*brSec)),
 		},
 		{
 			name: "a trial out for the open period is lost: another goes",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(brSec, 0, true, BreakerHalfOpen),
-				bAllow(1999*time.Millisecond, 0, false, BreakerHalfOpen),
-				bAllow(2*brSec, 0, true, BreakerHalfOpen),   // out 1 s, the open period
-				bAllow(2*brSec, 0, false, BreakerHalfOpen),  // one at a time still
+				bAllow(brSec, true, BreakerHalfOpen),
+				bAllow(1999*time.Millisecond, false, BreakerHalfOpen),
+				bAllow(2*brSec, true, BreakerHalfOpen),      // out 1 s, the open period
+				bAllow(2*brSec, false, BreakerHalfOpen),     // one at a time still
 				bOK(2100*time.Millisecond, BreakerHalfOpen), // a result for one of the two
-				bAllow(2100*time.Millisecond, 0, true, BreakerHalfOpen),
+				bAllow(2100*time.Millisecond, true, BreakerHalfOpen),
 			}),
 		},
 		{
 			name: "a trial is lost after the grown open period, not open_for",
 			steps: slices.Concat(bGrownTo4s(), []breakerStep{ // half-open at 16 s, period 4 s
-				bAllow(16*brSec, 0, true, BreakerHalfOpen),
-				bAllow(17*brSec, 0, false, BreakerHalfOpen), // out 1 s: open_for, not the period
-				bAllow(19999*time.Millisecond, 0, false, BreakerHalfOpen),
-				bAllow(20*brSec, 0, true, BreakerHalfOpen),
+				bAllow(16*brSec, true, BreakerHalfOpen),
+				bAllow(17*brSec, false, BreakerHalfOpen), // out 1 s: open_for, not the period
+				bAllow(19999*time.Millisecond, false, BreakerHalfOpen),
+				bAllow(20*brSec, true, BreakerHalfOpen),
 			}),
 		},
 		{
 			name: "after a success up to probes trials are out at once, and no more",
 			steps: slices.Concat(bOpened(), bFirstTrialOK(), []breakerStep{
-				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen),
-				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen),
-				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen),
-				bAllow(1100*time.Millisecond, 0.99, true, BreakerHalfOpen), // 4 out
-				bAllow(1100*time.Millisecond, 0, false, BreakerHalfOpen),   // a fifth is refused
-				bOK(1200*time.Millisecond, BreakerHalfOpen),                // 3 out: room for one
-				bAllow(1200*time.Millisecond, 0, true, BreakerHalfOpen),
-				bAllow(1200*time.Millisecond, 0, false, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, true, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, true, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, true, BreakerHalfOpen),
+				bAllow(1100*time.Millisecond, true, BreakerHalfOpen),  // 4 out
+				bAllow(1100*time.Millisecond, false, BreakerHalfOpen), // a fifth is refused
+				bOK(1200*time.Millisecond, BreakerHalfOpen),           // 3 out: room for one
+				bAllow(1200*time.Millisecond, true, BreakerHalfOpen),
+				bAllow(1200*time.Millisecond, false, BreakerHalfOpen),
 				bOK(1300*time.Millisecond, BreakerHalfOpen), // 3 results < probes
 				bOK(1300*time.Millisecond, BreakerClosed),   // 4/4: close
-				bAllow(1300*time.Millisecond, 0.99, true, BreakerClosed),
+				bAllow(1300*time.Millisecond, true, BreakerClosed),
 			}),
 		},
 		{
 			name: "with probes trials out, one out for the open period lets another through",
-			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(4, bAllow(brSec, 0, true, BreakerHalfOpen)), []breakerStep{
-				bAllow(1999*time.Millisecond, 0, false, BreakerHalfOpen),
-				bAllow(2*brSec, 0, true, BreakerHalfOpen),
-				bAllow(2*brSec, 0, false, BreakerHalfOpen),
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(4, bAllow(brSec, true, BreakerHalfOpen)), []breakerStep{
+				bAllow(1999*time.Millisecond, false, BreakerHalfOpen),
+				bAllow(2*brSec, true, BreakerHalfOpen),
+				bAllow(2*brSec, false, BreakerHalfOpen),
 			}),
 		},
 		{
@@ -277,10 +276,10 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "a failing trial reopens, for twice the period",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(4*brSec, 0.1, true, BreakerHalfOpen), bOK(4500*time.Millisecond, BreakerHalfOpen),
-				bAllow(4500*time.Millisecond, 0.1, true, BreakerHalfOpen),
+				bAllow(4*brSec, true, BreakerHalfOpen), bOK(4500*time.Millisecond, BreakerHalfOpen),
+				bAllow(4500*time.Millisecond, true, BreakerHalfOpen),
 				bFail(4500*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
-				bAllow(4500*time.Millisecond, 0, false, BreakerOpen),
+				bAllow(4500*time.Millisecond, false, BreakerOpen),
 			}, bOpenFor(4500*time.Millisecond, 2*brSec)),
 		},
 		{
@@ -309,7 +308,7 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "closes at 90 % of the trials, not only at all of them",
 			cfg:  func(c *config.BreakerConfig) { c.Probes = 10 },
-			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(9, bAllow(brSec, 0, true, BreakerHalfOpen)),
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(9, bAllow(brSec, true, BreakerHalfOpen)),
 				[]breakerStep{bFail(brSec, BreakerHalfOpen)}, // at best 9/10
 				bRepeat(7, bOK(brSec, BreakerHalfOpen)),
 				[]breakerStep{bOK(brSec, BreakerClosed)}, // 9/10
@@ -318,7 +317,7 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "reopens when 90 % can no longer be reached",
 			cfg:  func(c *config.BreakerConfig) { c.Probes = 10 },
-			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(9, bAllow(brSec, 0, true, BreakerHalfOpen)),
+			steps: slices.Concat(bOpened(), bFirstTrialOK(), bRepeat(9, bAllow(brSec, true, BreakerHalfOpen)),
 				[]breakerStep{bFail(brSec, BreakerHalfOpen), bOK(brSec, BreakerHalfOpen),
 					bFail(brSec, BreakerOpen)}, // at best 8/10
 				bOpenFor(brSec, brSec), // 1 s into the outage: the period stays open_for
@@ -327,14 +326,14 @@ func TestBreaker(t *testing.T) {
 		{
 			name: "one failure too many reopens for twice the period, whatever trials are still out",
 			steps: slices.Concat(bOpened(), []breakerStep{
-				bAllow(4*brSec, 0, true, BreakerHalfOpen), bOK(4*brSec, BreakerHalfOpen),
-			}, bRepeat(3, bAllow(4*brSec, 0, true, BreakerHalfOpen)), []breakerStep{
+				bAllow(4*brSec, true, BreakerHalfOpen), bOK(4*brSec, BreakerHalfOpen),
+			}, bRepeat(3, bAllow(4*brSec, true, BreakerHalfOpen)), []breakerStep{
 				bFail(4100*time.Millisecond, BreakerOpen), // at best 3/4 < 90 %
 				bOK(4200*time.Millisecond, BreakerOpen),   // the others' results come too late
 				bOK(4200*time.Millisecond, BreakerOpen),
 			}, bOpenFor(4100*time.Millisecond, 2*brSec), []breakerStep{
-				bAllow(6100*time.Millisecond, 0, true, BreakerHalfOpen),  // the trials left out do not count
-				bAllow(6100*time.Millisecond, 0, false, BreakerHalfOpen), // and it starts one at a time again
+				bAllow(6100*time.Millisecond, true, BreakerHalfOpen),  // the trials left out do not count
+				bAllow(6100*time.Millisecond, false, BreakerHalfOpen), // and it starts one at a time again
 			}),
 		},
 		{
@@ -377,7 +376,7 @@ func TestBreaker(t *testing.T) {
 			name: "half-open counts only as many results as trials let through",
 			steps: slices.Concat(bOpened(), []breakerStep{
 				bFail(brSec, BreakerHalfOpen), // a late result: no trial was let through
-				bAllow(brSec, 0.1, true, BreakerHalfOpen),
+				bAllow(brSec, true, BreakerHalfOpen),
 				bOK(1100*time.Millisecond, BreakerHalfOpen),
 				bFail(1100*time.Millisecond, BreakerHalfOpen), // again more results than trials
 			}),
@@ -386,8 +385,8 @@ func TestBreaker(t *testing.T) {
 			name: "results while open are ignored",
 			steps: slices.Concat(bOpened(), bRepeat(5, bOK(500*time.Millisecond, BreakerOpen)), []breakerStep{
 				bState(brSec, BreakerHalfOpen),
-				bAllow(brSec, 0, true, BreakerHalfOpen),
-				bAllow(brSec, 0, false, BreakerHalfOpen), // none was a successful trial: one at a time
+				bAllow(brSec, true, BreakerHalfOpen),
+				bAllow(brSec, false, BreakerHalfOpen), // none was a successful trial: one at a time
 			}),
 		},
 		{
@@ -444,8 +443,8 @@ func TestBreaker(t *testing.T) {
 				case bopFail:
 					b.Record(now, false)
 				case bopAllow:
-					if got := b.Allow(now, s.u); got != s.allow {
-						t.Fatalf("step %d (t=%v): Allow(u=%v) = %v, want %v", i, s.at, s.u, got, s.allow)
+					if got := b.Allow(now); got != s.allow {
+						t.Fatalf("step %d (t=%v): Allow = %v, want %v", i, s.at, got, s.allow)
 					}
 				case bopTrip:
 					b.Trip(now)
@@ -489,10 +488,10 @@ func TestBreakerDefaultConfig(t *testing.T) {
 		if got := b.State(now); got != BreakerHalfOpen {
 			t.Fatalf("opening %d: state %v after %v, want half_open", i, got, period)
 		}
-		if !b.Allow(now, 0.99) {
+		if !b.Allow(now) {
 			t.Fatalf("opening %d: no trial let through", i)
 		}
-		if b.Allow(now, 0) {
+		if b.Allow(now) {
 			t.Fatalf("opening %d: a second trial let through before the first's result", i)
 		}
 		b.Record(now, false)
@@ -608,8 +607,8 @@ func TestBreakerRegistry(t *testing.T) {
 	if got := reg.Models(); !slices.Equal(got, []string{big}) {
 		t.Fatalf("Models = %q, want only %q (an ignored class creates no breaker)", got, big)
 	}
-	if reg.Allow(big, t0, 0) || !reg.Allow(small, t0, 0) {
-		t.Fatalf("Allow with %s open: %s %v, %s %v; want only %s", big, big, reg.Allow(big, t0, 0), small, reg.Allow(small, t0, 0), small)
+	if reg.Allow(big, t0) || !reg.Allow(small, t0) {
+		t.Fatalf("Allow with %s open: %s %v, %s %v; want only %s", big, big, reg.Allow(big, t0), small, reg.Allow(small, t0), small)
 	}
 	want := map[string]BreakerState{big: BreakerOpen, small: BreakerClosed}
 	if got := reg.Snapshot(t0); !maps.Equal(got, want) {
@@ -617,15 +616,15 @@ func TestBreakerRegistry(t *testing.T) {
 	}
 
 	t1 := budgetAt(brSec)
-	if !reg.Allow(big, t1, 0.99) {
+	if !reg.Allow(big, t1) {
 		t.Fatal("half-open breaker refused its first trial")
 	}
-	if reg.Allow(big, t1, 0) {
+	if reg.Allow(big, t1) {
 		t.Fatal("half-open breaker let a second trial out before the first's result")
 	}
 	reg.Record(big, t1, true)
 	for i := range 3 {
-		if !reg.Allow(big, t1, 0.99) {
+		if !reg.Allow(big, t1) {
 			t.Fatalf("half-open breaker refused trial %d after a success", i+2)
 		}
 		reg.Record(big, t1, true)
@@ -669,8 +668,7 @@ func TestBreakerRegistryConcurrent(t *testing.T) {
 			for i := range 400 {
 				now := budgetAt(time.Duration(i) * 500 * time.Millisecond)
 				m := models[(w+i)%len(models)]
-				u := float64((w*7+i)%10) / 10
-				if reg.Allow(m, now, u) {
+				if reg.Allow(m, now) {
 					reg.RecordOutcome(m, now, classes[(w+i)%len(classes)])
 				}
 				if i%50 == 0 {
@@ -815,12 +813,12 @@ func TestBreakerPermitAdmit(t *testing.T) {
 	planner.Trip(t0)
 	runner.Trip(t0)
 	half := t0.Add(cfg.OpenFor.D())
-	if planner.Permit(t0, 0) || runner.Admit(t0) {
+	if planner.Permit(t0) || runner.Admit(t0) {
 		t.Fatal("an open breaker permitted or admitted an attempt")
 	}
 	// Permit takes no trial: asked again and again, it permits.
 	for i := range cfg.Probes + 1 {
-		if !planner.Permit(half, 0.99) {
+		if !planner.Permit(half) {
 			t.Fatalf("half-open Permit refused call %d with no trial out", i+1)
 		}
 	}
@@ -835,17 +833,17 @@ func TestBreakerPermitAdmit(t *testing.T) {
 	if !runner.Admit(half) {
 		t.Fatal("a half-open breaker did not admit a permitted trial")
 	}
-	if runner.Permit(half, 0) {
+	if runner.Permit(half) {
 		t.Error("the runner permits a second trial while its first is out")
 	}
 	runner.Record(half, true)
 	// The trial counted where it ran: with its success there, several
 	// trials may be out at once in the runner; the planner, which saw no
 	// success, still lets one out at a time.
-	if !runner.Admit(half) || !runner.Permit(half, 0) {
+	if !runner.Admit(half) || !runner.Permit(half) {
 		t.Error("after a successful trial the runner does not let a second out")
 	}
-	if !planner.Admit(half) || planner.Permit(half, 0) {
+	if !planner.Admit(half) || planner.Permit(half) {
 		t.Error("the planner, which saw no successful trial, lets a second trial out")
 	}
 }

@@ -81,12 +81,12 @@ func TestFleetSharesGuards(t *testing.T) {
 	for i := range cfg.Breaker.ConsecutiveFailures {
 		a.breakers.RecordOutcome(model, tripped.Add(time.Duration(i-cfg.Breaker.ConsecutiveFailures+1)*time.Millisecond), failure.ServerError)
 	}
-	if !b.breakers.Allow(model, tripped, 0) {
+	if !b.breakers.Allow(model, tripped) {
 		t.Fatal("worker b refused before any sync")
 	}
 	syncAll(f, tripped, a, b)
 	during := tripped.Add(cfg.Breaker.OpenFor.D() / 2)
-	if b.breakers.Allow(model, during, 0) || b.breakers.State(model, during) != BreakerOpen {
+	if b.breakers.Allow(model, during) || b.breakers.State(model, during) != BreakerOpen {
 		t.Error("worker b let a call through to a model whose breaker the fleet opened")
 	}
 	// Once the fleet's open period has passed, worker b's breaker tries.
@@ -95,7 +95,7 @@ func TestFleetSharesGuards(t *testing.T) {
 	if st := b.breakers.State(model, later); st != BreakerHalfOpen {
 		t.Errorf("worker b's breaker is %s after the fleet's open period, want half_open (trials, not everything)", st)
 	}
-	if !b.breakers.Allow(model, later, 0) {
+	if !b.breakers.Allow(model, later) {
 		t.Error("worker b refuses a trial after the fleet's open period")
 	}
 
@@ -184,7 +184,7 @@ func TestFleetBreakerGrowsAndSharesTrials(t *testing.T) {
 	a, b := newWorker("a", cfg), newWorker("b", cfg)
 	allow := func(w worker, now time.Time) {
 		t.Helper()
-		if !w.breakers.Allow(model, now, 0.99) {
+		if !w.breakers.Allow(model, now) {
 			t.Fatalf("%v: no trial let through", now.Sub(t0))
 		}
 	}
@@ -227,7 +227,7 @@ func TestFleetBreakerGrowsAndSharesTrials(t *testing.T) {
 	if st := b.breakers.State(model, at(4*first+200*time.Millisecond)); st != BreakerOpen {
 		t.Errorf("worker b: %s after worker a's trial failed, want open", st)
 	}
-	if b.breakers.Allow(model, at(4*first+200*time.Millisecond), 0) {
+	if b.breakers.Allow(model, at(4*first+200*time.Millisecond)) {
 		t.Error("worker b let a call through after worker a's trial failed")
 	}
 	if got := b.breakers.Breaker(model).period; got != 2*first {
@@ -240,7 +240,7 @@ func TestFleetBreakerGrowsAndSharesTrials(t *testing.T) {
 	half := at(6 * first)
 	b.breakers.RecordOutcome(model, half, failure.Timeout)
 	allow(b, half)
-	if b.breakers.Allow(model, half, 0) {
+	if b.breakers.Allow(model, half) {
 		t.Fatal("worker b let a second trial out before any trial succeeded")
 	}
 	trial(a, half, true)
@@ -253,13 +253,13 @@ func TestFleetBreakerGrowsAndSharesTrials(t *testing.T) {
 	// Worker a's success lets b have probes trials out: its first and
 	// probes-1 more, then no more. On its own (no success of its own)
 	// b's breaker would let none out beside the first.
-	if b.breakers.Breaker(model).Permit(now, 0) {
+	if b.breakers.Breaker(model).Permit(now) {
 		t.Error("worker b's own breaker, which saw no success, lets a second trial out")
 	}
 	for range br.Probes - 1 {
 		allow(b, now)
 	}
-	if b.breakers.Allow(model, now, 0) {
+	if b.breakers.Allow(model, now) {
 		t.Errorf("worker b let a trial out beyond the %d in flight", br.Probes)
 	}
 

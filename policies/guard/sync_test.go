@@ -479,7 +479,7 @@ func TestReportCadence(t *testing.T) {
 		if i == 20 {
 			t.Fatal("20 good trials did not close the breaker")
 		}
-		if !w.breakers.Allow(model, trials, 0) {
+		if !w.breakers.Allow(model, trials) {
 			t.Fatalf("trial %d refused", i+1)
 		}
 		if st := w.breakers.State(model, trials); st != BreakerHalfOpen {
@@ -495,7 +495,7 @@ func TestReportCadence(t *testing.T) {
 	// worker's: nothing to report. Nor when the fleet's trials close it.
 	t2 := last.Add(500 * time.Millisecond)
 	w.sync.SetView(View{At: t2, Open: map[string]time.Time{other: t2.Add(time.Second)}, Workers: 30}, t2)
-	if w.breakers.State(other, t2) != BreakerOpen || w.breakers.Allow(other, t2, 0) {
+	if w.breakers.State(other, t2) != BreakerOpen || w.breakers.Allow(other, t2) {
 		t.Fatal("the fleet's open breaker does not refuse here")
 	}
 	if st := w.breakers.Breaker(other).State(t2); st != BreakerOpen {
@@ -602,7 +602,7 @@ func TestNewsOnlyWhileTheFleetDoesNotKnow(t *testing.T) {
 		t1 := t0.Add(cfg.Breaker.OpenFor.D())
 		w.sync.SetView(tt.view, t1)
 		for i := range cfg.Breaker.Probes {
-			if !w.breakers.Allow(model, t1, 0) {
+			if !w.breakers.Allow(model, t1) {
 				t.Fatalf("%s: trial %d refused", tt.name, i+1)
 			}
 			w.breakers.RecordOutcome(model, t1, failure.None)
