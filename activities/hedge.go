@@ -195,9 +195,9 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 // ejected endpoint, and on m's own endpoint only with a retry left in its
 // budget (a hedge there is a retry; on another endpoint it is that
 // endpoint's ordinary load, and StartHedge pays for it where it lands)
-// and while it accepts most requests (queues.accepts over the last
-// first_token_timeout: one that loses most of them would lose the race
-// too, spending the retry).
+// and while it accepts at least half its requests (queues.accepts over
+// the last acceptsPart of first_token_timeout: one that loses most of them
+// would lose the race too, spending the retry).
 // Those on other endpoints come first, each group in the ladder's order:
 // the race goes first where the call has nothing outstanding, since the
 // attempt's own endpoint is the one holding its request past time (Envoy's
@@ -211,7 +211,7 @@ func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.
 		sick, _ := a.outliers.State(l.Endpoint(), now)
 		same := l.Endpoint() == m.Endpoint()
 		if !ok || sick != guard.Healthy || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
-			(same && (a.budgets.For(l.Endpoint()).Remaining(now) == 0 || !a.queues.accepts(l.Endpoint(), now, m.FirstTokenTimeout.D()))) {
+			(same && (a.budgets.For(l.Endpoint()).Remaining(now) == 0 || !a.queues.accepts(l.Endpoint(), now, m.FirstTokenTimeout.D()/acceptsPart))) {
 			continue
 		}
 		switch {

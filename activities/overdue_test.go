@@ -122,7 +122,8 @@ func TestAnOverdueRequestEndsAtItsTimeout(t *testing.T) {
 // attempt may go to, those on other endpoints first, each group in the
 // ladder's order. The attempt's own endpoint only once it gives a request
 // sent after the attempt its first token in time and answers at least half
-// of the requests of the last first-token timeout; another endpoint unless a request of this process waits there
+// of the requests of the last quarter of a first-token timeout; another
+// endpoint unless a request of this process waits there
 // past its first-token timeout; never a model behind an open breaker, on
 // an ejected endpoint, or on its own endpoint when that one's retry budget
 // is spent (a hedge elsewhere is that endpoint's first request of the call).
@@ -156,23 +157,25 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 	}{
 		{"nothing served since: another endpoint", func(a *Activities) {}, []string{"llama-8b"}},
 		{"own endpoint answers a later request in time", func(a *Activities) {
-			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			sent(a, ea, t0.Add(7500*time.Millisecond), 500*time.Millisecond)
 		}, []string{"llama-8b", "qwen-72b", "qwen-14b"}},
 		{"own endpoint answers a later request in time, the other is as slow", func(a *Activities) {
-			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			sent(a, ea, t0.Add(7500*time.Millisecond), 500*time.Millisecond)
 			a.queues.wait(eb, t0, ftt)
 		}, []string{"qwen-72b", "qwen-14b"}},
 		{"own endpoint answers a later request but loses most: no race there (adaptive throttling, K = 2)", func(a *Activities) {
-			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			sent(a, ea, t0.Add(7500*time.Millisecond), 500*time.Millisecond)
 			for k := range 3 {
-				sent(a, ea, t0.Add(time.Duration(2+k)*time.Second), 0)
+				sent(a, ea, t0.Add(7*time.Second+time.Duration(k)*500*time.Millisecond), 0)
 			}
 			a.queues.wait(eb, t0, ftt)
 		}, nil},
-		{"own endpoint answers half of the requests of the last first-token timeout", func(a *Activities) {
-			sent(a, ea, t0.Add(5*time.Second), time.Second)
-			sent(a, ea, t0.Add(6*time.Second), 0)
-			sent(a, ea, t0.Add(-3*time.Second), 0) // older than the window: left out
+		{"own endpoint answers half of the requests of the last quarter of the first-token timeout", func(a *Activities) {
+			sent(a, ea, t0.Add(7500*time.Millisecond), 500*time.Millisecond)
+			sent(a, ea, t0.Add(8*time.Second), 0)
+			for k := range 4 { // before the last 2 s: out of view
+				sent(a, ea, t0.Add(5*time.Second+time.Duration(k)*400*time.Millisecond), 0)
+			}
 			a.queues.wait(eb, t0, ftt)
 		}, []string{"qwen-72b", "qwen-14b"}},
 		{"a later request answered late says nothing", func(a *Activities) {
@@ -193,7 +196,7 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 			}
 		}, []string{"llama-8b"}},
 		{"own endpoint answers, its budget spent: a hedge there is a retry", func(a *Activities) {
-			sent(a, ea, t0.Add(5*time.Second), time.Second)
+			sent(a, ea, t0.Add(7500*time.Millisecond), 500*time.Millisecond)
 			for b, now := a.budgets.For(ea), a.now(); b.Remaining(now) > 0; {
 				b.TryRetry(now)
 			}

@@ -101,6 +101,14 @@ func (q *queues) firstToken(endpoint string, since time.Time, ttft, ftt time.Dur
 // fewer than 1/K of those it is sent.
 const acceptsK = 2
 
+// acceptsPart: accepts looks back over first_token_timeout ÷ acceptsPart.
+// A timeout is set at several times an endpoint's normal time to first
+// token, so within a quarter of it a request that will be answered
+// mostly has been; a longer look would keep the requests an endpoint lost
+// before it came back in view for longer, and delay the races it could
+// now answer.
+const acceptsPart = 4
+
 // accepts reports whether endpoint gave its first token in time to at
 // least 1/acceptsK of this process's streamed requests sent there in the
 // last window before now (a request still waiting counts as not accepted
