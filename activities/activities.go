@@ -646,11 +646,14 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 		return false, false, true, ""
 	}
 	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if alt == "" && !st.HasSent(m.Endpoint()) && in.Request.Step == 0 && canWait < lastChance {
-		// Its wait ends: the call's one request to this endpoint goes,
-		// as a plain client's would (a guard never leaves a caller worse
-		// off than one request per call), as late as its deadline lets
-		// it, when the refusal is likeliest over.
+	if alt == "" && canWait < lastChance {
+		// Its wait ends: the call's request to this endpoint goes, as
+		// late as its deadline lets it, when the refusal is likeliest
+		// over. Its first there goes as a plain client's would (a guard
+		// never leaves a caller worse off than one request per call); a
+		// resend goes only as the retry budget pays for it (below), so
+		// the endpoint sees no more than the budget's bound. Ejection
+		// puts a call's request off; the budget alone denies it.
 		return false, false, false, ""
 	}
 	why += ", next probe in " + callstate.FormatDuration(max(next.Sub(now), 0))

@@ -202,6 +202,54 @@ func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 	}
 }
 
+// TestAtItsLastChanceACallResendsAsTheBudgetPays: a call that sent its
+// request to an endpoint now ejected for refusing waits for the probe;
+// when its wait is about to end its resend goes if the endpoint's retry
+// budget pays for it, and not otherwise (it waits for the budget to the
+// end): ejection puts a request off, the budget alone denies it.
+func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cfg := config.DefaultConfig()
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := cfg.Models[0].Endpoint()
+	for range guard.OutlierRefusals {
+		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
+	}
+	sentOnce := func(left time.Duration) PrepareInput {
+		in := firstPrepare()
+		in.State = in.State.SentTo(e)
+		in.State.Requests, in.State.Model = 1, cfg.Models[0].Name
+		in.Elapsed = in.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - left
+		return in
+	}
+	p, err := a.PrepareAttempt(context.Background(), sentOnce(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Recheck || p.Hold <= 0 || p.State.Requests != 1 {
+		t.Fatalf("5 s before its end: model %q recheck %v hold %v (%s); want a wait for the probe", p.Model, p.Recheck, p.Hold, p.HoldReason)
+	}
+	if p, err = a.PrepareAttempt(context.Background(), sentOnce(lastChance-lastChanceEarly)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != cfg.Models[0].Name || p.Recheck || p.State.Requests != 2 {
+		t.Fatalf("at its last chance, budget left: model %q recheck %v requests %d (%s); want its resend", p.Model, p.Recheck, p.State.Requests, p.Reason)
+	}
+	for b := a.budgets.For(e); b.Remaining(now) > 0; {
+		b.TryRetry(now)
+	}
+	if p, err = a.PrepareAttempt(context.Background(), sentOnce(lastChance-lastChanceEarly)); err != nil {
+		t.Fatal(err)
+	}
+	if p.State.Requests != 1 || (p.Model != "" && !p.Recheck) {
+		t.Fatalf("at its last chance, budget spent: model %q recheck %v requests %d; want nothing sent, at most a wait for the budget (%s)",
+			p.Model, p.Recheck, p.State.Requests, p.Reason)
+	}
+}
+
 func callOutcome(c failure.Class) callstate.Outcome {
 	return callstate.Outcome{Class: c, Elapsed: time.Second}
 }
