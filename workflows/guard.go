@@ -35,6 +35,10 @@ const (
 	// guardMemoVersion is the change that made the guard publish its view
 	// in its memo (runs from before it only took reports and queries).
 	guardMemoVersion = "guard-memo"
+	// guardFreshReportsVersion is the change that decodes each report of
+	// a workflow task into a new value: into one, a field a report leaves
+	// out kept the previous report's (a leave, outcomes, holds).
+	guardFreshReportsVersion = "guard-fresh-reports"
 )
 
 // GuardID is the workflow ID of the guard of the workers of taskQueue.
@@ -75,6 +79,9 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 		return err
 	}
 	publishes := workflow.GetVersion(ctx, guardMemoVersion, workflow.DefaultVersion, 1) >= 1
+	// fresh: each report of a batch is decoded into a new value (below);
+	// a run started before keeps its old decoding on replay.
+	fresh := workflow.GetVersion(ctx, guardFreshReportsVersion, workflow.DefaultVersion, 1) >= 1
 	var published []byte
 	publish := func() error {
 		if !publishes {
@@ -104,8 +111,19 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 		f.Apply(r)
 		n--
 		// The reports that came with it, in the same workflow task: one
-		// memo write for all of them.
-		for n > 0 && reports.ReceiveAsync(&r) {
+		// memo write for all of them. Each is decoded into a new Report:
+		// JSON keeps the fields a report leaves out (Leave, Outcomes and
+		// Holds are omitted when empty) as the previous report had them,
+		// so a staying worker's report after a leaving one's left too.
+		for n > 0 {
+			next := r // runs from before the fix decode into the last report
+			if fresh {
+				next = guard.Report{}
+			}
+			if !reports.ReceiveAsync(&next) {
+				break
+			}
+			r = next
 			//workflowcheck:ignore
 			f.Apply(r)
 			n--

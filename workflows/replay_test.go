@@ -59,7 +59,7 @@ func golden(t *testing.T) map[string]string {
 		got[name] = f
 		names = append(names, name)
 	}
-	want := append(slices.Clone(goldenPaths), guardGolden, guardBeforeMemo)
+	want := append(slices.Clone(goldenPaths), guardGolden, guardBeforeMemo, guardBeforeFreshReports)
 	slices.Sort(want)
 	slices.Sort(names)
 	require.Equal(t, want, names, "the histories in %s are not the recorded paths: run `make histories`", historiesDir)
@@ -119,10 +119,12 @@ func TestReplayGoldenHistories(t *testing.T) {
 // from a previous run's state, fed reports, continued as new.
 // guardBeforeMemo is one recorded before the guard published its view in
 // its memo (it took reports and queries only): a run of that build still
-// in flight replays on this one.
+// in flight replays on this one. guardBeforeFreshReports is one recorded
+// before each report of a workflow task was decoded into a new value.
 const (
-	guardGolden     = "guard"
-	guardBeforeMemo = "guard-before-memo"
+	guardGolden             = "guard"
+	guardBeforeMemo         = "guard-before-memo"
+	guardBeforeFreshReports = "guard-before-fresh-reports"
 )
 
 // TestReplayGuardHistory replays the recorded guard run against this
@@ -132,7 +134,7 @@ func TestReplayGuardHistory(t *testing.T) {
 	r, err := worker.NewWorkflowReplayerWithOptions(worker.WorkflowReplayerOptions{})
 	require.NoError(t, err)
 	r.RegisterWorkflowWithOptions(workflows.LLMGuard, workflow.RegisterOptions{Name: workflows.GuardWorkflowName})
-	for _, name := range []string{guardGolden, guardBeforeMemo} {
+	for _, name := range []string{guardGolden, guardBeforeMemo, guardBeforeFreshReports} {
 		err = r.ReplayWorkflowHistoryFromJSONFile(quietLog, files[name])
 		require.NoError(t, err, "the guard's recorded run %s no longer replays against LLMGuard: guard the change with workflow.GetVersion, or re-record with `make histories ONLY=guard` if no guard can be running", name)
 	}

@@ -28,6 +28,10 @@ const GuardPath = "guard"
 // that build still in flight is known to replay on this one.
 const GuardBeforeMemo = "guard-before-memo"
 
+// GuardBeforeFreshReports is a guard run recorded by the build before each
+// report of a workflow task was decoded into a new value, kept likewise.
+const GuardBeforeFreshReports = "guard-before-fresh-reports"
+
 // recordGuard records a run of the fleet's guard: a worker whose guard
 // continues as new every two reports makes calls whose first model fails
 // once, until a run has started from the state a previous run carried and

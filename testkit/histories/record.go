@@ -558,7 +558,7 @@ func Stale(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	known := map[string]bool{GuardPath + ".json": true, GuardBeforeMemo + ".json": true}
+	known := map[string]bool{GuardPath + ".json": true, GuardBeforeMemo + ".json": true, GuardBeforeFreshReports + ".json": true}
 	for _, p := range paths() {
 		known[p.name+".json"] = true
 	}
