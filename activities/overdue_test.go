@@ -170,6 +170,10 @@ func TestSoonerNamesWhereAHedgeCouldAnswer(t *testing.T) {
 			}
 			a.queues.wait(eb, t0, ftt)
 		}, nil},
+		{"own endpoint answered a later request before the last quarter of the timeout, none sent since: nothing says it loses them", func(a *Activities) {
+			sent(a, ea, t0.Add(3*time.Second), 500*time.Millisecond)
+			a.queues.wait(eb, t0, ftt)
+		}, []string{"qwen-72b", "qwen-14b"}},
 		{"own endpoint answers half of the requests of the last quarter of the first-token timeout", func(a *Activities) {
 			sent(a, ea, t0.Add(7500*time.Millisecond), 500*time.Millisecond)
 			sent(a, ea, t0.Add(8*time.Second), 0)

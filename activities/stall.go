@@ -112,9 +112,11 @@ const acceptsPart = 4
 // accepts reports whether endpoint gave its first token in time to at
 // least 1/acceptsK of this process's streamed requests sent there in the
 // last window before now (a request still waiting counts as not accepted
-// yet), and to one at least. A resend there is worth its retry only
-// then: an endpoint that loses most of its requests loses most resends
-// too, and the budget they spend is better kept for when it answers.
+// yet); with none sent in it, nothing says it loses them (as adaptive
+// throttling rejects nothing without requests). A resend there is worth
+// its retry only then: an endpoint that loses most of its requests loses
+// most resends too, and the budget they spend is better kept for when it
+// answers.
 func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -128,7 +130,7 @@ func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) b
 			answered++
 		}
 	}
-	return answered > 0 && acceptsK*answered >= sent
+	return acceptsK*answered >= sent
 }
 
 // sooner reports whether, at now, a hedge on endpoint e could answer
