@@ -266,6 +266,14 @@ func (s *Sync) outcome(model string, now time.Time, class failure.Class, trip, i
 		outs = slices.Delete(outs, drop, drop+1)
 	}
 	s.pending.Outcomes = outs
+	if class == failure.None && !ignored && s.fresh(now) {
+		if _, listed := s.view.Open[model]; listed || s.view.Breakers[model].HalfOpen {
+			// A success where the fleet's breaker is open or half-open is
+			// a trial the fleet waits for to close it (and to let its
+			// workers' trials out at once): news, not routine.
+			s.hasNews = true
+		}
+	}
 }
 
 // fleetBreaker is what the fleet's view says of one model's breaker at an

@@ -616,6 +616,37 @@ func TestNewsOnlyWhileTheFleetDoesNotKnow(t *testing.T) {
 	}
 }
 
+// TestATrialTheFleetWaitsForIsNews: a success on a model whose breaker
+// the fleet's view has half-open (or open) is news, reported at once: the
+// fleet closes its breaker on such trials, and before it does every
+// worker keeps the model shut. A routine report (ReportEvery: 30 s in a
+// fleet of 300) left the fleet's breaker half-open for as long. A success
+// the fleet's closed breaker does not wait for is routine.
+func TestATrialTheFleetWaitsForIsNews(t *testing.T) {
+	cfg := config.DefaultConfig()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const model = "qwen-72b"
+	for _, tt := range []struct {
+		name string
+		view View
+		news bool
+	}{
+		{"half-open in the fleet", View{Breakers: map[string]BreakerView{model: {HalfOpen: true}}, Workers: 300}, true},
+		{"open in the fleet", View{Open: map[string]time.Time{model: t0.Add(time.Second)}, Workers: 300}, true},
+		{"closed in the fleet", View{Workers: 300}, false},
+	} {
+		w := newWorker("w-"+tt.name, cfg)
+		if _, ok := w.sync.CutAt(t0); !ok {
+			t.Fatalf("%s: the worker did not announce itself", tt.name)
+		}
+		w.sync.SetView(tt.view, t0)
+		w.breakers.RecordOutcome(model, t0, failure.None)
+		if _, ok := w.sync.CutAt(t0); ok != tt.news {
+			t.Errorf("%s: one success cut a report: %v, want %v", tt.name, ok, tt.news)
+		}
+	}
+}
+
 // TestReadEveryBoundsTheFleetsReads: up to 100 workers each reads the
 // view every 500 ms; beyond, less often, so that the fleet's reads stay
 // at 200 a second; and a view two reads old is still fresh at that size.
