@@ -34,7 +34,7 @@ type queues struct {
 	// its first-token timeout, by endpoint.
 	prompt map[string]time.Time
 	// recent: the streamed requests sent to each endpoint, oldest first,
-	// as long as acceptsWindow asks back, for accepts.
+	// for acceptsKeep, for accepts.
 	recent map[string][]*queued
 }
 
