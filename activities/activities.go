@@ -450,6 +450,9 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			// Nothing of the call has reached the upstream yet: this is
 			// still its first request, recorded when it was first
 			// prepared, not a retry to pay for.
+		} else if m.Name == in.State.LostWithWorker {
+			// The resend of an attempt lost with its worker: the same
+			// request again, paid for (or free) when it was first sent.
 		} else if ok, capped, ahead := b.TryRetryInTurn(now, in.Request.Tenant, call); !ok {
 			// Spent by other calls since this call's step was decided, or
 			// left to calls that have waited longer, or this tenant took

@@ -250,6 +250,39 @@ func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 	}
 }
 
+// TestAResendLostWithItsWorkerIsNotARetry: with the endpoint's retry
+// budget spent, the resend of an attempt lost with its worker goes (the
+// same request, paid for when first sent); a retry after an upstream
+// failure waits for the budget.
+func TestAResendLostWithItsWorkerIsNotARetry(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cfg := config.DefaultConfig()
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, model := cfg.Models[0].Endpoint(), cfg.Models[0].Name
+	for b := a.budgets.For(e); b.Remaining(now) > 0; {
+		b.TryRetry(now)
+	}
+	again := func(lost string) Prepared {
+		in := firstPrepare()
+		in.State = in.State.SentTo(e)
+		in.State.Requests, in.State.Model, in.State.LostWithWorker = 1, model, lost
+		p, err := a.PrepareAttempt(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if p := again(model); p.Model != model || p.Recheck || p.Hold > 0 {
+		t.Fatalf("lost with its worker, budget spent: model %q recheck %v hold %v (%s); want it resent at once", p.Model, p.Recheck, p.Hold, p.Reason)
+	}
+	if p := again(""); p.Model == model && !p.Recheck {
+		t.Fatalf("a retry, budget spent: model %q sent; want a wait for the budget or another rung", p.Model)
+	}
+}
+
 func callOutcome(c failure.Class) callstate.Outcome {
 	return callstate.Outcome{Class: c, Elapsed: time.Second}
 }

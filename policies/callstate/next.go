@@ -74,6 +74,10 @@ func (d *decider) record() {
 	n := &d.next
 	class := d.out.Class
 	n.addClass(class)
+	n.LostWithWorker = ""
+	if class == failure.WorkerLost {
+		n.LostWithWorker = d.model
+	}
 	if class != failure.WorkerLost {
 		// A resend is still the retry it resends; anything else ends it.
 		n.Pending = failure.None
@@ -278,7 +282,7 @@ func (d *decider) refuses(model string) (string, bool) {
 			return fmt.Sprintf("%s refused the key of %s", m.EndpointLabel(), d.model), false
 		}
 	}
-	if slices.Contains(d.v.Spent, m.Endpoint()) && d.next.HasSent(m.Endpoint()) {
+	if slices.Contains(d.v.Spent, m.Endpoint()) && d.next.HasSent(m.Endpoint()) && model != d.next.LostWithWorker {
 		// The budget protects the endpoint that receives resends; the
 		// call's first request to another is its ordinary load.
 		return fmt.Sprintf("the retry budget of %s is spent", m.EndpointLabel()), true

@@ -252,7 +252,19 @@ func TestNext(t *testing.T) {
 			s.ClassRetries = map[failure.Class]int{failure.WorkerLost: 2}
 		},
 			kind: Switch, decision: "switch_model", model: "qwen-14b"},
-		{name: "worker lost on a spent endpoint: no resend there", noBudget: true, in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
+		{name: "worker lost on a spent endpoint: resent all the same, the request paid for when first sent", noBudget: true,
+			in:   func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.WorkerLost },
+			kind: Resend, decision: "resend", model: "qwen-72b",
+			check: func(t *testing.T, s Step) {
+				if s.Next.LostWithWorker != "qwen-72b" {
+					t.Errorf("LostWithWorker %q, want qwen-72b", s.Next.LostWithWorker)
+				}
+			}},
+		{name: "a retry on a spent endpoint after a lost one: refused", noBudget: true,
+			in: func(s *State, o *Outcome, v *Verdicts) {
+				s.LostWithWorker = "qwen-72b" // the attempt before was lost; this one failed upstream
+				o.Class = failure.BodyError
+			},
 			kind: Fallback, decision: "fallback", reason: "retry budget of the endpoint of qwen-72b is spent"},
 		{name: "budget spent on the endpoint: a model on another endpoint at once", cfg: two, noBudget: true,
 			in:   func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.BodyError },
@@ -358,7 +370,9 @@ func TestNext(t *testing.T) {
 			if strings.Contains(st.Reason, "://") {
 				t.Errorf("reason %q names an endpoint's address: tenants read it", st.Reason)
 			}
-			if tc.noBudget && (st.Kind == Retry || st.Kind == Resend || st.Kind == Switch && c.Endpoint(st.Next.Model) == first) {
+			// (A resend of an attempt lost with its worker is that attempt,
+			// paid for when first sent.)
+			if tc.noBudget && o.Class != failure.WorkerLost && (st.Kind == Retry || st.Kind == Resend || st.Kind == Switch && c.Endpoint(st.Next.Model) == first) {
 				t.Errorf("a %s step to %s, whose endpoint has no retry left", st.Kind, st.Next.Model)
 			}
 			if st.Next.FailuresOn("qwen-72b", o.Class) != before.FailuresOn("qwen-72b", o.Class)+1 {

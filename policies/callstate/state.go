@@ -65,6 +65,12 @@ type State struct {
 	// Pending is the class the next attempt retries: its outcome tells the
 	// class breaker whether retries of that class work.
 	Pending failure.Class `json:"pending,omitempty"`
+	// LostWithWorker is the model of the last attempt when that attempt
+	// was lost with its worker (worker_lost), else "". Resent to that
+	// model, it is the same request again, paid for (or free, a first
+	// request) when it was first sent: the retry budget guards an
+	// endpoint against its own failures, and this one failed nowhere.
+	LostWithWorker string `json:"lost_with_worker,omitempty"`
 	// Classes are the failure classes seen, in order of first appearance.
 	Classes []failure.Class `json:"classes,omitempty"`
 	// From is the attempt the next attempt retries, resends or replaces
