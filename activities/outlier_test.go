@@ -113,11 +113,7 @@ func TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected(t *testing.T) {
 // request, as a plain client would send it.
 func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	cfg := config.DefaultConfig()
-	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cfg := stoppedClock(t, now)
 	e := cfg.Models[0].Endpoint()
 	for range guard.OutlierRefusals {
 		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
@@ -133,7 +129,7 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	// At the end of its wait the call's one request goes, as a plain
 	// client's would, as late as its deadline lets it.
 	last := firstPrepare()
-	last.Elapsed = last.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - lastChance/2
+	last.Elapsed = elapsedLeaving(cfg, last, lastChance/2)
 	p, err = a.PrepareAttempt(context.Background(), last)
 	if err != nil {
 		t.Fatal(err)
@@ -162,17 +158,13 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 // when the refusal may have ended.
 func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	cfg := config.DefaultConfig()
-	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cfg := stoppedClock(t, now)
 	for _, m := range cfg.Models {
 		a.breakers.Trip(m.Name, now)
 	}
 	prepareAt := func(left time.Duration) Prepared {
 		in := firstPrepare()
-		in.Elapsed = in.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - left
+		in.Elapsed = elapsedLeaving(cfg, in, left)
 		p, err := a.PrepareAttempt(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
@@ -209,11 +201,7 @@ func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 // end): ejection puts a request off, the budget alone denies it.
 func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	cfg := config.DefaultConfig()
-	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cfg := stoppedClock(t, now)
 	e := cfg.Models[0].Endpoint()
 	for range guard.OutlierRefusals {
 		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
@@ -222,7 +210,7 @@ func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 		in := firstPrepare()
 		in.State = in.State.SentTo(e)
 		in.State.Requests, in.State.Model = 1, cfg.Models[0].Name
-		in.Elapsed = in.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - left
+		in.Elapsed = elapsedLeaving(cfg, in, left)
 		return in
 	}
 	p, err := a.PrepareAttempt(context.Background(), sentOnce(5*time.Second))
@@ -256,11 +244,7 @@ func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 // failure waits for the budget.
 func TestAResendLostWithItsWorkerIsNotARetry(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	cfg := config.DefaultConfig()
-	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, cfg := stoppedClock(t, now)
 	e, model := cfg.Models[0].Endpoint(), cfg.Models[0].Name
 	for b := a.budgets.For(e); b.Remaining(now) > 0; {
 		b.TryRetry(now)
@@ -281,6 +265,24 @@ func TestAResendLostWithItsWorkerIsNotARetry(t *testing.T) {
 	if p := again(""); p.Model == model && !p.Recheck {
 		t.Fatalf("a retry, budget spent: model %q sent; want a wait for the budget or another rung", p.Model)
 	}
+}
+
+// stoppedClock is the default policy's activities with the clock stopped
+// at now and every draw 0.5.
+func stoppedClock(t *testing.T, now time.Time) (*Activities, *config.Config) {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	a, err := New(Options{Config: cfg, Now: func() time.Time { return now }, Rand: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, cfg
+}
+
+// elapsedLeaving is the elapsed time at which in's call may still wait
+// left (callstate.CanWait).
+func elapsedLeaving(cfg *config.Config, in PrepareInput, left time.Duration) time.Duration {
+	return in.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - left
 }
 
 func callOutcome(c failure.Class) callstate.Outcome {
