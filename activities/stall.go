@@ -33,8 +33,8 @@ type queues struct {
 	// prompt: the latest start of a request given its first token within
 	// its first-token timeout, by endpoint.
 	prompt map[string]time.Time
-	// recent: the streamed requests sent to each endpoint, oldest first,
-	// for acceptsKeep, for accepts.
+	// recent: the streamed requests sent to each endpoint, in the order
+	// they were sent (oldest first), for acceptsKeep, for accepts.
 	recent map[string][]*queued
 }
 
@@ -121,8 +121,13 @@ func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) b
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	sent, answered := 0, 0
-	for _, w := range q.recent[endpoint] {
-		if now.Sub(w.since) > window || w.since.After(now) {
+	r := q.recent[endpoint]
+	for i := len(r) - 1; i >= 0; i-- { // newest first: stop at the window's start
+		w := r[i]
+		if now.Sub(w.since) > window {
+			break
+		}
+		if w.since.After(now) {
 			continue
 		}
 		sent++
