@@ -45,6 +45,9 @@ type Activities struct {
 	// firstTokens and hedges: the adaptive hedge delay and the hedge
 	// budget (docs/how-it-works.md "Hedged calls").
 	firstTokens *guard.FirstTokens
+	// answers keeps each model's recent times to a whole answer, for a
+	// waiting call's last chance (answerTime).
+	answers *guard.FirstTokens
 	// queues are the endpoints' first tokens as this process sees them
 	// (stall.go): where a hedge of an overdue attempt could answer sooner.
 	queues *queues
@@ -109,6 +112,11 @@ type Options struct {
 	// defaults: none held, nothing booked.
 	Holds *guard.Holds
 	Pacer *guard.Pacer
+	// Outliers is the outlier ejection per endpoint (default: none
+	// ejected, the first period rate_limit.hold); Answers the models'
+	// recent times to a whole answer (default: none yet).
+	Outliers *guard.Outliers
+	Answers  *guard.FirstTokens
 	// Sync joins the budgets, breakers and holds to the fleet's guard
 	// (see guard.Sync); nil: this process decides alone.
 	Sync *guard.Sync
@@ -142,9 +150,15 @@ func New(o Options) (*Activities, error) {
 		steps: newStepResults(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
 		clients: map[string]*openai.Client{}, schemas: request.Schemas(), billed: newBilledRequests(),
-		firstTokens: guard.NewFirstTokens(), queues: newQueues(), outliers: guard.NewOutliers(o.Config.RateLimit.Hold.D()), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
+		firstTokens: guard.NewFirstTokens(), answers: guard.NewFirstTokens(), queues: newQueues(), outliers: guard.NewOutliers(o.Config.RateLimit.Hold.D()), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 		live: o.Live,
+	}
+	if o.Outliers != nil {
+		a.outliers = o.Outliers
+	}
+	if o.Answers != nil {
+		a.answers = o.Answers
 	}
 	if a.metrics == nil {
 		a.metrics = NopMetrics{}
@@ -389,7 +403,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			a.outliers.Unclaim(probing, now) // the last rung's probe was not sent
 			probing = ""
 		}
-		skip, wait, probe, why := a.outlier(in, p.State, m, now)
+		skip, wait, probe, last, why := a.outlier(in, p.State, m, now)
 		if probe {
 			probing = m.Endpoint()
 		}
@@ -477,6 +491,8 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		p.Model, p.Timeout, p.PastOpen = m.Name, m.Timeout.D(), pastOpen
 		if left > 0 {
 			p.Hold, p.HoldScope, p.HoldReason = left, scope, holdReason
+		} else if need, known := a.answerTime(m.Name); last && known {
+			p.Delay = callstate.LastChance(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D(), need)
 		}
 		if m.Pooled() {
 			p.Key = key
@@ -492,6 +508,9 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		p.Hedge = a.hedgePlan(in, m, p.State)
 		if p.Hedge == nil && !in.Only {
 			p.Hedge = overduePlan(m, p.State, callstate.MaxRequests(a.cfg))
+		}
+		if p.Delay > 0 {
+			p.Hedge = nil // a last chance: no rung to race it on, no time to race it
 		}
 		return p, nil
 	}
@@ -632,38 +651,41 @@ func waitCap(maxWait time.Duration) string {
 // would send it: it may answer late, and the call races it elsewhere
 // once one answers). A hedge never goes to an ejected endpoint. probe:
 // this request claimed the endpoint's probe (Unclaim it if not sent).
-func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait, probe bool, why string) {
+// last: the request is the call's last chance (its Delay).
+func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait, probe, last bool, why string) {
 	sick, next := a.outliers.State(m.Endpoint(), now)
 	if sick == guard.Healthy {
-		return false, false, false, ""
+		return false, false, false, false, ""
 	}
 	why = fmt.Sprintf("%s is not answering (%s): ejected", m.EndpointLabel(), sick)
 	if in.Only {
-		return true, false, false, why
+		return true, false, false, false, why
 	}
 	alt := a.answeringRung(in, st, m, now)
 	if alt == "" && sick == guard.Silent {
-		return false, false, false, ""
+		return false, false, false, false, ""
 	}
 	if a.outliers.Admit(m.Endpoint(), now, firstTokenTime(m)) == guard.SendProbe {
-		return false, false, true, ""
+		return false, false, true, false, ""
 	}
 	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
 	if alt == "" && canWait < lastChance {
 		// Its wait ends: the call's request to this endpoint goes, as
-		// late as its deadline lets it, when the refusal is likeliest
-		// over. Its first there goes as a plain client's would (a guard
-		// never leaves a caller worse off than one request per call); a
-		// resend goes only as the retry budget pays for it (below), so
-		// the endpoint sees no more than the budget's bound. Ejection
-		// puts a call's request off; the budget alone denies it.
-		return false, false, false, ""
+		// late as it can still answer (callstate.LastChance), when the
+		// refusal is likeliest over; the worker times that last stretch,
+		// since workflow timers fire late. Its first there goes as a
+		// plain client's would (a guard never leaves a caller worse off
+		// than one request per call); a resend goes only as the retry
+		// budget pays for it (below), so the endpoint sees no more than
+		// the budget's bound. Ejection puts a call's request off; the
+		// budget alone denies it.
+		return false, false, false, true, ""
 	}
 	why += ", next probe in " + callstate.FormatDuration(max(next.Sub(now), 0))
 	if alt != "" {
-		return true, false, false, why + "; " + alt + "'s endpoint answers"
+		return true, false, false, false, why + "; " + alt + "'s endpoint answers"
 	}
-	return true, sick == guard.Refusing, false, why
+	return true, sick == guard.Refusing, false, false, why
 }
 
 // lastChance is how close to the end of its wait a call waiting for a

@@ -189,8 +189,28 @@ func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 	if p := prepareAt(lastChance + 600*time.Millisecond); !p.Recheck || lastChance+600*time.Millisecond-p.Hold >= lastChance {
 		t.Fatalf("refusing, just before the last chance: hold %v recheck %v; want a last recheck inside the last chance", p.Hold, p.Recheck)
 	}
-	if p := prepareAt(lastChance - lastChanceEarly); p.Model != "qwen-72b" || p.Recheck || p.State.Requests != 1 {
-		t.Fatalf("refusing, at its last chance: model %q recheck %v (%s); want its one request sent", p.Model, p.Recheck, p.HoldReason)
+	p = prepareAt(lastChance - lastChanceEarly)
+	if p.Model != "qwen-72b" || p.Recheck || p.State.Requests != 1 || p.Delay != 0 {
+		t.Fatalf("refusing, at its last chance, answer time not known: model %q recheck %v delay %v (%s); want its one request sent at once",
+			p.Model, p.Recheck, p.Delay, p.HoldReason)
+	}
+	// Once the worker knows the model's answers take 400 ms, it goes as
+	// late as it can still answer: MinAttemptTime before the fallback's
+	// own time, inside the reserve.
+	for range config.HedgeMinSamples {
+		a.answers.Add("qwen-72b", 400*time.Millisecond)
+	}
+	p = prepareAt(lastChance - lastChanceEarly)
+	if want := lastChance - lastChanceEarly + cfg.Call.FallbackReserve.D() - callstate.FallbackTime; p.Model != "qwen-72b" || p.Delay != want || p.Hedge != nil {
+		t.Fatalf("refusing, at its last chance: model %q delay %v hedge %v; want its request %v later, not raced", p.Model, p.Delay, p.Hedge, want)
+	}
+	// Answers that take 3 s leave it 3 s.
+	for range guard.FirstTokenSamples {
+		a.answers.Add("qwen-72b", 3*time.Second)
+	}
+	p = prepareAt(lastChance - lastChanceEarly)
+	if want := lastChance - lastChanceEarly + cfg.Call.FallbackReserve.D() - callstate.FallbackTime + callstate.MinAttemptTime - 3*time.Second; p.Delay != want {
+		t.Fatalf("refusing, at its last chance, 3 s answers: delay %v, want %v", p.Delay, want)
 	}
 }
 

@@ -115,6 +115,11 @@ type Prepared struct {
 	// again instead of sending it, so that the breakers' trials decide who
 	// goes, a share at a time, rather than every waiting call at once.
 	Recheck bool `json:"recheck,omitempty"`
+	// Delay is a waiting call's last chance (Activities.outlier): its
+	// request goes Delay after the attempt is scheduled, timed in the
+	// worker, as late as it can still answer before the fallback's own
+	// time (callstate.LastChance). Zero: at once.
+	Delay time.Duration `json:"delay,omitempty"`
 	// Key is the id (environment variable) of the key of the model's pool
 	// the attempt uses; "" for a model with one key.
 	Key string `json:"key,omitempty"`
@@ -202,6 +207,9 @@ type CallInput struct {
 	// Cache: the answer, if good, may be kept in the answer cache (the
 	// call's first model, nothing streamed before it).
 	Cache bool `json:"cache,omitempty"`
+	// Delay: the request goes this long after the activity was scheduled
+	// (Prepared.Delay); Timeout counts from then.
+	Delay time.Duration `json:"delay,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the

@@ -236,7 +236,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		if c.stream != nil {
 			streamedFrom = c.stream.Offset()
 		}
-		ran := c.callModel(ctx, &prep, &activities.CallInput{
+		in := &activities.CallInput{
 			Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
 			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
 			Key: prep.Key, Fingerprint: prep.Fingerprint, PastOpen: prep.PastOpen,
@@ -244,7 +244,16 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			// Only the first model's whole answer may be kept: any other is
 			// a degraded one (docs/how-it-works.md "Answer cache").
 			Cache: prep.Model == c.admission.FirstModel && c.delivered == "",
-		}, remaining)
+		}
+		if prep.Delay > 0 {
+			// A waiting call's last chance (only a PrepareAttempt recorded
+			// by this build says so): its request waits in the worker and
+			// runs to the fallback's own time, with no grace after.
+			window := callstate.FallbackWindow(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
+			in.Delay, in.Timeout, in.Grace = prep.Delay, max(min(prep.Timeout, window-prep.Delay), 0), 0
+			remaining = in.Delay + in.Timeout
+		}
+		ran := c.callModel(ctx, &prep, in, remaining)
 		// A hedged attempt may have been carried by its hedge.
 		prep, started, out, err := ran.prep, ran.started, ran.out, ran.err
 		if err != nil && temporal.IsCanceledError(err) {
