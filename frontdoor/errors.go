@@ -66,6 +66,10 @@ func (e *apiError) body() errorBody {
 }
 
 func (e *apiError) write(w http.ResponseWriter) {
+	if _, ok := w.(*anthropicWire); ok {
+		e.writeAnthropic(w)
+		return
+	}
 	noteCode(w, e.code)
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
@@ -74,6 +78,64 @@ func (e *apiError) write(w http.ResponseWriter) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="durable-llm"`)
 	}
 	writeJSON(w, e.status, e.body())
+}
+
+// anthropicWire is the response of a route of Anthropic's Messages API:
+// its errors go in Anthropic's envelope (writeAnthropic).
+type anthropicWire struct{ http.ResponseWriter }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *anthropicWire) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// anthropicType is the status and error type of e in Anthropic's API: the
+// status is kept but for an unknown model (404 not_found_error, as
+// Anthropic answers it) and a busy server (529 overloaded_error, which
+// Anthropic's SDKs retry with backoff like a 503).
+func (e *apiError) anthropicType() (int, string) {
+	switch {
+	case e.code == "model_not_found":
+		return http.StatusNotFound, "not_found_error"
+	case e.status == http.StatusUnauthorized:
+		return e.status, "authentication_error"
+	case e.status == http.StatusForbidden:
+		return e.status, "permission_error"
+	case e.status == http.StatusNotFound:
+		return e.status, "not_found_error"
+	case e.status == http.StatusRequestEntityTooLarge:
+		return e.status, "request_too_large"
+	case e.status == http.StatusTooManyRequests:
+		return e.status, "rate_limit_error"
+	case e.status == http.StatusServiceUnavailable || e.status == 529:
+		return 529, "overloaded_error"
+	case e.status == http.StatusGatewayTimeout:
+		return e.status, "timeout_error"
+	case e.status >= 500:
+		return e.status, "api_error"
+	}
+	return e.status, "invalid_request_error"
+}
+
+// writeAnthropic writes e in Anthropic's error envelope,
+// {"type":"error","error":{"type":…,"message":…}}, with its Retry-After
+// and x_resilience as the OpenAI-shaped answer has them.
+func (e *apiError) writeAnthropic(w http.ResponseWriter) {
+	noteCode(w, e.code)
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
+	}
+	status, typ := e.anthropicType()
+	writeJSON(w, status, anthropicErrorBody{Type: "error", Error: anthropicErrorObject{Type: typ, Message: e.message}, Resilience: e.resilience})
+}
+
+type anthropicErrorBody struct {
+	Type       string               `json:"type"`
+	Error      anthropicErrorObject `json:"error"`
+	Resilience *Resilience          `json:"x_resilience,omitempty"`
+}
+
+type anthropicErrorObject struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
 }
 
 // closeEarly prepares the answer to a request refused before its body was
@@ -107,6 +169,12 @@ func methodNotAllowed(r *http.Request, allow string) *apiError {
 func missingAPIKey() *apiError {
 	return &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "missing_api_key",
 		message: "You didn't provide an API key. Send it as the bearer token of an Authorization header (Authorization: Bearer YOUR_KEY)."}
+}
+
+// missingAnthropicKey is missingAPIKey on a route of the Messages API.
+func missingAnthropicKey() *apiError {
+	return &apiError{status: http.StatusUnauthorized, typ: typeAuth, code: "missing_api_key",
+		message: "x-api-key header is required (or send the key as the bearer token of an Authorization header)."}
 }
 
 func invalidAPIKey() *apiError {

@@ -226,3 +226,64 @@ func sameEvents(a, b []responsesEvent) bool {
 	}
 	return true
 }
+
+func TestDecodeMessagesRequest(t *testing.T) {
+	body := `{"model":"auto","max_tokens":300,"system":[{"type":"text","text":"Be brief."}],"metadata":{"user_id":"u-7"},
+		"messages":[{"role":"user","content":[{"type":"text","text":"Where is order 42?"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},
+			{"role":"assistant","content":[{"type":"thinking","thinking":"…","signature":"s"},{"type":"text","text":"Let me look."},{"type":"tool_use","id":"toolu_1","name":"lookup_order","input":{"order_id":"42"}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"shipped","is_error":false},{"type":"text","text":"And order 43?"}]},
+			{"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"lookup_order","input":{"order_id":"43"}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":[{"type":"text","text":"no such order"}],"is_error":true}]}],
+		"tools":[{"name":"lookup_order","description":"Find an order","input_schema":{"type":"object"}}],
+		"tool_choice":{"type":"any","disable_parallel_tool_use":true},"stop_sequences":["END"],"temperature":0.2,"stream":true,"thinking":{"type":"enabled","budget_tokens":1024}}`
+	got, err := decodeMessagesRequest([]byte(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles := []string{}
+	for _, m := range got.Messages {
+		roles = append(roles, m.Role)
+	}
+	if strings.Join(roles, ",") != "system,user,assistant,tool,user,assistant,tool" {
+		t.Fatalf("roles %v", roles)
+	}
+	if m := got.Messages[1]; m.Images() != 1 || m.Text() != "Where is order 42?" || !strings.HasPrefix(m.Parts[1].ImageURL.URL, "data:image/png;base64,") {
+		t.Errorf("user message %+v", m)
+	}
+	if m := got.Messages[2]; m.Content != "Let me look." || len(m.ToolCalls) != 1 || m.ToolCalls[0].Function.Arguments != `{"order_id":"42"}` {
+		t.Errorf("assistant message %+v", m)
+	}
+	if m := got.Messages[6]; m.ToolCallID != "toolu_2" || m.Content != "Error: no such order" {
+		t.Errorf("an error tool_result %+v", m)
+	}
+	a := got.Agent
+	if len(a.Tools) != 1 || string(a.Tools[0].Function.Parameters) != `{"type":"object"}` || a.ToolChoice.Mode != "required" ||
+		a.ParallelToolCalls == nil || *a.ParallelToolCalls || len(a.Stop) != 1 || got.MaxTokens != 300 || !got.Stream || got.User != "u-7" {
+		t.Errorf("fields %+v (max %d, user %q)", a, got.MaxTokens, got.User)
+	}
+	if f := got.fieldOf("messages[3].tool_call_id"); f != "messages[2].content[0].tool_call_id" {
+		t.Errorf("fieldOf = %q", f)
+	}
+	if f := got.fieldOf("tools[0].function.parameters"); f != "tools[0].input_schema" {
+		t.Errorf("fieldOf = %q", f)
+	}
+
+	for _, c := range []struct{ body, field, part string }{
+		{`{"model":"auto","messages":[{"role":"user","content":"hi"}]}`, "max_tokens", "missing"},
+		{`{"model":"auto","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens", "at least 1"},
+		{`{"max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, "model", "missing"},
+		{`{"model":"auto","max_tokens":5}`, "messages", "missing"},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"system","content":"hi"}]}`, "messages[0].role", "top-level system"},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"user","content":[{"type":"document","source":{}}]}]}`, "messages[0].content[0].type", `"document" blocks are not supported`},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"file","file_id":"f"}}]}]}`, "messages[0].content[0].source.type", "not supported"},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "tools[0].type", "server tools"},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"tool_choice":{"type":"tool"}}`, "tool_choice.name", "missing"},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"top_k":5}`, "top_k", "not supported"},
+		{`{"model":"auto","max_tokens":5,"messages":[{"role":"user","content":"hi"}],"frequency_penalty":1}`, "frequency_penalty", "unknown field"},
+	} {
+		_, err := decodeMessagesRequest([]byte(c.body), nil)
+		if err == nil || err.field != c.field || !strings.Contains(err.problem, c.part) {
+			t.Errorf("%s: error %v, want %s: …%s…", c.body, err, c.field, c.part)
+		}
+	}
+}

@@ -19,6 +19,8 @@ func (h *Handler) routes() *http.ServeMux {
 		pattern string
 		serve   func(w http.ResponseWriter, r *http.Request, tenant string)
 	}{
+		{"POST /v1/messages", h.createMessage},                   // the same, in Anthropic's Messages API
+		{"POST /v1/messages/count_tokens", h.countTokens},        // a Messages API prompt's tokens
 		{"POST /v1/chat/completions", h.chatCompletions},         // start or attach to a durable call
 		{"POST /v1/responses", h.createResponse},                 // the same, in the Responses API
 		{"GET /v1/responses/{id}", h.getResponse},                // a response (?stream=true: its events)
@@ -52,6 +54,9 @@ func (h *Handler) routes() *http.ServeMux {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if isMessagesAPI(r.URL.Path) {
+			w = &anthropicWire{ResponseWriter: w}
+		}
 		closeEarly(w)
 		unknownURL(r).write(w)
 	})
@@ -62,6 +67,9 @@ func (h *Handler) routes() *http.ServeMux {
 // not among allow (the path's methods, comma-separated), without reading
 // its body.
 func refuseMethod(w http.ResponseWriter, r *http.Request, allow string) {
+	if isMessagesAPI(r.URL.Path) {
+		w = &anthropicWire{ResponseWriter: w}
+	}
 	closeEarly(w)
 	w.Header().Set("Allow", allow)
 	methodNotAllowed(r, allow).write(w)
@@ -72,6 +80,11 @@ func refuseMethod(w http.ResponseWriter, r *http.Request, allow string) {
 // token, then serves with the token's tenant.
 func (h *Handler) authed(method, allow string, next func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		rec, _ := w.(*recorder)
+		anthropic := isMessagesAPI(r.URL.Path)
+		if anthropic {
+			w = &anthropicWire{ResponseWriter: w}
+		}
 		if r.Method != method {
 			refuseMethod(w, r, allow)
 			return
@@ -82,9 +95,16 @@ func (h *Handler) authed(method, allow string, next func(http.ResponseWriter, *h
 			return
 		}
 		token := bearerToken(r)
+		if anthropic && token == "" {
+			token = strings.TrimSpace(r.Header.Get(HeaderAnthropicKey))
+		}
 		if token == "" {
 			closeEarly(w)
-			missingAPIKey().write(w)
+			if anthropic {
+				missingAnthropicKey().write(w)
+			} else {
+				missingAPIKey().write(w)
+			}
 			return
 		}
 		tenant, ok := h.o.Tenants.Lookup(token)
@@ -93,17 +113,27 @@ func (h *Handler) authed(method, allow string, next func(http.ResponseWriter, *h
 			invalidAPIKey().write(w)
 			return
 		}
-		if rec, ok := w.(*recorder); ok {
+		if rec != nil {
 			rec.tenant = tenant
 		}
 		next(w, r, tenant)
 	}
 }
 
+// HeaderAnthropicKey carries the API key of Anthropic's SDKs (the
+// Messages API routes also take a bearer token).
+const HeaderAnthropicKey = "X-Api-Key"
+
+// isMessagesAPI reports whether path is a route of Anthropic's Messages
+// API, answered in its shapes.
+func isMessagesAPI(path string) bool {
+	return path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/")
+}
+
 // singleHeaders are the request headers the front door reads one value
 // of: sent twice, which one counts would depend on who reads them (a
 // proxy in front may check the other), so a second one is refused.
-var singleHeaders = []string{"Authorization", "Content-Type", HeaderIdempotencyKey, HeaderSessionID,
+var singleHeaders = []string{"Authorization", HeaderAnthropicKey, "Content-Type", HeaderIdempotencyKey, HeaderSessionID,
 	HeaderScenario, HeaderDeadlineMS, HeaderLastEventID}
 
 // headerProblem checks what every authenticated route reads of a
