@@ -2,6 +2,7 @@ package frontdoor_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -234,4 +235,50 @@ func requireEveryEventOnce(t *testing.T, content string, pieces []string, seqs [
 	}
 	require.Equal(t, want, seqs, "no sequence number repeated or missing")
 	require.Equal(t, content, strings.Join(pieces, ""), "the deltas add up to the answer")
+}
+
+// TestAnthropicStreamSurvivesWorkerKill: a message streamed to Anthropic's
+// TypeScript client through the Messages API, whose worker is SIGKILLed
+// after the third text delta with the upstream request open, goes on on a
+// new worker over the same connection: the client's stream ends with the
+// call's whole answer, no text repeated (the deltas add up to it), and the
+// model was asked at most twice.
+func TestAnthropicStreamSurvivesWorkerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	node, dir := requireTS(t, "Anthropic's TypeScript client", "@anthropic-ai", "sdk")
+	srv := shared.Server(t)
+	d := openDoor(t, rig.New(t, rig.Options{Client: srv.Client(), QueuePrefix: "frontdoor-anthropic-kill-", NoWorker: true}), nil)
+	ctx := rig.Context(t, 2*time.Minute)
+	first := startWorker(t, srv.FrontendHostPort(), d.TaskQueue, d.Sim.BaseURL)
+
+	cmd := exec.CommandContext(ctx, node, "anthropic-stream.mjs", d.ts.URL, tokAcme, "[[sim tokens=400]] Tell me a long story. (anthropic, worker kill)")
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "the client ended before its third delta: %s", stderr.String())
+	require.Equal(t, "deltas 3", lines.Text())
+	first.kill()
+	startWorker(t, srv.FrontendHostPort(), d.TaskQueue, d.Sim.BaseURL)
+	require.True(t, lines.Scan(), "the client printed nothing after the kill: %s", stderr.String())
+	var got struct {
+		ID, Text, Final string
+		Deltas          int
+		StopReason      string `json:"stop_reason"`
+	}
+	require.NoError(t, json.Unmarshal(lines.Bytes(), &got), lines.Text())
+	require.NoError(t, cmd.Wait(), stderr.String())
+
+	wid := strings.TrimPrefix(got.ID, "msg_")
+	res := d.result(ctx, wid)
+	require.Equal(t, res.Content, got.Text, "the deltas add up to the call's answer: nothing repeated, nothing lost")
+	require.Equal(t, res.Content, got.Final)
+	require.Equal(t, "end_turn", got.StopReason)
+	require.Greater(t, got.Deltas, 3)
+	require.LessOrEqual(t, d.Sim.Stats().Conversations[wid].Attempts, 2, "at most one resend: the worker died with the request open")
 }

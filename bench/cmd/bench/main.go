@@ -120,9 +120,11 @@ func run(args []string) error {
 	scaleCalls := fs.String("scale-calls", "50,100,300", "stream-scale: calls at once to measure, comma-separated")
 	scaleTokens := fs.Int("scale-tokens", 400, "stream-scale: tokens of every answer (400: 10 s at llmsim's 40 tokens/s)")
 	sweep := addSweepFlags(fs)
+	srvArgs := fs.String("server-args", "", "extra arguments of every benchmark's `temporal server start-dev`, space-separated (e.g. --dynamic-config-value KEY=VALUE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	serverArgs = strings.Fields(*srvArgs)
 	o := options{
 		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
 		short: *short, deadline: *deadline, out: *out,
@@ -236,10 +238,13 @@ func write(o options, name, md string) error {
 	return os.WriteFile(filepath.Join(o.out, name), []byte(md), 0o644)
 }
 
+// serverArgs are the -server-args of every benchmark's dev server.
+var serverArgs []string
+
 // devServer starts a Temporal dev server for one benchmark.
 func devServer(ctx context.Context, bench string) (*testsuite.DevServer, error) {
-	fmt.Fprintf(display, "bench: %s — starting a Temporal dev server\n", bench)
-	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{})
+	fmt.Fprintf(display, "bench: %s — starting a Temporal dev server %s\n", bench, strings.Join(serverArgs, " "))
+	srv, err := testenv.StartServer(ctx, workflows.SearchAttributes, testenv.ServerOptions{ExtraArgs: serverArgs})
 	if err != nil {
 		return nil, fmt.Errorf("start the Temporal dev server: %w", err)
 	}
