@@ -43,7 +43,7 @@ func (messagesAPI) write(w http.ResponseWriter, id string, created time.Time, re
 }
 
 func (messagesAPI) stream(sw *sseWriter, c call) streamFormat {
-	return &messagesFormat{sw: sw, wid: strings.TrimPrefix(sw.id, messageIDPrefix)}
+	return &messagesFormat{sw: sw, wid: strings.TrimPrefix(sw.id, messageIDPrefix), resumed: c.resume.set}
 }
 
 func (messagesAPI) objectID(id string) string { return messageID(id) }
@@ -188,6 +188,7 @@ func stopReasonOf(res workflows.CallResult) string {
 type messagesFormat struct {
 	sw       *sseWriter
 	wid      string
+	resumed  bool // a reconnect (Last-Event-ID): the client has the text up to its point
 	textOpen bool
 	received bool // a text delta was sent
 	blocks   int  // content blocks opened
@@ -230,14 +231,15 @@ func (f *messagesFormat) text(at resumePoint, _, piece string) {
 }
 
 func (f *messagesFormat) end(id string, res workflows.CallResult) {
-	if !f.received && (res.Content != "" || len(res.ToolCalls) == 0) {
+	if !f.received && !f.resumed && (res.Content != "" || len(res.ToolCalls) == 0) {
 		f.openText() // no delta came: the answer is the result's
 		if res.Content != "" {
 			f.event("", "content_block_delta", map[string]any{"index": 0, "delta": map[string]string{"type": "text_delta", "text": res.Content}})
 		}
 	}
-	if f.textOpen {
+	if f.textOpen || (f.resumed && (res.Content != "" || len(res.ToolCalls) == 0)) {
 		f.event("", "content_block_stop", map[string]any{"index": 0})
+		f.blocks = max(f.blocks, 1)
 	}
 	for _, c := range res.ToolCalls {
 		i := f.blocks

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -285,5 +286,43 @@ func TestDecodeMessagesRequest(t *testing.T) {
 		if err == nil || err.field != c.field || !strings.Contains(err.problem, c.part) {
 			t.Errorf("%s: error %v, want %s: …%s…", c.body, err, c.field, c.part)
 		}
+	}
+}
+
+// TestMessagesStreamEnds: a message stream handed no delta sends the
+// answer from the result once; one resumed (Last-Event-ID) after the last
+// delta sends none of it again, only the closing events; tool calls come
+// as tool_use blocks after the text, each with its input as one
+// input_json_delta.
+func TestMessagesStreamEnds(t *testing.T) {
+	res := workflows.CallResult{Content: "Your parcel ships today.", Model: "qwen-72b", Source: workflows.SourceModel, FinishReason: "tool_calls",
+		ToolCalls: []request.ToolCall{{ID: "call_1", Type: "function", Function: request.FunctionCall{Name: "lookup_order", Arguments: `{"order_id":"42"}`}}}}
+	run := func(resumed bool) string {
+		rec := httptest.NewRecorder()
+		sw := newSSEWriter(rec, messageID("llm-x"), time.Unix(0, 0))
+		f := &messagesFormat{sw: sw, wid: "llm-x", resumed: resumed}
+		if !resumed {
+			f.start("qwen-72b")
+		}
+		f.end("llm-x", res)
+		return rec.Body.String()
+	}
+	fresh := run(false)
+	if n := strings.Count(fresh, "Your parcel ships today."); n != 1 {
+		t.Fatalf("a fresh stream sends the answer %d times, want once:\n%s", n, fresh)
+	}
+	for _, want := range []string{"event: message_start", `"type":"tool_use","id":"call_1","name":"lookup_order","input":{}`,
+		`"partial_json":"{\"order_id\":\"42\"}"`, `"stop_reason":"tool_use"`, "event: message_stop"} {
+		if !strings.Contains(fresh, want) {
+			t.Errorf("the stream lacks %s:\n%s", want, fresh)
+		}
+	}
+	resumed := run(true)
+	if strings.Contains(resumed, "Your parcel ships today.") || strings.Contains(resumed, "message_start") {
+		t.Fatalf("a resumed stream repeats what the client has:\n%s", resumed)
+	}
+	if !strings.Contains(resumed, `{"content_block":{"type":"tool_use","id":"call_1","name":"lookup_order","input":{}},"index":1,"type":"content_block_start"}`) ||
+		!strings.Contains(resumed, "event: message_stop") {
+		t.Fatalf("a resumed stream lacks its closing events, the tool_use block after the text block:\n%s", resumed)
 	}
 }

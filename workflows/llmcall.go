@@ -249,8 +249,11 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			// A waiting call's last chance (only a PrepareAttempt recorded
 			// by this build says so): its request waits in the worker and
 			// runs to the fallback's own time, with no grace after.
+			// The delay never eats into the least attempt time (the
+			// top of the loop left at least that much before the reserve).
 			window := callstate.FallbackWindow(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
-			in.Delay, in.Timeout, in.Grace = prep.Delay, max(min(prep.Timeout, window-prep.Delay), 0), 0
+			in.Delay = min(prep.Delay, max(window-callstate.MinAttemptTime, 0))
+			in.Timeout, in.Grace = min(prep.Timeout, window-in.Delay), 0
 			remaining = in.Delay + in.Timeout
 		}
 		ran := c.callModel(ctx, &prep, in, remaining)
