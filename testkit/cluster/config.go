@@ -179,9 +179,15 @@ dynamicConfigClient:
 `))
 
 // dynamicConfig: search attributes are read fresh (no wait after they
-// are registered), as on the dev server.
+// are registered), as on the dev server; eager activity dispatch, so the
+// worker that completes a workflow task starts the activity it schedules
+// without a round trip through matching (docs/operating.md "A call's
+// floor"). The task queues keep their default partitions: a cluster's
+// many workers spread over them.
 const dynamicConfig = `# Written by durable-llm's cluster (testkit/cluster).
 system.forceSearchAttributesCacheRefreshOnRead:
+  - value: true
+system.enableActivityEagerExecution:
   - value: true
 frontend.persistenceMaxQPS:
   - value: 10000
