@@ -17,7 +17,9 @@
 //   - Settings are taken as given: guard holds no defaults of its own and
 //     never replaces a value (default_policy.yaml in policies/config holds
 //     every default; config.DefaultConfig is the base for a config built in
-//     code). A zero that means something is honoured (budget Ratio 0: only
+//     code). One reads the default policy: a Sync made before a breaker
+//     registry joins it keeps outcomes as the default breaker reads them
+//     (NewSync), until the registry's own settings replace them. A zero that means something is honoured (budget Ratio 0: only
 //     the floor; Floor 0: no retries beyond the ratio); a setting that
 //     config.Validate refuses makes the constructor panic, naming the field.
 //   - It does not log: breaker state changes are reported through a
