@@ -56,8 +56,8 @@ func (h *Handler) createMessage(w http.ResponseWriter, r *http.Request, tenant s
 // countTokens serves POST /v1/messages/count_tokens: the prompt tokens of
 // a Messages API body (max_tokens not required), counted as the worker
 // counts them when it fits a prompt to a model's window (the policy's
-// pruning.encoding) plus the tools' definitions. It starts no call and
-// takes nothing from the tenant's limits but the request itself.
+// pruning.encoding) plus the tools' definitions. It starts no call; it
+// takes one of the tenant's requests and its validation time.
 func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant string) {
 	adm, apiErr := h.admit(w, tenant)
 	if apiErr != nil {
@@ -68,6 +68,18 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 	body, apiErr := h.readBody(w, r)
 	if apiErr != nil {
 		apiErr.write(w)
+		return
+	}
+	// Counting is validation work: in the tenant's turn and on its
+	// validation budget, as a call's decoding is (Handler.decode).
+	end, ref, err := adm.slot.Validate(r.Context(), h.o.Now)
+	if err != nil {
+		return // the client left
+	}
+	defer end()
+	if ref != nil {
+		closeEarly(w)
+		rateLimited(ref).write(w)
 		return
 	}
 	cr, ferr := decodeText(body, h.passthrough, func(b []byte, pt map[string]bool) (chatRequest, *fieldError) {
