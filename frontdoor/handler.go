@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -117,6 +119,9 @@ type Handler struct {
 	hubs        *hubs // the subscriptions of streamed calls
 	limiter     *Limiter
 	metrics     *doorMetrics // nil: none
+	// tokens is the policy's token counter, loaded on count_tokens' first
+	// use (nil when its encoding cannot be loaded).
+	tokens func() *prompt.TokenCounter
 }
 
 // New checks o, resolves its defaults and returns the Handler.
@@ -164,6 +169,13 @@ func New(o Options) (*Handler, error) {
 		o.Now = time.Now
 	}
 	h := &Handler{o: o, limiter: NewLimiter(o.Tenants.Limits)}
+	h.tokens = sync.OnceValue(func() *prompt.TokenCounter {
+		tc, err := prompt.NewTokenCounter(o.Config.Pruning.Encoding)
+		if err != nil {
+			return nil
+		}
+		return tc
+	})
 	h.hubs = newHubs(func(ctx context.Context, id string, yield func(llmclient.StreamItem) error) (workflows.CallResult, error) {
 		return o.Client.Follow(ctx, id, 0, "", yield)
 	}, o.SubscriptionGrace)

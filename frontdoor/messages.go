@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -83,14 +82,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 		return
 	}
 	cr, ferr := decodeText(body, h.passthrough, func(b []byte, pt map[string]bool) (chatRequest, *fieldError) {
-		var top map[string]json.RawMessage
-		if json.Unmarshal(b, &top) == nil && top != nil {
-			if _, ok := top["max_tokens"]; !ok {
-				top["max_tokens"] = json.RawMessage("1") // not required here
-				b, _ = json.Marshal(top)
-			}
-		}
-		return decodeMessagesRequest(b, pt)
+		return decodeMessages(b, pt, false) // max_tokens is not required here
 	})
 	if ferr != nil {
 		invalidBody(ferr).write(w)
@@ -106,10 +98,7 @@ func (h *Handler) countTokens(w http.ResponseWriter, r *http.Request, tenant str
 // countPrompt is the tokens of cr's messages and tool definitions by the
 // policy's encoding (an estimate when the encoding cannot be loaded).
 func (h *Handler) countPrompt(cr chatRequest) int {
-	tc, err := prompt.NewTokenCounter(h.o.Config.Pruning.Encoding)
-	if err != nil {
-		tc = nil // Count then estimates
-	}
+	tc := h.tokens() // nil (an encoding that cannot be loaded): Count estimates
 	n := tc.CountMessages(cr.Messages)
 	for _, t := range cr.Agent.Tools {
 		n += tc.Count(t.Function.Name) + tc.Count(t.Function.Description) + tc.Count(string(t.Function.Parameters))
@@ -207,16 +196,7 @@ type messagesFormat struct {
 }
 
 func (f *messagesFormat) event(id, typ string, fields map[string]any) {
-	fields["type"] = typ
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return
-	}
-	text := "event: " + typ + "\ndata: " + string(b) + "\n\n"
-	if id != "" {
-		text = "id: " + id + "\n" + text
-	}
-	_ = f.sw.raw(text)
+	_ = f.sw.typed(id, typ, fields)
 }
 
 func (f *messagesFormat) start(model string) {

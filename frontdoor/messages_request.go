@@ -28,6 +28,12 @@ var messagesUnsupported = map[string]string{
 // field of every problem as the client sent it (messages[1].content[0].source,
 // tools[2].input_schema, …).
 func decodeMessagesRequest(body []byte, passthrough map[string]bool) (chatRequest, *fieldError) {
+	return decodeMessages(body, passthrough, true)
+}
+
+// decodeMessages is decodeMessagesRequest, max_tokens required or not
+// (count_tokens does not take it).
+func decodeMessages(body []byte, passthrough map[string]bool, needMaxTokens bool) (chatRequest, *fieldError) {
 	var req chatRequest
 	top, ferr := decodeTop(body)
 	if ferr != nil {
@@ -46,13 +52,14 @@ func decodeMessagesRequest(body []byte, passthrough map[string]bool) (chatReques
 	if err := decodeField(top, "max_tokens", &maxTokens, "an integer"); err != nil {
 		return req, err
 	}
-	if maxTokens == nil {
+	switch {
+	case maxTokens == nil && needMaxTokens:
 		return req, &fieldError{"max_tokens", "missing (the Messages API requires it: the most tokens the answer may have)"}
-	}
-	if *maxTokens < 1 {
+	case maxTokens != nil && *maxTokens < 1:
 		return req, &fieldError{"max_tokens", fmt.Sprintf("want at least 1, got %d", *maxTokens)}
+	case maxTokens != nil:
+		req.MaxTokens, req.maxTokensBy = *maxTokens, "max_tokens"
 	}
-	req.MaxTokens, req.maxTokensBy = *maxTokens, "max_tokens"
 	for _, f := range []struct {
 		name, want string
 		dst        any
@@ -215,7 +222,6 @@ func decodeAnthropicMessage(raw json.RawMessage, at string, msgs *[]request.Mess
 	}
 	var parts []request.Part
 	var calls []request.ToolCall
-	partsAt := at
 	flush := func() {
 		if len(parts) == 0 && len(calls) == 0 {
 			return
@@ -223,7 +229,7 @@ func decodeAnthropicMessage(raw json.RawMessage, at string, msgs *[]request.Mess
 		m := request.Message{Role: role, ToolCalls: calls}
 		m.SetParts(parts)
 		*msgs = append(*msgs, m)
-		*paths = append(*paths, partsAt)
+		*paths = append(*paths, at)
 		parts, calls = nil, nil
 	}
 	for j, b := range blocks {
@@ -265,7 +271,6 @@ func decodeAnthropicMessage(raw json.RawMessage, at string, msgs *[]request.Mess
 			}
 			*msgs = append(*msgs, m)
 			*paths = append(*paths, bat)
-			partsAt = at
 		case "thinking", "redacted_thinking":
 			// The model's reasoning from an earlier turn: not sent again.
 		default:

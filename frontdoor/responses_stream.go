@@ -1,7 +1,6 @@
 package frontdoor
 
 import (
-	"encoding/json"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -87,17 +86,8 @@ func (f *responsesFormat) event(seq int, id, typ string, fields map[string]any) 
 	if seq <= f.after {
 		return
 	}
-	fields["type"] = typ
 	fields["sequence_number"] = seq
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return
-	}
-	text := "event: " + typ + "\ndata: " + string(b) + "\n\n"
-	if id != "" {
-		text = "id: " + id + "\n" + text
-	}
-	_ = f.sw.raw(text)
+	_ = f.sw.typed(id, typ, fields)
 }
 
 func (f *responsesFormat) start(model string) {

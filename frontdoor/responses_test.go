@@ -269,6 +269,10 @@ func TestDecodeMessagesRequest(t *testing.T) {
 		t.Errorf("fieldOf = %q", f)
 	}
 
+	// count_tokens takes the same body without max_tokens.
+	if cr, err := decodeMessages([]byte(`{"model":"auto","messages":[{"role":"user","content":"hi"}]}`), nil, false); err != nil || cr.MaxTokens != 0 {
+		t.Errorf("a body without max_tokens for count_tokens: %v (max %d)", err, cr.MaxTokens)
+	}
 	for _, c := range []struct{ body, field, part string }{
 		{`{"model":"auto","messages":[{"role":"user","content":"hi"}]}`, "max_tokens", "missing"},
 		{`{"model":"auto","max_tokens":0,"messages":[{"role":"user","content":"hi"}]}`, "max_tokens", "at least 1"},

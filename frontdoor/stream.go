@@ -313,6 +313,22 @@ func (s *sseWriter) comment(text string) error { return s.raw(": " + text + "\n\
 
 func (s *sseWriter) data(v any) error { return s.dataID("", v) }
 
+// typed sends an event named typ (an "event:" line), its data fields with
+// "type": typ added, and an SSE id unless id is "": the shape of the
+// Responses API's and the Messages API's events.
+func (s *sseWriter) typed(id, typ string, fields map[string]any) error {
+	fields["type"] = typ
+	b, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	text := "event: " + typ + "\ndata: " + string(b) + "\n\n"
+	if id != "" {
+		text = "id: " + id + "\n" + text
+	}
+	return s.raw(text)
+}
+
 // dataID sends an event with an SSE id (none when id is "").
 func (s *sseWriter) dataID(id string, v any) error {
 	b, err := json.Marshal(v)
