@@ -380,21 +380,21 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		}
 		if lack := request.Lacks(m, in.Request.Needs()); len(lack) > 0 {
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "capability",
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleCapability,
 				Reason: fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", m.Name, request.JoinCaps(lack))})
 			continue
 		}
 		if !pastOpen && !a.breakers.Permit(m.Name, now) {
 			breakerSkipped = append(breakerSkipped, m.Name)
 			p.State = p.State.Skip(m.Name, failure.BreakerOpen)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name,
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleBreaker,
 				Reason: fmt.Sprintf("breaker %s: no upstream call made", a.breakers.State(m.Name, now))})
 			continue
 		}
 		key, ok := a.pickKey(m, now)
 		if !ok {
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "key",
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleKey,
 				Reason: fmt.Sprintf("every key of %s is parked after a refusal: no upstream call made", m.Name)})
 			continue
 		}
@@ -412,7 +412,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 				ejectedSkipped = append(ejectedSkipped, m.Name)
 			}
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "outlier", Reason: why + ": no upstream call made"})
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleOutlier, Reason: why + ": no upstream call made"})
 			continue
 		}
 		canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
@@ -421,13 +421,13 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		if in.Only && left > 0 {
 			// A hedge does not wait: refused before anything is paid.
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "hold",
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleHold,
 				Reason: fmt.Sprintf("rate-limit hold on %s for %s", scope, callstate.FormatDuration(left))})
 			continue
 		}
 		if left > 0 && left > canWait {
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "hold",
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleHold,
 				Reason: fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", scope, callstate.FormatDuration(left))})
 			continue
 		}
@@ -445,12 +445,13 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		paced, ok := a.pacer.Reserve(m.Scope(m.RateLimitScope), now, lim.rpm, lim.tpm, prompt.Tokens+a.outputTokens(in.State.Shape), canWait)
 		if !ok {
 			p.State = p.State.Skip(m.Name, failure.None)
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "pace",
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RulePace,
 				Reason: fmt.Sprintf("paced to %s on %s: its turn comes later than the call can wait", lim, m.ScopeLabel(m.RateLimitScope))})
 			continue
 		}
+		rule := guard.RuleHold
 		if paced > left {
-			left, holdReason = paced, fmt.Sprintf("paced to %s on %s", lim, m.ScopeLabel(m.RateLimitScope))
+			left, holdReason, rule = paced, fmt.Sprintf("paced to %s on %s", lim, m.ScopeLabel(m.RateLimitScope)), guard.RulePace
 		}
 		b := a.budgets.For(m.Endpoint())
 		if !p.State.HasSent(m.Endpoint()) && in.Request.Step == 0 {
@@ -482,7 +483,7 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 			case ahead > 0:
 				reason = fmt.Sprintf("retry budget of %s: its retries left go to calls that have waited longer: no upstream call made", m.EndpointLabel())
 			}
-			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: "budget", Reason: reason})
+			p.Skipped = append(p.Skipped, SkippedModel{Model: m.Name, Guard: guard.RuleBudget, Reason: reason})
 			budgetWhy = strings.TrimSuffix(reason, ": no upstream call made")
 			continue
 		}
@@ -490,9 +491,10 @@ func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, err
 		a.metrics.Budget(b.Remaining(now))
 		p.Model, p.Timeout, p.PastOpen = m.Name, m.Timeout.D(), pastOpen
 		if left > 0 {
-			p.Hold, p.HoldScope, p.HoldReason = left, scope, holdReason
+			p.Hold, p.HoldScope, p.HoldReason, p.Rule = left, scope, holdReason, rule
 		} else if need, known := a.answerTime(m.Name); last && known {
 			p.Delay = callstate.LastChance(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D(), need)
+			p.Rule = guard.RuleLastChance
 		}
 		if m.Pooled() {
 			p.Key = key
@@ -608,19 +610,19 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 		m, _ := a.cfg.Model(open[0])
 		canWait -= firstTokenTime(m)
 	}
-	step := min(500*time.Millisecond+time.Duration(a.rand()*float64(time.Second)), left, canWait)
-	if len(ejected) > 0 && canWait-step < lastChance {
-		// The last recheck lands just inside lastChance of the end of
+	step := min(guard.RecheckMin+time.Duration(a.rand()*float64(guard.RecheckSpread)), left, canWait)
+	if len(ejected) > 0 && canWait-step < guard.LastChance {
+		// The last recheck lands just inside guard.LastChance of the end of
 		// the wait, where outlier lets the call's one request go: as
 		// early as it can, so a timer that fires late still finds time.
-		step = canWait - lastChance + lastChanceEarly
+		step = canWait - guard.LastChance + guard.LastChanceEarly
 	}
-	if step < 100*time.Millisecond {
+	if step < guard.MinWait {
 		return Prepared{}
 	}
 	st := in.State
 	st.Waited += step
-	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true,
+	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true, Rule: guard.RuleWait,
 		HoldReason: fmt.Sprintf("%s: waiting for %s (%s waited%s)",
 			blocked(open, spent, ejected, spentWhy), waitedFor(open, spent, ejected), callstate.FormatDuration(st.Waited),
 			waitCap(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
@@ -669,7 +671,7 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 		return false, false, true, false, ""
 	}
 	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if alt == "" && canWait < lastChance {
+	if alt == "" && canWait < guard.LastChance {
 		// Its wait ends: the call's request to this endpoint goes, as
 		// late as it can still answer (callstate.LastChance), when the
 		// refusal is likeliest over; the worker times that last stretch,
@@ -687,17 +689,6 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 	}
 	return true, sick == guard.Refusing, false, false, why
 }
-
-// lastChance is how close to the end of its wait a call waiting for a
-// refusing endpoint's probe sends its one request there (outlier): its
-// last recheck is set for lastChanceEarly after the window opens, 1.4 s
-// before the end, since timers on a loaded server fire late (the dev
-// server's up to a second, more on a busy machine), and a recheck past
-// the end is none.
-const (
-	lastChance      = 1500 * time.Millisecond
-	lastChanceEarly = 100 * time.Millisecond
-)
 
 // firstTokenTime is how long a request to m may take to start answering:
 // its first-token timeout, or its whole timeout when it cannot stream.
@@ -790,7 +781,7 @@ func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string
 	}
 	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream), in.State.Waited)
 	canWait := callstate.CanWait(in.State.Deadline, in.Outcome.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if len(waitOn) == 0 || min(left, canWait) < 100*time.Millisecond {
+	if len(waitOn) == 0 || min(left, canWait) < guard.MinWait {
 		return fb
 	}
 	next := fb.Next

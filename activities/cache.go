@@ -11,6 +11,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/faq"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/store"
 )
@@ -159,7 +160,7 @@ func cacheServes(cfg config.CacheConfig, classes []failure.Class, guards []strin
 		}
 		if on == config.CacheOnBudget {
 			for _, g := range guards {
-				if g == "budget" {
+				if g == string(guard.RuleBudget) {
 					return true
 				}
 			}

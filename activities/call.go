@@ -470,12 +470,12 @@ func (at *attempt) recordGuards() {
 }
 
 // answerTime is how long a request to model needs to answer whole: the p90
-// of this worker's recent answers, once it has config.HedgeMinSamples of
+// of this worker's recent answers, once it has guard.MinSamples of
 // them (known false before: a last chance then goes at once, with all the
 // time left).
 func (a *Activities) answerTime(model string) (need time.Duration, known bool) {
 	p90, n := a.answers.P90(model)
-	return p90, n >= config.HedgeMinSamples
+	return p90, n >= guard.MinSamples
 }
 
 // recordOutlier tells the endpoint's outlier ejection (guard.Outliers)

@@ -84,14 +84,6 @@ func (a *Activities) firstTokenP90(model string) (p90 time.Duration, n int, wher
 	return p90, n, "on this worker"
 }
 
-// adaptiveMargin multiplies the first model's p90 time to first token
-// for an adaptive hedge delay. At the p90 itself a tenth of the calls are
-// hedged by definition, the ones in the model's usual spread included:
-// against a slow tail of 10 % of requests (go run ./bench/cmd/bench -bench
-// hedge), 6 of 39 hedges went to calls that were not slow, the budget ran
-// out and p99 fell 2 %; with the margin the hedges go to the tail.
-const adaptiveMargin = 1.5
-
 // newHedgeBudget allows hedge.budget of the calls in budget.window, and
 // one hedge a window beyond that; none when hedge.budget is 0.
 func newHedgeBudget(cfg *config.Config) *guard.RetryBudget {
@@ -121,8 +113,8 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 	p := &HedgePlan{Model: rule.Model, After: d, Basis: "fixed", Replace: rule.Replace}
 	if adaptive {
 		p90, n, where := a.firstTokenP90(m.Name)
-		if n >= config.HedgeMinSamples {
-			p.After = time.Duration(float64(p90) * adaptiveMargin)
+		if n >= guard.MinSamples {
+			p.After = time.Duration(float64(p90) * guard.AdaptiveMargin)
 			p.Basis = fmt.Sprintf("1.5 × p90 %s of %d first tokens of %s %s", callstate.FormatDuration(p90), n, m.Name, where)
 		} else {
 			p.After, p.Basis = a.cfg.Hedge.Initial.D(), fmt.Sprintf("initial: %d first tokens of %s on record", n, m.Name)
@@ -148,7 +140,7 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 // tells the call where a hedge could answer sooner (queues.sooner), with a
 // retry left in that endpoint's budget and its model's breaker not open;
 // the call's StartHedge then decides and pays. It asks again every
-// overdueRecheck while notes are left to send.
+// guard.OverdueRecheck while notes are left to send.
 //
 // On a server that stops working on a request its client leaves
 // (stops_on_disconnect), the request is cut once the model's p90 time to
@@ -171,7 +163,7 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 		}()
 	}
 	if m.StopsOnDisconnect && !deadline.IsZero() {
-		if p90, n, where := a.firstTokenP90(m.Name); n >= config.HedgeMinSamples && since.Add(p90).After(deadline) {
+		if p90, n, where := a.firstTokenP90(m.Name); n >= guard.MinSamples && since.Add(p90).After(deadline) {
 			*why = fmt.Sprintf("cut: %s's p90 time to first token %s (%d %s) would pass the attempt's deadline, and its server stops on disconnect",
 				m.Name, callstate.FormatDuration(p90), n, where)
 			return false, 0
@@ -180,14 +172,14 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 	a.outliers.Overdue(m.Endpoint(), since, now, a.rand())
 	if !in.HedgeOverdue || ann == nil || !ann.notesLeft() {
 		if m.StopsOnDisconnect {
-			return true, overdueRecheck
+			return true, guard.OverdueRecheck
 		}
 		return true, 0
 	}
 	if models, reason := a.sooner(in, m, since, now); len(models) > 0 {
 		ann.overdue(models, reason, now)
 	}
-	return true, overdueRecheck
+	return true, guard.OverdueRecheck
 }
 
 // sooner lists the models where a hedge of attempt in on m, sent at
@@ -196,7 +188,7 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 // budget (a hedge there is a retry; on another endpoint it is that
 // endpoint's ordinary load, and StartHedge pays for it where it lands)
 // and while it accepts at least half its requests (queues.accepts over
-// the last acceptsPart of first_token_timeout: one that loses most of them
+// the last guard.AcceptsPart of first_token_timeout: one that loses most of them
 // would lose the race too, spending the retry).
 // Those on other endpoints come first, each group in the ladder's order:
 // the race goes first where the call has nothing outstanding, since the
@@ -211,7 +203,7 @@ func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.
 		sick, _ := a.outliers.State(l.Endpoint(), now)
 		same := l.Endpoint() == m.Endpoint()
 		if !ok || sick != guard.Healthy || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
-			(same && (a.budgets.For(l.Endpoint()).Remaining(now) == 0 || !a.queues.accepts(l.Endpoint(), now, m.FirstTokenTimeout.D()/acceptsPart))) {
+			(same && (a.budgets.For(l.Endpoint()).Remaining(now) == 0 || !a.queues.accepts(l.Endpoint(), now, m.FirstTokenTimeout.D()/guard.AcceptsPart))) {
 			continue
 		}
 		switch {
@@ -375,15 +367,15 @@ func (n *announcer) firstToken() {
 func (n *announcer) notesLeft() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return !n.first && n.notes < maxOverdueNotes
+	return !n.first && n.notes < guard.MaxOverdueNotes
 }
 
-// overdue tells the call, at most maxOverdueNotes times and overdueNoteGap
+// overdue tells the call, at most guard.MaxOverdueNotes times and guard.OverdueNoteGap
 // apart, that the attempt's first token is overdue and where a hedge
 // could answer sooner. It sends in the background: the watchdog asks.
 func (n *announcer) overdue(models []string, why string, now time.Time) {
 	n.mu.Lock()
-	due := !n.first && n.notes < maxOverdueNotes && (n.notes == 0 || now.Sub(n.last) >= overdueNoteGap)
+	due := !n.first && n.notes < guard.MaxOverdueNotes && (n.notes == 0 || now.Sub(n.last) >= guard.OverdueNoteGap)
 	if due {
 		n.notes++
 		n.last = now

@@ -28,10 +28,6 @@ type headroom struct {
 	at   time.Time
 }
 
-// headroomFresh is how long a reported headroom counts: older, the key
-// is as good as unknown (a full one).
-const headroomFresh = time.Minute
-
 func newKeyPools(holds *guard.Holds) *keyPools {
 	return &keyPools{next: map[string]int{}, holds: holds, room: map[string]headroom{}}
 }
@@ -56,7 +52,7 @@ func (k *keyPools) report(mk config.ModelConfig, left, step float64, now time.Ti
 func (k *keyPools) took(mk config.ModelConfig, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if h, ok := k.room[keyID(mk)]; ok && now.Sub(h.at) <= headroomFresh {
+	if h, ok := k.room[keyID(mk)]; ok && now.Sub(h.at) <= guard.HeadroomFresh {
 		h.left = max(h.left-h.step, 0)
 		k.room[keyID(mk)] = h
 	}
@@ -68,7 +64,7 @@ func (k *keyPools) headroomOf(mk config.ModelConfig, now time.Time) float64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	h, ok := k.room[keyID(mk)]
-	if !ok || now.Sub(h.at) > headroomFresh {
+	if !ok || now.Sub(h.at) > guard.HeadroomFresh {
 		return 1
 	}
 	return h.left

@@ -129,7 +129,7 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	// At the end of its wait the call's one request goes, as a plain
 	// client's would, as late as its deadline lets it.
 	last := firstPrepare()
-	last.Elapsed = elapsedLeaving(cfg, last, lastChance/2)
+	last.Elapsed = elapsedLeaving(cfg, last, guard.LastChance/2)
 	p, err = a.PrepareAttempt(context.Background(), last)
 	if err != nil {
 		t.Fatal(err)
@@ -186,10 +186,10 @@ func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 		t.Fatalf("refusing, %s left: model %q recheck %v hold %v (%s); want a wait, nothing sent",
 			firstTokenTime(cfg.Models[0])-time.Second, p.Model, p.Recheck, p.Hold, p.HoldReason)
 	}
-	if p := prepareAt(lastChance + 600*time.Millisecond); !p.Recheck || lastChance+600*time.Millisecond-p.Hold >= lastChance {
+	if p := prepareAt(guard.LastChance + 600*time.Millisecond); !p.Recheck || guard.LastChance+600*time.Millisecond-p.Hold >= guard.LastChance {
 		t.Fatalf("refusing, just before the last chance: hold %v recheck %v; want a last recheck inside the last chance", p.Hold, p.Recheck)
 	}
-	p = prepareAt(lastChance - lastChanceEarly)
+	p = prepareAt(guard.LastChance - guard.LastChanceEarly)
 	if p.Model != "qwen-72b" || p.Recheck || p.State.Requests != 1 || p.Delay != 0 {
 		t.Fatalf("refusing, at its last chance, answer time not known: model %q recheck %v delay %v (%s); want its one request sent at once",
 			p.Model, p.Recheck, p.Delay, p.HoldReason)
@@ -197,19 +197,19 @@ func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 	// Once the worker knows the model's answers take 400 ms, it goes as
 	// late as it can still answer: MinAttemptTime before the fallback's
 	// own time, inside the reserve.
-	for range config.HedgeMinSamples {
+	for range guard.MinSamples {
 		a.answers.Add("qwen-72b", 400*time.Millisecond)
 	}
-	p = prepareAt(lastChance - lastChanceEarly)
-	if want := lastChance - lastChanceEarly + cfg.Call.FallbackReserve.D() - callstate.FallbackTime; p.Model != "qwen-72b" || p.Delay != want || p.Hedge != nil {
+	p = prepareAt(guard.LastChance - guard.LastChanceEarly)
+	if want := guard.LastChance - guard.LastChanceEarly + cfg.Call.FallbackReserve.D() - guard.FallbackTime; p.Model != "qwen-72b" || p.Delay != want || p.Hedge != nil {
 		t.Fatalf("refusing, at its last chance: model %q delay %v hedge %v; want its request %v later, not raced", p.Model, p.Delay, p.Hedge, want)
 	}
 	// Answers that take 3 s leave it 3 s.
 	for range guard.FirstTokenSamples {
 		a.answers.Add("qwen-72b", 3*time.Second)
 	}
-	p = prepareAt(lastChance - lastChanceEarly)
-	if want := lastChance - lastChanceEarly + cfg.Call.FallbackReserve.D() - callstate.FallbackTime + callstate.MinAttemptTime - 3*time.Second; p.Delay != want {
+	p = prepareAt(guard.LastChance - guard.LastChanceEarly)
+	if want := guard.LastChance - guard.LastChanceEarly + cfg.Call.FallbackReserve.D() - guard.FallbackTime + guard.MinAttemptTime - 3*time.Second; p.Delay != want {
 		t.Fatalf("refusing, at its last chance, 3 s answers: delay %v, want %v", p.Delay, want)
 	}
 }
@@ -240,7 +240,7 @@ func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 	if !p.Recheck || p.Hold <= 0 || p.State.Requests != 1 {
 		t.Fatalf("5 s before its end: model %q recheck %v hold %v (%s); want a wait for the probe", p.Model, p.Recheck, p.Hold, p.HoldReason)
 	}
-	if p, err = a.PrepareAttempt(context.Background(), sentOnce(lastChance-lastChanceEarly)); err != nil {
+	if p, err = a.PrepareAttempt(context.Background(), sentOnce(guard.LastChance-guard.LastChanceEarly)); err != nil {
 		t.Fatal(err)
 	}
 	if p.Model != cfg.Models[0].Name || p.Recheck || p.State.Requests != 2 {
@@ -249,7 +249,7 @@ func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 	for b := a.budgets.For(e); b.Remaining(now) > 0; {
 		b.TryRetry(now)
 	}
-	if p, err = a.PrepareAttempt(context.Background(), sentOnce(lastChance-lastChanceEarly)); err != nil {
+	if p, err = a.PrepareAttempt(context.Background(), sentOnce(guard.LastChance-guard.LastChanceEarly)); err != nil {
 		t.Fatal(err)
 	}
 	if p.State.Requests != 1 || (p.Model != "" && !p.Recheck) {
@@ -302,7 +302,7 @@ func stoppedClock(t *testing.T, now time.Time) (*Activities, *config.Config) {
 // elapsedLeaving is the elapsed time at which in's call may still wait
 // left (callstate.CanWait).
 func elapsedLeaving(cfg *config.Config, in PrepareInput, left time.Duration) time.Duration {
-	return in.State.Deadline - cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - left
+	return in.State.Deadline - cfg.Call.FallbackReserve.D() - guard.MinAttemptTime - left
 }
 
 func callOutcome(c failure.Class) callstate.Outcome {

@@ -290,7 +290,7 @@ func TestAnOverdueRequestToAServerThatStopsIsCutWhenItCannotStartInTime(t *testi
 		t.Run(tc.name, func(t *testing.T) {
 			a := slowFirstTokenActivities(t, srv.URL)
 			a.cfg.Models[0].StopsOnDisconnect = tc.stops
-			for range config.HedgeMinSamples {
+			for range guard.MinSamples {
 				a.firstTokens.Add(a.cfg.Models[0].Name, tc.p90)
 			}
 			start := time.Now()

@@ -11,8 +11,8 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // TestACallsFirstRequestGoesPastOpenBreakers: every rung's breaker is
@@ -130,6 +130,6 @@ func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
 // ends: its time left before the fallback reserve is what the first rung
 // needs to start answering, and an attempt's minimum.
 func waitSpent(a *Activities, in PrepareInput) PrepareInput {
-	in.Elapsed = in.State.Deadline - a.cfg.Call.FallbackReserve.D() - callstate.MinAttemptTime - firstTokenTime(a.cfg.Models[0])
+	in.Elapsed = in.State.Deadline - a.cfg.Call.FallbackReserve.D() - guard.MinAttemptTime - firstTokenTime(a.cfg.Models[0])
 	return in
 }

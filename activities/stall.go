@@ -1,19 +1,10 @@
 package activities
 
 import (
+	"github.com/durable-llm/durable-llm/policies/guard"
+
 	"sync"
 	"time"
-)
-
-// overdueRecheck is how often an attempt whose first token is overdue asks
-// again whether a hedge could answer sooner.
-const overdueRecheck = 250 * time.Millisecond
-
-// maxOverdueNotes bounds the notes one overdue attempt sends its call
-// (each a signal in the call's history); overdueNoteGap spaces them.
-const (
-	maxOverdueNotes = 4
-	overdueNoteGap  = time.Second
 )
 
 // queues knows, per endpoint, the streamed attempts of this process that
@@ -34,7 +25,7 @@ type queues struct {
 	// its first-token timeout, by endpoint.
 	prompt map[string]time.Time
 	// recent: the streamed requests sent to each endpoint, in the order
-	// they were sent (oldest first), for acceptsKeep, for accepts.
+	// they were sent (oldest first), for guard.AcceptsKeep, for accepts.
 	recent map[string][]*queued
 }
 
@@ -44,9 +35,6 @@ type queued struct {
 	ftt      time.Duration
 	answered bool // it got its first token within ftt
 }
-
-// acceptsKeep bounds how far back recent keeps an endpoint's requests.
-const acceptsKeep = time.Minute
 
 func newQueues() *queues {
 	return &queues{waiting: map[string]map[*queued]struct{}{}, prompt: map[string]time.Time{}, recent: map[string][]*queued{}}
@@ -62,7 +50,7 @@ func (q *queues) wait(endpoint string, since time.Time, ftt time.Duration) (done
 	}
 	q.waiting[endpoint][w] = struct{}{}
 	r := q.recent[endpoint]
-	for len(r) > 0 && since.Sub(r[0].since) > acceptsKeep {
+	for len(r) > 0 && since.Sub(r[0].since) > guard.AcceptsKeep {
 		r = r[1:]
 	}
 	q.recent[endpoint] = append(r, w)
@@ -96,21 +84,8 @@ func (q *queues) firstToken(endpoint string, since time.Time, ttft, ftt time.Dur
 	}
 }
 
-// acceptsK is adaptive throttling's K (the SRE book, "Handling
-// Overload"): a client stops adding requests to a backend that accepts
-// fewer than 1/K of those it is sent.
-const acceptsK = 2
-
-// acceptsPart: accepts looks back over first_token_timeout ÷ acceptsPart.
-// A timeout is set at several times an endpoint's normal time to first
-// token, so within a quarter of it a request that will be answered
-// mostly has been; a longer look would keep the requests an endpoint lost
-// before it came back in view for longer, and delay the races it could
-// now answer.
-const acceptsPart = 4
-
 // accepts reports whether endpoint gave its first token in time to at
-// least 1/acceptsK of this process's streamed requests sent there in the
+// least 1/guard.AcceptsK of this process's streamed requests sent there in the
 // last window before now (a request still waiting counts as not accepted
 // yet); with none sent in it, nothing says it loses them (as adaptive
 // throttling rejects nothing without requests). A resend there is worth
@@ -135,7 +110,7 @@ func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) b
 			answered++
 		}
 	}
-	return acceptsK*answered >= sent
+	return guard.AcceptsK*answered >= sent
 }
 
 // sooner reports whether, at now, a hedge on endpoint e could answer

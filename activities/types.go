@@ -7,6 +7,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
@@ -83,10 +84,10 @@ type PrepareInput struct {
 type SkippedModel struct {
 	Model  string `json:"model"`
 	Reason string `json:"reason"`
-	// Guard is what skipped it: "budget" (its endpoint's retry budget is
-	// spent), "hold" (a rate limit holds it) or "pace" (its rpm/tpm turn
-	// comes too late); empty: its breaker (breaker_open).
-	Guard string `json:"guard,omitempty"`
+	// Guard is the rule that skipped it (guard.Rules: "breaker",
+	// "budget", "hold", "pace", "outlier", "key", "capability"); empty in
+	// results recorded before rules were named: its breaker.
+	Guard guard.RuleName `json:"guard,omitempty"`
 }
 
 // Prepared is the next attempt: its model, the messages it sends and the
@@ -110,6 +111,9 @@ type Prepared struct {
 	Hold       time.Duration `json:"hold,omitempty"`
 	HoldScope  string        `json:"hold_scope,omitempty"`
 	HoldReason string        `json:"hold_reason,omitempty"`
+	// Rule is the guard's rule that decided the Hold or the Delay
+	// ("hold", "pace", "wait", "last-chance").
+	Rule guard.RuleName `json:"rule,omitempty"`
 	// Recheck: every model is behind an open breaker and the call may
 	// wait (call.max_wait): after Hold the workflow prepares the attempt
 	// again instead of sending it, so that the breakers' trials decide who

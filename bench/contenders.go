@@ -393,6 +393,9 @@ func durablePath(res workflows.CallResult) string {
 	var parts []string
 	for _, a := range res.Attempts {
 		p := a.Model + ":" + cmp.Or(a.Class, "ok") + ":" + a.Decision
+		if a.Rule != "" {
+			p += "(" + a.Rule + ")"
+		}
 		if a.DelayMS > 0 {
 			p += fmt.Sprintf("+%dms", a.DelayMS)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // run is one upstream attempt as the attempts loop sees it: what was
@@ -315,7 +316,7 @@ func (c *call) startHedge(ctx workflow.Context, r *race, plan activities.HedgePl
 	if plan.Overdue {
 		model = r.primary.soonerModels[0]
 	}
-	if left < callstate.MinAttemptTime {
+	if left < guard.MinAttemptTime {
 		skip(model, fmt.Sprintf("no hedge: %s left before the fallback", callstate.FormatDuration(left)))
 		return
 	}

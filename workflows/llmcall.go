@@ -17,6 +17,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/workflowstreams"
 )
 
@@ -192,7 +193,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			return reason, nil
 		}
 		remaining := c.timeLeft(ctx)
-		if remaining < callstate.MinAttemptTime {
+		if remaining < guard.MinAttemptTime {
 			return fmt.Sprintf("deadline: %s left, %s kept for the fallback",
 				callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
 		}
@@ -222,7 +223,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 				continue
 			}
 			remaining = c.timeLeft(ctx)
-			if remaining < callstate.MinAttemptTime {
+			if remaining < guard.MinAttemptTime {
 				return fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",
 					prep.Model, callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
 			}
@@ -252,7 +253,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			// The delay never eats into the least attempt time (the
 			// top of the loop left at least that much before the reserve).
 			window := callstate.FallbackWindow(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
-			in.Delay = min(prep.Delay, max(window-callstate.MinAttemptTime, 0))
+			in.Delay = min(prep.Delay, max(window-guard.MinAttemptTime, 0))
 			in.Timeout, in.Grace = min(prep.Timeout, window-in.Delay), 0
 			remaining = in.Delay + in.Timeout
 		}
@@ -407,7 +408,7 @@ func (c *call) timeLeft(ctx workflow.Context) time.Duration {
 func (c *call) diagnose(ctx workflow.Context, class failure.Class, out activities.CallOutcome) (failure.Class, string, error) {
 	var a *activities.Activities
 	var d activities.Diagnosis
-	left := c.timeLeft(ctx) - callstate.MinAttemptTime
+	left := c.timeLeft(ctx) - guard.MinAttemptTime
 	if left < time.Second {
 		return class, "no diagnosis: the deadline leaves no time for one", nil
 	}
@@ -482,20 +483,21 @@ func (c *call) callOptions(ctx workflow.Context, prep activities.Prepared, timeo
 	})
 }
 
-// skipped records the models the ladder skipped for open breakers, spent
-// retry budgets or rate-limit holds.
+// skipped records the models the ladder skipped, each with the guard's
+// rule that skipped it.
 func (c *call) skipped(models []activities.SkippedModel) {
 	for _, s := range models {
-		if s.Guard != "" {
-			c.guards = append(c.guards, s.Guard)
+		rule := s.Guard
+		if rule == "" {
+			rule = guard.RuleBreaker // recorded before rules were named
 		}
-		class, decision := string(failure.BreakerOpen), callstate.Switch.String()
-		if s.Guard != "" {
-			// A retry budget or a rate-limit hold: not a failure of the model.
-			class, decision = "", "skip"
+		c.guards = append(c.guards, string(rule))
+		class, decision := "", "skip" // not a failure of the model
+		if rule == guard.RuleBreaker {
+			class, decision = string(failure.BreakerOpen), callstate.Switch.String()
 		}
 		c.res.Attempts = append(c.res.Attempts, Attempt{
-			N: c.st.N, Model: s.Model, Class: class,
+			N: c.st.N, Model: s.Model, Class: class, Rule: string(rule),
 			Decision: decision, Reason: s.Reason, RetriedFrom: c.st.From.String(),
 		})
 	}
@@ -530,6 +532,9 @@ func (c *call) hold(ctx workflow.Context, prep activities.Prepared) error {
 		why = "rate-limit hold on " + prep.HoldScope
 	}
 	reason := fmt.Sprintf("%s: wait %s, then %s", why, d, prep.Model)
+	if prep.Rule != "" {
+		reason = fmt.Sprintf("[%s] %s", prep.Rule, reason)
+	}
 	workflow.SetCurrentDetails(ctx, "waiting "+d+": "+reason)
 	c.event(ctx, Event{Type: EventWaiting, Reason: reason, DelayMS: prep.Hold.Milliseconds()})
 	return workflow.NewTimerWithOptions(ctx, prep.Hold, workflow.TimerOptions{Summary: reason}).Get(ctx, nil)

@@ -19,7 +19,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/durable-llm/durable-llm/activities"
-	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/guard"
@@ -454,6 +453,7 @@ func TestLLMCallPaths(t *testing.T) {
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "rate-limit hold on the endpoint of qwen-72b for")
 				require.Contains(t, res.Attempts[0].Reason, "longer than the call can wait")
+				require.Equal(t, string(guard.RuleHold), res.Attempts[0].Rule, "the rule that skipped it is named")
 				require.Less(t, h.at[0].Sub(h.start), time.Second, "no wait for a hold it does not meet")
 			},
 		},
@@ -465,6 +465,10 @@ func TestLLMCallPaths(t *testing.T) {
 			source: workflows.SourceFAQ,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "retry budget of the endpoint of qwen-72b is spent")
+				for _, a := range res.Attempts[1:] {
+					require.Equal(t, string(guard.RuleBudget), a.Rule, "%s was skipped by the retry budget", a.Model)
+				}
+				require.Empty(t, res.Attempts[0].Rule, "a request that was sent names no skipping rule")
 				require.Len(t, h.calls, 1, "one upstream request")
 			},
 		},
@@ -946,7 +950,7 @@ func TestLLMCallSendsItsLastChanceAsLateAsItCanAnswer(t *testing.T) {
 	}
 	// The model's answers take 400 ms on this worker.
 	answers := guard.NewFirstTokens()
-	for range config.HedgeMinSamples {
+	for range guard.MinSamples {
 		answers.Add(cfg.Models[0].Name, 400*time.Millisecond)
 	}
 	acts, err := activities.New(activities.Options{Config: cfg, Breakers: guard.NewBreakerRegistry(cfg.Breaker, nil), Outliers: outliers,
@@ -981,7 +985,7 @@ func TestLLMCallSendsItsLastChanceAsLateAsItCanAnswer(t *testing.T) {
 	require.Equal(t, 1, sent, "one request: nothing is sent while the call waits")
 	require.Zero(t, last.Grace, "a last chance runs to the fallback's own time, no grace after")
 	ends := lastAt.Sub(start) + last.Delay + last.Timeout
-	require.Equal(t, deadline-callstate.FallbackTime, ends, "the last chance ends where the fallback's FallbackTime begins")
-	require.Equal(t, callstate.MinAttemptTime, last.Timeout, "its request has the least attempt time (its answers take less), no more: it goes as late as it can")
-	require.Greater(t, deadline-lastAt.Sub(start), cfg.Call.FallbackReserve.D()+callstate.MinAttemptTime, "scheduled before the reserve")
+	require.Equal(t, deadline-guard.FallbackTime, ends, "the last chance ends where the fallback's FallbackTime begins")
+	require.Equal(t, guard.MinAttemptTime, last.Timeout, "its request has the least attempt time (its answers take less), no more: it goes as late as it can")
+	require.Greater(t, deadline-lastAt.Sub(start), cfg.Call.FallbackReserve.D()+guard.MinAttemptTime, "scheduled before the reserve")
 }

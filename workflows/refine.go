@@ -12,6 +12,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/prompt"
 	"github.com/durable-llm/durable-llm/policies/request"
 )
@@ -60,7 +61,7 @@ func (c *call) refine(ctx workflow.Context, remaining time.Duration) error {
 	}
 	c.refined.summarized = true
 	var a *activities.Activities
-	left := remaining - callstate.MinAttemptTime
+	left := remaining - guard.MinAttemptTime
 	if left < time.Second {
 		c.refined.note = "no context summary: the deadline leaves no time for one"
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/prompt"
 )
 
@@ -165,7 +166,7 @@ func (c *call) startReview(ctx workflow.Context, r activities.RuleHit, why strin
 func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string) (bool, error) {
 	var a *activities.Activities
 	remaining := c.timeLeft(ctx)
-	if remaining < 2*callstate.MinAttemptTime {
+	if remaining < 2*guard.MinAttemptTime {
 		return false, nil
 	}
 	workflow.SetCurrentDetails(ctx, "step by step: splitting the question ("+why+")")
@@ -191,7 +192,7 @@ func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string
 		c.tokens(ctx, "completion", sp.Model, sp.CompletionTokens)
 	}
 	remaining = c.timeLeft(ctx)
-	if remaining < callstate.MinAttemptTime {
+	if remaining < guard.MinAttemptTime {
 		return false, nil
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("step by step: %d child calls (%s)", len(sp.Questions), why))

@@ -251,8 +251,11 @@ type Attempt struct {
 	Messages     int    `json:"messages"`
 	PromptTokens int    `json:"prompt_tokens"`
 	Decision     string `json:"decision,omitempty"`
-	Reason       string `json:"reason,omitempty"`
-	DelayMS      int64  `json:"delay_ms,omitempty"`
+	// Rule is the guard's rule that skipped the model (docs/how-it-works.md
+	// "The guard on one page"); empty for an attempt that was sent.
+	Rule    string `json:"rule,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	DelayMS int64  `json:"delay_ms,omitempty"`
 	// RetriedFrom names the attempt this one retries ("1", "1 (worker_lost)").
 	RetriedFrom string `json:"retried_from,omitempty"`
 	// Hedge: the attempt is the hedge of attempt N (docs/how-it-works.md "Hedged calls").

@@ -13,29 +13,15 @@ import (
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
-// MinAttemptTime is the least time worth giving an upstream attempt: a wait
-// that leaves less before the deadline (the fallback's reserve excluded)
-// is not taken.
-const MinAttemptTime = time.Second
-
-// FallbackTime is what the fallback needs of call.fallback_reserve once an
-// attempt has ended: a workflow task, the decision and the FAQ (local
-// activities), the result; measured at 150–300 ms on the dev server. No
-// attempt starts in the reserve, but one already open when the attempt's
-// deadline comes keeps its request into the rest of it (Grace), its
-// answer started or not: a request that may still answer is not
-// abandoned for a fallback that needs a fraction of that time.
-const FallbackTime = 500 * time.Millisecond
-
 // Grace is how long an attempt bounded by the call's deadline (timeout
 // below the model's own, modelTimeout) keeps its request open past it: the
 // part of the fallback's reserve the fallback does not need
-// (FallbackTime). Zero for an attempt its model's timeout bounds.
+// (guard.FallbackTime). Zero for an attempt its model's timeout bounds.
 func Grace(timeout, modelTimeout, reserve time.Duration) time.Duration {
 	if timeout >= modelTimeout {
 		return 0
 	}
-	return max(min(modelTimeout-timeout, reserve-FallbackTime), 0)
+	return max(min(modelTimeout-timeout, reserve-guard.FallbackTime), 0)
 }
 
 // Next decides the step after a failed attempt of the call in state s
@@ -537,32 +523,32 @@ func TimeLeft(deadline, elapsed, reserve time.Duration) time.Duration {
 }
 
 // CanWait is how long a call may still wait before its next attempt:
-// TimeLeft less the least time an attempt needs (MinAttemptTime).
+// TimeLeft less the least time an attempt needs (guard.MinAttemptTime).
 func CanWait(deadline, elapsed, reserve time.Duration) time.Duration {
-	return TimeLeft(deadline, elapsed, reserve) - MinAttemptTime
+	return TimeLeft(deadline, elapsed, reserve) - guard.MinAttemptTime
 }
 
 // LastChance is a waiting call's last request, decided at elapsed: it goes
-// as late as it can still answer, need (at least MinAttemptTime) before
-// the fallback's own FallbackTime, so inside the fallback's reserve, where
+// as late as it can still answer, need (at least guard.MinAttemptTime) before
+// the fallback's own guard.FallbackTime, so inside the fallback's reserve, where
 // Grace keeps an open request for the same reason (a request that may
 // still answer is not given up for a fallback that needs a fraction of
 // the reserve). It waits delay from now; its request has the rest of
 // FallbackWindow.
 func LastChance(deadline, elapsed, reserve, need time.Duration) (delay time.Duration) {
-	return max(FallbackWindow(deadline, elapsed, reserve)-max(need, MinAttemptTime), 0)
+	return max(FallbackWindow(deadline, elapsed, reserve)-max(need, guard.MinAttemptTime), 0)
 }
 
 // FallbackWindow is the time left at elapsed before the fallback must
-// begin: the deadline less the fallback's own FallbackTime (the whole
+// begin: the deadline less the fallback's own guard.FallbackTime (the whole
 // reserve when it is shorter).
 func FallbackWindow(deadline, elapsed, reserve time.Duration) time.Duration {
-	return deadline - elapsed - min(reserve, FallbackTime)
+	return deadline - elapsed - min(reserve, guard.FallbackTime)
 }
 
 // fits reports whether waiting w still leaves time for one attempt.
 func (d *decider) fits(w time.Duration) bool {
-	return w+MinAttemptTime <= d.remaining()
+	return w+guard.MinAttemptTime <= d.remaining()
 }
 
 func (d *decider) fallback(reason string) Step {

@@ -717,7 +717,7 @@ func TestGrace(t *testing.T) {
 		{10 * time.Second, 30 * time.Second, 2 * time.Second, 1500 * time.Millisecond},
 		{29 * time.Second, 30 * time.Second, 2 * time.Second, time.Second}, // the model's timeout first
 		{30 * time.Second, 30 * time.Second, 2 * time.Second, 0},
-		{10 * time.Second, 30 * time.Second, 300 * time.Millisecond, 0}, // a reserve under FallbackTime
+		{10 * time.Second, 30 * time.Second, 300 * time.Millisecond, 0}, // a reserve under guard.FallbackTime
 	} {
 		if got := Grace(c.timeout, c.model, c.reserve); got != c.want {
 			t.Errorf("Grace(%v, %v, %v) = %v, want %v", c.timeout, c.model, c.reserve, got, c.want)
@@ -726,8 +726,8 @@ func TestGrace(t *testing.T) {
 }
 
 // TestLastChanceGoesAsLateAsItCanAnswer: the last request waits until
-// what it needs (at least MinAttemptTime) is left before the fallback's own
-// FallbackTime, inside the reserve; a reserve shorter than FallbackTime is
+// what it needs (at least guard.MinAttemptTime) is left before the fallback's own
+// guard.FallbackTime, inside the reserve; a reserve shorter than guard.FallbackTime is
 // the fallback's whole.
 func TestLastChanceGoesAsLateAsItCanAnswer(t *testing.T) {
 	for _, c := range []struct {
@@ -737,7 +737,7 @@ func TestLastChanceGoesAsLateAsItCanAnswer(t *testing.T) {
 	}{
 		{"20 s deadline, 16 s gone, 2 s reserve", 20 * time.Second, 16 * time.Second, 2 * time.Second, 300 * time.Millisecond, 2500 * time.Millisecond, 3500 * time.Millisecond},
 		{"answers that take 3 s", 20 * time.Second, 16 * time.Second, 2 * time.Second, 3 * time.Second, 500 * time.Millisecond, 3500 * time.Millisecond},
-		{"a reserve shorter than FallbackTime", 20 * time.Second, 16 * time.Second, 200 * time.Millisecond, 0, 2800 * time.Millisecond, 3800 * time.Millisecond},
+		{"a reserve shorter than guard.FallbackTime", 20 * time.Second, 16 * time.Second, 200 * time.Millisecond, 0, 2800 * time.Millisecond, 3800 * time.Millisecond},
 		{"too late already: at once", 20 * time.Second, 19 * time.Second, 2 * time.Second, 0, 0, 500 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {

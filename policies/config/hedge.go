@@ -72,10 +72,6 @@ const (
 	HedgeAdaptive = "adaptive"
 )
 
-// HedgeMinSamples is how many first-token times of a model an adaptive
-// hedge needs before it uses their p90.
-const HedgeMinSamples = 20
-
 // Rule returns the hedge rule of scenario: its own when the policy has
 // one, else the default.
 func (h HedgeConfig) Rule(scenario string) HedgeRule {

@@ -825,3 +825,23 @@ func TestRateLimitGrain(t *testing.T) {
 		t.Errorf("default rate_limit_scope %q, want auto", d.Models[0].RateLimitScope)
 	}
 }
+
+// TestDefaultSetting: a setting's default as the policy file writes it, a
+// list as a flow list, and no answer for a key that is not a setting.
+func TestDefaultSetting(t *testing.T) {
+	for key, want := range map[string]string{
+		"budget.ratio":                       "0.1",
+		"model_defaults.first_token_timeout": "8s",
+		"model_defaults.capabilities":        "[tools, json_schema]",
+		"call.max_wait_scenarios":            "[]",
+	} {
+		if got, ok := DefaultSetting(key); !ok || got != want {
+			t.Errorf("DefaultSetting(%q) = %q, %v; want %q", key, got, ok, want)
+		}
+	}
+	for _, key := range []string{"budget", "budget.nope", "nope", "budget.ratio.x", ""} {
+		if got, ok := DefaultSetting(key); ok {
+			t.Errorf("DefaultSetting(%q) = %q: want no such setting", key, got)
+		}
+	}
+}

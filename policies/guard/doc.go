@@ -1,9 +1,6 @@
-// Package guard holds the per-process protections that outlive a single
-// call (docs/how-it-works.md "Failure classes"): a retry budget per upstream endpoint
-// (RetryBudget, Budgets), one circuit breaker per model (Breaker,
-// BreakerRegistry), the per-class breaker (ClassBreaker) that stops
-// retrying a class whose retries keep failing, and the rate-limit holds
-// (Holds) that make a 429 backpressure rather than sickness.
+// Package guard holds the rules that decide whether, where and when a call's
+// next request goes (Rules; docs/how-it-works.md "The guard on one page"),
+// and the per-process state they read, which outlives a single call.
 //
 // Invariants:
 //   - No Temporal import. The activities hold one of each per process and
@@ -25,48 +22,20 @@
 //   - It does not log: breaker state changes are reported through a
 //     StateChangeHook.
 //
-// # Retry budget
+// # The rules
 //
-// The budget works in the manner of Envoy's retry budgets, Finagle's
-// RetryBudget and gRPC's retry throttling. Over any stretch of time
-// retries are at most Floor + Ratio × the requests in it (once traffic is
-// above Floor/(Ratio × Window) requests a second; a quiet system gets its
-// Floor per Window), so the amplification of a short incident stays below
-// 1 + Ratio + Floor/its calls however long the healthy traffic before it
-// ran. A sliding window of Ratio × requests alone (the budget's first
-// form) let the healthy minute before an incident pay for a tenth of a
-// minute's traffic in retries during it.
-//
-// Counts are kept in a ring of 60 buckets, so memory is constant whatever
-// the load; the reserve is worked out from the buckets of the last Window,
-// oldest first, starting full (a reserve is full again after a Window). A
-// bucket's requests refill the reserve before its retries spend it. An
-// instant earlier than one already seen is treated as the latest one
-// seen, so a clock step backwards can never corrupt the window.
-//
-// # Breaker
-//
-// Open, a Breaker refuses every call for its open period: OpenFor at
-// first. Then it is half-open, as gobreaker's: a call is let through as a
-// trial while fewer than Probes trials are out (one, until a trial has
-// succeeded), and refused beyond that. It closes once Probes trial results
-// are in and at least CloseThreshold of them succeeded; it reopens as soon
-// as the trials can no longer reach CloseThreshold (over at least Probes
-// results), for twice the period before (but at most half the time since
-// it opened from closed), up to OpenForMax. What it limits is the trials
-// in flight, not a share of the calls: at low traffic every call is a
-// trial and none is refused that the upstream might answer (a share let
-// through refused nine calls in ten of a flapping upstream's up windows,
-// which a plain client would have had answered); at high traffic the
-// trials are a few requests however many calls wait. So a recovered
-// upstream gets its traffic back within Probes trials, and one that stays
-// down is tried less and less often. Trials that close it halve the
-// period, and every HealAfter spent closed halves it again, down to
-// OpenFor (HealAfter 0: back to OpenFor when it closes). Half-open, only
-// as many results count as trials were let through; others (late results
-// of calls from before the breaker opened) are ignored, as are all results
-// while open. Every state change is reported to the hook given to the
-// registry, with the instant of the call that observed it.
+// What the guard decides, and why, is one ordered table: Rules, each rule
+// named as calls show it, with its principle, its constants and the policy
+// settings it reads. docs/how-it-works.md "The guard on one page" is that
+// table as Page writes it, and a test keeps the two the same; read it
+// there rather than here. The types below are the state the rules read:
+// RetryBudget and Budgets (rule budget; counts in a ring of windowBuckets,
+// so memory is constant whatever the load, and an instant earlier than
+// one already seen is taken as the latest, so a clock step backwards never
+// corrupts a window), Breaker and BreakerRegistry (rule breaker, as
+// gobreaker's states), ClassBreaker (rule class-breaker), Holds (rules
+// hold and backpressure), Pacer (rule pace), Outliers (rule outlier) and
+// FirstTokens (the p90s that rules last-chance, hedge and grace read).
 //
 // # Shared guards
 //

@@ -1,0 +1,402 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// RuleName names one rule of the guard as a call's attempts, the Web UI
+// and the fallback's input show it.
+type RuleName string
+
+// The rules, in Rules' order. RuleBudget's name is also the word cache.on
+// uses for "a retry budget skipped a model" (config.CacheOnBudget).
+const (
+	RuleCapability   RuleName = "capability"
+	RuleBreaker      RuleName = "breaker"
+	RuleKey          RuleName = "key"
+	RuleOutlier      RuleName = "outlier"
+	RuleLastChance   RuleName = "last-chance"
+	RuleHold         RuleName = "hold"
+	RulePace         RuleName = "pace"
+	RuleBudget       RuleName = "budget"
+	RulePastOpen     RuleName = "past-open"
+	RuleWait         RuleName = "wait"
+	RuleClass        RuleName = "class"
+	RuleBlame        RuleName = "blame"
+	RuleBackpressure RuleName = "backpressure"
+	RuleClassBreaker RuleName = "class-breaker"
+	RuleWaitTrials   RuleName = "wait-for-trials"
+	RuleHedge        RuleName = "hedge"
+	RuleOverdue      RuleName = "overdue"
+	RuleGrace        RuleName = "grace"
+	RuleFleet        RuleName = "fleet"
+)
+
+// Moment is when a rule decides.
+type Moment int
+
+// The moments of a request.
+const (
+	// BeforeSend: which rung, and send, hold, wait or skip.
+	BeforeSend Moment = iota
+	// AfterOutcome: what the endpoint, the model and the call learn, and
+	// the call's next step.
+	AfterOutcome
+	// WhileOpen: keep an open request, race it, or cut it.
+	WhileOpen
+	// Shared: how one worker's guard joins its fleet's.
+	Shared
+)
+
+func (m Moment) String() string {
+	switch m {
+	case BeforeSend:
+		return "Before a request is sent"
+	case AfterOutcome:
+		return "After an outcome"
+	case WhileOpen:
+		return "While a request is open"
+	}
+	return "Across workers"
+}
+
+// Rule is one decision of the guard: what it decides, the principle
+// that justifies it, the constants it is made of and the policy
+// settings it reads.
+type Rule struct {
+	Name      RuleName
+	Moment    Moment
+	Decides   string
+	Principle string
+	// Constants are the package's constants the rule applies, each named
+	// as in the code (TestEveryConstantIsARules keeps them so).
+	Constants []Constant
+	// Settings are the policy keys it reads (dotted, as in
+	// policy.yaml); the page shows their defaults.
+	Settings []string
+	// Replaces says what the rule replaced, when that is worth knowing.
+	Replaces string
+}
+
+// Constant is a constant of the code a rule applies: its name and value.
+type Constant struct {
+	Name  string
+	Value any
+}
+
+// The constants the rules apply that live nowhere else.
+const (
+	// MinAttemptTime is the least time worth giving an upstream attempt:
+	// a wait that leaves less before the deadline (the fallback's reserve
+	// excluded) is not taken.
+	MinAttemptTime = time.Second
+	// FallbackTime is what the fallback needs of call.fallback_reserve
+	// once an attempt has ended: a workflow task, the decision and the
+	// FAQ (local activities), the result; measured at 150–300 ms on the
+	// dev server.
+	FallbackTime = 500 * time.Millisecond
+	// MinSamples is how many times of a model this worker must have seen
+	// (to first token, or to a whole answer) before a rule reads their
+	// p90.
+	MinSamples = 20
+	// LastChance is how close to the end of its wait a call waiting for a
+	// refusing endpoint's probe sends its one request there; its last
+	// recheck is set for LastChanceEarly after that window opens, since
+	// timers on a loaded server fire late.
+	LastChance      = 1500 * time.Millisecond
+	LastChanceEarly = 100 * time.Millisecond
+	// RecheckMin and RecheckSpread draw a waiting call's step between two
+	// rechecks: RecheckMin + u·RecheckSpread, so waiting calls recheck
+	// apart. A wait shorter than MinWait is not taken.
+	RecheckMin    = 500 * time.Millisecond
+	RecheckSpread = time.Second
+	MinWait       = 100 * time.Millisecond
+	// HeadroomFresh is how long a key's reported headroom
+	// (x-ratelimit-remaining-*) counts for the key choice.
+	HeadroomFresh = time.Minute
+	// AdaptiveMargin multiplies a model's p90 time to first token for an
+	// adaptive hedge delay, so that the hedges go to the slow tail and
+	// not to the model's usual spread.
+	AdaptiveMargin = 1.5
+	// OverdueRecheck is how often an attempt whose first token is overdue
+	// asks again where a race could answer sooner; it tells its call at
+	// most MaxOverdueNotes times (each a signal in the history),
+	// OverdueNoteGap apart.
+	OverdueRecheck  = 250 * time.Millisecond
+	MaxOverdueNotes = 4
+	OverdueNoteGap  = time.Second
+	// AcceptsK is adaptive throttling's K (the SRE book, "Handling
+	// Overload"): a race goes to the overdue request's own endpoint only
+	// while it gives a first token in time to at least 1/AcceptsK of this
+	// worker's requests of the last first_token_timeout ÷ AcceptsPart.
+	// AcceptsKeep bounds how far back the requests are kept.
+	AcceptsK    = 2
+	AcceptsPart = 4
+	AcceptsKeep = time.Minute
+)
+
+// Rules is the guard, in the order a request meets it. docs/how-it-works.md
+// "The guard on one page" is Page of it (go generate ./docs).
+var Rules = []Rule{
+	{
+		Name: RuleCapability, Moment: BeforeSend,
+		Decides:   "A rung whose model lacks a capability the request needs (`tools`, `json_schema`, `vision`, `reasoning`) is skipped.",
+		Principle: "A request that cannot succeed is no load worth sending.",
+		Settings:  []string{"model_defaults.capabilities"},
+	},
+	{
+		Name: RuleBreaker, Moment: BeforeSend,
+		Decides: "A model whose breaker is open is skipped. It opens after `consecutive_failures` failures in a row or over " +
+			"`failure_rate` of the last `window` (at least `min_calls`); open `open_for`, doubling while trials fail " +
+			"(at most `open_for_max`, at most half the outage); half-open, at most `probes` trials are out (one until one " +
+			"succeeds), and it closes when `close_threshold` of them succeed. Only upstream-health classes count.",
+		Principle: "gobreaker's states: stop sending to a model that fails, try it again a little at a time.",
+		Settings: []string{"breaker.consecutive_failures", "breaker.failure_rate", "breaker.window", "breaker.min_calls",
+			"breaker.open_for", "breaker.open_for_max", "breaker.heal_after", "breaker.close_threshold", "breaker.probes"},
+	},
+	{
+		Name: RuleKey, Moment: BeforeSend,
+		Decides: "A pooled model sends with the key that has the most headroom left (its x-ratelimit-remaining-* share, " +
+			"counted for HeadroomFresh); a key refused by a class that trips the breaker (`auth`) is parked for `key_park`, where the model would otherwise be tripped; a model with every key parked is skipped.",
+		Principle: "Least-loaded balancing over the keys of one account: a key the provider limits is load elsewhere.",
+		Constants: []Constant{{"HeadroomFresh", HeadroomFresh}},
+		Settings:  []string{"model_defaults.key_park"},
+	},
+	{
+		Name: RuleOutlier, Moment: BeforeSend,
+		Decides: "An endpoint is ejected when it shows it is not answering: OutlierRefusals refusals in a row with no answer " +
+			"between (503 busy, 529, queue_full, a 429, a refused connection, a 5xx) — *refusing* — or a request past its " +
+			"`first_token_timeout` while the endpoint has answered nothing since that request started — *silent*. New calls " +
+			"start on the next rung whose endpoint answers. Its period is `rate_limit.hold` (or the refusal's Retry-After); then " +
+			"one request is its probe and no other goes until the probe's outcome (or its first-token timeout); a failed probe " +
+			"doubles the period, never past half the time since the endpoint stopped answering nor OutlierMaxEjection, each " +
+			"period ending with up to ReleaseJitter of it drawn. Any answer ends the ejection. With no other rung, a call waits " +
+			"for a refusing endpoint's probe (rule `wait`, then `last-chance`); to a silent one it sends anyway. Each worker " +
+			"ejects and probes on its own view.",
+		Principle: "Envoy's outlier detection, with the breaker's growing period; for a silent endpoint, Envoy's panic " +
+			"threshold: a plain client would send, and a silent endpoint may answer late (a slow first byte looks the same " +
+			"until its answer comes).",
+		Constants: []Constant{{"OutlierRefusals", OutlierRefusals}, {"OutlierMaxEjection", OutlierMaxEjection}},
+		Settings:  []string{"rate_limit.hold", "model_defaults.first_token_timeout"},
+		Replaces: "a busy refusal held the model's queue, and every call waiting on the hold resent at its end; " +
+			"new calls started on an endpoint that answered nothing while a healthy one was on the ladder.",
+	},
+	{
+		Name: RuleLastChance, Moment: BeforeSend,
+		Decides: "A call waiting for a refusing endpoint's probe sends its request there once its wait is within " +
+			"LastChance of its end (its last recheck set LastChanceEarly into that window): the attempt is scheduled at " +
+			"once, and the worker holds the request until what an answer needs is left before the fallback's own " +
+			"FallbackTime — the p90 of the model's last FirstTokenSamples whole answers on this worker, at least " +
+			"MinAttemptTime, known once it has MinSamples of them (before, the request goes at once). Its first request " +
+			"there goes as a plain client's would; a resend only as rule `budget` pays.",
+		Principle: "A guard never leaves a caller worse off than a plain client's one request; and a request that may " +
+			"still answer is worth more than a fallback that needs a fraction of the reserve (the grace of rule `grace`).",
+		Constants: []Constant{{"LastChance", LastChance}, {"LastChanceEarly", LastChanceEarly}, {"FallbackTime", FallbackTime},
+			{"MinAttemptTime", MinAttemptTime}, {"FirstTokenSamples", FirstTokenSamples}, {"MinSamples", MinSamples}},
+		Settings: []string{"call.fallback_reserve"},
+		Replaces: "a call that had sent once waited to its end for a probe that came after the refusal ended; the last " +
+			"request went when the last recheck's timer fired, 3–4.4 s before the deadline, so a refusal that ended in " +
+			"those seconds was never seen.",
+	},
+	{
+		Name: RuleHold, Moment: BeforeSend,
+		Decides: "A rate-limit hold on the model's scope (or its own queue) puts the request off for what is left of it, " +
+			"released at a moment drawn up to ReleaseJitter × the hold's length after its end; a hold longer than the call " +
+			"can wait skips the rung. A new 429 within holdGap of a hold's end continues the same hold.",
+		Principle: "Backpressure is not failure: a 429 says when to come back. The jitter is full-jitter backoff applied to " +
+			"a wait every call shares, so the calls it stopped do not come back as one burst.",
+		Constants: []Constant{{"ReleaseJitter", ReleaseJitter}, {"holdGap", holdGap}},
+		Settings:  []string{"rate_limit.hold", "backoff.retry_after_cap"},
+	},
+	{
+		Name: RulePace, Moment: BeforeSend,
+		Decides: "A model with `rpm`/`tpm` waits for its turn in a token bucket of its rate-limit scope; a turn later " +
+			"than the call can wait skips the rung.",
+		Principle: "Send at the rate the provider accepts instead of learning it from 429s.",
+		Settings:  []string{"model_defaults.rpm", "model_defaults.tpm"},
+	},
+	{
+		Name: RuleBudget, Moment: BeforeSend,
+		Decides: "A request to an endpoint the call has already sent to is a retry there, paid from a reserve of " +
+			"`floor`, refilled `ratio` per request and in full by a quiet `window` (windowBuckets buckets); the calls " +
+			"refused wait their turn in line (a place kept waiterLive after the last recheck), and a tenant takes at most " +
+			"`tenant_share` while others call. The call's first request to any endpoint — a failover, or a race that lands " +
+			"there — is that endpoint's ordinary load, never a retry; the resend of an attempt lost with its worker is that " +
+			"attempt again. Spent: another endpoint, else a wait, else the fallback. A sick endpoint sees ≤ (1 + `ratio`) × " +
+			"calls + `floor`, split across workers.",
+		Principle: "Finagle's RetryBudget, Envoy's retry budgets, gRPC's retry throttling: the budget protects the endpoint " +
+			"that receives the resends, and never keeps a call off a healthy one.",
+		Constants: []Constant{{"windowBuckets", windowBuckets}, {"waiterLive", waiterLive}},
+		Settings:  []string{"budget.window", "budget.ratio", "budget.floor", "budget.tenant_share"},
+		Replaces: "every request after the call's first was charged to the budget of the endpoint it went to, so failovers " +
+			"spent the healthy endpoint's floor and its rungs were skipped.",
+	},
+	{
+		Name: RulePastOpen, Moment: BeforeSend,
+		Decides: "A call that has sent nothing, whose every rung is behind an open breaker and whose wait is spent, sends " +
+			"its first request anyway, to the first rung that takes it with the breakers set aside.",
+		Principle: "gRPC's retry throttling never throttles an original request; Envoy's panic threshold routes to every " +
+			"host when too few are healthy. A breaker stops the extra load of retries, not a caller's one request.",
+	},
+	{
+		Name: RuleWait, Moment: BeforeSend,
+		Decides: "A call no rung may take (open breakers, spent budgets, refusing endpoints) waits on timers the Web UI " +
+			"shows, each RecheckMin + a draw of up to RecheckSpread, up to its deadline less `call.fallback_reserve` " +
+			"(keeping a first request's `first_token_timeout` for it while breakers are open), or `call.max_wait` when " +
+			"set; a wait shorter than MinWait is not taken. Released, a call sends only as a probe (rule `outlier`) until one " +
+			"answers; the calls then come back on their own drawn rechecks, and OutlierRefusals refusals in a row eject " +
+			"the endpoint again, so calls go at the pace it accepts.",
+		Principle: "Wait out what ends: a refusal that ends within the deadline is answered by a model, not by the FAQ; " +
+			"drawn rechecks are the jitter that keeps the waiting calls from coming back as a herd.",
+		Constants: []Constant{{"RecheckMin", RecheckMin}, {"RecheckSpread", RecheckSpread}, {"MinWait", MinWait}},
+		Settings:  []string{"call.fallback_reserve", "call.max_wait", "call.max_wait_stream", "call.max_wait_scenarios"},
+		Replaces:  "a 10 s cap (3 s streamed) that sent calls to the FAQ while the refusal ended within their deadline.",
+	},
+	{
+		Name: RuleClass, Moment: AfterOutcome,
+		Decides: "The failure's class decides the next step (`classes.*`): retry the same model, switch to the next rung, " +
+			"resend, hold for the Retry-After (the same model once, at the Retry-After up to `backoff.retry_after_cap`), " +
+			"or the fallback; a retry waits a full-jitter backoff of `backoff.base` doubling to `backoff.cap`. At most " +
+			"`call.max_attempts` requests per call that the server works on (backpressure refusals aside).",
+		Principle: "Retry only what a retry can fix (the class table, docs/how-it-works.md \"Failure classes\"); full " +
+			"jitter (AWS) so that retries of one incident spread out.",
+		Settings: []string{"backoff.base", "backoff.cap", "backoff.retry_after_cap", "call.max_attempts"},
+	},
+	{
+		Name: RuleBlame, Moment: AfterOutcome,
+		Decides: "A timeout of an attempt whose prompt took over half the model's context window, or that asked for over " +
+			"a quarter of it as max_tokens, does not count against the model's breaker; nor do classes the request alone " +
+			"causes (context_length_exceeded, output_truncated, invalid_request).",
+		Principle: "A breaker judges the model, not one tenant's requests: one tenant's huge requests must not open it " +
+			"for everyone.",
+		Settings: []string{"model_defaults.context_window"},
+	},
+	{
+		Name: RuleBackpressure, Moment: AfterOutcome,
+		Decides: "A 429 holds its scope for the Retry-After (else `rate_limit.hold`); x-ratelimit-remaining-* of 0 holds " +
+			"it until the matching reset; a busy refusal ejects its endpoint (rule `outlier`) and moves the call to the next " +
+			"rung at once. Refusals count against the breaker only once they have lasted `rate_limit.breaker_after` " +
+			"without a break.",
+		Principle: "Backpressure is not failure: a server that says \"not now\" is healthy and busy, and a breaker that " +
+			"opened on it would turn away the calls it could take in a moment.",
+		Settings: []string{"rate_limit.hold", "rate_limit.breaker_after"},
+	},
+	{
+		Name: RuleClassBreaker, Moment: AfterOutcome,
+		Decides: "A class whose retries fail over `class_failure_rate` of at least `class_min_retries` in `class_window` " +
+			"stops being retried; its calls switch or fall back.",
+		Principle: "Retry amplification is bounded per cause, too: retrying what keeps failing is the storm.",
+		Settings:  []string{"breaker.class_failure_rate", "breaker.class_window", "breaker.class_min_retries"},
+	},
+	{
+		Name: RuleWaitTrials, Moment: AfterOutcome,
+		Decides: "A fallback for want of a rung becomes a wait (rule `wait`) when rungs that could serve the call are " +
+			"behind open breakers or a spent retry budget, and the call may still wait.",
+		Principle: "Wait out what ends: an attempt whose breaker opened between planning and sending is not a reason " +
+			"for the FAQ.",
+	},
+	{
+		Name: RuleHedge, Moment: WhileOpen,
+		Decides: "With `hedge.after` set, an attempt without a first token after the delay is raced on `hedge.model`: a " +
+			"fixed delay, or AdaptiveMargin × the model's p90 time to first token once this worker has MinSamples of " +
+			"them (before, `hedge.initial`); paid from `hedge.budget` of the calls. The first first token wins.",
+		Principle: "\"The Tail at Scale\": hedge the slow tail, not the usual spread, within a budget.",
+		Constants: []Constant{{"AdaptiveMargin", AdaptiveMargin}, {"MinSamples", MinSamples}},
+		Settings:  []string{"hedge.after", "hedge.model", "hedge.budget", "hedge.initial"},
+	},
+	{
+		Name: RuleOverdue, Moment: WhileOpen,
+		Decides: "A streamed request past `first_token_timeout` stays open, and every OverdueRecheck the attempt asks " +
+			"where a race could answer sooner, telling its call at most MaxOverdueNotes times, OverdueNoteGap apart. The " +
+			"race goes to a rung whose endpoint answers (not ejected, none of this worker's requests there overdue), paid " +
+			"where it lands (rule `budget`); to the request's own endpoint last, from its budget, and only once that " +
+			"endpoint answers requests sent after the overdue one and at least 1/AcceptsK of this worker's requests of " +
+			"the last `first_token_timeout` ÷ AcceptsPart (kept AcceptsKeep). A race needs MinAttemptTime left. The " +
+			"first first token wins.",
+		Principle: "\"The Tail at Scale\" for a lost request; Envoy's previous_hosts retry predicate (race away from the " +
+			"endpoint that holds the request); the SRE book's adaptive throttling, K = 2 (an endpoint losing most requests " +
+			"would lose the race too).",
+		Constants: []Constant{{"OverdueRecheck", OverdueRecheck}, {"MaxOverdueNotes", MaxOverdueNotes},
+			{"OverdueNoteGap", OverdueNoteGap}, {"AcceptsK", AcceptsK}, {"AcceptsPart", AcceptsPart},
+			{"AcceptsKeep", AcceptsKeep}, {"MinAttemptTime", MinAttemptTime}},
+		Settings: []string{"model_defaults.first_token_timeout"},
+		Replaces: "the race went to the ladder's first such rung, often the overdue request's own flapping endpoint.",
+	},
+	{
+		Name: RuleGrace, Moment: WhileOpen,
+		Decides: "An open request is not abandoned: past `first_token_timeout` it stays open until its timeout, a reset " +
+			"or the call's deadline, and into `call.fallback_reserve` up to the fallback's own FallbackTime. On a server " +
+			"that stops on disconnect (`stops_on_disconnect`) it is cut once the model's p90 time to first token (of " +
+			"MinSamples at least) would pass its deadline, to free the server's slot.",
+		Principle: "A request that may still answer is worth more than a fallback that needs a fraction of the reserve; " +
+			"a server that stops generating when its client leaves is given its slot back when the answer cannot come in time.",
+		Constants: []Constant{{"FallbackTime", FallbackTime}, {"MinSamples", MinSamples}},
+		Settings:  []string{"call.fallback_reserve", "model_defaults.stops_on_disconnect"},
+	},
+	{
+		Name: RuleFleet, Moment: Shared,
+		Decides: "Budgets stay per worker (the floor split by the workers counted, each held for WorkerLease after its " +
+			"last report, its report number for ackKeep); breakers judge this worker's outcomes at once and the fleet's " +
+			"breaker opens a model for all; holds are reported. Routine reports stay under fleetReportsPerSecond and reads " +
+			"under fleetReadsPerSecond for the whole fleet.",
+		Principle: "Finagle's and gRPC's budgets are per client, and a ratio adds up without coordination; one workflow " +
+			"takes tens of events a second, so the fleet's traffic to it is bounded whatever its size.",
+		Constants: []Constant{{"WorkerLease", WorkerLease}, {"ackKeep", ackKeep},
+			{"fleetReportsPerSecond", fleetReportsPerSecond}, {"fleetReadsPerSecond", fleetReadsPerSecond}},
+	},
+}
+
+// Page is the guard's page, docs/how-it-works.md "The guard on one page",
+// made from Rules: each rule's name, what it decides, its principle, its
+// constants and its settings with their defaults (setting returns a
+// policy key's default as the policy file writes it).
+func Page(setting func(key string) (string, bool)) (string, error) {
+	var b strings.Builder
+	moment, n := Moment(-1), 0
+	for _, r := range Rules {
+		if r.Moment != moment {
+			moment = r.Moment
+			fmt.Fprintf(&b, "\n### %s\n\n", moment)
+		}
+		n++
+		fmt.Fprintf(&b, "%d. **`%s`** — %s\n", n, r.Name, r.Decides)
+		fmt.Fprintf(&b, "   *Principle:* %s\n", r.Principle)
+		if len(r.Constants) > 0 {
+			var cs []string
+			for _, c := range r.Constants {
+				cs = append(cs, fmt.Sprintf("`%s` = %s", c.Name, formatValue(c.Value)))
+			}
+			fmt.Fprintf(&b, "   *Constants:* %s.\n", strings.Join(cs, ", "))
+		}
+		if len(r.Settings) > 0 {
+			var ss []string
+			for _, key := range r.Settings {
+				v, ok := setting(key)
+				if !ok {
+					return "", fmt.Errorf("rule %s reads the setting %s, which the default policy does not have", r.Name, key)
+				}
+				ss = append(ss, fmt.Sprintf("`%s` (%s)", key, v))
+			}
+			fmt.Fprintf(&b, "   *Settings:* %s.\n", strings.Join(ss, ", "))
+		}
+		if r.Replaces != "" {
+			fmt.Fprintf(&b, "   *Replaces:* %s\n", r.Replaces)
+		}
+	}
+	return strings.TrimPrefix(b.String(), "\n"), nil
+}
+
+// formatValue writes a constant's value for the page: durations as the
+// policy writes them (1.5s), numbers as they are.
+func formatValue(v any) string {
+	if d, ok := v.(time.Duration); ok {
+		s := d.String()
+		if strings.HasSuffix(s, "m0s") {
+			s = strings.TrimSuffix(s, "0s") // 1m, not 1m0s
+		}
+		return s
+	}
+	return fmt.Sprint(v)
+}
