@@ -226,61 +226,71 @@ func (c *call) race(ctx workflow.Context, pp *activities.Prepared, pin *activiti
 				hedgeTried = h.f != nil
 			}
 		}
-		if w := r.winner; w != nil && plan.Replace && w == h {
-			// A streamed call under hedge.replace whose hedge streamed
-			// first: the caller reads the hedge's text, the primary goes
-			// on and, when it answers, replaces it.
-			switch {
-			case !p.running && p.err == nil:
-				c.cancelLoser(h, p.model()+" answered and replaces the hedge's text")
-				if h.running {
-					continue
-				}
-				return &c.settleRace(ctx, r, p).run
-			case !h.running && h.err == nil && p.running:
-				c.quickAnswer(ctx, h)
-				continue
-			case p.running || h.running:
-				continue
-			}
-			return &c.settleRace(ctx, r, h).run
+		if won := c.raceOutcome(ctx, r, plan); won != nil {
+			return &won.run
 		}
-		if w := r.winner; w != nil {
-			// A streamed call: the first token decided, and the caller
-			// reads the winner's text; the other stops, and the call goes
-			// on with the winner's outcome whatever the other's.
-			l := loserOf(r, w)
-			c.cancelLoser(l, "its first token came later than "+w.model()+"'s")
-			if w.running || l.running {
-				continue
-			}
-			return &c.settleRace(ctx, r, w).run
-		}
-		switch {
-		case p.running && h.running:
-			continue
-		case !p.running && p.err == nil && h.running:
-			c.cancelLoser(h, p.model()+" answered first")
-			continue
-		case h.f != nil && !h.running && h.err == nil && p.running:
-			if plan.Replace {
-				// Its answer goes out now; the primary's replaces it.
-				c.quickAnswer(ctx, h)
-				continue
-			}
-			c.cancelLoser(p, "the hedge ("+h.model()+") answered first")
-			continue
-		case p.running || h.running:
-			continue // one failed; the other may still answer
-		}
-		// Both are done (or the hedge never started): the answer, else
-		// the primary's failure.
-		won := p
-		if h.f != nil && h.err == nil && !(plan.Replace && p.err == nil) {
-			won = h
-		}
-		return &c.settleRace(ctx, r, won).run
 	}
+}
+
+// raceOutcome is where race r stands after an event: the racer whose
+// outcome the call goes on with once the race is over, else nil (the race
+// goes on; a racer cancelled here reports its end as another event).
+func (c *call) raceOutcome(ctx workflow.Context, r *race, plan activities.HedgePlan) *racer {
+	p, h := &r.primary, &r.hedge
+	if w := r.winner; w != nil && plan.Replace && w == h {
+		// A streamed call under hedge.replace whose hedge streamed
+		// first: the caller reads the hedge's text, the primary goes
+		// on and, when it answers, replaces it.
+		switch {
+		case !p.running && p.err == nil:
+			c.cancelLoser(h, p.model()+" answered and replaces the hedge's text")
+			if h.running {
+				return nil
+			}
+			return c.settleRace(ctx, r, p)
+		case !h.running && h.err == nil && p.running:
+			c.quickAnswer(ctx, h)
+			return nil
+		case p.running || h.running:
+			return nil
+		}
+		return c.settleRace(ctx, r, h)
+	}
+	if w := r.winner; w != nil {
+		// A streamed call: the first token decided, and the caller
+		// reads the winner's text; the other stops, and the call goes
+		// on with the winner's outcome whatever the other's.
+		l := loserOf(r, w)
+		c.cancelLoser(l, "its first token came later than "+w.model()+"'s")
+		if w.running || l.running {
+			return nil
+		}
+		return c.settleRace(ctx, r, w)
+	}
+	switch {
+	case p.running && h.running:
+		return nil
+	case !p.running && p.err == nil && h.running:
+		c.cancelLoser(h, p.model()+" answered first")
+		return nil
+	case h.f != nil && !h.running && h.err == nil && p.running:
+		if plan.Replace {
+			// Its answer goes out now; the primary's replaces it.
+			c.quickAnswer(ctx, h)
+			return nil
+		}
+		c.cancelLoser(p, "the hedge ("+h.model()+") answered first")
+		return nil
+	case p.running || h.running:
+		return nil // one failed; the other may still answer
+	}
+	// Both are done (or the hedge never started): the answer, else the
+	// primary's failure.
+	won := p
+	if h.f != nil && h.err == nil && !(plan.Replace && p.err == nil) {
+		won = h
+	}
+	return c.settleRace(ctx, r, won)
 }
 
 func loserOf(r *race, w *racer) *racer {

@@ -187,76 +187,16 @@ func (c *call) run(ctx workflow.Context) (CallResult, error) {
 // the decision falls back (the reason is returned) or fails (an error):
 // prepare → call → decide → record → wait.
 func (c *call) attempts(ctx workflow.Context) (string, error) {
-	var a *activities.Activities
 	for {
-		if reason, full := c.historyFull(ctx); full {
-			return reason, nil
+		next, reason, end, err := c.prepare(ctx)
+		if err != nil || end {
+			return reason, err
 		}
-		remaining := c.timeLeft(ctx)
-		if remaining < guard.MinAttemptTime {
-			return fmt.Sprintf("deadline: %s left, %s kept for the fallback",
-				callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
+		if next.again {
+			continue
 		}
-		if err := c.refine(ctx, remaining); err != nil {
-			return "", err
-		}
-		var prep activities.Prepared
-		err := workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", c.st.N)),
-			a.PrepareAttempt, activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: workflow.Now(ctx).Sub(c.start)}).Get(ctx, &prep)
-		if err != nil {
-			return "", err
-		}
-		c.skipped(prep.Skipped)
-		c.st = prep.State
-		if prep.Model == "" {
-			return prep.Reason, nil
-		}
-		if prep.Hold > 0 {
-			// Only when a recorded PrepareAttempt says so: histories of
-			// earlier builds have no hold and replay unchanged.
-			if err := c.hold(ctx, prep); err != nil {
-				return "", err
-			}
-			if prep.Recheck {
-				// A wait for open breakers' trials: prepare again, and
-				// let the breakers say whether this call goes now.
-				continue
-			}
-			remaining = c.timeLeft(ctx)
-			if remaining < guard.MinAttemptTime {
-				return fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",
-					prep.Model, callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), nil
-			}
-		}
-		if c.delivered != "" {
-			c.event(ctx, Event{Type: EventResumed, Attempt: c.st.N, Model: prep.Model})
-		} else {
-			c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
-		}
-		var streamedFrom int64
-		if c.stream != nil {
-			streamedFrom = c.stream.Offset()
-		}
-		in := &activities.CallInput{
-			Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
-			Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
-			Key: prep.Key, Fingerprint: prep.Fingerprint, PastOpen: prep.PastOpen,
-			Grace: callstate.Grace(min(prep.Timeout, remaining), prep.Timeout, c.admission.FallbackReserve),
-			// Only the first model's whole answer may be kept: any other is
-			// a degraded one (docs/how-it-works.md "Answer cache").
-			Cache: prep.Model == c.admission.FirstModel && c.delivered == "",
-		}
-		if prep.Delay > 0 {
-			// A waiting call's last chance (only a PrepareAttempt recorded
-			// by this build says so): its request waits in the worker and
-			// runs to the fallback's own time, with no grace after.
-			// The delay never eats into the least attempt time (the
-			// top of the loop left at least that much before the reserve).
-			window := callstate.FallbackWindow(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
-			in.Delay = min(prep.Delay, max(window-guard.MinAttemptTime, 0))
-			in.Timeout, in.Grace = min(prep.Timeout, window-in.Delay), 0
-			remaining = in.Delay + in.Timeout
-		}
+		prep := next.prep
+		in, streamedFrom, remaining := c.attemptInput(ctx, prep, next.remaining)
 		ran := c.callModel(ctx, &prep, in, remaining)
 		// A hedged attempt may have been carried by its hedge.
 		prep, started, out, err := ran.prep, ran.started, ran.out, ran.err
@@ -266,27 +206,7 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 		class := failure.None
 		if err != nil {
 			class = classOf(err, &out) // fills out from the error's details
-		}
-		if class == failure.WorkerLost && out.Published == 0 && c.stream != nil &&
-			workflow.GetVersion(ctx, "lost-attempt-deltas", workflow.DefaultVersion, 1) == 1 {
-			// A killed worker never reports what its attempt streamed; the
-			// deltas it published are on this call's stream. Counted as
-			// delivered, the resend continues after them instead of
-			// starting the answer over for a reader who has them. Behind
-			// the version: reading takes the batches waiting in the
-			// stream's channel, which earlier builds did not do here.
-			if text, n := c.streamedBy(streamedFrom, c.st.N); n > 0 {
-				out.Content, out.Published = text, n
-			}
-		}
-		if class == failure.WorkerLost && out.Published == 0 {
-			// A live attempt (activities.Live) hands its followers only
-			// text its heartbeats hold: the last one's text is what the
-			// caller may have, and the resend continues it.
-			if p, ok := liveText(err); ok && p.Attempt == c.st.N &&
-				workflow.GetVersion(ctx, "live-lost-attempt", workflow.DefaultVersion, 1) == 1 {
-				out.Content, out.Published = p.Text, max(p.Tokens, 1)
-			}
+			c.recoverLost(ctx, class, err, &out, streamedFrom)
 		}
 		att := Attempt{
 			N: c.st.N, Model: prep.Model, Key: prep.Key, Status: out.Status, Messages: prep.Prompt.Messages, PromptTokens: prep.Prompt.Tokens,
@@ -301,56 +221,185 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			c.answered(ctx, att, out, note)
 			return "", nil
 		}
-		if out.Diagnosable && c.admission.Diagnose {
-			// Only when a recorded CallModel says so: histories of
-			// earlier builds have no such attempt and replay unchanged.
-			var derr error
-			if class, att.Diagnosis, derr = c.diagnose(ctx, class, out); derr != nil {
-				return "", derr
-			}
-			out.Reason += "; " + att.Diagnosis
-		}
-		c.event(ctx, Event{Type: EventAttemptFailed, Attempt: c.st.N, Model: prep.Model, Class: string(class), Reason: out.Reason})
-		var step callstate.Step
-		err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("decide after %s on %s", class, prep.Model)),
-			a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
-				Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
-				NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
-				ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
-				CallerLimit: c.req.MaxTokens > 0,
-			}, Needs: c.req.Needs(), Scenario: c.req.Scenario, Stream: c.req.Stream}).Get(ctx, &step)
-		if err != nil {
-			return "", err
-		}
-		if out.Published > 0 {
-			c.delivered += out.Content
-		}
-		c.keepBest(class, prep.Model, out)
-		c.keepPartial(step, out)
-		if note != "" {
-			step.Reason += "; " + note
-		}
-		c.failed(ctx, att, class, out, step)
-		if acted, err := c.rulesAfterFailure(ctx, step.Next); acted || err != nil {
-			return "", err
-		}
-		switch step.Kind {
-		case callstate.Fallback:
-			return step.Reason, nil
-		case callstate.Finish:
-			c.finishDelivered(ctx, prep.Model, step.Reason)
-			return "", nil
-		case callstate.Fail:
-			c.res.Reason = step.Reason
-			c.finish(ctx, OutcomeFailed)
-			return "", temporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("%s: %s", out.Reason, step.Reason), string(class), nil, c.res)
-		}
-		c.st = step.Next
-		if err := c.wait(ctx, class, step); err != nil {
-			return "", err
+		if reason, end, err := c.afterFailure(ctx, prep, att, class, out, note); err != nil || end {
+			return reason, err
 		}
 	}
+}
+
+// nextAttempt is what prepare found: the attempt to send, how long is
+// left for it, or again: a wait for the guard to decide (rule wait) that
+// ended, so the attempt is prepared anew.
+type nextAttempt struct {
+	prep      activities.Prepared
+	remaining time.Duration
+	again     bool
+}
+
+// prepare readies the call's next attempt (PrepareAttempt) and waits out
+// the hold it asks for; end: no attempt, the fallback answers for reason.
+func (c *call) prepare(ctx workflow.Context) (next nextAttempt, reason string, end bool, err error) {
+	var a *activities.Activities
+	if reason, full := c.historyFull(ctx); full {
+		return next, reason, true, nil
+	}
+	remaining := c.timeLeft(ctx)
+	if remaining < guard.MinAttemptTime {
+		return next, fmt.Sprintf("deadline: %s left, %s kept for the fallback",
+			callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), true, nil
+	}
+	if err := c.refine(ctx, remaining); err != nil {
+		return next, "", true, err
+	}
+	var prep activities.Prepared
+	err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("prepare attempt %d: model, pruning", c.st.N)),
+		a.PrepareAttempt, activities.PrepareInput{Request: c.attemptRequest(), State: c.st, Elapsed: workflow.Now(ctx).Sub(c.start)}).Get(ctx, &prep)
+	if err != nil {
+		return next, "", true, err
+	}
+	c.skipped(prep.Skipped)
+	c.st = prep.State
+	if prep.Model == "" {
+		return next, prep.Reason, true, nil
+	}
+	if prep.Hold > 0 {
+		// Only when a recorded PrepareAttempt says so: histories of
+		// earlier builds have no hold and replay unchanged.
+		if err := c.hold(ctx, prep); err != nil {
+			return next, "", true, err
+		}
+		if prep.Recheck {
+			// A wait for open breakers' trials: prepare again, and
+			// let the breakers say whether this call goes now.
+			return nextAttempt{again: true}, "", false, nil
+		}
+		remaining = c.timeLeft(ctx)
+		if remaining < guard.MinAttemptTime {
+			return next, fmt.Sprintf("deadline: the wait for %s left %s, %s kept for the fallback",
+				prep.Model, callstate.FormatDuration(remaining+c.admission.FallbackReserve), callstate.FormatDuration(c.admission.FallbackReserve)), true, nil
+		}
+	}
+	return nextAttempt{prep: prep, remaining: remaining}, "", false, nil
+}
+
+// attemptInput announces the attempt of prep and builds its input, with
+// remaining left for it (returned as a last chance's delay and timeout
+// leave it); streamedFrom is the call's stream offset before it, where
+// what it publishes begins.
+func (c *call) attemptInput(ctx workflow.Context, prep activities.Prepared, remaining time.Duration) (in *activities.CallInput, streamedFrom int64, _ time.Duration) {
+	if c.delivered != "" {
+		c.event(ctx, Event{Type: EventResumed, Attempt: c.st.N, Model: prep.Model})
+	} else {
+		c.event(ctx, Event{Type: EventAttemptStarted, Attempt: c.st.N, Model: prep.Model})
+	}
+	if c.stream != nil {
+		streamedFrom = c.stream.Offset()
+	}
+	in = &activities.CallInput{
+		Request: c.attemptRequest(), Model: prep.Model, Attempt: c.st.N, Shape: c.st.Shape,
+		Prompt: prep.Prompt, Timeout: min(prep.Timeout, remaining), Continue: c.continued(), Resends: prep.Resends,
+		Key: prep.Key, Fingerprint: prep.Fingerprint, PastOpen: prep.PastOpen,
+		Grace: callstate.Grace(min(prep.Timeout, remaining), prep.Timeout, c.admission.FallbackReserve),
+		// Only the first model's whole answer may be kept: any other is
+		// a degraded one (docs/how-it-works.md "Answer cache").
+		Cache: prep.Model == c.admission.FirstModel && c.delivered == "",
+	}
+	if prep.Delay > 0 {
+		// A waiting call's last chance (only a PrepareAttempt recorded
+		// by this build says so): its request waits in the worker and
+		// runs to the fallback's own time, with no grace after.
+		// The delay never eats into the least attempt time (the
+		// top of the loop left at least that much before the reserve).
+		window := callstate.FallbackWindow(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
+		in.Delay = min(prep.Delay, max(window-guard.MinAttemptTime, 0))
+		in.Timeout, in.Grace = min(prep.Timeout, window-in.Delay), 0
+		remaining = in.Delay + in.Timeout
+	}
+	return in, streamedFrom, remaining
+}
+
+// recoverLost gives an attempt lost with its worker (class worker_lost)
+// the text it had streamed, so that its resend continues it.
+func (c *call) recoverLost(ctx workflow.Context, class failure.Class, err error, out *activities.CallOutcome, streamedFrom int64) {
+	if class != failure.WorkerLost || out.Published > 0 {
+		return
+	}
+	if c.stream != nil && workflow.GetVersion(ctx, "lost-attempt-deltas", workflow.DefaultVersion, 1) == 1 {
+		// A killed worker never reports what its attempt streamed; the
+		// deltas it published are on this call's stream. Counted as
+		// delivered, the resend continues after them instead of
+		// starting the answer over for a reader who has them. Behind
+		// the version: reading takes the batches waiting in the
+		// stream's channel, which earlier builds did not do here.
+		if text, n := c.streamedBy(streamedFrom, c.st.N); n > 0 {
+			out.Content, out.Published = text, n
+		}
+	}
+	if out.Published > 0 {
+		return
+	}
+	// A live attempt (activities.Live) hands its followers only text its
+	// heartbeats hold: the last one's text is what the caller may have,
+	// and the resend continues it.
+	if p, ok := liveText(err); ok && p.Attempt == c.st.N &&
+		workflow.GetVersion(ctx, "live-lost-attempt", workflow.DefaultVersion, 1) == 1 {
+		out.Content, out.Published = p.Text, max(p.Tokens, 1)
+	}
+}
+
+// afterFailure decides and records the step after the failed attempt
+// att of prep (DecideNext), and waits its wait; end: the call ends here,
+// by the fallback (for reason), a finish, a failure (err) or a business
+// rule.
+func (c *call) afterFailure(ctx workflow.Context, prep activities.Prepared, att Attempt, class failure.Class, out activities.CallOutcome, note string) (reason string, end bool, err error) {
+	var a *activities.Activities
+	if out.Diagnosable && c.admission.Diagnose {
+		// Only when a recorded CallModel says so: histories of
+		// earlier builds have no such attempt and replay unchanged.
+		var derr error
+		if class, att.Diagnosis, derr = c.diagnose(ctx, class, out); derr != nil {
+			return "", true, derr
+		}
+		out.Reason += "; " + att.Diagnosis
+	}
+	c.event(ctx, Event{Type: EventAttemptFailed, Attempt: c.st.N, Model: prep.Model, Class: string(class), Reason: out.Reason})
+	var step callstate.Step
+	err = workflow.ExecuteLocalActivity(localOptions(ctx, fmt.Sprintf("decide after %s on %s", class, prep.Model)),
+		a.DecideNext, activities.DecideInput{State: c.st, Outcome: callstate.Outcome{
+			Class: class, RetryAfter: out.RetryAfter, HasRetryAfter: out.HasRetryAfter,
+			NotSent: out.NotSent, Elapsed: workflow.Now(ctx).Sub(c.start), Delivered: out.Published,
+			ConnectResends: out.ConnectResends, Detail: cmp.Or(out.Detail, out.Reason), Partial: c.partialTokens(class, out),
+			CallerLimit: c.req.MaxTokens > 0,
+		}, Needs: c.req.Needs(), Scenario: c.req.Scenario, Stream: c.req.Stream}).Get(ctx, &step)
+	if err != nil {
+		return "", true, err
+	}
+	if out.Published > 0 {
+		c.delivered += out.Content
+	}
+	c.keepBest(class, prep.Model, out)
+	c.keepPartial(step, out)
+	if note != "" {
+		step.Reason += "; " + note
+	}
+	c.failed(ctx, att, class, out, step)
+	if acted, err := c.rulesAfterFailure(ctx, step.Next); acted || err != nil {
+		return "", true, err
+	}
+	switch step.Kind {
+	case callstate.Fallback:
+		return step.Reason, true, nil
+	case callstate.Finish:
+		c.finishDelivered(ctx, prep.Model, step.Reason)
+		return "", true, nil
+	case callstate.Fail:
+		c.res.Reason = step.Reason
+		c.finish(ctx, OutcomeFailed)
+		return "", true, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("%s: %s", out.Reason, step.Reason), string(class), nil, c.res)
+	}
+	c.st = step.Next
+	return "", false, c.wait(ctx, class, step)
 }
 
 // streamedBy is the text attempt n published on the call's stream from
