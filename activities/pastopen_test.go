@@ -11,6 +11,7 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
@@ -132,4 +133,25 @@ func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
 func waitSpent(a *Activities, in PrepareInput) PrepareInput {
 	in.Elapsed = in.State.Deadline - a.cfg.Call.FallbackReserve.D() - guard.MinAttemptTime - firstTokenTime(a.cfg.Models[0])
 	return in
+}
+
+// TestARungWithoutAHoldIsNotSkippedForOne: with no rate-limit hold on the
+// model, a call whose time to wait is already spent (its deadline less
+// the reserve passed while the workflow worked) still sends: no hold is
+// longer than the call can wait when there is none. The hold rule once
+// skipped the rung so, and such a call took the fallback.
+func TestARungWithoutAHoldIsNotSkippedForOne(t *testing.T) {
+	a, err := New(Options{Config: config.DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := firstPrepare()
+	in.Elapsed = in.State.Deadline - a.cfg.Call.FallbackReserve.D() + 200*time.Millisecond
+	p, err := a.PrepareAttempt(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != a.cfg.Models[0].Name || len(p.Skipped) != 0 {
+		t.Fatalf("model %q, skipped %+v: want %s sent, nothing skipped", p.Model, p.Skipped, a.cfg.Models[0].Name)
+	}
 }

@@ -210,7 +210,7 @@ func (w *walk) hold(r *rung) bool {
 	case left > 0 && w.in.Only:
 		return w.skip(r, guard.RuleHold, failure.None,
 			fmt.Sprintf("rate-limit hold on %s for %s", r.scope, callstate.FormatDuration(left)))
-	case left > r.canWait:
+	case left > 0 && left > r.canWait:
 		return w.skip(r, guard.RuleHold, failure.None,
 			fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", r.scope, callstate.FormatDuration(left)))
 	case left > 0:

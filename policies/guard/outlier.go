@@ -10,7 +10,7 @@ type Signal int
 
 const (
 	// Answered: a first token, a reply, or any answer the server worked
-	// out (an error about the request, a rate limit): it answers.
+	// out (an error about the request): it answers. A 429 is Busy.
 	Answered Signal = iota
 	// Busy: the server refused the request as full (503 busy, 529
 	// overloaded, queue_full): it says it cannot take work now.
@@ -169,7 +169,7 @@ func (o *Outliers) Overdue(endpoint string, start, now time.Time, u float64) {
 func (o *Outliers) eject(x *outlier, why Sickness, start, now time.Time, retryAfter time.Duration, u float64) {
 	switch {
 	case x.sick == Healthy:
-		x.period = max(o.base, retryAfter)
+		x.period = min(max(o.base, retryAfter), OutlierMaxEjection)
 	case now.Before(x.until) || start.Before(x.ejectedAt):
 		if why == Refusing && x.sick == Silent {
 			x.sick = why // it now refuses fast: calls may wait for it

@@ -102,3 +102,17 @@ func TestOutlierRetryAfterSetsTheFirstPeriod(t *testing.T) {
 		t.Fatalf("next probe at %v, want %v", next.Sub(t0), want.Sub(t0))
 	}
 }
+
+// TestOutlierRetryAfterIsCappedByTheMaxEjection: a Retry-After of ten
+// minutes ejects the endpoint for OutlierMaxEjection (and its jitter), not
+// for ten minutes: no ejection period is longer, the first one included.
+func TestOutlierRetryAfterIsCappedByTheMaxEjection(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	o := NewOutliers(time.Second)
+	for range OutlierRefusals {
+		o.Record("e", Busy, t0, t0, 10*time.Minute, 0)
+	}
+	if _, next := o.State("e", t0); !next.Equal(t0.Add(OutlierMaxEjection)) {
+		t.Fatalf("next probe %v after the refusals, want %v", next.Sub(t0), OutlierMaxEjection)
+	}
+}

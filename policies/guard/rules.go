@@ -158,8 +158,11 @@ var Rules = []Rule{
 	},
 	{
 		Name: RuleKey, Moment: BeforeSend,
-		Decides: "A pooled model sends with the key that has the most headroom left (its x-ratelimit-remaining-* share, " +
-			"counted for HeadroomFresh); a key refused by a class that trips the breaker (`auth`) is parked for `key_park`, where the model would otherwise be tripped; a model with every key parked is skipped.",
+		Decides: "A pooled model sends with the key, among those no rate limit holds, that has the most headroom left (its " +
+			"x-ratelimit-remaining-* share, counted for HeadroomFresh); when every key is held, with the one free soonest, " +
+			"after its hold. A key refused by a class that trips the breaker (`auth`) is parked for `key_park` while another " +
+			"key of the model is free (the last one trips the model's breaker instead); a model with every key parked " +
+			"(parks are shared by the fleet and by the models on the same endpoint) is skipped.",
 		Principle: "Least-loaded balancing over the keys of one account: a key the provider limits is load elsewhere.",
 		Constants: []Constant{{"HeadroomFresh", HeadroomFresh}},
 		Settings:  []string{"model_defaults.key_park"},
@@ -167,9 +170,10 @@ var Rules = []Rule{
 	{
 		Name: RuleOutlier, Moment: BeforeSend,
 		Decides: "An endpoint is ejected when it shows it is not answering: OutlierRefusals refusals in a row with no answer " +
-			"between (503 busy, 529, queue_full, a 429, a refused connection, a 5xx) — *refusing* — or a request past its " +
-			"`first_token_timeout` while the endpoint has answered nothing since that request started — *silent*. New calls " +
-			"start on the next rung whose endpoint answers. Its period is `rate_limit.hold` (or the refusal's Retry-After); then " +
+			"between (503 busy, 529, queue_full, a 429, a refused connection, a `timeout`, a 5xx other than a maintenance " +
+			"503) — *refusing* — or a request past its `first_token_timeout` (its whole `timeout` when it does not stream) while the endpoint has answered nothing since that request started — *silent*. New calls " +
+			"start on the next rung whose endpoint answers, and a hedge never goes to it. Its first period is `rate_limit.hold` " +
+			"(or the refusal's Retry-After, at most OutlierMaxEjection); then " +
 			"one request is its probe and no other goes until the probe's outcome (or its first-token timeout); a failed probe " +
 			"doubles the period, never past half the time since the endpoint stopped answering nor OutlierMaxEjection, each " +
 			"period ending with up to ReleaseJitter of it drawn. Any answer ends the ejection. With no other rung, a call waits " +
@@ -204,7 +208,8 @@ var Rules = []Rule{
 		Name: RuleHold, Moment: BeforeSend,
 		Decides: "A rate-limit hold on the model's scope (or its own queue) puts the request off for what is left of it, " +
 			"released at a moment drawn up to ReleaseJitter × the hold's length after its end; a hold longer than the call " +
-			"can wait skips the rung. A new 429 within holdGap of a hold's end continues the same hold.",
+			"can wait skips the rung, and a hedge never waits for one. A hold's run is unbroken while each new 429 comes " +
+			"within holdGap of the last hold's end (what `rate_limit.breaker_after` measures).",
 		Principle: "Backpressure is not failure: a 429 says when to come back. The jitter is full-jitter backoff applied to " +
 			"a wait every call shares, so the calls it stopped do not come back as one burst.",
 		Constants: []Constant{{"ReleaseJitter", ReleaseJitter}, {"holdGap", holdGap}},
@@ -220,12 +225,14 @@ var Rules = []Rule{
 	{
 		Name: RuleBudget, Moment: BeforeSend,
 		Decides: "A request to an endpoint the call has already sent to is a retry there, paid from a reserve of " +
-			"`floor`, refilled `ratio` per request and in full by a quiet `window` (windowBuckets buckets); the calls " +
-			"refused wait their turn in line (a place kept waiterLive after the last recheck), and a tenant takes at most " +
-			"`tenant_share` while others call. The call's first request to any endpoint — a failover, or a race that lands " +
-			"there — is that endpoint's ordinary load, never a retry; the resend of an attempt lost with its worker is that " +
-			"attempt again. Spent: another endpoint, else a wait, else the fallback. A sick endpoint sees ≤ (1 + `ratio`) × " +
-			"calls + `floor`, split across workers.",
+			"`floor`, refilled `ratio` per request and, where traffic is thin, by `floor` a `window` (windowBuckets " +
+			"buckets); the calls refused wait their turn in line (a place kept waiterLive after the last recheck), and a " +
+			"tenant takes at most `tenant_share` while others call (a call refused for its tenant's share holds no place). " +
+			"The call's first request to any endpoint — a failover, or a race that lands there — is that endpoint's " +
+			"ordinary load, never a retry (a step of a step-by-step answer is an extra request of its call: even its " +
+			"first is a retry); the resend of an attempt lost with its worker is that attempt again. Spent: another " +
+			"endpoint, else a wait, else the fallback. Over a stretch of time a sick endpoint sees at most the calls in it " +
+			"× (1 + `ratio`) + `floor` + `floor` a `window` of thin traffic, split across workers.",
 		Principle: "Finagle's RetryBudget, Envoy's retry budgets, gRPC's retry throttling: the budget protects the endpoint " +
 			"that receives the resends, and never keeps a call off a healthy one.",
 		Constants: []Constant{{"windowBuckets", windowBuckets}, {"waiterLive", waiterLive}},
@@ -301,7 +308,9 @@ var Rules = []Rule{
 		Name: RuleHedge, Moment: WhileOpen,
 		Decides: "With `hedge.after` set, an attempt without a first token after the delay is raced on `hedge.model`: a " +
 			"fixed delay, or AdaptiveMargin × the model's p90 time to first token once this worker has MinSamples of " +
-			"them (before, `hedge.initial`); paid from `hedge.budget` of the calls. The first first token wins.",
+			"them (before, `hedge.initial`); paid from `hedge.budget` of the calls, and on an endpoint the call has " +
+			"already sent to from its retry budget too. A streamed call takes the first first token; an unstreamed one " +
+			"the first whole answer, and under `hedge.replace` the primary's answer replaces the hedge's.",
 		Principle: "\"The Tail at Scale\": hedge the slow tail, not the usual spread, within a budget.",
 		Constants: []Constant{{"AdaptiveMargin", AdaptiveMargin}, {"MinSamples", MinSamples}},
 		Settings:  []string{"hedge.after", "hedge.model", "hedge.budget", "hedge.initial"},
