@@ -84,6 +84,9 @@ type OverheadReport struct {
 	Options  OverheadOptions
 	Rows     []OverheadRow
 	Profiles []HistoryProfile
+	// Steps are where the sequential calls' milliseconds went, the floor's
+	// and durable-llm's, from their histories.
+	Steps []StepProfile
 }
 
 // rounds is the number of alternating throughput rounds per contender.
@@ -143,6 +146,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 	progress("overhead: %d sequential calls per contender, interleaved", o.Calls)
 	lat := make([][]time.Duration, len(cons))
 	keys := make([]string, len(cons))
+	ids := make([][]string, len(cons))
 	base = take(o.Calls)
 	step := o.Meter.Phase("overhead: sequential calls", o.Calls*len(cons))
 	for i := 0; i < o.Calls; i++ {
@@ -152,6 +156,7 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 			lat[k] = append(lat[k], time.Since(t))
 			step.Add(1)
 			keys[k] = r.Key
+			ids[k] = append(ids[k], r.Key)
 			if r.Err != nil || !r.Answered {
 				rep.Rows[k].fail(Outcome{Result: r, Latency: lat[k][len(lat[k])-1]})
 			}
@@ -200,8 +205,19 @@ func RunOverhead(ctx context.Context, o OverheadOptions) (*OverheadReport, error
 			progress("overhead: history of %s: %v", keys[k+1], err)
 		}
 	}
+	progress("overhead: where the sequential calls' time went, from their histories")
+	for k, c := range cons[1:] {
+		if p, err := stepProfile(ctx, o.Temporal, c.Name, ids[k+1], lat[k+1], stepCalls); err == nil {
+			rep.Steps = append(rep.Steps, p)
+		} else {
+			progress("overhead: steps of %s: %v", c.Name, err)
+		}
+	}
 	return rep, nil
 }
+
+// stepCalls bounds the histories read for the step breakdown.
+const stepCalls = 100
 
 // historyProfile counts what the workflow with this ID wrote to history.
 func historyProfile(ctx context.Context, c client.Client, name, id string) (HistoryProfile, error) {
@@ -327,6 +343,12 @@ func (r *OverheadReport) Markdown(h Header, notes []string) string {
 		for _, p := range r.Profiles {
 			b.WriteString("- " + p.Workflow + ": " + p.ByTypeString() + "\n")
 		}
+	}
+	if len(r.Steps) > 0 {
+		b.WriteString("\nWhere a call's milliseconds go, one call at a time: each step's median over the sequential calls " +
+			"answered at one attempt, from the event times of their histories (the server's clock) and the caller's latency " +
+			"(outside the history: the start request and the result's way back to the caller, the latency less the history's " +
+			"start to close):\n\n" + r.StepTable().Markdown() + "\n")
 	}
 	for _, row := range r.Rows {
 		if row.Failed > 0 {

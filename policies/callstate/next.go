@@ -128,7 +128,11 @@ func (d *decider) decide() Step {
 		return d.switchTo(Wait{}, fmt.Sprintf("%s %d time(s) on %s", class, onModel, d.model))
 	}
 	if !d.v.ClassAllowed {
-		return d.fallback(fmt.Sprintf("class breaker: retries of %s fail too often across the process", class))
+		// The class breaker caps the class's retries across the process as
+		// cp.Max caps them in a call: reached, the call goes where the cap
+		// of a call sends it, the next rung (whose endpoint the retry
+		// budget guards), never to the fallback past a rung that answers.
+		return d.switchOrFallback(fmt.Sprintf("class breaker: retries of %s fail too often across the process", class))
 	}
 
 	st, refused := d.retry()

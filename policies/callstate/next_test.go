@@ -327,7 +327,17 @@ func TestNext(t *testing.T) {
 			v.Open = []string{"qwen-14b", "llama-8b"}
 		},
 			kind: Fallback, decision: "fallback", reason: "deadline"},
-		{name: "class breaker open", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Timeout; v.ClassAllowed = false },
+		{name: "class breaker open: no retry of the class, the next rung instead", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.RateLimited
+			o.HasRetryAfter, o.RetryAfter = true, 800*time.Millisecond
+			v.ClassAllowed = false
+		},
+			kind: Switch, decision: "switch_model", model: "qwen-14b", reason: "class breaker"},
+		{name: "class breaker open, no rung left", in: func(s *State, o *Outcome, v *Verdicts) {
+			o.Class = failure.Timeout
+			s.Tried = append(s.Tried, "qwen-14b", "llama-8b")
+			v.ClassAllowed = false
+		},
 			kind: Fallback, decision: "fallback", reason: "class breaker"},
 		{name: "business rule forbids retries", in: func(s *State, o *Outcome, v *Verdicts) { o.Class = failure.Timeout; s.NoRetry = true },
 			kind: Fallback, decision: "fallback", reason: "business rule"},

@@ -293,9 +293,13 @@ var Rules = []Rule{
 	{
 		Name: RuleClassBreaker, Moment: AfterOutcome,
 		Decides: "A class whose retries fail over `class_failure_rate` of at least `class_min_retries` in `class_window` " +
-			"stops being retried; its calls switch or fall back.",
-		Principle: "Retry amplification is bounded per cause, too: retrying what keeps failing is the storm.",
-		Settings:  []string{"breaker.class_failure_rate", "breaker.class_window", "breaker.class_min_retries"},
+			"stops being retried: its calls go where a call's own retry cap of the class sends them, the next rung, else " +
+			"the fallback.",
+		Principle: "Retry amplification is bounded per cause, too: retrying what keeps failing is the storm. It caps " +
+			"retries, as the budget does, and never keeps a call off a rung that answers.",
+		Settings: []string{"breaker.class_failure_rate", "breaker.class_window", "breaker.class_min_retries"},
+		Replaces: "an open class breaker sent its calls to the fallback at once, past a healthy rung on another endpoint " +
+			"(a sweep shape, 429 to 68 % of one endpoint's requests with the other healthy: 16 calls to the FAQ).",
 	},
 	{
 		Name: RuleWaitTrials, Moment: AfterOutcome,
