@@ -68,9 +68,11 @@ const (
 	NameTemporal = "Temporal default retry"
 	NameLiteLLM  = "LiteLLM-Router style"
 	NameDurable  = "durable-llm"
-	NameDurable3 = "durable-llm, 3 workers"
-	NameDirect   = "direct go-openai"
-	NameFloor    = "bare 1-activity workflow"
+	// NameDurableDoor is durable-llm through the front door.
+	NameDurableDoor = "durable-llm, front door"
+	NameDurable3    = "durable-llm, 3 workers"
+	NameDirect      = "direct go-openai"
+	NameFloor       = "bare 1-activity workflow"
 )
 
 // NameImpatient is the one-shot client whose timeout is the policy's
@@ -440,6 +442,51 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 		name, about = fmt.Sprintf("durable-llm, %d workers", o.Workers), fmt.Sprintf("as durable-llm, with %d workers on the task queue sharing their guards through the guard workflow", o.Workers)
 	}
 	return &Contender{Name: name, About: about, Call: call, Close: stop, KeyOf: keyOf}, nil
+}
+
+// NewDurableDoor is durable-llm through the front door: go-openai's chat
+// completion (not streamed) to frontdoor.Handler on a local HTTP server, in
+// front of an in-process worker as NewDurable's. Its results' keys are the
+// calls' workflow IDs (the door's X-Workflow-ID header).
+func NewDurableDoor(c client.Client, baseURL string, o DurableOptions) (*Contender, error) {
+	lc, cfg, stop, err := startDurableWorker(c, baseURL, o)
+	if err != nil {
+		return nil, err
+	}
+	// No tenant limits: the door's own cost is measured, not its limits'.
+	tenants, err := frontdoor.ParseTenantsFile([]byte(`defaults: {requests_per_minute: 0, tokens_per_minute: 0, max_in_flight: 0, validation_ms_per_minute: 0}
+tenants: [{name: bench, tokens: [`+frontDoorToken+`]}]
+`), "the overhead benchmark's tenants")
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	srv, err := serveFrontDoor(lc, cfg, tenants)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	hc, closeIdle := newHTTPClient()
+	oc := goOpenAIClient(srv.URL+"/v1", hc)
+	run := randomID()
+	call := func(ctx context.Context, i int) Result {
+		ctx, cancel := context.WithTimeout(ctx, cfg.Call.Deadline.D()+10*time.Second)
+		defer cancel()
+		req := goopenai.ChatCompletionRequest{Model: "qwen-72b", User: fmt.Sprintf("%s-u%d", run, i), // a call of its own
+			Messages: []goopenai.ChatCompletionMessage{
+				{Role: goopenai.ChatMessageRoleSystem, Content: SystemPrompt},
+				{Role: goopenai.ChatMessageRoleUser, Content: Question(i)},
+			}}
+		resp, err := oc.CreateChatCompletion(ctx, req)
+		key := resp.Header().Get(frontdoor.HeaderWorkflowID)
+		if err != nil {
+			return Result{Key: key, Err: err}
+		}
+		answered := len(resp.Choices) > 0 && resp.Choices[0].Message.Content != ""
+		return Result{Key: key, Answered: answered, ByModel: answered}
+	}
+	return &Contender{Name: NameDurableDoor, About: "the same through the front door (POST /v1/chat/completions) with go-openai", Call: call,
+		Close: func() { srv.Close(); closeIdle(); stop() }}, nil
 }
 
 // startDurableWorker starts an in-process llmworker (o's policy, default

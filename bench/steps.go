@@ -120,9 +120,9 @@ func (r *OverheadReport) StepTable() Table {
 	for _, p := range r.Steps {
 		t.Columns = append(t.Columns, fmt.Sprintf("%s (%d calls)", p.Workflow, p.Calls))
 	}
-	diff := len(r.Steps) == 2
+	diff := len(r.Steps) >= 2 && r.Steps[0].Workflow == NameFloor && r.Steps[1].Workflow == NameDurable
 	if diff {
-		t.Columns = append(t.Columns, "difference")
+		t.Columns = append(t.Columns, "durable-llm − bare")
 	}
 	row := func(label string, of func(StepProfile) time.Duration) {
 		cells := []string{label}
