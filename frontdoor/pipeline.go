@@ -169,7 +169,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a api, c call, 
 		limit := h.waitLimit(c.req)
 		wctx, cancel := context.WithTimeout(r.Context(), limit)
 		defer cancel()
-		res, err := h.o.Client.Answer(wctx, id)
+		res, err := h.firstAnswer(wctx, c.req, id)
 		if err != nil {
 			if r.Context().Err() != nil {
 				return // the client left; the call goes on and the same key finds it
@@ -181,6 +181,24 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, a api, c call, 
 		w.Header().Set(HeaderDegraded, strconv.FormatBool(res.Degraded))
 		a.write(w, id, created, res, idem)
 	}
+}
+
+// firstAnswer waits for the first answer of the started call id of req:
+// through the call's answer update where a hedge's quick answer may come
+// first (hedge.replace for its scenario), else from the call's result,
+// which a closed history hands over without the workflow task an update
+// costs the server when it arrives after the call's first one.
+func (h *Handler) firstAnswer(ctx context.Context, req workflows.CallRequest, id string) (workflows.CallResult, error) {
+	if rule := h.o.Config.Hedge.Rule(req.Scenario); rule.Replace {
+		if _, _, on := rule.Delay(); on {
+			return h.o.Client.Answer(ctx, id)
+		}
+	}
+	res, err := h.o.Client.Result(ctx, id)
+	if err != nil {
+		err = fmt.Errorf("LLM call %s: %w", id, err)
+	}
+	return res, err
 }
 
 // readBody reads a call's body, within MaxBodyBytes and BodyTimeout.
