@@ -472,7 +472,7 @@ tenants: [{name: bench, tokens: [`+frontDoorToken+`]}]
 	call := func(ctx context.Context, i int) Result {
 		ctx, cancel := context.WithTimeout(ctx, cfg.Call.Deadline.D()+10*time.Second)
 		defer cancel()
-		req := goopenai.ChatCompletionRequest{Model: "qwen-72b", User: fmt.Sprintf("%s-u%d", run, i), // a call of its own
+		req := goopenai.ChatCompletionRequest{Model: "auto", User: fmt.Sprintf("%s-u%d", run, i), // a call of its own
 			Messages: []goopenai.ChatCompletionMessage{
 				{Role: goopenai.ChatMessageRoleSystem, Content: SystemPrompt},
 				{Role: goopenai.ChatMessageRoleUser, Content: Question(i)},

@@ -84,6 +84,9 @@ func stepProfile(ctx context.Context, c client.Client, name string, ids []string
 		if p.Calls >= limit {
 			break
 		}
+		if id == "" {
+			continue // refused before a call started: no history
+		}
 		var events []*historypb.HistoryEvent
 		it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {

@@ -251,8 +251,8 @@ func tail(path string, n int) string {
 // load to spread), eager activity dispatch (the worker that completes a
 // workflow task starts the activity it schedules, no round trip through
 // matching), and a transfer-queue reader that may poll its shard 1000
-// times a second instead of 20, so a new workflow task waits no longer
-// than a millisecond to be dispatched instead of up to 50.
+// times a second instead of 20, so a new workflow task waits a few
+// milliseconds to be dispatched instead of up to 50.
 var devServerLatencyArgs = []string{
 	"--dynamic-config-value", "matching.numTaskqueueReadPartitions=1",
 	"--dynamic-config-value", "matching.numTaskqueueWritePartitions=1",

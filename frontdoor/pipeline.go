@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
+
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -195,6 +197,12 @@ func (h *Handler) firstAnswer(ctx context.Context, req workflows.CallRequest, id
 		}
 	}
 	res, err := h.o.Client.Result(ctx, id)
+	var ended *temporal.TerminatedError
+	if errors.As(err, &ended) && ctx.Err() == nil {
+		// The run this wait followed was ended: by a reset, its new run
+		// answers (the lookup finds it); by an operator, the same again.
+		res, err = h.o.Client.Result(ctx, id)
+	}
 	if err != nil {
 		err = fmt.Errorf("LLM call %s: %w", id, err)
 	}
