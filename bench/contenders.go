@@ -449,21 +449,15 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 // front of an in-process worker as NewDurable's. Its results' keys are the
 // calls' workflow IDs (the door's X-Workflow-ID header).
 func NewDurableDoor(c client.Client, baseURL string, o DurableOptions) (*Contender, error) {
-	lc, cfg, stop, err := startDurableWorker(c, baseURL, o)
-	if err != nil {
-		return nil, err
-	}
 	// No tenant limits: the door's own cost is measured, not its limits'.
 	tenants, err := frontdoor.ParseTenantsFile([]byte(`defaults: {requests_per_minute: 0, tokens_per_minute: 0, max_in_flight: 0, validation_ms_per_minute: 0}
 tenants: [{name: bench, tokens: [`+frontDoorToken+`]}]
 `), "the overhead benchmark's tenants")
 	if err != nil {
-		stop()
 		return nil, err
 	}
-	srv, err := serveFrontDoor(lc, cfg, tenants)
+	srv, cfg, stop, err := startDurableDoor(c, baseURL, o, tenants)
 	if err != nil {
-		stop()
 		return nil, err
 	}
 	hc, closeIdle := newHTTPClient()
@@ -486,7 +480,23 @@ tenants: [{name: bench, tokens: [`+frontDoorToken+`]}]
 		return Result{Key: key, Answered: answered, ByModel: answered}
 	}
 	return &Contender{Name: NameDurableDoor, About: "the same through the front door (POST /v1/chat/completions) with go-openai", Call: call,
-		Close: func() { srv.Close(); closeIdle(); stop() }}, nil
+		Close: func() { stop(); closeIdle() }}, nil
+}
+
+// startDurableDoor starts an in-process worker (startDurableWorker) and
+// the front door for tenants in front of it, on a local HTTP server; stop
+// closes the door, then the worker.
+func startDurableDoor(c client.Client, baseURL string, o DurableOptions, tenants *frontdoor.Tenants) (*httptest.Server, *config.Config, func(), error) {
+	lc, cfg, stopWorker, err := startDurableWorker(c, baseURL, o)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	srv, err := serveFrontDoor(lc, cfg, tenants)
+	if err != nil {
+		stopWorker()
+		return nil, nil, nil, err
+	}
+	return srv, cfg, func() { srv.Close(); stopWorker() }, nil
 }
 
 // startDurableWorker starts an in-process llmworker (o's policy, default

@@ -333,18 +333,12 @@ const frontDoorToken = "bench-frontdoor-token-3c5e7a9b1d2f4068"
 // server of its own) in front of an in-process worker, called by go-openai
 // with stream: true.
 func newStreamFrontDoor(c client.Client, sim *llmsim.Server, tokens int) (*streamContender, error) {
-	lc, cfg, stop, err := startDurableWorker(c, sim.BaseURL, DurableOptions{})
-	if err != nil {
-		return nil, err
-	}
 	tenants, err := frontdoor.ParseTokens(frontDoorToken + "=bench")
 	if err != nil {
-		stop()
 		return nil, err
 	}
-	srv, err := serveFrontDoor(lc, cfg, tenants)
+	srv, _, stop, err := startDurableDoor(c, sim.BaseURL, DurableOptions{}, tenants)
 	if err != nil {
-		stop()
 		return nil, err
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -365,7 +359,7 @@ func newStreamFrontDoor(c client.Client, sim *llmsim.Server, tokens int) (*strea
 		return sc, s.Header().Get(frontdoor.HeaderWorkflowID)
 	}
 	return &streamContender{name: NameStreamFrontDoor, about: "the same through the front door (POST /v1/chat/completions, stream: true) with go-openai",
-		sim: sim, call: call, close: func() { srv.Close(); tr.CloseIdleConnections(); stop(); sim.Close() }}, nil
+		sim: sim, call: call, close: func() { stop(); tr.CloseIdleConnections(); sim.Close() }}, nil
 }
 
 // stats of one row.
