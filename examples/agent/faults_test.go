@@ -474,9 +474,10 @@ func TestIntegrationAgentWorkerKilledMidCall(t *testing.T) {
 // (each answer reaches a live durable-llm worker with no server to report
 // it to: about 3 s), and starts it again on the same file and port. The
 // workers live on and reconnect. There is an agent on each path for each
-// of two durable-llm workers: one with the default policy's heartbeat
-// timeout (10 s), longer than the outage, one with 3 s, shorter (the
-// server stays down at least 4.5 s).
+// of two durable-llm workers: one with a heartbeat timeout of 30 s, longer
+// than the outage and the restart however slow a loaded machine makes it
+// (the default policy's 10 s was not: a restart can take several seconds),
+// one with 3 s, shorter (the server stays down at least 4.5 s).
 //
 // Within the heartbeat timeout each turn completes once with one
 // upstream request: the worker reports the answer it kept once the
@@ -501,14 +502,14 @@ func TestIntegrationAgentDevServerKilledMidCall(t *testing.T) {
 
 	type outageCase struct {
 		name      string
-		heartbeat string // "": the default policy's
+		heartbeat string
 		first     resend // what the first turn's request goes through
 		conv      *conversation
 	}
 	var cases []*outageCase
 	for _, path := range faultPaths {
 		cases = append(cases,
-			&outageCase{name: path.name + "/within the heartbeat timeout", first: notResent},
+			&outageCase{name: path.name + "/within the heartbeat timeout", heartbeat: "30s", first: notResent},
 			&outageCase{name: path.name + "/past the heartbeat timeout", heartbeat: "3s", first: mayResendAfterOutage})
 		for _, oc := range cases[len(cases)-2:] {
 			sim := rig.Sim(t, llmsim.Options{})

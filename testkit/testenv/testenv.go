@@ -87,8 +87,10 @@ func SearchAttributeArgs(attrs map[string]string) []string {
 // A start that does not answer within a minute is tried again, up to three
 // times, on fresh ports (a port picked free can be taken by another
 // package's server before this one binds it, and a loaded machine can make
-// a start slow); the process of a failed start is killed, and the error
-// carries the end of what it printed.
+// a start slow). A fixed HostPort is tried again too: the server still
+// picks its HTTP, metrics and membership ports at random, and one of those
+// can be taken the same way. The process of a failed start is killed, and
+// the error carries the start and the end of what it printed.
 func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) (*testsuite.DevServer, error) {
 	cli, err := TemporalCLI()
 	if err != nil {
@@ -101,8 +103,8 @@ func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) 
 			return srv, nil
 		}
 		errs = append(errs, fmt.Errorf("try %d: %w", try, err))
-		if ctx.Err() != nil || o.HostPort != "" {
-			break // a fixed port or a cancelled start: trying again changes nothing
+		if ctx.Err() != nil {
+			break
 		}
 	}
 	return nil, errors.Join(errs...)
@@ -110,7 +112,7 @@ func StartServer(ctx context.Context, attrs map[string]string, o ServerOptions) 
 
 // startOnce is one start of the dev server on free ports.
 func startOnce(ctx context.Context, cli string, attrs map[string]string, o ServerOptions) (*testsuite.DevServer, error) {
-	printed := &tail{max: 4 << 10}
+	printed := &headTail{max: 2 << 10}
 	var out io.Writer = printed
 	if o.Log != nil {
 		out = io.MultiWriter(o.Log, printed)
@@ -145,27 +147,39 @@ func startOnce(ctx context.Context, cli string, attrs map[string]string, o Serve
 	return srv, nil
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
+// headTail keeps the first and the last max bytes written to it: a panic
+// names its cause at the head and its stack runs on far past any tail.
+type headTail struct {
+	mu         sync.Mutex
+	max        int
+	head, tail []byte
+	dropped    int
 }
 
-func (t *tail) Write(p []byte) (int, error) {
+func (t *headTail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = t.buf[over:]
+	n := len(p)
+	if room := t.max - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
 	}
-	return len(p), nil
+	t.tail = append(t.tail, p...)
+	if over := len(t.tail) - t.max; over > 0 {
+		t.tail = t.tail[over:]
+		t.dropped += over
+	}
+	return n, nil
 }
 
-func (t *tail) String() string {
+func (t *headTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.TrimSpace(string(t.buf))
+	if t.dropped == 0 {
+		return strings.TrimSpace(string(t.head) + string(t.tail))
+	}
+	return strings.TrimSpace(string(t.head)) + fmt.Sprintf(" … (%d bytes) … ", t.dropped) + strings.TrimSpace(string(t.tail))
 }
 
 // killServer kills the dev server process started from cli on hostPort's

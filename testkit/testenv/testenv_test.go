@@ -72,3 +72,31 @@ func serverOnPort(t *testing.T, cli, port string) bool {
 	}
 	return false
 }
+
+// TestAFailedStartKeepsTheCauseOfAPanic: what a failed start printed is
+// kept from both ends, so a panic's first line (its cause) survives a
+// stack far longer than the buffer.
+func TestAFailedStartKeepsTheCauseOfAPanic(t *testing.T) {
+	out := &headTail{max: 64}
+	_, _ = out.Write([]byte("panic: listen tcp 127.0.0.1:7233: bind: address already in use\n"))
+	for i := range 200 {
+		_, _ = out.Write([]byte("goroutine frame " + strings.Repeat("x", i%7) + "\n"))
+	}
+	_, _ = out.Write([]byte("main.main()\n"))
+	got := out.String()
+	if !strings.HasPrefix(got, "panic: listen tcp 127.0.0.1:7233: bind") {
+		t.Errorf("the cause is lost: %q", got)
+	}
+	if !strings.HasSuffix(got, "main.main()") {
+		t.Errorf("the end is lost: %q", got)
+	}
+	if !strings.Contains(got, "bytes) …") || len(got) > 200 {
+		t.Errorf("the middle is not cut and marked: %d bytes: %q", len(got), got)
+	}
+
+	short := &headTail{max: 64}
+	_, _ = short.Write([]byte("started\n"))
+	if got := short.String(); got != "started" {
+		t.Errorf("short output changed: %q", got)
+	}
+}
