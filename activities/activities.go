@@ -22,7 +22,6 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/policies/rules"
 	"github.com/durable-llm/durable-llm/policies/structured"
-	openai "github.com/sashabaranov/go-openai"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 )
@@ -80,9 +79,9 @@ type Activities struct {
 	// a step run twice counts once (once.go).
 	steps *stepResults
 
-	// clients are the go-openai clients of the models and keys (clients.go).
+	// clients are the upstream clients of the models and keys (clients.go).
 	mu      sync.Mutex
-	clients map[string]*openai.Client
+	clients map[string]upstream
 }
 
 // Options are the dependencies of New. Zero values mean defaults.
@@ -149,7 +148,7 @@ func New(o Options) (*Activities, error) {
 	a := &Activities{
 		steps: newStepResults(),
 		cfg:   o.Config, faq: o.FAQ, metrics: o.Metrics, getenv: o.Getenv, now: o.Now, rand: o.Rand,
-		clients: map[string]*openai.Client{}, schemas: request.Schemas(), billed: newBilledRequests(),
+		clients: map[string]upstream{}, schemas: request.Schemas(), billed: newBilledRequests(),
 		firstTokens: guard.NewFirstTokens(), answers: guard.NewFirstTokens(), queues: newQueues(), outliers: guard.NewOutliers(o.Config.RateLimit.Hold.D()), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
 		live: o.Live,

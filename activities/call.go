@@ -289,7 +289,7 @@ func (at *attempt) streamedTokens(n int, done func()) {
 // sendWhole waits for the whole reply.
 func (at *attempt) sendWhole(req openai.ChatCompletionRequest) {
 	a, m := at.a, at.m
-	at.resp, at.err = a.client(m).CreateChatCompletion(at.reqCtx, req)
+	at.resp, at.err = a.client(m).create(at.reqCtx, req)
 	if at.err == nil {
 		a.queues.firstToken(m.Endpoint(), at.start, a.now().Sub(at.start), m.Timeout.D())
 	}

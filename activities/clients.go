@@ -1,10 +1,43 @@
 package activities
 
 import (
+	"context"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/durable-llm/durable-llm/policies/config"
 )
+
+// upstream is a model's server as an attempt calls it, in the chat
+// completions shape whatever its wire: go-openai's types are the
+// activities' one language for a request and its answer.
+type upstream interface {
+	// create sends req and waits for the whole answer.
+	create(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error)
+	// openStream sends req streamed; its error is the reply's when the
+	// server refused it before the stream began.
+	openStream(ctx context.Context, req openai.ChatCompletionRequest) (chunkStream, error)
+}
+
+// chunkStream is a streamed answer, chunk by chunk, in the chat
+// completions shape; Recv ends with io.EOF.
+type chunkStream interface {
+	Recv() (openai.ChatCompletionStreamResponse, error)
+	Close() error
+}
+
+// openaiUpstream is an OpenAI-compatible server, through go-openai.
+type openaiUpstream struct{ c *openai.Client }
+
+func (u openaiUpstream) create(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error) {
+	return u.c.CreateChatCompletion(ctx, req)
+}
+
+func (u openaiUpstream) openStream(ctx context.Context, req openai.ChatCompletionRequest) (chunkStream, error) {
+	return u.c.CreateChatCompletionStream(ctx, req)
+}
 
 // apiKey reads a model's API key from the environment variable it names,
 // here and nowhere else.
@@ -15,20 +48,37 @@ func (a *Activities) apiKey(m config.ModelConfig) string {
 	return a.getenv(m.APIKeyEnv)
 }
 
-// client returns the go-openai client of a model and its key, built once
-// over the process's one HTTP client (httpclient.go).
-func (a *Activities) client(m config.ModelConfig) *openai.Client {
+// client returns the upstream client of a model and its key, by the
+// model's API, built once over the process's one HTTP client
+// (httpclient.go), which records every reply for the classifier.
+func (a *Activities) client(m config.ModelConfig) upstream {
 	key := a.apiKey(m)
-	id := m.BaseURL + "\x00" + m.APIKeyEnv + "\x00" + key
+	id := string(m.Wire()) + "\x00" + m.BaseURL + "\x00" + m.APIKeyEnv + "\x00" + key
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if c, ok := a.clients[id]; ok {
 		return c
 	}
-	oc := openai.DefaultConfig(key)
-	oc.BaseURL = m.BaseURL
-	oc.HTTPClient = a.http
-	c := openai.NewClientWithConfig(oc)
+	var c upstream
+	switch m.Wire() {
+	case config.APIAnthropic:
+		opts := []option.RequestOption{
+			// Only what the policy says: no key, base URL or profile
+			// read from the environment behind its back, and no retries
+			// of the SDK's own (the call decides every resend).
+			option.WithoutEnvironmentDefaults(), option.WithBaseURL(m.BaseURL),
+			option.WithHTTPClient(a.http), option.WithMaxRetries(0),
+		}
+		if key != "" {
+			opts = append(opts, option.WithAPIKey(key))
+		}
+		c = anthropicUpstream{c: anthropic.NewClient(opts...)}
+	default:
+		oc := openai.DefaultConfig(key)
+		oc.BaseURL = m.BaseURL
+		oc.HTTPClient = a.http
+		c = openaiUpstream{c: openai.NewClientWithConfig(oc)}
+	}
 	a.clients[id] = c
 	return c
 }

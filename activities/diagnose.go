@@ -103,7 +103,7 @@ func (a *Activities) Diagnose(ctx context.Context, in DiagnoseInput) (Diagnosis,
 	info := activity.GetInfo(ctx)
 	cctx, cancel := context.WithTimeout(withExchange(ctx, &exchange{requestID: fmt.Sprintf("%s/%dd", info.WorkflowExecution.ID, in.Attempt)}), min(m.Timeout.D(), 30*time.Second))
 	defer cancel()
-	resp, err := a.client(m).CreateChatCompletion(cctx, req)
+	resp, err := a.client(m).create(cctx, req)
 	if err != nil {
 		// The error's text (an address, what the upstream said) is for
 		// operators: tenants read the reason.

@@ -100,7 +100,7 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 		// net/http still resends a request of which nothing was written.
 		req.Header["idempotency-key"] = []string{ex.requestID}
 	}
-	if ex != nil && req.Body != nil && ((ex.continuation != "" && ex.continuation != config.ContinueNone) || len(ex.extra) > 0) {
+	if ex != nil && req.Body != nil && (ex.continuation == config.ContinueVLLM || ex.continuation == config.ContinueDeepSeek || len(ex.extra) > 0) {
 		var err error
 		if req, err = rewriteBody(req, ex.continuation, ex.extra); err != nil {
 			return nil, err

@@ -226,7 +226,7 @@ func (a *Activities) newExchange(in CallInput, m config.ModelConfig, workflowID 
 		return ok
 	}
 	if in.Continue != "" {
-		ex.continuation = m.Continuation
+		ex.continuation = m.ContinuationStyle()
 	}
 	ex.extra = passthrough(m, in.Request)
 	return ex

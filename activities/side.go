@@ -40,7 +40,7 @@ func (a *Activities) sideRequest(ctx context.Context, m config.ModelConfig, tena
 	cctx, cancel := context.WithTimeout(withExchange(ctx, &exchange{requestID: info.WorkflowExecution.ID + "/" + suffix}), timeout)
 	defer cancel()
 	stop := heartbeat(ctx, info.HeartbeatTimeout, func() any { return suffix })
-	resp, err := a.client(m).CreateChatCompletion(cctx, req)
+	resp, err := a.client(m).create(cctx, req)
 	stop()
 	if err != nil {
 		// Tenants read the reason: the product's words for what failed;

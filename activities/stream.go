@@ -152,20 +152,20 @@ func (w *watchdog) stop(ended bool) error {
 	return w.fired
 }
 
-// stream sends req with stream: true and reads the reply chunk by chunk,
-// under the first-token and idle timeouts; an answer that would grow past
-// t.maxBytes ends the reading with a *bodyLimitError (the text kept and
-// streamed is at most the limit). progress is told the completion
+// stream sends req with stream: true to up and reads the reply chunk by
+// chunk, under the first-token and idle timeouts; an answer that would grow
+// past t.maxBytes ends the reading with a *bodyLimitError (the text kept
+// and streamed is at most the limit). progress is told the completion
 // tokens received so far (a chunk's delta counts as one token until the
 // final usage says better), onText (when not nil) each piece of content.
-func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequest, t streamLimits, progress func(tokens int), onText func(text string)) streamed {
+func stream(ctx context.Context, up upstream, req openai.ChatCompletionRequest, t streamLimits, progress func(tokens int), onText func(text string)) streamed {
 	req.Stream = true
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	wd := newWatchdog(t, cancel)
 
-	s, err := c.CreateChatCompletionStream(sctx, req)
+	s, err := up.openStream(sctx, req)
 	if err != nil {
 		if fired := wd.stop(ctx.Err() != nil); errors.Is(fired, errFirstToken) {
 			// No headers before the first-token timeout: the same as no
@@ -176,107 +176,135 @@ func stream(ctx context.Context, c *openai.Client, req openai.ChatCompletionRequ
 	}
 	defer s.Close()
 
-	obs := &classify.Stream{FirstTokenTimeout: t.firstToken, IdleTimeout: t.idle}
-	out := streamed{obs: obs}
-	var content, reasoning strings.Builder
-	var finish openai.FinishReason
-	// calls gathers streamed tool calls by index: the first delta of a
-	// call brings its id and name, later ones pieces of its arguments.
-	var calls []openai.ToolCall
-	var logprobs []openai.ChatCompletionTokenLogprob
-	size := 0 // the answer so far, JSON-encoded
-read:
-	for {
+	as := &assembly{obs: &classify.Stream{FirstTokenTimeout: t.firstToken, IdleTimeout: t.idle}, maxBytes: t.maxBytes}
+	for as.obs.Err == nil {
 		chunk, err := s.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			obs.Err = err
+			as.obs.Err = err
 			break
 		}
-		out.resp.ID, out.resp.Model, out.resp.Created = chunk.ID, chunk.Model, chunk.Created
-		if chunk.Usage != nil {
-			out.resp.Usage = *chunk.Usage
-		}
-		for _, ch := range chunk.Choices {
-			if ch.Index != 0 {
-				continue
-			}
-			d := ch.Delta
-			if t.maxBytes > 0 {
-				if size += chunkSize(ch); size > t.maxBytes {
-					obs.Err = &bodyLimitError{what: "streamed answer (text, reasoning, tool calls and logprobs, JSON-encoded)", limit: int64(t.maxBytes)}
-					break read
-				}
-			}
-			if d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
-				obs.Chunks++
-				obs.Tokens++
-				wd.chunk()
-				progress(obs.Tokens)
-			}
-			content.WriteString(d.Content)
-			if d.Content != "" && onText != nil {
-				onText(d.Content)
-			}
-			reasoning.WriteString(d.ReasoningContent)
-			for _, tc := range d.ToolCalls {
-				i := len(calls)
-				if tc.Index != nil {
-					i = *tc.Index
-				} else if tc.ID == "" && len(calls) > 0 {
-					i = len(calls) - 1 // a continuation without an index
-				}
-				if i < 0 || i > len(calls)+maxToolCallGap {
-					obs.Err = &classify.MalformedChunk{What: fmt.Sprintf("tool call index %d after %d call(s)", i, len(calls))}
-					break read
-				}
-				for len(calls) <= i {
-					calls = append(calls, openai.ToolCall{Type: openai.ToolTypeFunction})
-				}
-				c := &calls[i]
-				if tc.ID != "" {
-					c.ID = tc.ID
-				}
-				if tc.Type != "" {
-					c.Type = tc.Type
-				}
-				c.Function.Name += tc.Function.Name
-				c.Function.Arguments += tc.Function.Arguments
-			}
-			if ch.Logprobs != nil {
-				logprobs = append(logprobs, ch.Logprobs.Content...)
-			}
-			if ch.FinishReason != "" {
-				finish = ch.FinishReason
-				obs.Finished = true
-			}
-		}
+		as.add(chunk, func() {
+			wd.chunk()
+			progress(as.obs.Tokens)
+		}, onText)
 	}
 	switch fired := wd.stop(ctx.Err() != nil); {
-	case errors.Is(fired, errFirstToken) && obs.Chunks == 0:
-		obs.FirstTokenTimedOut = true
-	case errors.Is(fired, errIdle) || (errors.Is(fired, errFirstToken) && obs.Chunks > 0):
-		obs.IdleTimedOut = true
+	case errors.Is(fired, errFirstToken) && as.obs.Chunks == 0:
+		as.obs.FirstTokenTimedOut = true
+	case errors.Is(fired, errIdle) || (errors.Is(fired, errFirstToken) && as.obs.Chunks > 0):
+		as.obs.IdleTimedOut = true
 	}
+	return as.result()
+}
+
+// assembly is a streamed answer put together chunk by chunk.
+type assembly struct {
+	obs               *classify.Stream
+	maxBytes, size    int // the limit and the answer so far, JSON-encoded
+	resp              openai.ChatCompletionResponse
+	content, thinking strings.Builder
+	finish            openai.FinishReason
+	// calls gathers streamed tool calls by index: the first delta of a
+	// call brings its id and name, later ones pieces of its arguments.
+	calls    []openai.ToolCall
+	logprobs []openai.ChatCompletionTokenLogprob
+}
+
+// add takes one chunk: its first choice's deltas, usage and finish reason.
+// chunked is called for a chunk that carries text, reasoning or a tool
+// call; onText (when not nil) with each piece of content. A chunk that
+// cannot be taken sets obs.Err.
+func (as *assembly) add(chunk openai.ChatCompletionStreamResponse, chunked func(), onText func(string)) {
+	as.resp.ID, as.resp.Model, as.resp.Created = chunk.ID, chunk.Model, chunk.Created
+	if chunk.Usage != nil {
+		as.resp.Usage = *chunk.Usage
+	}
+	for _, ch := range chunk.Choices {
+		if ch.Index != 0 {
+			continue
+		}
+		d := ch.Delta
+		if as.maxBytes > 0 {
+			if as.size += chunkSize(ch); as.size > as.maxBytes {
+				as.obs.Err = &bodyLimitError{what: "streamed answer (text, reasoning, tool calls and logprobs, JSON-encoded)", limit: int64(as.maxBytes)}
+				return
+			}
+		}
+		if d.Content != "" || d.ReasoningContent != "" || len(d.ToolCalls) > 0 {
+			as.obs.Chunks++
+			as.obs.Tokens++
+			chunked()
+		}
+		as.content.WriteString(d.Content)
+		if d.Content != "" && onText != nil {
+			onText(d.Content)
+		}
+		as.thinking.WriteString(d.ReasoningContent)
+		for _, tc := range d.ToolCalls {
+			if as.obs.Err = as.toolDelta(tc); as.obs.Err != nil {
+				return
+			}
+		}
+		if ch.Logprobs != nil {
+			as.logprobs = append(as.logprobs, ch.Logprobs.Content...)
+		}
+		if ch.FinishReason != "" {
+			as.finish = ch.FinishReason
+			as.obs.Finished = true
+		}
+	}
+}
+
+// toolDelta adds a piece of a streamed tool call to the call its index
+// names (a continuation without an index is the last call's).
+func (as *assembly) toolDelta(tc openai.ToolCall) error {
+	i := len(as.calls)
+	if tc.Index != nil {
+		i = *tc.Index
+	} else if tc.ID == "" && len(as.calls) > 0 {
+		i = len(as.calls) - 1
+	}
+	if i < 0 || i > len(as.calls)+maxToolCallGap {
+		return &classify.MalformedChunk{What: fmt.Sprintf("tool call index %d after %d call(s)", i, len(as.calls))}
+	}
+	for len(as.calls) <= i {
+		as.calls = append(as.calls, openai.ToolCall{Type: openai.ToolTypeFunction})
+	}
+	c := &as.calls[i]
+	if tc.ID != "" {
+		c.ID = tc.ID
+	}
+	if tc.Type != "" {
+		c.Type = tc.Type
+	}
+	c.Function.Name += tc.Function.Name
+	c.Function.Arguments += tc.Function.Arguments
+	return nil
+}
+
+// result is the answer assembled, in a non-streamed reply's shape.
+func (as *assembly) result() streamed {
+	out := streamed{obs: as.obs, resp: as.resp}
 	if out.resp.Usage.CompletionTokens > 0 {
-		obs.Tokens = out.resp.Usage.CompletionTokens
+		as.obs.Tokens = out.resp.Usage.CompletionTokens
 	}
 	out.resp.Object = "chat.completion"
-	for i := range calls {
-		calls[i].Index = nil
+	for i := range as.calls {
+		as.calls[i].Index = nil
 	}
 	out.resp.Choices = []openai.ChatCompletionChoice{{
 		Message: openai.ChatCompletionMessage{
-			Role: openai.ChatMessageRoleAssistant, Content: content.String(), ReasoningContent: reasoning.String(),
-			ToolCalls: calls,
+			Role: openai.ChatMessageRoleAssistant, Content: as.content.String(), ReasoningContent: as.thinking.String(),
+			ToolCalls: as.calls,
 		},
-		FinishReason: finish,
+		FinishReason: as.finish,
 	}}
-	if len(logprobs) > 0 {
+	if len(as.logprobs) > 0 {
 		// The shape of a non-streamed reply's logprobs.
-		out.logprobs, _ = json.Marshal(map[string]any{"content": logprobs})
+		out.logprobs, _ = json.Marshal(map[string]any{"content": as.logprobs})
 	}
 	return out
 }

@@ -110,7 +110,7 @@ func TestStreamClassified(t *testing.T) {
 			var progressed int
 			var texts []string
 			start := time.Now()
-			st := stream(context.Background(), client, openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
+			st := stream(context.Background(), openaiUpstream{client}, openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
 				timeouts, func(n int) { progressed = n }, func(text string) { texts = append(texts, text) })
 			took := time.Since(start)
 			obs := classify.Observation{Err: st.err, Status: 200, Stream: st.obs}
@@ -164,7 +164,7 @@ func TestStreamToolCalls(t *testing.T) {
 		defer srv.Close()
 		oc := openai.DefaultConfig("")
 		oc.BaseURL = srv.URL + "/v1"
-		st := stream(context.Background(), openai.NewClientWithConfig(oc), openai.ChatCompletionRequest{Model: "m",
+		st := stream(context.Background(), openaiUpstream{openai.NewClientWithConfig(oc)}, openai.ChatCompletionRequest{Model: "m",
 			Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}}, timeouts, func(int) {}, nil)
 		obs := classify.Observation{Err: st.err, Status: 200, Stream: st.obs}
 		if st.err == nil {

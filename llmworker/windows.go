@@ -134,6 +134,10 @@ type said struct {
 // deployment each, or its base URL) said; else the assumed one.
 func (p *prober) model(ctx context.Context, m config.ModelConfig) Window {
 	assumed := m.ContextWindow
+	if m.Wire() == config.APIAnthropic {
+		return Window{Model: m.Name, Tokens: assumed, Source: WindowAssumed,
+			From: fmt.Sprintf("assumed %d: the Messages API does not tell a model's window; set context_window", assumed)}
+	}
 	var best *said
 	seen := map[string]bool{}
 	var why []string

@@ -438,7 +438,7 @@ func (d *decider) keepDelivered(st Step) Step {
 
 func (d *decider) canContinue(model string) bool {
 	m, ok := d.cfg.Model(model)
-	return ok && m.Continuation != "" && m.Continuation != config.ContinueNone
+	return ok && m.Continues()
 }
 
 func (d *decider) finish(reason string) Step {

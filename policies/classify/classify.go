@@ -208,7 +208,7 @@ func Classify(obs Observation) Verdict {
 		// From reading the body of a response the caller did not record.
 		return classifyBrokenBody(v, obs, err)
 	case isClientLibraryRefusal(err):
-		return v.is(failure.InvalidRequest, "refused by go-openai before sending ("+errKind(err)+")")
+		return v.is(failure.InvalidRequest, "refused by the client before sending ("+errKind(err)+")")
 	}
 	return v.is(failure.ServerError, "unrecognised error ("+errKind(err)+")")
 }

@@ -475,7 +475,7 @@ func TestClassifyUpstream(t *testing.T) {
 		}, want: want{class: failure.InvalidRequest, status: 422, message: "body.temperature: ensure this value is less than or equal to 2"}},
 		{name: "invalid_request/refused by go-openai before sending", up: func(*testing.T) upstream {
 			return upstream{handler: reply(200, chatBody("never", "stop")), stream: true}
-		}, want: want{class: failure.InvalidRequest, reason: "refused by go-openai"}},
+		}, want: want{class: failure.InvalidRequest, reason: "refused by the client before sending"}},
 
 		// auth
 		{name: "auth/401", up: func(*testing.T) upstream {

@@ -99,8 +99,14 @@ func isJSONError(err error) bool {
 	return errors.As(err, &syntaxErr) || errors.As(err, &typeErr)
 }
 
-// clientLibraryRefusals are go-openai's checks before sending.
-var clientLibraryRefusals = []error{
+// ErrNotTranslatable is a request the model's API has no words for (a
+// tool call's arguments that are not an object, for the Messages API):
+// refused before sending, class invalid_request.
+var ErrNotTranslatable = errors.New("the request cannot be said in the model's API")
+
+// clientLibraryRefusals are the checks before sending: go-openai's, and a
+// request the model's API cannot say.
+var clientLibraryRefusals = []error{ErrNotTranslatable,
 	openai.ErrChatCompletionInvalidModel, openai.ErrChatCompletionStreamNotSupported,
 	openai.ErrContentFieldsMisused, openai.ErrReasoningEffortUnsupported,
 	openai.ErrReasoningToolsRequireResponses, openai.ErrReasoningSamplingUnsupported,

@@ -73,16 +73,38 @@ const (
 // from scratch.
 type Continuation string
 
-// The continuation styles of OpenAI-compatible servers.
+// The continuation styles.
 const (
+	// ContinueAuto: by the model's api: anthropic for api anthropic, none
+	// otherwise (Continues).
+	ContinueAuto Continuation = "auto"
 	// ContinueNone: the model cannot continue (OpenAI's own API).
 	ContinueNone Continuation = "none"
+	// ContinueAnthropic: Anthropic's Messages API continues a final
+	// assistant message as it is sent (a prefill); api anthropic only.
+	ContinueAnthropic Continuation = "anthropic"
 	// ContinueVLLM: vLLM's "continue_final_message": true with
 	// "add_generation_prompt": false.
 	ContinueVLLM Continuation = "vllm"
 	// ContinueDeepSeek: DeepSeek's "prefix": true on the final assistant
 	// message.
 	ContinueDeepSeek Continuation = "deepseek"
+)
+
+// API is the wire a model is called through.
+type API string
+
+// The upstream APIs.
+const (
+	// APIOpenAI: OpenAI's chat completions (POST {base_url}/chat/completions),
+	// through go-openai; the API of OpenAI, vLLM, Ollama, DeepSeek and most
+	// servers.
+	APIOpenAI API = "openai"
+	// APIAnthropic: Anthropic's Messages API (POST {base_url}/v1/messages),
+	// through Anthropic's Go SDK, with Anthropic's own signals (529
+	// overloaded_error, an error event inside a 200 stream,
+	// anthropic-ratelimit-* headers).
+	APIAnthropic API = "anthropic"
 )
 
 // RateLimitScope is what a rate limit (429) of a model holds back: its
@@ -138,8 +160,12 @@ func (m ModelConfig) Can(c Capability) bool {
 type ModelConfig struct {
 	// Name is the model name sent upstream and used in the ladder. Required, unique.
 	Name string `yaml:"name"`
-	// BaseURL of the OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1. Required.
+	// BaseURL of the model's API. Required. For api openai the URL the
+	// chat completions path follows, e.g. http://127.0.0.1:8000/v1; for
+	// api anthropic the server's root, e.g. https://api.anthropic.com.
 	BaseURL string `yaml:"base_url"`
+	// API is the wire the model is called through: openai or anthropic.
+	API API `yaml:"api"`
 	// APIKeyEnv names the environment variable holding the API key. The key
 	// itself never appears in the file, in workflow input, history or logs.
 	APIKeyEnv string `yaml:"api_key_env"`
@@ -190,7 +216,7 @@ type ModelConfig struct {
 	// time: leaving frees the server's slot for a request that can.
 	StopsOnDisconnect bool `yaml:"stops_on_disconnect"`
 	// Continuation: how the model continues the text a broken stream had
-	// delivered (none, vllm, deepseek).
+	// delivered (auto, none, vllm, deepseek, anthropic).
 	Continuation Continuation `yaml:"continuation"`
 	// SystemPrompt support: full, partial or none.
 	SystemPrompt SystemPromptSupport `yaml:"system_prompt"`

@@ -290,6 +290,31 @@ func (m ModelConfig) Endpoint() string {
 	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
+// Wire is the API the model is called through (openai when not set).
+func (m ModelConfig) Wire() API {
+	if m.API == "" {
+		return APIOpenAI
+	}
+	return m.API
+}
+
+// ContinuationStyle is how the model continues a final assistant message:
+// its continuation, with auto resolved by its API (anthropic for api
+// anthropic, none otherwise).
+func (m ModelConfig) ContinuationStyle() Continuation {
+	switch {
+	case m.Continuation == ContinueAuto && m.Wire() == APIAnthropic:
+		return ContinueAnthropic
+	case m.Continuation == ContinueAuto || m.Continuation == "":
+		return ContinueNone
+	}
+	return m.Continuation
+}
+
+// Continues reports whether the model can continue text a broken stream
+// delivered.
+func (m ModelConfig) Continues() bool { return m.ContinuationStyle() != ContinueNone }
+
 // Scope names what a rate limit of m holds back at scope sc, as holds and
 // reasons show it: "http://127.0.0.1:8000" (endpoint), "… key LLM_API_KEY"
 // (key), "… model qwen-72b" (model).

@@ -352,7 +352,7 @@ func TestParseConfigRefusesBadFiles(t *testing.T) {
 func TestParseConfigRefusesUnknownFields(t *testing.T) {
 	cases := []struct{ name, yaml, want string }{
 		{"top level", minimal + "modles: []\n", "bad.yaml: modles: unknown field; expected one of model_defaults, models, classes, backoff, budget, breaker, rate_limit, pruning, call, http, limits, request, idempotency, faq, stream, hedge, cache, store, spend, diagnose, rules, learn, placeholder (line 8)"},
-		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api_key_env, api_key_envs, deployments, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, stops_on_disconnect, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
+		{"in a model", "models:\n  - name: a\n    base_url: http://x/v1\n    contxt_window: 5\n", "bad.yaml: models[0].contxt_window: unknown field; expected one of name, base_url, api, api_key_env, api_key_envs, deployments, key_park, context_window, timeout, stream, first_token_timeout, idle_timeout, stops_on_disconnect, continuation, system_prompt, rate_limit_scope, rpm, tpm, capabilities, passthrough, input_price, output_price (line 4)"},
 		{"in model_defaults", "model_defaults: {context: 5}\n", "bad.yaml: model_defaults.context: unknown field; expected one of name, base_url"},
 		{"in a class", minimal + "classes:\n  timeout:\n    retries: 3\n", "bad.yaml: classes.timeout.retries: unknown field; expected one of action, max, waits, switch_after, trip_breaker, max_tokens_increase, temperature, keep_rounds, summarize (line 10)"},
 		{"in a section", minimal + "budget:\n  ratios: 0.2\n", "bad.yaml: budget.ratios: unknown field; expected one of window, ratio, floor, tenant_share (line 9)"},
@@ -442,8 +442,8 @@ func TestParseConfigModelDefaults(t *testing.T) {
 		want []ModelConfig
 	}{
 		{"entries start from model_defaults", minimal, []ModelConfig{
-			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
-			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "a", BaseURL: "http://127.0.0.1:8000/v1", API: md.API, ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://api.example.com/v1", APIKeyEnv: "EXAMPLE_KEY", API: md.API, ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: md.Timeout, Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 		}},
 		{"the file's model_defaults, written after the models", `
 models:
@@ -456,8 +456,8 @@ model_defaults:
   api_key_env: GW_KEY
   timeout: 5s
 `, []ModelConfig{
-			{Name: "a", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
-			{Name: "b", BaseURL: "https://gw.example.com/v1", APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "a", BaseURL: "https://gw.example.com/v1", API: md.API, APIKeyEnv: "GW_KEY", ContextWindow: md.ContextWindow, WindowAssumed: true, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: md.SystemPrompt, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
+			{Name: "b", BaseURL: "https://gw.example.com/v1", API: md.API, APIKeyEnv: "GW_KEY", ContextWindow: 1000, Timeout: Duration(5 * time.Second), Stream: md.Stream, FirstTokenTimeout: md.FirstTokenTimeout, IdleTimeout: md.IdleTimeout, Continuation: md.Continuation, SystemPrompt: SystemPromptNone, RateLimitScope: md.RateLimitScope, RPM: md.RPM, TPM: md.TPM, Capabilities: md.Capabilities, Passthrough: md.Passthrough, APIKeyEnvs: md.APIKeyEnvs, Deployments: md.Deployments, KeyPark: md.KeyPark},
 		}},
 		{"the default ladder is as written, whatever model_defaults says", "model_defaults: {timeout: 1s, base_url: https://gw.example.com/v1}\n", def.Models},
 	}
@@ -842,6 +842,41 @@ func TestDefaultSetting(t *testing.T) {
 	for _, key := range []string{"budget", "budget.nope", "nope", "budget.ratio.x", ""} {
 		if got, ok := DefaultSetting(key); ok {
 			t.Errorf("DefaultSetting(%q) = %q: want no such setting", key, got)
+		}
+	}
+}
+
+// TestParseConfigAnthropicModels: api anthropic is a wire of its own;
+// its continuation, left at auto, is Anthropic's prefill, and an
+// OpenAI-compatible model's auto is none. Continuations of the other wire
+// are refused with what to write.
+func TestParseConfigAnthropicModels(t *testing.T) {
+	cfg, err := ParseConfig([]byte(`models:
+  - name: claude-a
+    api: anthropic
+    base_url: https://api.anthropic.com
+    api_key_env: ANTHROPIC_API_KEY
+  - name: qwen
+    base_url: http://127.0.0.1:8000/v1
+`), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claude, qwen := cfg.Models[0], cfg.Models[1]
+	if claude.Wire() != APIAnthropic || claude.ContinuationStyle() != ContinueAnthropic || !claude.Continues() {
+		t.Errorf("claude-a: wire %q, continuation %q", claude.Wire(), claude.ContinuationStyle())
+	}
+	if qwen.Wire() != APIOpenAI || qwen.ContinuationStyle() != ContinueNone || qwen.Continues() {
+		t.Errorf("qwen: wire %q, continuation %q", qwen.Wire(), qwen.ContinuationStyle())
+	}
+	for _, c := range []struct{ file, want string }{
+		{"models:\n  - name: a\n    base_url: http://x\n    api: gemini\n", "models[0].api: must be one of openai, anthropic, got \"gemini\""},
+		{"models:\n  - name: a\n    base_url: http://x\n    api: anthropic\n    continuation: vllm\n", "models[0].continuation: must be auto, none or anthropic for api anthropic"},
+		{"models:\n  - name: a\n    base_url: http://x/v1\n    continuation: anthropic\n", "models[0].continuation: anthropic needs api: anthropic"},
+	} {
+		_, err := ParseConfig([]byte(c.file), "bad.yaml")
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: error %v, want it to contain %q", c.file, err, c.want)
 		}
 	}
 }

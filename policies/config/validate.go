@@ -403,8 +403,16 @@ func (m ModelConfig) validate(p string, isDefault bool, bad func(path, format st
 	if !slices.Contains([]SystemPromptSupport{SystemPromptFull, SystemPromptPartial, SystemPromptNone}, m.SystemPrompt) {
 		bad(p+".system_prompt", "must be one of full, partial, none, got %q", m.SystemPrompt)
 	}
-	if !slices.Contains([]Continuation{ContinueNone, ContinueVLLM, ContinueDeepSeek}, m.Continuation) {
-		bad(p+".continuation", "must be one of none, vllm, deepseek, got %q", m.Continuation)
+	if !slices.Contains([]API{"", APIOpenAI, APIAnthropic}, m.API) {
+		bad(p+".api", "must be one of openai, anthropic, got %q", m.API)
+	}
+	switch {
+	case !slices.Contains([]Continuation{ContinueAuto, ContinueNone, ContinueVLLM, ContinueDeepSeek, ContinueAnthropic}, m.Continuation):
+		bad(p+".continuation", "must be one of auto, none, vllm, deepseek, anthropic, got %q", m.Continuation)
+	case m.Wire() == APIAnthropic && (m.Continuation == ContinueVLLM || m.Continuation == ContinueDeepSeek):
+		bad(p+".continuation", "must be auto, none or anthropic for api anthropic, got %q (a field of an OpenAI-compatible server)", m.Continuation)
+	case m.Wire() == APIOpenAI && m.Continuation == ContinueAnthropic:
+		bad(p+".continuation", "anthropic needs api: anthropic (the model is called through the OpenAI wire)")
 	}
 	if m.RPM < 0 {
 		bad(p+".rpm", "must be a number of requests per minute ≥ 0 (0: no limit), got %d", m.RPM)
