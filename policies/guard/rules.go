@@ -282,7 +282,7 @@ var Rules = []Rule{
 	},
 	{
 		Name: RuleBackpressure, Moment: AfterOutcome,
-		Decides: "A 429 holds its scope for the Retry-After (else `rate_limit.hold`); x-ratelimit-remaining-* of 0 holds " +
+		Decides: "A 429 holds its scope for the Retry-After (else `rate_limit.hold`); a remaining of 0 in x-ratelimit-* or anthropic-ratelimit-* holds " +
 			"it until the matching reset; a busy refusal ejects its endpoint (rule `outlier`) and moves the call to the next " +
 			"rung at once. Refusals count against the breaker only once they have lasted `rate_limit.breaker_after` " +
 			"without a break.",
