@@ -45,16 +45,15 @@ var knownFields = []string{"model", "messages", "stream", "stream_options", "max
 	"parallel_tool_calls", "stop", "seed", "top_p", "presence_penalty", "frequency_penalty", "logit_bias",
 	"logprobs", "top_logprobs", "reasoning_effort", "n", "user", "store", "metadata", "service_tier"}
 
-// extraFields are the fields of body the simulator does not know, as
-// received.
-func extraFields(body []byte) map[string]json.RawMessage {
+// extraFields are the fields of body not in known, as received.
+func extraFields(body []byte, known []string) map[string]json.RawMessage {
 	var top map[string]json.RawMessage
 	if json.Unmarshal(body, &top) != nil {
 		return nil
 	}
 	var out map[string]json.RawMessage
 	for k, v := range top {
-		if !slices.Contains(knownFields, k) {
+		if !slices.Contains(known, k) {
 			if out == nil {
 				out = map[string]json.RawMessage{}
 			}

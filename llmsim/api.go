@@ -100,6 +100,9 @@ type chatRequest struct {
 	ToolChoice     json.RawMessage `json:"tool_choice"`
 	ResponseFormat *responseFormat `json:"response_format"`
 	Temperature    *float64        `json:"temperature"`
+	// stop are the stop sequences that end an answer (Anthropic's
+	// stop_sequences; the OpenAI wire's stop is not simulated).
+	stop []string
 }
 
 // continuation describes a request to continue the last assistant message.

@@ -41,11 +41,11 @@ type plan struct {
 	delay   time.Duration // the deciding fault's own latency
 	source  string
 	// limit is the model's gateway rate limit after this request, for
-	// the x-ratelimit-* headers (nil: the model has none).
+	// the rate-limit headers (nil: the model has none).
 	limit *limitState
 }
 
-// limitState is a rate limiter's state as OpenAI's headers tell it.
+// limitState is a rate limiter's state as the rate-limit headers tell it.
 type limitState struct {
 	perMinute int
 	remaining int
@@ -150,7 +150,7 @@ func (s *Sim) plan(arrival time.Time, model, key, conv string, attempt int, dirs
 	return p
 }
 
-// exchange is one chat request in progress.
+// exchange is one request in progress, of either wire.
 type exchange struct {
 	s      *Sim
 	w      http.ResponseWriter
@@ -162,6 +162,9 @@ type exchange struct {
 	done   bool
 	nextID uint64
 	gen    *genState // what the request generates, once it got a slot
+	wire   Wire
+	cont   continuation // the continuation the request asks for
+	msgs   []Message    // the messages without directives
 	// extra are the request's top-level fields the simulator does not know.
 	extra map[string]json.RawMessage
 }
@@ -219,9 +222,42 @@ func (s *Sim) model(name string) (ModelSpec, bool) {
 	return m, ok
 }
 
-func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
-	x := &exchange{s: s, w: w, r: r, begin: time.Now()}
+// Wire is the API a request came by. Both wires run the same pipeline
+// (plan, faults, capacity, latency, rate limits, stats); only the wire
+// format of requests, answers, errors and streams differs.
+type Wire string
+
+const (
+	// WireOpenAI is OpenAI's chat completions: POST /v1/chat/completions.
+	WireOpenAI Wire = "openai"
+	// WireAnthropic is Anthropic's Messages API: POST /v1/messages.
+	WireAnthropic Wire = "anthropic"
+)
+
+func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) { s.serve(w, r, WireOpenAI) }
+
+func (s *Sim) handleMessages(w http.ResponseWriter, r *http.Request) { s.serve(w, r, WireAnthropic) }
+
+// serve runs one request of either wire through the pipeline: accept it,
+// plan and answer front faults, then generate on a slot.
+func (s *Sim) serve(w http.ResponseWriter, r *http.Request, wire Wire) {
+	x := &exchange{s: s, w: w, r: r, wire: wire, begin: time.Now()}
 	defer x.recordGeneration()
+	dirs, ok := x.accept()
+	if !ok {
+		return
+	}
+	p, ok := x.admit(dirs)
+	if !ok {
+		return
+	}
+	x.generate(p, dirs)
+}
+
+// accept reads the request, records its arrival and checks it; false when
+// it was refused (answered).
+func (x *exchange) accept() ([]Directive, bool) {
+	s, w, r := x.s, x.w, x.r
 	x.nextID = s.seq.Add(1)
 	rid := r.Header.Get("X-Request-ID")
 	if rid == "" {
@@ -229,163 +265,187 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 	idem := r.Header.Get("Idempotency-Key")
 	w.Header().Set("X-Request-ID", rid)
+	if x.wire == WireAnthropic {
+		w.Header().Set("Request-Id", rid) // the Anthropic SDK reports it
+	}
 	if idem != "" {
 		w.Header().Set("Idempotency-Key", idem)
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.maxBody))
 	if err == nil {
-		err = json.Unmarshal(body, &x.req)
-		x.extra = extraFields(body)
+		err = x.decode(body)
 	}
 	question := x.req.question()
 	conv := ""
 	if err == nil {
 		conv = conversationKey(idem, question)
 	}
-	x.rec = Record{Time: s.clock(), Model: x.req.Model, Stream: x.req.Stream, Conversation: conv,
+	x.rec = Record{Time: s.clock(), Wire: x.wire, Model: x.req.Model, Stream: x.req.Stream, Conversation: conv,
 		RequestID: rid, IdempotencyKey: idem}
-	x.rec.Attempt, x.tk = s.stats.arrive(x.req.Model, conv, Attempt{Model: x.req.Model, RequestID: rid, IdempotencyKey: idem})
+	x.rec.Attempt, x.tk = s.stats.arrive(x.req.Model, conv, Attempt{Model: x.req.Model, Wire: x.wire, RequestID: rid, IdempotencyKey: idem})
 	if x.rec.Attempt > 0 {
 		w.Header().Set("X-Llmsim-Attempt", strconv.Itoa(x.rec.Attempt))
 	}
 	x.rec.Source = "request"
-	switch {
-	case err != nil:
-		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "", "We could not parse the JSON body of your request. ("+err.Error()+")"), nil)
-		return
-	case x.req.Model == "":
-		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "", "you must provide a model parameter"), nil)
-		return
-	case len(x.req.Messages) == 0:
-		e := newAPIError("invalid_request_error", "", "[] is too short - 'messages'")
-		e.Error.Param = strp("messages")
-		x.reply(http.StatusBadRequest, e, nil)
-		return
+	if msg, param := x.problem(err); msg != "" {
+		e := newAPIError("invalid_request_error", "", msg)
+		if param != "" {
+			e.Error.Param = strp(param)
+		}
+		x.fail(http.StatusBadRequest, e, nil)
+		return nil, false
 	}
 	dirs, err := ParseDirectives(question)
 	if err != nil {
-		x.reply(http.StatusBadRequest, newAPIError("invalid_request_error", "invalid_directive", "llmsim: "+err.Error()), nil)
-		return
+		x.fail(http.StatusBadRequest, newAPIError("invalid_request_error", "invalid_directive", "llmsim: "+err.Error()), nil)
+		return nil, false
 	}
-	cont := x.req.continuation()
-	if m, ok := s.model(x.req.Model); ok && cont.asked {
-		switch {
-		case m.Continuation == ContinuationReject:
-			e := newAPIError("invalid_request_error", "", "Unrecognized request argument supplied: "+cont.field)
-			x.reply(http.StatusBadRequest, e, nil)
-			return
-		case m.Continuation == ContinuationPrefix && cont.bad != "":
-			e := newAPIError("invalid_request_error", "", cont.bad)
-			e.Error.Param = strp(cont.field)
-			x.reply(http.StatusBadRequest, e, nil)
-			return
-		}
+	return dirs, x.checkContinuation()
+}
+
+// decode reads body in the wire's request format into x.req.
+func (x *exchange) decode(body []byte) error {
+	if x.wire == WireAnthropic {
+		return x.decodeAnthropic(body)
 	}
-	p := s.plan(x.rec.Time, x.req.Model, bearer(r), conv, x.rec.Attempt, dirs)
-	if l := p.limit; l != nil {
-		// OpenAI's rate-limit headers, on every response of a limited model.
-		h := x.header()
-		h.Set("x-ratelimit-limit-requests", strconv.Itoa(l.perMinute))
-		h.Set("x-ratelimit-remaining-requests", strconv.Itoa(l.remaining))
-		h.Set("x-ratelimit-reset-requests", l.reset.Round(time.Millisecond).String())
+	err := json.Unmarshal(body, &x.req)
+	x.extra = extraFields(body, knownFields)
+	return err
+}
+
+// problem says why the request is invalid ("" when it is not) and the
+// parameter to name; decodeErr is the error of reading it (Anthropic's
+// decoder also checks the required fields).
+func (x *exchange) problem(decodeErr error) (msg, param string) {
+	switch {
+	case decodeErr != nil && x.wire == WireAnthropic:
+		return decodeErr.Error(), ""
+	case decodeErr != nil:
+		return "We could not parse the JSON body of your request. (" + decodeErr.Error() + ")", ""
+	case x.req.Model == "":
+		return "you must provide a model parameter", ""
+	case len(x.req.Messages) == 0:
+		return "[] is too short - 'messages'", "messages"
+	}
+	return "", ""
+}
+
+// checkContinuation refuses a continuation the model rejects or that is
+// malformed; false when it did.
+func (x *exchange) checkContinuation() bool {
+	x.cont = x.req.continuation()
+	m, ok := x.s.model(x.req.Model)
+	if !ok || !x.cont.asked {
+		return true
+	}
+	switch {
+	case m.Continuation == ContinuationReject:
+		x.fail(http.StatusBadRequest, newAPIError("invalid_request_error", "", x.says(
+			"Unrecognized request argument supplied: "+x.cont.field,
+			"This model does not support assistant message prefill. The conversation must end with a user message.")), nil)
+		return false
+	case m.Continuation == ContinuationPrefix && x.cont.bad != "":
+		e := newAPIError("invalid_request_error", "", x.cont.bad)
+		e.Error.Param = strp(x.cont.field)
+		x.fail(http.StatusBadRequest, e, nil)
+		return false
+	}
+	return true
+}
+
+// admit plans the request and answers what comes before the model's
+// queue: front faults, pause, the context window; false when it answered.
+func (x *exchange) admit(dirs []Directive) (plan, bool) {
+	p := x.s.plan(x.rec.Time, x.req.Model, x.apiKey(), x.rec.Conversation, x.rec.Attempt, dirs)
+	if p.limit != nil {
+		// The rate-limit headers, on every response of a limited model.
+		x.limitHeaders(x.header(), *p.limit)
 	}
 	x.rec.Phase = p.phase
 	x.setFault(p.fault.Kind, p.source)
 	if p.fault.Kind == FaultNone && p.latency {
 		x.setFault(FaultLatency, p.source)
 	}
-	msgs := make([]Message, len(x.req.Messages))
+	x.msgs = make([]Message, len(x.req.Messages))
 	for i, m := range x.req.Messages {
 		m.Content = StripDirectives(m.Content)
-		msgs[i] = m
+		x.msgs[i] = m
 	}
-	x.rec.PromptTokens = EstimatePromptTokens(msgs)
-
+	x.rec.PromptTokens = EstimatePromptTokens(x.msgs)
 	info, _ := faultInfo(p.fault.Kind)
-	if p.fault.Kind == FaultPause {
+	switch {
+	case p.fault.Kind == FaultPause:
 		// A paused server holds the request without taking it into the
 		// model's queue; once it resumes, the request is served as usual.
 		if !x.wait(p.delay) {
 			x.gone()
-			return
+			return p, false
 		}
-	} else if p.fault.Kind != FaultNone && info.stage == stageFront {
-		if p.fault.Kind == FaultContextLength {
-			window := p.fault.Window
-			if window == 0 {
-				window = max(1, x.rec.PromptTokens/2)
-			}
-			if x.rec.PromptTokens > window {
-				if !x.wait(p.delay) {
-					x.gone()
-					return
-				}
-				x.reply(http.StatusBadRequest, contextError(window, x.rec.PromptTokens), nil)
-				return
-			}
-			x.setFault(FaultNone, "")
-		} else {
-			if !x.wait(p.delay) {
-				x.gone()
-				return
-			}
+	case p.fault.Kind == FaultContextLength:
+		if !x.contextFault(p) {
+			return p, false
+		}
+	case p.fault.Kind != FaultNone && info.stage == stageFront:
+		if x.wait(p.delay) {
 			x.front(p)
-			return
+		} else {
+			x.gone()
 		}
+		return p, false
 	}
 	if x.rec.PromptTokens > p.model.ContextWindow {
 		x.setFault(FaultNone, "context_window")
-		x.reply(http.StatusBadRequest, contextError(p.model.ContextWindow, x.rec.PromptTokens), nil)
-		return
+		x.fail(http.StatusBadRequest, x.contextError(p.model.ContextWindow, x.rec.PromptTokens), nil)
+		return p, false
 	}
+	return p, true
+}
 
-	rd := render(p.model, &x.req, tokensDirective(dirs), cont, x.rec.Fault, x.rec.PromptTokens)
-	if fact := recallDirective(dirs); fact != "" && !rd.summary {
-		rd.recall, rd.recalled = fact, recalled(msgs, fact)
-		if !rd.continuation && len(rd.toolCalls) == 0 {
-			note := recallNote(fact, rd.recalled)
-			rd.content = note + rd.content
-			rd.completion += EstimateTokens(note)
-			rd.tokens += EstimateTokens(note)
-		}
+// contextFault answers context_length_exceeded while the prompt exceeds
+// the fault's window; true when it did not fire and the request goes on.
+func (x *exchange) contextFault(p plan) bool {
+	window := p.fault.Window
+	if window == 0 {
+		window = max(1, x.rec.PromptTokens/2)
 	}
+	if x.rec.PromptTokens <= window {
+		x.setFault(FaultNone, "")
+		return true
+	}
+	if !x.wait(p.delay) {
+		x.gone()
+		return false
+	}
+	x.fail(http.StatusBadRequest, x.contextError(window, x.rec.PromptTokens), nil)
+	return false
+}
+
+// generate renders the answer, takes a slot on the model and sends the
+// answer (or a back fault) on the job's schedule.
+func (x *exchange) generate(p plan, dirs []Directive) {
+	rd := x.decide(p, dirs)
 	x.rec.CompletionTokens, x.rec.Continuation = rd.completion, rd.continuation
-	events := x.chunks(rd)
+	events := x.events(rd)
 	first := p.base + p.extra
-	if info.stage == stageBack {
+	if info, _ := faultInfo(p.fault.Kind); info.stage == stageBack {
 		first += p.delay
 	}
 	j := newJob(first, p.model.itl(), rd.tokens, x.req.Stream)
 	if x.req.Stream && x.rec.Fault != FaultSlowDrip && len(events) > 1 {
-		j.hold = time.Duration(len(events)-1) * p.model.StreamInterval.D()
+		j.hold = time.Duration(events[len(events)-1].step) * p.model.StreamInterval.D()
 	}
 	if !p.pool.submit(j) {
 		x.setFault(FaultQueueFull, "capacity")
-		st := p.model.RejectStatus
+		h := http.Header{}
+		st, e := x.queueFull(p.model.RejectStatus, p.model.Name, h)
 		x.finish(statusOutcome(st), true, false)
-		writeJSON(x.w, st, queueFullBody(p.model.Name), http.Header{"X-Ratelimit-Remaining": {"0"}})
+		writeJSON(x.w, st, x.errBody(st, e), h)
 		return
 	}
 	x.gen = &genState{rd: rd, job: j, end: EndClientGone}
-	select {
-	case <-j.ready:
-	case <-x.r.Context().Done():
-		if !p.keep {
-			p.pool.abandon(j)
-		}
-		x.rec.Queued = j.waitedSoFar()
-		select {
-		case <-j.started:
-			x.rec.Service, x.rec.FirstToken, x.rec.PerToken = j.service, j.ttft, j.itl
-		default:
-		}
-		x.gone()
+	if !x.slot(p, j) {
 		return
-	case <-s.closed:
-		x.abort(OutcomeReset)
 	}
-	x.rec.Queued, x.rec.Service = j.waited, j.service
-	x.rec.FirstToken, x.rec.PerToken = j.ttft, j.itl
 	switch x.rec.Fault {
 	case FaultServerError:
 		x.gen.end = EndError
@@ -402,6 +462,52 @@ func (s *Sim) handleChat(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// decide renders the answer: render's, with the recall note, and the
+// wire's tool-call ids.
+func (x *exchange) decide(p plan, dirs []Directive) rendered {
+	rd := render(p.model, &x.req, tokensDirective(dirs), x.cont, x.rec.Fault, x.rec.PromptTokens)
+	if fact := recallDirective(dirs); fact != "" && !rd.summary {
+		rd.recall, rd.recalled = fact, recalled(x.msgs, fact)
+		if !rd.continuation && len(rd.toolCalls) == 0 {
+			note := recallNote(fact, rd.recalled)
+			rd.content = note + rd.content
+			rd.completion += EstimateTokens(note)
+			rd.tokens += EstimateTokens(note)
+		}
+	}
+	if x.wire == WireAnthropic {
+		for i := range rd.toolCalls {
+			rd.toolCalls[i].ID = "toolu_" + strings.TrimPrefix(rd.toolCalls[i].ID, "call_")
+		}
+	}
+	return rd
+}
+
+// slot waits until the job may send its first byte; false when the client
+// left first (the Sim closing resets the connection).
+func (x *exchange) slot(p plan, j *job) bool {
+	select {
+	case <-j.ready:
+	case <-x.r.Context().Done():
+		if !p.keep {
+			p.pool.abandon(j)
+		}
+		x.rec.Queued = j.waitedSoFar()
+		select {
+		case <-j.started:
+			x.rec.Service, x.rec.FirstToken, x.rec.PerToken = j.service, j.ttft, j.itl
+		default:
+		}
+		x.gone()
+		return false
+	case <-x.s.closed:
+		x.abort(OutcomeReset)
+	}
+	x.rec.Queued, x.rec.Service = j.waited, j.service
+	x.rec.FirstToken, x.rec.PerToken = j.ttft, j.itl
+	return true
+}
+
 func (j *job) waitedSoFar() time.Duration {
 	select {
 	case <-j.started:
@@ -411,7 +517,13 @@ func (j *job) waitedSoFar() time.Duration {
 	}
 }
 
-func contextError(window, tokens int) errorBody {
+// contextError refuses a prompt of tokens over a window, as each wire's
+// provider words it.
+func (x *exchange) contextError(window, tokens int) errorBody {
+	if x.wire == WireAnthropic {
+		return newAPIError("invalid_request_error", "context_length_exceeded", fmt.Sprintf(
+			"prompt is too long: %d tokens > %d maximum", tokens, window))
+	}
 	e := newAPIError("invalid_request_error", "context_length_exceeded", fmt.Sprintf(
 		"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
 		window, tokens))
@@ -427,8 +539,83 @@ func queueFullBody(model string) errorBody {
 	return newAPIError("server_overloaded", "queue_full", fmt.Sprintf("The request queue for model %s is full. Please retry later.", model))
 }
 
+// queueFull is the refusal of a full queue: on the OpenAI wire status st,
+// code queue_full and X-RateLimit-Remaining: 0 (set in h); on Anthropic's
+// 529 overloaded_error "Overloaded", as Anthropic refuses when busy.
+func (x *exchange) queueFull(st int, model string, h http.Header) (int, errorBody) {
+	if x.wire == WireAnthropic {
+		return 529, newAPIError("overloaded_error", "", "Overloaded")
+	}
+	h.Set("X-Ratelimit-Remaining", "0")
+	return st, queueFullBody(model)
+}
+
 func modelNotFound(model string) errorBody {
 	return newAPIError("invalid_request_error", "model_not_found", fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model))
+}
+
+func (x *exchange) modelNotFound(model string) errorBody {
+	if x.wire == WireAnthropic {
+		return newAPIError("not_found_error", "model_not_found", "model: "+model)
+	}
+	return modelNotFound(model)
+}
+
+// says picks the message of the request's wire.
+func (x *exchange) says(openai, anthropic string) string {
+	if x.wire == WireAnthropic {
+		return anthropic
+	}
+	return openai
+}
+
+// fail answers an error: e on the OpenAI wire, Anthropic's envelope on
+// Anthropic's (see errBody).
+func (x *exchange) fail(status int, e errorBody, h http.Header) {
+	x.reply(status, x.errBody(status, e), h)
+}
+
+// errBody is the body of an error answer of status: e itself on the
+// OpenAI wire; on Anthropic's {"type":"error","error":{"type":T,
+// "message":…}} with T by status (anthropicErrorType), except an exhausted
+// quota, which Anthropic calls billing_error.
+func (x *exchange) errBody(status int, e errorBody) any {
+	if x.wire != WireAnthropic {
+		return e
+	}
+	typ := anthropicErrorType(status)
+	if e.Error.Code != nil && *e.Error.Code == "insufficient_quota" {
+		typ = "billing_error"
+	}
+	return anthropicError(typ, e.Error.Message)
+}
+
+// apiKey is the caller's API key: Anthropic's x-api-key, else the bearer
+// token ("" without one).
+func (x *exchange) apiKey() string {
+	if k := x.r.Header.Get("X-Api-Key"); k != "" && x.wire == WireAnthropic {
+		return k
+	}
+	return bearer(x.r)
+}
+
+// limitHeaders advertises a rate limiter's state in h: OpenAI's
+// x-ratelimit-*-requests, or Anthropic's anthropic-ratelimit-requests-*
+// (the reset as an RFC 3339 time, rounded up to the second).
+func (x *exchange) limitHeaders(h http.Header, l limitState) {
+	if x.wire == WireAnthropic {
+		reset := time.Now().Add(l.reset).UTC()
+		if t := reset.Truncate(time.Second); t.Before(reset) {
+			reset = t.Add(time.Second)
+		}
+		h.Set("anthropic-ratelimit-requests-limit", strconv.Itoa(l.perMinute))
+		h.Set("anthropic-ratelimit-requests-remaining", strconv.Itoa(l.remaining))
+		h.Set("anthropic-ratelimit-requests-reset", reset.Format(time.RFC3339))
+		return
+	}
+	h.Set("x-ratelimit-limit-requests", strconv.Itoa(l.perMinute))
+	h.Set("x-ratelimit-remaining-requests", strconv.Itoa(l.remaining))
+	h.Set("x-ratelimit-reset-requests", l.reset.Round(time.Millisecond).String())
 }
 
 func setRetryAfter(h http.Header, d time.Duration, style string) {
@@ -454,90 +641,126 @@ func (x *exchange) front(p plan) {
 	if ra := f.retryAfter(); ra > 0 {
 		setRetryAfter(h, ra, f.RetryHeader)
 	}
-	model := x.req.Model
 	switch f.Kind {
 	case FaultHang:
-		t := time.NewTimer(x.s.maxHang)
-		defer t.Stop()
-		select {
-		case <-x.r.Context().Done():
-			x.gone()
-		case <-x.s.closed:
-			x.abort(OutcomeReset)
-		case <-t.C:
-			x.abort(OutcomeReset)
-		}
+		x.hang()
 	case FaultReset:
-		x.finish(OutcomeReset, false, false)
-		hj, ok := x.w.(http.Hijacker)
-		if !ok {
-			panic(http.ErrAbortHandler)
-		}
-		conn, _, err := hj.Hijack()
-		if err != nil {
-			panic(http.ErrAbortHandler)
-		}
-		if tcp, ok := conn.(*net.TCPConn); ok {
-			_ = tcp.SetLinger(0)
-		}
-		_ = conn.Close()
+		x.reset()
+	case FaultBadGateway:
+		x.html(http.StatusBadGateway, "Bad Gateway")
+	case FaultOverloaded:
+		// Anthropic's overload, the same on both wires.
+		x.reply(529, anthropicError("overloaded_error", "Overloaded"), h)
+	default:
+		st, e := x.frontError(p, h)
+		x.fail(st, e, h)
+	}
+}
+
+// frontError is the status and error of a front fault answered with a
+// JSON error; h takes its headers. Messages differ per wire (says); the
+// Anthropic envelope is made by fail.
+func (x *exchange) frontError(p plan, h http.Header) (int, errorBody) {
+	f, model := p.fault, x.req.Model
+	switch f.Kind {
 	case FaultRateLimited:
-		h.Set("X-Ratelimit-Limit-Requests", "60")
-		h.Set("X-Ratelimit-Remaining-Requests", "0")
-		h.Set("X-Ratelimit-Reset-Requests", f.retryAfter().String())
-		x.reply(http.StatusTooManyRequests, newAPIError("requests", "rate_limit_exceeded", fmt.Sprintf(
-			"Rate limit reached for requests on model %s. Please try again in %s.", model, f.retryAfter())), h)
+		if x.wire != WireAnthropic {
+			h.Set("X-Ratelimit-Limit-Requests", "60")
+			h.Set("X-Ratelimit-Remaining-Requests", "0")
+			h.Set("X-Ratelimit-Reset-Requests", f.retryAfter().String())
+		} else if p.limit == nil {
+			x.limitHeaders(h, limitState{perMinute: 60, reset: f.retryAfter()})
+		}
+		return http.StatusTooManyRequests, newAPIError("requests", "rate_limit_exceeded", x.says(
+			fmt.Sprintf("Rate limit reached for requests on model %s. Please try again in %s.", model, f.retryAfter()),
+			fmt.Sprintf("This request would exceed your rate limit for requests on model %s. Please try again in %s.", model, f.retryAfter())))
 	case FaultQuotaExceeded:
-		x.reply(http.StatusTooManyRequests, newAPIError("insufficient_quota", "insufficient_quota",
-			"You exceeded your current quota, please check your plan and billing details."), h)
+		return http.StatusTooManyRequests, newAPIError("insufficient_quota", "insufficient_quota", x.says(
+			"You exceeded your current quota, please check your plan and billing details.",
+			"Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."))
 	case FaultQueueFull:
 		st := f.Status
 		if st == 0 {
 			st = http.StatusTooManyRequests
 		}
-		h.Set("X-Ratelimit-Remaining", "0")
-		x.reply(st, queueFullBody(model), h)
-	case FaultOverloaded:
-		x.reply(529, map[string]any{"type": "error", "error": map[string]string{"type": "overloaded_error", "message": "Overloaded"}}, h)
+		return x.queueFull(st, model, h)
 	case FaultServerBusy:
-		x.reply(http.StatusServiceUnavailable, newAPIError("api_error", "", ollamaBusy), h)
+		if x.wire == WireAnthropic {
+			return x.queueFull(http.StatusServiceUnavailable, model, h)
+		}
+		return http.StatusServiceUnavailable, newAPIError("api_error", "", ollamaBusy)
 	case FaultMaintenance:
-		x.reply(http.StatusServiceUnavailable, newAPIError("service_unavailable", "maintenance", "Service under maintenance"), h)
+		return http.StatusServiceUnavailable, newAPIError("service_unavailable", "maintenance", "Service under maintenance")
 	case FaultUnavailable:
-		x.reply(http.StatusServiceUnavailable, newAPIError("server_error", "", "The server is overloaded or not ready yet."), h)
+		return http.StatusServiceUnavailable, newAPIError("server_error", "", "The server is overloaded or not ready yet.")
 	case FaultUnknownError:
-		x.reply(http.StatusInternalServerError, newAPIError("engine_error", "E42", "engine E42: queue_full on all replicas, request dropped"), h)
-	case FaultBadGateway:
-		x.html(http.StatusBadGateway, "Bad Gateway")
+		return http.StatusInternalServerError, newAPIError("engine_error", "E42", "engine E42: queue_full on all replicas, request dropped")
 	case FaultBadRequest:
-		st := f.Status
-		if st == 0 {
-			st = http.StatusBadRequest
-		}
-		var e errorBody
-		switch st {
-		case http.StatusNotFound:
-			e = newAPIError("invalid_request_error", "", fmt.Sprintf("Invalid URL (%s %s)", x.r.Method, x.r.URL.Path))
-		case http.StatusRequestEntityTooLarge:
-			e = newAPIError("invalid_request_error", "request_too_large", "Request too large: the request body exceeds the maximum size.")
-		case http.StatusUnprocessableEntity:
-			e = newAPIError("invalid_request_error", "unprocessable_entity", "Unprocessable entity: the request is well-formed but cannot be processed.")
-		default:
-			e = newAPIError("invalid_request_error", "invalid_value", "Invalid value for 'temperature': must be between 0 and 2.")
-			e.Error.Param = strp("temperature")
-		}
-		x.reply(st, e, h)
+		return x.badRequest(f.Status)
 	case FaultInvalidAPIKey:
-		x.reply(http.StatusUnauthorized, newAPIError("invalid_request_error", "invalid_api_key",
-			"Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys."), h)
+		return http.StatusUnauthorized, newAPIError("invalid_request_error", "invalid_api_key", x.says(
+			"Incorrect API key provided: sk-****. You can find your API key at https://platform.openai.com/account/api-keys.",
+			"invalid x-api-key"))
 	case FaultForbidden:
-		x.reply(http.StatusForbidden, newAPIError("permission_error", "permission_denied",
-			fmt.Sprintf("You are not allowed to use model %s with this API key.", model)), h)
+		return http.StatusForbidden, newAPIError("permission_error", "permission_denied", x.says(
+			fmt.Sprintf("You are not allowed to use model %s with this API key.", model),
+			"Your API key does not have permission to use the specified resource."))
 	case FaultModelNotFound:
-		x.reply(http.StatusNotFound, modelNotFound(model), h)
-	default:
-		x.reply(http.StatusInternalServerError, newAPIError("server_error", "", "llmsim: unhandled fault "+string(f.Kind)), h)
+		return http.StatusNotFound, x.modelNotFound(model)
 	}
+	return http.StatusInternalServerError, newAPIError("server_error", "", "llmsim: unhandled fault "+string(f.Kind))
+}
+
+// badRequest is bad_request's answer with status st (0: 400).
+func (x *exchange) badRequest(st int) (int, errorBody) {
+	var e errorBody
+	switch st {
+	case http.StatusNotFound:
+		e = newAPIError("invalid_request_error", "", x.says(fmt.Sprintf("Invalid URL (%s %s)", x.r.Method, x.r.URL.Path), "Not Found"))
+	case http.StatusRequestEntityTooLarge:
+		e = newAPIError("invalid_request_error", "request_too_large", x.says(
+			"Request too large: the request body exceeds the maximum size.", "Request exceeds the maximum allowed number of bytes."))
+	case http.StatusUnprocessableEntity:
+		e = newAPIError("invalid_request_error", "unprocessable_entity", "Unprocessable entity: the request is well-formed but cannot be processed.")
+	default:
+		st = http.StatusBadRequest
+		e = newAPIError("invalid_request_error", "invalid_value", x.says(
+			"Invalid value for 'temperature': must be between 0 and 2.", "temperature: Input should be less than or equal to 1"))
+		e.Error.Param = strp("temperature")
+	}
+	return st, e
+}
+
+// hang answers nothing until the client leaves, the Sim closes or MaxHang
+// passes (then the connection is reset).
+func (x *exchange) hang() {
+	t := time.NewTimer(x.s.maxHang)
+	defer t.Stop()
+	select {
+	case <-x.r.Context().Done():
+		x.gone()
+	case <-x.s.closed:
+		x.abort(OutcomeReset)
+	case <-t.C:
+		x.abort(OutcomeReset)
+	}
+}
+
+// reset closes the connection with an RST before any response byte.
+func (x *exchange) reset() {
+	x.finish(OutcomeReset, false, false)
+	hj, ok := x.w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	if tcp, ok := conn.(*net.TCPConn); ok {
+		_ = tcp.SetLinger(0)
+	}
+	_ = conn.Close()
 }
 
 // html answers an nginx-style error page.

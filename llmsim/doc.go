@@ -1,4 +1,4 @@
-// Package llmsim is an OpenAI-compatible LLM simulator that reproduces
+// Package llmsim is an OpenAI- and Anthropic-compatible LLM simulator that reproduces
 // every failure of docs/how-it-works.md "Failure classes" and the capacity of a GPU server. Tests start
 // it in-process (NewServer), demos and benchmarks run the command
 // llmsim/cmd/llmsim.
@@ -7,6 +7,8 @@
 //
 //	POST /v1/chat/completions   non-streaming, or stream: true as SSE
 //	                            ("data: {chunk}\n\n" … "data: [DONE]\n\n")
+//	POST /v1/messages           Anthropic's Messages API, the same (see
+//	                            Anthropic wire)
 //	GET  /v1/models, /v1/models/{id}
 //	GET  /stats[?buckets=0&conversations=0&generations=1&conversation=KEY]
 //	POST /stats/reset
@@ -20,9 +22,68 @@
 // tokens. However, your messages resulted in M tokens…"), so pruning
 // really cures it. An unknown model gets 404 model_not_found.
 //
-// Every response carries X-Request-ID (the request's, or a generated one),
+// Every response carries X-Request-ID (the request's, or a generated one;
+// on the Anthropic wire also request-id),
 // Idempotency-Key (when sent), X-Llmsim-Attempt (the attempt number within
 // the conversation) and, when a fault was injected, X-Llmsim-Fault.
+//
+// # Anthropic wire
+//
+// POST /v1/messages serves Anthropic's Messages API through the same
+// pipeline as chat completions — plan, faults, directives, capacity,
+// latency, pacing, rate limits, stats, conversation keys, Idempotency-Key
+// — differing only in the wire format (Wire, Record.Wire,
+// Generation.Wire, Attempt.Wire). Anthropic's Go SDK takes Server.URL as
+// its base URL. The request (model, max_tokens — required: 400 naming it
+// when missing —, system as a string or text blocks, messages whose
+// content is a string or text, image, tool_use and tool_result blocks,
+// tools with input_schema, tool_choice auto|any|tool|none, stop_sequences,
+// temperature, top_p, stream, metadata) is mapped onto the chat request:
+// tool_result blocks become tool messages, images count no tokens (as on
+// the chat wire), any is tool_choice "required", a last assistant message
+// is a prefill that the answer continues (see Continuation; a model with
+// continuation: reject refuses it with 400). The key is x-api-key, else the
+// bearer token; anthropic-version is accepted.
+//
+// The answer is a message ("msg_llmsim…") whose content holds a thinking
+// block (reasoning models), tool_use blocks ("toolu_…") or a text block;
+// stop_reason maps finish_reason: stop is end_turn (stop_sequence when a
+// stop sequence cut it), length max_tokens, tool_calls tool_use,
+// content_filter refusal; usage counts input_tokens and output_tokens. A
+// stream sends event: message_start, ping, per block content_block_start,
+// one content_block_delta per token (text_delta, input_json_delta,
+// thinking_delta then signature_delta), content_block_stop, then
+// message_delta (stop_reason, usage.output_tokens) and message_stop, each
+// token at the time its OpenAI chunk would go out.
+//
+// Errors are {"type":"error","error":{"type":T,"message":…}}, T by status:
+// 400 invalid_request_error, 401 authentication_error, 403
+// permission_error, 404 not_found_error, 413 request_too_large, 429
+// rate_limit_error (quota_exceeded: billing_error), 529 overloaded_error,
+// others api_error; the HTML pages stay HTML. Where faults differ:
+//
+//   - queue_full (fault or capacity model) and server_busy: 529
+//     overloaded_error "Overloaded", as overloaded;
+//   - rate_limited and a model's rate limit: retry-after, and
+//     anthropic-ratelimit-requests-limit|remaining|reset (an RFC 3339
+//     time) instead of x-ratelimit-*, also on a limited model's successes;
+//   - context_length_exceeded: 400 "prompt is too long: N tokens > M
+//     maximum";
+//   - stream_error: event: error with overloaded_error "Overloaded" after
+//     the tokens (Anthropic's mid-stream overload); non-streamed, 529
+//     overloaded_error at the end of the generation;
+//   - error_body: HTTP 200 with the api_error envelope (streamed: event:
+//     error first); no_choices: "content": [] and stop_reason null;
+//     empty_content: one empty text block, end_turn; reasoning_only: a
+//     thinking block only; content_filter: no content, refusal;
+//   - bad_tool_args: the streamed partial_json is the cut JSON;
+//     non-streamed, input must be an object, so it is
+//     {"INVALID_JSON":"<cut JSON>"} (the convention Anthropic's docs use for
+//     invalid tool input);
+//   - malformed_json: the body (streamed: message_start's data) cut
+//     mid-way; stream_break counts OpenAI's chunks (message_start, ping and
+//     the block start are the first); bad_json needs a response_format,
+//     which this wire does not read, so its answers stay normal.
 //
 // # Answers
 //
@@ -175,9 +236,10 @@
 // (429 or the model's reject_status) by itself when a model's queue is
 // full, and the rate limiter (rate_limit requests a second, burst) answers
 // rate_limited with Retry-After and retry-after-ms; every response of a
-// limited model carries x-ratelimit-limit|remaining|reset-requests. With
-// rate_limit_per_key each API key (the bearer token) has a bucket of its
-// own, as providers count per key.
+// limited model carries x-ratelimit-limit|remaining|reset-requests
+// (anthropic-ratelimit-requests-* on the Anthropic wire). With
+// rate_limit_per_key each API key (the bearer token, or x-api-key) has a
+// bucket of its own, as providers count per key.
 //
 // Go's http.Transport silently resends a request that carries an
 // Idempotency-Key when a reused keep-alive connection fails before the

@@ -37,13 +37,16 @@ const (
 	// byte is written. Class connect.
 	FaultReset Fault = "reset"
 	// FaultRateLimited answers 429 rate_limit_exceeded with Retry-After
-	// (params retry_after, retry_header). Class rate_limited.
+	// (params retry_after, retry_header); on the Anthropic wire
+	// rate_limit_error with anthropic-ratelimit-requests-* headers. Class
+	// rate_limited.
 	FaultRateLimited Fault = "rate_limited"
-	// FaultQuotaExceeded answers 429 insufficient_quota. Class auth.
+	// FaultQuotaExceeded answers 429 insufficient_quota (Anthropic wire:
+	// 429 billing_error). Class auth.
 	FaultQuotaExceeded Fault = "quota_exceeded"
 	// FaultQueueFull answers 429 (or status 503) with code queue_full and
 	// X-RateLimit-Remaining: 0, as the capacity model does when its queue is
-	// full. Class queue_full.
+	// full; on the Anthropic wire 529 overloaded_error. Class queue_full.
 	FaultQueueFull Fault = "queue_full"
 	// FaultOverloaded answers 529 with an overloaded_error body. Class
 	// queue_full.
@@ -52,7 +55,8 @@ const (
 	// queue cannot hold (OLLAMA_MAX_QUEUE), byte for byte:
 	// {"error":{"message":"server busy, please try again.  maximum pending
 	// requests exceeded","type":"api_error","param":null,"code":null}}, no
-	// Retry-After unless param retry_after is set. Class queue_full.
+	// Retry-After unless param retry_after is set; on the Anthropic wire
+	// 529 overloaded_error. Class queue_full.
 	FaultServerBusy Fault = "server_busy"
 	// FaultMaintenance answers 503 "Service under maintenance". Class
 	// service_unavailable.
@@ -74,10 +78,11 @@ const (
 	// time to first token (the gateway gave up; the model keeps working). Class
 	// timeout.
 	FaultGatewayTimeout Fault = "gateway_timeout"
-	// FaultErrorBody answers HTTP 200 whose body is {"error":{...}}. Class
-	// body_error.
+	// FaultErrorBody answers HTTP 200 whose body is {"error":{...}} (the
+	// Anthropic wire's error envelope). Class body_error.
 	FaultErrorBody Fault = "error_body"
-	// FaultNoChoices answers HTTP 200 with "choices": []. Class body_error.
+	// FaultNoChoices answers HTTP 200 with "choices": [] (Anthropic wire:
+	// "content": [], stop_reason null). Class body_error.
 	FaultNoChoices Fault = "no_choices"
 	// FaultMalformedJSON answers HTTP 200 with a body cut in the middle of
 	// the JSON document. Class body_error.
@@ -97,7 +102,9 @@ const (
 	// FaultContextLength answers 400 context_length_exceeded when the
 	// prompt's estimated tokens exceed param window (default: half the
 	// prompt, so it always fires). Without this fault the check still runs
-	// against the model's real context window. Class context_length_exceeded.
+	// against the model's real context window. On the Anthropic wire 400
+	// "prompt is too long: N tokens > M maximum". Class
+	// context_length_exceeded.
 	FaultContextLength Fault = "context_length_exceeded"
 	// FaultBadRequest answers 400 invalid_request_error (or status 404, 413,
 	// 422). Class invalid_request.
@@ -126,7 +133,8 @@ const (
 	// answer), then an error object inside the stream (data:
 	// {"error":{...}}), and ends the stream without finish_reason or
 	// [DONE]. Non-streamed: HTTP 200 with {"error":{...}} at the end of
-	// generation. Class stream_broken.
+	// generation. On the Anthropic wire event: error overloaded_error
+	// (non-streamed: 529 overloaded_error). Class stream_broken.
 	FaultStreamError Fault = "stream_error"
 	// FaultStall streams param after content tokens (default half the
 	// answer), then sends nothing more but keeps the connection open until
@@ -136,7 +144,8 @@ const (
 	// timeout).
 	FaultStall Fault = "stall"
 	// FaultBadToolArgs answers a tool call whose arguments are cut JSON
-	// (requests that offer tools). Class bad_tool_call.
+	// (requests that offer tools); a non-streamed Anthropic tool_use holds
+	// them as {"INVALID_JSON": "<cut JSON>"}. Class bad_tool_call.
 	FaultBadToolArgs Fault = "bad_tool_args"
 	// FaultUnknownTool answers a tool call naming a tool that was not
 	// offered. Class bad_tool_call.

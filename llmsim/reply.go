@@ -31,6 +31,9 @@ type rendered struct {
 	// the request held it.
 	recall   string
 	recalled bool
+	// stopSequence is the stop sequence that ended the answer (Anthropic's
+	// stop_sequences; finish stays "stop").
+	stopSequence string
 }
 
 // tokensDirective returns the answer length asked by the first
@@ -131,12 +134,16 @@ func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f F
 		generated = false
 		content = ""
 	default:
+		content, rd.stopSequence = cutAtStop(content, req.stop)
 		if limit > 0 && EstimateTokens(content) > limit {
 			content, rd.finish = truncateTokens(content, limit), "length"
 		}
 	}
 	if m.Reasoning && !rd.continuation && generated && rd.reasoning == "" && f != FaultContentFilter {
 		rd.reasoning = ReasoningTokens(q, m.ReasoningTokens)
+	}
+	if rd.finish == "length" {
+		rd.stopSequence = ""
 	}
 	rd.content = content
 	rd.completion = EstimateTokens(rd.content) + EstimateTokens(rd.reasoning)
@@ -146,7 +153,27 @@ func render(m ModelSpec, req *chatRequest, dirTokens int, cont continuation, f F
 	return rd
 }
 
-func (x *exchange) id() string { return fmt.Sprintf("chatcmpl-llmsim%06d", x.nextID) }
+// cutAtStop cuts content before the first of the stop sequences it holds,
+// and names that sequence ("" when none occurs).
+func cutAtStop(content string, stops []string) (string, string) {
+	at, seq := -1, ""
+	for _, s := range stops {
+		if i := strings.Index(content, s); s != "" && i >= 0 && (at < 0 || i < at) {
+			at, seq = i, s
+		}
+	}
+	if at < 0 {
+		return content, ""
+	}
+	return content[:at], seq
+}
+
+func (x *exchange) id() string {
+	if x.wire == WireAnthropic {
+		return fmt.Sprintf("msg_llmsim%06d", x.nextID)
+	}
+	return fmt.Sprintf("chatcmpl-llmsim%06d", x.nextID)
+}
 
 func (x *exchange) usage(rd rendered) *usage {
 	return &usage{PromptTokens: rd.prompt, CompletionTokens: rd.completion, TotalTokens: rd.prompt + rd.completion}
@@ -192,7 +219,7 @@ func (x *exchange) recordGeneration() {
 		return
 	}
 	gen := Generation{
-		Conversation: x.rec.Conversation, Attempt: x.rec.Attempt, RequestID: x.rec.RequestID,
+		Conversation: x.rec.Conversation, Attempt: x.rec.Attempt, RequestID: x.rec.RequestID, Wire: x.wire,
 		Model: x.req.Model, Stream: x.req.Stream, Continuation: g.rd.continuation,
 		Prefix: g.rd.prefix, PrefixMatched: g.rd.prefixMatched,
 		Reasoning: g.rd.reasoning, Text: g.rd.content, CompletionTokens: g.rd.completion,
@@ -214,8 +241,8 @@ func (x *exchange) recordGeneration() {
 	x.s.stats.generation(x.tk, x.rec.Time, gen)
 }
 
-// complete answers a non-streaming 200 at the end of the generation.
-func (x *exchange) complete(rd rendered, p plan, j *job) {
+// chatResponse is the OpenAI wire's non-streamed answer.
+func (x *exchange) chatResponse(rd rendered) chatResponse {
 	resp := chatResponse{ID: x.id(), Object: "chat.completion", Created: x.rec.Time.Unix(), Model: x.req.Model,
 		Choices: []choice{}, Usage: x.usage(rd), SystemFingerprint: "llmsim"}
 	if !rd.noChoices {
@@ -226,13 +253,35 @@ func (x *exchange) complete(rd rendered, p plan, j *job) {
 		}
 		resp.Choices = append(resp.Choices, choice{Message: msg, FinishReason: &fr})
 	}
-	var b []byte
-	switch x.rec.Fault {
-	case FaultErrorBody, FaultStreamError:
-		b, _ = json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
+	return resp
+}
+
+// body is the status and body of a non-streamed answer on the request's
+// wire. error_body is a 200 whose body is an error; stream_error too on
+// the OpenAI wire, while Anthropic answers a non-streamed overload 529.
+func (x *exchange) body(rd rendered) (int, []byte) {
+	var v any
+	a := x.wire == WireAnthropic
+	switch {
+	case a && x.rec.Fault == FaultStreamError:
+		b, _ := json.Marshal(anthropicError("overloaded_error", "Overloaded"))
+		return 529, b
+	case a && x.rec.Fault == FaultErrorBody:
+		v = anthropicError("api_error", "Internal server error")
+	case a:
+		v = x.anthropicMessage(rd)
+	case x.rec.Fault == FaultErrorBody || x.rec.Fault == FaultStreamError:
+		v = newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!")
 	default:
-		b, _ = json.Marshal(resp)
+		v = x.chatResponse(rd)
 	}
+	b, _ := json.Marshal(v)
+	return http.StatusOK, b
+}
+
+// complete answers a non-streaming request at the end of the generation.
+func (x *exchange) complete(rd rendered, p plan, j *job) {
+	status, b := x.body(rd)
 	full := len(b)
 	if x.rec.Fault == FaultMalformedJSON {
 		b = b[:len(b)*3/5]
@@ -241,9 +290,9 @@ func (x *exchange) complete(rd rendered, p plan, j *job) {
 	h := x.header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(full))
-	x.w.WriteHeader(http.StatusOK)
+	x.w.WriteHeader(status)
 	flusher, _ := x.w.(http.Flusher)
-	ok := statusOutcome(http.StatusOK)
+	ok := statusOutcome(status)
 	switch x.rec.Fault {
 	case FaultStreamBreak, FaultCutStream, FaultStall:
 		_, _ = x.w.Write(b[:len(b)/2])
@@ -296,6 +345,8 @@ func (x *exchange) complete(rd rendered, p plan, j *job) {
 
 // event is one SSE event of a streamed answer.
 type event struct {
+	// name is the SSE event name (Anthropic's; "" for none), data its data.
+	name string
 	data []byte
 	// tok is the number of generated tokens (reasoning and content) once
 	// the event is out: it is sent when that token is generated. The role
@@ -304,8 +355,30 @@ type event struct {
 	// content and bytes count the content tokens and bytes once the event
 	// is out.
 	content, bytes int
-	// finish marks the finish_reason chunk and the usage chunk.
+	// finish marks the finish_reason chunk and the usage chunk (on
+	// Anthropic's wire the text block's end, message_delta, message_stop).
 	finish bool
+	// step numbers the events as OpenAI's chunks (one per chunk); the
+	// stream's pacing (stream_interval, slow_drip, stream_break's chunks)
+	// counts steps, so that both wires pace tokens alike. Anthropic's
+	// events that have no chunk of their own share the step before.
+	step int
+}
+
+// events builds the SSE events of a streamed answer on the request's wire
+// (nil when the request does not stream).
+func (x *exchange) events(rd rendered) []event {
+	if !x.req.Stream {
+		return nil
+	}
+	if x.wire == WireAnthropic {
+		return x.anthropicEvents(rd)
+	}
+	out := x.chunks(rd)
+	for i := range out {
+		out[i].step = i
+	}
+	return out
 }
 
 // chunks builds the SSE events of a streamed answer (without [DONE]): the
@@ -313,9 +386,6 @@ type event struct {
 // finish_reason chunk and, with stream_options.include_usage, a usage
 // chunk with empty choices.
 func (x *exchange) chunks(rd rendered) []event {
-	if !x.req.Stream {
-		return nil
-	}
 	mk := func(choices []choice, u *usage) []byte {
 		b, _ := json.Marshal(chatResponse{ID: x.id(), Object: "chat.completion.chunk", Created: x.rec.Time.Unix(),
 			Model: x.req.Model, Choices: choices, Usage: u, SystemFingerprint: "llmsim"})
@@ -396,14 +466,14 @@ func (x *exchange) stream(events []event, p plan, j *job) {
 	ok := statusOutcome(http.StatusOK)
 	switch x.rec.Fault {
 	case FaultErrorBody:
-		b, _ := json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"))
 		x.finish(ok, false, false)
-		x.send(b)
+		x.sendError(newAPIError("server_error", "internal_error", "The server had an error while processing your request. Sorry about that!"),
+			"api_error", "Internal server error")
 		x.gen.end = EndError
 		return
 	case FaultMalformedJSON:
 		x.finish(ok, false, false)
-		x.send(events[0].data[:len(events[0].data)*3/5])
+		x.send(events[0].name, events[0].data[:len(events[0].data)*3/5])
 		x.gen.end = EndError
 		return
 	}
@@ -412,27 +482,28 @@ func (x *exchange) stream(events []event, p plan, j *job) {
 		drip = p.fault.drip()
 	}
 	interval := p.model.StreamInterval.D()
+	steps := events[len(events)-1].step + 1
 	strike := -1 // content tokens after which a stream fault strikes
 	if x.rec.Fault.streamFault() {
 		strike = p.fault.after(EstimateTokens(x.gen.rd.content))
 	}
 	for i, ev := range events {
-		if x.rec.Fault == FaultStreamBreak && i == p.fault.chunks() {
+		if x.rec.Fault == FaultStreamBreak && ev.step == p.fault.chunks() && (i == 0 || events[i-1].step < ev.step) {
 			x.cut(p, j, EndStreamBreak)
 		}
 		if strike >= 0 && (ev.finish || ev.content > strike) {
 			x.strike(p, j)
 			return
 		}
-		at := j.at(ev.tok) + time.Duration(i)*interval
+		at := j.at(ev.tok) + time.Duration(ev.step)*interval
 		if drip > 0 {
-			at = j.ttft + time.Duration(i)*drip/time.Duration(len(events))
+			at = j.ttft + time.Duration(ev.step)*drip/time.Duration(steps)
 		}
 		if d := time.Until(j.startAt.Add(at)); d > 0 && !x.wait(d) {
 			x.left(p, j)
 			return
 		}
-		if !x.send(ev.data) {
+		if !x.send(ev.name, ev.data) {
 			x.left(p, j)
 			return
 		}
@@ -442,13 +513,34 @@ func (x *exchange) stream(events []event, p plan, j *job) {
 		x.cut(p, j, EndStreamBreak)
 	}
 	x.finish(ok, false, false)
-	x.send([]byte("[DONE]"))
+	if x.wire == WireOpenAI {
+		x.send("", []byte("[DONE]"))
+	}
 	x.gen.end = EndDone
 }
 
-// send writes one SSE event and flushes it; false when the client is gone.
-func (x *exchange) send(data []byte) bool {
-	_, err := fmt.Fprintf(x.w, "data: %s\n\n", data)
+// sendError sends an error inside a 200 stream: OpenAI's data: e, or
+// Anthropic's event: error with the envelope of typ and msg.
+func (x *exchange) sendError(e errorBody, typ, msg string) {
+	var b []byte
+	if x.wire == WireAnthropic {
+		b, _ = json.Marshal(anthropicError(typ, msg))
+		x.send("error", b)
+		return
+	}
+	b, _ = json.Marshal(e)
+	x.send("", b)
+}
+
+// send writes one SSE event (named unless name is "") and flushes it;
+// false when the client is gone.
+func (x *exchange) send(name string, data []byte) bool {
+	var err error
+	if name != "" {
+		_, err = fmt.Fprintf(x.w, "event: %s\ndata: %s\n\n", name, data)
+	} else {
+		_, err = fmt.Fprintf(x.w, "data: %s\n\n", data)
+	}
 	if f, ok := x.w.(http.Flusher); ok {
 		f.Flush()
 	}
@@ -481,10 +573,11 @@ func (x *exchange) strike(p plan, j *job) {
 	case FaultCutStream:
 		x.cut(p, j, EndCutStream)
 	case FaultStreamError:
+		// Anthropic's famous mid-stream overload on its wire.
 		x.gen.end = EndStreamError
-		b, _ := json.Marshal(newAPIError("server_error", "internal_error", "The server had an error while generating the response. Please retry your request."))
 		x.finish(statusOutcome(http.StatusOK), false, false)
-		x.send(b)
+		x.sendError(newAPIError("server_error", "internal_error", "The server had an error while generating the response. Please retry your request."),
+			"overloaded_error", "Overloaded")
 	case FaultStall:
 		x.gen.end = EndStall
 		x.stall(p, j)

@@ -22,7 +22,8 @@ type Options struct {
 	// the stats buckets; nil means time.Now. Service times and waits always
 	// run on real timers.
 	Clock func() time.Time
-	// OnRequest, when set, is called once per chat request after its
+	// OnRequest, when set, is called once per request (chat completions
+	// or messages) after its
 	// response ended (from the request's goroutine). The simulator itself
 	// never logs.
 	OnRequest func(Record)
@@ -45,10 +46,13 @@ type Options struct {
 	CallNumber func(conversation string) (call int, ok bool)
 }
 
-// Record describes one chat request for Options.OnRequest.
+// Record describes one request (of either wire) for Options.OnRequest.
 type Record struct {
 	// Time of arrival on the simulator's clock.
 	Time time.Time
+	// Wire is the API the request came by: WireOpenAI (POST
+	// /v1/chat/completions) or WireAnthropic (POST /v1/messages).
+	Wire Wire
 	// Model requested.
 	Model string
 	// Stream reports a stream: true request.
@@ -94,8 +98,9 @@ type Record struct {
 	Duration time.Duration
 }
 
-// Sim is the simulator: an http.Handler serving the OpenAI-compatible API,
-// the stats and the admin endpoints. Safe for concurrent use.
+// Sim is the simulator: an http.Handler serving the OpenAI-compatible API
+// and Anthropic's Messages API, the stats and the admin endpoints. Safe
+// for concurrent use.
 type Sim struct {
 	clock      func() time.Time
 	onRequest  func(Record)
@@ -158,6 +163,7 @@ func New(opts Options) (*Sim, error) {
 func (s *Sim) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("POST /v1/chat/completions", s.handleChat)
+	m.HandleFunc("POST /v1/messages", s.handleMessages)
 	m.HandleFunc("GET /v1/models", s.handleModels)
 	m.HandleFunc("GET /v1/models/{id}", s.handleModel)
 	m.HandleFunc("GET /stats", s.handleStats)
@@ -403,7 +409,8 @@ type Server struct {
 	*Sim
 	// URL is the server's root ("http://127.0.0.1:port").
 	URL string
-	// BaseURL is URL + "/v1", ready for an OpenAI client's base URL.
+	// BaseURL is URL + "/v1", ready for an OpenAI client's base URL. An
+	// Anthropic client takes URL itself (its SDK appends /v1/messages).
 	BaseURL string
 
 	srv *httptest.Server

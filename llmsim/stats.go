@@ -26,9 +26,9 @@ const (
 )
 
 // Stats is a snapshot of what the simulator saw since the last reset.
-// Every count is exact: each chat request is one arrival, ends in exactly
-// one entry of Responses, and sits in the bucket of the instant (on the
-// simulator's clock) it happened.
+// Every count is exact: each request (chat completions or messages, see
+// Wire) is one arrival, ends in exactly one entry of Responses, and sits
+// in the bucket of the instant (on the simulator's clock) it happened.
 type Stats struct {
 	// Scenario is the current scenario's name.
 	Scenario string `json:"scenario"`
@@ -72,6 +72,8 @@ type Generation struct {
 	// Model requested; Stream reports stream: true.
 	Model  string `json:"model"`
 	Stream bool   `json:"stream"`
+	// Wire is the API the request came by (openai or anthropic).
+	Wire Wire `json:"wire,omitempty"`
 	// Continuation reports a request that continued its last assistant
 	// message; Prefix is that message's text, PrefixMatched whether it was
 	// the beginning of the model's answer (else the model went on from the
@@ -141,7 +143,7 @@ func (g Generation) Answer() string { return g.Prefix + g.Text }
 
 // Counts are the counters of one model, of all models, or of one bucket.
 type Counts struct {
-	// Arrivals is the number of chat requests received.
+	// Arrivals is the number of requests received (both wires).
 	Arrivals int `json:"arrivals"`
 	// Completions is the number of requests whose simulated work finished
 	// (including work that went on after the client gave up).
@@ -192,6 +194,8 @@ type Attempt struct {
 	AtMS int64 `json:"at_ms"`
 	// Model requested.
 	Model string `json:"model"`
+	// Wire is the API the request came by (openai or anthropic).
+	Wire Wire `json:"wire,omitempty"`
 	// RequestID is the X-Request-ID header (or one the simulator made up).
 	RequestID string `json:"request_id,omitempty"`
 	// IdempotencyKey is the Idempotency-Key header.

@@ -1,4 +1,5 @@
-// Command llmsim serves the OpenAI-compatible LLM failure simulator.
+// Command llmsim serves the LLM failure simulator: OpenAI's chat
+// completions and Anthropic's Messages API.
 //
 //	llmsim --addr 127.0.0.1:8000 --scenario mixed
 //
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		}
 	}
 	sim, err := llmsim.New(llmsim.Options{Scenario: sc, KeepGenerations: *keepGens, OnRequest: func(r llmsim.Record) {
-		logger.Info("request", "model", r.Model, "outcome", r.Outcome, "fault", r.Fault, "source", r.Source,
+		logger.Info("request", "wire", r.Wire, "model", r.Model, "outcome", r.Outcome, "fault", r.Fault, "source", r.Source,
 			"phase", r.Phase, "attempt", r.Attempt, "conversation", r.Conversation, "request_id", r.RequestID,
 			"stream", r.Stream, "prompt_tokens", r.PromptTokens, "completion_tokens", r.CompletionTokens,
 			"continuation", r.Continuation, "queued_ms", r.Queued.Milliseconds(),
@@ -150,13 +151,15 @@ func overrideGeneration(sc *llmsim.Scenario, setTTFT bool, ttft time.Duration, t
 }
 
 func usage(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, `llmsim — an OpenAI-compatible LLM simulator that injects every failure.
+	fmt.Fprint(w, `llmsim — an OpenAI- and Anthropic-compatible LLM simulator that injects every failure.
 
 Usage: llmsim [--addr 127.0.0.1:8000] [--scenario FILE|NAME] [--log-level info]
               [--ttft 300ms] [--tokens-per-second 40] [--instant]
               [--keep-generations 1000]
 
-Endpoints: POST /v1/chat/completions (stream too), GET /v1/models, GET /stats
+Endpoints: POST /v1/chat/completions (stream too), POST /v1/messages
+(Anthropic's Messages API, stream too; its SDK's base URL is the server's
+root), GET /v1/models, GET /stats
 (?generations=1&conversation=KEY: what each answer generated and sent),
 POST /stats/reset, GET|POST /admin/scenario (?name=NAME or a YAML/JSON body),
 POST /admin/reset, GET /healthz.
