@@ -71,8 +71,10 @@ const (
 	// NameDurableDoor is durable-llm through the front door.
 	NameDurableDoor = "durable-llm, front door"
 	NameDurable3    = "durable-llm, 3 workers"
-	NameDirect      = "direct go-openai"
-	NameFloor       = "bare 1-activity workflow"
+	// NameDurableAnthropic is durable-llm with its ladder on Anthropic's wire.
+	NameDurableAnthropic = "durable-llm, Anthropic wire"
+	NameDirect           = "direct go-openai"
+	NameFloor            = "bare 1-activity workflow"
 )
 
 // NameImpatient is the one-shot client whose timeout is the policy's
@@ -388,6 +390,8 @@ type DurableOptions struct {
 	// Workers is the number of workers on the task queue, each a process
 	// of its own as far as its guards go; 0 means 1.
 	Workers int
+	// Name and About, when set, name the contender in reports.
+	Name, About string
 }
 
 // durablePath is res's attempts and reason in a line.
@@ -440,6 +444,9 @@ func NewDurable(c client.Client, baseURL string, o DurableOptions) (*Contender, 
 	name, about := NameDurable, "LLMCall workflow via llmclient, default policy"
 	if o.Workers > 1 {
 		name, about = fmt.Sprintf("durable-llm, %d workers", o.Workers), fmt.Sprintf("as durable-llm, with %d workers on the task queue sharing their guards through the guard workflow", o.Workers)
+	}
+	if o.Name != "" {
+		name, about = o.Name, o.About
 	}
 	return &Contender{Name: name, About: about, Call: call, Close: stop, KeyOf: keyOf}, nil
 }

@@ -151,7 +151,7 @@ func sick(p llmsim.Phase) bool {
 }
 
 // StormCaseNames lists the storm cases in the order they run.
-var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "sporadic"}
+var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "sporadic"}
 
 var stormTitles = map[string]string{
 	"spike":      "Storm — a 5-second upstream latency spike",
@@ -166,6 +166,7 @@ var stormTitles = map[string]string{
 	"two":        "Storm — two endpoints, one sick",
 	"queuefull":  "Storm — queue_full on the primary model, the smaller one healthy",
 	"sporadic":   "Storm — sporadic faults for the whole run: 5 % of requests hang or get a 502",
+	"overloaded": "Storm — Anthropic's overload: 529 overloaded_error and overloaded streams on the primary model",
 }
 
 // secondEndpoint are the models each case serves from a second endpoint.
@@ -321,6 +322,9 @@ const (
 	KeyDurable  = "durable"
 	// KeyDurable3 is durable-llm with three workers on its task queue.
 	KeyDurable3 = "durable3"
+	// KeyDurableAnthropic is durable-llm with its ladder on the Anthropic
+	// wire (api: anthropic, the simulator's Messages API).
+	KeyDurableAnthropic = "durable-anthropic"
 	// KeyImpatient is the one-shot client with first_token_timeout as its
 	// timeout (the sweep's; not in StormContenders).
 	KeyImpatient = "impatient"
@@ -328,6 +332,13 @@ const (
 
 // StormContenders lists the storm contenders' keys in the order they run.
 var StormContenders = []string{KeyOneShot, KeyNaive, KeyBackoff, KeyOpenAIGo, KeyLiteLLM, KeyTemporal, KeyDurable, KeyDurable3}
+
+// caseContenders are the contenders a case runs by default when they are
+// not StormContenders: Anthropic's overload runs durable-llm on both
+// wires, side by side.
+var caseContenders = map[string][]string{
+	"overloaded": append(slices.Clone(StormContenders), KeyDurableAnthropic),
+}
 
 // StormOptions configure RunStorm.
 type StormOptions struct {
@@ -365,6 +376,9 @@ func RunStorm(ctx context.Context, c StormCase, o StormOptions) (*StormReport, e
 	keys := o.Contenders
 	if len(keys) == 0 {
 		keys = StormContenders
+		if own, ok := caseContenders[c.Name]; ok {
+			keys = own
+		}
 	}
 	rep := &StormReport{Case: c}
 	for _, key := range keys {
@@ -413,7 +427,7 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 			return nil, err
 		}
 		return NewTemporalDefault(o.Temporal, baseURL, c.StartToClose, c.Deadline)
-	case KeyDurable, KeyDurable3:
+	case KeyDurable, KeyDurable3, KeyDurableAnthropic:
 		if err := needTemporal(); err != nil {
 			return nil, err
 		}
@@ -426,10 +440,18 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 					// says so in the policy, as for vLLM.
 					cfg.Models[i].StopsOnDisconnect = true
 				}
+				if key == KeyDurableAnthropic {
+					// The Messages API lives at the server's root.
+					cfg.Models[i].API, cfg.Models[i].Continuation = config.APIAnthropic, config.ContinueAuto
+					cfg.Models[i].BaseURL = strings.TrimSuffix(cfg.Models[i].BaseURL, "/v1")
+				}
 			}
 		}}
-		if key == KeyDurable3 {
+		switch key {
+		case KeyDurable3:
 			do.Workers = 3
+		case KeyDurableAnthropic:
+			do.Name, do.About = NameDurableAnthropic, "as durable-llm, its ladder called through Anthropic's Go SDK (api: anthropic) on the simulator's Messages API"
 		}
 		return NewDurable(o.Temporal, baseURL, do)
 	}

@@ -233,7 +233,7 @@ func (r *StormReport) Targets() []string {
 	}
 	def := config.DefaultConfig()
 	one := run(NameOneShot)
-	for _, d := range []*StormRun{run(NameDurable), run(NameDurable3)} {
+	for _, d := range []*StormRun{run(NameDurable), run(NameDurable3), run(NameDurableAnthropic)} {
 		if d == nil {
 			continue
 		}

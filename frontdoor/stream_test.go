@@ -20,6 +20,7 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -309,6 +310,33 @@ func TestStreamContinuesACutStream(t *testing.T) {
 	all := strings.Join(comments, "\n")
 	require.Contains(t, all, "attempt 1 failed · stream_broken")
 	require.Contains(t, all, "attempt 2 · qwen-72b · resuming the answer")
+}
+
+// TestStreamContinuesAnAnthropicOverload: the ladder on Anthropic's
+// wire; the model's stream is cut after 50 tokens by an overloaded_error
+// event inside the HTTP 200 stream (Anthropic's mid-stream overload). The
+// next attempt sends the 50 tokens as a prefill for the model to continue:
+// the client gets every token once, and the model generates only the
+// missing 100.
+func TestStreamContinuesAnAnthropicOverload(t *testing.T) {
+	d := newDoorOn(t, rig.Options{Policy: func(c *config.Config) {
+		for i := range c.Models {
+			c.Models[i].API, c.Models[i].Continuation = config.APIAnthropic, config.ContinueAuto
+			c.Models[i].BaseURL = strings.TrimSuffix(c.Models[i].BaseURL, "/v1")
+		}
+	}}, nil)
+	ctx := rig.Context(t, 2*time.Minute)
+	q := "[[sim fault=stream_error after=50 times=1]] [[sim tokens=150]] Where is parcel 9?"
+	s := d.readStream(ctx, streamBody("u-overload", q), map[string]string{"Idempotency-Key": "overload-" + uuid.NewString()[:8]}, nil)
+	res := d.result(ctx, s.workflowID)
+	require.Equal(t, []string{"qwen-72b:stream_broken:resume (continue)", "qwen-72b:ok:answer"}, res.Decisions())
+	require.Equal(t, res.Content, s.text, "nothing repeated, nothing lost")
+	require.Equal(t, llmsim.AnswerTokens("qwen-72b", q, 150), res.Content)
+	gens := d.Sim.Generations(res.RequestID)
+	require.Len(t, gens, 2)
+	require.Equal(t, llmsim.WireAnthropic, gens[1].Wire)
+	require.True(t, gens[1].Continuation && gens[1].PrefixMatched, "the second request continued the first's text: %+v", gens[1])
+	require.Equal(t, 100, gens[1].CompletionTokens, "only the missing part is generated")
 }
 
 // TestStreamReconnectWithLastEventID: a client that loses the stream and
