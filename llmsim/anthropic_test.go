@@ -393,7 +393,7 @@ func TestAnthropicFaultEnvelopes(t *testing.T) {
 		{"fault=model_not_found", "not_found_error", 404},
 		{"fault=bad_request", "invalid_request_error", 400},
 		{"fault=bad_request status=413", "request_too_large", 413},
-		{"fault=quota_exceeded", "billing_error", 429},
+		{"fault=quota_exceeded", "billing_error", 402},
 		{"fault=unknown_error", "api_error", 500},
 		{"fault=maintenance", "api_error", 503},
 		{"fault=unavailable", "api_error", 503},

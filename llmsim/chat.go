@@ -572,22 +572,21 @@ func (x *exchange) says(openai, anthropic string) string {
 // fail answers an error: e on the OpenAI wire, Anthropic's envelope on
 // Anthropic's (see errBody).
 func (x *exchange) fail(status int, e errorBody, h http.Header) {
+	if x.wire == WireAnthropic && e.Error.Code != nil && *e.Error.Code == "insufficient_quota" {
+		status = http.StatusPaymentRequired // Anthropic's billing_error is a 402
+	}
 	x.reply(status, x.errBody(status, e), h)
 }
 
 // errBody is the body of an error answer of status: e itself on the
 // OpenAI wire; on Anthropic's {"type":"error","error":{"type":T,
-// "message":…}} with T by status (anthropicErrorType), except an exhausted
-// quota, which Anthropic calls billing_error.
+// "message":…}} with T by status (anthropicErrorType): an exhausted quota
+// is Anthropic's 402 billing_error.
 func (x *exchange) errBody(status int, e errorBody) any {
 	if x.wire != WireAnthropic {
 		return e
 	}
-	typ := anthropicErrorType(status)
-	if e.Error.Code != nil && *e.Error.Code == "insufficient_quota" {
-		typ = "billing_error"
-	}
-	return anthropicError(typ, e.Error.Message)
+	return anthropicError(anthropicErrorType(status), e.Error.Message)
 }
 
 // apiKey is the caller's API key: Anthropic's x-api-key, else the bearer

@@ -59,7 +59,7 @@
 // Errors are {"type":"error","error":{"type":T,"message":…}}, T by status:
 // 400 invalid_request_error, 401 authentication_error, 403
 // permission_error, 404 not_found_error, 413 request_too_large, 429
-// rate_limit_error (quota_exceeded: billing_error), 529 overloaded_error,
+// rate_limit_error (quota_exceeded: 402 billing_error), 529 overloaded_error,
 // others api_error; the HTML pages stay HTML. Where faults differ:
 //
 //   - queue_full (fault or capacity model) and server_busy: 529

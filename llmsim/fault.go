@@ -42,7 +42,7 @@ const (
 	// rate_limited.
 	FaultRateLimited Fault = "rate_limited"
 	// FaultQuotaExceeded answers 429 insufficient_quota (Anthropic wire:
-	// 429 billing_error). Class auth.
+	// 402 billing_error). Class auth.
 	FaultQuotaExceeded Fault = "quota_exceeded"
 	// FaultQueueFull answers 429 (or status 503) with code queue_full and
 	// X-RateLimit-Remaining: 0, as the capacity model does when its queue is

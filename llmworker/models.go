@@ -51,7 +51,12 @@ func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) stri
 	for _, m := range cfg.Models {
 		for _, k := range m.Keys() {
 			mk := m.WithKey(k)
-			t := target{mk.BaseURL, mk.APIKeyEnv}
+			base := mk.BaseURL
+			if mk.Wire() == config.APIAnthropic {
+				// Anthropic's list is GET /v1/models from the server's root.
+				base = strings.TrimRight(base, "/") + "/v1"
+			}
+			t := target{base, mk.APIKeyEnv}
 			if _, ok := want[t]; !ok {
 				order = append(order, t)
 			}

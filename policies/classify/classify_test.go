@@ -292,6 +292,9 @@ func TestClassifyUpstream(t *testing.T) {
 		{name: "queue_full/529 overloaded", up: func(*testing.T) upstream {
 			return upstream{handler: reply(529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)}
 		}, want: want{class: failure.QueueFull, status: 529, message: "Overloaded"}},
+		{name: "auth/Anthropic's billing_error (its type, whatever the status)", up: func(*testing.T) upstream {
+			return upstream{handler: reply(429, `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low"}}`)}
+		}, want: want{class: failure.Auth, status: 429, message: "Your credit balance is too low"}},
 		{name: "queue_full/429 without Retry-After and nothing remaining", up: func(*testing.T) upstream {
 			return upstream{handler: reply(429, `{"error":{"message":"slow down"}}`, "X-RateLimit-Remaining", "0")}
 		}, want: want{class: failure.QueueFull, status: 429}},

@@ -24,7 +24,7 @@ func classByCode(info errorInfo, status int) (failure.Class, string) {
 	switch {
 	case has("context_length_exceeded", "context_length", "string_above_max_length"):
 		return failure.ContextLengthExceeded, "context length"
-	case has("insufficient_quota", "quota_exceeded", "billing_hard_limit", "insufficient_balance", "arrearage"),
+	case has("insufficient_quota", "quota_exceeded", "billing_hard_limit", "billing_error", "insufficient_balance", "arrearage"),
 		status != http.StatusTooManyRequests && has("quota"),
 		containsAny(msg, "exceeded your current quota", "insufficient quota", "insufficient balance", "quota exhausted", "余额不足"):
 		return failure.Auth, "quota exhausted"
