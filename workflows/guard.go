@@ -78,59 +78,16 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 	}); err != nil {
 		return err
 	}
-	publishes := workflow.GetVersion(ctx, guardMemoVersion, workflow.DefaultVersion, 1) >= 1
+	memo := &guardMemo{f: f, on: workflow.GetVersion(ctx, guardMemoVersion, workflow.DefaultVersion, 1) >= 1}
 	// fresh: each report of a batch is decoded into a new value (below);
 	// a run started before keeps its old decoding on replay.
 	fresh := workflow.GetVersion(ctx, guardFreshReportsVersion, workflow.DefaultVersion, 1) >= 1
-	var published []byte
-	publish := func() error {
-		if !publishes {
-			return nil
-		}
-		//workflowcheck:ignore
-		v := f.View(latest(workflow.Now(ctx), f.Latest()))
-		v.At = time.Time{} // a reader judges freshness by when it read
-		// json.Marshal writes map keys sorted: its output is a function of
-		// the view alone, whatever the maps' order (hence the ignore).
-		//workflowcheck:ignore
-		b, err := json.Marshal(v)
-		if err != nil || bytes.Equal(b, published) {
-			return err
-		}
-		published = b
-		return workflow.UpsertMemo(ctx, map[string]any{GuardMemo: v})
-	}
-	if err := publish(); err != nil {
+	if err := memo.publish(ctx); err != nil {
 		return err
 	}
 	reports := workflow.GetSignalChannel(ctx, SignalGuardReport)
-	for n := cmp.Or(in.ReportsPerRun, guardReportsPerRun); n > 0; {
-		var r guard.Report
-		reports.Receive(ctx, &r)
-		//workflowcheck:ignore
-		f.Apply(r)
-		n--
-		// The reports that came with it, in the same workflow task: one
-		// memo write for all of them. Each is decoded into a new Report:
-		// JSON keeps the fields a report leaves out (Leave, Outcomes and
-		// Holds are omitted when empty) as the previous report had them,
-		// so a staying worker's report after a leaving one's left too.
-		for n > 0 {
-			next := r // runs from before the fix decode into the last report
-			if fresh {
-				next = guard.Report{}
-			}
-			if !reports.ReceiveAsync(&next) {
-				break
-			}
-			r = next
-			//workflowcheck:ignore
-			f.Apply(r)
-			n--
-		}
-		if err := publish(); err != nil {
-			return err
-		}
+	if err := receiveReports(ctx, reports, f, cmp.Or(in.ReportsPerRun, guardReportsPerRun), fresh, memo); err != nil {
+		return err
 	}
 	for {
 		var r guard.Report
@@ -146,6 +103,66 @@ func LLMGuard(ctx workflow.Context, in GuardInput) error {
 	st := f.State(at)
 	in.State = st
 	return workflow.NewContinueAsNewError(ctx, GuardWorkflowName, in)
+}
+
+// guardMemo writes the fleet's view to the workflow's memo when it
+// changed (on: the run's version writes one).
+type guardMemo struct {
+	f    *guard.Fleet
+	on   bool
+	last []byte
+}
+
+func (m *guardMemo) publish(ctx workflow.Context) error {
+	if !m.on {
+		return nil
+	}
+	//workflowcheck:ignore
+	v := m.f.View(latest(workflow.Now(ctx), m.f.Latest()))
+	v.At = time.Time{} // a reader judges freshness by when it read
+	// json.Marshal writes map keys sorted: its output is a function of
+	// the view alone, whatever the maps' order (hence the ignore).
+	//workflowcheck:ignore
+	b, err := json.Marshal(v)
+	if err != nil || bytes.Equal(b, m.last) {
+		return err
+	}
+	m.last = b
+	return workflow.UpsertMemo(ctx, map[string]any{GuardMemo: v})
+}
+
+// receiveReports applies n reports to f, with one memo write for the
+// reports of each workflow task.
+func receiveReports(ctx workflow.Context, reports workflow.ReceiveChannel, f *guard.Fleet, n int, fresh bool, memo *guardMemo) error {
+	for n > 0 {
+		var r guard.Report
+		reports.Receive(ctx, &r)
+		//workflowcheck:ignore
+		f.Apply(r)
+		n--
+		// The reports that came with it, in the same workflow task. Each
+		// is decoded into a new Report: JSON keeps the fields a report
+		// leaves out (Leave, Outcomes and Holds are omitted when empty)
+		// as the previous report had them, so a staying worker's report
+		// after a leaving one's left too.
+		for n > 0 {
+			next := r // runs from before the fix decode into the last report
+			if fresh {
+				next = guard.Report{}
+			}
+			if !reports.ReceiveAsync(&next) {
+				break
+			}
+			r = next
+			//workflowcheck:ignore
+			f.Apply(r)
+			n--
+		}
+		if err := memo.publish(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // latest is the latest of ts.

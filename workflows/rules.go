@@ -164,75 +164,24 @@ func (c *call) startReview(ctx workflow.Context, r activities.RuleHit, why strin
 // When no step was answered by a model, nothing is gained over the
 // decision the failure led to: acted is false and the call goes on.
 func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string) (bool, error) {
-	var a *activities.Activities
-	remaining := c.timeLeft(ctx)
-	if remaining < 2*guard.MinAttemptTime {
+	if c.timeLeft(ctx) < 2*guard.MinAttemptTime {
 		return false, nil
 	}
 	workflow.SetCurrentDetails(ctx, "step by step: splitting the question ("+why+")")
 	c.event(ctx, Event{Type: EventWaiting, Reason: why + ": answering in steps"})
-	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: min(25*time.Second, remaining/2),
-		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
-		Summary:             "split: the question into three smaller ones (" + r.ID + ")",
-	})
 	q := c.req.Question()
-	var sp activities.Split
-	if err := workflow.ExecuteActivity(sctx, a.SplitQuestion, activities.SplitInput{Question: q, Tenant: c.req.Tenant, RuleID: r.ID}).Get(ctx, &sp); err != nil {
-		if temporal.IsCanceledError(err) {
-			return false, err
-		}
-		sp = activities.Split{Questions: activities.SplitByRule(q), By: activities.SplitRule, Reason: err.Error()}
+	sp, err := c.splitQuestion(ctx, r, q)
+	if err != nil {
+		return false, err
 	}
-	// The split's own request is the call's too.
-	c.res.Usage.PromptTokens += sp.PromptTokens
-	c.res.Usage.CompletionTokens += sp.CompletionTokens
-	if sp.PromptTokens+sp.CompletionTokens > 0 {
-		c.tokens(ctx, "prompt", sp.Model, sp.PromptTokens)
-		c.tokens(ctx, "completion", sp.Model, sp.CompletionTokens)
-	}
-	remaining = c.timeLeft(ctx)
+	remaining := c.timeLeft(ctx)
 	if remaining < guard.MinAttemptTime {
 		return false, nil
 	}
 	workflow.SetCurrentDetails(ctx, fmt.Sprintf("step by step: %d child calls (%s)", len(sp.Questions), why))
-	futures := make([]workflow.ChildWorkflowFuture, len(sp.Questions))
-	for i, sq := range sp.Questions {
-		req := CallRequest{
-			Tenant: c.req.Tenant, UserID: c.req.UserID, SessionID: c.req.SessionID, Scenario: c.req.Scenario,
-			Messages: activities.StepMessages(c.req, q, sq), MaxTokens: c.req.MaxTokens, Temperature: c.req.Temperature,
-			DeadlineMS: remaining.Milliseconds(), Step: i + 1,
-		}
-		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-			WorkflowID:               fmt.Sprintf("%s/step-%d", c.res.RequestID, i+1),
-			WorkflowExecutionTimeout: remaining + time.Minute,
-			StaticSummary:            fmt.Sprintf("step %d/%d of %s", i+1, len(sp.Questions), c.res.RequestID),
-		})
-		futures[i] = workflow.ExecuteChildWorkflow(cctx, WorkflowName, req)
-	}
-	steps := make([]StepAnswer, len(futures))
-	byModel, degraded := 0, false
-	for i, f := range futures {
-		var res CallResult
-		err := f.Get(ctx, &res)
-		if err != nil && temporal.IsCanceledError(err) {
-			return false, err
-		}
-		var exec workflow.Execution
-		_ = f.GetChildWorkflowExecution().Get(ctx, &exec)
-		steps[i] = StepAnswer{Question: sp.Questions[i], CallID: exec.ID, Source: res.Source, Model: res.Model, Content: res.Content}
-		if err != nil {
-			steps[i].Content, degraded = "", true
-			continue
-		}
-		if res.Source == SourceModel || res.Source == SourceFallbackModel {
-			byModel++
-		}
-		degraded = degraded || res.Degraded
-		c.res.Usage.PromptTokens += res.Usage.PromptTokens
-		c.res.Usage.CompletionTokens += res.Usage.CompletionTokens
-		c.res.Usage.FailedAttemptTokens += res.Usage.FailedAttemptTokens
-		c.res.Usage.DuplicatePromptTokens += res.Usage.DuplicatePromptTokens
+	steps, byModel, degraded, err := c.answerSteps(ctx, q, sp, remaining)
+	if err != nil {
+		return false, err
 	}
 	c.res.Steps = steps
 	if byModel == 0 {
@@ -255,6 +204,77 @@ func (c *call) stepByStep(ctx workflow.Context, r activities.RuleHit, why string
 	}
 	c.finish(ctx, outcome)
 	return true, nil
+}
+
+// splitQuestion splits q in three, by a model, else by rule; the split's
+// own request is the call's too. Its error is a cancellation only.
+func (c *call) splitQuestion(ctx workflow.Context, r activities.RuleHit, q string) (activities.Split, error) {
+	var a *activities.Activities
+	sctx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: min(25*time.Second, c.timeLeft(ctx)/2),
+		RetryPolicy:         &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:             "split: the question into three smaller ones (" + r.ID + ")",
+	})
+	var sp activities.Split
+	if err := workflow.ExecuteActivity(sctx, a.SplitQuestion, activities.SplitInput{Question: q, Tenant: c.req.Tenant, RuleID: r.ID}).Get(ctx, &sp); err != nil {
+		if temporal.IsCanceledError(err) {
+			return sp, err
+		}
+		sp = activities.Split{Questions: activities.SplitByRule(q), By: activities.SplitRule, Reason: err.Error()}
+	}
+	c.res.Usage.PromptTokens += sp.PromptTokens
+	c.res.Usage.CompletionTokens += sp.CompletionTokens
+	if sp.PromptTokens+sp.CompletionTokens > 0 {
+		c.tokens(ctx, "prompt", sp.Model, sp.PromptTokens)
+		c.tokens(ctx, "completion", sp.Model, sp.CompletionTokens)
+	}
+	return sp, nil
+}
+
+// answerSteps answers each question of sp by a child LLMCall, all at once,
+// within remaining, and adds their usage to the call's: the steps, how
+// many a model answered, and whether any answer is degraded. Its error is
+// a cancellation only.
+func (c *call) answerSteps(ctx workflow.Context, q string, sp activities.Split, remaining time.Duration) ([]StepAnswer, int, bool, error) {
+	futures := make([]workflow.ChildWorkflowFuture, len(sp.Questions))
+	for i, sq := range sp.Questions {
+		req := CallRequest{
+			Tenant: c.req.Tenant, UserID: c.req.UserID, SessionID: c.req.SessionID, Scenario: c.req.Scenario,
+			Messages: activities.StepMessages(c.req, q, sq), MaxTokens: c.req.MaxTokens, Temperature: c.req.Temperature,
+			DeadlineMS: remaining.Milliseconds(), Step: i + 1,
+		}
+		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
+			WorkflowID:               fmt.Sprintf("%s/step-%d", c.res.RequestID, i+1),
+			WorkflowExecutionTimeout: remaining + time.Minute,
+			StaticSummary:            fmt.Sprintf("step %d/%d of %s", i+1, len(sp.Questions), c.res.RequestID),
+		})
+		futures[i] = workflow.ExecuteChildWorkflow(cctx, WorkflowName, req)
+	}
+	steps := make([]StepAnswer, len(futures))
+	byModel, degraded := 0, false
+	for i, f := range futures {
+		var res CallResult
+		err := f.Get(ctx, &res)
+		if err != nil && temporal.IsCanceledError(err) {
+			return nil, 0, false, err
+		}
+		var exec workflow.Execution
+		_ = f.GetChildWorkflowExecution().Get(ctx, &exec)
+		steps[i] = StepAnswer{Question: sp.Questions[i], CallID: exec.ID, Source: res.Source, Model: res.Model, Content: res.Content}
+		if err != nil {
+			steps[i].Content, degraded = "", true
+			continue
+		}
+		if res.Source == SourceModel || res.Source == SourceFallbackModel {
+			byModel++
+		}
+		degraded = degraded || res.Degraded
+		c.res.Usage.PromptTokens += res.Usage.PromptTokens
+		c.res.Usage.CompletionTokens += res.Usage.CompletionTokens
+		c.res.Usage.FailedAttemptTokens += res.Usage.FailedAttemptTokens
+		c.res.Usage.DuplicatePromptTokens += res.Usage.DuplicatePromptTokens
+	}
+	return steps, byModel, degraded, nil
 }
 
 // joinSteps writes the steps' answers as one, in the question's language,
