@@ -444,7 +444,7 @@ func waitCap(maxWait time.Duration) string {
 // this request claimed the endpoint's probe (Unclaim it if not sent).
 // last: the request is the call's last chance (its Delay).
 func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait, probe, last bool, why string) {
-	sick, next := a.outliers.State(m.Endpoint(), now)
+	sick, next := a.outliers.State(m.Capacity(), now)
 	if sick == guard.Healthy {
 		return false, false, false, false, ""
 	}
@@ -456,7 +456,7 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 	if alt == "" && sick == guard.Silent {
 		return false, false, false, false, ""
 	}
-	if a.outliers.Admit(m.Endpoint(), now, firstTokenTime(m)) == guard.SendProbe {
+	if a.outliers.Admit(m.Capacity(), now, firstTokenTime(m)) == guard.SendProbe {
 		return false, false, true, false, ""
 	}
 	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
@@ -494,11 +494,11 @@ func firstTokenTime(m config.ModelConfig) time.Duration {
 func (a *Activities) answeringRung(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) string {
 	need := in.Request.Needs()
 	for _, l := range a.cfg.Models {
-		if l.Name == m.Name || l.Endpoint() == m.Endpoint() || slices.Contains(st.Tried, l.Name) ||
+		if l.Name == m.Name || l.Capacity() == m.Capacity() || slices.Contains(st.Tried, l.Name) ||
 			len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen {
 			continue
 		}
-		if sick, _ := a.outliers.State(l.Endpoint(), now); sick == guard.Healthy {
+		if sick, _ := a.outliers.State(l.Capacity(), now); sick == guard.Healthy {
 			return l.Name
 		}
 	}
@@ -559,7 +559,7 @@ func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string
 		switch {
 		case slices.Contains(open, m.Name):
 			onOpen = append(onOpen, m.Name)
-		case fb.BudgetRefused && slices.Contains(spentEndpoints, m.Endpoint()) && !slices.Contains(fb.Next.Tried, m.Name):
+		case fb.BudgetRefused && slices.Contains(spentEndpoints, m.Capacity()) && !slices.Contains(fb.Next.Tried, m.Name):
 			// The budget refused the step the class asked for: wait for
 			// it on the models the call has not given up on.
 			onSpent = append(onSpent, m.Name)
@@ -642,7 +642,7 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		if a.breakers.State(m.Name, now) == guard.BreakerOpen {
 			v.Open = append(v.Open, m.Name)
 		}
-		endpoints = append(endpoints, m.Endpoint())
+		endpoints = append(endpoints, m.Capacity())
 		if len(request.Lacks(m, in.Needs)) > 0 {
 			v.Unable = append(v.Unable, m.Name)
 		}

@@ -247,7 +247,7 @@ func (at *attempt) sendStreamed(req openai.ChatCompletionRequest) {
 		// see it twice.
 		live = nil
 	}
-	done := a.queues.wait(m.Endpoint(), at.start, m.FirstTokenTimeout.D())
+	done := a.queues.wait(m.Capacity(), at.start, m.FirstTokenTimeout.D())
 	watch := m.FirstTokenTimeout.D()
 	if at.grace > 0 {
 		watch = max(min(watch, at.due.Sub(a.now())), time.Millisecond) // no first token by due: cut there
@@ -277,8 +277,8 @@ func (at *attempt) streamedTokens(n int, done func()) {
 	a, in, m := at.a, at.in, at.m
 	at.firstAt = a.now()
 	done()
-	a.outliers.Record(m.Endpoint(), guard.Answered, at.start, at.firstAt, 0, 0)
-	a.queues.firstToken(m.Endpoint(), at.start, at.firstAt.Sub(at.start), m.FirstTokenTimeout.D())
+	a.outliers.Record(m.Capacity(), guard.Answered, at.start, at.firstAt, 0, 0)
+	a.queues.firstToken(m.Capacity(), at.start, at.firstAt.Sub(at.start), m.FirstTokenTimeout.D())
 	if in.FirstTokenWins && !a.races.win(at.info.WorkflowExecution.RunID, in.Attempt, in.Hedge) {
 		at.pub.loseRace() // its rival's first token came first: it is being cut
 		return
@@ -291,7 +291,7 @@ func (at *attempt) sendWhole(req openai.ChatCompletionRequest) {
 	a, m := at.a, at.m
 	at.resp, at.err = a.client(m).create(at.reqCtx, req)
 	if at.err == nil {
-		a.queues.firstToken(m.Endpoint(), at.start, a.now().Sub(at.start), m.Timeout.D())
+		a.queues.firstToken(m.Capacity(), at.start, a.now().Sub(at.start), m.Timeout.D())
 	}
 }
 
@@ -497,7 +497,7 @@ func (at *attempt) recordOutlier() time.Duration {
 		s = guard.ServerFailed
 	case failure.ReadTimeout:
 		if at.firstAt.IsZero() && at.in.Prompt.Fits {
-			a.outliers.Overdue(m.Endpoint(), at.start, now, a.rand())
+			a.outliers.Overdue(m.Capacity(), at.start, now, a.rand())
 		}
 		return 0
 	case failure.StreamBroken, failure.BodyError, failure.WorkerLost, failure.BreakerOpen, failure.ServiceUnavailable:
@@ -508,7 +508,7 @@ func (at *attempt) recordOutlier() time.Duration {
 		}
 		s = guard.Answered
 	}
-	return a.outliers.Record(m.Endpoint(), s, at.start, now, v.RetryAfter, a.rand())
+	return a.outliers.Record(m.Capacity(), s, at.start, now, v.RetryAfter, a.rand())
 }
 
 // publish hands the answer over: the rest of it to the caller's stream

@@ -70,7 +70,7 @@ func (a *Activities) Diagnose(ctx context.Context, in DiagnoseInput) (Diagnosis,
 		return a.diagnosed(Diagnosis{Reason: "no diagnosis: every key of " + m.Name + " is parked"}, "refused"), nil
 	case !a.breakers.Admit(m.Name, now):
 		return a.diagnosed(Diagnosis{Reason: "no diagnosis: the breaker of " + m.Name + " is open"}, "refused"), nil
-	case !a.budgets.For(m.WithKey(key).Endpoint()).TryRetry(now):
+	case !a.budgets.For(m.WithKey(key).Capacity()).TryRetry(now):
 		// The budget of where it goes: the key's deployment, if any.
 		return a.diagnosed(Diagnosis{Reason: "no diagnosis: the retry budget of " + m.WithKey(key).EndpointLabel() + " is spent"}, "refused"), nil
 	}

@@ -169,7 +169,7 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 			return false, 0
 		}
 	}
-	a.outliers.Overdue(m.Endpoint(), since, now, a.rand())
+	a.outliers.Overdue(m.Capacity(), since, now, a.rand())
 	if !in.HedgeOverdue || ann == nil || !ann.notesLeft() {
 		if m.StopsOnDisconnect {
 			return true, guard.OverdueRecheck
@@ -199,11 +199,11 @@ func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.
 	var own []string
 	ownWhy := ""
 	for _, l := range a.cfg.Models {
-		ok, w := a.queues.sooner(l.Endpoint(), m.Endpoint(), since, now)
-		sick, _ := a.outliers.State(l.Endpoint(), now)
-		same := l.Endpoint() == m.Endpoint()
+		ok, w := a.queues.sooner(l.Capacity(), m.Capacity(), since, now)
+		sick, _ := a.outliers.State(l.Capacity(), now)
+		same := l.Capacity() == m.Capacity()
 		if !ok || sick != guard.Healthy || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
-			(same && (a.budgets.For(l.Endpoint()).Remaining(now) == 0 || !a.queues.accepts(l.Endpoint(), now, m.FirstTokenTimeout.D()/guard.AcceptsPart))) {
+			(same && (a.budgets.For(l.Capacity()).Remaining(now) == 0 || !a.queues.accepts(l.Capacity(), now, m.FirstTokenTimeout.D()/guard.AcceptsPart))) {
 			continue
 		}
 		switch {

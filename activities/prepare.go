@@ -188,7 +188,7 @@ func (w *walk) outlier(r *rung) bool {
 	}
 	skip, wait, probe, last, why := w.a.outlier(w.in, w.p.State, r.m, w.now)
 	if probe {
-		w.probing = r.m.Endpoint()
+		w.probing = r.m.Capacity()
 	}
 	r.last = last
 	if !skip {
@@ -246,9 +246,9 @@ func (w *walk) pace(r *rung) bool {
 // retry the endpoint's budget pays, in turn.
 func (w *walk) budget(r *rung) bool {
 	m, in := r.m, w.in
-	b := w.a.budgets.For(m.Endpoint())
+	b := w.a.budgets.For(m.Capacity())
 	switch {
-	case !w.p.State.HasSent(m.Endpoint()) && in.Request.Step == 0:
+	case !w.p.State.HasSent(m.Capacity()) && in.Request.Step == 0:
 		// (A step of a step-by-step answer is an extra request of its
 		// parent call: even its first is a retry.)
 		b.RecordRequestFor(w.now, in.Request.Tenant)
@@ -294,7 +294,7 @@ func (w *walk) send(r *rung) {
 	if m.Pooled() {
 		p.Key = r.key
 	}
-	p.State = p.State.StartWith(m.Name, p.Key).SentTo(m.Endpoint())
+	p.State = p.State.StartWith(m.Name, p.Key).SentTo(m.Capacity())
 	sent := promptpkg.Build(in.Request.Messages, r.prompt.Keep, m.SystemPrompt)
 	if rep := in.State.Shape.Repair; rep != "" {
 		sent = append(sent, request.Message{Role: request.RoleUser, Content: rep})

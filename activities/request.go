@@ -215,7 +215,7 @@ func (a *Activities) newExchange(in CallInput, m config.ModelConfig, workflowID 
 	if in.Hedge {
 		ex.requestID += "h"
 	}
-	budget := a.budgets.For(m.Endpoint())
+	budget := a.budgets.For(m.Capacity())
 	ex.mayResend = func(n int) bool {
 		// A resend is a request like any other: within the call's cap and
 		// paid from the endpoint's budget, within the tenant's share.

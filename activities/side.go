@@ -32,7 +32,7 @@ func (a *Activities) sideRequest(ctx context.Context, m config.ModelConfig, tena
 		return resp, m, "the breaker of " + m.Name + " is open"
 	}
 	m = m.WithKey(key)
-	if ok, _ := a.budgets.For(m.Endpoint()).TryRetryFor(now, tenant); !ok {
+	if ok, _ := a.budgets.For(m.Capacity()).TryRetryFor(now, tenant); !ok {
 		return resp, m, "the retry budget of " + m.EndpointLabel() + " is spent"
 	}
 	req.Model = m.Name

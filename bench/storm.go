@@ -444,6 +444,9 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 					// The Messages API lives at the server's root.
 					cfg.Models[i].API, cfg.Models[i].Continuation = config.APIAnthropic, config.ContinueAuto
 					cfg.Models[i].BaseURL = strings.TrimSuffix(cfg.Models[i].BaseURL, "/v1")
+					// What rate_limit_scope auto is on api.anthropic.com:
+					// Anthropic's capacity and limits are per model.
+					cfg.Models[i].RateLimitScope = config.ScopeModel
 				}
 			}
 		}}
@@ -451,7 +454,7 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 		case KeyDurable3:
 			do.Workers = 3
 		case KeyDurableAnthropic:
-			do.Name, do.About = NameDurableAnthropic, "as durable-llm, its ladder called through Anthropic's Go SDK (api: anthropic) on the simulator's Messages API"
+			do.Name, do.About = NameDurableAnthropic, "as durable-llm, its ladder called through Anthropic's Go SDK (api: anthropic) on the simulator's Messages API, with rate_limit_scope model (what auto is on api.anthropic.com: the guard counts each model's capacity apart)"
 		}
 		return NewDurable(o.Temporal, baseURL, do)
 	}

@@ -272,7 +272,7 @@ func (d *decider) refuses(model string) (string, bool) {
 			return fmt.Sprintf("%s refused the key of %s", m.EndpointLabel(), d.model), false
 		}
 	}
-	if slices.Contains(d.v.Spent, m.Endpoint()) && d.next.HasSent(m.Endpoint()) && model != d.next.LostWithWorker {
+	if slices.Contains(d.v.Spent, m.Capacity()) && d.next.HasSent(m.Capacity()) && model != d.next.LostWithWorker {
 		// The budget protects the endpoint that receives resends; the
 		// call's first request to another is its ordinary load.
 		return fmt.Sprintf("the retry budget of %s is spent", m.EndpointLabel()), true

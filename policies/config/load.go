@@ -315,6 +315,25 @@ func (m ModelConfig) ContinuationStyle() Continuation {
 // delivered.
 func (m ModelConfig) Continues() bool { return m.ContinuationStyle() != ContinueNone }
 
+// Capacity names the capacity the guard counts m's requests against
+// (its retry budget, outlier ejection, queue estimate, the endpoints a
+// call has sent to): the model itself where the provider's capacity and
+// limits are per model (rate_limit_scope model, or auto on such a
+// provider: Grain), else its endpoint, whose capacity every model on it
+// shares. A busy or failing model then never spends the budget, or
+// ejects the endpoint, of a healthy sibling it does not share capacity
+// with. A key grain (a key pool) is judged as auto.
+func (m ModelConfig) Capacity() string {
+	g := m.Grain(m.RateLimitScope)
+	if g == ScopeKey {
+		g = m.Grain(ScopeAuto)
+	}
+	if g == ScopeModel {
+		return m.Endpoint() + " model " + m.Name
+	}
+	return m.Endpoint()
+}
+
 // Scope names what a rate limit of m holds back at scope sc, as holds and
 // reasons show it: "http://127.0.0.1:8000" (endpoint), "… key LLM_API_KEY"
 // (key), "… model qwen-72b" (model).

@@ -880,3 +880,25 @@ func TestParseConfigAnthropicModels(t *testing.T) {
 		}
 	}
 }
+
+// TestCapacityIsTheProvidersGrain: the guard counts a model's requests
+// against its endpoint on a server whose models share it, and against the
+// model alone where the provider's capacity is per model (auto on
+// api.anthropic.com, or rate_limit_scope model anywhere).
+func TestCapacityIsTheProvidersGrain(t *testing.T) {
+	for _, c := range []struct {
+		m    ModelConfig
+		want string
+	}{
+		{ModelConfig{Name: "qwen-72b", BaseURL: "http://127.0.0.1:8000/v1", RateLimitScope: ScopeAuto}, "http://127.0.0.1:8000"},
+		{ModelConfig{Name: "qwen-72b", BaseURL: "http://127.0.0.1:8000/v1", RateLimitScope: ScopeEndpoint}, "http://127.0.0.1:8000"},
+		{ModelConfig{Name: "qwen-72b", BaseURL: "http://127.0.0.1:8000/v1", RateLimitScope: ScopeModel}, "http://127.0.0.1:8000 model qwen-72b"},
+		{ModelConfig{Name: "claude-opus-4-5", API: APIAnthropic, BaseURL: "https://api.anthropic.com", RateLimitScope: ScopeAuto}, "https://api.anthropic.com:443 model claude-opus-4-5"},
+		{ModelConfig{Name: "gpt-4o", BaseURL: "https://api.openai.com/v1", RateLimitScope: ScopeKey}, "https://api.openai.com:443 model gpt-4o"},
+		{ModelConfig{Name: "qwen-72b", BaseURL: "http://127.0.0.1:8000/v1", RateLimitScope: ScopeKey}, "http://127.0.0.1:8000"},
+	} {
+		if got := c.m.Capacity(); got != c.want {
+			t.Errorf("%s on %s, scope %s: capacity %q, want %q", c.m.Name, c.m.BaseURL, c.m.RateLimitScope, got, c.want)
+		}
+	}
+}

@@ -454,10 +454,11 @@ func (r *windowRing) sumAt(i int64) (a, b int) {
 	return a, b
 }
 
-// Budgets are the retry budgets of a process, one per upstream endpoint
-// (config.ModelConfig.Endpoint): every model on one endpoint shares its
-// budget, so a call that switches models on a sick endpoint pays from the
-// same window as one that retries. Safe for concurrent use.
+// Budgets are the retry budgets of a process, one per capacity
+// (config.ModelConfig.Capacity: an endpoint, or a model where the
+// provider's capacity is per model): every model on one endpoint shares
+// its budget, so a call that switches models on a sick endpoint pays from
+// the same window as one that retries. Safe for concurrent use.
 type Budgets struct {
 	cfg  config.BudgetConfig
 	mu   sync.Mutex
