@@ -235,4 +235,3 @@ func TestAnthropicsRateLimitHeadersHold(t *testing.T) {
 		{kind: "output-tokens", limit: 8000, remaining: 2000, known: true, reset: time.Minute},
 	}, got)
 }
-
