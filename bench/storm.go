@@ -64,6 +64,11 @@ type StormCase struct {
 	// same simulator under another host name, so requests are told apart
 	// by model); empty: every model on one endpoint.
 	SecondEndpoint []string
+	// SickCapacity, for a case whose models each have a capacity of their
+	// own on one server (a provider's, as Anthropic's), lists the models
+	// the incident strikes: the storm is measured on them, and the other
+	// models' requests are their load, as a second endpoint's.
+	SickCapacity []string
 	// RetryAfter is the Retry-After of a rate-limit burst (0: none).
 	RetryAfter time.Duration
 	// PerRequest numbers the simulator's draws by call (the sweep's
@@ -172,6 +177,10 @@ var stormTitles = map[string]string{
 // secondEndpoint are the models each case serves from a second endpoint.
 var secondEndpoint = map[string][]string{"two": {"qwen-14b", "llama-8b"}}
 
+// sickCapacity are the struck models of each case whose models have a
+// capacity each (StormCase.SickCapacity).
+var sickCapacity = map[string][]string{"overloaded": {"qwen-72b"}}
+
 // Endpoint names of the storm reports.
 const (
 	EndpointShared = "the endpoint"
@@ -182,6 +191,16 @@ const (
 // Endpoints returns the case's endpoints, the sick one first, each with
 // the models it serves.
 func (c StormCase) Endpoints(models []string) []StormEndpoint {
+	if len(c.SickCapacity) > 0 {
+		sick := StormEndpoint{Name: "the struck model (" + strings.Join(c.SickCapacity, ", ") + ")", Models: c.SickCapacity}
+		rest := StormEndpoint{Name: "the other models"}
+		for _, m := range models {
+			if !slices.Contains(c.SickCapacity, m) {
+				rest.Models = append(rest.Models, m)
+			}
+		}
+		return []StormEndpoint{sick, rest}
+	}
 	if len(c.SecondEndpoint) == 0 {
 		return []StormEndpoint{{Name: EndpointShared, Models: models}}
 	}
@@ -264,7 +283,7 @@ func stormCaseFrom(name string, data []byte, deadline time.Duration, short bool)
 		StartToClose: 2 * time.Second, Deadline: deadline,
 		IncidentStart: start, IncidentEnd: end,
 		Tail: min(10*time.Second, sc.Load.Duration.D()/3), Metastable: name == "metastable",
-		SecondEndpoint: secondEndpoint[name],
+		SecondEndpoint: secondEndpoint[name], SickCapacity: sickCapacity[name],
 	}
 	var at time.Duration
 	for i, p := range sc.Phases {

@@ -37,7 +37,7 @@ func (r *StormReport) Header(command string, m Machine, date time.Time) Header {
 // Table returns the storm table: one row per contender, after a row for
 // the reachable limit where the case's schedule gives it (StormCase.Reach).
 func (r *StormReport) Table() Table {
-	two := len(r.Case.SecondEndpoint) > 0
+	two := len(r.Case.SecondEndpoint) > 0 || len(r.Case.SickCapacity) > 0
 	cols := []string{"contender", "amplification (incident)", "amplification (overall)", "amplification on the sick endpoint (budget's stretch)"}
 	if two {
 		cols = append(cols, "healthy endpoint: requests per incident call")
@@ -368,7 +368,7 @@ func (r *StormReport) Markdown(h Header, chart string) string {
 	b.WriteString(h.Markdown())
 	b.WriteString("\n")
 	b.WriteString(r.Table().Markdown())
-	if r.Case.SecondEndpoint != nil {
+	if r.Case.SecondEndpoint != nil || r.Case.SickCapacity != nil {
 		b.WriteString("\nLoad per endpoint (requests received; per logical call over the run; per call started during the incident, the requests those calls made and the requests that reached the endpoint during it):\n\n")
 		b.WriteString(r.EndpointTable().Markdown())
 	}

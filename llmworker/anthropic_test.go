@@ -1,6 +1,7 @@
 package llmworker_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
 
@@ -59,6 +61,35 @@ func TestIntegrationAnthropicLadder(t *testing.T) {
 		// one): the answer is asked for again whole. A streamed caller's
 		// text is continued instead (frontdoor's TestStreamContinuesAnAnthropicOverload).
 		require.False(t, gens[1].Continuation)
+	})
+	t.Run("a tool-use loop", func(t *testing.T) {
+		// A chat caller's tools go to a Claude model as tools with an
+		// input_schema; its tool_use comes back as a tool call; the tool's
+		// result goes back as a tool_result block, and the model answers.
+		req := question("Where is parcel 9? Use the tracker.")
+		req.Tools = []request.Tool{{Type: "function", Function: request.FunctionTool{Name: "track_parcel", Description: "Track a parcel",
+			Parameters: json.RawMessage(`{"type":"object","properties":{"parcel":{"type":"integer"}},"required":["parcel"]}`)}}}
+		res := s.Call(req)
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions(), "%+v", res.Attempts)
+		require.Equal(t, "tool_calls", res.FinishReason)
+		require.Len(t, res.ToolCalls, 1)
+		call := res.ToolCalls[0]
+		require.Equal(t, "track_parcel", call.Function.Name)
+		require.True(t, strings.HasPrefix(call.ID, "toolu_"), "Anthropic's tool_use id: %q", call.ID)
+		require.True(t, json.Valid([]byte(call.Function.Arguments)), "%q", call.Function.Arguments)
+
+		req.UserID += "-2"
+		req.Messages = append(req.Messages,
+			request.Message{Role: request.RoleAssistant, ToolCalls: res.ToolCalls},
+			request.Message{Role: "tool", ToolCallID: call.ID, Content: `{"parcel":9,"status":"in Lyon"}`})
+		res = s.Call(req)
+		require.Equal(t, []string{"qwen-72b:ok:answer"}, res.Decisions(), "%+v", res.Attempts)
+		require.Equal(t, "stop", res.FinishReason)
+		require.Empty(t, res.ToolCalls)
+		require.NotEmpty(t, res.Content)
+		gens := s.Sim.Generations(res.RequestID)
+		require.Len(t, gens, 1)
+		require.Equal(t, llmsim.WireAnthropic, gens[0].Wire)
 	})
 	t.Run("429 retry-after", func(t *testing.T) {
 		res := s.Call(question("[[sim fault=rate_limited retry_after=2s times=1]] Where is my order?"))
