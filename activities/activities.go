@@ -654,7 +654,9 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 	}
 	step := callstate.Next(a.cfg, s, out, v)
 	if step.Kind == callstate.Fallback && step.NoModel {
-		step = a.waitForTrials(in, v.Open, v.Spent, step)
+		if step = a.waitForTrials(in, v.Open, v.Spent, step); step.Kind != callstate.Fallback {
+			step.Rule = guard.RuleWaitTrials
+		}
 	}
 	if step.BudgetRefused {
 		a.metrics.BudgetRefused()

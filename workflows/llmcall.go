@@ -556,6 +556,9 @@ func (c *call) skipped(models []activities.SkippedModel) {
 func (c *call) failed(ctx workflow.Context, att Attempt, class failure.Class, out activities.CallOutcome, step callstate.Step) {
 	att.Class = string(class)
 	att.Decision, att.Reason, att.DelayMS = step.Decision, step.Reason, step.Wait.Delay.Milliseconds()
+	if step.Rule != "" {
+		att.Rule = string(step.Rule)
+	}
 	switch {
 	case out.Published > 0:
 		// The text it streamed is part of the answer the caller gets.

@@ -39,8 +39,24 @@ func Next(cfg *config.Config, s State, out Outcome, v Verdicts) Step {
 	d := decider{cfg: cfg, cp: cfg.ClassPolicy(out.Class), out: out, v: v, model: s.Model, next: s.clone()}
 	d.record()
 	st := d.allowed(d.keepDelivered(d.decide()))
+	if st.Rule == "" {
+		st.Rule = d.rule(st)
+	}
 	d.apply(&st)
 	return st
+}
+
+// rule names the guard's rule that made st, when decide did not: a
+// spent budget that changed it, backpressure for a refusal, else the
+// class's own action.
+func (d *decider) rule(st Step) guard.RuleName {
+	switch {
+	case st.BudgetRefused:
+		return guard.RuleBudget
+	case Backpressure(d.out.Class):
+		return guard.RuleBackpressure
+	}
+	return guard.RuleClass
 }
 
 // decider holds one decision in the making.
@@ -132,7 +148,9 @@ func (d *decider) decide() Step {
 		// cp.Max caps them in a call: reached, the call goes where the cap
 		// of a call sends it, the next rung (whose endpoint the retry
 		// budget guards), never to the fallback past a rung that answers.
-		return d.switchOrFallback(fmt.Sprintf("class breaker: retries of %s fail too often across the process", class))
+		st := d.switchOrFallback(fmt.Sprintf("class breaker: retries of %s fail too often across the process", class))
+		st.Rule = guard.RuleClassBreaker
+		return st
 	}
 
 	st, refused := d.retry()

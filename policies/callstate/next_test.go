@@ -9,6 +9,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // TestNext decides one failed attempt of a call on qwen-72b (the first
@@ -758,5 +759,35 @@ func TestLastChanceGoesAsLateAsItCanAnswer(t *testing.T) {
 				t.Fatalf("window %v, want %v", w, c.window)
 			}
 		})
+	}
+}
+
+// TestNextNamesItsRule: every step after an outcome names the guard's
+// rule that made it, as the call's attempts and the Web UI show it: the
+// class's own action, backpressure for a refusal, the class breaker when
+// it capped the retry, the budget when a spent one changed the step.
+func TestNextNamesItsRule(t *testing.T) {
+	cfg := config.DefaultConfig()
+	for _, c := range []struct {
+		name  string
+		class failure.Class
+		v     Verdicts
+		want  guard.RuleName
+	}{
+		{"a server error retried", failure.ServerError, Verdicts{ClassAllowed: true, U: 0.5}, guard.RuleClass},
+		{"a full queue", failure.QueueFull, Verdicts{ClassAllowed: true, U: 0.5}, guard.RuleBackpressure},
+		{"a 429", failure.RateLimited, Verdicts{ClassAllowed: true, U: 0.5}, guard.RuleBackpressure},
+		{"the class breaker open", failure.ServerError, Verdicts{ClassAllowed: false, U: 0.5}, guard.RuleClassBreaker},
+		{"every budget spent", failure.ServerError, Verdicts{ClassAllowed: true, U: 0.5,
+			Spent: []string{cfg.Models[0].Capacity(), cfg.Models[1].Capacity(), cfg.Models[2].Capacity()}}, guard.RuleBudget},
+	} {
+		s := New("", Shape{}, 60*time.Second, false)
+		s.Model = "qwen-72b"
+		s = s.Start(s.Model)
+		s = s.SentTo(cfg.Models[0].Capacity())
+		step := Next(cfg, s, Outcome{Class: c.class, Elapsed: time.Second}, c.v)
+		if step.Rule != c.want {
+			t.Errorf("%s: %s (%s) named rule %q, want %q", c.name, step.Decision, step.Reason, step.Rule, c.want)
+		}
 	}
 }

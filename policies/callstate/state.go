@@ -7,6 +7,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // State is everything the next decision of one call needs. The workflow
@@ -404,6 +405,10 @@ type Step struct {
 	// worker may turn it into a wait for the open breakers' trials, as
 	// when every model is open before an attempt.
 	NoModel bool `json:"no_model,omitempty"`
+	// Rule is the guard's rule that made the step (policies/guard.Rules,
+	// moment after an outcome): class (the class's action), backpressure,
+	// class-breaker, budget, wait-for-trials.
+	Rule guard.RuleName `json:"rule,omitempty"`
 }
 
 // cloneCounts copies a count map (never nil, so a step can count into it).

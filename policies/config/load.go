@@ -322,10 +322,12 @@ func (m ModelConfig) Continues() bool { return m.ContinuationStyle() != Continue
 // provider: Grain), else its endpoint, whose capacity every model on it
 // shares. A busy or failing model then never spends the budget, or
 // ejects the endpoint, of a healthy sibling it does not share capacity
-// with. A key grain (a key pool) is judged as auto.
+// with. A key grain, and any grain of a pooled model (whose attempts hold
+// per key, WithKey), is judged as auto: the same for the model and for
+// each of its attempts.
 func (m ModelConfig) Capacity() string {
 	g := m.Grain(m.RateLimitScope)
-	if g == ScopeKey {
+	if g == ScopeKey || m.Pooled() {
 		g = m.Grain(ScopeAuto)
 	}
 	if g == ScopeModel {
