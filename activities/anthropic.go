@@ -57,7 +57,7 @@ func (u anthropicUpstream) openStream(ctx context.Context, req openai.ChatComple
 		s.Close()
 		return nil, fromAnthropicError(err)
 	}
-	return &anthropicChunks{s: s, tools: map[int64]int{}, pending: trimmed}, nil
+	return &anthropicChunks{s: s, tools: map[int64]int{}, argued: map[int64]bool{}, pending: trimmed}, nil
 }
 
 // fromAnthropicError is an error of Anthropic's SDK as go-openai reports
@@ -139,6 +139,9 @@ type anthropicChunks struct {
 	id, model string
 	prompt    int
 	tools     map[int64]int // content block index → tool call index
+	// argued are the tool_use blocks whose input came in deltas; one
+	// that ends without any had the input {} (a tool with no arguments).
+	argued map[int64]bool
 	// pending is the whitespace a prefill lost, dropped from the text
 	// when the model writes it again (dropRewritten).
 	pending string
@@ -190,8 +193,18 @@ func (a *anthropicChunks) chunk(ev anthropic.MessageStreamEventUnion) (c openai.
 			if !known {
 				i = -1 // arguments of a call never started: a malformed chunk
 			}
+			if ev.Delta.PartialJSON == "" {
+				return c, false
+			}
+			a.argued[ev.Index] = true
 			d.ToolCalls = []openai.ToolCall{{Index: &i, Function: openai.FunctionCall{Arguments: ev.Delta.PartialJSON}}}
 		}
+	case "content_block_stop":
+		i, isTool := a.tools[ev.Index]
+		if !isTool || a.argued[ev.Index] {
+			return c, false
+		}
+		d.ToolCalls = []openai.ToolCall{{Index: &i, Function: openai.FunctionCall{Arguments: "{}"}}}
 	case "message_delta":
 		finish = finishReason(ev.Delta.StopReason)
 		out := int(ev.Usage.OutputTokens)

@@ -96,7 +96,7 @@ func anthropicMessages(msgs []openai.ChatCompletionMessage) ([]anthropic.TextBlo
 		case openai.ChatMessageRoleUser:
 			blocks, err = userBlocks(i, m)
 		case openai.ChatMessageRoleTool:
-			blocks = []anthropic.ContentBlockParamUnion{anthropic.NewToolResultBlock(m.ToolCallID, messageText(m), false)}
+			blocks = []anthropic.ContentBlockParamUnion{toolResult(m)}
 		case openai.ChatMessageRoleAssistant:
 			user = false
 			blocks, err = assistantBlocks(i, m, i == len(msgs)-1)
@@ -131,6 +131,15 @@ func appendTurn(turns []anthropic.MessageParam, user bool, blocks []anthropic.Co
 		return append(turns, anthropic.NewUserMessage(blocks...))
 	}
 	return append(turns, anthropic.NewAssistantMessage(blocks...))
+}
+
+// toolResult is a tool message as a tool_result block; an empty result
+// has no content (Anthropic refuses an empty text block).
+func toolResult(m openai.ChatCompletionMessage) anthropic.ContentBlockParamUnion {
+	if text := messageText(m); text != "" {
+		return anthropic.NewToolResultBlock(m.ToolCallID, text, false)
+	}
+	return anthropic.ContentBlockParamUnion{OfToolResult: &anthropic.ToolResultBlockParam{ToolUseID: m.ToolCallID}}
 }
 
 // messageText is a message's text: its content, or its text parts joined.

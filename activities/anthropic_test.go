@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -234,4 +235,65 @@ func TestAnthropicsRateLimitHeadersHold(t *testing.T) {
 		{kind: "requests", limit: 50, remaining: 0, known: true, spent: true, reset: 1500 * time.Millisecond},
 		{kind: "output-tokens", limit: 8000, remaining: 2000, known: true, reset: time.Minute},
 	}, got)
+}
+
+// TestAnthropicToolsWithoutArguments: a tool with no parameters, called
+// in a stream whose tool_use carries no input deltas, comes back with the
+// arguments {} (as Anthropic's input was), not empty; and an empty tool
+// result goes out without content, never as the empty text block
+// Anthropic refuses.
+func TestAnthropicToolsWithoutArguments(t *testing.T) {
+	var sent []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, anthropicEvent("message_start", `{"type":"message_start","message":{"id":"msg_3","model":"claude-x","content":[],"usage":{"input_tokens":5}}}`)+
+			anthropicEvent("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_9","name":"now","input":{}}}`)+
+			anthropicEvent("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":""}}`)+
+			anthropicEvent("content_block_stop", `{"type":"content_block_stop","index":0}`)+
+			anthropicEvent("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":4}}`)+
+			anthropicEvent("message_stop", `{"type":"message_stop"}`))
+	}))
+	defer srv.Close()
+	up := anthropicUpstream{c: anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(srv.URL), option.WithMaxRetries(0))}
+	st := stream(context.Background(), up, openai.ChatCompletionRequest{Model: "claude-x", Messages: []openai.ChatCompletionMessage{
+		{Role: "user", Content: "What time is it?"},
+		{Role: "assistant", ToolCalls: []openai.ToolCall{{ID: "toolu_8", Type: "function", Function: openai.FunctionCall{Name: "log", Arguments: `{}`}}}},
+		{Role: "tool", ToolCallID: "toolu_8", Content: ""},
+	}}, streamLimits{firstToken: 5 * time.Second, idle: 5 * time.Second}, func(int) {}, nil)
+	require.NoError(t, st.err)
+	require.NoError(t, st.obs.Err)
+	require.Equal(t, []openai.ToolCall{{ID: "toolu_9", Type: "function", Function: openai.FunctionCall{Name: "now", Arguments: "{}"}}}, st.resp.Choices[0].Message.ToolCalls)
+	var body struct {
+		Messages []struct {
+			Content []map[string]any `json:"content"`
+		} `json:"messages"`
+	}
+	require.NoError(t, json.Unmarshal(sent, &body))
+	result := body.Messages[len(body.Messages)-1].Content[0]
+	require.Equal(t, "tool_result", result["type"])
+	require.NotContains(t, result, "content", "an empty result has no content: %v", result)
+}
+
+// TestAnAnthropicStreamIsBoundByItsDataOnly: the recorder bounds a
+// stream's size; Anthropic's "event: …" line before each data line is not
+// kept by its SDK, so a long answer is not cut for them (go-openai keeps
+// such lines, and they count there).
+func TestAnAnthropicStreamIsBoundByItsDataOnly(t *testing.T) {
+	pieces := make([]string, 400)
+	for i := range pieces {
+		pieces[i] = "ab"
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, anthropicStreamOf(pieces, anthropicEnd))
+	}))
+	defer srv.Close()
+	hc := &http.Client{Transport: &recordingTransport{base: http.DefaultTransport, maxBody: 8192}}
+	up := anthropicUpstream{c: anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(srv.URL), option.WithMaxRetries(0), option.WithHTTPClient(hc))}
+	st := stream(context.Background(), up, openai.ChatCompletionRequest{Model: "claude-x", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
+		streamLimits{firstToken: 5 * time.Second, idle: 5 * time.Second, maxBytes: 8192}, func(int) {}, nil)
+	require.NoError(t, st.err)
+	require.NoError(t, st.obs.Err, "400 events of 2 bytes each are far under 8 KiB of answer")
+	require.Equal(t, strings.Repeat("ab", 400), st.resp.Choices[0].Message.Content)
 }

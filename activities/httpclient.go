@@ -132,7 +132,11 @@ func (t *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error
 			// go-openai reads a reply whole (a plain or error body) or a
 			// line at a time (a stream): never past the limit.
 			sse := resp.StatusCode < 300 && req.Header.Get("Accept") == "text/event-stream"
-			resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.maxBody, sse: sse, ex: ex}
+			// go-openai keeps a stream's lines that are not data lines (to
+			// report an error body); Anthropic's SDK reads its events' own
+			// lines ("event: …") and keeps none of them.
+			keeps := req.Header.Get("Anthropic-Version") == ""
+			resp.Body = &limitedBody{ReadCloser: resp.Body, limit: t.maxBody, sse: sse, keepsOther: keeps, ex: ex}
 		}
 		if ex == nil {
 			return resp, err
@@ -242,7 +246,10 @@ type limitedBody struct {
 	io.ReadCloser
 	limit int64
 	sse   bool
-	ex    *exchange // nil: nothing to record
+	// keepsOther: the client keeps a stream's lines that are not data
+	// lines, which then count against the limit together.
+	keepsOther bool
+	ex         *exchange // nil: nothing to record
 
 	n   int64 // plain: bytes so far
 	err error
@@ -314,7 +321,7 @@ func (b *limitedBody) sseByte(c byte) *bodyLimitError {
 			b.kept++
 		}
 	}
-	if b.kept > b.limit {
+	if b.keepsOther && b.kept > b.limit {
 		return &bodyLimitError{what: "the streamed reply's lines that are not data lines", limit: b.limit}
 	}
 	return nil

@@ -36,6 +36,10 @@ type EndpointModels struct {
 	// Simulator: every model it listed is owned by llmsim (the project's
 	// simulator says so in /v1/models).
 	Simulator bool
+	// Anthropic: asked on Anthropic's wire, whose list names dated ids
+	// (claude-…-20251101) and not the aliases a policy may name, so a
+	// model missing from it is only a warning.
+	Anthropic bool
 }
 
 // Listed reports whether the endpoint answered with a list of models.
@@ -45,18 +49,20 @@ func (e EndpointModels) Listed() bool { return e.Err == nil && len(e.Offered) > 
 // once, all at once) for the models it offers, with the keys read by
 // getenv; each answer within timeout.
 func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) string, timeout time.Duration) []EndpointModels {
-	type target struct{ base, keyEnv string }
+	type target struct {
+		base, keyEnv string
+		anthropic    bool
+	}
 	var order []target
 	want := map[target][]string{}
 	for _, m := range cfg.Models {
 		for _, k := range m.Keys() {
 			mk := m.WithKey(k)
-			base := mk.BaseURL
+			t := target{base: mk.BaseURL, keyEnv: mk.APIKeyEnv}
 			if mk.Wire() == config.APIAnthropic {
 				// Anthropic's list is GET /v1/models from the server's root.
-				base = strings.TrimRight(base, "/") + "/v1"
+				t.base, t.anthropic = strings.TrimRight(mk.BaseURL, "/")+"/v1", true
 			}
-			t := target{base, mk.APIKeyEnv}
 			if _, ok := want[t]; !ok {
 				order = append(order, t)
 			}
@@ -72,7 +78,12 @@ func AskModels(ctx context.Context, cfg *config.Config, getenv func(string) stri
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out[i] = askEndpoint(ctx, hc, t.base, t.keyEnv, want[t], getenv)
+			c := hc
+			if t.anthropic {
+				c = &http.Client{Timeout: timeout, Transport: anthropicVersion{}}
+			}
+			out[i] = askEndpoint(ctx, c, t.base, t.keyEnv, want[t], getenv)
+			out[i].Anthropic = t.anthropic
 		}()
 	}
 	wg.Wait()
@@ -104,6 +115,16 @@ func askEndpoint(ctx context.Context, hc *http.Client, base, keyEnv string, want
 		}
 	}
 	return e
+}
+
+// anthropicVersion sends the anthropic-version header Anthropic's API
+// requires on every request, its model list included.
+type anthropicVersion struct{}
+
+func (anthropicVersion) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("anthropic-version", "2023-06-01")
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // Offers reports whether a list of models offers name: it holds name, or
@@ -149,7 +170,7 @@ func CheckModels(ends []EndpointModels, lenient bool) (warnings []string, err er
 			warnings = append(warnings, fmt.Sprintf("%s lists no models (%v): %s not checked", e.BaseURL, orEmpty(e.Err), strings.Join(e.Want, ", ")))
 		case len(e.Missing) > 0:
 			msg := fmt.Sprintf("%s does not offer %s (it offers: %s)", e.BaseURL, strings.Join(e.Missing, ", "), strings.Join(e.Offered, ", "))
-			if lenient {
+			if lenient || e.Anthropic {
 				warnings = append(warnings, msg)
 			} else {
 				problems = append(problems, msg)

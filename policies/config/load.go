@@ -270,18 +270,23 @@ func (c *Config) Model(name string) (ModelConfig, bool) {
 	return ModelConfig{}, false
 }
 
+// base is the base URL of m's requests: its own, or for the model as a
+// whole (no key chosen) its first deployment's.
+func (m ModelConfig) base() string {
+	if len(m.Deployments) > 0 && m.KeyID == "" {
+		return m.Deployments[0].BaseURL
+	}
+	return m.BaseURL
+}
+
 // Endpoint is the upstream endpoint of model m: the scheme, host and port
 // of its base URL ("https://api.openai.com:443"). Every model on one
 // endpoint shares its retry budget (guard.Budgets). A base URL that does
 // not parse is its own endpoint (Validate refuses it anyway).
 func (m ModelConfig) Endpoint() string {
-	base := m.BaseURL
-	if len(m.Deployments) > 0 && m.KeyID == "" {
-		base = m.Deployments[0].BaseURL // the model as a whole: its first deployment
-	}
-	u, err := url.Parse(base)
+	u, err := url.Parse(m.base())
 	if err != nil || u.Host == "" {
-		return base
+		return m.base()
 	}
 	scheme, port := strings.ToLower(u.Scheme), u.Port()
 	if port == "" {
@@ -367,7 +372,7 @@ func (m ModelConfig) Grain(sc RateLimitScope) RateLimitScope {
 	if sc != ScopeAuto {
 		return sc
 	}
-	u, err := url.Parse(m.BaseURL)
+	u, err := url.Parse(m.base())
 	if err != nil {
 		return ScopeEndpoint
 	}
@@ -477,6 +482,14 @@ func (c *Config) OverrideEndpoint(baseURL, apiKeyEnv string) {
 	for i := range c.Models {
 		if baseURL != "" {
 			c.Models[i].BaseURL, c.Models[i].Deployments = baseURL, nil
+			// The one endpoint is OpenAI-compatible: a rung of the file on
+			// Anthropic's wire goes to it on the OpenAI wire.
+			if c.Models[i].Wire() == APIAnthropic {
+				c.Models[i].API = APIOpenAI
+				if c.Models[i].Continuation == ContinueAnthropic {
+					c.Models[i].Continuation = ContinueAuto
+				}
+			}
 		}
 		if apiKeyEnv != "" {
 			c.Models[i].APIKeyEnv, c.Models[i].APIKeyEnvs = apiKeyEnv, nil

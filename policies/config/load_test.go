@@ -901,4 +901,30 @@ func TestCapacityIsTheProvidersGrain(t *testing.T) {
 			t.Errorf("%s on %s, scope %s: capacity %q, want %q", c.m.Name, c.m.BaseURL, c.m.RateLimitScope, got, c.want)
 		}
 	}
+	// A model of deployments and its attempt on the first one count
+	// against the same capacity, whatever the provider.
+	azure := ModelConfig{Name: "gpt-4o", RateLimitScope: ScopeAuto, Deployments: []Deployment{
+		{Name: "east", BaseURL: "https://east.openai.azure.com/openai/v1", APIKeyEnv: "EAST_KEY"},
+		{Name: "west", BaseURL: "https://west.openai.azure.com/openai/v1", APIKeyEnv: "WEST_KEY"},
+	}}
+	if whole, first := azure.Capacity(), azure.WithKey("east").Capacity(); whole != first || whole != "https://east.openai.azure.com:443 model gpt-4o" {
+		t.Errorf("deployments: the model counts against %q, its attempt on the first deployment %q", whole, first)
+	}
+}
+
+// TestOverrideEndpointIsOpenAICompatible: LLM_BASE_URL points every rung
+// at one OpenAI-compatible endpoint, a rung written for Anthropic's wire
+// too.
+func TestOverrideEndpointIsOpenAICompatible(t *testing.T) {
+	cfg, err := ParseConfig([]byte("models:\n  - name: claude-a\n    api: anthropic\n    base_url: https://api.anthropic.com\n    continuation: anthropic\n"), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.OverrideEndpoint("http://127.0.0.1:8000/v1", "")
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m := cfg.Models[0]; m.Wire() != APIOpenAI || m.BaseURL != "http://127.0.0.1:8000/v1" || m.Continues() {
+		t.Errorf("after LLM_BASE_URL: %s on %s, continuation %s", m.Wire(), m.BaseURL, m.ContinuationStyle())
+	}
 }
