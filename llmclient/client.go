@@ -265,10 +265,15 @@ func (c *Client) Begin(ctx context.Context, req workflows.CallRequest) (client.W
 	if err != nil {
 		return nil, false, fmt.Errorf("start LLM call %s: %w", id, err)
 	}
+	if !duplicate {
+		// This request started the run (the start errs when one
+		// exists): its fingerprint is the one the run keeps.
+		return run, false, nil
+	}
 	if err := c.checkRequest(ctx, id, req); err != nil {
 		return nil, false, err
 	}
-	return run, duplicate, nil
+	return run, true, nil
 }
 
 // Window is how long a completed call of req answers the same request
