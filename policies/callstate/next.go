@@ -181,9 +181,8 @@ func (d *decider) hold() Step {
 		// The queue that refused is its model's: route around it, as a
 		// balancer sends to a queue that has room, while the ladder has a
 		// model not held. Holding here would spend the caller's time and a
-		// retry per resend on a queue known full (the queue_full storm:
-		// 77 % of the incident's calls answered by a model, against 86 %
-		// switching at once).
+		// retry per resend on a queue known full (docs/benchmarks.md, the
+		// queue_full case, measures both).
 		return d.switchTo(Wait{}, on+": its queue is full")
 	}
 	if cp.Max >= 0 && s.Held >= cp.Max {
