@@ -32,7 +32,7 @@ type anthropicUpstream struct{ c anthropic.Client }
 const noSDKTimeout = 24 * time.Hour
 
 func (u anthropicUpstream) create(ctx context.Context, req openai.ChatCompletionRequest) (openai.ChatCompletionResponse, error) {
-	params, trimmed, err := messageParamsTrimmed(req)
+	params, trimmed, err := messageParams(req)
 	if err != nil {
 		return openai.ChatCompletionResponse{}, err
 	}
@@ -46,7 +46,7 @@ func (u anthropicUpstream) create(ctx context.Context, req openai.ChatCompletion
 }
 
 func (u anthropicUpstream) openStream(ctx context.Context, req openai.ChatCompletionRequest) (chunkStream, error) {
-	params, trimmed, err := messageParamsTrimmed(req)
+	params, trimmed, err := messageParams(req)
 	if err != nil {
 		return nil, err
 	}

@@ -21,14 +21,9 @@ const anthropicMaxTokens = 4096
 // model to continue (a prefill), a JSON response format as an instruction.
 // Sampling (temperature, top_p) is not sent: the Messages API of
 // Anthropic's SDK has none (a model's passthrough can still send a field).
-func messageParams(req openai.ChatCompletionRequest) (anthropic.MessageNewParams, error) {
-	p, _, err := messageParamsTrimmed(req)
-	return p, err
-}
-
-// messageParamsTrimmed is messageParams and the whitespace cut from the
-// end of a final assistant message (see assistantBlocks).
-func messageParamsTrimmed(req openai.ChatCompletionRequest) (anthropic.MessageNewParams, string, error) {
+// With the params it returns the whitespace cut from the end of a final
+// assistant message (prefillTrimmed).
+func messageParams(req openai.ChatCompletionRequest) (anthropic.MessageNewParams, string, error) {
 	p := anthropic.MessageNewParams{Model: anthropic.Model(req.Model), MaxTokens: int64(max(req.MaxTokens, req.MaxCompletionTokens))}
 	if p.MaxTokens <= 0 {
 		p.MaxTokens = anthropicMaxTokens

@@ -16,7 +16,9 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 	"github.com/stretchr/testify/require"
 
+	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/classify"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
@@ -47,7 +49,7 @@ func TestAConversationInAnthropicsWords(t *testing.T) {
 			Parameters: json.RawMessage(`{"type":"object","properties":{"parcel":{"type":"integer"}},"required":["parcel"],"additionalProperties":false}`)}}},
 		ToolChoice: "required", ParallelToolCalls: false,
 	}
-	p, trimmed, err := messageParamsTrimmed(req)
+	p, trimmed, err := messageParams(req)
 	require.NoError(t, err)
 	require.Equal(t, " ", trimmed)
 	raw, err := json.Marshal(p)
@@ -296,4 +298,26 @@ func TestAnAnthropicStreamIsBoundByItsDataOnly(t *testing.T) {
 	require.NoError(t, st.err)
 	require.NoError(t, st.obs.Err, "400 events of 2 bytes each are far under 8 KiB of answer")
 	require.Equal(t, strings.Repeat("ab", 400), st.resp.Choices[0].Message.Content)
+}
+
+// TestPingOnEitherWire: the doctor's ping reaches a rung on its own API,
+// llmsim's chat completions and Messages API alike, and a refused one is
+// an *openai.APIError with the status on both.
+func TestPingOnEitherWire(t *testing.T) {
+	srv, err := llmsim.NewServer(llmsim.Options{Scenario: &llmsim.Scenario{Models: llmsim.InstantModels()}})
+	require.NoError(t, err)
+	defer srv.Close()
+	for _, m := range []config.ModelConfig{
+		{Name: llmsim.ModelQwen14B, BaseURL: srv.BaseURL},
+		{Name: llmsim.ModelQwen14B, API: config.APIAnthropic, BaseURL: srv.URL},
+	} {
+		resp, err := Ping(context.Background(), m, "sk-test")
+		require.NoError(t, err, "%s", m.Wire())
+		require.Equal(t, 1, resp.Usage.CompletionTokens, "%s: one token", m.Wire())
+		m.Name = "no-such-model"
+		_, err = Ping(context.Background(), m, "sk-test")
+		var api *openai.APIError
+		require.ErrorAs(t, err, &api, "%s", m.Wire())
+		require.Equal(t, http.StatusNotFound, api.HTTPStatusCode, "%s", m.Wire())
+	}
 }

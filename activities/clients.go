@@ -2,6 +2,7 @@ package activities
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -59,26 +60,37 @@ func (a *Activities) client(m config.ModelConfig) upstream {
 	if c, ok := a.clients[id]; ok {
 		return c
 	}
-	var c upstream
-	switch m.Wire() {
-	case config.APIAnthropic:
+	c := newUpstream(m, key, a.http)
+	a.clients[id] = c
+	return c
+}
+
+// newUpstream is the client of model m (one base URL) with key, over hc.
+func newUpstream(m config.ModelConfig, key string, hc *http.Client) upstream {
+	if m.Wire() == config.APIAnthropic {
 		opts := []option.RequestOption{
 			// Only what the policy says: no key, base URL or profile
 			// read from the environment behind its back, and no retries
 			// of the SDK's own (the call decides every resend).
 			option.WithoutEnvironmentDefaults(), option.WithBaseURL(m.BaseURL),
-			option.WithHTTPClient(a.http), option.WithMaxRetries(0),
+			option.WithHTTPClient(hc), option.WithMaxRetries(0),
 		}
 		if key != "" {
 			opts = append(opts, option.WithAPIKey(key))
 		}
-		c = anthropicUpstream{c: anthropic.NewClient(opts...)}
-	default:
-		oc := openai.DefaultConfig(key)
-		oc.BaseURL = m.BaseURL
-		oc.HTTPClient = a.http
-		c = openaiUpstream{c: openai.NewClientWithConfig(oc)}
+		return anthropicUpstream{c: anthropic.NewClient(opts...)}
 	}
-	a.clients[id] = c
-	return c
+	oc := openai.DefaultConfig(key)
+	oc.BaseURL = m.BaseURL
+	oc.HTTPClient = hc
+	return openaiUpstream{c: openai.NewClientWithConfig(oc)}
+}
+
+// Ping sends model m (one base URL, as WithKey gives it) one request for
+// one token on its API, with key: the doctor's check that a rung answers.
+// An error reply is an *openai.APIError whatever the API.
+func Ping(ctx context.Context, m config.ModelConfig, key string) (openai.ChatCompletionResponse, error) {
+	return newUpstream(m, key, http.DefaultClient).create(ctx, openai.ChatCompletionRequest{
+		Model: m.Name, MaxTokens: 1, Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "ping"}},
+	})
 }

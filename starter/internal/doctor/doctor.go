@@ -9,7 +9,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +19,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	openai "github.com/sashabaranov/go-openai"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/operatorservice/v1"
@@ -29,6 +26,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/durable-llm/durable-llm/activities"
 	"github.com/durable-llm/durable-llm/codec"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -287,37 +285,6 @@ func storeRows(ctx context.Context, o Options) []Row {
 	return []Row{{"store (postgres)", OK, "reachable, tables ready (" + s.DSNEnv + ")"}}
 }
 
-// ping sends model mk one request for one token, on its API.
-func ping(ctx context.Context, mk config.ModelConfig, key string) (openai.ChatCompletionResponse, error) {
-	if mk.Wire() == config.APIAnthropic {
-		opts := []option.RequestOption{option.WithoutEnvironmentDefaults(), option.WithBaseURL(mk.BaseURL), option.WithMaxRetries(0)}
-		if key != "" {
-			opts = append(opts, option.WithAPIKey(key))
-		}
-		c := anthropic.NewClient(opts...)
-		msg, err := c.Messages.New(ctx, anthropic.MessageNewParams{
-			Model: anthropic.Model(mk.Name), MaxTokens: 1, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("ping"))},
-		})
-		var aerr *anthropic.Error
-		if errors.As(err, &aerr) {
-			var env struct {
-				Error struct{ Message string } `json:"error"`
-			}
-			_ = json.Unmarshal([]byte(aerr.RawJSON()), &env)
-			return openai.ChatCompletionResponse{}, &openai.APIError{HTTPStatusCode: aerr.StatusCode, Message: env.Error.Message}
-		}
-		if err != nil {
-			return openai.ChatCompletionResponse{}, err
-		}
-		return openai.ChatCompletionResponse{Usage: openai.Usage{PromptTokens: int(msg.Usage.InputTokens), CompletionTokens: int(msg.Usage.OutputTokens)}}, nil
-	}
-	oc := openai.DefaultConfig(key)
-	oc.BaseURL = mk.BaseURL
-	return openai.NewClientWithConfig(oc).CreateChatCompletion(ctx, openai.ChatCompletionRequest{
-		Model: mk.Name, MaxTokens: 1, Messages: []openai.ChatCompletionMessage{{Role: openai.ChatMessageRoleUser, Content: "ping"}},
-	})
-}
-
 // probeRows sends each rung one request for one token.
 func probeRows(ctx context.Context, o Options) []Row {
 	var rows []Row
@@ -329,7 +296,7 @@ func probeRows(ctx context.Context, o Options) []Row {
 		}
 		cctx, cancel := context.WithTimeout(ctx, max(o.Timeout, 30*time.Second))
 		start := time.Now()
-		resp, err := ping(cctx, mk, key)
+		resp, err := activities.Ping(cctx, mk, key)
 		cancel()
 		took := time.Since(start).Round(time.Millisecond)
 		var api *openai.APIError
