@@ -67,6 +67,8 @@ type Activities struct {
 	// live serves streamed attempts' text (live.go); nil: off.
 	live    *Live
 	metrics Metrics
+	// without: the rules a benchmark removed (Options.Without).
+	without map[guard.RuleName]bool
 	getenv  func(string) string
 	now     func() time.Time
 	rand    func() float64
@@ -137,6 +139,10 @@ type Options struct {
 	// (package livestream); nil: their deltas go on the call's workflow
 	// stream.
 	Live *Live
+	// Without are guard rules this process does not apply: a rule's
+	// removal as the benchmarks measure it (bench -without,
+	// docs/benchmarks.md "What each rule earns"). Never in production.
+	Without []guard.RuleName
 }
 
 // New builds the per-process activities: the retry budgets, one breaker
@@ -151,7 +157,7 @@ func New(o Options) (*Activities, error) {
 		clients: map[string]upstream{}, schemas: request.Schemas(), billed: newBilledRequests(),
 		firstTokens: guard.NewFirstTokens(), answers: guard.NewFirstTokens(), queues: newQueues(), outliers: guard.NewOutliers(o.Config.RateLimit.Hold.D()), tracing: o.Tracing, spend: o.Spend, ruleGate: o.RuleGate, cache: newAnswerCache(o.Config.Cache, o.Shared),
 		hedges: newHedgeBudget(o.Config), summaries: newSummaryCache(o.Config.Pruning.Summary, o.Shared),
-		live: o.Live,
+		live: o.Live, without: guard.RuleSet(o.Without),
 	}
 	if o.Outliers != nil {
 		a.outliers = o.Outliers
@@ -387,7 +393,7 @@ func paceLimits(cfg *config.Config) map[string]limits {
 // Waiting sends nothing: a retry still needs the budget's leave.
 func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, spentWhy string) Prepared {
 	skipped := slices.Concat(open, spent, ejected)
-	if in.Only || len(skipped) == 0 {
+	if in.Only || len(skipped) == 0 || a.without[guard.RuleWait] {
 		return Prepared{}
 	}
 	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream), in.State.Waited)
@@ -648,12 +654,21 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		}
 	}
 	v.Spent = a.budgets.Spent(now, endpoints...)
+	if a.without[guard.RuleBreaker] {
+		v.Open = nil
+	}
+	if a.without[guard.RuleBudget] {
+		v.Spent = nil
+	}
+	if a.without[guard.RuleClassBreaker] {
+		v.ClassAllowed = true
+	}
 	if out.Class == failure.RateLimited && s.Key != "" {
 		// The 429 held only its key (backpressure, in CallModel).
 		v.OtherKey = a.otherKey(m, s.Key, now)
 	}
 	step := callstate.Next(a.cfg, s, out, v)
-	if step.Kind == callstate.Fallback && step.NoModel {
+	if step.Kind == callstate.Fallback && step.NoModel && !a.without[guard.RuleWaitTrials] {
 		if step = a.waitForTrials(in, v.Open, v.Spent, step); step.Kind != callstate.Fallback {
 			step.Rule = guard.RuleWaitTrials
 		}

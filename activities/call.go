@@ -191,6 +191,9 @@ func (at *attempt) openRequest() {
 	// the attempt waited to be picked up comes off the grace, so the
 	// fallback keeps its FallbackTime.
 	at.grace = max(in.Grace-max(info.StartedTime.Sub(info.ScheduledTime), 0), 0)
+	if at.a.without[guard.RuleGrace] {
+		at.grace = 0
+	}
 	at.due = at.a.now().Add(timeout + at.grace)
 	at.reqCtx, at.cancel = context.WithTimeout(withExchange(at.ctx, at.ex), timeout+at.grace)
 	at.leaveRace = func() {}
@@ -448,7 +451,8 @@ func (at *attempt) recordGuards() {
 	a, in, m, v, obs := at.a, at.in, at.m, at.v, &at.obs
 	a.headroom(m, obs.Header)
 	refusing := at.recordOutlier()
-	if !a.backpressure(m, v, refusing) && !(m.Pooled() && v.Class == failure.Auth) && !blamesRequest(m, in, v.Class) {
+	backpressure := !a.without[guard.RuleBackpressure] && a.backpressure(m, v, refusing)
+	if !backpressure && !(m.Pooled() && v.Class == failure.Auth) && !blamesRequest(m, in, v.Class) {
 		// A rate limit alone does not make the model sick, nor one key of
 		// a pool refused (DecideNext parks the key), nor a request too
 		// large to answer in time.

@@ -149,6 +149,10 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 // for a request that can (why then says so).
 func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline time.Time, ann *announcer, why *string) (wait bool, recheck time.Duration) {
 	now := a.now()
+	if a.without[guard.RuleOverdue] {
+		*why = "cut: no first token within first_token_timeout"
+		return false, 0
+	}
 	if in.Grace > 0 && !deadline.IsZero() {
 		// deadline includes the grace: the request is cut there, where
 		// the fallback's FallbackTime begins.

@@ -123,7 +123,7 @@ func (w *walk) exhausted(want *string) bool {
 		w.p = wt
 		return true
 	}
-	if !w.pastOpen && len(w.breakerSkipped) > 0 && firstRequest(in, in.State) {
+	if !w.pastOpen && len(w.breakerSkipped) > 0 && firstRequest(in, in.State) && !w.a.without[guard.RulePastOpen] {
 		// Every rung that could take the call is behind an open breaker
 		// and its wait is spent: its first request goes as a plain
 		// client's would, to the first rung that takes it with the
@@ -160,7 +160,7 @@ func (w *walk) capability(r *rung) bool {
 
 // breaker: guard.RuleBreaker (set aside once the walk is past-open).
 func (w *walk) breaker(r *rung) bool {
-	if w.pastOpen || w.a.breakers.Permit(r.m.Name, w.now) {
+	if w.pastOpen || w.a.without[guard.RuleBreaker] || w.a.breakers.Permit(r.m.Name, w.now) {
 		return false
 	}
 	w.breakerSkipped = append(w.breakerSkipped, r.m.Name)
@@ -186,11 +186,14 @@ func (w *walk) outlier(r *rung) bool {
 		w.a.outliers.Unclaim(w.probing, w.now) // the last rung's probe was not sent
 		w.probing = ""
 	}
+	if w.a.without[guard.RuleOutlier] {
+		return false
+	}
 	skip, wait, probe, last, why := w.a.outlier(w.in, w.p.State, r.m, w.now)
 	if probe {
 		w.probing = r.m.Capacity()
 	}
-	r.last = last
+	r.last = last && !w.a.without[guard.RuleLastChance]
 	if !skip {
 		return false
 	}
@@ -205,6 +208,9 @@ func (w *walk) outlier(r *rung) bool {
 func (w *walk) hold(r *rung) bool {
 	r.canWait = callstate.CanWait(w.in.State.Deadline, w.in.Elapsed, w.a.cfg.Call.FallbackReserve.D())
 	sc, left := w.a.held(r.m, w.now)
+	if w.a.without[guard.RuleHold] {
+		left = 0
+	}
 	r.scope = r.m.ScopeLabel(sc) // tenants read it: no address
 	switch {
 	case left > 0 && w.in.Only:
@@ -246,6 +252,9 @@ func (w *walk) pace(r *rung) bool {
 // retry the endpoint's budget pays, in turn.
 func (w *walk) budget(r *rung) bool {
 	m, in := r.m, w.in
+	if w.a.without[guard.RuleBudget] {
+		return false
+	}
 	b := w.a.budgets.For(m.Capacity())
 	switch {
 	case !w.p.State.HasSent(m.Capacity()) && in.Request.Step == 0:
@@ -303,7 +312,7 @@ func (w *walk) send(r *rung) {
 	p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Attempts(), 0)
 	p.Prompt = r.prompt
 	p.Hedge = a.hedgePlan(in, m, p.State)
-	if p.Hedge == nil && !in.Only {
+	if p.Hedge == nil && !in.Only && !a.without[guard.RuleOverdue] {
 		p.Hedge = overduePlan(m, p.State, callstate.MaxRequests(a.cfg))
 	}
 	if p.Delay > 0 {

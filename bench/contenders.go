@@ -23,6 +23,7 @@ import (
 	"github.com/durable-llm/durable-llm/llmclient"
 	"github.com/durable-llm/durable-llm/llmworker"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 	"github.com/durable-llm/durable-llm/policies/request"
 	"github.com/durable-llm/durable-llm/workflows"
 )
@@ -392,6 +393,8 @@ type DurableOptions struct {
 	Workers int
 	// Name and About, when set, name the contender in reports.
 	Name, About string
+	// Without are guard rules the workers do not apply (bench -without).
+	Without []guard.RuleName
 }
 
 // durablePath is res's attempts and reason in a line.
@@ -530,7 +533,7 @@ func startDurableWorker(c client.Client, baseURL string, o DurableOptions) (*llm
 	}
 	for range max(o.Workers, 1) {
 		wo := o.Worker
-		wo.Config, wo.TaskQueue = cfg, tq
+		wo.Config, wo.TaskQueue, wo.Without = cfg, tq, o.Without
 		w, err := llmworker.New(c, wo)
 		if err == nil {
 			err = w.Start()

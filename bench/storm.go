@@ -17,6 +17,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/llmsim"
 	"github.com/durable-llm/durable-llm/policies/config"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 //go:embed scenarios/*.yaml
@@ -370,6 +371,9 @@ type StormOptions struct {
 	Progress io.Writer
 	// Meter draws a bar per phase (cmd/bench); nil: none.
 	Meter *progress.Display
+	// Without are guard rules durable-llm's workers do not apply: a
+	// rule's removal, measured (docs/benchmarks.md "What each rule earns").
+	Without []guard.RuleName
 }
 
 // StormRun is one contender's run of a storm case.
@@ -408,8 +412,8 @@ func RunStorm(ctx context.Context, c StormCase, o StormOptions) (*StormReport, e
 		rep.Runs = append(rep.Runs, *run)
 		if o.Progress != nil {
 			s := run.Summary
-			fmt.Fprintf(o.Progress, "  %-24s amp %.2f/%.2f answered %.1f%% model %.1f%% p50 %s p99 %s recovery %s\n",
-				run.Name, s.AmpIncident, s.AmpOverall, s.AnsweredPct, s.ByModelPct, fmtDur(s.P50), fmtDur(s.P99), s.RecoveryString())
+			fmt.Fprintf(o.Progress, "  %-24s amp %.2f/%.2f sick %.2f answered %.1f%% model %.1f%% incident-model %.1f%% p50 %s p99 %s recovery %s\n",
+				run.Name, s.AmpIncident, s.AmpOverall, s.SickAmpStretch, s.AnsweredPct, s.ByModelPct, s.IncidentByModelPct, fmtDur(s.P50), fmtDur(s.P99), s.RecoveryString())
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -451,7 +455,7 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 			return nil, err
 		}
 		stops := c.stopsOnDisconnect()
-		do := DurableOptions{Deadline: c.Deadline, Mutate: func(cfg *config.Config) {
+		do := DurableOptions{Deadline: c.Deadline, Without: o.Without, Mutate: func(cfg *config.Config) {
 			for i := range cfg.Models {
 				cfg.Models[i].BaseURL = c.ModelURL(cfg.Models[i].BaseURL, cfg.Models[i].Name)
 				if stops {

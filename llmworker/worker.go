@@ -66,6 +66,9 @@ type Options struct {
 	// HTTP client span, in the global tracer provider; the client's
 	// tracing interceptor puts them in the call's trace (package tracing).
 	Tracing bool
+	// Without are guard rules the worker does not apply: a rule's removal
+	// as the benchmarks measure it (activities.Options.Without).
+	Without []guard.RuleName
 	// Deployment, when its Name is set, makes this a versioned worker of
 	// that Worker Deployment at BuildID (docs/deploying.md "Deploying a new build"):
 	// each call runs to its end on the build that started it (pinned),
@@ -185,6 +188,7 @@ func New(c client.Client, o Options) (*Worker, error) {
 	acts, err := activities.New(activities.Options{
 		Config: o.Config, Metrics: o.Metrics, Getenv: o.Getenv, Transport: o.Transport, Sync: sync, Shared: o.SharedCache,
 		Tracing: o.Tracing, Spend: o.Spend, RuleGate: ruleStates.Gate, Live: live,
+		Without: o.Without,
 	})
 	if err != nil {
 		if liveSrv != nil {

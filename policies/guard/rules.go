@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -78,6 +79,11 @@ type Rule struct {
 	Settings []string
 	// Replaces says what the rule replaced, when that is worth knowing.
 	Replaces string
+	// Unmeasured says why the rule's removal is not measured (bench
+	// -without refuses it): it is correctness, not a guard against load,
+	// or a feature the policy turns on. Every other rule's removal is
+	// measured in docs/benchmarks.md "What each rule earns".
+	Unmeasured string
 }
 
 // Constant is a constant of the code a rule applies: its name and value.
@@ -142,9 +148,10 @@ const (
 var Rules = []Rule{
 	{
 		Name: RuleCapability, Moment: BeforeSend,
-		Decides:   "A rung whose model lacks a capability the request needs (`tools`, `json_schema`, `vision`, `reasoning`) is skipped.",
-		Principle: "A request that cannot succeed is no load worth sending.",
-		Settings:  []string{"model_defaults.capabilities"},
+		Decides:    "A rung whose model lacks a capability the request needs (`tools`, `json_schema`, `vision`, `reasoning`) is skipped.",
+		Principle:  "A request that cannot succeed is no load worth sending.",
+		Settings:   []string{"model_defaults.capabilities"},
+		Unmeasured: "correctness: without it a request goes to a model that cannot take it, and fails",
 	},
 	{
 		Name: RuleBreaker, Moment: BeforeSend,
@@ -163,9 +170,10 @@ var Rules = []Rule{
 			"after its hold. A key refused by a class that trips the breaker (`auth`) is parked for `key_park` while another " +
 			"key of the model is free (the last one trips the model's breaker instead); a model with every key parked " +
 			"(parks are shared by the fleet and by the models on the same endpoint) is skipped.",
-		Principle: "Least-loaded balancing over the keys of one account: a key the provider limits is load elsewhere.",
-		Constants: []Constant{{"HeadroomFresh", HeadroomFresh}},
-		Settings:  []string{"model_defaults.key_park"},
+		Principle:  "Least-loaded balancing over the keys of one account: a key the provider limits is load elsewhere.",
+		Constants:  []Constant{{"HeadroomFresh", HeadroomFresh}},
+		Settings:   []string{"model_defaults.key_park"},
+		Unmeasured: "a feature: it acts only on a model with a pool of keys",
 	},
 	{
 		Name: RuleOutlier, Moment: BeforeSend,
@@ -219,8 +227,9 @@ var Rules = []Rule{
 		Name: RulePace, Moment: BeforeSend,
 		Decides: "A model with `rpm`/`tpm` waits for its turn in a token bucket of its rate-limit scope; a turn later " +
 			"than the call can wait skips the rung.",
-		Principle: "Send at the rate the provider accepts instead of learning it from 429s.",
-		Settings:  []string{"model_defaults.rpm", "model_defaults.tpm"},
+		Principle:  "Send at the rate the provider accepts instead of learning it from 429s.",
+		Settings:   []string{"model_defaults.rpm", "model_defaults.tpm"},
+		Unmeasured: "a feature: it acts only on a model with `rpm` or `tpm` set",
 	},
 	{
 		Name: RuleBudget, Moment: BeforeSend,
@@ -269,7 +278,8 @@ var Rules = []Rule{
 			"`call.max_attempts` requests per call that the server works on (backpressure refusals aside).",
 		Principle: "Retry only what a retry can fix (the class table, docs/how-it-works.md \"Failure classes\"); full " +
 			"jitter (AWS) so that retries of one incident spread out.",
-		Settings: []string{"backoff.base", "backoff.cap", "backoff.retry_after_cap", "call.max_attempts"},
+		Settings:   []string{"backoff.base", "backoff.cap", "backoff.retry_after_cap", "call.max_attempts"},
+		Unmeasured: "the class table itself: without it no failure is retried, and there is nothing for the other rules to bound",
 	},
 	{
 		Name: RuleBlame, Moment: AfterOutcome,
@@ -278,7 +288,8 @@ var Rules = []Rule{
 			"causes (context_length_exceeded, output_truncated, invalid_request).",
 		Principle: "A breaker judges the model, not one tenant's requests: one tenant's huge requests must not open it " +
 			"for everyone.",
-		Settings: []string{"model_defaults.context_window"},
+		Settings:   []string{"model_defaults.context_window"},
+		Unmeasured: "no benchmark has its fault yet (one tenant's requests too large to answer in time among others' calls); unit tests hold it",
 	},
 	{
 		Name: RuleBackpressure, Moment: AfterOutcome,
@@ -315,9 +326,10 @@ var Rules = []Rule{
 			"them (before, `hedge.initial`); paid from `hedge.budget` of the calls, and on an endpoint the call has " +
 			"already sent to from its retry budget too. A streamed call takes the first first token; an unstreamed one " +
 			"the first whole answer, and under `hedge.replace` the primary's answer replaces the hedge's.",
-		Principle: "\"The Tail at Scale\": hedge the slow tail, not the usual spread, within a budget.",
-		Constants: []Constant{{"AdaptiveMargin", AdaptiveMargin}, {"MinSamples", MinSamples}},
-		Settings:  []string{"hedge.after", "hedge.model", "hedge.budget", "hedge.initial"},
+		Principle:  "\"The Tail at Scale\": hedge the slow tail, not the usual spread, within a budget.",
+		Constants:  []Constant{{"AdaptiveMargin", AdaptiveMargin}, {"MinSamples", MinSamples}},
+		Settings:   []string{"hedge.after", "hedge.model", "hedge.budget", "hedge.initial"},
+		Unmeasured: "a feature: off unless `hedge.after` is set (the hedge benchmark measures it)",
 	},
 	{
 		Name: RuleOverdue, Moment: WhileOpen,
@@ -358,6 +370,7 @@ var Rules = []Rule{
 			"takes tens of events a second, so the fleet's traffic to it is bounded whatever its size.",
 		Constants: []Constant{{"WorkerLease", WorkerLease}, {"ackKeep", ackKeep},
 			{"fleetReportsPerSecond", fleetReportsPerSecond}, {"fleetReadsPerSecond", fleetReadsPerSecond}},
+		Unmeasured: "how workers share the rules, not a rule of its own (the fleet benchmark measures it)",
 	},
 }
 
@@ -412,4 +425,40 @@ func formatValue(v any) string {
 		return s
 	}
 	return fmt.Sprint(v)
+}
+
+// RuleSet is names as a set.
+func RuleSet(names []RuleName) map[RuleName]bool {
+	set := make(map[RuleName]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return set
+}
+
+// ParseRules reads a comma-separated list of rule names (bench -without),
+// refusing a name no rule has and a rule whose removal is not measured
+// (Rule.Unmeasured).
+func ParseRules(list string) ([]RuleName, error) {
+	var names []RuleName
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		i := slices.IndexFunc(Rules, func(r Rule) bool { return string(r.Name) == f })
+		switch {
+		case i < 0:
+			var all []string
+			for _, r := range Rules {
+				if r.Unmeasured == "" {
+					all = append(all, string(r.Name))
+				}
+			}
+			return nil, fmt.Errorf("no guard rule %q whose removal can be measured (those: %s)", f, strings.Join(all, ", "))
+		case Rules[i].Unmeasured != "":
+			return nil, fmt.Errorf("rule %s is not removed for a measurement: %s", f, Rules[i].Unmeasured)
+		}
+		names = append(names, RuleName(f))
+	}
+	return names, nil
 }

@@ -162,3 +162,18 @@ func TestPageShowsEveryRuleConstantAndSetting(t *testing.T) {
 		t.Error("a rule reading a setting the policy does not have made a page")
 	}
 }
+
+func TestParseRulesRefusesWhatCannotBeRemoved(t *testing.T) {
+	got, err := ParseRules("breaker, outlier")
+	if err != nil || len(got) != 2 || got[0] != RuleBreaker || got[1] != RuleOutlier {
+		t.Fatalf("ParseRules(breaker, outlier) = %v, %v", got, err)
+	}
+	for in, want := range map[string]string{
+		"breakr":     `no guard rule "breakr" whose removal can be measured`,
+		"capability": "rule capability is not removed for a measurement: correctness",
+	} {
+		if _, err := ParseRules(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseRules(%q) = %v, want an error saying %q", in, err, want)
+		}
+	}
+}

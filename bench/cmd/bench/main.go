@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/durable-llm/durable-llm/internal/progress"
+	"github.com/durable-llm/durable-llm/policies/guard"
 
 	"github.com/durable-llm/durable-llm/bench"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
@@ -61,6 +62,7 @@ type options struct {
 	scaleTokens int
 	storms      []string
 	contenders  []string
+	without     []guard.RuleName
 	short       bool
 	deadline    time.Duration
 	out         string
@@ -119,13 +121,18 @@ func run(args []string) error {
 	fleetSizes := fs.String("fleet-workers", "3,30,100,300", "fleet: fleet sizes to measure, comma-separated")
 	scaleCalls := fs.String("scale-calls", "50,100,300", "stream-scale: calls at once to measure, comma-separated")
 	scaleTokens := fs.Int("scale-tokens", 400, "stream-scale: tokens of every answer (400: 10 s at llmsim's 40 tokens/s)")
+	without := fs.String("without", "", "storm: guard rules durable-llm's workers do not apply, comma-separated: a rule's removal, measured (never in production)")
 	sweep := addSweepFlags(fs)
 	srvArgs := fs.String("server-args", "", "extra arguments of every benchmark's `temporal server start-dev`, space-separated (e.g. --dynamic-config-value KEY=VALUE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	serverArgs = strings.Fields(*srvArgs)
-	o := options{
+	removed, err := guard.ParseRules(*without)
+	if err != nil {
+		return fmt.Errorf("-without: %w", err)
+	}
+	o := options{without: removed,
 		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
 		short: *short, deadline: *deadline, out: *out,
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
@@ -282,7 +289,7 @@ func runStorms(ctx context.Context, o options) error {
 			return err
 		}
 		date := time.Now()
-		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: display, Meter: display})
+		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: display, Meter: display, Without: o.without})
 		_ = srv.Stop()
 		if err != nil {
 			return err
