@@ -71,6 +71,9 @@ const (
 	NameDurable  = "durable-llm"
 	// NameDurableDoor is durable-llm through the front door.
 	NameDurableDoor = "durable-llm, front door"
+	// NameDurableDoorEager is the front door with a worker in its process
+	// (starter serve --worker): its calls start eagerly.
+	NameDurableDoorEager = "durable-llm, front door + worker (eager start)"
 	NameDurable3    = "durable-llm, 3 workers"
 	// NameDurableAnthropic is durable-llm with its ladder on Anthropic's wire.
 	NameDurableAnthropic = "durable-llm, Anthropic wire"
@@ -395,6 +398,10 @@ type DurableOptions struct {
 	Name, About string
 	// Without are guard rules the workers do not apply (bench -without).
 	Without []guard.RuleName
+	// EagerStart starts calls with Temporal's Eager Workflow Start
+	// (llmclient.Client.EagerStart): the worker is in the caller's
+	// process, on the same Temporal client.
+	EagerStart bool
 }
 
 // durablePath is res's attempts and reason in a line.
@@ -489,7 +496,11 @@ tenants: [{name: bench, tokens: [`+frontDoorToken+`]}]
 		answered := len(resp.Choices) > 0 && resp.Choices[0].Message.Content != ""
 		return Result{Key: key, Answered: answered, ByModel: answered}
 	}
-	return &Contender{Name: NameDurableDoor, About: "the same through the front door (POST /v1/chat/completions) with go-openai", Call: call,
+	name, about := NameDurableDoor, "the same through the front door (POST /v1/chat/completions) with go-openai"
+	if o.EagerStart {
+		name, about = NameDurableDoorEager, "the same, the door starting its calls eagerly on the worker in its process (starter serve --worker)"
+	}
+	return &Contender{Name: name, About: about, Call: call,
 		Close: func() { stop(); closeIdle() }}, nil
 }
 
@@ -544,7 +555,7 @@ func startDurableWorker(c client.Client, baseURL string, o DurableOptions) (*llm
 		}
 		workers = append(workers, w)
 	}
-	return &llmclient.Client{Temporal: c, TaskQueue: tq}, cfg, stop, nil
+	return &llmclient.Client{Temporal: c, TaskQueue: tq, EagerStart: o.EagerStart}, cfg, stop, nil
 }
 
 // serveFrontDoor serves the front door for tenants, in front of lc's

@@ -61,6 +61,15 @@ type Client struct {
 	// Defaults config.DefaultReplayWindow (60 s) and DefaultKeyWindow
 	// (24 h); the front door sets the policy's idempotency section.
 	ReplayWindow, KeyWindow time.Duration
+	// EagerStart asks the server to hand a call's first workflow task
+	// back with the start's answer, to a worker of Temporal in this
+	// process (Temporal's Eager Workflow Start): set it where a worker
+	// for TaskQueue was built on Temporal, this same client, so that the
+	// call never waits for a poll. Begin uses it (Call's update-with-start
+	// cannot). Without such a worker, or where the server does not offer
+	// it, the start is an ordinary one. A worker that dies holding the
+	// task loses nothing: the task times out and another worker runs it.
+	EagerStart bool
 }
 
 // window is how long req's completed call answers a duplicate of it.
@@ -249,6 +258,7 @@ func (c *Client) Begin(ctx context.Context, req workflows.CallRequest) (client.W
 	// started anew.
 	opts.WorkflowIDConflictPolicy = enumspb.WORKFLOW_ID_CONFLICT_POLICY_FAIL
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	opts.EnableEagerStart = c.EagerStart
 	run, err := c.Temporal.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, req)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) && c.expired(ctx, id, req) {

@@ -46,6 +46,7 @@ func serve(ctx context.Context, args []string, out io.Writer) error {
 	perClient := fs.Int("max-conns-per-client", defaultMaxConnsPerClient, "most connections open at once from one client address that are idle or serve a request without a valid token (those serving a tenant's request are the tenant's limits' to govern); beyond, its longest idle one is closed, else a request without a token is answered 429 (env FRONTDOOR_MAX_CONNS_PER_CLIENT)")
 	bodyTimeout := fs.Duration("body-timeout", 30*time.Second, "most time a request's body may take to arrive; slower: 408, connection closed")
 	metricsAddr := fs.String("metrics-addr", serveEnv("FRONTDOOR_METRICS_ADDR", "127.0.0.1:9465"), "address of the front door's Prometheus /metrics, apart from the door's own (env FRONTDOOR_METRICS_ADDR; empty: off)")
+	withWorker := fs.Bool("worker", os.Getenv("FRONTDOOR_WORKER") == "1", "also run a worker for the task queue in this process, on the door's Temporal client, and start calls with Temporal's Eager Workflow Start: a call's first workflow task comes back with the start instead of waiting for a poll (env FRONTDOOR_WORKER=1; needs Temporal reachable at start; not with worker versioning, which an eager start does not follow)")
 	drain := fs.String("drain", serveEnv("FRONTDOOR_DRAIN", "10s"), "on SIGTERM or Ctrl-C, how long the requests being served (streams included) may take to end before their connections are closed (env FRONTDOOR_DRAIN)")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: starter serve [--addr 127.0.0.1:8080] [--policy FILE] [--tokens FILE]
@@ -155,10 +156,24 @@ client of the deployment); without it serve listens only on loopback.
 	}
 	cancel()
 
+	if *withWorker {
+		// The door's worker: the same client, so that the server hands a
+		// call's first workflow task to it with the start's answer. It
+		// stops after the door has drained (deferred before the door's
+		// shutdown runs, so after it).
+		w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: *taskQueue, Namespace: opts.Namespace, Logger: logger})
+		if err == nil {
+			err = w.Start()
+		}
+		if err != nil {
+			return fmt.Errorf("serve --worker: %w", err)
+		}
+		defer w.Stop()
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	h, err := frontdoor.New(frontdoor.Options{
-		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits,
+		Client: &llmclient.Client{Temporal: c, TaskQueue: *taskQueue, Namespace: opts.Namespace, Limits: cfg.Limits, EagerStart: *withWorker,
 			IDs: ids, Deadline: cfg.Call.Deadline.D(), ReplayWindow: cfg.Idempotency.ReplayWindow.D(), KeyWindow: cfg.Idempotency.KeyWindow.D()},
 		Tenants: tenants, Config: cfg, DataConverter: opts.DataConverter, KeepAlive: *keepAlive, BodyTimeout: *bodyTimeout,
 		Logger: logger, Metrics: reg,
@@ -181,8 +196,12 @@ client of the deployment); without it serve listens only on loopback.
 	for i, m := range cfg.Models {
 		models[i] = m.Name
 	}
-	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections, %d per client address)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s\n  metrics: %s; drain on stop: %s\n",
-		ln.Addr(), *maxConns, *perClient, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue,
+	worker := ""
+	if *withWorker {
+		worker = " (and a worker of it in this process: calls start eagerly)"
+	}
+	fmt.Fprintf(out, "front door listening on http://%s/v1 (at most %d connections, %d per client address)\n  tenants: %s (%d tokens)\n  models:  %s (policy %s)\n  temporal: %s, task queue %s%s\n  metrics: %s; drain on stop: %s\n",
+		ln.Addr(), *maxConns, *perClient, strings.Join(tenants.Names(), ", "), tenants.Len(), strings.Join(models, ", "), cfg.Source, hostPort, *taskQueue, worker,
 		metricsAt.describe(), drainFor)
 	for _, name := range tenants.Names() {
 		l := tenants.Limits(name)

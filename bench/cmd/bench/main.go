@@ -325,9 +325,14 @@ func runOverhead(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() { _ = srv.Stop() }()
+	pid, err := bench.DevServerPID(srv.FrontendHostPort())
+	if err != nil {
+		fmt.Fprintf(display, "bench: overhead — server CPU per call not measured: %v\n", err)
+	}
 	date := time.Now()
 	rep, err := bench.RunOverhead(ctx, bench.OverheadOptions{
 		Temporal: srv.Client(), Calls: o.calls, Concurrency: o.conc, Window: o.window, Progress: display, Meter: display,
+		ServerPID: pid,
 	})
 	if err != nil {
 		return err
