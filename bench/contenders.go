@@ -74,7 +74,7 @@ const (
 	// NameDurableDoorEager is the front door with a worker in its process
 	// (starter serve --worker): its calls start eagerly.
 	NameDurableDoorEager = "durable-llm, front door + worker (eager start)"
-	NameDurable3    = "durable-llm, 3 workers"
+	NameDurable3         = "durable-llm, 3 workers"
 	// NameDurableAnthropic is durable-llm with its ladder on Anthropic's wire.
 	NameDurableAnthropic = "durable-llm, Anthropic wire"
 	NameDirect           = "direct go-openai"
