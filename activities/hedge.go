@@ -153,37 +153,24 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 		*why = "cut: no first token within first_token_timeout"
 		return false, 0
 	}
-	if in.Grace > 0 && !deadline.IsZero() {
-		// deadline includes the grace: the request is cut there, where
-		// the fallback's FallbackTime begins.
-		if !now.Before(deadline) {
-			*why = "cut: no first token by the attempt's deadline"
-			return false, 0
-		}
-		defer func() {
-			if wait && (recheck <= 0 || recheck > deadline.Sub(now)) {
-				recheck = deadline.Sub(now)
-			}
-		}()
-	}
+	o := guard.Overdue{Since: since, Deadline: deadline, Grace: in.Grace > 0, StopsOnDisconnect: m.StopsOnDisconnect,
+		MayRace: in.HedgeOverdue && ann != nil && ann.notesLeft()}
 	if m.StopsOnDisconnect && !deadline.IsZero() {
-		if p90, n, where := a.firstTokenP90(m.Name); n >= guard.MinSamples && since.Add(p90).After(deadline) {
-			*why = fmt.Sprintf("cut: %s's p90 time to first token %s (%d %s) would pass the attempt's deadline, and its server stops on disconnect",
-				m.Name, callstate.FormatDuration(p90), n, where)
-			return false, 0
-		}
+		o.Model = m.Name
+		o.P90, o.Samples, o.Where = a.firstTokenP90(m.Name)
+	}
+	v := guard.Open(o, now)
+	if v.Cut {
+		*why = v.Why
+		return false, 0
 	}
 	a.outliers.Overdue(m.Capacity(), since, now, a.rand())
-	if !in.HedgeOverdue || ann == nil || !ann.notesLeft() {
-		if m.StopsOnDisconnect {
-			return true, guard.OverdueRecheck
+	if v.Race {
+		if models, reason := a.sooner(in, m, since, now); len(models) > 0 {
+			ann.overdue(models, reason, now)
 		}
-		return true, 0
 	}
-	if models, reason := a.sooner(in, m, since, now); len(models) > 0 {
-		ann.overdue(models, reason, now)
-	}
-	return true, guard.OverdueRecheck
+	return true, v.Recheck
 }
 
 // sooner lists the models where a hedge of attempt in on m, sent at

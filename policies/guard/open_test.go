@@ -1,0 +1,49 @@
+package guard
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOpenNamesTheRuleThatKeepsOrCutsARequest(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(9 * time.Second) // past an 8 s first-token timeout
+	due := t0.Add(15 * time.Second)
+	for _, c := range []struct {
+		name    string
+		o       Overdue
+		cut     bool
+		rule    RuleName
+		race    bool
+		recheck time.Duration
+	}{
+		{"kept, nothing to ask: looked at again only at its end", Overdue{Since: t0}, false, RuleOverdue, false, 0},
+		{"kept and raced while notes are left", Overdue{Since: t0, MayRace: true}, false, RuleOverdue, true, OverdueRecheck},
+		{"within the grace, looked at again at its deadline", Overdue{Since: t0, Deadline: now.Add(100 * time.Millisecond), Grace: true},
+			false, RuleOverdue, false, 100 * time.Millisecond},
+		{"a race's recheck never passes the deadline", Overdue{Since: t0, Deadline: now.Add(100 * time.Millisecond), Grace: true, MayRace: true},
+			false, RuleOverdue, true, 100 * time.Millisecond},
+		{"cut where the fallback's time begins", Overdue{Since: t0, Deadline: now, Grace: true, MayRace: true}, true, RuleGrace, false, 0},
+		{"a deadline without grace is the timeout's: not cut here", Overdue{Since: t0, Deadline: now}, false, RuleOverdue, false, 0},
+		{"stops on disconnect, p90 past the deadline: cut to free the slot",
+			Overdue{Since: t0, Deadline: due, StopsOnDisconnect: true, Model: "m", P90: 16 * time.Second, Samples: MinSamples, Where: "on this worker"},
+			true, RuleGrace, false, 0},
+		{"too few samples to trust the p90: kept, rechecked",
+			Overdue{Since: t0, Deadline: due, StopsOnDisconnect: true, P90: 16 * time.Second, Samples: MinSamples - 1},
+			false, RuleOverdue, false, OverdueRecheck},
+		{"stops on disconnect, p90 within the deadline: kept, rechecked",
+			Overdue{Since: t0, Deadline: due, StopsOnDisconnect: true, P90: 10 * time.Second, Samples: MinSamples},
+			false, RuleOverdue, false, OverdueRecheck},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			v := Open(c.o, now)
+			if v.Cut != c.cut || v.Rule != c.rule || v.Race != c.race || v.Recheck != c.recheck {
+				t.Fatalf("Open = %+v, want cut %v rule %s race %v recheck %v", v, c.cut, c.rule, c.race, c.recheck)
+			}
+			if v.Cut != strings.HasPrefix(v.Why, "cut: ") {
+				t.Errorf("a cut says why, and only a cut: %q", v.Why)
+			}
+		})
+	}
+}
