@@ -204,6 +204,10 @@ func (c StormCase) ReachSchedule() (ReachSchedule, bool) {
 			hit = append(hit, m)
 		}
 		slowed = append(slowed, hit...)
+		for m := range p.RateLimit {
+			// A limit refuses a share of the model's requests.
+			hit, partial = append(hit, m), true
+		}
 		for _, f := range p.Faults {
 			rf, known := reachFaults[f.Kind]
 			if !known || f.First > 0 || kinds > 0 && rf != kind {

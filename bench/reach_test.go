@@ -107,7 +107,7 @@ func TestReach(t *testing.T) {
 // its exact counts on three of them (deadline 20 s).
 func TestStormCaseReach(t *testing.T) {
 	want := map[string]bool{"spike": true, "vllm": true, "metastable": true, "hang": true, "429": false, "5xx": false,
-		"slow": false, "flap": true, "flap5": true, "two": true, "queuefull": true, "sporadic": false}
+		"slow": false, "flap": true, "flap5": true, "two": true, "queuefull": true, "limit": true, "sporadic": false}
 	for _, name := range StormCaseNames {
 		c, err := LoadStormCase(name, 20*time.Second, false)
 		if err != nil {
@@ -126,7 +126,7 @@ func TestStormCaseReach(t *testing.T) {
 			t.Errorf("storm %s: %d calls", name, len(reach))
 		}
 		switch name {
-		case "two", "queuefull", "spike", "vllm", "metastable":
+		case "two", "queuefull", "spike", "vllm", "metastable", "limit":
 			// A healthy model on the ladder serves every call.
 			if n != len(reach) || w != len(reach) {
 				t.Errorf("storm %s: %d and %d of %d calls", name, n, w, len(reach))

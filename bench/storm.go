@@ -153,11 +153,11 @@ func (c StormCase) FaultEnds() []FaultEnd {
 
 // sick reports a phase with faults or a changed latency.
 func sick(p llmsim.Phase) bool {
-	return len(p.Faults) > 0 || p.Latency != nil || len(p.ModelLatency) > 0
+	return len(p.Faults) > 0 || p.Latency != nil || len(p.ModelLatency) > 0 || len(p.RateLimit) > 0
 }
 
 // StormCaseNames lists the storm cases in the order they run.
-var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "sporadic"}
+var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "limit", "sporadic"}
 
 var stormTitles = map[string]string{
 	"spike":      "Storm — a 5-second upstream latency spike",
@@ -173,6 +173,7 @@ var stormTitles = map[string]string{
 	"queuefull":  "Storm — queue_full on the primary model, the smaller one healthy",
 	"sporadic":   "Storm — sporadic faults for the whole run: 5 % of requests hang or get a 502",
 	"overloaded": "Storm — Anthropic's overload: 529 overloaded_error and overloaded streams on the primary model",
+	"limit":      "Storm — a quota runs short: the primary model's rate limit falls to 3 requests/s for 10 s",
 }
 
 // secondEndpoint are the models each case serves from a second endpoint.
@@ -180,7 +181,12 @@ var secondEndpoint = map[string][]string{"two": {"qwen-14b", "llama-8b"}}
 
 // sickCapacity are the struck models of each case whose models have a
 // capacity each (StormCase.SickCapacity).
-var sickCapacity = map[string][]string{"overloaded": {"qwen-72b"}}
+var sickCapacity = map[string][]string{"overloaded": {"qwen-72b"}, "limit": {"qwen-72b"}}
+
+// perModelLimits are the cases whose upstream limits each model apart, as
+// providers do: durable-llm's policy says so (rate_limit_scope model), as
+// an operator's would.
+var perModelLimits = map[string]bool{"limit": true}
 
 // Endpoint names of the storm reports.
 const (
@@ -458,6 +464,9 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 		do := DurableOptions{Deadline: c.Deadline, Without: o.Without, Mutate: func(cfg *config.Config) {
 			for i := range cfg.Models {
 				cfg.Models[i].BaseURL = c.ModelURL(cfg.Models[i].BaseURL, cfg.Models[i].Name)
+				if perModelLimits[c.Name] {
+					cfg.Models[i].RateLimitScope = config.ScopeModel
+				}
 				if stops {
 					// The operator of a server that stops on disconnect
 					// says so in the policy, as for vLLM.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -305,5 +306,64 @@ func TestRateLimitPerKey(t *testing.T) {
 	clk.Advance(time.Second)
 	if err := call(a); err != nil {
 		t.Fatalf("key a after the refill: %v", err)
+	}
+}
+
+// TestPhaseRateLimit: a phase's rate_limit replaces the named model's
+// limit while it lasts (a bucket of its own, one second of the rate), and
+// leaves the other models and the other phases alone.
+func TestPhaseRateLimit(t *testing.T) {
+	clk := newFakeClock()
+	srv := startScenario(t, `
+models: [{name: m, ttft: 0s, itl: 0s}, {name: n, ttft: 0s, itl: 0s}]
+phases:
+  - {name: healthy, duration: 10s}
+  - {name: quota, duration: 10s, rate_limit: {m: 2}}
+  - {name: recovered}
+`, llmsim.Options{Clock: clk.Now})
+	cl, _ := goClient(srv, 5*time.Second)
+	call := func(model string) error {
+		_, err := cl.CreateChatCompletion(context.Background(), ask(model, "q"))
+		return err
+	}
+	for i := range 5 {
+		if err := call("m"); err != nil {
+			t.Fatalf("healthy, request %d: %v", i, err)
+		}
+	}
+	clk.Advance(10 * time.Second)
+	for i := range 2 {
+		if err := call("m"); err != nil {
+			t.Fatalf("in the phase, request %d within the limit: %v", i, err)
+		}
+	}
+	apiError(t, call("m"), 429, "rate_limit_exceeded")
+	for i := range 5 {
+		if err := call("n"); err != nil {
+			t.Fatalf("the other model, request %d: %v", i, err)
+		}
+	}
+	clk.Advance(500 * time.Millisecond)
+	if err := call("m"); err != nil {
+		t.Fatalf("after the refill: %v", err)
+	}
+	clk.Advance(10 * time.Second)
+	for i := range 5 {
+		if err := call("m"); err != nil {
+			t.Fatalf("recovered, request %d: %v", i, err)
+		}
+	}
+	if st := srv.Stats(); st.Faults["rate_limited"] != 1 {
+		t.Errorf("rate_limited %d, want 1", st.Faults["rate_limited"])
+	}
+}
+
+func TestPhaseRateLimitNamesABadModel(t *testing.T) {
+	_, err := llmsim.ParseScenario([]byte(`
+models: [{name: m}]
+phases: [{name: p, rate_limit: {mm: 2, m: 0}}]
+`), "s.yaml")
+	if err == nil || !strings.Contains(err.Error(), `rate_limit.mm: unknown model "mm"`) || !strings.Contains(err.Error(), "rate_limit.m: want requests per second above 0") {
+		t.Fatalf("err = %v", err)
 	}
 }

@@ -67,6 +67,18 @@ func (s *Sim) limiter(m ModelSpec, model, key string, now time.Time) *tokenBucke
 	return b
 }
 
+// phaseLimiter is the bucket of phase i's rate limit r on model, made
+// full at its first request (Phase.RateLimit).
+func (s *Sim) phaseLimiter(i int, model string, r float64, now time.Time) *tokenBucket {
+	id := model + "\x00phase" + strconv.Itoa(i)
+	b := s.limiters[id]
+	if b == nil {
+		b = newTokenBucket(r, max(1, int(r)), now)
+		s.limiters[id] = b
+	}
+	return b
+}
+
 func (s *Sim) plan(arrival time.Time, model, key, conv string, attempt int, dirs []Directive) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -108,7 +120,13 @@ func (s *Sim) plan(arrival time.Time, model, key, conv string, attempt int, dirs
 		break
 	}
 	if p.fault.Kind == FaultNone {
-		if b := s.limiter(m, model, key, arrival); b != nil {
+		b := s.limiter(m, model, key, arrival)
+		if sp != nil {
+			if r, ok := sp.phase.RateLimit[model]; ok {
+				b = s.phaseLimiter(sp.index, model, r, arrival)
+			}
+		}
+		if b != nil {
 			if ok, wait := b.take(arrival); !ok {
 				p.fault = FaultSpec{Kind: FaultRateLimited, RetryAfter: Duration(max(wait.Round(time.Millisecond), time.Millisecond)), RetryHeader: RetryHeaderBoth}
 				p.source = "rate_limit"

@@ -136,6 +136,13 @@ type Phase struct {
 	// ModelLatency replaces the time to first token of the named models (it wins
 	// over Latency).
 	ModelLatency map[string]Latency `json:"model_latency,omitempty" yaml:"model_latency,omitempty"`
+	// RateLimit replaces the named models' gateway rate limit (requests
+	// per second) in this phase, as when another workload takes most of a
+	// provider's quota: a token bucket of the phase's own, full at the
+	// phase's start, as large as one second of the rate (at least 1); one
+	// bucket for every caller. Beyond it requests get 429 rate_limited
+	// with Retry-After and x-ratelimit-* headers.
+	RateLimit map[string]float64 `json:"rate_limit,omitempty" yaml:"rate_limit,omitempty"`
 	// Faults are tried in order for each request: latency rules that fire
 	// add up; the first other rule that fires decides the answer.
 	Faults []FaultSpec `json:"faults,omitempty" yaml:"faults,omitempty"`
@@ -428,6 +435,14 @@ func (sc *Scenario) resolve() (*resolved, error) {
 			}
 			p.ModelLatency[name].validate(f+".model_latency."+name, errs)
 		}
+		for _, name := range keys(p.RateLimit) {
+			switch {
+			case !known[name]:
+				errs.add(f+".rate_limit."+name, "unknown model %q%s", name, suggest(name, keys(known)))
+			case p.RateLimit[name] <= 0:
+				errs.add(f+".rate_limit."+name, "want requests per second above 0, got %v", p.RateLimit[name])
+			}
+		}
 		for j, fs := range p.Faults {
 			fs.validate(fmt.Sprintf("%s.faults[%d]", f, j), known, errs)
 		}
@@ -661,6 +676,16 @@ func (sc *Scenario) RenameModels(names []string) error {
 				ml[k] = v
 			}
 			p.ModelLatency = ml
+		}
+		if len(p.RateLimit) > 0 {
+			rl := make(map[string]float64, len(p.RateLimit))
+			for k, v := range p.RateLimit {
+				if n, ok := rename[k]; ok {
+					k = n
+				}
+				rl[k] = v
+			}
+			p.RateLimit = rl
 		}
 	}
 	return sc.Validate()
