@@ -326,10 +326,7 @@ func firstRequest(in PrepareInput, st callstate.State) bool {
 // breaker between planning and sending (breaker_open, the one class an
 // attempt ends in without a request), so that its next request is still
 // its first. Not for a hedge (its primary is in flight) or a step of a
-// step-by-step answer. Before, such a call was charged a retry: in the
-// 5 s flap with three workers, with the budget spent, calls started in
-// up windows that had sent nothing waited out call.max_wait and took the
-// FAQ.
+// step-by-step answer.
 func unsent(in PrepareInput, st callstate.State) bool {
 	if in.Only || in.Request.Step != 0 || st.Requests == 0 {
 		return false

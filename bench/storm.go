@@ -380,6 +380,9 @@ type StormOptions struct {
 	// Without are guard rules durable-llm's workers do not apply: a
 	// rule's removal, measured (docs/benchmarks.md "What each rule earns").
 	Without []guard.RuleName
+	// Scope, when set, is durable-llm's rate_limit_scope for every model
+	// (what its guard counts as one capacity: config.ModelConfig.Capacity).
+	Scope config.RateLimitScope
 }
 
 // StormRun is one contender's run of a storm case.
@@ -466,6 +469,9 @@ func stormContender(c StormCase, key, baseURL string, o StormOptions) (*Contende
 				cfg.Models[i].BaseURL = c.ModelURL(cfg.Models[i].BaseURL, cfg.Models[i].Name)
 				if perModelLimits[c.Name] {
 					cfg.Models[i].RateLimitScope = config.ScopeModel
+				}
+				if o.Scope != "" {
+					cfg.Models[i].RateLimitScope = o.Scope
 				}
 				if stops {
 					// The operator of a server that stops on disconnect

@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/durable-llm/durable-llm/internal/progress"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/guard"
 
 	"github.com/durable-llm/durable-llm/bench"
@@ -63,6 +64,7 @@ type options struct {
 	storms      []string
 	contenders  []string
 	without     []guard.RuleName
+	scope       config.RateLimitScope
 	short       bool
 	deadline    time.Duration
 	out         string
@@ -122,6 +124,7 @@ func run(args []string) error {
 	scaleCalls := fs.String("scale-calls", "50,100,300", "stream-scale: calls at once to measure, comma-separated")
 	scaleTokens := fs.Int("scale-tokens", 400, "stream-scale: tokens of every answer (400: 10 s at llmsim's 40 tokens/s)")
 	without := fs.String("without", "", "storm: guard rules durable-llm's workers do not apply, comma-separated: a rule's removal, measured (never in production)")
+	scope := fs.String("rate-limit-scope", "", "storm: durable-llm's rate_limit_scope for every model (endpoint, key, model, auto; default the policy's and the case's)")
 	sweep := addSweepFlags(fs)
 	srvArgs := fs.String("server-args", "", "extra arguments of every benchmark's `temporal server start-dev`, space-separated (e.g. --dynamic-config-value KEY=VALUE)")
 	if err := fs.Parse(args); err != nil {
@@ -132,7 +135,7 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf("-without: %w", err)
 	}
-	o := options{without: removed,
+	o := options{without: removed, scope: config.RateLimitScope(*scope),
 		benches: split(*benches), storms: split(*storms), contenders: split(*contenders),
 		short: *short, deadline: *deadline, out: *out,
 		command: strings.TrimSpace("go run ./bench/cmd/bench " + strings.Join(withoutOut(args), " ")),
@@ -289,7 +292,7 @@ func runStorms(ctx context.Context, o options) error {
 			return err
 		}
 		date := time.Now()
-		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: display, Meter: display, Without: o.without})
+		rep, err := bench.RunStorm(ctx, c, bench.StormOptions{Temporal: srv.Client(), Contenders: o.contenders, Progress: display, Meter: display, Without: o.without, Scope: o.scope})
 		_ = srv.Stop()
 		if err != nil {
 			return err
