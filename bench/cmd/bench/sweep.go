@@ -66,7 +66,7 @@ func runSweep(ctx context.Context, o options, f sweepFlags) (err error) {
 			return err
 		}
 		out, err := bench.RunSweepShape(ctx, s, bench.SweepOptions{
-			StormOptions: bench.StormOptions{Temporal: srv.Client(), Progress: display, Meter: display}, Params: params,
+			StormOptions: bench.StormOptions{Temporal: srv.Client(), Progress: display, Meter: display, Without: o.without, Scope: o.scope}, Params: params,
 			CallsDir: filepath.Join(dir, "calls")})
 		_ = srv.Stop()
 		if err != nil {
