@@ -49,8 +49,8 @@ func Open(o Overdue, now time.Time) OpenVerdict {
 	}
 	if o.StopsOnDisconnect && bounded && o.Samples >= MinSamples && o.Since.Add(o.P90).After(o.Deadline) {
 		return OpenVerdict{Cut: true, Rule: RuleGrace, Why: fmt.Sprintf(
-			"cut: %s's p90 time to first token %s (%d %s) would pass the attempt's deadline, and its server stops on disconnect",
-			o.Model, o.P90.Round(time.Millisecond), o.Samples, o.Where)}
+			"cut: %s's p90 time to first token %.2f s (%d %s) would pass the attempt's deadline, and its server stops on disconnect",
+			o.Model, o.P90.Seconds(), o.Samples, o.Where)}
 	}
 	v := OpenVerdict{Rule: RuleOverdue, Race: o.MayRace}
 	if o.MayRace || o.StopsOnDisconnect {
