@@ -403,7 +403,7 @@ func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, s
 		canWait -= firstTokenTime(m)
 	}
 	step := min(guard.RecheckMin+time.Duration(a.rand()*float64(guard.RecheckSpread)), left, canWait)
-	if len(ejected) > 0 && canWait-step < guard.LastChance {
+	if len(ejected) > 0 && canWait-step < guard.LastChance && !a.without[guard.RuleLastChance] {
 		// The last recheck lands just inside guard.LastChance of the end of
 		// the wait, where outlier lets the call's one request go: as
 		// early as it can, so a timer that fires late still finds time.
@@ -463,7 +463,7 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 		return false, false, true, false, ""
 	}
 	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if alt == "" && canWait < guard.LastChance {
+	if alt == "" && canWait < guard.LastChance && !a.without[guard.RuleLastChance] {
 		// Its wait ends: the call's request to this endpoint goes, as
 		// late as it can still answer (callstate.LastChance), when the
 		// refusal is likeliest over; the worker times that last stretch,

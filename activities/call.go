@@ -99,7 +99,7 @@ func (a *Activities) attemptModel(in CallInput) (config.ModelConfig, CallOutcome
 		return m, CallOutcome{}, invalid(fmt.Errorf("key %q is not in the pool of %s", key, m.Name))
 	}
 	m = m.WithKey(key) // its key, its client, its rate-limit holds
-	if !a.breakers.Admit(m.Name, a.now()) && !in.PastOpen {
+	if !a.breakers.Admit(m.Name, a.now()) && !in.PastOpen && !a.without[guard.RuleBreaker] {
 		out := CallOutcome{Class: failure.BreakerOpen, NotSent: true, Reason: fmt.Sprintf("breaker of %s open: no upstream call made", m.Name)}
 		a.metrics.Attempt(m.Name, string(failure.BreakerOpen), 0)
 		return m, out, temporal.NewApplicationErrorWithOptions(out.Reason, string(failure.BreakerOpen),

@@ -9,6 +9,7 @@ import (
 	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/policies/failure"
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // blamesRequest reports whether a failure says more about the request than
@@ -80,7 +81,7 @@ func (a *Activities) headroom(m config.ModelConfig, h http.Header) {
 		}
 	}
 	for _, l := range limits {
-		if l.spent && l.reset > 0 {
+		if l.spent && l.reset > 0 && !a.without[guard.RuleBackpressure] {
 			a.holds.Hold(m.Scope(m.RateLimitScope), now, min(l.reset, a.cfg.Backoff.RetryAfterCap.D()))
 		}
 	}

@@ -1,10 +1,17 @@
 package activities
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
@@ -52,4 +59,51 @@ func goName(n guard.RuleName) string {
 		b.WriteString(strings.ToUpper(part[:1]) + part[1:])
 	}
 	return b.String()
+}
+
+// TestWithoutARuleNothingOfItActs: a rule removed for a measurement is
+// removed wherever it acts, not only where a walk weighs it. Without
+// breaker, an attempt planned on an open breaker is sent; without
+// backpressure, a response whose x-ratelimit-* headers say nothing is
+// left holds no scope (with the rule, it does).
+func TestWithoutARuleNothingOfItActs(t *testing.T) {
+	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		reply.serve(w, r)
+	}))
+	defer srv.Close()
+	cfg := slowFirstTokenActivities(t, srv.URL).cfg
+	a, err := New(Options{Config: cfg, Without: []guard.RuleName{guard.RuleBreaker, guard.RuleBackpressure}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := cfg.Models[0]
+	a.breakers.Trip(m.Name, time.Now())
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	prep, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil || prep.Model != m.Name || prep.PastOpen {
+		t.Fatalf("without the breaker rule the walk takes %s as if closed: got %q (past open %v), %v", m.Name, prep.Model, prep.PastOpen, err)
+	}
+	in := CallInput{Request: firstPrepare().Request, Model: prep.Model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second}
+	if _, err := env.ExecuteActivity(a.CallModel, in); err != nil || requests.Load() != 1 {
+		t.Fatalf("without the breaker rule, an attempt on an open breaker: %v, %d requests; want it sent", err, requests.Load())
+	}
+
+	spent := http.Header{}
+	spent.Set("x-ratelimit-limit-requests", "10")
+	spent.Set("x-ratelimit-remaining-requests", "0")
+	spent.Set("x-ratelimit-reset-requests", "5s")
+	a.headroom(m, spent)
+	if left := a.holds.Left(m.Scope(m.RateLimitScope), time.Now()); left != 0 {
+		t.Errorf("without backpressure, spent headers held %s for %s", m.Name, left)
+	}
+	with := slowFirstTokenActivities(t, srv.URL)
+	with.headroom(m, spent)
+	if left := with.holds.Left(m.Scope(m.RateLimitScope), time.Now()); left <= 0 {
+		t.Errorf("with backpressure, spent headers held nothing: the test shows nothing")
+	}
 }

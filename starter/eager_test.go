@@ -19,6 +19,7 @@ import (
 
 	"github.com/durable-llm/durable-llm/frontdoor"
 	"github.com/durable-llm/durable-llm/llmsim"
+	"github.com/durable-llm/durable-llm/policies/config"
 	"github.com/durable-llm/durable-llm/testkit/rig"
 	"github.com/durable-llm/durable-llm/testkit/testenv"
 	"github.com/durable-llm/durable-llm/workflows"
@@ -75,6 +76,9 @@ func TestIntegrationDoorWithWorkerKilledMidCall(t *testing.T) {
 		require.NoError(t, err)
 		if a := ev.GetWorkflowTaskStartedEventAttributes(); a != nil {
 			taskBy = append(taskBy, a.GetIdentity())
+		}
+		if a := ev.GetWorkflowExecutionStartedEventAttributes(); a != nil {
+			require.True(t, a.GetEagerExecutionAccepted(), "the door's start was not eager")
 		}
 	}
 	pid := fmt.Sprintf("%d@", door.Process.Pid)
@@ -164,4 +168,22 @@ func startWorkerProc(t *testing.T, env []string) {
 			t.Logf("worker output:\n%s", log.String())
 		}
 	})
+}
+
+func TestDoorWorkerRefusesWhatOnlyTheWorkerCommandDoes(t *testing.T) {
+	none := func(string) string { return "" }
+	cfg := config.DefaultConfig()
+	require.NoError(t, doorWorkerAllowed(cfg, none))
+	shared := config.DefaultConfig()
+	shared.Store.Kind = config.StorePostgres
+	require.ErrorContains(t, doorWorkerAllowed(shared, none), "shares a store")
+	capped := config.DefaultConfig()
+	capped.Spend.DailyCap = 5
+	require.ErrorContains(t, doorWorkerAllowed(capped, none), "caps tenants' spend")
+	require.ErrorContains(t, doorWorkerAllowed(cfg, func(k string) string {
+		if k == "WORKER_DEPLOYMENT" {
+			return "llm"
+		}
+		return ""
+	}), "does not follow worker versioning")
 }

@@ -161,7 +161,11 @@ client of the deployment); without it serve listens only on loopback.
 		// call's first workflow task to it with the start's answer. It
 		// stops after the door has drained (deferred before the door's
 		// shutdown runs, so after it).
-		w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: *taskQueue, Namespace: opts.Namespace, Logger: logger})
+		if err := doorWorkerAllowed(cfg, os.Getenv); err != nil {
+			return err
+		}
+		w, err := llmworker.New(c, llmworker.Options{Config: cfg, TaskQueue: *taskQueue, Namespace: opts.Namespace, Logger: logger,
+			Tracing: traced, Guards: llmworker.GuardOptions{DataConverter: opts.DataConverter}})
 		if err == nil {
 			err = w.Start()
 		}
@@ -226,6 +230,22 @@ client of the deployment); without it serve listens only on loopback.
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// doorWorkerAllowed refuses serve --worker where the worker command does
+// what the door's worker cannot: a shared store (the answer cache and the
+// usage table), spend caps (which meter every attempt of a tenant) and
+// worker versioning (which an eager start does not follow).
+func doorWorkerAllowed(cfg *config.Config, getenv func(string) string) error {
+	switch {
+	case cfg.Store.Shared():
+		return fmt.Errorf("serve --worker: the policy (%s) shares a store (store.kind %s), which only the worker command opens: run the workers with it", cfg.Source, cfg.Store.Kind)
+	case cfg.Spend.Capped():
+		return fmt.Errorf("serve --worker: the policy (%s) caps tenants' spend, which only the worker command meters: run the workers with it", cfg.Source)
+	case getenv("WORKER_DEPLOYMENT") != "":
+		return errors.New("serve --worker: WORKER_DEPLOYMENT is set, and an eager start does not follow worker versioning: run the workers with the worker command")
 	}
 	return nil
 }
