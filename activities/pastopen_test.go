@@ -16,6 +16,20 @@ import (
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
+// answeringUpstream is an upstream that answers every request at once
+// with "Your parcel ships today.", and the requests it has had.
+func answeringUpstream(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	requests := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		reply.serve(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, requests
+}
+
 // TestACallsFirstRequestGoesPastOpenBreakers: every rung's breaker is
 // open. A call first waits for the breakers' trials; its wait spent, its
 // first request still reaches the upstream, at the preferred rung, and is
@@ -24,13 +38,7 @@ import (
 // a flap with the breakers open through the up windows, calls a plain
 // client would have had answered took the FAQ.
 func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
-	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		reply.serve(w, r)
-	}))
-	defer srv.Close()
+	srv, requests := answeringUpstream(t)
 	a := slowFirstTokenActivities(t, srv.URL)
 	now := time.Now()
 	for _, m := range a.cfg.Models {

@@ -3,11 +3,9 @@ package activities
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -67,13 +65,7 @@ func goName(n guard.RuleName) string {
 // backpressure, a response whose x-ratelimit-* headers say nothing is
 // left holds no scope (with the rule, it does).
 func TestWithoutARuleNothingOfItActs(t *testing.T) {
-	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-	var requests atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		reply.serve(w, r)
-	}))
-	defer srv.Close()
+	srv, requests := answeringUpstream(t)
 	cfg := slowFirstTokenActivities(t, srv.URL).cfg
 	a, err := New(Options{Config: cfg, Without: []guard.RuleName{guard.RuleBreaker, guard.RuleBackpressure}})
 	if err != nil {

@@ -667,26 +667,24 @@ func (sc *Scenario) RenameModels(names []string) error {
 				p.Faults[j].Model = n
 			}
 		}
-		if len(p.ModelLatency) > 0 {
-			ml := make(map[string]Latency, len(p.ModelLatency))
-			for k, v := range p.ModelLatency {
-				if n, ok := rename[k]; ok {
-					k = n
-				}
-				ml[k] = v
-			}
-			p.ModelLatency = ml
-		}
-		if len(p.RateLimit) > 0 {
-			rl := make(map[string]float64, len(p.RateLimit))
-			for k, v := range p.RateLimit {
-				if n, ok := rename[k]; ok {
-					k = n
-				}
-				rl[k] = v
-			}
-			p.RateLimit = rl
-		}
+		p.ModelLatency = renameKeys(p.ModelLatency, rename)
+		p.RateLimit = renameKeys(p.RateLimit, rename)
 	}
 	return sc.Validate()
+}
+
+// renameKeys is m with its model names renamed (a name rename lacks
+// stays); nil for an empty m.
+func renameKeys[V any](m map[string]V, rename map[string]string) map[string]V {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		if n, ok := rename[k]; ok {
+			k = n
+		}
+		out[k] = v
+	}
+	return out
 }

@@ -210,16 +210,8 @@ func TestIntegrationKillTheWorkerHoldingTheAttempt(t *testing.T) {
 
 	var holder int
 	require.Eventually(t, func() bool {
-		desc, err := c.DescribeWorkflowExecution(context.Background(), id, "")
-		if err != nil {
-			return false
-		}
-		for _, pa := range desc.GetPendingActivities() {
-			if pa.GetActivityType().GetName() == "CallModel" {
-				holder = identityPID(pa.GetLastWorkerIdentity())
-			}
-		}
-		return holder != 0
+		holder = identityPID(testenv.PendingActivityWorker(context.Background(), c, id, "CallModel"))
+		return holder > 0 // -1 while no worker holds it
 	}, 10*time.Second, 50*time.Millisecond, "no pending CallModel activity with a worker identity")
 	victim, ok := procs[holder]
 	require.True(t, ok, "the attempt is held by pid %d, not one of our workers %v", holder, procs)

@@ -86,15 +86,7 @@ func TestIntegrationDoorWithWorkerKilledMidCall(t *testing.T) {
 	require.True(t, strings.HasPrefix(taskBy[0], pid), "the first workflow task ran in %v, not the door's process %s", taskBy, pid)
 	var attemptBy string
 	require.Eventually(t, func() bool {
-		desc, err := c.DescribeWorkflowExecution(context.Background(), id, "")
-		if err != nil {
-			return false
-		}
-		for _, pa := range desc.GetPendingActivities() {
-			if pa.GetActivityType().GetName() == "CallModel" {
-				attemptBy = pa.GetLastWorkerIdentity()
-			}
-		}
+		attemptBy = testenv.PendingActivityWorker(context.Background(), c, id, "CallModel")
 		return attemptBy != ""
 	}, 10*time.Second, 50*time.Millisecond, "no pending CallModel activity with a worker identity")
 	require.True(t, strings.HasPrefix(attemptBy, pid), "the attempt is held by %s, not the door's process %s", attemptBy, pid)

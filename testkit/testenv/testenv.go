@@ -312,3 +312,19 @@ func WaitServes(t testing.TB, url string) {
 	}
 	t.Fatalf("%s does not serve: %s", url, last)
 }
+
+// PendingActivityWorker is the identity of the worker that last took
+// the call id's pending activity of type activity ("" while none holds
+// one): the process that holds an attempt, as an operator reads it.
+func PendingActivityWorker(ctx context.Context, c client.Client, id, activity string) string {
+	desc, err := c.DescribeWorkflowExecution(ctx, id, "")
+	if err != nil {
+		return ""
+	}
+	for _, pa := range desc.GetPendingActivities() {
+		if pa.GetActivityType().GetName() == activity {
+			return pa.GetLastWorkerIdentity()
+		}
+	}
+	return ""
+}
