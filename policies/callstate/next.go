@@ -673,10 +673,13 @@ func deref(t *float64) float64 {
 }
 
 // FormatDuration prints a duration the way summaries and reasons do
-// ("1.27 s", "200 ms").
+// ("1.27 s", "200 ms"). It reads the whole milliseconds the history
+// records (an attempt's and an event's delay_ms), so a timer's summary
+// and the figure beside it never disagree in the last digit.
 func FormatDuration(d time.Duration) string {
-	if d < time.Second {
-		return fmt.Sprintf("%d ms", d.Milliseconds())
+	ms := d.Milliseconds()
+	if ms < 1000 {
+		return fmt.Sprintf("%d ms", ms)
 	}
-	return fmt.Sprintf("%.2f s", d.Seconds())
+	return fmt.Sprintf("%.2f s", float64(ms)/1000)
 }

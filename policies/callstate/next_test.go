@@ -791,3 +791,28 @@ func TestNextNamesItsRule(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatDurationSaysWhatTheHistoryRecords: a wait's summary is printed
+// from the whole milliseconds its delay_ms records, so an operator reading
+// "hold 1.32 s" beside delay_ms 1325 never sees a different last digit.
+func TestFormatDurationSaysWhatTheHistoryRecords(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{1325*time.Millisecond + 600*time.Microsecond, "1.32 s"}, // rounding the nanoseconds would say 1.33 s
+		{1325 * time.Millisecond, "1.32 s"},
+		{999*time.Millisecond + 999*time.Microsecond, "999 ms"},
+		{time.Second, "1.00 s"},
+		{200 * time.Millisecond, "200 ms"},
+		{0, "0 ms"},
+	} {
+		if got := FormatDuration(c.d); got != c.want {
+			t.Errorf("FormatDuration(%v) = %q, want %q", c.d, got, c.want)
+		}
+		ms := time.Duration(c.d.Milliseconds()) * time.Millisecond
+		if FormatDuration(c.d) != FormatDuration(ms) {
+			t.Errorf("FormatDuration(%v) = %q but its recorded %v reads %q", c.d, FormatDuration(c.d), ms, FormatDuration(ms))
+		}
+	}
+}
