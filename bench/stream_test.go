@@ -56,8 +56,8 @@ func TestStreamBenchmarksIntegration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Rows) != 3 {
-		t.Fatalf("%d rows, want 3", len(rep.Rows))
+	if len(rep.Rows) != len(StreamContenders) {
+		t.Fatalf("%d rows, want %d", len(rep.Rows), len(StreamContenders))
 	}
 	for _, row := range rep.Rows {
 		for i, c := range row.Calls {
@@ -66,8 +66,10 @@ func TestStreamBenchmarksIntegration(t *testing.T) {
 			}
 		}
 	}
-	if _, _, ok := rep.TTFTOverhead(NameStreamClient); !ok {
-		t.Errorf("no TTFT overhead for %s", NameStreamClient)
+	for _, name := range []string{NameStreamClient, NameStreamFrontDoor, NameStreamFrontDoorEager} {
+		if _, _, ok := rep.TTFTOverhead(name); !ok {
+			t.Errorf("no TTFT overhead for %s", name)
+		}
 	}
 	ev, err := RunStreamEvents(ctx, StreamEventsOptions{Temporal: srv.Client(), Intervals: []time.Duration{200 * time.Millisecond}, Calls: 1, Tokens: 40})
 	if err != nil {
