@@ -665,9 +665,9 @@ func (a *Activities) decideNext(ctx context.Context, in DecideInput) (callstate.
 		v.OtherKey = a.otherKey(m, s.Key, now)
 	}
 	step := callstate.Next(a.cfg, s, out, v)
-	if step.Kind == callstate.Fallback && step.NoModel && !a.without[guard.RuleWaitTrials] {
+	if step.Kind == callstate.Fallback && step.NoModel && !a.without[guard.RuleWait] {
 		if step = a.waitForTrials(in, v.Open, v.Spent, step); step.Kind != callstate.Fallback {
-			step.Rule = guard.RuleWaitTrials
+			step.Rule = guard.RuleWait
 		}
 	}
 	if step.BudgetRefused {

@@ -48,10 +48,6 @@ func TestEveryMeasuredRuleCanBeRemoved(t *testing.T) {
 
 // goName is the Go constant's suffix of a rule name: last-chance → LastChance.
 func goName(n guard.RuleName) string {
-	special := map[guard.RuleName]string{guard.RuleWaitTrials: "WaitTrials"}
-	if s, ok := special[n]; ok {
-		return s
-	}
 	var b strings.Builder
 	for part := range strings.SplitSeq(string(n), "-") {
 		b.WriteString(strings.ToUpper(part[:1]) + part[1:])

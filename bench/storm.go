@@ -157,7 +157,7 @@ func sick(p llmsim.Phase) bool {
 }
 
 // StormCaseNames lists the storm cases in the order they run.
-var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "limit", "sporadic"}
+var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "limit", "late", "sporadic"}
 
 var stormTitles = map[string]string{
 	"spike":      "Storm — a 5-second upstream latency spike",
@@ -174,6 +174,7 @@ var stormTitles = map[string]string{
 	"sporadic":   "Storm — sporadic faults for the whole run: 5 % of requests hang or get a 502",
 	"overloaded": "Storm — Anthropic's overload: 529 overloaded_error and overloaded streams on the primary model",
 	"limit":      "Storm — a quota runs short: the primary model's rate limit falls to 3 requests/s for 10 s",
+	"late":       "Storm — answers in the deadline's last 2 s: every model takes 18.3–19.3 s for 10 s",
 }
 
 // secondEndpoint are the models each case serves from a second endpoint.

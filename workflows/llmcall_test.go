@@ -468,7 +468,7 @@ func TestLLMCallPaths(t *testing.T) {
 				for _, a := range res.Attempts[1:] {
 					require.Equal(t, string(guard.RuleBudget), a.Rule, "%s was skipped by the retry budget", a.Model)
 				}
-				require.Equal(t, string(guard.RuleWaitTrials), res.Attempts[0].Rule, "the rule that made the fallback a wait is named")
+				require.Equal(t, string(guard.RuleWait), res.Attempts[0].Rule, "the rule that made the fallback a wait is named")
 				require.Len(t, h.calls, 1, "one upstream request")
 			},
 		},

@@ -405,9 +405,9 @@ type Step struct {
 	// worker may turn it into a wait for the open breakers' trials, as
 	// when every model is open before an attempt.
 	NoModel bool `json:"no_model,omitempty"`
-	// Rule is the guard's rule that made the step (policies/guard.Rules,
-	// moment after an outcome): class (the class's action), backpressure,
-	// class-breaker, budget, wait-for-trials.
+	// Rule is the guard's rule that made the step (policies/guard.Rules):
+	// class (the class's action), backpressure, class-breaker, budget, or
+	// wait when the worker made a fallback for want of a rung a wait.
 	Rule guard.RuleName `json:"rule,omitempty"`
 }
 

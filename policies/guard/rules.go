@@ -28,7 +28,6 @@ const (
 	RuleBlame        RuleName = "blame"
 	RuleBackpressure RuleName = "backpressure"
 	RuleClassBreaker RuleName = "class-breaker"
-	RuleWaitTrials   RuleName = "wait-for-trials"
 	RuleHedge        RuleName = "hedge"
 	RuleOverdue      RuleName = "overdue"
 	RuleGrace        RuleName = "grace"
@@ -263,9 +262,12 @@ var Rules = []Rule{
 			"(keeping a first request's `first_token_timeout` for it while breakers are open), or `call.max_wait` when " +
 			"set; a wait shorter than MinWait is not taken. Released, a call sends only as a probe (rule `outlier`) until one " +
 			"answers; the calls then come back on their own drawn rechecks, and OutlierRefusals refusals in a row eject " +
-			"the endpoint again, so calls go at the pace it accepts.",
-		Principle: "Wait out what ends: a refusal that ends within the deadline is answered by a model, not by the FAQ; " +
-			"drawn rechecks are the jitter that keeps the waiting calls from coming back as a herd.",
+			"the endpoint again, so calls go at the pace it accepts. A failed attempt that leaves the call only rungs " +
+			"behind open breakers or a spent retry budget waits the same way (decisions `wait_for_trials`, " +
+			"`wait_for_budget`), not the fallback.",
+		Principle: "Wait out what ends: a refusal that ends within the deadline (or a breaker that opened between planning " +
+			"and sending) is answered by a model, not by the FAQ; drawn rechecks are the jitter that keeps the waiting calls " +
+			"from coming back as a herd.",
 		Constants: []Constant{{"RecheckMin", RecheckMin}, {"RecheckSpread", RecheckSpread}, {"MinWait", MinWait}},
 		Settings:  []string{"call.fallback_reserve", "call.max_wait", "call.max_wait_stream", "call.max_wait_scenarios"},
 		Replaces:  "a 10 s cap (3 s streamed) that sent calls to the FAQ while the refusal ended within their deadline.",
@@ -311,13 +313,6 @@ var Rules = []Rule{
 		Settings: []string{"breaker.class_failure_rate", "breaker.class_window", "breaker.class_min_retries"},
 		Replaces: "an open class breaker sent its calls to the fallback at once, past a healthy rung on another endpoint " +
 			"(a sweep shape, 429 to 68 % of one endpoint's requests with the other healthy: 16 calls to the FAQ).",
-	},
-	{
-		Name: RuleWaitTrials, Moment: AfterOutcome,
-		Decides: "A fallback for want of a rung becomes a wait (rule `wait`) when rungs that could serve the call are " +
-			"behind open breakers or a spent retry budget, and the call may still wait.",
-		Principle: "Wait out what ends: an attempt whose breaker opened between planning and sending is not a reason " +
-			"for the FAQ.",
 	},
 	{
 		Name: RuleHedge, Moment: WhileOpen,
