@@ -226,11 +226,8 @@ func (at *attempt) sendStreamed(req openai.ChatCompletionRequest) {
 		live = nil
 	}
 	done := a.queues.wait(m.Capacity(), at.start, m.FirstTokenTimeout.D())
-	watch := m.FirstTokenTimeout.D()
-	if at.grace > 0 {
-		watch = max(min(watch, at.due.Sub(a.now())), time.Millisecond) // no first token by due: cut there
-	}
-	limits := streamLimits{firstToken: watch, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
+	// With a grace, no first token by the attempt's deadline cuts it there.
+	limits := streamLimits{firstToken: m.FirstTokenTimeout.D(), byDeadline: at.grace > 0, idle: m.IdleTimeout.D(), maxBytes: a.cfg.HTTP.MaxBodyBytes,
 		patient: func() (wait bool, recheck time.Duration) {
 			var why string
 			wait, recheck = a.overdue(in, m, at.start, at.due, at.ann, &why)

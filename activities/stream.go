@@ -45,6 +45,12 @@ type streamed struct {
 type streamLimits struct {
 	firstToken, idle time.Duration
 	maxBytes         int
+	// byDeadline: the first token is due by the request's deadline (its
+	// context's) when that comes before firstToken. The watch then ends
+	// at that very instant, so a request whose deadline fires first is
+	// judged as the watch would have judged it (no first token: read
+	// timeout), whichever of the two timers runs first on a loaded machine.
+	byDeadline bool
 	// patient, when set, is asked when the first-token timeout passes:
 	// wait lets the request run on instead of cutting it, to its
 	// context's deadline, or (recheck > 0) until asked again after recheck.
@@ -69,7 +75,7 @@ type watchdog struct {
 	firstDue time.Time
 }
 
-func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
+func newWatchdog(t streamLimits, firstDue time.Time, cancel context.CancelCauseFunc) *watchdog {
 	w := &watchdog{cancel: cancel, idle: t.idle}
 	var due func()
 	due = func() {
@@ -87,8 +93,8 @@ func newWatchdog(t streamLimits, cancel context.CancelCauseFunc) *watchdog {
 		w.fireUnlessChunked(errFirstToken)
 	}
 	w.mu.Lock() // due may run before AfterFunc returns
-	w.firstDue = time.Now().Add(t.firstToken)
-	w.timer = time.AfterFunc(t.firstToken, due)
+	w.firstDue = firstDue
+	w.timer = time.AfterFunc(time.Until(firstDue), due)
 	w.mu.Unlock()
 	return w
 }
@@ -163,7 +169,11 @@ func stream(ctx context.Context, up upstream, req openai.ChatCompletionRequest, 
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	wd := newWatchdog(t, cancel)
+	firstDue := time.Now().Add(t.firstToken)
+	if d, ok := ctx.Deadline(); ok && t.byDeadline && d.Before(firstDue) {
+		firstDue = d
+	}
+	wd := newWatchdog(t, firstDue, cancel)
 
 	s, err := up.openStream(sctx, req)
 	if err != nil {

@@ -137,6 +137,30 @@ func TestStreamClassified(t *testing.T) {
 	}
 }
 
+// TestStreamDueByItsDeadline: a request whose first token is due by its
+// deadline (byDeadline), with no headers and no first token before it, is
+// judged read_timeout however the first-token watch and the context's
+// deadline fall on the machine's timers: the watch ends at the deadline
+// itself, not at a moment computed a little later.
+func TestStreamDueByItsDeadline(t *testing.T) {
+	for _, reply := range []sse{{headerDelay: 2 * time.Second}, {events: []sseEvent{{2 * time.Second, delta("late")}}, done: true}} {
+		srv := httptest.NewServer(http.HandlerFunc(reply.serve))
+		oc := openai.DefaultConfig("")
+		oc.BaseURL = srv.URL + "/v1"
+		client := openai.NewClientWithConfig(oc)
+		for range 20 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+			st := stream(ctx, openaiUpstream{client}, openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
+				streamLimits{firstToken: 5 * time.Second, idle: 5 * time.Second, byDeadline: true}, func(int) {}, nil)
+			cancel()
+			if v := classify.Classify(classify.Observation{Err: st.err, Status: 200, Stream: st.obs}); v.Class != failure.ReadTimeout {
+				t.Fatalf("headers after %v: class %q (%s), want %q", reply.headerDelay, v.Class, v.Reason, failure.ReadTimeout)
+			}
+		}
+		srv.Close()
+	}
+}
+
 func content(r openai.ChatCompletionResponse) string {
 	if len(r.Choices) == 0 {
 		return ""
