@@ -46,6 +46,7 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	if err != nil {
 		return refused, err
 	}
+	lastChanceWait(ctx, in.Attempt, in.Delay)
 	at := a.newAttempt(ctx, in, m)
 	defer at.end()
 	at.send()
@@ -56,6 +57,30 @@ func (a *Activities) callModel(ctx context.Context, in CallInput) (CallOutcome, 
 	at.judge()
 	at.record()
 	return at.publish()
+}
+
+// lastChanceWait holds a waiting call's last request (CallInput.Delay)
+// until delay after the attempt was scheduled: the worker times that last
+// stretch, since a workflow timer fires up to a second late and the
+// request would go that much earlier than it must. It beats meanwhile, so
+// a cancelled call's wait ends at once (its request is then not sent).
+func lastChanceWait(ctx context.Context, attempt int, delay time.Duration) {
+	if delay <= 0 || !activity.IsActivity(ctx) {
+		return
+	}
+	info := activity.GetInfo(ctx)
+	left := time.Until(info.ScheduledTime.Add(delay))
+	if left <= 0 {
+		return
+	}
+	stop := heartbeat(ctx, info.HeartbeatTimeout, func() any { return Progress{Attempt: attempt} })
+	defer stop()
+	t := time.NewTimer(left)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // attemptModel is the model of attempt in, with the attempt's key. When
@@ -438,8 +463,20 @@ func (at *attempt) recordGuards() {
 			at.out.SentBefore = a.billed.repeat(in.Fingerprint, a.now())
 		}
 	}
+	if v.Class == failure.None {
+		a.answers.Add(m.Name, at.out.Duration)
+	}
 	a.metrics.Attempt(m.Name, classLabel(v.Class), at.out.Duration)
 	a.keyAttempt(m.Name, in.Key, classLabel(v.Class))
+}
+
+// answerTime is how long a request to model needs to answer whole: the p90
+// of this worker's recent answers, once it has guard.MinSamples of
+// them (known false before: a last chance then goes at once, with all the
+// time left).
+func (a *Activities) answerTime(model string) (need time.Duration, known bool) {
+	p90, n := a.answers.P90(model)
+	return p90, n >= guard.MinSamples
 }
 
 // recordOutlier tells the endpoint's outlier ejection (guard.Outliers)

@@ -84,3 +84,41 @@ func TestAnAnswerUnderWayRunsIntoTheGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestALastChanceGoesWhenItsDelayEnds: a waiting call's last chance
+// (CallInput.Delay) reaches the upstream no sooner than its delay after
+// the attempt was scheduled, and its request then has its whole timeout
+// (the delay is not taken from it).
+func TestALastChanceGoesWhenItsDelayEnds(t *testing.T) {
+	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	arrived := make(chan time.Time, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- time.Now()
+		reply.serve(w, r)
+	}))
+	defer srv.Close()
+	a := slowFirstTokenActivities(t, srv.URL)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	m := a.cfg.Models[0]
+	req := firstPrepare().Request
+	const delay = 700 * time.Millisecond
+	in := CallInput{Request: req, Model: m.Name, Attempt: 1, Prompt: a.fitPrompt(req, m, firstPrepare().State.Shape),
+		Timeout: 500 * time.Millisecond, Delay: delay}
+	began := time.Now()
+	v, err := env.ExecuteActivity(a.CallModel, in)
+	if err != nil {
+		t.Fatalf("the last chance failed: %v", err)
+	}
+	var out CallOutcome
+	if err := v.Get(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Content != "Your parcel ships today." {
+		t.Fatalf("answer %q", out.Content)
+	}
+	if at := (<-arrived).Sub(began); at < delay-50*time.Millisecond {
+		t.Fatalf("the request reached the upstream %v after the attempt began; want no sooner than its delay, %v", at, delay)
+	}
+}

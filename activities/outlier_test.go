@@ -107,10 +107,10 @@ func TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected(t *testing.T) {
 
 // TestACallWithNoOtherRungWaitsForARefusingEndpoint: with every rung on
 // one endpoint, a call meets the endpoint ejected for refusing and waits
-// for its probe, sending nothing; a wait with no probe by its end leaves
-// the call to the fallback, still with nothing sent. One ejected as
-// silent (requests unanswered past their first-token timeout) still gets
-// the call's first request, as a plain client would send it.
+// for its probe, sending nothing until its wait ends (then its one
+// request goes); one ejected as silent (requests
+// unanswered past their first-token timeout) still gets the call's first
+// request, as a plain client would send it.
 func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, cfg := stoppedClock(t, now)
@@ -126,15 +126,16 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 		t.Fatalf("refusing: model %q recheck %v hold %v (%s), requests %d; want a wait for the probe, nothing sent",
 			p.Model, p.Recheck, p.Hold, p.HoldReason, p.State.Requests)
 	}
+	// At the end of its wait the call's one request goes, as a plain
+	// client's would, as late as its deadline lets it.
 	last := firstPrepare()
-	last.Elapsed = elapsedLeaving(cfg, last, guard.MinWait/2)
+	last.Elapsed = elapsedLeaving(cfg, last, guard.LastChance/2)
 	p, err = a.PrepareAttempt(context.Background(), last)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Model != "" || p.Recheck || p.State.Requests != 0 {
-		t.Fatalf("at the end of its wait: model %q recheck %v requests %d (%s); want the fallback, nothing sent",
-			p.Model, p.Recheck, p.State.Requests, p.Reason)
+	if p.Model != "qwen-72b" || p.Recheck {
+		t.Fatalf("at the end of its wait: model %q recheck %v (%s); want its one request sent", p.Model, p.Recheck, p.HoldReason)
 	}
 	silent := guard.NewOutliers(time.Second)
 	silent.Overdue(e, now.Add(-9*time.Second), now, 0)
@@ -148,13 +149,14 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	}
 }
 
-// TestPastOpenBreakersARefusingEndpointIsWaitedOut: every model's
+// TestPastOpenBreakersARefusingEndpointGetsTheLastChance: every model's
 // breaker is open. While their endpoint is not ejected, a call's first
 // request goes past the breakers once its wait would leave less than a
 // first-token timeout (the time a slow endpoint needs to start answering).
 // Ejected for refusing, the endpoint would refuse that request at once:
-// the call waits on for its probe instead.
-func TestPastOpenBreakersARefusingEndpointIsWaitedOut(t *testing.T) {
+// the call waits on until its last chance and sends its one request then,
+// when the refusal may have ended.
+func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, cfg := stoppedClock(t, now)
 	for _, m := range cfg.Models {
@@ -169,6 +171,8 @@ func TestPastOpenBreakersARefusingEndpointIsWaitedOut(t *testing.T) {
 		}
 		return p
 	}
+	// Not ejected: the first request goes once the wait would leave less
+	// than its first-token timeout.
 	if p := prepareAt(firstTokenTime(cfg.Models[0]) - time.Second); p.Model == "" || p.Recheck || p.State.Requests != 1 {
 		t.Fatalf("breakers open, endpoint not ejected: model %q recheck %v (%s); want the first request sent past the breakers",
 			p.Model, p.Recheck, p.HoldReason)
@@ -181,6 +185,76 @@ func TestPastOpenBreakersARefusingEndpointIsWaitedOut(t *testing.T) {
 	if !p.Recheck || p.Hold <= 0 || p.State.Requests != 0 {
 		t.Fatalf("refusing, %s left: model %q recheck %v hold %v (%s); want a wait, nothing sent",
 			firstTokenTime(cfg.Models[0])-time.Second, p.Model, p.Recheck, p.Hold, p.HoldReason)
+	}
+	if p := prepareAt(guard.LastChance + 600*time.Millisecond); !p.Recheck || guard.LastChance+600*time.Millisecond-p.Hold >= guard.LastChance {
+		t.Fatalf("refusing, just before the last chance: hold %v recheck %v; want a last recheck inside the last chance", p.Hold, p.Recheck)
+	}
+	p = prepareAt(guard.LastChance - guard.LastChanceEarly)
+	if p.Model != "qwen-72b" || p.Recheck || p.State.Requests != 1 || p.Delay != 0 {
+		t.Fatalf("refusing, at its last chance, answer time not known: model %q recheck %v delay %v (%s); want its one request sent at once",
+			p.Model, p.Recheck, p.Delay, p.HoldReason)
+	}
+	// Once the worker knows the model's answers take 400 ms, it goes as
+	// late as it can still answer: MinAttemptTime before the fallback's
+	// own time, inside the reserve.
+	for range guard.MinSamples {
+		a.answers.Add("qwen-72b", 400*time.Millisecond)
+	}
+	p = prepareAt(guard.LastChance - guard.LastChanceEarly)
+	if want := guard.LastChance - guard.LastChanceEarly + cfg.Call.FallbackReserve.D() - guard.FallbackTime; p.Model != "qwen-72b" || p.Delay != want || p.Hedge != nil {
+		t.Fatalf("refusing, at its last chance: model %q delay %v hedge %v; want its request %v later, not raced", p.Model, p.Delay, p.Hedge, want)
+	}
+	// Answers that take 3 s leave it 3 s.
+	for range guard.FirstTokenSamples {
+		a.answers.Add("qwen-72b", 3*time.Second)
+	}
+	p = prepareAt(guard.LastChance - guard.LastChanceEarly)
+	if want := guard.LastChance - guard.LastChanceEarly + cfg.Call.FallbackReserve.D() - guard.FallbackTime + guard.MinAttemptTime - 3*time.Second; p.Delay != want {
+		t.Fatalf("refusing, at its last chance, 3 s answers: delay %v, want %v", p.Delay, want)
+	}
+}
+
+// TestAtItsLastChanceACallResendsAsTheBudgetPays: a call that sent its
+// request to an endpoint now ejected for refusing waits for the probe;
+// when its wait is about to end its resend goes if the endpoint's retry
+// budget pays for it, and not otherwise (it waits for the budget to the
+// end): ejection puts a request off, the budget alone denies it.
+func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a, cfg := stoppedClock(t, now)
+	e := cfg.Models[0].Endpoint()
+	for range guard.OutlierRefusals {
+		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
+	}
+	sentOnce := func(left time.Duration) PrepareInput {
+		in := firstPrepare()
+		in.State = in.State.SentTo(e)
+		in.State.Requests, in.State.Model = 1, cfg.Models[0].Name
+		in.Elapsed = elapsedLeaving(cfg, in, left)
+		return in
+	}
+	p, err := a.PrepareAttempt(context.Background(), sentOnce(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Recheck || p.Hold <= 0 || p.State.Requests != 1 {
+		t.Fatalf("5 s before its end: model %q recheck %v hold %v (%s); want a wait for the probe", p.Model, p.Recheck, p.Hold, p.HoldReason)
+	}
+	if p, err = a.PrepareAttempt(context.Background(), sentOnce(guard.LastChance-guard.LastChanceEarly)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != cfg.Models[0].Name || p.Recheck || p.State.Requests != 2 {
+		t.Fatalf("at its last chance, budget left: model %q recheck %v requests %d (%s); want its resend", p.Model, p.Recheck, p.State.Requests, p.Reason)
+	}
+	for b := a.budgets.For(e); b.Remaining(now) > 0; {
+		b.TryRetry(now)
+	}
+	if p, err = a.PrepareAttempt(context.Background(), sentOnce(guard.LastChance-guard.LastChanceEarly)); err != nil {
+		t.Fatal(err)
+	}
+	if p.State.Requests != 1 || (p.Model != "" && !p.Recheck) {
+		t.Fatalf("at its last chance, budget spent: model %q recheck %v requests %d; want nothing sent, at most a wait for the budget (%s)",
+			p.Model, p.Recheck, p.State.Requests, p.Reason)
 	}
 }
 

@@ -37,6 +37,7 @@ type walk struct {
 type rung struct {
 	m       config.ModelConfig
 	key     string
+	last    bool          // the call's last chance (rule last-chance)
 	canWait time.Duration // how long the call may still wait
 	left    time.Duration // how long the request is put off
 	scope   string        // the held scope, as tenants read it
@@ -178,7 +179,8 @@ func (w *walk) key(r *rung) bool {
 	return false
 }
 
-// outlier: guard.RuleOutlier.
+// outlier: guard.RuleOutlier (and whether this is the call's last
+// chance, guard.RuleLastChance).
 func (w *walk) outlier(r *rung) bool {
 	if w.probing != "" {
 		w.a.outliers.Unclaim(w.probing, w.now) // the last rung's probe was not sent
@@ -187,10 +189,11 @@ func (w *walk) outlier(r *rung) bool {
 	if w.a.without[guard.RuleOutlier] {
 		return false
 	}
-	skip, wait, probe, why := w.a.outlier(w.in, w.p.State, r.m, w.now)
+	skip, wait, probe, last, why := w.a.outlier(w.in, w.p.State, r.m, w.now)
 	if probe {
 		w.probing = r.m.Capacity()
 	}
+	r.last = last && !w.a.without[guard.RuleLastChance]
 	if !skip {
 		return false
 	}
@@ -286,13 +289,16 @@ func (w *walk) budget(r *rung) bool {
 }
 
 // send makes r the call's attempt: its model, key, prompt, fingerprint
-// and hedge, and the hold before it goes.
+// and hedge, and the hold or last-chance delay before it goes.
 func (w *walk) send(r *rung) {
 	a, in, m, p := w.a, w.in, r.m, &w.p
 	w.sent = true
 	p.Model, p.Timeout, p.PastOpen = m.Name, m.Timeout.D(), w.pastOpen
 	if r.left > 0 {
 		p.Hold, p.HoldScope, p.HoldReason, p.Rule = r.left, r.scope, r.why, r.rule
+	} else if need, known := a.answerTime(m.Name); r.last && known {
+		p.Delay = callstate.LastChance(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D(), need)
+		p.Rule = guard.RuleLastChance
 	}
 	if m.Pooled() {
 		p.Key = r.key
@@ -308,5 +314,8 @@ func (w *walk) send(r *rung) {
 	p.Hedge = a.hedgePlan(in, m, p.State)
 	if p.Hedge == nil && !in.Only && !a.without[guard.RuleOverdue] {
 		p.Hedge = overduePlan(m, p.State, callstate.MaxRequests(a.cfg))
+	}
+	if p.Delay > 0 {
+		p.Hedge = nil // a last chance: no rung to race it on, no time to race it
 	}
 }

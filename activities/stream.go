@@ -174,19 +174,20 @@ func stream(ctx context.Context, up upstream, req openai.ChatCompletionRequest, 
 		firstDue = d
 	}
 	wd := newWatchdog(t, firstDue, cancel)
+	watch := time.Until(firstDue) // what the first token was given, as reasons say it
 
 	s, err := up.openStream(sctx, req)
 	if err != nil {
 		if fired := wd.stop(ctx.Err() != nil); errors.Is(fired, errFirstToken) {
 			// No headers before the first-token timeout: the same as no
 			// first token (a server that sends headers with the first token).
-			return streamed{obs: &classify.Stream{FirstTokenTimedOut: true, FirstTokenTimeout: t.firstToken, Err: err}}
+			return streamed{obs: &classify.Stream{FirstTokenTimedOut: true, FirstTokenTimeout: watch, Err: err}}
 		}
 		return streamed{err: err}
 	}
 	defer s.Close()
 
-	as := &assembly{obs: &classify.Stream{FirstTokenTimeout: t.firstToken, IdleTimeout: t.idle}, maxBytes: t.maxBytes}
+	as := &assembly{obs: &classify.Stream{FirstTokenTimeout: watch, IdleTimeout: t.idle}, maxBytes: t.maxBytes}
 	for as.obs.Err == nil {
 		chunk, err := s.Recv()
 		if errors.Is(err, io.EOF) {

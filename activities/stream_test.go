@@ -153,8 +153,12 @@ func TestStreamDueByItsDeadline(t *testing.T) {
 			st := stream(ctx, openaiUpstream{client}, openai.ChatCompletionRequest{Model: "m", Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "hi"}}},
 				streamLimits{firstToken: 5 * time.Second, idle: 5 * time.Second, byDeadline: true}, func(int) {}, nil)
 			cancel()
-			if v := classify.Classify(classify.Observation{Err: st.err, Status: 200, Stream: st.obs}); v.Class != failure.ReadTimeout {
+			v := classify.Classify(classify.Observation{Err: st.err, Status: 200, Stream: st.obs})
+			if v.Class != failure.ReadTimeout {
 				t.Fatalf("headers after %v: class %q (%s), want %q", reply.headerDelay, v.Class, v.Reason, failure.ReadTimeout)
+			}
+			if strings.Contains(v.Reason, "5s") {
+				t.Fatalf("reason %q names the 5 s first-token timeout, not the deadline's 30 ms it was given", v.Reason)
 			}
 		}
 		srv.Close()

@@ -111,14 +111,19 @@ type Prepared struct {
 	Hold       time.Duration `json:"hold,omitempty"`
 	HoldScope  string        `json:"hold_scope,omitempty"`
 	HoldReason string        `json:"hold_reason,omitempty"`
-	// Rule is the guard's rule that decided the Hold ("hold", "pace",
-	// "wait").
+	// Rule is the guard's rule that decided the Hold or the Delay
+	// ("hold", "pace", "wait", "last-chance").
 	Rule guard.RuleName `json:"rule,omitempty"`
 	// Recheck: every model is behind an open breaker and the call may
 	// wait (call.max_wait): after Hold the workflow prepares the attempt
 	// again instead of sending it, so that the breakers' trials decide who
 	// goes, a share at a time, rather than every waiting call at once.
 	Recheck bool `json:"recheck,omitempty"`
+	// Delay is a waiting call's last chance (Activities.outlier): its
+	// request goes Delay after the attempt is scheduled, timed in the
+	// worker, as late as it can still answer before the fallback's own
+	// time (callstate.LastChance). Zero: at once.
+	Delay time.Duration `json:"delay,omitempty"`
 	// Key is the id (environment variable) of the key of the model's pool
 	// the attempt uses; "" for a model with one key.
 	Key string `json:"key,omitempty"`
@@ -206,6 +211,9 @@ type CallInput struct {
 	// Cache: the answer, if good, may be kept in the answer cache (the
 	// call's first model, nothing streamed before it).
 	Cache bool `json:"cache,omitempty"`
+	// Delay: the request goes this long after the activity was scheduled
+	// (Prepared.Delay); Timeout counts from then.
+	Delay time.Duration `json:"delay,omitempty"`
 }
 
 // CallOutcome is what one upstream attempt produced. On success it is the

@@ -46,7 +46,7 @@ func TestEveryMeasuredRuleCanBeRemoved(t *testing.T) {
 	}
 }
 
-// goName is the Go constant's suffix of a rule name: past-open → PastOpen.
+// goName is the Go constant's suffix of a rule name: last-chance → LastChance.
 func goName(n guard.RuleName) string {
 	var b strings.Builder
 	for part := range strings.SplitSeq(string(n), "-") {

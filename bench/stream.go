@@ -137,8 +137,9 @@ func StreamRequest(run string, i, tokens int, deadline time.Duration) workflows.
 // RunStream measures the time to the first token and the total time of
 // streamed answers of Tokens tokens, one call at a time with the
 // contenders' calls interleaved: go-openai streaming straight from llmsim,
-// an LLMCall with stream: true followed through llmclient.Stream, and the
-// same through the front door with go-openai (stream: true). Each
+// an LLMCall with stream: true followed through llmclient.Stream, the
+// same through the front door with go-openai (stream: true), and through a
+// front door that starts its calls eagerly on a worker of its own. Each
 // contender has its own llmsim with the same seeded scenario, so call i of
 // every contender meets the same upstream time to first token.
 func RunStream(ctx context.Context, o StreamOptions) (*StreamReport, error) {

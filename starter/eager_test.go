@@ -198,7 +198,10 @@ func TestIntegrationDoorWithWorkerKilledBeforeDelivery(t *testing.T) {
 	eager, taskBy, _, last := k.history(id)
 	require.True(t, eager, "the door's start was not eager")
 	require.True(t, k.inDoor(taskBy[0]), "the first workflow task ran in %v, not the door's process", taskBy)
-	t.Logf("killed after the answer; the history then ended with %s, workflow tasks by %v", last, taskBy)
+	if last == enumspb.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED {
+		t.Skipf("the call had ended before the kill (workflow tasks by %v): not the case this test is for", taskBy)
+	}
+	t.Logf("killed after the answer, before the call ended: its history then ended with %s, workflow tasks by %v", last, taskBy)
 
 	first := k.answer(base, id)
 	require.Equal(t, 1, k.sim.Stats().Conversations[id].Attempts, "the answer the history held, with no second request upstream")

@@ -196,8 +196,8 @@ func (c *call) attempts(ctx workflow.Context) (string, error) {
 			continue
 		}
 		prep := next.prep
-		in, streamedFrom := c.attemptInput(ctx, prep, next.remaining)
-		ran := c.callModel(ctx, &prep, in, next.remaining)
+		in, streamedFrom, remaining := c.attemptInput(ctx, prep, next.remaining)
+		ran := c.callModel(ctx, &prep, in, remaining)
 		// A hedged attempt may have been carried by its hedge.
 		prep, started, out, err := ran.prep, ran.started, ran.out, ran.err
 		if err != nil && temporal.IsCanceledError(err) {
@@ -283,9 +283,10 @@ func (c *call) prepare(ctx workflow.Context) (next nextAttempt, reason string, e
 }
 
 // attemptInput announces the attempt of prep and builds its input, with
-// remaining left for it; streamedFrom is the call's stream offset before
-// it, where what it publishes begins.
-func (c *call) attemptInput(ctx workflow.Context, prep activities.Prepared, remaining time.Duration) (in *activities.CallInput, streamedFrom int64) {
+// remaining left for it (returned as a last chance's delay and timeout
+// leave it); streamedFrom is the call's stream offset before it, where
+// what it publishes begins.
+func (c *call) attemptInput(ctx workflow.Context, prep activities.Prepared, remaining time.Duration) (in *activities.CallInput, streamedFrom int64, _ time.Duration) {
 	if c.delivered != "" {
 		c.event(ctx, Event{Type: EventResumed, Attempt: c.st.N, Model: prep.Model})
 	} else {
@@ -303,7 +304,18 @@ func (c *call) attemptInput(ctx workflow.Context, prep activities.Prepared, rema
 		// a degraded one (docs/how-it-works.md "Answer cache").
 		Cache: prep.Model == c.admission.FirstModel && c.delivered == "",
 	}
-	return in, streamedFrom
+	if prep.Delay > 0 {
+		// A waiting call's last chance (only a PrepareAttempt recorded
+		// by this build says so): its request waits in the worker and
+		// runs to the fallback's own time, with no grace after.
+		// The delay never eats into the least attempt time (the
+		// top of the loop left at least that much before the reserve).
+		window := callstate.FallbackWindow(c.admission.Deadline, workflow.Now(ctx).Sub(c.start), c.admission.FallbackReserve)
+		in.Delay = min(prep.Delay, max(window-guard.MinAttemptTime, 0))
+		in.Timeout, in.Grace = min(prep.Timeout, window-in.Delay), 0
+		remaining = in.Delay + in.Timeout
+	}
+	return in, streamedFrom, remaining
 }
 
 // recoverLost gives an attempt lost with its worker (class worker_lost)

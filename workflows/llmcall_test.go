@@ -929,3 +929,63 @@ func TestLLMCallOutcomeSaysDegraded(t *testing.T) {
 		})
 	}
 }
+
+// TestLLMCallSendsItsLastChanceAsLateAsItCanAnswer: the one endpoint is
+// ejected for refusing (503 busy); the call sends nothing while it waits
+// for it, and its last request goes as late as it can still answer:
+// scheduled with a delay the worker times, its request running to the
+// fallback's own time (callstate.LastChance) with no grace after, so it
+// ends before the deadline keeps FallbackTime for the fallback.
+func TestLLMCallSendsItsLastChanceAsLateAsItCanAnswer(t *testing.T) {
+	cfg := config.DefaultConfig()
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	env := s.NewTestWorkflowEnvironment()
+	start := env.Now()
+	// Ejected for refusing, with a Retry-After past the call's deadline:
+	// no probe comes before the call's last chance.
+	outliers := guard.NewOutliers(cfg.RateLimit.Hold.D())
+	for range guard.OutlierRefusals {
+		outliers.Record(cfg.Models[0].Endpoint(), guard.Busy, start, start, time.Minute, 0)
+	}
+	// The model's answers take 400 ms on this worker.
+	answers := guard.NewFirstTokens()
+	for range guard.MinSamples {
+		answers.Add(cfg.Models[0].Name, 400*time.Millisecond)
+	}
+	acts, err := activities.New(activities.Options{Config: cfg, Breakers: guard.NewBreakerRegistry(cfg.Breaker, nil), Outliers: outliers,
+		Answers: answers, Now: env.Now, Rand: func() float64 { return 0.5 }})
+	require.NoError(t, err)
+	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	env.RegisterActivity(acts)
+	var last *activities.CallInput
+	var lastAt time.Time
+	sent := 0
+	env.OnActivity(acts.CallModel, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.CallInput) (activities.CallOutcome, error) {
+			sent++
+			if in.Delay > 0 {
+				last, lastAt = &in, env.Now()
+				return activities.CallOutcome{Status: 200, Content: "Your parcel ships today.", FinishReason: "stop", CompletionTokens: 5}, nil
+			}
+			out := activities.CallOutcome{Class: failure.QueueFull, Status: 503, Reason: "scripted 503 busy"}
+			return out, temporal.NewApplicationErrorWithOptions(out.Reason, string(out.Class),
+				temporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{out}})
+		})
+	req := ask("When will my order arrive?")
+	const deadline = 12 * time.Second
+	req.DeadlineMS = deadline.Milliseconds()
+	env.ExecuteWorkflow(workflows.WorkflowName, req)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.CallResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	require.Equal(t, workflows.SourceModel, res.Source, res.Reason)
+	require.NotNil(t, last, "no last chance was sent")
+	require.Equal(t, 1, sent, "one request: nothing is sent while the call waits")
+	require.Zero(t, last.Grace, "a last chance runs to the fallback's own time, no grace after")
+	ends := lastAt.Sub(start) + last.Delay + last.Timeout
+	require.Equal(t, deadline-guard.FallbackTime, ends, "the last chance ends where the fallback's FallbackTime begins")
+	require.Equal(t, guard.MinAttemptTime, last.Timeout, "its request has the least attempt time (its answers take less), no more: it goes as late as it can")
+	require.Greater(t, deadline-lastAt.Sub(start), cfg.Call.FallbackReserve.D()+guard.MinAttemptTime, "scheduled before the reserve")
+}

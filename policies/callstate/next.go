@@ -549,6 +549,24 @@ func CanWait(deadline, elapsed, reserve time.Duration) time.Duration {
 	return TimeLeft(deadline, elapsed, reserve) - guard.MinAttemptTime
 }
 
+// LastChance is a waiting call's last request, decided at elapsed: it goes
+// as late as it can still answer, need (at least guard.MinAttemptTime) before
+// the fallback's own guard.FallbackTime, so inside the fallback's reserve, where
+// Grace keeps an open request for the same reason (a request that may
+// still answer is not given up for a fallback that needs a fraction of
+// the reserve). It waits delay from now; its request has the rest of
+// FallbackWindow.
+func LastChance(deadline, elapsed, reserve, need time.Duration) (delay time.Duration) {
+	return max(FallbackWindow(deadline, elapsed, reserve)-max(need, guard.MinAttemptTime), 0)
+}
+
+// FallbackWindow is the time left at elapsed before the fallback must
+// begin: the deadline less the fallback's own guard.FallbackTime (the whole
+// reserve when it is shorter).
+func FallbackWindow(deadline, elapsed, reserve time.Duration) time.Duration {
+	return deadline - elapsed - min(reserve, guard.FallbackTime)
+}
+
 // fits reports whether waiting w still leaves time for one attempt.
 func (d *decider) fits(w time.Duration) bool {
 	return w+guard.MinAttemptTime <= d.remaining()

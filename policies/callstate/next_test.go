@@ -736,6 +736,32 @@ func TestGrace(t *testing.T) {
 	}
 }
 
+// TestLastChanceGoesAsLateAsItCanAnswer: the last request waits until
+// what it needs (at least guard.MinAttemptTime) is left before the fallback's own
+// guard.FallbackTime, inside the reserve; a reserve shorter than guard.FallbackTime is
+// the fallback's whole.
+func TestLastChanceGoesAsLateAsItCanAnswer(t *testing.T) {
+	for _, c := range []struct {
+		name                             string
+		deadline, elapsed, reserve, need time.Duration
+		delay, window                    time.Duration
+	}{
+		{"20 s deadline, 16 s gone, 2 s reserve", 20 * time.Second, 16 * time.Second, 2 * time.Second, 300 * time.Millisecond, 2500 * time.Millisecond, 3500 * time.Millisecond},
+		{"answers that take 3 s", 20 * time.Second, 16 * time.Second, 2 * time.Second, 3 * time.Second, 500 * time.Millisecond, 3500 * time.Millisecond},
+		{"a reserve shorter than guard.FallbackTime", 20 * time.Second, 16 * time.Second, 200 * time.Millisecond, 0, 2800 * time.Millisecond, 3800 * time.Millisecond},
+		{"too late already: at once", 20 * time.Second, 19 * time.Second, 2 * time.Second, 0, 0, 500 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if d := LastChance(c.deadline, c.elapsed, c.reserve, c.need); d != c.delay {
+				t.Fatalf("delay %v, want %v", d, c.delay)
+			}
+			if w := FallbackWindow(c.deadline, c.elapsed, c.reserve); w != c.window {
+				t.Fatalf("window %v, want %v", w, c.window)
+			}
+		})
+	}
+}
+
 // TestNextNamesItsRule: every step after an outcome names the guard's
 // rule that made it, as the call's attempts and the Web UI show it: the
 // class's own action, backpressure for a refusal, the class breaker when

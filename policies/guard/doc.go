@@ -35,7 +35,7 @@
 // corrupts a window), Breaker and BreakerRegistry (rule breaker, as
 // gobreaker's states), ClassBreaker (rule class-breaker), Holds (rules
 // hold and backpressure), Pacer (rule pace), Outliers (rule outlier) and
-// FirstTokens (the p90s that rules hedge and grace read).
+// FirstTokens (the p90s that rules last-chance, hedge and grace read).
 //
 // # Shared guards
 //

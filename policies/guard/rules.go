@@ -18,6 +18,7 @@ const (
 	RuleBreaker      RuleName = "breaker"
 	RuleKey          RuleName = "key"
 	RuleOutlier      RuleName = "outlier"
+	RuleLastChance   RuleName = "last-chance"
 	RuleHold         RuleName = "hold"
 	RulePace         RuleName = "pace"
 	RuleBudget       RuleName = "budget"
@@ -105,6 +106,12 @@ const (
 	// (to first token, or to a whole answer) before a rule reads their
 	// p90.
 	MinSamples = 20
+	// LastChance is how close to the end of its wait a call waiting for a
+	// refusing endpoint's probe sends its one request there; its last
+	// recheck is set for LastChanceEarly after that window opens, since
+	// timers on a loaded server fire late.
+	LastChance      = 1500 * time.Millisecond
+	LastChanceEarly = 100 * time.Millisecond
 	// RecheckMin and RecheckSpread draw a waiting call's step between two
 	// rechecks: RecheckMin + u·RecheckSpread, so waiting calls recheck
 	// apart. A wait shorter than MinWait is not taken.
@@ -177,7 +184,7 @@ var Rules = []Rule{
 			"one request is its probe and no other goes until the probe's outcome (or its first-token timeout); a failed probe " +
 			"doubles the period, never past half the time since the endpoint stopped answering nor OutlierMaxEjection, each " +
 			"period ending with up to ReleaseJitter of it drawn. Any answer ends the ejection. With no other rung, a call waits " +
-			"for a refusing endpoint's probe (rule `wait`); to a silent one it sends anyway. Each worker " +
+			"for a refusing endpoint's probe (rule `wait`, then `last-chance`); to a silent one it sends anyway. Each worker " +
 			"ejects and probes on its own view.",
 		Principle: "Envoy's outlier detection, with the breaker's growing period; for a silent endpoint, Envoy's panic " +
 			"threshold: a plain client would send, and a silent endpoint may answer late (a slow first byte looks the same " +
@@ -186,6 +193,23 @@ var Rules = []Rule{
 		Settings:  []string{"rate_limit.hold", "model_defaults.first_token_timeout"},
 		Replaces: "a busy refusal held the model's queue, and every call waiting on the hold resent at its end; " +
 			"new calls started on an endpoint that answered nothing while a healthy one was on the ladder.",
+	},
+	{
+		Name: RuleLastChance, Moment: BeforeSend,
+		Decides: "A call waiting for a refusing endpoint's probe sends its request there once its wait is within " +
+			"LastChance of its end (its last recheck set LastChanceEarly into that window): the attempt is scheduled at " +
+			"once, and the worker holds the request until what an answer needs is left before the fallback's own " +
+			"FallbackTime — the p90 of the model's last FirstTokenSamples whole answers on this worker, at least " +
+			"MinAttemptTime, known once it has MinSamples of them (before, the request goes at once). Its first request " +
+			"there goes as a plain client's would; a resend only as rule `budget` pays.",
+		Principle: "A guard never leaves a caller worse off than a plain client's one request; and a request that may " +
+			"still answer is worth more than a fallback that needs a fraction of the reserve (the grace of rule `grace`).",
+		Constants: []Constant{{"LastChance", LastChance}, {"LastChanceEarly", LastChanceEarly}, {"FallbackTime", FallbackTime},
+			{"MinAttemptTime", MinAttemptTime}, {"FirstTokenSamples", FirstTokenSamples}, {"MinSamples", MinSamples}},
+		Settings: []string{"call.fallback_reserve"},
+		Replaces: "a call that had sent once waited to its end for a probe that came after the refusal ended; the last " +
+			"request went when the last recheck's timer fired, 3–4.4 s before the deadline, so a refusal that ended in " +
+			"those seconds was never seen.",
 	},
 	{
 		Name: RuleHold, Moment: BeforeSend,
@@ -325,11 +349,10 @@ var Rules = []Rule{
 		Decides: "An open request is not abandoned: past `first_token_timeout` it stays open until its timeout, a reset " +
 			"or the call's deadline, and into `call.fallback_reserve` up to the fallback's own FallbackTime. On a server " +
 			"that stops on disconnect (`stops_on_disconnect`) it is cut once the model's p90 time to first token (of " +
-			"MinSamples at least, of its last FirstTokenSamples) would pass its deadline, to free the server's slot.",
-		Principle: "A request that may still answer is worth more than a fallback that needs a fraction of the reserve " +
-			"(a client that waits out its deadline would get that answer); a server that stops generating when its client " +
-			"leaves is given its slot back when the answer cannot come in time.",
-		Constants: []Constant{{"FallbackTime", FallbackTime}, {"MinSamples", MinSamples}, {"FirstTokenSamples", FirstTokenSamples}},
+			"MinSamples at least) would pass its deadline, to free the server's slot.",
+		Principle: "A request that may still answer is worth more than a fallback that needs a fraction of the reserve; " +
+			"a server that stops generating when its client leaves is given its slot back when the answer cannot come in time.",
+		Constants: []Constant{{"FallbackTime", FallbackTime}, {"MinSamples", MinSamples}},
 		Settings:  []string{"call.fallback_reserve", "model_defaults.stops_on_disconnect"},
 	},
 	{
