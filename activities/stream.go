@@ -169,12 +169,12 @@ func stream(ctx context.Context, up upstream, req openai.ChatCompletionRequest, 
 	req.StreamOptions = &openai.StreamOptions{IncludeUsage: true}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	firstDue := time.Now().Add(t.firstToken)
+	// watch is what the first token is given, as reasons say it.
+	watch, firstDue := t.firstToken, time.Now().Add(t.firstToken)
 	if d, ok := ctx.Deadline(); ok && t.byDeadline && d.Before(firstDue) {
-		firstDue = d
+		watch, firstDue = time.Until(d).Round(time.Millisecond), d
 	}
 	wd := newWatchdog(t, firstDue, cancel)
-	watch := time.Until(firstDue) // what the first token was given, as reasons say it
 
 	s, err := up.openStream(sctx, req)
 	if err != nil {
