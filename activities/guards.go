@@ -32,28 +32,26 @@ func blamesRequest(m config.ModelConfig, in CallInput, class failure.Class) bool
 
 // backpressure reports whether the refusal of an attempt is backpressure,
 // which does not count against the model's breaker until it has lasted
-// rate_limit.breaker_after. A 429 holds the model's rate_limit_scope for
-// the upstream's Retry-After, else rate_limit.hold, and lasts while that
-// scope is held without a break. A busy refusal (queue_full) is its
-// endpoint's outlier ejection instead (recordOutlier; refusing is how
-// long the endpoint has refused without an answer): a call with another
-// rung goes there, one without waits for the probe, so nothing else is
-// held.
+// rate_limit.breaker_after (refusing: how long the endpoint has refused
+// without an answer, recordOutlier). A 429 is about the request that got
+// it: that call comes back after its Retry-After (rule class), and a run
+// of refusals ejects the endpoint (rule outlier), whose probe then finds
+// when it answers again; nothing else is held, since an endpoint that
+// refuses a share of its requests takes the rest. A pooled key's 429
+// holds that key alone, for the Retry-After (else rate_limit.hold), so
+// the next call takes another key (rule key).
 func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict, refusing time.Duration) bool {
-	var scope string
-	switch v.Class {
-	case failure.RateLimited:
-		scope = m.Scope(m.RateLimitScope)
-	case failure.QueueFull:
+	switch {
+	case v.Class == failure.RateLimited && m.Pooled():
+		d := a.cfg.RateLimit.Hold.D()
+		if v.HasRetryAfter && v.RetryAfter > 0 {
+			d = min(v.RetryAfter, a.cfg.Backoff.RetryAfterCap.D())
+		}
+		return a.holds.Hold(m.Scope(m.RateLimitScope), a.now(), d) < a.cfg.RateLimit.BreakerAfter.D()
+	case v.Class == failure.RateLimited, v.Class == failure.QueueFull:
 		return refusing < a.cfg.RateLimit.BreakerAfter.D()
-	default:
-		return false
 	}
-	d := a.cfg.RateLimit.Hold.D()
-	if v.HasRetryAfter && v.RetryAfter > 0 {
-		d = min(v.RetryAfter, a.cfg.Backoff.RetryAfterCap.D())
-	}
-	return a.holds.Hold(scope, a.now(), d) < a.cfg.RateLimit.BreakerAfter.D()
+	return false
 }
 
 // headroom reads the provider's own rate-limit headers on any response

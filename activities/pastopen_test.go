@@ -106,12 +106,13 @@ func TestACallsFirstRequestGoesPastOpenBreakers(t *testing.T) {
 	}
 }
 
-// TestAFirstRequestPastOpenBreakersThatNoRungTakes: every rung's breaker
-// is open and every rung is held by a rate limit longer than the call can
+// TestAFirstRequestPastOpenBreakersAndAHold: every rung's breaker is
+// open and every rung is held by a rate limit longer than the call can
 // wait. The call waits for the breakers' trials while it may; its wait
-// spent, no rung takes its first request past the breakers either, and
-// the fallback answers.
-func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
+// spent, its first request still goes, past the breakers and the hold, at
+// the preferred rung, as a plain client's one request would: a guard
+// never leaves a caller worse off than that.
+func TestAFirstRequestPastOpenBreakersAndAHold(t *testing.T) {
 	a := slowFirstTokenActivities(t, "http://127.0.0.1:1")
 	now := time.Now()
 	for _, m := range a.cfg.Models {
@@ -130,8 +131,8 @@ func TestAFirstRequestPastOpenBreakersThatNoRungTakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Model != "" || p.Recheck || p.PastOpen {
-		t.Fatalf("model %q, recheck %v, past open %v (%s): want the fallback", p.Model, p.Recheck, p.PastOpen, p.Reason)
+	if p.Model != a.cfg.Models[0].Name || p.Recheck || p.Hold > 0 || !p.PastOpen {
+		t.Fatalf("model %q, recheck %v, hold %s, past open %v (%s): want its first request sent to %s", p.Model, p.Recheck, p.Hold, p.PastOpen, p.Reason, a.cfg.Models[0].Name)
 	}
 }
 

@@ -74,6 +74,10 @@ next:
 			if skips(r) {
 				continue next
 			}
+			if r.rule == guard.RuleHold {
+				w.putOff(r)
+				return w.p, nil
+			}
 		}
 		w.send(r)
 		return w.p, nil
@@ -203,27 +207,56 @@ func (w *walk) outlier(r *rung) bool {
 	return w.skip(r, guard.RuleOutlier, failure.None, why+": no upstream call made")
 }
 
-// hold: guard.RuleHold. A hold the call can wait for puts the request
-// off, released with jitter (guard.ReleaseJitter); a hedge never waits.
+// hold: guard.RuleHold. A hold puts the request off until a moment drawn
+// after its end (guard.ReleaseJitter), when the call weighs its rungs again
+// (walk.putOff); when that moment is past what the call can wait, the rung
+// is skipped, unless the request is the call's first and no rung on
+// another endpoint may take it: that goes now, as its last chance (rule
+// last-chance). A hedge never waits.
 func (w *walk) hold(r *rung) bool {
 	r.canWait = callstate.CanWait(w.in.State.Deadline, w.in.Elapsed, w.a.cfg.Call.FallbackReserve.D())
 	sc, left := w.a.held(r.m, w.now)
-	if w.a.without[guard.RuleHold] {
-		left = 0
+	if w.a.without[guard.RuleHold] || left <= 0 {
+		return false
 	}
 	r.scope = r.m.ScopeLabel(sc) // tenants read it: no address
+	release := w.a.holds.Release(r.m.Scope(sc), w.now, w.a.rand())
+	// A first request with no other rung keeps its last chance: a guard
+	// never leaves a caller worse off than a plain client's one request,
+	// and it is put off only while a timer that fires late still finds
+	// the call in time for it.
+	last := firstRequest(w.in, w.p.State) && !w.a.without[guard.RuleLastChance] &&
+		w.a.answeringRung(w.in, w.p.State, r.m, w.now) == ""
+	room := r.canWait
+	if last {
+		room -= guard.LastChance
+	}
 	switch {
-	case left > 0 && w.in.Only:
+	case w.in.Only:
 		return w.skip(r, guard.RuleHold, failure.None,
 			fmt.Sprintf("rate-limit hold on %s for %s", r.scope, callstate.FormatDuration(left)))
-	case left > 0 && left > r.canWait:
-		return w.skip(r, guard.RuleHold, failure.None,
-			fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", r.scope, callstate.FormatDuration(left)))
-	case left > 0:
-		left = min(w.a.holds.Release(r.m.Scope(sc), w.now, w.a.rand()), r.canWait)
+	case release <= room:
+		r.left, r.why, r.rule = release, fmt.Sprintf("rate-limit hold on %s", r.scope), guard.RuleHold
+		return false
+	case last:
+		r.last = true
+		return false
 	}
-	r.left, r.why, r.rule = left, fmt.Sprintf("rate-limit hold on %s", r.scope), guard.RuleHold
-	return false
+	return w.skip(r, guard.RuleHold, failure.None,
+		fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", r.scope, callstate.FormatDuration(left)))
+}
+
+// putOff ends the walk with r's request put off by its hold: the call
+// waits for the drawn release and prepares again, so that a hold renewed
+// meanwhile (by the refusal of a call released before it) puts it off
+// again, and one that has ended lets it go. Like the outlier's probe, the
+// first calls released find out for the rest; released calls that sent
+// at once would all meet the refusal the first one met. Nothing is
+// claimed or paid (pace, budget, probe) for a request not sent.
+func (w *walk) putOff(r *rung) {
+	w.breakerSkipped, w.refused = nil, 0 // a wait, not attempts refused
+	w.p = Prepared{State: w.in.State, Model: r.m.Name, Hold: r.left, HoldScope: r.scope, HoldReason: r.why,
+		Rule: guard.RuleHold, Recheck: true}
 }
 
 // pace: guard.RulePace. The prompt is fitted here, since its tokens are

@@ -95,8 +95,10 @@ func TestIntegrationRateLimitIsBackpressure(t *testing.T) {
 }
 
 // TestIntegrationCallsWaitForARateLimitHold: a call that arrives while
-// another call's 429 holds the endpoint is not sent to be refused: it
-// waits for the hold (Retry-After 2 s), then the model answers it.
+// another call's 429 holds the endpoint (its x-ratelimit-remaining-requests
+// says 0 until the reset, 2 s, as a provider's 429 does) is not sent to be
+// refused: it waits for the hold, weighs it again at its release, and the
+// model answers it.
 func TestIntegrationCallsWaitForARateLimitHold(t *testing.T) {
 	s := newStack(t, nil)
 	first := make(chan workflows.CallResult, 1)

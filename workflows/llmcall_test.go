@@ -78,7 +78,8 @@ func newHarnessWithGuards(t *testing.T, cfg *config.Config, budgets *guard.Budge
 	s.SetLogger(log.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	env := s.NewTestWorkflowEnvironment()
 	brk := guard.NewBreakerRegistry(cfg.Breaker, nil)
-	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budgets: budgets, Holds: holds, Pacer: pacer, Rand: func() float64 { return 0.5 }})
+	// The guards keep the workflow's clock, which skips its timers.
+	acts, err := activities.New(activities.Options{Config: cfg, Breakers: brk, Budgets: budgets, Holds: holds, Pacer: pacer, Rand: func() float64 { return 0.5 }, Now: env.Now})
 	require.NoError(t, err)
 	h := &harness{t: t, env: env, acts: acts, brk: brk, script: script}
 	env.RegisterWorkflowWithOptions(workflows.LLMCall, workflow.RegisterOptions{Name: workflows.WorkflowName})

@@ -294,7 +294,7 @@ func paths() []path {
 				}},
 		},
 		{
-			name: "rate-limit-hold", doc: "another call's 429 holds the endpoint: this call waits for the hold, then the model answers",
+			name: "rate-limit-hold", doc: "another call's 429 (x-ratelimit-remaining 0 until its reset) holds the endpoint: this call waits for the hold, then the model answers",
 			prepare: holdEndpoint,
 			request: ask("rate-limit-hold", plainQuestion),
 			want:    want{decisions: []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel, timers: 1},
