@@ -41,17 +41,17 @@ func blamesRequest(m config.ModelConfig, in CallInput, class failure.Class) bool
 // holds that key alone, for the Retry-After (else rate_limit.hold), so
 // the next call takes another key (rule key).
 func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict, refusing time.Duration) bool {
-	switch {
-	case v.Class == failure.RateLimited && m.Pooled():
+	if v.Class != failure.RateLimited && v.Class != failure.QueueFull {
+		return false
+	}
+	if v.Class == failure.RateLimited && m.Pooled() {
 		d := a.cfg.RateLimit.Hold.D()
 		if v.HasRetryAfter && v.RetryAfter > 0 {
 			d = min(v.RetryAfter, a.cfg.Backoff.RetryAfterCap.D())
 		}
-		return a.holds.Hold(m.Scope(m.RateLimitScope), a.now(), d) < a.cfg.RateLimit.BreakerAfter.D()
-	case v.Class == failure.RateLimited, v.Class == failure.QueueFull:
-		return refusing < a.cfg.RateLimit.BreakerAfter.D()
+		a.holds.Hold(m.Scope(m.RateLimitScope), a.now(), d)
 	}
-	return false
+	return refusing < a.cfg.RateLimit.BreakerAfter.D()
 }
 
 // headroom reads the provider's own rate-limit headers on any response

@@ -7,18 +7,11 @@ import (
 	"time"
 )
 
-// holdGap is how soon after a hold ends a new rate limit must come for
-// the scope to count as held without a break.
-const holdGap = time.Second
-
-// Holds are the rate-limit holds of a process (docs/how-it-works.md "Failure classes"):
-// a scope (an endpoint, a key on an endpoint, a model; see
-// config.ModelConfig.Scope) that answered 429 or queue_full is held until
-// its Retry-After has passed, so that calls arriving meanwhile wait or go
-// elsewhere instead of being sent to be refused. A rate limit is
-// backpressure, not sickness: Hold says how long the scope has been held
-// without a break, and only a hold that lasts (rate_limit.breaker_after)
-// lets the refusals count against a breaker.
+// Holds are the rate-limit holds of a process (rule hold, docs/how-it-works.md
+// "The guard on one page"): a scope (a model's rate_limit_scope, a key of
+// a pool, a parked key) that the provider said refuses every request
+// until a moment is held until then, so that calls arriving meanwhile
+// wait or go elsewhere instead of being sent to be refused.
 //
 // A Holds is safe for concurrent use; it keeps one entry per scope ever
 // held, and the scopes are those of the ladder.
@@ -38,23 +31,19 @@ func (h *Holds) SetSync(s *Sync) {
 
 type hold struct {
 	until      time.Time     // the scope is held before this instant
-	runStart   time.Time     // start of the unbroken run of holds
 	lastLength time.Duration // of the hold that set until
 }
 
 // NewHolds returns holds with no scope held.
 func NewHolds() *Holds { return &Holds{by: map[string]*hold{}} }
 
-// Hold holds scope for d from now (a longer hold already there is kept)
-// and returns how long the scope has been held without a break: since the
-// first rate limit that did not come within holdGap of the end of the
-// previous hold.
-func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration {
+// Hold holds scope for d from now (a longer hold already there is kept).
+func (h *Holds) Hold(scope string, now time.Time, d time.Duration) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	x := h.by[scope]
-	if x == nil || now.After(x.until.Add(holdGap)) {
-		x = &hold{runStart: now, until: now}
+	if x == nil {
+		x = &hold{}
 		h.by[scope] = x
 	}
 	if u := now.Add(d); u.After(x.until) {
@@ -63,7 +52,6 @@ func (h *Holds) Hold(scope string, now time.Time, d time.Duration) time.Duration
 	if h.sync != nil {
 		h.sync.hold(scope, now, d)
 	}
-	return max(now.Sub(x.runStart), 0)
 }
 
 // Scopes lists, sorted, the scopes ever held.

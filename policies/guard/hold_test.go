@@ -14,9 +14,7 @@ func TestHolds(t *testing.T) {
 	if left := h.Left(ep, t0); left != 0 {
 		t.Fatalf("a scope never held is held for %v", left)
 	}
-	if held := h.Hold(ep, t0, 2*time.Second); held != 0 {
-		t.Errorf("first rate limit: held %v without a break, want 0", held)
-	}
+	h.Hold(ep, t0, 2*time.Second)
 	if left := h.Left(ep, at(500*time.Millisecond)); left != 1500*time.Millisecond {
 		t.Errorf("left %v at 0.5 s, want 1.5 s", left)
 	}
@@ -31,13 +29,10 @@ func TestHolds(t *testing.T) {
 	if left := h.Left(ep, at(2*time.Second)); left != 0 {
 		t.Errorf("left %v when the hold ended, want 0", left)
 	}
-	// A rate limit within holdGap of the end continues the run.
-	if held := h.Hold(ep, at(2500*time.Millisecond), time.Second); held != 2500*time.Millisecond {
-		t.Errorf("held %v without a break, want 2.5 s", held)
-	}
-	// One that comes later starts a new run.
-	if held := h.Hold(ep, at(10*time.Second), time.Second); held != 0 {
-		t.Errorf("held %v after a break, want 0", held)
+	// A hold after the last one ended holds the scope again.
+	h.Hold(ep, at(10*time.Second), time.Second)
+	if left := h.Left(ep, at(10500*time.Millisecond)); left != 500*time.Millisecond {
+		t.Errorf("left %v half-way through a new hold, want 500 ms", left)
 	}
 }
 

@@ -222,13 +222,11 @@ var Rules = []Rule{
 			"endpoint: that is put off only while its release leaves LastChance of the wait, and then goes (rule " +
 			"`last-chance`). A hold is the provider's word that every request before a moment is refused: " +
 			"a remaining of 0 in x-ratelimit-* or anthropic-ratelimit-* holds the model's scope until the matching reset, " +
-			"and a pooled key's 429 holds that key for its Retry-After (else `rate_limit.hold`). A key's run of holds is " +
-			"unbroken while each new one comes within holdGap of the last one's end (what `rate_limit.breaker_after` " +
-			"measures for it).",
+			"and a pooled key's 429 holds that key for its Retry-After (else `rate_limit.hold`).",
 		Principle: "A request the provider has said it will refuse is load for nothing. The jitter is full-jitter backoff " +
 			"applied to a wait every call shares, and the calls released first find out for the rest, as an ejected " +
 			"endpoint's probe does: released calls that all sent would meet, together, the refusal the first one met.",
-		Constants: []Constant{{"ReleaseJitter", ReleaseJitter}, {"holdGap", holdGap}},
+		Constants: []Constant{{"ReleaseJitter", ReleaseJitter}},
 		Settings:  []string{"rate_limit.hold", "backoff.retry_after_cap"},
 		Replaces: "the calls a hold put off all sent at their drawn moments, whatever the first released met, and a first " +
 			"request the hold kept past the call's wait was never sent (sweep seed 3289903031: 429 to 77 % of requests for " +
