@@ -455,7 +455,7 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 	if in.Only {
 		return true, false, false, false, why
 	}
-	alt := a.answeringRung(in, st, m, now)
+	alt := a.answeringRung(in, st, m, now, false)
 	if alt == "" && sick == guard.Silent {
 		return false, false, false, false, ""
 	}
@@ -492,13 +492,16 @@ func firstTokenTime(m config.ModelConfig) time.Duration {
 }
 
 // answeringRung is a model other than m the call could still take, on
-// another endpoint that is not ejected, with its breaker not open; "" when
-// there is none.
-func (a *Activities) answeringRung(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) string {
+// another endpoint that is not ejected, with its breaker not open (and,
+// when unheld, no rate-limit hold on it); "" when there is none.
+func (a *Activities) answeringRung(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time, unheld bool) string {
 	need := in.Request.Needs()
 	for _, l := range a.cfg.Models {
 		if l.Name == m.Name || l.Capacity() == m.Capacity() || slices.Contains(st.Tried, l.Name) ||
 			len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen {
+			continue
+		}
+		if _, left := a.held(l, now); unheld && left > 0 {
 			continue
 		}
 		if sick, _ := a.outliers.State(l.Capacity(), now); sick == guard.Healthy {

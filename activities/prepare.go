@@ -207,12 +207,13 @@ func (w *walk) outlier(r *rung) bool {
 	return w.skip(r, guard.RuleOutlier, failure.None, why+": no upstream call made")
 }
 
-// hold: guard.RuleHold. A hold puts the request off until a moment drawn
-// after its end (guard.ReleaseJitter), when the call weighs its rungs again
+// hold: guard.RuleHold. A held rung is skipped while a rung on another
+// endpoint, answering and not held, takes the call now. Otherwise the hold
+// puts the request off until a moment drawn after its end
+// (guard.ReleaseJitter), when the call weighs its rungs again
 // (walk.putOff); when that moment is past what the call can wait, the rung
-// is skipped, unless the request is the call's first and no rung on
-// another endpoint may take it: that goes now, as its last chance (rule
-// last-chance). A hedge never waits.
+// is skipped, unless the request is the call's first: that goes now, as
+// its last chance (rule last-chance). A hedge never waits.
 func (w *walk) hold(r *rung) bool {
 	r.canWait = callstate.CanWait(w.in.State.Deadline, w.in.Elapsed, w.a.cfg.Call.FallbackReserve.D())
 	sc, left := w.a.held(r.m, w.now)
@@ -220,21 +221,27 @@ func (w *walk) hold(r *rung) bool {
 		return false
 	}
 	r.scope = r.m.ScopeLabel(sc) // tenants read it: no address
+	if w.in.Only {
+		return w.skip(r, guard.RuleHold, failure.None,
+			fmt.Sprintf("rate-limit hold on %s for %s", r.scope, callstate.FormatDuration(left)))
+	}
+	if alt := w.a.answeringRung(w.in, w.p.State, r.m, w.now, true); alt != "" {
+		// A hold is the wait for a call no rung takes now; it never keeps
+		// a call off a rung that answers.
+		return w.skip(r, guard.RuleHold, failure.None,
+			fmt.Sprintf("rate-limit hold on %s for %s; %s takes the call now", r.scope, callstate.FormatDuration(left), alt))
+	}
 	release := w.a.holds.Release(r.m.Scope(sc), w.now, w.a.rand())
-	// A first request with no other rung keeps its last chance: a guard
-	// never leaves a caller worse off than a plain client's one request,
-	// and it is put off only while a timer that fires late still finds
-	// the call in time for it.
-	last := firstRequest(w.in, w.p.State) && !w.a.without[guard.RuleLastChance] &&
-		w.a.answeringRung(w.in, w.p.State, r.m, w.now) == ""
+	// A first request keeps its last chance: a guard never leaves a
+	// caller worse off than a plain client's one request, and it is put
+	// off only while a timer that fires late still finds the call in time
+	// for it.
+	last := firstRequest(w.in, w.p.State) && !w.a.without[guard.RuleLastChance]
 	room := r.canWait
 	if last {
 		room -= guard.LastChance
 	}
 	switch {
-	case w.in.Only:
-		return w.skip(r, guard.RuleHold, failure.None,
-			fmt.Sprintf("rate-limit hold on %s for %s", r.scope, callstate.FormatDuration(left)))
 	case release <= room:
 		r.left, r.why, r.rule = release, fmt.Sprintf("rate-limit hold on %s", r.scope), guard.RuleHold
 		return false

@@ -442,6 +442,21 @@ func TestLLMCallPaths(t *testing.T) {
 			check: sentAfter(2*time.Second, 4*time.Second, "sent before its turn"),
 		},
 		{
+			name:      "a short rate-limit hold: the model on another endpoint takes the call at once",
+			mutateCfg: func(cfg *config.Config) { cfg.Models[1].BaseURL = "http://10.0.0.2:8000/v1" },
+			holds: func(cfg *config.Config) *guard.Holds {
+				h := guard.NewHolds()
+				h.Hold(cfg.Models[0].Endpoint(), time.Now(), 2*time.Second)
+				return h
+			},
+			script: []outcome{ok("done")},
+			want:   []string{"qwen-72b:ok:skip", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			check: func(t *testing.T, h *harness, res workflows.CallResult) {
+				require.Contains(t, res.Attempts[0].Reason, "qwen-14b takes the call now")
+				require.Less(t, h.at[0].Sub(h.start), time.Second, "the call waited for a hold while another endpoint was free")
+			},
+		},
+		{
 			name:      "a rate-limit hold longer than the deadline allows: the models on other endpoints",
 			mutateCfg: func(cfg *config.Config) { cfg.Models[2].BaseURL = "http://10.0.0.3:8000/v1" },
 			holds: func(cfg *config.Config) *guard.Holds {
@@ -453,7 +468,7 @@ func TestLLMCallPaths(t *testing.T) {
 			want:   []string{"qwen-72b:ok:skip", "qwen-14b:ok:skip", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "rate-limit hold on the endpoint of qwen-72b for")
-				require.Contains(t, res.Attempts[0].Reason, "longer than the call can wait")
+				require.Contains(t, res.Attempts[0].Reason, "llama-8b takes the call now")
 				require.Equal(t, string(guard.RuleHold), res.Attempts[0].Rule, "the rule that skipped it is named")
 				require.Less(t, h.at[0].Sub(h.start), time.Second, "no wait for a hold it does not meet")
 			},

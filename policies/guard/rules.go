@@ -215,15 +215,18 @@ var Rules = []Rule{
 	},
 	{
 		Name: RuleHold, Moment: BeforeSend,
-		Decides: "A rate-limit hold puts the request off until a moment drawn up to ReleaseJitter × the hold's length " +
+		Decides: "A held rung is skipped while a rung on another endpoint, answering and not held, takes the call now. " +
+			"Otherwise the hold puts the request off until a moment drawn up to ReleaseJitter × the hold's length " +
 			"after its end, when the call weighs its rungs again: a hold renewed meanwhile (a call released before it was " +
 			"refused) puts it off again, nothing is paid or reserved for it until it is sent, and a hedge never waits. A " +
-			"release later than the call can wait skips the rung, except for a first request with no rung on another " +
-			"endpoint: that is put off only while its release leaves LastChance of the wait, and then goes (rule " +
-			"`last-chance`). A hold is the provider's word that every request before a moment is refused: " +
+			"release later than the call can wait skips the rung, except for a first request: that is put off only while " +
+			"its release leaves LastChance of the wait, and then goes (rule `last-chance`). A hold is the provider's word " +
+			"that every request before a moment is refused: " +
 			"a remaining of 0 in x-ratelimit-* or anthropic-ratelimit-* holds the model's scope until the matching reset, " +
 			"and a pooled key's 429 holds that key for its Retry-After (else `rate_limit.hold`).",
-		Principle: "A request the provider has said it will refuse is load for nothing. The jitter is full-jitter backoff " +
+		Principle: "A request the provider has said it will refuse is load for nothing, and a hold is the wait of a call " +
+			"no rung takes now: it never keeps a call off a rung that answers (the budget's principle). The jitter is " +
+			"full-jitter backoff " +
 			"applied to a wait every call shares, and the calls released first find out for the rest, as an ejected " +
 			"endpoint's probe does: released calls that all sent would meet, together, the refusal the first one met.",
 		Constants: []Constant{{"ReleaseJitter", ReleaseJitter}},
