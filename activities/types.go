@@ -114,10 +114,12 @@ type Prepared struct {
 	// Rule is the guard's rule that decided the Hold or the Delay
 	// ("hold", "pace", "wait", "last-chance").
 	Rule guard.RuleName `json:"rule,omitempty"`
-	// Recheck: every model is behind an open breaker and the call may
-	// wait (call.max_wait): after Hold the workflow prepares the attempt
-	// again instead of sending it, so that the breakers' trials decide who
-	// goes, a share at a time, rather than every waiting call at once.
+	// Recheck: after Hold the workflow prepares the attempt again instead
+	// of sending it, so that the guard's state then decides whether the
+	// call goes, a share at a time, rather than every waiting call at
+	// once: a wait (rule wait: open breakers, spent budgets, a refusing
+	// endpoint) or a rate-limit hold (rule hold), which a refusal of a
+	// call released before this one may have renewed.
 	Recheck bool `json:"recheck,omitempty"`
 	// Delay is a waiting call's last chance (Activities.outlier): its
 	// request goes Delay after the attempt is scheduled, timed in the

@@ -269,8 +269,8 @@ func (c *call) prepare(ctx workflow.Context) (next nextAttempt, reason string, e
 			return next, "", true, err
 		}
 		if prep.Recheck {
-			// A wait for open breakers' trials: prepare again, and
-			// let the breakers say whether this call goes now.
+			// A wait (rule wait) or a hold (rule hold): prepare
+			// again, and let the guard say whether this call goes now.
 			return nextAttempt{again: true}, "", false, nil
 		}
 		remaining = c.timeLeft(ctx)
