@@ -31,9 +31,7 @@ func TestA429IsItsOwnRequests(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		if refuse.Add(-1) >= 0 {
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+			rateLimited(w, false)
 			return
 		}
 		reply.serve(w, r)
@@ -43,28 +41,13 @@ func TestA429IsItsOwnRequests(t *testing.T) {
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
 	env.RegisterActivity(a)
-	// send prepares a call's first attempt and, unless it is put off,
-	// sends it: the class it ended in.
 	send := func(n int) (Prepared, string) {
 		t.Helper()
-		prep, err := a.PrepareAttempt(context.Background(), firstPrepare())
+		prep, class, err := firstAttempt(a, env, false)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("call %d: %v", n, err)
 		}
-		if prep.Model == "" || prep.Hold > 0 {
-			return prep, ""
-		}
-		in := CallInput{Request: firstPrepare().Request, Model: prep.Model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second}
-		_, err = env.ExecuteActivity(a.CallModel, in)
-		var refused *temporal.ApplicationError
-		switch {
-		case err == nil:
-			return prep, "ok"
-		case errors.As(err, &refused):
-			return prep, refused.Type()
-		}
-		t.Fatalf("call %d: %v", n, err)
-		return prep, ""
+		return prep, class
 	}
 	for n := 1; n <= 3; n++ {
 		prep, class := send(n)
@@ -116,12 +99,7 @@ func TestAHoldIsWeighedAgainAtItsRelease(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if time.Since(start) < 2500*time.Millisecond {
 			refused.Add(1)
-			w.Header().Set("Retry-After", "1")
-			w.Header().Set("x-ratelimit-limit-requests", "60")
-			w.Header().Set("x-ratelimit-remaining-requests", "0")
-			w.Header().Set("x-ratelimit-reset-requests", "1s")
-			w.WriteHeader(http.StatusTooManyRequests)
-			_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+			rateLimited(w, true)
 			return
 		}
 		answered.Add(1)
@@ -131,26 +109,12 @@ func TestAHoldIsWeighedAgainAtItsRelease(t *testing.T) {
 	a := slowFirstTokenActivities(t, srv.URL)
 	var s testsuite.WorkflowTestSuite
 	// call is one call's first request, put off and weighed again as the
-	// workflow does (a Recheck prepares anew after the hold's timer).
+	// workflow does.
 	call := func() {
 		env := s.NewTestActivityEnvironment()
 		env.RegisterActivity(a)
-		in, began := firstPrepare(), time.Now()
-		for {
-			in.Elapsed = time.Since(began)
-			prep, err := a.PrepareAttempt(context.Background(), in)
-			if err != nil || prep.Model == "" {
-				t.Errorf("a call was not sent: %v %s", err, prep.Reason)
-				return
-			}
-			if prep.Hold > 0 {
-				time.Sleep(prep.Hold)
-				if prep.Recheck {
-					continue
-				}
-			}
-			_, _ = env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: prep.Model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
-			return
+		if prep, class, err := firstAttempt(a, env, true); err != nil || class == "" {
+			t.Errorf("a call was not sent: %v %s", err, prep.Reason)
 		}
 	}
 	call() // refused: the endpoint is held
@@ -171,5 +135,50 @@ func TestAHoldIsWeighedAgainAtItsRelease(t *testing.T) {
 	}
 	if n := answered.Load(); n < 12 {
 		t.Errorf("%d of the 19 calls put off answered (%d refused); want those not refused", n, refused.Load())
+	}
+}
+
+// rateLimited answers 429 with a Retry-After of 1 s and, with quota, the
+// x-ratelimit-* headers of a spent request limit (its reset 1 s away), as
+// a provider's 429 says it.
+func rateLimited(w http.ResponseWriter, quota bool) {
+	w.Header().Set("Retry-After", "1")
+	if quota {
+		w.Header().Set("x-ratelimit-limit-requests", "60")
+		w.Header().Set("x-ratelimit-remaining-requests", "0")
+		w.Header().Set("x-ratelimit-reset-requests", "1s")
+	}
+	w.WriteHeader(http.StatusTooManyRequests)
+	_, _ = w.Write([]byte(`{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`))
+}
+
+// firstAttempt prepares a call's first attempt and sends it: the class it
+// ended in ("ok", else the failure's). It returns "" when nothing was
+// sent: no model, or a hold put it off and wait is false; with wait it
+// waits the hold out and, on a Recheck, prepares anew, as the workflow
+// does.
+func firstAttempt(a *Activities, env *testsuite.TestActivityEnvironment, wait bool) (Prepared, string, error) {
+	in, began := firstPrepare(), time.Now()
+	for {
+		in.Elapsed = time.Since(began)
+		prep, err := a.PrepareAttempt(context.Background(), in)
+		if err != nil || prep.Model == "" || prep.Hold > 0 && !wait {
+			return prep, "", err
+		}
+		if prep.Hold > 0 {
+			time.Sleep(prep.Hold)
+			if prep.Recheck {
+				continue
+			}
+		}
+		_, err = env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: prep.Model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
+		var refused *temporal.ApplicationError
+		switch {
+		case err == nil:
+			return prep, "ok", nil
+		case errors.As(err, &refused):
+			return prep, refused.Type(), nil
+		}
+		return prep, "", err
 	}
 }

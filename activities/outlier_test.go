@@ -84,9 +84,7 @@ func TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected(t *testing.T) {
 		}
 		return p
 	}
-	for range guard.OutlierRefusals {
-		a.outliers.Record(ea, guard.Busy, now, now, 0, 0)
-	}
+	eject(a, ea, guard.Busy, now)
 	p := prepare()
 	if p.Model != "qwen-14b" || len(p.Skipped) != 1 || p.Skipped[0].Guard != "outlier" ||
 		!strings.Contains(p.Skipped[0].Reason, "not answering (refusing)") {
@@ -115,9 +113,7 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, cfg := stoppedClock(t, now)
 	e := cfg.Models[0].Endpoint()
-	for range guard.OutlierRefusals {
-		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
-	}
+	eject(a, e, guard.Busy, now)
 	p, err := a.PrepareAttempt(context.Background(), firstPrepare())
 	if err != nil {
 		t.Fatal(err)
@@ -178,9 +174,7 @@ func TestPastOpenBreakersARefusingEndpointGetsTheLastChance(t *testing.T) {
 			p.Model, p.Recheck, p.HoldReason)
 	}
 	e := cfg.Models[0].Endpoint()
-	for range guard.OutlierRefusals {
-		a.outliers.Record(e, guard.ServerFailed, now, now, 0, 0)
-	}
+	eject(a, e, guard.ServerFailed, now)
 	p := prepareAt(firstTokenTime(cfg.Models[0]) - time.Second)
 	if !p.Recheck || p.Hold <= 0 || p.State.Requests != 0 {
 		t.Fatalf("refusing, %s left: model %q recheck %v hold %v (%s); want a wait, nothing sent",
@@ -223,9 +217,7 @@ func TestAtItsLastChanceACallResendsAsTheBudgetPays(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, cfg := stoppedClock(t, now)
 	e := cfg.Models[0].Endpoint()
-	for range guard.OutlierRefusals {
-		a.outliers.Record(e, guard.Busy, now, now, 0, 0)
-	}
+	eject(a, e, guard.Busy, now)
 	sentOnce := func(left time.Duration) PrepareInput {
 		in := firstPrepare()
 		in.State = in.State.SentTo(e)
@@ -303,6 +295,14 @@ func stoppedClock(t *testing.T, now time.Time) (*Activities, *config.Config) {
 // left (callstate.CanWait).
 func elapsedLeaving(cfg *config.Config, in PrepareInput, left time.Duration) time.Duration {
 	return in.State.Deadline - cfg.Call.FallbackReserve.D() - guard.MinAttemptTime - left
+}
+
+// eject ejects endpoint e at now: guard.OutlierRefusals refusals s in a
+// row.
+func eject(a *Activities, e string, s guard.Signal, now time.Time) {
+	for range guard.OutlierRefusals {
+		a.outliers.Record(e, s, now, now, 0, 0)
+	}
 }
 
 func callOutcome(c failure.Class) callstate.Outcome {

@@ -417,12 +417,8 @@ func TestLLMCallPaths(t *testing.T) {
 			},
 		},
 		{
-			name: "a call that arrives while a rate limit holds its endpoint waits for the hold, then sends",
-			holds: func(cfg *config.Config) *guard.Holds {
-				h := guard.NewHolds()
-				h.Hold(cfg.Models[0].Endpoint(), time.Now(), 3*time.Second)
-				return h
-			},
+			name:   "a call that arrives while a rate limit holds its endpoint waits for the hold, then sends",
+			holds:  firstRungHeldFor(3 * time.Second),
 			script: []outcome{ok("done")},
 			want:   []string{"qwen-72b:ok:answer"}, source: workflows.SourceModel,
 			check: sentAfter(2*time.Second, 4*time.Second, "the request was sent before the hold ended"),
@@ -444,13 +440,9 @@ func TestLLMCallPaths(t *testing.T) {
 		{
 			name:      "a short rate-limit hold: the model on another endpoint takes the call at once",
 			mutateCfg: func(cfg *config.Config) { cfg.Models[1].BaseURL = "http://10.0.0.2:8000/v1" },
-			holds: func(cfg *config.Config) *guard.Holds {
-				h := guard.NewHolds()
-				h.Hold(cfg.Models[0].Endpoint(), time.Now(), 2*time.Second)
-				return h
-			},
-			script: []outcome{ok("done")},
-			want:   []string{"qwen-72b:ok:skip", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
+			holds:     firstRungHeldFor(2 * time.Second),
+			script:    []outcome{ok("done")},
+			want:      []string{"qwen-72b:ok:skip", "qwen-14b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "qwen-14b takes the call now")
 				require.Less(t, h.at[0].Sub(h.start), time.Second, "the call waited for a hold while another endpoint was free")
@@ -459,13 +451,9 @@ func TestLLMCallPaths(t *testing.T) {
 		{
 			name:      "a rate-limit hold longer than the deadline allows: the models on other endpoints",
 			mutateCfg: func(cfg *config.Config) { cfg.Models[2].BaseURL = "http://10.0.0.3:8000/v1" },
-			holds: func(cfg *config.Config) *guard.Holds {
-				h := guard.NewHolds()
-				h.Hold(cfg.Models[0].Endpoint(), time.Now(), 10*time.Minute)
-				return h
-			},
-			script: []outcome{ok("done")},
-			want:   []string{"qwen-72b:ok:skip", "qwen-14b:ok:skip", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel,
+			holds:     firstRungHeldFor(10 * time.Minute),
+			script:    []outcome{ok("done")},
+			want:      []string{"qwen-72b:ok:skip", "qwen-14b:ok:skip", "llama-8b:ok:answer"}, source: workflows.SourceFallbackModel,
 			check: func(t *testing.T, h *harness, res workflows.CallResult) {
 				require.Contains(t, res.Attempts[0].Reason, "rate-limit hold on the endpoint of qwen-72b for")
 				require.Contains(t, res.Attempts[0].Reason, "llama-8b takes the call now")
@@ -756,6 +744,16 @@ func spentOnFirstRung(cfg *config.Config) *guard.Budgets {
 
 // sentAfter checks that the first upstream request went out between lo and
 // hi after the call started (workflow time).
+// firstRungHeldFor is a path's holds: the first rung's endpoint held for d
+// from now.
+func firstRungHeldFor(d time.Duration) func(cfg *config.Config) *guard.Holds {
+	return func(cfg *config.Config) *guard.Holds {
+		h := guard.NewHolds()
+		h.Hold(cfg.Models[0].Endpoint(), time.Now(), d)
+		return h
+	}
+}
+
 func sentAfter(lo, hi time.Duration, early string) func(t *testing.T, h *harness, res workflows.CallResult) {
 	return func(t *testing.T, h *harness, res workflows.CallResult) {
 		waited := h.at[0].Sub(h.start)
