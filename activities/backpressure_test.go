@@ -3,6 +3,7 @@ package activities
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -12,94 +13,30 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-
-	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
-// TestA429IsItsOwnRequests: an endpoint refuses its first requests with a
-// 429 and a Retry-After of 1 s. After one 429 the next call is still sent
-// at once, since an endpoint that refuses a share of its requests takes
-// the rest (before, the 429 held the endpoint for 1 s and every call
-// waited it out). After three in a row the endpoint is ejected: the next
-// call waits for its probe instead of being sent to be refused, and the
-// probe, when it is due, is sent and answered.
-func TestA429IsItsOwnRequests(t *testing.T) {
-	refuse := new(atomic.Int32)
-	refuse.Store(3)
-	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
-	requests := new(atomic.Int32)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		if refuse.Add(-1) >= 0 {
-			rateLimited(w, false)
-			return
-		}
-		reply.serve(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	a := slowFirstTokenActivities(t, srv.URL)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	env.RegisterActivity(a)
-	send := func(n int) (Prepared, string) {
-		t.Helper()
-		prep, class, err := firstAttempt(a, env, false)
-		if err != nil {
-			t.Fatalf("call %d: %v", n, err)
-		}
-		return prep, class
-	}
-	for n := 1; n <= 3; n++ {
-		prep, class := send(n)
-		if class == "" {
-			t.Fatalf("call %d after %d refusal(s): not sent (%s, hold %s); a 429 held the endpoint for other calls", n, n-1, prep.HoldReason, prep.Hold)
-		}
-		if class != "rate_limited" || int(requests.Load()) != n {
-			t.Fatalf("call %d: %s, %d requests; want the upstream's 429", n, class, requests.Load())
-		}
-	}
-	m := a.cfg.Models[0]
-	if left := a.holds.Left(m.Scope(m.RateLimitScope), time.Now()); left != 0 {
-		t.Errorf("three 429s held %s for %s; a refusal is its own request's", m.Scope(m.RateLimitScope), left)
-	}
-	prep, class := send(4)
-	if class != "" || prep.Hold <= 0 || prep.Rule != guard.RuleWait {
-		t.Fatalf("after three 429s in a row: sent (%q), hold %s, rule %q (%s); want a wait for the ejected endpoint's probe", class, prep.Hold, prep.Rule, prep.HoldReason)
-	}
-	if requests.Load() != 3 {
-		t.Fatalf("%d requests; the ejected endpoint got one", requests.Load())
-	}
-	// The first period is the Retry-After, released with up to half of it
-	// more; then one call is the probe, and the endpoint answers it.
-	for end := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if prep, class = send(5); class != "" {
-			break
-		}
-		if time.Now().After(end) {
-			t.Fatalf("no probe 3 s after an ejection of 1 s: %s", prep.HoldReason)
-		}
-	}
-	if class != "ok" || requests.Load() != 4 {
-		t.Fatalf("the probe: %s, %d requests in all; want it answered, the 4th request", class, requests.Load())
-	}
-}
-
-// TestAHoldIsWeighedAgainAtItsRelease: an endpoint answers 429 with
-// x-ratelimit-remaining-requests: 0 and a reset of 1 s for 2.5 s, then
-// answers. One call's refusal holds it; 19 calls that arrive meanwhile are
+// TestAHoldIsWeighedAgainAtItsRelease: an endpoint answers 429 with a
+// Retry-After of 1 s for 2.5 s (with x-ratelimit-remaining-requests: 0 and
+// a reset of 1 s, and without them, as a gateway's), then answers. One call's refusal holds it; 19 calls that arrive meanwhile are
 // put off. When the hold ends, each goes at its drawn moment and weighs
 // the hold again: the first released is refused and holds the endpoint
 // anew, and the others wait again instead of following it into the
 // refusal. Before, every call put off went at its drawn moment whatever
 // the first one met: 19 refusals at the first release.
 func TestAHoldIsWeighedAgainAtItsRelease(t *testing.T) {
+	for _, quota := range []bool{true, false} {
+		t.Run(fmt.Sprintf("quota headers %v", quota), func(t *testing.T) { holdWeighedAgain(t, quota) })
+	}
+}
+
+func holdWeighedAgain(t *testing.T, quota bool) {
 	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
 	start := time.Now()
 	var refused, answered atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if time.Since(start) < 2500*time.Millisecond {
 			refused.Add(1)
-			rateLimited(w, true)
+			rateLimited(w, quota)
 			return
 		}
 		answered.Add(1)

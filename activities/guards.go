@@ -33,18 +33,16 @@ func blamesRequest(m config.ModelConfig, in CallInput, class failure.Class) bool
 // backpressure reports whether the refusal of an attempt is backpressure,
 // which does not count against the model's breaker until it has lasted
 // rate_limit.breaker_after (refusing: how long the endpoint has refused
-// without an answer, recordOutlier). A 429 is about the request that got
-// it: that call comes back after its Retry-After (rule class), and a run
-// of refusals ejects the endpoint (rule outlier), whose probe then finds
-// when it answers again; nothing else is held, since an endpoint that
-// refuses a share of its requests takes the rest. A pooled key's 429
-// holds that key alone, for the Retry-After (else rate_limit.hold), so
-// the next call takes another key (rule key).
+// without an answer, recordOutlier). A 429 holds the model's
+// rate_limit_scope (a pooled key's, that key) for its Retry-After, else
+// rate_limit.hold: calls put off weigh the hold again at its release
+// (walk.putOff), so the first released find out for the rest. A busy
+// refusal (queue_full) is its endpoint's outlier ejection instead.
 func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict, refusing time.Duration) bool {
 	if v.Class != failure.RateLimited && v.Class != failure.QueueFull {
 		return false
 	}
-	if v.Class == failure.RateLimited && m.Pooled() {
+	if v.Class == failure.RateLimited {
 		d := a.cfg.RateLimit.Hold.D()
 		if v.HasRetryAfter && v.RetryAfter > 0 {
 			d = min(v.RetryAfter, a.cfg.Backoff.RetryAfterCap.D())

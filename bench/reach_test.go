@@ -106,7 +106,7 @@ func TestReach(t *testing.T) {
 // TestStormCaseReach: the storm cases whose schedule gives the limit, and
 // its exact counts on three of them (deadline 20 s).
 func TestStormCaseReach(t *testing.T) {
-	want := map[string]bool{"spike": true, "vllm": true, "metastable": true, "hang": true, "429": false, "5xx": false,
+	want := map[string]bool{"spike": true, "vllm": true, "metastable": true, "hang": true, "429": false, "429-bare": false, "5xx": false,
 		"slow": false, "flap": true, "flap5": true, "two": true, "queuefull": true, "limit": true, "late": false, "sporadic": false}
 	for _, name := range StormCaseNames {
 		c, err := LoadStormCase(name, 20*time.Second, false)

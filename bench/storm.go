@@ -157,7 +157,7 @@ func sick(p llmsim.Phase) bool {
 }
 
 // StormCaseNames lists the storm cases in the order they run.
-var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "limit", "late", "sporadic"}
+var StormCaseNames = []string{"spike", "vllm", "metastable", "hang", "429", "429-bare", "5xx", "slow", "flap", "flap5", "two", "queuefull", "overloaded", "limit", "late", "sporadic"}
 
 var stormTitles = map[string]string{
 	"spike":      "Storm — a 5-second upstream latency spike",
@@ -165,6 +165,7 @@ var stormTitles = map[string]string{
 	"metastable": "Storm — metastability: near-capacity load plus a 2-second trigger",
 	"hang":       "Storm — the one shared endpoint hangs for 10 s",
 	"429":        "Storm — a 429 burst: 60 % refused with Retry-After 1 s for 10 s",
+	"429-bare":   "Storm — a 429 burst without quota headers: 60 % refused with Retry-After 1 s for 10 s",
 	"5xx":        "Storm — a 5xx burst: 50 % HTML 502 for 10 s",
 	"slow":       "Storm — a slowdown beyond the first-token timeout for 10 s",
 	"flap":       "Storm — a flapping endpoint: 10 s up, 10 s down, for a minute",

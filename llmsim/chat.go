@@ -681,11 +681,13 @@ func (x *exchange) frontError(p plan, h http.Header) (int, errorBody) {
 	f, model := p.fault, x.req.Model
 	switch f.Kind {
 	case FaultRateLimited:
-		if x.wire != WireAnthropic {
+		switch {
+		case f.NoQuota:
+		case x.wire != WireAnthropic:
 			h.Set("X-Ratelimit-Limit-Requests", "60")
 			h.Set("X-Ratelimit-Remaining-Requests", "0")
 			h.Set("X-Ratelimit-Reset-Requests", f.retryAfter().String())
-		} else if p.limit == nil {
+		case p.limit == nil:
 			x.limitHeaders(h, limitState{perMinute: 60, reset: f.retryAfter()})
 		}
 		return http.StatusTooManyRequests, newAPIError("requests", "rate_limit_exceeded", x.says(

@@ -80,6 +80,8 @@ func ParseDirectives(text string) ([]Directive, error) {
 				}
 			case "retry_header":
 				d.Spec.RetryHeader = v
+			case "no_quota":
+				d.Spec.NoQuota, err = strconv.ParseBool(v)
 			case "latency":
 				var l Duration
 				err = l.set(v, false)

@@ -319,6 +319,11 @@ type FaultSpec struct {
 	// (retry-after-ms only), "both", "date" (Retry-After as an HTTP date) or
 	// "none".
 	RetryHeader string `json:"retry_header,omitempty" yaml:"retry_header,omitempty"`
+	// NoQuota leaves out of rate_limited the rate-limit headers that say
+	// the quota is spent (x-ratelimit-*, anthropic-ratelimit-*): the 429
+	// of a gateway or a self-hosted server that sheds load, with only its
+	// Retry-After.
+	NoQuota bool `json:"no_quota,omitempty" yaml:"no_quota,omitempty"`
 	// Status overrides the HTTP status where the fault allows it
 	// (queue_full: 429 or 503; bad_request: 400, 404, 413 or 422).
 	Status int `json:"status,omitempty" yaml:"status,omitempty"`

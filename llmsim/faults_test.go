@@ -145,6 +145,15 @@ func TestFaultsThroughGoOpenAI(t *testing.T) {
 				t.Errorf("retry-after-ms = %q, want none", got)
 			}
 		}},
+		{fault: llmsim.FaultRateLimited, name: "rate_limited_no_quota", directive: "retry_after=1s no_quota=true", outcome: "429", check: func(t *testing.T, r result) {
+			apiError(t, r.err, 429, "rate_limit_exceeded")
+			if got := r.header.Get("Retry-After"); got != "1" {
+				t.Errorf("Retry-After = %q, want 1", got)
+			}
+			if got := r.header.Get("X-Ratelimit-Remaining-Requests"); got != "" {
+				t.Errorf("x-ratelimit-remaining-requests = %q, want none: no quota is spent", got)
+			}
+		}},
 		{fault: llmsim.FaultRateLimited, name: "rate_limited_ms", directive: "retry_after_ms=1500", outcome: "429", check: func(t *testing.T, r result) {
 			apiError(t, r.err, 429, "rate_limit_exceeded")
 			if got := r.header.Get("retry-after-ms"); got != "1500" {

@@ -27,7 +27,7 @@ phases:
 phases:
   - faults:
       - {kind: server_error, probabilty: 0.5}
-`, `s.yaml: phases[0].faults[0].probabilty: unknown field (did you mean probability?) (known: kind, model, probability, first, latency, retry_after, retry_header, status, chunks, duration, window, after)`},
+`, `s.yaml: phases[0].faults[0].probabilty: unknown field (did you mean probability?) (known: kind, model, probability, first, latency, retry_after, retry_header, no_quota, status, chunks, duration, window, after)`},
 		{"wrong type", "s.yaml", `models: [{name: m, slots: many}]`,
 			`s.yaml: models[0].slots: expected a whole number, got "many"`},
 		{"list expected", "s.yaml", `models: {name: m}`,

@@ -403,12 +403,12 @@ type BreakerConfig struct {
 }
 
 // RateLimitConfig: a rate limit is backpressure, not sickness. A 429
-// (rate_limited) or a queue_full is its own request's: that call waits the
-// upstream's Retry-After (Hold when it sends none) or moves on, and a run
-// of refusals ejects the endpoint (guard.Outliers, its first period the
-// Retry-After, else Hold); a pooled key's 429 holds that key. Neither
-// counts against a breaker until refusals have lasted BreakerAfter without
-// an answer, nor against call.max_attempts.
+// (rate_limited) holds its model's RateLimitScope (a pooled key's, that
+// key) for the upstream's Retry-After (Hold when it sends none): calls that
+// arrive meanwhile wait for it, weigh it again at its release, or take a
+// model on another endpoint; a queue_full ejects its endpoint
+// (guard.Outliers). Neither counts against a breaker until refusals have
+// lasted BreakerAfter without an answer, nor against call.max_attempts.
 type RateLimitConfig struct {
 	Hold         Duration `yaml:"hold"`
 	BreakerAfter Duration `yaml:"breaker_after"`

@@ -222,8 +222,8 @@ var Rules = []Rule{
 			"release later than the call can wait skips the rung, except for a first request: that is put off only while " +
 			"its release leaves LastChance of the wait, and then goes (rule `last-chance`). A hold is the provider's word " +
 			"that every request before a moment is refused: " +
-			"a remaining of 0 in x-ratelimit-* or anthropic-ratelimit-* holds the model's scope until the matching reset, " +
-			"and a pooled key's 429 holds that key for its Retry-After (else `rate_limit.hold`).",
+			"a 429 holds the model's scope for its Retry-After (rule `backpressure`), and a remaining of 0 in " +
+			"x-ratelimit-* or anthropic-ratelimit-* until the matching reset.",
 		Principle: "A request the provider has said it will refuse is load for nothing, and a hold is the wait of a call " +
 			"no rung takes now: it never keeps a call off a rung that answers (the budget's principle). The jitter is " +
 			"full-jitter backoff " +
@@ -309,18 +309,14 @@ var Rules = []Rule{
 	},
 	{
 		Name: RuleBackpressure, Moment: AfterOutcome,
-		Decides: "A 429 or a busy refusal (503 busy, 529, queue_full) speaks for the request that got it: that call comes " +
-			"back after the Retry-After (rule `class`) or, refused busy, moves to the next rung at once; a run of them ejects " +
-			"the endpoint (rule `outlier`), whose probe finds when it answers again. Nothing else is held by a refusal but a " +
-			"pooled key (rule `hold`). Refusals count against the breaker only once the endpoint has refused without an " +
+		Decides: "A 429 holds the model's scope (a pooled key's, that key) for its Retry-After (else `rate_limit.hold`; " +
+			"rule `hold`), and a remaining of 0 in x-ratelimit-* or anthropic-ratelimit-* holds it until the matching " +
+			"reset; a busy refusal (503 busy, 529, queue_full) ejects its endpoint (rule `outlier`) and moves the call to " +
+			"the next rung at once. Refusals count against the breaker only once the endpoint has refused without an " +
 			"answer for `rate_limit.breaker_after`.",
 		Principle: "Backpressure is not failure: a server that says \"not now\" is healthy and busy, and a breaker that " +
-			"opened on it would turn away the calls it could take in a moment. A refusal is one request's: an endpoint that " +
-			"refuses a share of its requests takes the rest, and only a run of refusals (Envoy's consecutive-failure " +
-			"ejection) or the provider's own quota headers say the next request would be refused too.",
-		Replaces: "a 429 held the model's scope for its Retry-After whether or not the provider said its quota was " +
-			"spent: every call waited it out, and an endpoint that refused a share of its requests was sent none of the " +
-			"rest.",
+			"opened on it would turn away the calls it could take in a moment. A 429 says when to come back: the calls " +
+			"that arrive meanwhile wait for it too, and the first released find out for the rest (rule `hold`).",
 		Settings: []string{"rate_limit.hold", "rate_limit.breaker_after"},
 	},
 	{
