@@ -240,13 +240,6 @@ func (b *RetryBudget) tryRetryFor(now time.Time, tenant string) (ok, capped bool
 	return true, false
 }
 
-// peek is Snapshot without changing the budget (a query may call it).
-func (b *RetryBudget) peek(now time.Time) BudgetSnapshot {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.stateAt(b.ring.peek(now))
-}
-
 // TryRetry reports whether a retry is allowed at now and, when it is,
 // records it, so concurrent callers can never overdraw the budget.
 func (b *RetryBudget) TryRetry(now time.Time) bool {

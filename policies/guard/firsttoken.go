@@ -1,7 +1,6 @@
 package guard
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -44,38 +43,4 @@ func (f *FirstTokens) P90(model string) (time.Duration, int) {
 	}
 	slices.Sort(s)
 	return s[(len(s)*9-1)/10], len(s)
-}
-
-// summary is every model's p90 and sample count.
-func (f *FirstTokens) summary() map[string]FirstTokenP90 {
-	out := map[string]FirstTokenP90{}
-	for _, m := range f.models() {
-		p, n := f.P90(m)
-		out[m] = FirstTokenP90{P90: p, N: n}
-	}
-	return out
-}
-
-// samples copies every model's recent times, oldest first.
-func (f *FirstTokens) samples() map[string][]time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make(map[string][]time.Duration, len(f.per))
-	for m, s := range f.per {
-		out[m] = slices.Clone(s)
-	}
-	return out
-}
-
-func (f *FirstTokens) models() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.per))
-}
-
-// FirstTokenP90 is a model's p90 time to first token over its N recent
-// times (the fleet's, in a View).
-type FirstTokenP90 struct {
-	P90 time.Duration `json:"p90"`
-	N   int           `json:"n"`
 }

@@ -232,9 +232,7 @@ var Rules = []Rule{
 		Constants: []Constant{{"ReleaseJitter", ReleaseJitter}},
 		Settings:  []string{"rate_limit.hold", "backoff.retry_after_cap"},
 		Replaces: "the calls a hold put off all sent at their drawn moments, whatever the first released met, and a first " +
-			"request the hold kept past the call's wait was never sent (sweep seed 3289903031: 429 to 77 % of requests for " +
-			"27 s answered 68.8 % of the reachable calls, now 95.0 %; 429 to every request for 11 s, 3 workers, 88.7 %, " +
-			"now 98.9 %).",
+			"request the hold kept past the call's wait was never sent (docs/benchmarks.md, \"A hold weighed again at its release\").",
 	},
 	{
 		Name: RulePace, Moment: BeforeSend,
@@ -328,7 +326,7 @@ var Rules = []Rule{
 			"retries, as the budget does, and never keeps a call off a rung that answers.",
 		Settings: []string{"breaker.class_failure_rate", "breaker.class_window", "breaker.class_min_retries"},
 		Replaces: "an open class breaker sent its calls to the fallback at once, past a healthy rung on another endpoint " +
-			"(a sweep shape, 429 to 68 % of one endpoint's requests with the other healthy: 16 calls to the FAQ).",
+			"(docs/benchmarks.md, the sweep of seed 1083650162).",
 	},
 	{
 		Name: RuleHedge, Moment: WhileOpen,
