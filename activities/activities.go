@@ -440,10 +440,11 @@ func waitCap(maxWait time.Duration) string {
 // outlier applies outlier ejection (guard.Outliers) to the call's next
 // request, to m: it goes while m's endpoint answers, or as the endpoint's
 // probe. Otherwise it is skipped (skip) for a rung whose endpoint answers
-// or, without one, to wait for the probe (wait) when the endpoint refuses
-// fast; one that is silent still gets the request (as a plain client
-// would send it: it may answer late, and the call races it elsewhere
-// once one answers). A hedge never goes to an ejected endpoint. probe:
+// or, without one, to wait for the probe (wait); a silent endpoint gets
+// the request once the call's wait leaves no more than its first-token
+// time after guard.LastChance (as a plain client would send it: it may
+// answer late, and the call races it elsewhere once one answers). A hedge
+// never goes to an ejected endpoint. probe:
 // this request claimed the endpoint's probe (Unclaim it if not sent).
 // last: the request is the call's last chance (its Delay).
 func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait, probe, last bool, why string) {
@@ -456,13 +457,16 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 		return true, false, false, false, why
 	}
 	alt := a.answeringRung(in, st, m, now, false)
-	if alt == "" && sick == guard.Silent {
+	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
+	if alt == "" && sick == guard.Silent && canWait-firstTokenTime(m) < guard.LastChance {
+		// A silent endpoint may answer late: the call's request goes
+		// while it still has its first-token time, as a plain client's
+		// would; until then it waits for the endpoint's probe.
 		return false, false, false, false, ""
 	}
 	if a.outliers.Admit(m.Capacity(), now, firstTokenTime(m)) == guard.SendProbe {
 		return false, false, true, false, ""
 	}
-	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
 	if alt == "" && canWait < guard.LastChance && !a.without[guard.RuleLastChance] {
 		// Its wait ends: the call's request to this endpoint goes, as
 		// late as it can still answer (callstate.LastChance), when the
@@ -479,7 +483,7 @@ func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.Model
 	if alt != "" {
 		return true, false, false, false, why + "; " + alt + "'s endpoint answers"
 	}
-	return true, sick == guard.Refusing, false, false, why
+	return true, true, false, false, why
 }
 
 // firstTokenTime is how long a request to m may take to start answering:
@@ -519,7 +523,7 @@ func blocked(open, spent, ejected []string, spentWhy string) string {
 		parts = append(parts, "breaker open: "+strings.Join(open, ", "))
 	}
 	if len(ejected) > 0 {
-		parts = append(parts, "endpoint refusing: "+strings.Join(ejected, ", "))
+		parts = append(parts, "endpoint not answering: "+strings.Join(ejected, ", "))
 	}
 	if len(spent) > 0 {
 		if spentWhy == "" {

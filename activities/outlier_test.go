@@ -106,9 +106,9 @@ func TestNewCallsGoToTheAnsweringEndpointWhileOneIsEjected(t *testing.T) {
 // TestACallWithNoOtherRungWaitsForARefusingEndpoint: with every rung on
 // one endpoint, a call meets the endpoint ejected for refusing and waits
 // for its probe, sending nothing until its wait ends (then its one
-// request goes); one ejected as silent (requests
-// unanswered past their first-token timeout) still gets the call's first
-// request, as a plain client would send it.
+// request goes); one ejected as silent (requests unanswered past their
+// first-token timeout) gets it once the wait leaves the request's
+// first-token time, as a plain client would send it.
 func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	a, cfg := stoppedClock(t, now)
@@ -118,7 +118,7 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Model == "" || !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "endpoint refusing") || p.State.Requests != 0 {
+	if p.Model == "" || !p.Recheck || p.Hold <= 0 || !strings.Contains(p.HoldReason, "endpoint not answering") || p.State.Requests != 0 {
 		t.Fatalf("refusing: model %q recheck %v hold %v (%s), requests %d; want a wait for the probe, nothing sent",
 			p.Model, p.Recheck, p.Hold, p.HoldReason, p.State.Requests)
 	}
@@ -140,8 +140,22 @@ func TestACallWithNoOtherRungWaitsForARefusingEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Model != "qwen-72b" || p.Recheck {
-		t.Fatalf("silent: model %q recheck %v (%s); want the first request sent", p.Model, p.Recheck, p.HoldReason)
+	if p.Model == "" || !p.Recheck || p.State.Requests != 0 || !strings.Contains(p.HoldReason, "endpoint not answering") {
+		t.Fatalf("silent, with time to spare: model %q recheck %v (%s), requests %d; want a wait for the probe",
+			p.Model, p.Recheck, p.HoldReason, p.State.Requests)
+	}
+	// Once its wait leaves no more than the request's first-token time
+	// (and guard.LastChance), the request goes, as a plain client's would:
+	// a silent endpoint may answer late.
+	late := firstPrepare()
+	late.Elapsed = elapsedLeaving(cfg, late, firstTokenTime(cfg.Models[0])+guard.LastChance/2)
+	p, err = a.PrepareAttempt(context.Background(), late)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "qwen-72b" || p.Recheck || p.Delay > 0 {
+		t.Fatalf("silent, first-token time left: model %q recheck %v delay %v (%s); want the request sent at once",
+			p.Model, p.Recheck, p.Delay, p.HoldReason)
 	}
 }
 

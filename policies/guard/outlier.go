@@ -29,11 +29,14 @@ const (
 	// Healthy: not ejected.
 	Healthy Sickness = iota
 	// Refusing: it refuses requests fast (busy, unreachable, 5xx): a
-	// call with no other rung waits for its probe, sending nothing.
+	// call with no other rung waits for its probe, sending nothing until
+	// its last chance.
 	Refusing
 	// Silent: a request is past its first-token timeout and the endpoint
 	// has answered nothing since that request started. A call with no
-	// other rung still sends (a plain client would; it may answer late).
+	// other rung waits for the probe while it keeps the request's
+	// first-token time, then sends (a plain client would; it may answer
+	// late).
 	Silent
 )
 
@@ -75,9 +78,10 @@ const OutlierMaxEjection = 30 * time.Second
 // refusals in a row (busy, unreachable, 5xx), or a request past its
 // first-token timeout while the endpoint has answered nothing since that
 // request started. While it is ejected, new requests go to a rung on an
-// endpoint that answers; a call with no such rung waits (Refusing) or
-// sends anyway (Silent, as Envoy's panic threshold routes to every host
-// when none is healthy). Once the ejection passes, one request is its
+// endpoint that answers; a call with no such rung waits for the probe
+// (Silent: only while it keeps the request's first-token time, as Envoy's
+// panic threshold routes to every host when none is healthy). Once the
+// ejection passes, one request is its
 // probe: an answer ends the ejection; a failed probe ejects it again for
 // twice as long, but never longer than half the time since the endpoint
 // stopped answering (it is probed again within a third of the outage's

@@ -184,15 +184,19 @@ var Rules = []Rule{
 			"one request is its probe and no other goes until the probe's outcome (or its first-token timeout); a failed probe " +
 			"doubles the period, never past half the time since the endpoint stopped answering nor OutlierMaxEjection, each " +
 			"period ending with up to ReleaseJitter of it drawn. Any answer ends the ejection. With no other rung, a call waits " +
-			"for a refusing endpoint's probe (rule `wait`, then `last-chance`); to a silent one it sends anyway. Each worker " +
-			"ejects and probes on its own view.",
-		Principle: "Envoy's outlier detection, with the breaker's growing period; for a silent endpoint, Envoy's panic " +
-			"threshold: a plain client would send, and a silent endpoint may answer late (a slow first byte looks the same " +
-			"until its answer comes).",
+			"for the endpoint's probe (rule `wait`): for a refusing one until its last chance (rule `last-chance`), for a " +
+			"silent one until the wait would leave less than the request's first-token time and LastChance, when it " +
+			"sends. Each worker ejects and probes on its own view.",
+		Principle: "Envoy's outlier detection, with the breaker's growing period; a request into an endpoint that " +
+			"answers nothing is load for nothing, and a call that waits for its probe sends once, when it answers. For " +
+			"a silent endpoint, Envoy's panic threshold bounds the wait: a plain client would send, and a silent " +
+			"endpoint may answer late (a slow first byte looks the same until its answer comes), so the request keeps " +
+			"the time a first token may take.",
 		Constants: []Constant{{"OutlierRefusals", OutlierRefusals}, {"OutlierMaxEjection", OutlierMaxEjection}},
 		Settings:  []string{"rate_limit.hold", "model_defaults.first_token_timeout"},
 		Replaces: "a busy refusal held the model's queue, and every call waiting on the hold resent at its end; " +
-			"new calls started on an endpoint that answered nothing while a healthy one was on the ladder.",
+			"new calls started on an endpoint that answered nothing while a healthy one was on the ladder; a call with " +
+			"no other rung sent at once to a silent endpoint, and its request hung there.",
 	},
 	{
 		Name: RuleLastChance, Moment: BeforeSend,
