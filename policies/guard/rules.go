@@ -107,10 +107,12 @@ const (
 	// p90.
 	MinSamples = 20
 	// LastChance is how close to the end of its wait a call waiting for a
-	// refusing endpoint's probe sends its one request there; its last
-	// recheck is set for LastChanceEarly after that window opens, since
-	// timers on a loaded server fire late.
-	LastChance      = 1500 * time.Millisecond
+	// refusing endpoint's probe sends its one request there (the worker
+	// holds it until the time an answer needs is left); its last recheck
+	// is set for LastChanceEarly after that window opens. The window is
+	// what a workflow timer may fire late by on a loaded server: a call
+	// whose last recheck misses it sends nothing.
+	LastChance      = 4 * time.Second
 	LastChanceEarly = 100 * time.Millisecond
 	// RecheckMin and RecheckSpread draw a waiting call's step between two
 	// rechecks: RecheckMin + u·RecheckSpread, so waiting calls recheck

@@ -147,7 +147,7 @@ func TestPageShowsEveryRuleConstantAndSetting(t *testing.T) {
 	}
 	for _, want := range []string{
 		"**`outlier`**", "`OutlierRefusals` = 3", "`OutlierMaxEjection` = 30s", "`ReleaseJitter` = 0.5",
-		"`budget.ratio` (0.1)", "`LastChance` = 1.5s", "### While a request is open",
+		"`budget.ratio` (0.1)", "`LastChance` = 4s", "### While a request is open",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page does not say %q", want)
