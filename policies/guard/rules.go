@@ -275,7 +275,7 @@ var Rules = []Rule{
 	},
 	{
 		Name: RuleWait, Moment: BeforeSend,
-		Decides: "A call no rung may take (open breakers, spent budgets, refusing endpoints) waits on timers the Web UI " +
+		Decides: "A call no rung may take (open breakers, spent budgets, endpoints ejected as not answering) waits on timers the Web UI " +
 			"shows, each RecheckMin + a draw of up to RecheckSpread, up to its deadline less `call.fallback_reserve` " +
 			"(keeping a first request's `first_token_timeout` for it while breakers are open), or `call.max_wait` when " +
 			"set; a wait shorter than MinWait is not taken. Released, a call sends only as a probe (rule `outlier`) until one " +
