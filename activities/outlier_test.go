@@ -322,3 +322,36 @@ func eject(a *Activities, e string, s guard.Signal, now time.Time) {
 func callOutcome(c failure.Class) callstate.Outcome {
 	return callstate.Outcome{Class: c, Elapsed: time.Second}
 }
+
+// TestALastRecheckThatFiresLateStillFindsItsLastChance: a call waiting for
+// a refusing endpoint's probe sets its last recheck just inside
+// guard.LastChance of its wait's end. Woken 3.3 s late (what workflow
+// timers were measured to lose on a loaded machine), it still has time for
+// an attempt and sends its one request then; before, with a 1.5 s window,
+// it woke past its last chance and took the fallback having sent nothing.
+func TestALastRecheckThatFiresLateStillFindsItsLastChance(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	a, cfg := stoppedClock(t, now)
+	eject(a, cfg.Models[0].Endpoint(), guard.Busy, now)
+	in := firstPrepare()
+	in.Elapsed = elapsedLeaving(cfg, in, guard.LastChance+500*time.Millisecond)
+	p, err := a.PrepareAttempt(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Recheck || p.Hold <= 0 {
+		t.Fatalf("the last wait: recheck %v hold %v (%s); want a recheck", p.Recheck, p.Hold, p.HoldReason)
+	}
+	const late = 3300 * time.Millisecond
+	in.Elapsed += p.Hold + late
+	in.State = p.State
+	if left := callstate.CanWait(in.State.Deadline, in.Elapsed, cfg.Call.FallbackReserve.D()); left < 0 {
+		t.Fatalf("woken %v late, the call has %v for an attempt: it would take the fallback having sent nothing", late, left)
+	}
+	if p, err = a.PrepareAttempt(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if p.Model != "qwen-72b" || p.Recheck {
+		t.Fatalf("woken late: model %q recheck %v (%s); want its one request sent", p.Model, p.Recheck, p.HoldReason)
+	}
+}
