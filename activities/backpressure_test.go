@@ -13,6 +13,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+
+	"github.com/durable-llm/durable-llm/policies/guard"
 )
 
 // TestAHoldIsWeighedAgainAtItsRelease: an endpoint answers 429 with a
@@ -117,5 +119,73 @@ func firstAttempt(a *Activities, env *testsuite.TestActivityEnvironment, wait bo
 			return prep, refused.Type(), nil
 		}
 		return prep, "", err
+	}
+}
+
+// TestRefusalsCountAgainstTheBreakerOnlyAfterBreakerAfter: an endpoint
+// that answers every request 429 is busy, not sick, until it has refused
+// without an answer for rate_limit.breaker_after (30 s): refusals within
+// that stretch leave the model's breaker closed however many there are;
+// past it they count, and breaker.consecutive_failures of them open it.
+// An answer starts the stretch over.
+func TestRefusalsCountAgainstTheBreakerOnlyAfterBreakerAfter(t *testing.T) {
+	var answer atomic.Bool
+	reply := sse{done: true, events: []sseEvent{{data: delta("Your parcel ships today.")}, {data: finish("stop")}, {data: usageChunk}}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if answer.Load() {
+			reply.serve(w, r)
+			return
+		}
+		rateLimited(w, false)
+	}))
+	t.Cleanup(srv.Close)
+	a := slowFirstTokenActivities(t, srv.URL)
+	t0 := time.Now()
+	now := t0
+	a.now = func() time.Time { return now }
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	in := firstPrepare()
+	prep, err := a.PrepareAttempt(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := func(model string) {
+		_, _ = env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
+	}
+	send := func(at time.Duration) {
+		now = t0.Add(at)
+		call("qwen-72b")
+	}
+	after := a.cfg.RateLimit.BreakerAfter.D()
+	state := func() guard.BreakerState { return a.breakers.State("qwen-72b", now) }
+	for i := range 10 {
+		send(time.Duration(i) * (after - time.Second) / 9)
+	}
+	if state() != guard.BreakerClosed {
+		t.Fatalf("10 refusals within breaker_after (%s) opened the breaker", after)
+	}
+	n := a.cfg.Breaker.ConsecutiveFailures
+	for i := range n {
+		send(after + time.Duration(i)*time.Second)
+		if i < n-1 && state() != guard.BreakerClosed {
+			t.Fatalf("%d refusals past breaker_after opened the breaker; consecutive_failures is %d", i+1, n)
+		}
+	}
+	if state() != guard.BreakerOpen {
+		t.Fatalf("%d refusals past breaker_after left the breaker %s", n, state())
+	}
+	// Another model on the same endpoint: an answer there starts the
+	// stretch over, and its refusals are backpressure again.
+	answer.Store(true)
+	send(after + time.Duration(n)*time.Second)
+	answer.Store(false)
+	for i := range 10 {
+		now = t0.Add(after + time.Duration(n+1+i)*time.Second)
+		call("qwen-14b")
+	}
+	if st := a.breakers.State("qwen-14b", now); st != guard.BreakerClosed {
+		t.Fatalf("refusals within breaker_after of an answer left qwen-14b's breaker %s", st)
 	}
 }

@@ -85,8 +85,19 @@ func TestIntegrationRateLimitedWaitsRetryAfter(t *testing.T) {
 // 1 s) on the shared endpoint refuses each of 20 calls once. The rate limit
 // holds the endpoint instead of opening the model's breaker, so every call
 // is answered by the preferred model once the hold is over.
+//
+// The refusals eject the endpoint, and each probe is one call's request:
+// when it is a first request, the burst refuses it. Probes that all happen
+// to be first requests show an endpoint refusing without an answer, for
+// longer each time, and past rate_limit.breaker_after (30 s) refusals count
+// against the breaker, as an outage's do. That is not what this test
+// checks, and a loaded machine stretches the probes' timers towards it, so
+// breaker_after is set out of reach.
 func TestIntegrationRateLimitIsBackpressure(t *testing.T) {
-	s := newStack(t, func(cfg *config.Config) { cfg.Budget.Floor = 100 }) // the budget is not under test
+	s := newStack(t, func(cfg *config.Config) {
+		cfg.Budget.Floor = 100                                         // the budget is not under test
+		cfg.RateLimit.BreakerAfter = config.Duration(10 * time.Minute) // nor is breaker_after
+	})
 	for _, r := range s.burst(20, "[[sim fault=rate_limited retry_after=1s times=1]] burst") {
 		require.Equal(t, workflows.SourceModel, r.Source, "a 429 burst sent a call elsewhere: %v", r.Decisions())
 		require.False(t, r.Degraded)
