@@ -277,7 +277,7 @@ func (at *attempt) streamedTokens(n int, done func()) {
 	a, in, m := at.a, at.in, at.m
 	at.firstAt = a.now()
 	done()
-	a.outliers.Record(m.Capacity(), guard.Answered, at.start, at.firstAt, 0, 0)
+	a.outliers.Record(m.Capacity(), guard.Started, at.start, at.firstAt, 0, 0)
 	a.queues.firstToken(m.Capacity(), at.start, at.firstAt.Sub(at.start), m.FirstTokenTimeout.D())
 	if in.FirstTokenWins && !a.races.win(at.info.WorkflowExecution.RunID, in.Attempt, in.Hedge) {
 		at.pub.loseRace() // its rival's first token came first: it is being cut
@@ -483,7 +483,8 @@ func (a *Activities) answerTime(model string) (need time.Duration, known bool) {
 // what the attempt showed of it, and returns how long the endpoint has
 // been refusing without an answer. A request that reached a server that
 // worked it out answers, whatever its class; a refusal (busy, a rate
-// limit), a refused connection and a 5xx count towards an ejection; no first token by the
+// limit), a refused connection, a 5xx and a broken stream (Envoy counts a
+// reset as a 5xx) count towards an ejection; no first token by the
 // attempt's end is a silent endpoint unless it answered since.
 func (at *attempt) recordOutlier() time.Duration {
 	a, m, v := at.a, at.m, at.v
@@ -494,14 +495,14 @@ func (at *attempt) recordOutlier() time.Duration {
 		s = guard.Busy
 	case failure.Connect:
 		s = guard.Unreachable
-	case failure.ServerError, failure.Timeout:
+	case failure.ServerError, failure.Timeout, failure.StreamBroken:
 		s = guard.ServerFailed
 	case failure.ReadTimeout:
 		if at.firstAt.IsZero() && at.in.Prompt.Fits {
 			a.outliers.Overdue(m.Capacity(), at.start, now, a.rand())
 		}
 		return 0
-	case failure.StreamBroken, failure.BodyError, failure.WorkerLost, failure.BreakerOpen, failure.ServiceUnavailable:
+	case failure.BodyError, failure.WorkerLost, failure.BreakerOpen, failure.ServiceUnavailable:
 		return 0 // says nothing of whether it answers: no signal
 	default:
 		if at.out.NotSent {

@@ -2,10 +2,16 @@ package activities
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -353,5 +359,41 @@ func TestALastRecheckThatFiresLateStillFindsItsLastChance(t *testing.T) {
 	}
 	if p.Model != "qwen-72b" || p.Recheck {
 		t.Fatalf("woken late: model %q recheck %v (%s); want its one request sent", p.Model, p.Recheck, p.HoldReason)
+	}
+}
+
+// TestBrokenStreamsEjectTheirEndpoint: an endpoint whose streams are cut
+// mid-answer fails its requests as a 5xx does (Envoy counts a reset as
+// one): guard.OutlierRefusals of them in a row eject it, and a new call
+// with no other rung waits for its probe instead of sending into the cuts.
+func TestBrokenStreamsEjectTheirEndpoint(t *testing.T) {
+	cut := sse{events: []sseEvent{{0, delta("Your parcel")}}, abort: true}
+	srv := httptest.NewServer(http.HandlerFunc(cut.serve))
+	t.Cleanup(srv.Close)
+	a := slowFirstTokenActivities(t, srv.URL)
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	in := firstPrepare()
+	prep, err := a.PrepareAttempt(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range guard.OutlierRefusals {
+		_, err := env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: prep.Model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
+		var broken *temporal.ApplicationError
+		if !errors.As(err, &broken) || broken.Type() != string(failure.StreamBroken) {
+			t.Fatalf("request %d: %v, want %s", i+1, err, failure.StreamBroken)
+		}
+	}
+	if sick, _ := a.outliers.State(a.cfg.Models[0].Capacity(), time.Now()); sick != guard.Refusing {
+		t.Fatalf("after %d broken streams in a row the endpoint is %s, want ejected", guard.OutlierRefusals, sick)
+	}
+	p, err := a.PrepareAttempt(context.Background(), firstPrepare())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Recheck || p.State.Requests != 0 || !strings.Contains(p.HoldReason, "endpoint not answering") {
+		t.Fatalf("a new call: model %q recheck %v (%s), requests %d; want a wait for the probe", p.Model, p.Recheck, p.HoldReason, p.State.Requests)
 	}
 }

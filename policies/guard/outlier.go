@@ -9,16 +9,20 @@ import (
 type Signal int
 
 const (
-	// Answered: a first token, a reply, or any answer the server worked
-	// out (an error about the request): it answers. A 429 is Busy.
+	// Answered: a reply, or any answer the server worked out (an error
+	// about the request): it answers. A 429 is Busy.
 	Answered Signal = iota
+	// Started: a first token. The endpoint is not silent, but a stream
+	// that started may still be cut: it ends a Silent ejection only.
+	Started
 	// Busy: the server refused the request as full (503 busy, 529
 	// overloaded, queue_full): it says it cannot take work now.
 	Busy
 	// Unreachable: the connection was refused or reset before the
 	// request was sent.
 	Unreachable
-	// ServerFailed: a 5xx that is not a busy refusal.
+	// ServerFailed: a 5xx that is not a busy refusal, or a broken
+	// stream.
 	ServerFailed
 )
 
@@ -75,14 +79,15 @@ const OutlierMaxEjection = 30 * time.Second
 // Outliers is outlier ejection per endpoint, one process's view (Envoy's
 // outlier detection; docs/how-it-works.md "The guard on one page"). An
 // endpoint that shows it is not answering is ejected: OutlierRefusals
-// refusals in a row (busy, unreachable, 5xx), or a request past its
+// refusals in a row (busy, unreachable, 5xx, a stream cut), or a request past its
 // first-token timeout while the endpoint has answered nothing since that
 // request started. While it is ejected, new requests go to a rung on an
 // endpoint that answers; a call with no such rung waits for the probe
 // (Silent: only while it keeps the request's first-token time, as Envoy's
 // panic threshold routes to every host when none is healthy). Once the
 // ejection passes, one request is its
-// probe: an answer ends the ejection; a failed probe ejects it again for
+// probe: its whole answer ends the ejection (its first token ends only a
+// Silent one); a failed probe ejects it again for
 // twice as long, but never longer than half the time since the endpoint
 // stopped answering (it is probed again within a third of the outage's
 // length), nor OutlierMaxEjection — the breaker's open period, applied
@@ -127,7 +132,8 @@ func (o *Outliers) get(endpoint string) *outlier {
 }
 
 // Record takes what a request to endpoint, sent at start, told at now:
-// an answer ends its ejection; a refusal counts towards one. retryAfter,
+// an answer ends its ejection, a first token a Silent one; a refusal
+// counts towards one, and only an answer resets the count. retryAfter,
 // when positive, is the refusal's own Retry-After: the first period is at
 // least that. u in [0,1) draws the period's jitter. It returns how long
 // the endpoint has been refusing without an answer (0 when it answers).
@@ -135,8 +141,16 @@ func (o *Outliers) Record(endpoint string, s Signal, start, now time.Time, retry
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	x := o.get(endpoint)
-	if s == Answered {
+	switch {
+	case s == Answered:
 		*x = outlier{answered: now, heardFrom: true}
+		return 0
+	case s == Started && x.sick == Silent:
+		*x = outlier{answered: now, heardFrom: true, refusals: x.refusals}
+		return 0
+	case s == Started:
+		// Not silent; a stream cut after it still counts as failed.
+		x.answered, x.heardFrom = now, true
 		return 0
 	}
 	if x.refusals == 0 && x.sick == Healthy {

@@ -116,3 +116,36 @@ func TestOutlierRetryAfterIsCappedByTheMaxEjection(t *testing.T) {
 		t.Fatalf("next probe %v after the refusals, want %v", next.Sub(t0), OutlierMaxEjection)
 	}
 }
+
+// TestOutlierAFirstTokenIsNotAnAnswer: streams that start and are then cut
+// fail as a 5xx does: a first token between the failures neither resets
+// their count nor ends the ejection they cause; a complete answer does. A
+// first token ends a Silent ejection (the endpoint is not silent).
+func TestOutlierAFirstTokenIsNotAnAnswer(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	o := NewOutliers(time.Second)
+	for i := range OutlierRefusals {
+		o.Record("e", Started, at(100*i), at(100*i+10), 0, 0)
+		o.Record("e", ServerFailed, at(100*i), at(100*i+50), 0, 0)
+	}
+	if sick, _ := o.State("e", at(300)); sick != Refusing {
+		t.Fatalf("%d streams cut after their first token: %s, want refusing", OutlierRefusals, sick)
+	}
+	o.Record("e", Started, at(1500), at(1600), 0, 0)
+	if sick, _ := o.State("e", at(1600)); sick != Refusing {
+		t.Fatalf("the probe's first token ended the ejection: %s", sick)
+	}
+	o.Record("e", Answered, at(1500), at(2000), 0, 0)
+	if sick, _ := o.State("e", at(2000)); sick != Healthy {
+		t.Fatalf("the probe's whole answer left it %s, want healthy", sick)
+	}
+	o.Overdue("e", at(2100), at(10100), 0)
+	if sick, _ := o.State("e", at(10100)); sick != Silent {
+		t.Fatalf("a request overdue since the last answer: %s, want silent", sick)
+	}
+	o.Record("e", Started, at(2100), at(10200), 0, 0)
+	if sick, _ := o.State("e", at(10200)); sick != Healthy {
+		t.Fatalf("a first token left a silent endpoint %s, want healthy", sick)
+	}
+}
