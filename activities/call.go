@@ -483,9 +483,10 @@ func (a *Activities) answerTime(model string) (need time.Duration, known bool) {
 // what the attempt showed of it, and returns how long the endpoint has
 // been refusing without an answer. A request that reached a server that
 // worked it out answers, whatever its class; a refusal (busy, a rate
-// limit), a refused connection, a 5xx and a broken stream (Envoy counts a
-// reset as a 5xx) count towards an ejection; no first token by the
-// attempt's end is a silent endpoint unless it answered since.
+// limit), a refused connection, a 5xx, a timeout before the first token
+// and a stream the connection cut count towards an ejection; no first
+// token by the attempt's end is a silent endpoint unless it answered
+// since.
 func (at *attempt) recordOutlier() time.Duration {
 	a, m, v := at.a, at.m, at.v
 	now := a.now()
@@ -495,8 +496,18 @@ func (at *attempt) recordOutlier() time.Duration {
 		s = guard.Busy
 	case failure.Connect:
 		s = guard.Unreachable
-	case failure.ServerError, failure.Timeout, failure.StreamBroken:
+	case failure.ServerError:
 		s = guard.ServerFailed
+	case failure.Timeout:
+		if !at.firstAt.IsZero() {
+			return 0 // a stream the attempt's own deadline cut: no signal
+		}
+		s = guard.ServerFailed
+	case failure.StreamBroken:
+		if !v.Cut {
+			return 0 // an idle stream, an error object, a malformed chunk: no signal
+		}
+		s = guard.Cut
 	case failure.ReadTimeout:
 		if at.firstAt.IsZero() && at.in.Prompt.Fits {
 			a.outliers.Overdue(m.Capacity(), at.start, now, a.rand())

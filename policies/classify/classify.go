@@ -97,6 +97,11 @@ type Verdict struct {
 	// rule recognised it: the class is the status code's alone (a small
 	// model may name a better one, docs/how-it-works.md "Diagnosis").
 	Generic bool
+	// Cut is set on a stream_broken whose stream the connection cut, or
+	// that ended without a finish_reason, after it had started: the
+	// endpoint failed a request it had begun (not an idle timeout, an
+	// error object or a malformed chunk).
+	Cut bool
 }
 
 // OK reports whether the attempt succeeded.

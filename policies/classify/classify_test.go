@@ -652,6 +652,12 @@ func TestClassifyStream(t *testing.T) {
 			if v.Class != c.class || !strings.Contains(v.Reason, c.reason) {
 				t.Errorf("Classify = %q (%q), want %q with %q", v.Class, v.Reason, c.class, c.reason)
 			}
+			// Only a stream the connection cut, or one that ended without
+			// a finish_reason, is the endpoint failing a request it began.
+			cut := strings.HasSuffix(c.name, "connection cut") || strings.HasSuffix(c.name, "no finish_reason")
+			if v.Cut != cut {
+				t.Errorf("Cut = %v, want %v", v.Cut, cut)
+			}
 		})
 	}
 }

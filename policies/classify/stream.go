@@ -84,10 +84,12 @@ func classifyStream(obs Observation, v Verdict) Verdict {
 		if isJSONError(st.Err) {
 			return v.withDetail(st.Err).is(failure.StreamBroken, "malformed chunk "+after)
 		}
+		v.Cut = true
 		return v.withDetail(st.Err).is(failure.StreamBroken, "stream cut "+after+" ("+errKind(st.Err)+")")
 	case !st.Finished && st.Chunks == 0:
 		return v.is(failure.BodyError, "the stream ended without a chunk")
 	case !st.Finished:
+		v.Cut = true
 		return v.is(failure.StreamBroken, "the stream ended without a finish_reason "+after)
 	}
 	return classifyReply(obs, v)

@@ -21,9 +21,12 @@ const (
 	// Unreachable: the connection was refused or reset before the
 	// request was sent.
 	Unreachable
-	// ServerFailed: a 5xx that is not a busy refusal, or a broken
-	// stream.
+	// ServerFailed: a 5xx that is not a busy refusal, or a timeout
+	// before the first token.
 	ServerFailed
+	// Cut: a stream cut after it started. A failure as ServerFailed is,
+	// but not a fast one: it leaves a Silent ejection Silent.
+	Cut
 )
 
 // Sickness says how an ejected endpoint shows that it is not answering.
@@ -32,9 +35,9 @@ type Sickness int
 const (
 	// Healthy: not ejected.
 	Healthy Sickness = iota
-	// Refusing: it refuses requests fast (busy, unreachable, 5xx): a
-	// call with no other rung waits for its probe, sending nothing until
-	// its last chance.
+	// Refusing: it fails requests it does not hang on (busy,
+	// unreachable, 5xx, streams cut): a call with no other rung waits for
+	// its probe, sending nothing until its last chance.
 	Refusing
 	// Silent: a request is past its first-token timeout and the endpoint
 	// has answered nothing since that request started. A call with no
@@ -146,7 +149,7 @@ func (o *Outliers) Record(endpoint string, s Signal, start, now time.Time, retry
 		*x = outlier{answered: now, heardFrom: true}
 		return 0
 	case s == Started && x.sick == Silent:
-		*x = outlier{answered: now, heardFrom: true, refusals: x.refusals}
+		*x = outlier{answered: now, heardFrom: true, refusals: x.refusals, since: x.since}
 		return 0
 	case s == Started:
 		// Not silent; a stream cut after it still counts as failed.
@@ -157,6 +160,9 @@ func (o *Outliers) Record(endpoint string, s Signal, start, now time.Time, retry
 		x.since = now
 	}
 	x.refusals++
+	if s == Cut && x.sick == Silent {
+		return now.Sub(x.since) // an older stream's cut: still silent
+	}
 	if x.sick != Healthy || x.refusals >= OutlierRefusals {
 		o.eject(x, Refusing, start, now, retryAfter, u)
 	}
@@ -204,8 +210,8 @@ func (o *Outliers) eject(x *outlier, why Sickness, start, now time.Time, retryAf
 // Admit is the rule for one request to endpoint at now: Send while it is
 // not ejected; Eject while it is, or while its probe is out; SendProbe
 // once its ejection has passed, and then no other request is admitted for
-// probeFor (the request's first-token timeout: its outcome is known by
-// then) or until its outcome.
+// probeFor (the request's first-token timeout: by then it has answered,
+// refused or hung) or until its outcome.
 func (o *Outliers) Admit(endpoint string, now time.Time, probeFor time.Duration) Admission {
 	o.mu.Lock()
 	defer o.mu.Unlock()

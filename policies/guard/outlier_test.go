@@ -149,3 +149,24 @@ func TestOutlierAFirstTokenIsNotAnAnswer(t *testing.T) {
 		t.Fatalf("a first token left a silent endpoint %s, want healthy", sick)
 	}
 }
+
+// TestOutlierAFirstTokenAfterSilenceKeepsTheOutagesStart: a first token
+// that ends a Silent ejection keeps the refusals counted before it and
+// when they began, so that how long the endpoint has been refusing (what
+// rate_limit.breaker_after is measured against) stays the time since then;
+// and an older stream's cut during a Silent ejection leaves it Silent.
+func TestOutlierAFirstTokenAfterSilenceKeepsTheOutagesStart(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	o := NewOutliers(time.Second)
+	o.Record("e", ServerFailed, at(0), at(100), 0, 0)
+	o.Overdue("e", at(200), at(8200), 0)
+	o.Record("e", Cut, at(300), at(8300), 0, 0)
+	if sick, _ := o.State("e", at(8300)); sick != Silent {
+		t.Fatalf("an older stream's cut made a silent endpoint %s", sick)
+	}
+	o.Record("e", Started, at(8000), at(9000), 0, 0)
+	if refusing := o.Record("e", Busy, at(9100), at(9200), 0, 0); refusing != 9*time.Second {
+		t.Fatalf("refusing for %v after the first token, want 9s (since the overdue request began the outage)", refusing)
+	}
+}

@@ -179,8 +179,8 @@ var Rules = []Rule{
 	{
 		Name: RuleOutlier, Moment: BeforeSend,
 		Decides: "An endpoint is ejected when it shows it is not answering: OutlierRefusals refusals in a row with no answer " +
-			"between (503 busy, 529, queue_full, a 429, a refused connection, a `timeout`, a 5xx other than a maintenance " +
-			"503, a stream cut after it started) — *refusing* — or a request past its `first_token_timeout` (its whole `timeout` when it does not stream) while the endpoint has answered nothing since that request started — *silent*. New calls " +
+			"between (503 busy, 529, queue_full, a 429, a refused connection, a `timeout` before the first token, a 5xx other than a maintenance " +
+			"503, a stream the connection cut or that ended without a finish_reason) — *refusing* — or a request past its `first_token_timeout` (its whole `timeout` when it does not stream) while the endpoint has answered nothing since that request started — *silent*. New calls " +
 			"start on the next rung whose endpoint answers, and a hedge never goes to it. Its first period is `rate_limit.hold` " +
 			"(or the refusal's Retry-After, at most OutlierMaxEjection); then " +
 			"one request is its probe and no other goes until the probe's outcome (or its first-token timeout); a failed probe " +
@@ -189,7 +189,9 @@ var Rules = []Rule{
 			"for the endpoint's probe (rule `wait`): for a refusing one until its last chance (rule `last-chance`), for a " +
 			"silent one until the wait would leave less than the request's first-token time and LastChance, when it " +
 			"sends. Each worker ejects and probes on its own view.",
-		Principle: "Envoy's outlier detection (which counts a reset as a 5xx), with the breaker's growing period; a request into an endpoint that " +
+		Principle: "Envoy's outlier detection (a reset counts as a 5xx), with the breaker's growing period, counting each " +
+			"request once, by how it ended, as a breaker counts results (a stream cut after its first token is one failure, " +
+			"not an answer and a failure); a request into an endpoint that " +
 			"answers nothing is load for nothing, and a call that waits for its probe sends once, when it answers. For " +
 			"a silent endpoint, Envoy's panic threshold bounds the wait: a plain client would send, and a silent " +
 			"endpoint may answer late (a slow first byte looks the same until its answer comes), so the request keeps " +
