@@ -82,20 +82,20 @@ const OutlierMaxEjection = 30 * time.Second
 // Outliers is outlier ejection per endpoint, one process's view (Envoy's
 // outlier detection; docs/how-it-works.md "The guard on one page"). An
 // endpoint that shows it is not answering is ejected: OutlierRefusals
-// refusals in a row (busy, unreachable, 5xx, a stream cut), or a request past its
-// first-token timeout while the endpoint has answered nothing since that
-// request started. While it is ejected, new requests go to a rung on an
-// endpoint that answers; a call with no such rung waits for the probe
-// (Silent: only while it keeps the request's first-token time, as Envoy's
-// panic threshold routes to every host when none is healthy). Once the
-// ejection passes, one request is its
-// probe: its whole answer ends the ejection (its first token ends only a
-// Silent one); a failed probe ejects it again for
-// twice as long, but never longer than half the time since the endpoint
-// stopped answering (it is probed again within a third of the outage's
-// length), nor OutlierMaxEjection — the breaker's open period, applied
-// to an endpoint. Each period ends with up to ReleaseJitter of it drawn,
-// so the probes of several workers do not coincide.
+// refusals in a row (busy, unreachable, 5xx, a stream cut), or a request
+// past its first-token timeout while the endpoint has answered nothing
+// since that request started. While it is ejected, new requests go to a
+// rung on an endpoint that answers; a call with no such rung waits for the
+// probe (Silent: only while it keeps the request's first-token time, as
+// Envoy's panic threshold routes to every host when none is healthy).
+// Once the ejection passes, one request is its probe: its whole answer
+// ends the ejection (its first token ends only a Silent one); a failed
+// probe ejects it again for twice as long, but never longer than half the
+// time since the endpoint stopped answering (it is probed again within a
+// third of the outage's length), nor OutlierMaxEjection — the breaker's
+// open period, applied to an endpoint. Each period ends with up to
+// ReleaseJitter of it drawn, so the probes of several workers do not
+// coincide.
 //
 // An Outliers is safe for concurrent use.
 type Outliers struct {
