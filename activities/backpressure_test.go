@@ -143,20 +143,10 @@ func TestRefusalsCountAgainstTheBreakerOnlyAfterBreakerAfter(t *testing.T) {
 	t0 := time.Now()
 	now := t0
 	a.now = func() time.Time { return now }
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	env.RegisterActivity(a)
-	in := firstPrepare()
-	prep, err := a.PrepareAttempt(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	call := func(model string) {
-		_, _ = env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
-	}
+	call := firstRequestSender(t, a)
 	send := func(at time.Duration) {
 		now = t0.Add(at)
-		call("qwen-72b")
+		_ = call("qwen-72b")
 	}
 	after := a.cfg.RateLimit.BreakerAfter.D()
 	state := func() guard.BreakerState { return a.breakers.State("qwen-72b", now) }
@@ -176,16 +166,37 @@ func TestRefusalsCountAgainstTheBreakerOnlyAfterBreakerAfter(t *testing.T) {
 	if state() != guard.BreakerOpen {
 		t.Fatalf("%d refusals past breaker_after left the breaker %s", n, state())
 	}
-	// Another model on the same endpoint: an answer there starts the
-	// stretch over, and its refusals are backpressure again.
+	// An answer on the endpoint (CallModel sends what it is given, open
+	// breaker or not) starts the stretch over: another model's refusals
+	// there are backpressure again.
 	answer.Store(true)
 	send(after + time.Duration(n)*time.Second)
 	answer.Store(false)
 	for i := range 10 {
 		now = t0.Add(after + time.Duration(n+1+i)*time.Second)
-		call("qwen-14b")
+		_ = call("qwen-14b")
 	}
 	if st := a.breakers.State("qwen-14b", now); st != guard.BreakerClosed {
 		t.Fatalf("refusals within breaker_after of an answer left qwen-14b's breaker %s", st)
+	}
+}
+
+// firstRequestSender prepares a call's first attempt once, as the
+// workflow does, and returns a sender of its request to a model through
+// CallModel in a test activity environment (its error: the class the
+// attempt failed with).
+func firstRequestSender(t *testing.T, a *Activities) func(model string) error {
+	t.Helper()
+	var s testsuite.WorkflowTestSuite
+	env := s.NewTestActivityEnvironment()
+	env.RegisterActivity(a)
+	in := firstPrepare()
+	prep, err := a.PrepareAttempt(context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(model string) error {
+		_, err := env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
+		return err
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/testsuite"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
 	"github.com/durable-llm/durable-llm/policies/config"
@@ -363,24 +362,18 @@ func TestALastRecheckThatFiresLateStillFindsItsLastChance(t *testing.T) {
 }
 
 // TestBrokenStreamsEjectTheirEndpoint: an endpoint whose streams are cut
-// mid-answer fails its requests as a 5xx does (Envoy counts a reset as
-// one): guard.OutlierRefusals of them in a row eject it, and a new call
-// with no other rung waits for its probe instead of sending into the cuts.
+// mid-answer fails its requests as a 5xx does (each request counts once,
+// by how it ended; its first token is not an answer): guard.OutlierRefusals
+// of them in a row eject it, and a new call with no other rung waits for
+// its probe instead of sending into the cuts.
 func TestBrokenStreamsEjectTheirEndpoint(t *testing.T) {
 	cut := sse{events: []sseEvent{{0, delta("Your parcel")}}, abort: true}
 	srv := httptest.NewServer(http.HandlerFunc(cut.serve))
 	t.Cleanup(srv.Close)
 	a := slowFirstTokenActivities(t, srv.URL)
-	var s testsuite.WorkflowTestSuite
-	env := s.NewTestActivityEnvironment()
-	env.RegisterActivity(a)
-	in := firstPrepare()
-	prep, err := a.PrepareAttempt(context.Background(), in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	call := firstRequestSender(t, a)
 	for i := range guard.OutlierRefusals {
-		_, err := env.ExecuteActivity(a.CallModel, CallInput{Request: in.Request, Model: prep.Model, Attempt: 1, Prompt: prep.Prompt, Timeout: 3 * time.Second})
+		err := call("qwen-72b")
 		var broken *temporal.ApplicationError
 		if !errors.As(err, &broken) || broken.Type() != string(failure.StreamBroken) {
 			t.Fatalf("request %d: %v, want %s", i+1, err, failure.StreamBroken)
