@@ -380,46 +380,6 @@ func paceLimits(cfg *config.Config) map[string]limits {
 	return out
 }
 
-// trialWait is the wait of a call whose every model is behind an open
-// breaker (open are those models, in ladder order) or a spent retry
-// budget (spent), when the call may still wait for the breakers' trials
-// to show recovery or for the traffic to earn the budget a retry: up to
-// call.max_wait for its scenario (max_wait_stream when streamed) in all,
-// within its deadline, a step of 0.5–1.5 s at a time (drawn, so that
-// waiting calls recheck apart). Zero Hold: no wait, the fallback answers.
-// Waiting sends nothing: a retry still needs the budget's leave.
-func (a *Activities) trialWait(in PrepareInput, open, spent, ejected []string, spentWhy string) Prepared {
-	skipped := slices.Concat(open, spent, ejected)
-	if in.Only || len(skipped) == 0 || a.without[guard.RuleWait] {
-		return Prepared{}
-	}
-	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream), in.State.Waited)
-	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if len(open) > 0 && firstRequest(in, in.State) {
-		// Its first request goes past the open breakers when the wait
-		// ends (prepareAttempt): it keeps the time a plain client's
-		// request has to start answering.
-		m, _ := a.cfg.Model(open[0])
-		canWait -= firstTokenTime(m)
-	}
-	step := min(guard.RecheckMin+time.Duration(a.rand()*float64(guard.RecheckSpread)), left, canWait)
-	if len(ejected) > 0 && canWait-step < guard.LastChance && !a.without[guard.RuleLastChance] {
-		// The last recheck lands just inside guard.LastChance of the end of
-		// the wait, where outlier lets the call's one request go: as
-		// early as it can, so a timer that fires late still finds time.
-		step = canWait - guard.LastChance + guard.LastChanceEarly
-	}
-	if step < guard.MinWait {
-		return Prepared{}
-	}
-	st := in.State
-	st.Waited += step
-	return Prepared{State: st, Model: skipped[0], Hold: step, Recheck: true, Rule: guard.RuleWait,
-		HoldReason: fmt.Sprintf("%s: waiting for %s (%s waited%s)",
-			blocked(open, spent, ejected, spentWhy), waitedFor(open, spent, ejected), callstate.FormatDuration(st.Waited),
-			waitCap(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)))}
-}
-
 // waitLeft is how much longer a call that has waited waited may wait
 // under the cap maxWait (0: no cap of its own; the deadline bounds it).
 func waitLeft(maxWait, waited time.Duration) time.Duration {
@@ -435,55 +395,6 @@ func waitCap(maxWait time.Duration) string {
 		return ""
 	}
 	return ", call.max_wait " + callstate.FormatDuration(maxWait)
-}
-
-// outlier applies outlier ejection (guard.Outliers) to the call's next
-// request, to m: it goes while m's endpoint answers, or as the endpoint's
-// probe. Otherwise it is skipped (skip) for a rung whose endpoint answers
-// or, without one, to wait for the probe (wait); a silent endpoint gets
-// the request once the call's wait leaves no more than its first-token
-// time after guard.LastChance (as a plain client would send it: it may
-// answer late, and the call races it elsewhere once one answers). A hedge
-// never goes to an ejected endpoint. probe:
-// this request claimed the endpoint's probe (Unclaim it if not sent).
-// last: the request is the call's last chance (its Delay).
-func (a *Activities) outlier(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (skip, wait, probe, last bool, why string) {
-	sick, next := a.outliers.State(m.Capacity(), now)
-	if sick == guard.Healthy {
-		return false, false, false, false, ""
-	}
-	why = fmt.Sprintf("%s is not answering (%s): ejected", m.EndpointLabel(), sick)
-	if in.Only {
-		return true, false, false, false, why
-	}
-	alt := a.answeringRung(in, st, m, now, false)
-	canWait := callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if alt == "" && sick == guard.Silent && canWait-firstTokenTime(m) < guard.LastChance {
-		// A silent endpoint may answer late: the call's request goes
-		// while it still has its first-token time, as a plain client's
-		// would; until then it waits for the endpoint's probe.
-		return false, false, false, false, ""
-	}
-	if a.outliers.Admit(m.Capacity(), now, firstTokenTime(m)) == guard.SendProbe {
-		return false, false, true, false, ""
-	}
-	if alt == "" && canWait < guard.LastChance && !a.without[guard.RuleLastChance] {
-		// Its wait ends: the call's request to this endpoint goes, as
-		// late as it can still answer (callstate.LastChance), when the
-		// refusal is likeliest over; the worker times that last stretch,
-		// since workflow timers fire late. Its first there goes as a
-		// plain client's would (a guard never leaves a caller worse off
-		// than one request per call); a resend goes only as the retry
-		// budget pays for it (below), so the endpoint sees no more than
-		// the budget's bound. Ejection puts a call's request off; the
-		// budget alone denies it.
-		return false, false, false, true, ""
-	}
-	why += ", next probe in " + callstate.FormatDuration(max(next.Sub(now), 0))
-	if alt != "" {
-		return true, false, false, false, why + "; " + alt + "'s endpoint answers"
-	}
-	return true, true, false, false, why
 }
 
 // firstTokenTime is how long a request to m may take to start answering:
@@ -553,7 +464,7 @@ func waitedFor(open, spent, ejected []string) string {
 // into a step back to PrepareAttempt when models that could serve the call
 // are behind open breakers (open) or, when the retry budget refused fb's
 // step, on endpoints whose budget is spent (spentEndpoints; decision
-// wait_for_budget), and the call may still wait (trialWait's bounds:
+// wait_for_budget), and the call may still wait (guard.Wait's bounds:
 // call.max_wait for its scenario, the deadline): those models become
 // untried again, so PrepareAttempt waits on a visible timer and lets the
 // breakers and the budget say when the call goes. Without

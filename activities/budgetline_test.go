@@ -57,3 +57,43 @@ func TestCallsWaitingForTheBudgetAreServedInTurn(t *testing.T) {
 		t.Fatalf("old, first in line, did not send its retry: model %q, %s", p.Model, p.HoldReason)
 	}
 }
+
+// TestARungTheBudgetRefusesBooksNoPaceTurn: the guard decides a rung
+// before the walk claims anything, so a paced rung that the retry budget
+// then refuses keeps its scope's turn for a request that is sent. (The
+// walk used to book the pace's turn as it met rule pace, and a refusal by
+// rule budget after it left the turn booked: a paced scope lost a request
+// of its rpm to every retry the budget refused.)
+func TestARungTheBudgetRefusesBooksNoPaceTurn(t *testing.T) {
+	cfg := config.DefaultConfig()
+	for i := range cfg.Models {
+		cfg.Models[i].RPM = 60
+	}
+	a, err := New(Options{Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := afterAFailedFirstAttempt(t, a, callstate.Outcome{Class: failure.ServerError})
+	turns := func() map[string]time.Duration {
+		now := time.Now()
+		out := map[string]time.Duration{}
+		for _, m := range cfg.Models {
+			out[m.Name] = a.pacer.Turn(m.Scope(m.RateLimitScope), now, 60, 0, 1)
+		}
+		return out
+	}
+	before := turns()
+	p, err := a.prepareAttempt(in, "run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Recheck || !strings.Contains(p.HoldReason, "retry budget") {
+		t.Fatalf("the retry was not refused by the budget (model %q, %s): the test shows nothing", p.Model, p.HoldReason)
+	}
+	after := turns()
+	for m, w := range after {
+		if w > before[m]+100*time.Millisecond {
+			t.Errorf("%s: its next turn moved from %v to %v away: a rung the budget refused booked a pace turn", m, before[m], w)
+		}
+	}
+}

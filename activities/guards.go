@@ -36,7 +36,7 @@ func blamesRequest(m config.ModelConfig, in CallInput, class failure.Class) bool
 // without an answer, recordOutlier). A 429 holds the model's
 // rate_limit_scope (a pooled key's, that key) for its Retry-After, else
 // rate_limit.hold: calls put off weigh the hold again at its release
-// (walk.putOff), so the first released find out for the rest. A busy
+// (rule hold, guard.Weigh), so the first released find out for the rest. A busy
 // refusal (queue_full) is its endpoint's outlier ejection instead.
 func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict, refusing time.Duration) bool {
 	if v.Class != failure.RateLimited && v.Class != failure.QueueFull {

@@ -2,7 +2,7 @@ package activities
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 	"time"
 
 	"github.com/durable-llm/durable-llm/policies/callstate"
@@ -13,37 +13,33 @@ import (
 	"github.com/durable-llm/durable-llm/policies/request"
 )
 
-// walk is one PrepareAttempt's way down the ladder: each rung meets the
-// guard's rules before a send in guard.Rules' order (capability, breaker,
-// key, outlier, hold, pace, budget), and the first rung none of them skips
-// is sent; with none left, the call waits (rule wait), sends past open
-// breakers (rule past-open) or falls back.
+// walk is one PrepareAttempt's way down the ladder. It does the I/O and
+// the guard decides: for each rung in turn it reads what the rules weigh
+// (guard.Rung), guard.Weigh decides, and the walk claims what the verdict
+// sends (the endpoint's probe, the pace's turn, the budget's retry) for
+// that rung alone; with no rung left, guard.Wait and guard.PastOpen decide
+// whether the call waits, sends past open breakers or falls back.
 type walk struct {
 	a    *Activities
 	in   PrepareInput
 	call string // the call's run, for its place in the budget's line
 	now  time.Time
+	c    guard.Call
 	p    Prepared
-	// The models each rule kept from the call, for the wait's reason.
-	breakerSkipped, budgetSkipped, ejectedSkipped []string
-	budgetWhy                                     string // the last refusal of the retry budget
-	refused                                       int    // retries the budget refused
-	pastOpen                                      bool
-	probing                                       string // the endpoint whose probe this request claimed
-	sent                                          bool   // a rung was chosen (send)
+	// What kept the rungs from the call, for the wait.
+	blocked  guard.Blocked
+	spentWhy string // the last refusal of the retry budget
+	refused  int    // retries the budget refused
 }
 
-// rung is one model the walk weighs, and what the rules found.
+// rung is one model the walk weighs: what it read and the prompt fitted
+// for it.
 type rung struct {
-	m       config.ModelConfig
-	key     string
-	last    bool          // the call's last chance (rule last-chance)
-	canWait time.Duration // how long the call may still wait
-	left    time.Duration // how long the request is put off
-	scope   string        // the held scope, as tenants read it
-	why     string        // why it is put off
-	rule    guard.RuleName
-	prompt  Prompt
+	m      config.ModelConfig
+	key    string
+	prompt *Prompt
+	limits limits
+	facts  guard.Rung
 }
 
 // prepareAttempt is PrepareAttempt for call (its run; "" outside an
@@ -51,10 +47,15 @@ type rung struct {
 // budget's line, so the calls that wait for it are served in turn.
 func (a *Activities) prepareAttempt(in PrepareInput, call string) (Prepared, error) {
 	w := &walk{a: a, in: in, call: call, now: a.now(), p: Prepared{State: in.State}}
+	w.c = guard.Call{
+		Only: in.Only, First: firstRequest(in, in.State),
+		CanWait:  callstate.CanWait(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D()),
+		Window:   callstate.FallbackWindow(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D()),
+		WaitLeft: waitLeft(a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream), in.State.Waited),
+		Tenant:   in.Request.Tenant, TenantShare: a.cfg.Budget.TenantShare, Without: a.without,
+	}
 	defer w.settle()
 	want := in.State.Model
-	rules := []func(*rung) bool{w.capability, w.breaker, w.key, w.outlier, w.hold, w.pace, w.budget}
-next:
 	for first := true; ; first = false {
 		if in.Only && !first {
 			if n := len(w.p.Skipped); n > 0 {
@@ -63,36 +64,21 @@ next:
 			return w.p, nil
 		}
 		m, ok := w.nextRung(&want)
-		if !ok {
-			if w.exhausted(&want) {
-				return w.p, nil
-			}
-			continue
+		switch {
+		case !ok && w.exhausted(&want):
+			return w.p, nil
+		case ok && w.weigh(m):
+			return w.p, nil
 		}
-		r := &rung{m: m}
-		for _, skips := range rules {
-			if skips(r) {
-				continue next
-			}
-			if r.rule == guard.RuleHold {
-				w.putOff(r)
-				return w.p, nil
-			}
-		}
-		w.send(r)
-		return w.p, nil
 	}
 }
 
-// settle undoes what a walk claimed and did not use, and counts what it
-// refused: each model an open breaker refused is an attempt refused, in
-// llm_attempts_total, and each retry the budget refused is one, unless the
-// call waits and prepares again (its rechecks are one wait, not attempts).
+// settle counts what a walk refused: each model an open breaker refused is
+// an attempt refused, in llm_attempts_total, and each retry the budget
+// refused is one, unless the call waits and prepares again (its rechecks
+// are one wait, not attempts).
 func (w *walk) settle() {
-	if w.probing != "" && !w.sent {
-		w.a.outliers.Unclaim(w.probing, w.now) // claimed, then not sent
-	}
-	for _, name := range w.breakerSkipped {
+	for _, name := range w.blocked.Open {
 		w.a.metrics.Attempt(name, string(failure.BreakerOpen), 0)
 	}
 	for range w.refused {
@@ -121,20 +107,27 @@ func (w *walk) nextRung(want *string) (config.ModelConfig, bool) {
 // past-open; it returns false and the walk goes on), else the fallback's
 // reason.
 func (w *walk) exhausted(want *string) bool {
-	in := w.in
-	if wt := w.a.trialWait(in, w.breakerSkipped, w.budgetSkipped, w.ejectedSkipped, w.budgetWhy); wt.Hold > 0 {
-		w.breakerSkipped, w.refused = nil, 0 // a wait, not attempts refused: nothing counted
-		w.p = wt
+	in, b := w.in, w.blocked
+	if len(b.Open) > 0 {
+		m, _ := w.a.cfg.Model(b.Open[0])
+		b.OpenFirstToken = firstTokenTime(m)
+	}
+	if step := guard.Wait(w.c, b, w.a.rand()); step > 0 {
+		st := in.State
+		st.Waited += step
+		maxWait := w.a.cfg.Call.MaxWaitFor(in.Request.Scenario, in.Request.Stream)
+		w.p = Prepared{State: st, Model: slices.Concat(b.Open, b.Spent, b.Ejected)[0], Hold: step, Recheck: true, Rule: guard.RuleWait,
+			HoldReason: fmt.Sprintf("%s: waiting for %s (%s waited%s)", blocked(b.Open, b.Spent, b.Ejected, w.spentWhy),
+				waitedFor(b.Open, b.Spent, b.Ejected), callstate.FormatDuration(st.Waited), waitCap(maxWait))}
+		w.blocked, w.refused = guard.Blocked{}, 0 // a wait, not attempts refused: nothing counted
 		return true
 	}
-	if !w.pastOpen && len(w.breakerSkipped) > 0 && firstRequest(in, in.State) && !w.a.without[guard.RulePastOpen] {
-		// Every rung that could take the call is behind an open breaker
-		// and its wait is spent: its first request goes as a plain
-		// client's would, to the first rung that takes it with the
-		// breakers set aside (guard.RulePastOpen).
+	if guard.PastOpen(w.c, b) {
+		// Its first request goes as a plain client's would, to the first
+		// rung that takes it with the breakers set aside.
 		*want = in.State.Model
-		w.p, w.breakerSkipped, w.budgetSkipped, w.ejectedSkipped, w.budgetWhy, w.refused = Prepared{State: in.State}, nil, nil, nil, "", 0
-		w.pastOpen = true
+		w.p, w.blocked, w.spentWhy, w.refused = Prepared{State: in.State}, guard.Blocked{}, "", 0
+		w.c.PastOpen = true
 		return false
 	}
 	w.p.Reason = "no model left to try"
@@ -144,204 +137,175 @@ func (w *walk) exhausted(want *string) bool {
 	return true
 }
 
-// skip records that rule kept the call off r's model without a request;
-// class is what the call's state counts against the model (breaker_open
-// for an open breaker, else nothing).
-func (w *walk) skip(r *rung, rule guard.RuleName, class failure.Class, reason string) bool {
-	w.p.State = w.p.State.Skip(r.m.Name, class)
-	w.p.Skipped = append(w.p.Skipped, SkippedModel{Model: r.m.Name, Guard: rule, Reason: reason})
-	return true
+// weigh reads m's rung, lets the guard decide, and claims what a send
+// needs; it reports whether the walk ends there (a send, or a put-off).
+// A claim refused (another call took the probe, the turn or the retry
+// since the read) reads the rung again.
+func (w *walk) weigh(m config.ModelConfig) bool {
+	for tries := 1; ; tries++ {
+		r := w.read(m)
+		v := guard.Weigh(w.c, r.facts, w.now)
+		switch {
+		case v.Skip:
+			w.skip(r, v)
+			return false
+		case v.PutOff:
+			w.blocked, w.refused = guard.Blocked{}, 0 // a wait, not attempts refused
+			w.p = Prepared{State: w.in.State, Model: m.Name, Hold: v.Left, HoldScope: v.Scope, HoldReason: v.Why,
+				Rule: guard.RuleHold, Recheck: true}
+			return true
+		}
+		if refused := w.claim(r, &v); refused == "" {
+			w.send(r, v)
+			return true
+		} else if tries == 3 {
+			w.skip(r, guard.Verdict{Rule: refused, Skip: true,
+				Reason: "taken by other calls while this one weighed it: no upstream call made"})
+			return false
+		}
+	}
 }
 
-// capability: guard.RuleCapability.
-func (w *walk) capability(r *rung) bool {
-	if lack := request.Lacks(r.m, w.in.Request.Needs()); len(lack) > 0 {
-		return w.skip(r, guard.RuleCapability, failure.None,
-			fmt.Sprintf("%s lacks %s, which the request needs: no upstream call made", r.m.Name, request.JoinCaps(lack)))
+// read is what the rules weigh of m's rung now. It claims nothing (a
+// pooled model's key rotation turns).
+func (w *walk) read(m config.ModelConfig) rung {
+	a, in, now := w.a, w.in, w.now
+	r := rung{m: m}
+	f := &r.facts
+	f.Model, f.Endpoint, f.FirstTokenTime = m.Name, m.EndpointLabel(), firstTokenTime(m)
+	if lack := request.Lacks(m, in.Request.Needs()); len(lack) > 0 {
+		f.Lacks = request.JoinCaps(lack)
 	}
-	return false
-}
-
-// breaker: guard.RuleBreaker (set aside once the walk is past-open).
-func (w *walk) breaker(r *rung) bool {
-	if w.pastOpen || w.a.without[guard.RuleBreaker] || w.a.breakers.Permit(r.m.Name, w.now) {
-		return false
+	f.Permit = a.breakers.Permit(m.Name, now)
+	if !f.Permit {
+		f.Breaker = a.breakers.State(m.Name, now)
 	}
-	w.breakerSkipped = append(w.breakerSkipped, r.m.Name)
-	return w.skip(r, guard.RuleBreaker, failure.BreakerOpen,
-		fmt.Sprintf("breaker %s: no upstream call made", w.a.breakers.State(r.m.Name, w.now)))
-}
-
-// key: guard.RuleKey. The rung takes its key from here on.
-func (w *walk) key(r *rung) bool {
-	key, ok := w.a.pickKey(r.m, w.now)
-	if !ok {
-		return w.skip(r, guard.RuleKey, failure.None,
-			fmt.Sprintf("every key of %s is parked after a refusal: no upstream call made", r.m.Name))
+	key, ok := a.pickKey(m, now)
+	f.KeyParked = !ok
+	if ok {
+		r.m, r.key = m.WithKey(key), key
+		m = r.m
 	}
-	r.m, r.key = r.m.WithKey(key), key
-	return false
-}
-
-// outlier: guard.RuleOutlier (and whether this is the call's last
-// chance, guard.RuleLastChance).
-func (w *walk) outlier(r *rung) bool {
-	if w.probing != "" {
-		w.a.outliers.Unclaim(w.probing, w.now) // the last rung's probe was not sent
-		w.probing = ""
+	f.Sick, f.NextProbe = a.outliers.State(m.Capacity(), now)
+	f.AnswerTime, f.AnswerKnown = a.answerTime(m.Name)
+	f.Answering = a.answeringRung(in, w.p.State, m, now, false)
+	f.Unheld = a.answeringRung(in, w.p.State, m, now, true)
+	sc, left := a.held(m, now)
+	if left > 0 {
+		f.HoldLeft, f.HeldScope = left, m.ScopeLabel(sc) // tenants read it: no address
+		f.Release = a.holds.Release(m.Scope(sc), now, a.rand())
 	}
-	if w.a.without[guard.RuleOutlier] {
-		return false
-	}
-	skip, wait, probe, last, why := w.a.outlier(w.in, w.p.State, r.m, w.now)
-	if probe {
-		w.probing = r.m.Capacity()
-	}
-	r.last = last && !w.a.without[guard.RuleLastChance]
-	if !skip {
-		return false
-	}
-	if wait {
-		w.ejectedSkipped = append(w.ejectedSkipped, r.m.Name)
-	}
-	return w.skip(r, guard.RuleOutlier, failure.None, why+": no upstream call made")
-}
-
-// hold: guard.RuleHold. A held rung is skipped while a rung on another
-// endpoint, answering and not held, takes the call now. Otherwise the hold
-// puts the request off until a moment drawn after its end
-// (guard.ReleaseJitter), when the call weighs its rungs again
-// (walk.putOff); when that moment is past what the call can wait, the rung
-// is skipped, unless the request is the call's first: that goes now, as
-// its last chance (rule last-chance). A hedge never waits.
-func (w *walk) hold(r *rung) bool {
-	r.canWait = callstate.CanWait(w.in.State.Deadline, w.in.Elapsed, w.a.cfg.Call.FallbackReserve.D())
-	sc, left := w.a.held(r.m, w.now)
-	if w.a.without[guard.RuleHold] || left <= 0 {
-		return false
-	}
-	r.scope = r.m.ScopeLabel(sc) // tenants read it: no address
-	if w.in.Only {
-		return w.skip(r, guard.RuleHold, failure.None,
-			fmt.Sprintf("rate-limit hold on %s for %s", r.scope, callstate.FormatDuration(left)))
-	}
-	if alt := w.a.answeringRung(w.in, w.p.State, r.m, w.now, true); alt != "" {
-		// A hold is the wait for a call no rung takes now; it never keeps
-		// a call off a rung that answers.
-		return w.skip(r, guard.RuleHold, failure.None,
-			fmt.Sprintf("rate-limit hold on %s for %s; %s takes the call now", r.scope, callstate.FormatDuration(left), alt))
-	}
-	release := w.a.holds.Release(r.m.Scope(sc), w.now, w.a.rand())
-	// A first request keeps its last chance: a guard never leaves a
-	// caller worse off than a plain client's one request, and it is put
-	// off only while a timer that fires late still finds the call in time
-	// for it.
-	last := firstRequest(w.in, w.p.State) && !w.a.without[guard.RuleLastChance]
-	room := r.canWait
-	if last {
-		room -= guard.LastChance
-	}
-	switch {
-	case release <= room:
-		r.left, r.why, r.rule = release, fmt.Sprintf("rate-limit hold on %s", r.scope), guard.RuleHold
-		return false
-	case last:
-		r.last = true
-		return false
-	}
-	return w.skip(r, guard.RuleHold, failure.None,
-		fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", r.scope, callstate.FormatDuration(left)))
-}
-
-// putOff ends the walk with r's request put off by its hold: the call
-// waits for the drawn release and prepares again, so that a hold renewed
-// meanwhile (by the refusal of a call released before it) puts it off
-// again, and one that has ended lets it go. Like the outlier's probe, the
-// first calls released find out for the rest; released calls that sent
-// at once would all meet the refusal the first one met. Nothing is
-// claimed or paid (pace, budget, probe) for a request not sent.
-func (w *walk) putOff(r *rung) {
-	w.breakerSkipped, w.refused = nil, 0 // a wait, not attempts refused
-	w.p = Prepared{State: w.in.State, Model: r.m.Name, Hold: r.left, HoldScope: r.scope, HoldReason: r.why,
-		Rule: guard.RuleHold, Recheck: true}
-}
-
-// pace: guard.RulePace. The prompt is fitted here, since its tokens are
-// what the scope's tpm pays.
-func (w *walk) pace(r *rung) bool {
-	m := r.m
-	r.prompt = w.a.fitPrompt(w.in.Request, m, w.in.State.Shape)
-	lim := w.a.paces[m.Scope(m.RateLimitScope)]
+	r.limits = a.paces[m.Scope(m.RateLimitScope)]
 	if m.Pooled() {
-		lim = limits{rpm: m.RPM, tpm: m.TPM} // each key of a pool has its own limits
+		r.limits = limits{rpm: m.RPM, tpm: m.TPM} // each key of a pool has its own limits
 	}
-	paced, ok := w.a.pacer.Reserve(m.Scope(m.RateLimitScope), w.now, lim.rpm, lim.tpm, r.prompt.Tokens+w.a.outputTokens(w.in.State.Shape), r.canWait)
-	if !ok {
-		return w.skip(r, guard.RulePace, failure.None,
-			fmt.Sprintf("paced to %s on %s: its turn comes later than the call can wait", lim, m.ScopeLabel(m.RateLimitScope)))
+	if r.limits != (limits{}) {
+		// The prompt's tokens are what the scope's tpm pays.
+		p := a.fitPrompt(in.Request, m, in.State.Shape)
+		r.prompt = &p
+		f.Paced = fmt.Sprintf("%s on %s", r.limits, m.ScopeLabel(m.RateLimitScope))
+		f.PaceWait = a.pacer.Turn(m.Scope(m.RateLimitScope), now, r.limits.rpm, r.limits.tpm, w.paceTokens(r))
 	}
-	if paced > r.left {
-		r.left, r.why, r.rule = paced, fmt.Sprintf("paced to %s on %s", lim, m.ScopeLabel(m.RateLimitScope)), guard.RulePace
-	}
-	return false
-}
-
-// budget: guard.RuleBudget. The call's first request to an endpoint is
-// its ordinary load; a request still unsent, and the resend of an attempt
-// lost with its worker, were paid when first prepared; anything else is a
-// retry the endpoint's budget pays, in turn.
-func (w *walk) budget(r *rung) bool {
-	m, in := r.m, w.in
-	if w.a.without[guard.RuleBudget] {
-		return false
-	}
-	b := w.a.budgets.For(m.Capacity())
 	switch {
 	case !w.p.State.HasSent(m.Capacity()) && in.Request.Step == 0:
 		// (A step of a step-by-step answer is an extra request of its
 		// parent call: even its first is a retry.)
-		b.RecordRequestFor(w.now, in.Request.Tenant)
+		f.Charge = guard.ChargeRequest
 	case unsent(in, w.p.State), m.Name == in.State.LostWithWorker:
+		f.Charge = guard.ChargeNone
 	default:
-		ok, capped, ahead := b.TryRetryInTurn(w.now, in.Request.Tenant, w.call)
-		if ok {
-			break
-		}
-		// Spent by other calls since this call's step was decided, or
-		// left to calls that have waited longer, or this tenant took its
-		// share while others are calling.
-		w.refused++
-		w.budgetSkipped = append(w.budgetSkipped, m.Name)
-		reason := fmt.Sprintf("retry budget of %s spent: no upstream call made", m.EndpointLabel())
-		switch {
-		case capped:
-			reason = fmt.Sprintf("tenant %q took its share (%.0f%%) of the retry budget of %s while other tenants call: no upstream call made",
-				in.Request.Tenant, w.a.cfg.Budget.TenantShare*100, m.EndpointLabel())
-		case ahead > 0:
-			reason = fmt.Sprintf("retry budget of %s: its retries left go to calls that have waited longer: no upstream call made", m.EndpointLabel())
-		}
-		w.budgetWhy = strings.TrimSuffix(reason, ": no upstream call made")
-		return w.skip(r, guard.RuleBudget, failure.None, reason)
+		f.Charge = guard.ChargeRetry
+		f.RetryOK, f.Capped, f.Ahead = a.budgets.For(m.Capacity()).Turn(now, in.Request.Tenant, w.call)
 	}
-	w.a.budgets.Leave(w.call) // out of every line it waited in: it has its attempt
-	w.a.metrics.Budget(b.Remaining(w.now))
-	return false
+	return r
+}
+
+// paceTokens is what r's request pays its scope's tpm.
+func (w *walk) paceTokens(r rung) int {
+	return r.prompt.Tokens + w.a.outputTokens(w.in.State.Shape)
+}
+
+// skip records that rule v.Rule kept the call off r's model without a
+// request, and what kept it, for the wait.
+func (w *walk) skip(r rung, v guard.Verdict) {
+	name := r.m.Name
+	w.p.State = w.p.State.Skip(name, v.Class)
+	w.p.Skipped = append(w.p.Skipped, SkippedModel{Model: name, Guard: v.Rule, Reason: v.Reason})
+	switch {
+	case v.Rule == guard.RuleBreaker:
+		w.blocked.Open = append(w.blocked.Open, name)
+	case v.Rule == guard.RuleOutlier && v.WaitProbe:
+		w.blocked.Ejected = append(w.blocked.Ejected, name)
+	case v.Rule == guard.RuleBudget:
+		w.refused++
+		w.blocked.Spent = append(w.blocked.Spent, name)
+		if v.SpentWhy != "" {
+			w.spentWhy = v.SpentWhy
+		}
+		w.a.budgets.For(r.m.Capacity()).Refused(w.now, w.call, r.facts.Capped)
+	}
+}
+
+// claim takes what the send of r needs: the endpoint's probe, the pace's
+// turn (the turn booked sets the wait), the retry from the budget (the
+// call's first request counts as the endpoint's request instead). It
+// returns the rule whose claim was refused, having given back what it
+// took; "" when all was taken.
+func (w *walk) claim(r rung, v *guard.Verdict) guard.RuleName {
+	a, m := w.a, r.m
+	if v.Probe && a.outliers.Admit(m.Capacity(), w.now, firstTokenTime(m)) != guard.SendProbe {
+		return guard.RuleOutlier
+	}
+	undo := func() {
+		if v.Probe {
+			a.outliers.Unclaim(m.Capacity(), w.now)
+		}
+	}
+	if r.prompt != nil {
+		wait, ok, unbook := a.pacer.Reserve(m.Scope(m.RateLimitScope), w.now, r.limits.rpm, r.limits.tpm, w.paceTokens(r), w.c.CanWait)
+		if !ok {
+			undo()
+			return guard.RulePace
+		}
+		if wait > v.Left {
+			v.Left, v.Why, v.Rule, v.Delay = wait, "paced to "+r.facts.Paced, guard.RulePace, 0
+		}
+		probe := undo
+		undo = func() { unbook(); probe() }
+	}
+	if a.without[guard.RuleBudget] {
+		return ""
+	}
+	b := a.budgets.For(m.Capacity())
+	switch r.facts.Charge {
+	case guard.ChargeRequest:
+		b.RecordRequestFor(w.now, w.in.Request.Tenant)
+	case guard.ChargeRetry:
+		if ok, _, _ := b.TryRetryInTurn(w.now, w.in.Request.Tenant, w.call); !ok {
+			undo()
+			return guard.RuleBudget
+		}
+	}
+	a.budgets.Leave(w.call) // out of every line it waited in: it has its attempt
+	a.metrics.Budget(b.Remaining(w.now))
+	return ""
 }
 
 // send makes r the call's attempt: its model, key, prompt, fingerprint
-// and hedge, and the hold or last-chance delay before it goes.
-func (w *walk) send(r *rung) {
+// and hedge, and the hold, pace or last-chance delay v set before it goes.
+func (w *walk) send(r rung, v guard.Verdict) {
 	a, in, m, p := w.a, w.in, r.m, &w.p
-	w.sent = true
-	p.Model, p.Timeout, p.PastOpen = m.Name, m.Timeout.D(), w.pastOpen
-	if r.left > 0 {
-		p.Hold, p.HoldScope, p.HoldReason, p.Rule = r.left, r.scope, r.why, r.rule
-	} else if need, known := a.answerTime(m.Name); r.last && known {
-		p.Delay = callstate.LastChance(in.State.Deadline, in.Elapsed, a.cfg.Call.FallbackReserve.D(), need)
-		p.Rule = guard.RuleLastChance
+	p.Model, p.Timeout, p.PastOpen = m.Name, m.Timeout.D(), w.c.PastOpen
+	p.Hold, p.HoldScope, p.HoldReason, p.Delay, p.Rule = v.Left, v.Scope, v.Why, v.Delay, v.Rule
+	if v.Left == 0 {
+		p.HoldScope = ""
 	}
 	if m.Pooled() {
 		p.Key = r.key
+	}
+	if r.prompt == nil {
+		fitted := a.fitPrompt(in.Request, m, in.State.Shape)
+		r.prompt = &fitted
 	}
 	p.State = p.State.StartWith(m.Name, p.Key).SentTo(m.Capacity())
 	sent := promptpkg.Build(in.Request.Messages, r.prompt.Keep, m.SystemPrompt)
@@ -350,7 +314,7 @@ func (w *walk) send(r *rung) {
 	}
 	p.Fingerprint = fingerprint(in.Request, m.Name, sent, in.State.Shape)
 	p.Resends = max(callstate.MaxRequests(a.cfg)-p.State.Attempts(), 0)
-	p.Prompt = r.prompt
+	p.Prompt = *r.prompt
 	p.Hedge = a.hedgePlan(in, m, p.State)
 	if p.Hedge == nil && !in.Only && !a.without[guard.RuleOverdue] {
 		p.Hedge = overduePlan(m, p.State, callstate.MaxRequests(a.cfg))

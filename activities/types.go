@@ -121,10 +121,10 @@ type Prepared struct {
 	// endpoint) or a rate-limit hold (rule hold), which a refusal of a
 	// call released before this one may have renewed.
 	Recheck bool `json:"recheck,omitempty"`
-	// Delay is a waiting call's last chance (Activities.outlier): its
+	// Delay is a waiting call's last chance (rule last-chance, guard.Weigh): its
 	// request goes Delay after the attempt is scheduled, timed in the
 	// worker, as late as it can still answer before the fallback's own
-	// time (callstate.LastChance). Zero: at once.
+	// time (guard.LastChanceDelay). Zero: at once.
 	Delay time.Duration `json:"delay,omitempty"`
 	// Key is the id (environment variable) of the key of the model's pool
 	// the attempt uses; "" for a model with one key.

@@ -948,7 +948,7 @@ func TestLLMCallOutcomeSaysDegraded(t *testing.T) {
 // ejected for refusing (503 busy); the call sends nothing while it waits
 // for it, and its last request goes as late as it can still answer:
 // scheduled with a delay the worker times, its request running to the
-// fallback's own time (callstate.LastChance) with no grace after, so it
+// fallback's own time (guard.LastChanceDelay) with no grace after, so it
 // ends before the deadline keeps FallbackTime for the fallback.
 func TestLLMCallSendsItsLastChanceAsLateAsItCanAnswer(t *testing.T) {
 	cfg := config.DefaultConfig()

@@ -549,17 +549,6 @@ func CanWait(deadline, elapsed, reserve time.Duration) time.Duration {
 	return TimeLeft(deadline, elapsed, reserve) - guard.MinAttemptTime
 }
 
-// LastChance is a waiting call's last request, decided at elapsed: it goes
-// as late as it can still answer, need (at least guard.MinAttemptTime) before
-// the fallback's own guard.FallbackTime, so inside the fallback's reserve, where
-// Grace keeps an open request for the same reason (a request that may
-// still answer is not given up for a fallback that needs a fraction of
-// the reserve). It waits delay from now; its request has the rest of
-// FallbackWindow.
-func LastChance(deadline, elapsed, reserve, need time.Duration) (delay time.Duration) {
-	return max(FallbackWindow(deadline, elapsed, reserve)-max(need, guard.MinAttemptTime), 0)
-}
-
 // FallbackWindow is the time left at elapsed before the fallback must
 // begin: the deadline less the fallback's own guard.FallbackTime (the whole
 // reserve when it is shorter).
@@ -676,10 +665,4 @@ func deref(t *float64) float64 {
 // ("1.27 s", "200 ms"). It reads the whole milliseconds the history
 // records (an attempt's and an event's delay_ms), so a timer's summary
 // and the figure beside it never disagree in the last digit.
-func FormatDuration(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1000 {
-		return fmt.Sprintf("%d ms", ms)
-	}
-	return fmt.Sprintf("%.2f s", float64(ms)/1000)
-}
+func FormatDuration(d time.Duration) string { return guard.FormatDuration(d) }

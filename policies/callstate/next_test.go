@@ -752,7 +752,7 @@ func TestLastChanceGoesAsLateAsItCanAnswer(t *testing.T) {
 		{"too late already: at once", 20 * time.Second, 19 * time.Second, 2 * time.Second, 0, 0, 500 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if d := LastChance(c.deadline, c.elapsed, c.reserve, c.need); d != c.delay {
+			if d := guard.LastChanceDelay(FallbackWindow(c.deadline, c.elapsed, c.reserve), c.need); d != c.delay {
 				t.Fatalf("delay %v, want %v", d, c.delay)
 			}
 			if w := FallbackWindow(c.deadline, c.elapsed, c.reserve); w != c.window {

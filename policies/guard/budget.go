@@ -176,10 +176,44 @@ func (b *RetryBudget) TryRetryFor(now time.Time, tenant string) (ok, capped bool
 func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, capped bool, ahead int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	since := now
-	if w, found := b.waiting[call]; found && call != "" {
-		since = w.firstRefused
+	since := b.since(call, now)
+	ok, capped, ahead = b.turn(now, tenant, call)
+	switch {
+	case ok:
+		b.spend(now, tenant)
+		fallthrough
+	case capped:
+		delete(b.waiting, call)
+	default:
+		b.wait(call, since, now)
 	}
+	return ok, capped, ahead
+}
+
+// Turn is TryRetryInTurn without its effects: whether the budget would
+// pay call's retry now, and if not, why. It spends nothing and keeps no
+// place in line (Refused does).
+func (b *RetryBudget) Turn(now time.Time, tenant, call string) (ok, capped bool, ahead int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.turn(now, tenant, call)
+}
+
+// Refused keeps call's place in line at now after Turn refused its retry
+// (a refusal for its tenant's share holds no place).
+func (b *RetryBudget) Refused(now time.Time, call string, capped bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if capped {
+		delete(b.waiting, call)
+		return
+	}
+	b.wait(call, b.since(call, now), now)
+}
+
+// turn is Turn with b.mu held; it forgets the calls that left the line.
+func (b *RetryBudget) turn(now time.Time, tenant, call string) (ok, capped bool, ahead int) {
+	since := b.since(call, now)
 	for id, w := range b.waiting {
 		switch {
 		case !w.live(now):
@@ -189,16 +223,18 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 		}
 	}
 	if ahead > 0 && b.remaining(now) <= ahead {
-		b.wait(call, since, now)
 		return false, false, ahead
 	}
-	ok, capped = b.tryRetryFor(now, tenant)
-	if ok || capped {
-		delete(b.waiting, call)
-	} else {
-		b.wait(call, since, now)
-	}
+	ok, capped = b.allows(now, tenant)
 	return ok, capped, 0
+}
+
+// since is when call was first refused, now when it is not in line.
+func (b *RetryBudget) since(call string, now time.Time) time.Time {
+	if w, found := b.waiting[call]; found && call != "" {
+		return w.firstRefused
+	}
+	return now
 }
 
 // wait puts call in line (or keeps its place) at now, with b.mu held; an
@@ -220,24 +256,27 @@ func (b *RetryBudget) leave(call string) {
 	delete(b.waiting, call)
 }
 
-// tryRetryFor is the budget's and the tenant share's rule, without the
-// line, with b.mu held.
-func (b *RetryBudget) tryRetryFor(now time.Time, tenant string) (ok, capped bool) {
-	if b.share <= 0 {
-		return b.tryRetry(now), false
-	}
-	t := b.tenant(tenant, now)
+// allows is the budget's and the tenant share's rule, without the line,
+// with b.mu held: whether a retry of tenant's call may go at now, and
+// whether the share refuses it (capped).
+func (b *RetryBudget) allows(now time.Time, tenant string) (ok, capped bool) {
 	all := b.snapshot(now)
-	mine, myRetries := t.sum(now)
-	limit := max(int(math.Floor(b.share*float64(all.Allowed)+1e-9)), 1)
-	if all.Requests > mine && myRetries >= limit {
-		return false, true
+	if b.share > 0 {
+		mine, myRetries := b.tenant(tenant, now).sum(now)
+		limit := max(int(math.Floor(b.share*float64(all.Allowed)+1e-9)), 1)
+		if all.Requests > mine && myRetries >= limit {
+			return false, true
+		}
 	}
-	if !b.tryRetry(now) {
-		return false, false
+	return all.Remaining() > 0, false
+}
+
+// spend records a retry of tenant's call at now, with b.mu held.
+func (b *RetryBudget) spend(now time.Time, tenant string) {
+	b.ring.add(now, 0, 1)
+	if b.share > 0 {
+		b.tenant(tenant, now).add(now, 0, 1)
 	}
-	t.add(now, 0, 1)
-	return true, false
 }
 
 // TryRetry reports whether a retry is allowed at now and, when it is,
@@ -245,11 +284,6 @@ func (b *RetryBudget) tryRetryFor(now time.Time, tenant string) (ok, capped bool
 func (b *RetryBudget) TryRetry(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.tryRetry(now)
-}
-
-// tryRetry is TryRetry with b.mu held.
-func (b *RetryBudget) tryRetry(now time.Time) bool {
 	if b.snapshot(now).Remaining() <= 0 {
 		return false
 	}

@@ -105,3 +105,31 @@ func TestARetryForNoCallComesAfterTheLine(t *testing.T) {
 		t.Fatal("a retry for no call refused with nobody in line")
 	}
 }
+
+// TestTurnAsksAndRefusedQueues: Turn says what TryRetryInTurn would do and
+// changes nothing; Refused keeps the refused call's place, as a refusal
+// by TryRetryInTurn does.
+func TestTurnAsksAndRefusedQueues(t *testing.T) {
+	b := NewRetryBudget(lineConfig())
+	if !b.TryRetry(budgetAt(0)) {
+		t.Fatal("the floor's retry was refused")
+	}
+	for range 3 {
+		if ok, _, ahead := b.Turn(budgetAt(time.Second), "", "run-old"); ok || ahead != 0 {
+			t.Fatalf("a spent budget: Turn = %v, ahead %d; want refused, no line", ok, ahead)
+		}
+	}
+	b.Refused(budgetAt(time.Second), "run-old", false)
+	for range 10 {
+		b.RecordRequest(budgetAt(2 * time.Second)) // earns one retry
+	}
+	if ok, _, ahead := b.Turn(budgetAt(2*time.Second), "", "run-young"); ok || ahead != 1 {
+		t.Errorf("young after old was refused: Turn = %v, ahead %d; want refused, one call ahead", ok, ahead)
+	}
+	if ok, _, _ := b.Turn(budgetAt(2*time.Second), "", "run-old"); !ok {
+		t.Error("old, first in line, would not get the retry earned")
+	}
+	if ok, _, _ := b.TryRetryInTurn(budgetAt(2*time.Second), "", "run-old"); !ok || b.Remaining(budgetAt(2*time.Second)) != 0 {
+		t.Error("old's retry, which Turn promised, was not paid")
+	}
+}

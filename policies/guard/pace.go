@@ -29,14 +29,72 @@ func NewPacer() *Pacer { return &Pacer{by: map[string]*pace{}} }
 
 // Reserve books one request of tokens on scope at now under the limits rpm
 // and tpm (0: no limit) and returns how long the caller must wait before
-// sending it. When that is longer than maxWait nothing is booked and ok is
-// false. The limits of a scope are those of its first reservation.
-func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWait time.Duration) (wait time.Duration, ok bool) {
+// sending it, and how to give the turn back when the request is not sent
+// after all. When the wait is longer than maxWait nothing is booked and ok
+// is false. The limits of a scope are those of its first reservation.
+func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWait time.Duration) (wait time.Duration, ok bool, undo func()) {
+	undo = func() {}
 	if rpm <= 0 && tpm <= 0 {
-		return 0, true
+		return 0, true, undo
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	x := p.scope(scope, rpm, tpm)
+	var rs []*rate.Reservation
+	cancel := func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, r := range rs {
+			r.CancelAt(now)
+		}
+	}
+	if x.requests != nil {
+		rs = append(rs, x.requests.ReserveN(now, 1))
+	}
+	if x.tokens != nil {
+		n := max(tokens, 1)
+		if n > x.tokens.Burst() {
+			x.tokens.SetBurstAt(now, n) // one request larger than a second's worth still goes, alone
+		}
+		rs = append(rs, x.tokens.ReserveN(now, n))
+	}
+	for _, r := range rs {
+		wait = max(wait, r.DelayFrom(now))
+	}
+	if wait > maxWait {
+		for _, r := range rs {
+			r.CancelAt(now)
+		}
+		return wait, false, undo
+	}
+	return wait, true, cancel
+}
+
+// Turn is how long a request of tokens on scope would wait at now for its
+// turn under rpm and tpm; it books nothing.
+func (p *Pacer) Turn(scope string, now time.Time, rpm, tpm, tokens int) time.Duration {
+	if rpm <= 0 && tpm <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x := p.scope(scope, rpm, tpm)
+	wait := func(l *rate.Limiter, n int) time.Duration {
+		if l == nil {
+			return 0
+		}
+		short := float64(n) - l.TokensAt(now)
+		if short <= 0 {
+			return 0
+		}
+		return time.Duration(short / float64(l.Limit()) * float64(time.Second))
+	}
+	return max(wait(x.requests, 1), wait(x.tokens, max(tokens, 1)))
+}
+
+// scope is the pace of scope, made with rpm and tpm on first use; with
+// p.mu held.
+func (p *Pacer) scope(scope string, rpm, tpm int) *pace {
 	x := p.by[scope]
 	if x == nil {
 		x = &pace{rpm: rpm, tpm: tpm}
@@ -48,33 +106,7 @@ func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWa
 		}
 		p.by[scope] = x
 	}
-	var rs []*rate.Reservation
-	cancel := func() {
-		for _, r := range rs {
-			r.CancelAt(now)
-		}
-	}
-	if x.requests != nil {
-		rs = append(rs, x.requests.ReserveN(now, 1))
-	}
-	if x.tokens != nil {
-		if n := max(tokens, 1); n > x.tokens.Burst() {
-			x.tokens.SetBurstAt(now, n) // one request larger than a second's worth still goes, alone
-		}
-		rs = append(rs, x.tokens.ReserveN(now, max(tokens, 1)))
-	}
-	for _, r := range rs {
-		if !r.OK() {
-			cancel()
-			return 0, false
-		}
-		wait = max(wait, r.DelayFrom(now))
-	}
-	if wait > maxWait {
-		cancel()
-		return wait, false
-	}
-	return wait, true
+	return x
 }
 
 // perSecond is a bucket of one second's worth of a per-minute limit.
