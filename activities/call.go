@@ -441,19 +441,32 @@ func (at *attempt) recordOutcome() {
 	}
 }
 
-// recordGuards tells the guards what the attempt taught them: the rate
-// limits and a pooled key's headroom, the model's breaker, the spend of a
-// request the upstream generated for; and counts the attempt.
+// recordGuards tells the guards what the attempt taught them, as the
+// rules after an outcome decide (guard.EndpointTold, guard.ModelLearns):
+// the endpoint's ejection, the rate limits and a pooled key's headroom,
+// the model's breaker; the spend of a request the upstream generated for;
+// and counts the attempt.
 func (at *attempt) recordGuards() {
 	a, in, m, v, obs := at.a, at.in, at.m, at.v, &at.obs
 	a.headroom(m, obs.Header)
-	refusing := at.recordOutlier()
-	backpressure := !a.without[guard.RuleBackpressure] && a.backpressure(m, v, refusing)
-	if !backpressure && !(m.Pooled() && v.Class == failure.Auth) && !blamesRequest(m, in, v.Class) {
-		// A rate limit alone does not make the model sick, nor one key of
-		// a pool refused (DecideNext parks the key), nor a request too
-		// large to answer in time.
-		a.breakers.RecordOutcome(m.Name, a.now(), v.Class)
+	o := guard.Outcome{Class: v.Class, Cut: v.Cut, Started: !at.firstAt.IsZero(), NotSent: at.out.NotSent,
+		PromptFits: in.Prompt.Fits, Pooled: m.Pooled(), PromptTokens: in.Prompt.Tokens, MaxTokens: in.Shape.MaxTokens,
+		Window: m.ContextWindow, RetryAfter: v.RetryAfter, HasRetryAfter: v.HasRetryAfter}
+	now := a.now()
+	var refusing time.Duration
+	switch told := guard.EndpointTold(o); {
+	case told.Overdue:
+		a.outliers.Overdue(m.Capacity(), at.start, now, a.rand())
+	case told.Tell:
+		refusing = a.outliers.Record(m.Capacity(), told.Signal, at.start, now, v.RetryAfter, a.rand())
+	}
+	learned := guard.ModelLearns(o, refusing, guard.Backpressure{Hold: a.cfg.RateLimit.Hold.D(),
+		RetryAfterCap: a.cfg.Backoff.RetryAfterCap.D(), BreakerAfter: a.cfg.RateLimit.BreakerAfter.D(), Without: a.without})
+	if learned.Hold > 0 {
+		a.holds.Hold(m.Scope(m.RateLimitScope), now, learned.Hold)
+	}
+	if learned.TellBreaker {
+		a.breakers.RecordOutcome(m.Name, now, v.Class)
 	}
 	if obs.Response != nil || (obs.Stream != nil && obs.Stream.Chunks > 0) {
 		// The upstream generated: the request is spend, and a repeat of
@@ -477,51 +490,6 @@ func (at *attempt) recordGuards() {
 func (a *Activities) answerTime(model string) (need time.Duration, known bool) {
 	p90, n := a.answers.P90(model)
 	return p90, n >= guard.MinSamples
-}
-
-// recordOutlier tells the endpoint's outlier ejection (guard.Outliers)
-// what the attempt showed of it, and returns how long the endpoint has
-// been refusing without an answer. A request that reached a server that
-// worked it out answers, whatever its class; a refusal (busy, a rate
-// limit), a refused connection, a 5xx, a timeout before the first token
-// and a stream the connection cut count towards an ejection; no first
-// token by the attempt's end is a silent endpoint unless it answered
-// since.
-func (at *attempt) recordOutlier() time.Duration {
-	a, m, v := at.a, at.m, at.v
-	now := a.now()
-	var s guard.Signal
-	switch v.Class {
-	case failure.QueueFull, failure.RateLimited:
-		s = guard.Busy
-	case failure.Connect:
-		s = guard.Unreachable
-	case failure.ServerError:
-		s = guard.ServerFailed
-	case failure.Timeout:
-		if !at.firstAt.IsZero() {
-			return 0 // a stream the attempt's own deadline cut: no signal
-		}
-		s = guard.ServerFailed
-	case failure.StreamBroken:
-		if !v.Cut {
-			return 0 // an idle stream, an error object, a malformed chunk: no signal
-		}
-		s = guard.Cut
-	case failure.ReadTimeout:
-		if at.firstAt.IsZero() && at.in.Prompt.Fits {
-			a.outliers.Overdue(m.Capacity(), at.start, now, a.rand())
-		}
-		return 0
-	case failure.BodyError, failure.WorkerLost, failure.BreakerOpen, failure.ServiceUnavailable:
-		return 0 // says nothing of whether it answers: no signal
-	default:
-		if at.out.NotSent {
-			return 0
-		}
-		s = guard.Answered
-	}
-	return a.outliers.Record(m.Capacity(), s, at.start, now, v.RetryAfter, a.rand())
 }
 
 // publish hands the answer over: the rest of it to the caller's stream

@@ -6,51 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/durable-llm/durable-llm/policies/classify"
 	"github.com/durable-llm/durable-llm/policies/config"
-	"github.com/durable-llm/durable-llm/policies/failure"
 	"github.com/durable-llm/durable-llm/policies/guard"
 )
-
-// blamesRequest reports whether a failure says more about the request than
-// about the model, so that it does not count against the model's breaker
-// (one tenant's huge requests would otherwise open it for everyone): a
-// timeout of an attempt whose prompt took more than half of the model's
-// context window (a long prefill), or that asked for more than a quarter
-// of it as max_tokens (a long generation). Classes caused by the request
-// alone (context_length_exceeded, output_truncated, invalid_request)
-// never count (failure.Class.CountsForBreaker).
-func blamesRequest(m config.ModelConfig, in CallInput, class failure.Class) bool {
-	switch class {
-	case failure.Timeout, failure.ReadTimeout:
-	default:
-		return false
-	}
-	w := m.ContextWindow
-	return w > 0 && (in.Prompt.Tokens*2 > w || in.Shape.MaxTokens*4 > w)
-}
-
-// backpressure reports whether the refusal of an attempt is backpressure,
-// which does not count against the model's breaker until it has lasted
-// rate_limit.breaker_after (refusing: how long the endpoint has refused
-// without an answer, recordOutlier). A 429 holds the model's
-// rate_limit_scope (a pooled key's, that key) for its Retry-After, else
-// rate_limit.hold: calls put off weigh the hold again at its release
-// (rule hold, guard.Weigh), so the first released find out for the rest. A busy
-// refusal (queue_full) is its endpoint's outlier ejection instead.
-func (a *Activities) backpressure(m config.ModelConfig, v classify.Verdict, refusing time.Duration) bool {
-	if v.Class != failure.RateLimited && v.Class != failure.QueueFull {
-		return false
-	}
-	if v.Class == failure.RateLimited {
-		d := a.cfg.RateLimit.Hold.D()
-		if v.HasRetryAfter && v.RetryAfter > 0 {
-			d = min(v.RetryAfter, a.cfg.Backoff.RetryAfterCap.D())
-		}
-		a.holds.Hold(m.Scope(m.RateLimitScope), a.now(), d)
-	}
-	return refusing < a.cfg.RateLimit.BreakerAfter.D()
-}
 
 // headroom reads the provider's own rate-limit headers on any response
 // (rateLimits: x-ratelimit-* or anthropic-ratelimit-*): a pooled key's

@@ -257,7 +257,9 @@ func (a *Activities) prepareHedge(pin PrepareInput, model string) (Prepared, err
 		p.Model = ""
 		return p, nil
 	case p.Hold > 0:
-		// Paid for and held: a hedge sent later is no sooner.
+		// A turn booked after another call took the one its rung was
+		// weighed with (a hedge whose turn is away is skipped before it
+		// books): a hedge sent later is no sooner.
 		a.hedgeMetric(model, "held")
 		return Prepared{Reason: fmt.Sprintf("no hedge: %s for %s", p.HoldReason, callstate.FormatDuration(p.Hold))}, nil
 	}

@@ -263,10 +263,16 @@ func held(c Call, r Rung, _ time.Time, v *Verdict) bool {
 	return v.skip(RuleHold, failure.None, fmt.Sprintf("rate-limit hold on %s for %s: longer than the call can wait", r.HeldScope, left))
 }
 
+// paced: a paced rung's request waits its turn, and is skipped when the
+// turn comes later than the call can wait; a hedge never waits (a hedge
+// sent later is no sooner), so it is skipped before it books a turn or
+// pays a retry.
 func paced(c Call, r Rung, _ time.Time, v *Verdict) bool {
 	switch {
 	case r.Paced == "":
 		return false
+	case c.Only && r.PaceWait > 0:
+		return v.skip(RulePace, failure.None, fmt.Sprintf("paced to %s: its turn is %s away, and a hedge never waits", r.Paced, FormatDuration(r.PaceWait)))
 	case r.PaceWait > c.CanWait:
 		return v.skip(RulePace, failure.None, fmt.Sprintf("paced to %s: its turn comes later than the call can wait", r.Paced))
 	case r.PaceWait > v.Left:

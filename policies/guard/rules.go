@@ -246,7 +246,8 @@ var Rules = []Rule{
 	{
 		Name: RulePace, Moment: BeforeSend,
 		Decides: "A model with `rpm`/`tpm` waits for its turn in a token bucket of its rate-limit scope; a turn later " +
-			"than the call can wait skips the rung.",
+			"than the call can wait skips the rung, and so does any wait for a hedge (a hedge sent later is no sooner). " +
+			"The turn is booked only for the rung the call sends.",
 		Principle:  "Send at the rate the provider accepts instead of learning it from 429s.",
 		Settings:   []string{"model_defaults.rpm", "model_defaults.tpm"},
 		Unmeasured: "a feature: it acts only on a model with `rpm` or `tpm` set",
