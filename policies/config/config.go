@@ -352,10 +352,10 @@ type BackoffConfig struct {
 }
 
 // BudgetConfig is the retry budget of an endpoint (guard.RetryBudget): a
-// reserve of at most Floor retries, refilled by Ratio per request or, on
-// thin traffic, by Floor per Window, so retries ≤ Ratio·requests + Floor
-// over any stretch of time. Ratio 0 leaves only the floor per window;
-// Ratio 0 and Floor 0 allow no retries.
+// reserve of at most Floor retries, refilled by Ratio per request, whose
+// retries leave it after Window, so retries ≤ Ratio·requests + Floor in
+// any Window. Ratio 0 leaves only the floor per window; Ratio 0 and
+// Floor 0 allow no retries.
 type BudgetConfig struct {
 	Window Duration `yaml:"window"`
 	Ratio  float64  `yaml:"ratio"`

@@ -14,12 +14,16 @@ import (
 // slides in steps of Window/60 (1 s for a 60 s window).
 const windowBuckets = 60
 
-// RetryBudget is the per-process retry budget (docs/how-it-works.md "Failure classes"):
-// retries are paid from a reserve of at most Floor retries, which every
-// request refills by Ratio of a retry and which refills by Floor per
-// Window while there is too little traffic to do it ("Retry budget" in the
-// package documentation says why). The settings are used as given; zeros
-// mean what they say:
+// RetryBudget is the per-process retry budget (docs/how-it-works.md "The
+// guard on one page", rule budget): retries are paid from a reserve of at
+// most Floor retries, which every request refills by Ratio of a retry. The
+// reserve is worked out from the window's buckets, oldest first, starting
+// full: a retry leaves the window after Window, as a deposit and a
+// withdrawal leave Finagle's leaky bucket, so the floor comes back once
+// per Window and, in any Window, retries ≤ Floor + Ratio × its requests
+// (what a bucket's requests earn beyond the reserve is kept only up to
+// Floor, so the healthy traffic before an incident does not pay for its
+// retries). The settings are used as given; zeros mean what they say:
 //   - Ratio 0: requests earn no retries, only the Floor per Window is left.
 //   - Floor 0: no retries beyond the ratio (the reserve holds one retry,
 //     earned by 1/Ratio requests).
@@ -325,20 +329,11 @@ func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 	}
 	floor := b.floorShare(i)
 	rr := reserveOf(b.ratio, floor)
+	level := floor
 	for k := i - windowBuckets + 1; k <= i; k++ {
 		req, ret := b.ring.bucket(k)
 		s.Requests += req
 		s.Retries += ret
-	}
-	if b.ratio*float64(s.Requests) >= floor {
-		// Traffic earns the floor over the window: no idle refill, or an
-		// incident whose calls wait instead of sending (open breakers)
-		// would be paid more than ratio × requests + floor.
-		rr.idle = 0
-	}
-	level := floor
-	for k := i - windowBuckets + 1; k <= i; k++ {
-		req, ret := b.ring.bucket(k)
 		level = rr.step(level, req, ret)
 	}
 	s.Allowed = s.Retries + whole(level)
@@ -347,11 +342,10 @@ func (b *RetryBudget) stateAt(i int64) BudgetSnapshot {
 
 // reserveRule is how a budget's reserve fills. It starts full (floor
 // retries) and holds at most size retries from one bucket to the next; a
-// bucket adds ratio × its requests, or idle (floor ÷ windowBuckets) when
-// that is more and the window's traffic is too thin to earn the floor,
-// and its retries spend what it added and what it was given. So a bucket's own requests pay for its retries however many they
-// are, and what is left over is kept only up to size.
-type reserveRule struct{ size, ratio, idle float64 }
+// bucket adds ratio × its requests and its retries spend what it added
+// and what it was given. So a bucket's own requests pay for its retries
+// however many they are, and what is left over is kept only up to size.
+type reserveRule struct{ size, ratio float64 }
 
 // floorShare is this process's share of the floor in the window that ends
 // at bucket i: all of it alone, and 1/n of it in a fleet of n workers
@@ -388,13 +382,13 @@ func reserveOf(ratio, floor float64) reserveRule {
 	if size < 1 && (floor > 0 || ratio > 0) {
 		size = 1
 	}
-	return reserveRule{size: size, ratio: ratio, idle: floor / windowBuckets}
+	return reserveRule{size: size, ratio: ratio}
 }
 
 // step is the reserve after a bucket of req requests and ret retries
 // that was given level.
 func (r reserveRule) step(level float64, req, ret int) float64 {
-	return min(r.size, level) + max(r.ratio*float64(req), r.idle) - float64(ret)
+	return min(r.size, level) + r.ratio*float64(req) - float64(ret)
 }
 
 // whole is the whole retries a reserve level holds. The epsilon keeps

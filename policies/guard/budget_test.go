@@ -41,12 +41,14 @@ func TestRetryBudget(t *testing.T) {
 		steps []budgetStep
 	}{
 		{
-			name: "floor lets a quiet system retry, and refills by the floor per window",
+			name: "floor lets a quiet system retry, once per window",
 			cfg:  budgetConfig(time.Minute, 0.1, 2),
 			steps: []budgetStep{
 				{at: 0, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
-				// 2 retries per 60 s: one more after 30 s.
-				{at: 30 * time.Second, retries: 3, allowed: 1, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
+				// 2 retries per 60 s: none more within the window…
+				{at: 30 * time.Second, retries: 3, allowed: 0, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
+				// …and the floor again once those retries have left it.
+				{at: 60 * time.Second, retries: 3, allowed: 2, want: BudgetSnapshot{Requests: 0, Retries: 2, Allowed: 2}},
 			},
 		},
 		{
@@ -105,11 +107,10 @@ func TestRetryBudget(t *testing.T) {
 			cfg:  budgetConfig(time.Minute, 0, 3),
 			steps: []budgetStep{
 				{at: 0, requests: 1000, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 1000, Retries: 3, Allowed: 3}},
-				// A third of a window refills one retry.
-				{at: 20 * time.Second, requests: 1000, retries: 5, allowed: 1, want: BudgetSnapshot{Requests: 2000, Retries: 4, Allowed: 4}},
-				{at: 30 * time.Second, retries: 5, allowed: 0, want: BudgetSnapshot{Requests: 2000, Retries: 4, Allowed: 4}},
+				{at: 20 * time.Second, requests: 1000, retries: 5, allowed: 0, want: BudgetSnapshot{Requests: 2000, Retries: 3, Allowed: 3}},
 				// A whole window later the reserve is full again.
-				{at: 90 * time.Second, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
+				{at: 60 * time.Second, retries: 5, allowed: 3, want: BudgetSnapshot{Requests: 1000, Retries: 3, Allowed: 3}},
+				{at: 90 * time.Second, retries: 5, allowed: 0, want: BudgetSnapshot{Requests: 0, Retries: 3, Allowed: 3}},
 			},
 		},
 		{
@@ -192,6 +193,35 @@ func TestRetryBudgetBanksNoMoreThanTheFloor(t *testing.T) {
 	}
 	if got < 18 {
 		t.Errorf("the incident's 100 calls got %d retries, want the floor and most of their 10 %% (≥ 18)", got)
+	}
+}
+
+// TestRetryBudgetHoldsTheBoundOnThinTraffic: retries in a window stay
+// within floor + ratio × its requests however thin its traffic: a call a
+// second, in bursts, and retries whenever the budget lets them, from the
+// first second of the window. A trickle of floor per window in the
+// seconds too thin to earn it (a bucket of fewer than floor ÷
+// (windowBuckets × ratio) requests), on top of the full reserve the
+// window starts with, paid 21 retries here where the bound is 16.
+func TestRetryBudgetHoldsTheBoundOnThinTraffic(t *testing.T) {
+	const floor = 10
+	b := NewRetryBudget(budgetConfig(time.Minute, 0.1, floor))
+	got, requests := 0, 0
+	for ms := 0; ms < 60_000; ms += 100 {
+		now := budgetAt(time.Duration(ms) * time.Millisecond)
+		if ms%2000 < 1000 && ms%500 == 0 { // a call a second, in bursts: 1 s buckets of 2, then of none
+			b.RecordRequest(now)
+			requests++
+		}
+		for b.TryRetry(now) {
+			got++
+		}
+	}
+	if bound := float64(floor) + 0.1*float64(requests); float64(got) > bound+1e-9 {
+		t.Errorf("%d requests in a window got %d retries, over floor + 10 %% = %.1f", requests, got, bound)
+	}
+	if got < floor+requests/10-1 {
+		t.Errorf("%d requests in a window got %d retries, want about the floor and 10 %%", requests, got)
 	}
 }
 

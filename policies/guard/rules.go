@@ -255,20 +255,23 @@ var Rules = []Rule{
 	{
 		Name: RuleBudget, Moment: BeforeSend,
 		Decides: "A request to an endpoint the call has already sent to is a retry there, paid from a reserve of " +
-			"`floor`, refilled `ratio` per request and, where traffic is thin, by `floor` a `window` (windowBuckets " +
-			"buckets); the calls refused wait their turn in line (a place kept waiterLive after the last recheck), and a " +
+			"`floor` that each request there refills by `ratio` (what a request earns beyond the reserve is kept only up " +
+			"to `floor`); a retry leaves the reserve's count after `window` (windowBuckets buckets), so the floor comes " +
+			"back once a window; the calls refused wait their turn in line (a place kept waiterLive after the last recheck), and a " +
 			"tenant takes at most `tenant_share` while others call (a call refused for its tenant's share holds no place). " +
 			"The call's first request to any endpoint — a failover, or a race that lands there — is that endpoint's " +
 			"ordinary load, never a retry (a step of a step-by-step answer is an extra request of its call: even its " +
 			"first is a retry); the resend of an attempt lost with its worker is that attempt again. Spent: another " +
-			"endpoint, else a wait, else the fallback. Over a stretch of time a sick endpoint sees at most the calls in it " +
-			"× (1 + `ratio`) + `floor` + `floor` a `window` of thin traffic, split across workers.",
-		Principle: "Finagle's RetryBudget, Envoy's retry budgets, gRPC's retry throttling: the budget protects the endpoint " +
-			"that receives the resends, and never keeps a call off a healthy one.",
+			"endpoint, else a wait, else the fallback. In any `window` a sick endpoint sees at most the calls in it × " +
+			"(1 + `ratio`) + `floor`, the floor split across workers.",
+		Principle: "Finagle's RetryBudget (a leaky bucket whose deposits and withdrawals leave after its ttl), Envoy's " +
+			"retry budgets, gRPC's retry throttling: the budget protects the endpoint that receives the resends, and never " +
+			"keeps a call off a healthy one.",
 		Constants: []Constant{{"windowBuckets", windowBuckets}, {"waiterLive", waiterLive}},
 		Settings:  []string{"budget.window", "budget.ratio", "budget.floor", "budget.tenant_share"},
 		Replaces: "every request after the call's first was charged to the budget of the endpoint it went to, so failovers " +
-			"spent the healthy endpoint's floor and its rungs were skipped.",
+			"spent the healthy endpoint's floor and its rungs were skipped; and a trickle of `floor` a `window` in seconds " +
+			"too thin to earn it, on top of the full reserve, let one retry past the bound at about 2 calls a second.",
 	},
 	{
 		Name: RulePastOpen, Moment: BeforeSend,
