@@ -81,19 +81,26 @@ func (k *keyPools) isParked(mk config.ModelConfig, now time.Time) bool {
 	return k.holds.Left("parked\x00"+keyID(mk), now) > 0
 }
 
-// order is model's keys in this call's rotation order: the next key
-// first, so calls spread over the pool.
+// order is model's keys in the rotation's order: the next key first, so
+// calls spread over the pool. It turns nothing (turn does, for a key
+// taken).
 func (k *keyPools) order(m config.ModelConfig) []string {
 	keys := m.Keys()
 	k.mu.Lock()
 	start := k.next[m.Name] % len(keys)
-	k.next[m.Name] = start + 1
 	k.mu.Unlock()
 	out := make([]string, 0, len(keys))
 	for i := range keys {
 		out = append(out, keys[(start+i)%len(keys)])
 	}
 	return out
+}
+
+// turn moves model's rotation on by one key.
+func (k *keyPools) turn(m config.ModelConfig) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.next[m.Name] = k.next[m.Name]%len(m.Keys()) + 1
 }
 
 // pickKey chooses the key of an attempt on m: of the keys neither parked
@@ -105,10 +112,20 @@ func (k *keyPools) order(m config.ModelConfig) []string {
 // model); ok is false when every key is parked. A model with one key
 // always gets it.
 func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, ok bool) {
-	if !m.Pooled() {
-		return m.Keys()[0], true
+	key, ok, free := a.chooseKey(m, now)
+	if ok {
+		a.takeKey(m, key, free, now)
 	}
-	free, freeRoom := "", -1.0
+	return key, ok
+}
+
+// chooseKey is pickKey's choice, taking nothing: the key, whether there is
+// one, and whether it is free (not held).
+func (a *Activities) chooseKey(m config.ModelConfig, now time.Time) (key string, ok, free bool) {
+	if !m.Pooled() {
+		return m.Keys()[0], true, true
+	}
+	best, bestRoom := "", -1.0
 	held, heldLeft := "", time.Duration(-1)
 	for _, k := range a.keys.order(m) {
 		mk := m.WithKey(k)
@@ -121,15 +138,26 @@ func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, o
 			}
 			continue
 		}
-		if room := a.keys.headroomOf(mk, now); room > freeRoom {
-			free, freeRoom = k, room
+		if room := a.keys.headroomOf(mk, now); room > bestRoom {
+			best, bestRoom = k, room
 		}
 	}
-	if free != "" {
-		a.keys.took(m.WithKey(free), now)
-		return free, true
+	if best != "" {
+		return best, true, true
 	}
-	return held, held != ""
+	return held, held != "", false
+}
+
+// takeKey takes the key chooseKey chose for a request on m: the rotation
+// turns, and a free key's headroom is taken down by one request's share.
+func (a *Activities) takeKey(m config.ModelConfig, key string, free bool, now time.Time) {
+	if !m.Pooled() {
+		return
+	}
+	a.keys.turn(m)
+	if free {
+		a.keys.took(m.WithKey(key), now)
+	}
 }
 
 // otherKey is a key of m's pool other than key that is free now (not

@@ -35,11 +35,12 @@ type walk struct {
 // rung is one model the walk weighs: what it read and the prompt fitted
 // for it.
 type rung struct {
-	m      config.ModelConfig
-	key    string
-	prompt *Prompt
-	limits limits
-	facts  guard.Rung
+	m       config.ModelConfig
+	key     string
+	keyFree bool // the key is not held (chooseKey)
+	prompt  *Prompt
+	limits  limits
+	facts   guard.Rung
 }
 
 // prepareAttempt is PrepareAttempt for call (its run; "" outside an
@@ -140,7 +141,9 @@ func (w *walk) exhausted(want *string) bool {
 // weigh reads m's rung, lets the guard decide, and claims what a send
 // needs; it reports whether the walk ends there (a send, or a put-off).
 // A claim refused (another call took the probe, the turn or the retry
-// since the read) reads the rung again.
+// since the read) reads the rung again, and the rules then skip it as
+// they would have; a rung whose claims other calls keep taking is skipped
+// after maxClaims.
 func (w *walk) weigh(m config.ModelConfig) bool {
 	for tries := 1; ; tries++ {
 		r := w.read(m)
@@ -155,24 +158,30 @@ func (w *walk) weigh(m config.ModelConfig) bool {
 				Rule: guard.RuleHold, Recheck: true}
 			return true
 		}
-		if refused := w.claim(r, &v); refused == "" {
+		refused := w.claim(r, &v)
+		switch {
+		case refused == "":
 			w.send(r, v)
 			return true
-		} else if tries == 3 {
-			w.skip(r, guard.Verdict{Rule: refused, Skip: true,
-				Reason: "taken by other calls while this one weighed it: no upstream call made"})
+		case tries == maxClaims:
+			w.p.State = w.p.State.Skip(m.Name, failure.None)
+			w.p.Skipped = append(w.p.Skipped, SkippedModel{Model: m.Name, Guard: refused,
+				Reason: "its probe, pace turn or retry was taken by other calls each time this one weighed it: no upstream call made"})
 			return false
 		}
 	}
 }
 
-// read is what the rules weigh of m's rung now. It claims nothing (a
-// pooled model's key rotation turns).
+// maxClaims is how many times a walk weighs a rung whose claims other
+// calls take in between.
+const maxClaims = 3
+
+// read is what the rules weigh of m's rung now. It takes nothing: not the
+// key, not the probe, not the pace's turn, not the retry.
 func (w *walk) read(m config.ModelConfig) rung {
 	a, in, now := w.a, w.in, w.now
 	r := rung{m: m}
 	f := &r.facts
-	f.Model, f.Endpoint, f.FirstTokenTime = m.Name, m.EndpointLabel(), firstTokenTime(m)
 	if lack := request.Lacks(m, in.Request.Needs()); len(lack) > 0 {
 		f.Lacks = request.JoinCaps(lack)
 	}
@@ -180,12 +189,13 @@ func (w *walk) read(m config.ModelConfig) rung {
 	if !f.Permit {
 		f.Breaker = a.breakers.State(m.Name, now)
 	}
-	key, ok := a.pickKey(m, now)
+	key, ok, free := a.chooseKey(m, now)
 	f.KeyParked = !ok
 	if ok {
-		r.m, r.key = m.WithKey(key), key
+		r.m, r.key, r.keyFree = m.WithKey(key), key, free
 		m = r.m
 	}
+	f.Model, f.Endpoint, f.FirstTokenTime = m.Name, m.EndpointLabel(), firstTokenTime(m) // a deployment's, once keyed
 	f.Sick, f.NextProbe = a.outliers.State(m.Capacity(), now)
 	f.AnswerTime, f.AnswerKnown = a.answerTime(m.Name)
 	f.Answering = a.answeringRung(in, w.p.State, m, now, false)
@@ -262,33 +272,51 @@ func (w *walk) claim(r rung, v *guard.Verdict) guard.RuleName {
 		}
 	}
 	if r.prompt != nil {
-		wait, ok, unbook := a.pacer.Reserve(m.Scope(m.RateLimitScope), w.now, r.limits.rpm, r.limits.tpm, w.paceTokens(r), w.c.CanWait)
+		maxWait := w.c.CanWait
+		if w.c.Only {
+			maxWait = 0 // a hedge never waits (rule pace)
+		}
+		wait, ok, unbook := a.pacer.Reserve(m.Scope(m.RateLimitScope), w.now, r.limits.rpm, r.limits.tpm, w.paceTokens(r), maxWait)
 		if !ok {
 			undo()
 			return guard.RulePace
 		}
-		if wait > v.Left {
+		if v.Rule == guard.RulePace || wait > v.Left {
+			// The turn booked is the wait (another call may have taken or
+			// given back a turn since the read).
 			v.Left, v.Why, v.Rule, v.Delay = wait, "paced to "+r.facts.Paced, guard.RulePace, 0
+			if wait == 0 {
+				v.Why, v.Rule = "", ""
+			}
 		}
 		probe := undo
 		undo = func() { unbook(); probe() }
 	}
-	if a.without[guard.RuleBudget] {
-		return ""
+	if !a.without[guard.RuleBudget] && !w.pay(r) {
+		undo()
+		return guard.RuleBudget
 	}
-	b := a.budgets.For(m.Capacity())
+	a.takeKey(m, r.key, r.keyFree, w.now)
+	return ""
+}
+
+// pay charges r's request to its endpoint's budget: the call's first
+// request there is the endpoint's request, a retry is paid in turn, and
+// a request paid when first prepared costs nothing. False when the retry
+// is refused.
+func (w *walk) pay(r rung) bool {
+	b := w.a.budgets.For(r.m.Capacity())
 	switch r.facts.Charge {
 	case guard.ChargeRequest:
 		b.RecordRequestFor(w.now, w.in.Request.Tenant)
 	case guard.ChargeRetry:
 		if ok, _, _ := b.TryRetryInTurn(w.now, w.in.Request.Tenant, w.call); !ok {
-			undo()
-			return guard.RuleBudget
+			return false
 		}
 	}
-	a.budgets.Leave(w.call) // out of every line it waited in: it has its attempt
-	a.metrics.Budget(b.Remaining(w.now))
-	return ""
+	w.a.budgets.Leave(w.call) // out of every line it waited in: it has its attempt
+	w.a.metrics.Budget(b.Remaining(w.now))
+	return true
 }
 
 // send makes r the call's attempt: its model, key, prompt, fingerprint

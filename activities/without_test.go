@@ -39,6 +39,9 @@ func TestEveryMeasuredRuleCanBeRemoved(t *testing.T) {
 		}
 		src.Write(b)
 	}
+	if n := strings.Count(src.String(), "Without: a.without"); n < 2 {
+		t.Errorf("the activities pass Options.Without to %d of the guard's pure calls' inputs, want guard.Call and guard.Backpressure", n)
+	}
 	for _, r := range guard.Rules {
 		name := "without[guard.Rule" + goName(r.Name) + "]"
 		gated := strings.Contains(src.String(), name) || strings.Contains(src.String(), "Without[Rule"+goName(r.Name)+"]")

@@ -110,21 +110,6 @@ func TestWeighEachRuleDecides(t *testing.T) {
 	}
 }
 
-// TestWeighIsPure: the same facts give the same verdict, whatever came
-// before (nothing is claimed by weighing).
-func TestWeighIsPure(t *testing.T) {
-	now := time.Unix(1000, 0)
-	r := healthyRung()
-	r.Sick, r.NextProbe = Refusing, now
-	c := Call{CanWait: 10 * time.Second}
-	first := Weigh(c, r, now)
-	for range 3 {
-		if again := Weigh(c, r, now); again != first || !again.Probe {
-			t.Fatalf("weighed again: %+v, first %+v; want the probe both times", again, first)
-		}
-	}
-}
-
 // TestWaitAndPastOpen: with no rung left, a call waits a drawn step while
 // its deadline and call.max_wait allow; a first request behind open
 // breakers keeps its first-token time and then goes past them; a call

@@ -181,7 +181,8 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	since := b.since(call, now)
-	ok, capped, ahead = b.turn(now, tenant, call)
+	b.forget(now)
+	ok, capped, ahead = b.turn(now, tenant, call, since)
 	switch {
 	case ok:
 		b.spend(now, tenant)
@@ -195,34 +196,44 @@ func (b *RetryBudget) TryRetryInTurn(now time.Time, tenant, call string) (ok, ca
 }
 
 // Turn is TryRetryInTurn without its effects: whether the budget would
-// pay call's retry now, and if not, why. It spends nothing and keeps no
-// place in line (Refused does).
+// pay call's retry now, and if not, why. It spends nothing and changes
+// no place in line (Refused keeps call's).
 func (b *RetryBudget) Turn(now time.Time, tenant, call string) (ok, capped bool, ahead int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.turn(now, tenant, call)
+	return b.turn(now, tenant, call, b.since(call, now))
 }
 
-// Refused keeps call's place in line at now after Turn refused its retry
-// (a refusal for its tenant's share holds no place).
+// Refused keeps call's place in line at now after Turn refused its retry,
+// as TryRetryInTurn's refusal does (a refusal for its tenant's share
+// holds no place).
 func (b *RetryBudget) Refused(now time.Time, call string, capped bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	since := b.since(call, now)
+	b.forget(now)
 	if capped {
 		delete(b.waiting, call)
 		return
 	}
-	b.wait(call, b.since(call, now), now)
+	b.wait(call, since, now)
 }
 
-// turn is Turn with b.mu held; it forgets the calls that left the line.
-func (b *RetryBudget) turn(now time.Time, tenant, call string) (ok, capped bool, ahead int) {
-	since := b.since(call, now)
+// forget takes out of line the calls that stopped rechecking, with b.mu
+// held.
+func (b *RetryBudget) forget(now time.Time) {
 	for id, w := range b.waiting {
-		switch {
-		case !w.live(now):
+		if !w.live(now) {
 			delete(b.waiting, id)
-		case call == "" || id != call && (w.firstRefused.Before(since) || w.firstRefused.Equal(since) && id < call):
+		}
+	}
+}
+
+// turn is Turn with b.mu held, for call first refused at since: the live
+// calls in line ahead of it, then the budget's and the share's rule.
+func (b *RetryBudget) turn(now time.Time, tenant, call string, since time.Time) (ok, capped bool, ahead int) {
+	for id, w := range b.waiting {
+		if w.live(now) && (call == "" || id != call && (w.firstRefused.Before(since) || w.firstRefused.Equal(since) && id < call)) {
 			ahead++
 		}
 	}

@@ -119,6 +119,9 @@ func TestTurnAsksAndRefusedQueues(t *testing.T) {
 			t.Fatalf("a spent budget: Turn = %v, ahead %d; want refused, no line", ok, ahead)
 		}
 	}
+	if _, _, ahead := b.Turn(budgetAt(time.Second), "", "run-young"); ahead != 0 {
+		t.Fatalf("old only asked: young has %d calls ahead, want none (Turn keeps no place)", ahead)
+	}
 	b.Refused(budgetAt(time.Second), "run-old", false)
 	for range 10 {
 		b.RecordRequest(budgetAt(2 * time.Second)) // earns one retry
@@ -131,5 +134,34 @@ func TestTurnAsksAndRefusedQueues(t *testing.T) {
 	}
 	if ok, _, _ := b.TryRetryInTurn(budgetAt(2*time.Second), "", "run-old"); !ok || b.Remaining(budgetAt(2*time.Second)) != 0 {
 		t.Error("old's retry, which Turn promised, was not paid")
+	}
+}
+
+// TestALateRecheckKeepsItsPlace: a call whose recheck comes after
+// waiterLive still holds the place it was first refused at when it is
+// refused again (Turn, then Refused), as TryRetryInTurn keeps it: old is
+// refused at 0.1 s, young at 1.5 s, old again at 2.5 s; the retry earned
+// then goes to old.
+func TestALateRecheckKeepsItsPlace(t *testing.T) {
+	b := NewRetryBudget(lineConfig())
+	b.TryRetry(budgetAt(0))
+	refuse := func(at time.Duration, call string) {
+		t.Helper()
+		if ok, _, _ := b.Turn(budgetAt(at), "", call); ok {
+			t.Fatalf("%s at %s: the spent budget would pay", call, at)
+		}
+		b.Refused(budgetAt(at), call, false)
+	}
+	refuse(100*time.Millisecond, "run-old")
+	refuse(1500*time.Millisecond, "run-young")
+	refuse(2500*time.Millisecond, "run-old")
+	for range 10 {
+		b.RecordRequest(budgetAt(2500 * time.Millisecond))
+	}
+	if ok, _, ahead := b.Turn(budgetAt(2500*time.Millisecond), "", "run-young"); ok || ahead != 1 {
+		t.Errorf("young: Turn = %v, %d ahead; want refused behind old", ok, ahead)
+	}
+	if ok, _, _ := b.TryRetryInTurn(budgetAt(2500*time.Millisecond), "", "run-old"); !ok {
+		t.Error("old, refused first, did not get the retry earned")
 	}
 }

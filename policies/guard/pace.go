@@ -71,14 +71,18 @@ func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWa
 }
 
 // Turn is how long a request of tokens on scope would wait at now for its
-// turn under rpm and tpm; it books nothing.
+// turn under rpm and tpm; it books nothing, and a scope not paced yet is
+// left to its first reservation.
 func (p *Pacer) Turn(scope string, now time.Time, rpm, tpm, tokens int) time.Duration {
 	if rpm <= 0 && tpm <= 0 {
 		return 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	x := p.scope(scope, rpm, tpm)
+	x := p.by[scope]
+	if x == nil {
+		x = newPace(rpm, tpm)
+	}
 	wait := func(l *rate.Limiter, n int) time.Duration {
 		if l == nil {
 			return 0
@@ -97,14 +101,20 @@ func (p *Pacer) Turn(scope string, now time.Time, rpm, tpm, tokens int) time.Dur
 func (p *Pacer) scope(scope string, rpm, tpm int) *pace {
 	x := p.by[scope]
 	if x == nil {
-		x = &pace{rpm: rpm, tpm: tpm}
-		if rpm > 0 {
-			x.requests = rate.NewLimiter(rate.Limit(float64(rpm)/60), perSecond(rpm))
-		}
-		if tpm > 0 {
-			x.tokens = rate.NewLimiter(rate.Limit(float64(tpm)/60), perSecond(tpm))
-		}
+		x = newPace(rpm, tpm)
 		p.by[scope] = x
+	}
+	return x
+}
+
+// newPace is the pace of a scope not paced yet: its buckets full.
+func newPace(rpm, tpm int) *pace {
+	x := &pace{rpm: rpm, tpm: tpm}
+	if rpm > 0 {
+		x.requests = rate.NewLimiter(rate.Limit(float64(rpm)/60), perSecond(rpm))
+	}
+	if tpm > 0 {
+		x.tokens = rate.NewLimiter(rate.Limit(float64(tpm)/60), perSecond(tpm))
 	}
 	return x
 }
