@@ -16,8 +16,8 @@ import (
 // walk is one PrepareAttempt's way down the ladder. It does the I/O and
 // the guard decides: for each rung in turn it reads what the rules weigh
 // (guard.Rung), guard.Weigh decides, and the walk claims what the verdict
-// sends (the endpoint's probe, the pace's turn, the budget's retry) for
-// that rung alone; with no rung left, guard.Wait and guard.PastOpen decide
+// sends (the endpoint's probe, the pace's turn, the budget's retry, a
+// pooled key's turn) for that rung alone; with no rung left, guard.Wait and guard.PastOpen decide
 // whether the call waits, sends past open breakers or falls back.
 type walk struct {
 	a    *Activities
