@@ -137,7 +137,7 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 // attempt in on m, sent at since, is overdue. The request is never cut for
 // that: it may still answer, and a retry can only be slower (it would join
 // the back of the same queue). When the call may hedge it, the attempt
-// tells the call where a hedge could answer sooner (queues.sooner), with a
+// tells the call where a hedge could answer sooner (guard.RaceTo), with a
 // retry left in that endpoint's budget and its model's breaker not open;
 // the call's StartHedge then decides and pays. It asks again every
 // guard.OverdueRecheck while notes are left to send.
@@ -174,46 +174,24 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 }
 
 // sooner lists the models where a hedge of attempt in on m, sent at
-// since, could answer sooner at now, and why the first could: not on an
-// ejected endpoint, and on m's own endpoint only with a retry left in its
-// budget (a hedge there is a retry; on another endpoint it is that
-// endpoint's ordinary load, and StartHedge pays for it where it lands)
-// and while it accepts at least half its requests (queues.accepts over
-// the last guard.AcceptsPart of first_token_timeout: one that loses most of them
-// would lose the race too, spending the retry).
-// Those on other endpoints come first, each group in the ladder's order:
-// the race goes first where the call has nothing outstanding, since the
-// attempt's own endpoint is the one holding its request past time (Envoy's
-// previous_hosts retry predicate: a retry avoids the host that failed it).
+// since, could answer sooner at now, and why the first could: what rule
+// overdue reads of each rung, decided by guard.RaceTo.
 func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.Time) (models []string, why string) {
 	need := in.Request.Needs()
-	var own []string
-	ownWhy := ""
+	rungs := make([]guard.RaceRung, 0, len(a.cfg.Models))
 	for _, l := range a.cfg.Models {
-		ok, w := a.queues.sooner(l.Capacity(), m.Capacity(), since, now)
-		sick, _ := a.outliers.State(l.Capacity(), now)
-		same := l.Capacity() == m.Capacity()
-		if !ok || sick != guard.Healthy || len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen ||
-			(same && (a.budgets.For(l.Capacity()).Remaining(now) == 0 || !a.queues.accepts(l.Capacity(), now, m.FirstTokenTimeout.D()/guard.AcceptsPart))) {
-			continue
+		e := l.Capacity()
+		sick, _ := a.outliers.State(e, now)
+		r := guard.RaceRung{Model: l.Name, Own: e == m.Capacity(),
+			Usable: sick == guard.Healthy && len(request.Lacks(l, need)) == 0 && a.breakers.State(l.Name, now) != guard.BreakerOpen}
+		r.AnsweredSince, r.Overdue = a.queues.since(e, since, now)
+		if r.Own {
+			r.BudgetLeft = a.budgets.For(e).Remaining(now) > 0
+			r.Sent, r.Answered = a.queues.accepted(e, now, m.FirstTokenTimeout.D()/guard.AcceptsPart)
 		}
-		switch {
-		case same:
-			if len(own) == 0 {
-				ownWhy = w
-			}
-			own = append(own, l.Name)
-		default:
-			if len(models) == 0 {
-				why = w
-			}
-			models = append(models, l.Name)
-		}
+		rungs = append(rungs, r)
 	}
-	if len(models) == 0 {
-		why = ownWhy
-	}
-	return append(models, own...), why
+	return guard.RaceTo(rungs)
 }
 
 // StartHedge decides, when a hedge's delay has passed, whether the hedge

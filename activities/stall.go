@@ -84,18 +84,13 @@ func (q *queues) firstToken(endpoint string, since time.Time, ttft, ftt time.Dur
 	}
 }
 
-// accepts reports whether endpoint gave its first token in time to at
-// least 1/guard.AcceptsK of this process's streamed requests sent there in the
-// last window before now (a request still waiting counts as not accepted
-// yet); with none sent in it, nothing says it loses them (as adaptive
-// throttling rejects nothing without requests). A resend there is worth
-// its retry only then: an endpoint that loses most of its requests loses
-// most resends too, and the budget they spend is better kept for when it
-// answers.
-func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) bool {
+// accepted counts this process's streamed requests sent to endpoint in the
+// last window before now, and those given their first token in time (a
+// request still waiting counts as not accepted yet): the share rule
+// overdue reads (guard.RaceTo).
+func (q *queues) accepted(endpoint string, now time.Time, window time.Duration) (sent, answered int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	sent, answered := 0, 0
 	r := q.recent[endpoint]
 	for i := len(r) - 1; i >= 0; i-- { // newest first: stop at the window's start
 		w := r[i]
@@ -110,28 +105,20 @@ func (q *queues) accepts(endpoint string, now time.Time, window time.Duration) b
 			answered++
 		}
 	}
-	return guard.AcceptsK*answered >= sent
+	return sent, answered
 }
 
-// sooner reports whether, at now, a hedge on endpoint e could answer
-// sooner than an attempt on endpoint own that started at since and still
-// waits for its first token, and says why.
-func (q *queues) sooner(e, own string, since, now time.Time) (bool, string) {
+// since reports whether endpoint e gave a first token in time to a
+// request sent after since, and whether a request open there is past its
+// first-token time at now.
+func (q *queues) since(e string, since, now time.Time) (answered, overdue bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.prompt[e].After(since) {
-		if e == own {
-			return true, "its endpoint answers requests sent after it in time"
-		}
-		return true, "that endpoint answers in time"
-	}
-	if e == own {
-		return false, ""
-	}
 	for w := range q.waiting[e] {
 		if now.Sub(w.since) > w.ftt {
-			return false, ""
+			overdue = true
+			break
 		}
 	}
-	return true, "another endpoint, none of whose requests is overdue"
+	return q.prompt[e].After(since), overdue
 }

@@ -62,3 +62,76 @@ func Open(o Overdue, now time.Time) OpenVerdict {
 	}
 	return v
 }
+
+// RaceRung is what rule overdue reads of one rung when it looks where to
+// race an open request.
+type RaceRung struct {
+	Model string
+	// Own: on the open request's endpoint.
+	Own bool
+	// Usable: its endpoint is not ejected, its model has the request's
+	// capabilities and its breaker is not open.
+	Usable bool
+	// AnsweredSince: its endpoint gave a first token in time to a
+	// request sent after the open one.
+	AnsweredSince bool
+	// Overdue: a request open on its endpoint is past its first-token
+	// time.
+	Overdue bool
+	// BudgetLeft: a retry is left in its endpoint's budget (a race on the
+	// own endpoint is a retry there).
+	BudgetLeft bool
+	// Sent and Answered are the own endpoint's requests of the last
+	// first_token_timeout ÷ AcceptsPart and those given a first token in
+	// time.
+	Sent, Answered int
+}
+
+// RaceTo is where rule overdue may race an open request, in order, and
+// why the first could answer sooner: rungs on other endpoints first (the
+// race goes where the call has nothing outstanding, Envoy's
+// previous_hosts), each group in the ladder's order. Another endpoint
+// qualifies when it answered in time a request sent after the open one,
+// or has no request overdue; the own endpoint only when it answered such
+// a request, with a retry left in its budget, and while it gives a first
+// token to at least 1/AcceptsK of its recent requests (adaptive
+// throttling: one that loses most would lose the race too, spending the
+// retry).
+func RaceTo(rungs []RaceRung) (models []string, why string) {
+	var own []string
+	ownWhy := ""
+	for _, r := range rungs {
+		w, ok := raceWhy(r)
+		if !ok || !r.Usable || r.Own && (!r.BudgetLeft || AcceptsK*r.Answered < r.Sent) {
+			continue
+		}
+		if r.Own {
+			if len(own) == 0 {
+				ownWhy = w
+			}
+			own = append(own, r.Model)
+			continue
+		}
+		if len(models) == 0 {
+			why = w
+		}
+		models = append(models, r.Model)
+	}
+	if len(models) == 0 {
+		why = ownWhy
+	}
+	return append(models, own...), why
+}
+
+// raceWhy is why a race on r could answer sooner, if it could.
+func raceWhy(r RaceRung) (string, bool) {
+	switch {
+	case r.AnsweredSince && r.Own:
+		return "its endpoint answers requests sent after it in time", true
+	case r.AnsweredSince:
+		return "that endpoint answers in time", true
+	case r.Own || r.Overdue:
+		return "", false
+	}
+	return "another endpoint, none of whose requests is overdue", true
+}

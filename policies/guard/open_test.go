@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +46,38 @@ func TestOpenNamesTheRuleThatKeepsOrCutsARequest(t *testing.T) {
 				t.Errorf("a cut says why, and only a cut: %q", v.Why)
 			}
 		})
+	}
+}
+
+// TestRaceToOtherEndpointsFirst: rule overdue races on another endpoint
+// that answers in time or has nothing overdue, before its own endpoint;
+// there only with a retry left and while it accepts at least 1/AcceptsK of
+// its recent requests; never on an ejected, incapable or open rung.
+func TestRaceToOtherEndpointsFirst(t *testing.T) {
+	own := RaceRung{Model: "own", Own: true, Usable: true, AnsweredSince: true, BudgetLeft: true, Sent: 4, Answered: 2}
+	other := RaceRung{Model: "other", Usable: true}
+	for _, c := range []struct {
+		name  string
+		rungs []RaceRung
+		want  []string
+		why   string
+	}{
+		{"another endpoint first, then its own", []RaceRung{own, other}, []string{"other", "own"},
+			"another endpoint, none of whose requests is overdue"},
+		{"another endpoint with a request overdue is passed",
+			[]RaceRung{own, {Model: "other", Usable: true, Overdue: true}}, []string{"own"},
+			"its endpoint answers requests sent after it in time"},
+		{"another endpoint that answered since goes though one is overdue",
+			[]RaceRung{{Model: "other", Usable: true, Overdue: true, AnsweredSince: true}}, []string{"other"}, "that endpoint answers in time"},
+		{"its own endpoint, silent since: no race", []RaceRung{{Model: "own", Own: true, Usable: true, BudgetLeft: true}}, nil, ""},
+		{"its own endpoint, budget spent", []RaceRung{{Model: "own", Own: true, Usable: true, AnsweredSince: true}}, nil, ""},
+		{"its own endpoint, losing most requests",
+			[]RaceRung{{Model: "own", Own: true, Usable: true, AnsweredSince: true, BudgetLeft: true, Sent: 5, Answered: 2}}, nil, ""},
+		{"not usable: ejected, incapable or open", []RaceRung{{Model: "other"}}, nil, ""},
+	} {
+		got, why := RaceTo(c.rungs)
+		if !slices.Equal(got, c.want) || why != c.why {
+			t.Errorf("%s: RaceTo = %v, %q; want %v, %q", c.name, got, why, c.want, c.why)
+		}
 	}
 }

@@ -357,7 +357,8 @@ var Rules = []Rule{
 		Name: RuleOverdue, Moment: WhileOpen,
 		Decides: "A streamed request past `first_token_timeout` stays open, and every OverdueRecheck the attempt asks " +
 			"where a race could answer sooner, telling its call at most MaxOverdueNotes times, OverdueNoteGap apart. The " +
-			"race goes to a rung whose endpoint answers (not ejected, none of this worker's requests there overdue), paid " +
+			"race goes to a rung whose endpoint answers (not ejected; it gave a first token in time to a request sent after " +
+			"the overdue one, or none of this worker's requests there is overdue), paid " +
 			"where it lands (rule `budget`); to the request's own endpoint last, from its budget, and only once that " +
 			"endpoint answers requests sent after the overdue one and at least 1/AcceptsK of this worker's requests of " +
 			"the last `first_token_timeout` ÷ AcceptsPart (kept AcceptsKeep). A race needs MinAttemptTime left. The " +
