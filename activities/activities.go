@@ -406,24 +406,28 @@ func firstTokenTime(m config.ModelConfig) time.Duration {
 	return m.Timeout.D()
 }
 
-// answeringRung is a model other than m the call could still take, on
-// another endpoint that is not ejected, with its breaker not open (and,
-// when unheld, no rate-limit hold on it); "" when there is none.
-func (a *Activities) answeringRung(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time, unheld bool) string {
+// answeringRungs are the first model other than m the call could still
+// take on another endpoint that is not ejected, with its breaker not open
+// (answering), and the first of those no rate limit holds either
+// (unheld); "" when there is none.
+func (a *Activities) answeringRungs(in PrepareInput, st callstate.State, m config.ModelConfig, now time.Time) (answering, unheld string) {
 	need := in.Request.Needs()
 	for _, l := range a.cfg.Models {
 		if l.Name == m.Name || l.Capacity() == m.Capacity() || slices.Contains(st.Tried, l.Name) ||
 			len(request.Lacks(l, need)) > 0 || a.breakers.State(l.Name, now) == guard.BreakerOpen {
 			continue
 		}
-		if _, left := a.held(l, now); unheld && left > 0 {
+		if sick, _ := a.outliers.State(l.Capacity(), now); sick != guard.Healthy {
 			continue
 		}
-		if sick, _ := a.outliers.State(l.Capacity(), now); sick == guard.Healthy {
-			return l.Name
+		if answering == "" {
+			answering = l.Name
+		}
+		if _, left := a.held(l, now); left <= 0 {
+			return answering, l.Name
 		}
 	}
-	return ""
+	return answering, ""
 }
 
 // blocked words why the models a call waits on may not take it: open

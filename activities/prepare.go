@@ -164,8 +164,7 @@ func (w *walk) weigh(m config.ModelConfig) bool {
 			w.send(r, v)
 			return true
 		case tries == maxClaims:
-			w.p.State = w.p.State.Skip(m.Name, failure.None)
-			w.p.Skipped = append(w.p.Skipped, SkippedModel{Model: m.Name, Guard: refused,
+			w.skipped(m.Name, guard.Verdict{Rule: refused,
 				Reason: "its probe, pace turn or retry was taken by other calls each time this one weighed it: no upstream call made"})
 			return false
 		}
@@ -198,8 +197,7 @@ func (w *walk) read(m config.ModelConfig) rung {
 	f.Model, f.Endpoint, f.FirstTokenTime = m.Name, m.EndpointLabel(), firstTokenTime(m) // a deployment's, once keyed
 	f.Sick, f.NextProbe = a.outliers.State(m.Capacity(), now)
 	f.AnswerTime, f.AnswerKnown = a.answerTime(m.Name)
-	f.Answering = a.answeringRung(in, w.p.State, m, now, false)
-	f.Unheld = a.answeringRung(in, w.p.State, m, now, true)
+	f.Answering, f.Unheld = a.answeringRungs(in, w.p.State, m, now)
 	sc, left := a.held(m, now)
 	if left > 0 {
 		f.HoldLeft, f.HeldScope = left, m.ScopeLabel(sc) // tenants read it: no address
@@ -239,8 +237,7 @@ func (w *walk) paceTokens(r rung) int {
 // request, and what kept it, for the wait.
 func (w *walk) skip(r rung, v guard.Verdict) {
 	name := r.m.Name
-	w.p.State = w.p.State.Skip(name, v.Class)
-	w.p.Skipped = append(w.p.Skipped, SkippedModel{Model: name, Guard: v.Rule, Reason: v.Reason})
+	w.skipped(name, v)
 	switch {
 	case v.Rule == guard.RuleBreaker:
 		w.blocked.Open = append(w.blocked.Open, name)
@@ -254,6 +251,13 @@ func (w *walk) skip(r rung, v guard.Verdict) {
 		}
 		w.a.budgets.For(r.m.Capacity()).Refused(w.now, w.call, r.facts.Capped)
 	}
+}
+
+// skipped records in the call's state and path that rule v.Rule kept the
+// call off model, with v's reason.
+func (w *walk) skipped(model string, v guard.Verdict) {
+	w.p.State = w.p.State.Skip(model, v.Class)
+	w.p.Skipped = append(w.p.Skipped, SkippedModel{Model: model, Guard: v.Rule, Reason: v.Reason})
 }
 
 // claim takes what the send of r needs: the endpoint's probe, the pace's
