@@ -465,56 +465,38 @@ func waitedFor(open, spent, ejected []string) string {
 }
 
 // waitForTrials turns fb, a fallback for want of a model to switch to,
-// into a step back to PrepareAttempt when models that could serve the call
-// are behind open breakers (open) or, when the retry budget refused fb's
-// step, on endpoints whose budget is spent (spentEndpoints; decision
-// wait_for_budget), and the call may still wait (guard.Wait's bounds:
-// call.max_wait for its scenario, the deadline): those models become
-// untried again, so PrepareAttempt waits on a visible timer and lets the
-// breakers and the budget say when the call goes. Without
-// this, an attempt whose breaker opened between planning and sending, or
-// a failure while the other models were open, went to the FAQ at once.
-// Otherwise it returns fb.
+// into a step back to PrepareAttempt when rule wait (guard.WaitAfter)
+// finds rungs to wait for: behind open breakers (open) or, when the retry
+// budget refused fb's step, on endpoints whose budget is spent
+// (spentEndpoints). Those models become untried again, so PrepareAttempt
+// waits on a visible timer and lets the breakers and the budget say when
+// the call goes. Otherwise it returns fb.
 func (a *Activities) waitForTrials(in DecideInput, open, spentEndpoints []string, fb callstate.Step) callstate.Step {
-	var waitOn, onOpen, onSpent []string
+	rungs := make([]guard.WaitRung, 0, len(a.cfg.Models))
 	for _, m := range a.cfg.Models {
-		if len(request.Lacks(m, in.Needs)) > 0 {
-			continue
-		}
-		switch {
-		case slices.Contains(open, m.Name):
-			onOpen = append(onOpen, m.Name)
-		case fb.BudgetRefused && slices.Contains(spentEndpoints, m.Capacity()) && !slices.Contains(fb.Next.Tried, m.Name):
-			// The budget refused the step the class asked for: wait for
-			// it on the models the call has not given up on.
-			onSpent = append(onSpent, m.Name)
-		default:
-			continue
-		}
-		waitOn = append(waitOn, m.Name)
+		rungs = append(rungs, guard.WaitRung{Model: m.Name, Able: len(request.Lacks(m, in.Needs)) == 0,
+			Open: slices.Contains(open, m.Name), Spent: slices.Contains(spentEndpoints, m.Capacity()),
+			Tried: slices.Contains(fb.Next.Tried, m.Name)})
 	}
-	left := waitLeft(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream), in.State.Waited)
-	canWait := callstate.CanWait(in.State.Deadline, in.Outcome.Elapsed, a.cfg.Call.FallbackReserve.D())
-	if len(waitOn) == 0 || min(left, canWait) < guard.MinWait {
+	maxWait := a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)
+	w, ok := guard.WaitAfter(rungs, fb.BudgetRefused, waitLeft(maxWait, in.State.Waited),
+		callstate.CanWait(in.State.Deadline, in.Outcome.Elapsed, a.cfg.Call.FallbackReserve.D()))
+	if !ok {
 		return fb
 	}
 	next := fb.Next
 	failed := next.Model
-	next.Tried = slices.DeleteFunc(slices.Clone(next.Tried), func(m string) bool { return slices.Contains(waitOn, m) })
-	if !slices.Contains(waitOn, failed) && !slices.Contains(next.Tried, failed) {
+	next.Tried = slices.DeleteFunc(slices.Clone(next.Tried), func(m string) bool { return slices.Contains(w.On, m) })
+	if !slices.Contains(w.On, failed) && !slices.Contains(next.Tried, failed) {
 		next.Tried = append(next.Tried, failed) // its class said switch: not this model again
 	}
-	next.Model, next.Pending = waitOn[0], failure.None
+	next.Model, next.Pending = w.On[0], failure.None
 	next.From = callstate.From{N: next.N, Class: in.Outcome.Class}
 	next.N++
-	decision := "wait_for_trials"
-	if len(onOpen) == 0 {
-		decision = "wait_for_budget"
-	}
-	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: decision, BudgetRefused: fb.BudgetRefused,
+	return callstate.Step{Kind: callstate.Switch, Next: next, Decision: w.Decision(), BudgetRefused: fb.BudgetRefused,
 		Reason: fmt.Sprintf("%s; %s: wait for %s (%s waited%s)",
-			fb.Reason, blocked(onOpen, onSpent, nil, ""), waitedFor(onOpen, onSpent, nil), callstate.FormatDuration(in.State.Waited),
-			waitCap(a.cfg.Call.MaxWaitFor(in.Scenario, in.Stream)))}
+			fb.Reason, blocked(w.Open, w.Spent, nil, ""), waitedFor(w.Open, w.Spent, nil), callstate.FormatDuration(in.State.Waited),
+			waitCap(maxWait))}
 }
 
 // held returns the rate-limit hold on model m at now: the scope held the

@@ -128,3 +128,55 @@ func Blames(o Outcome) bool {
 	}
 	return false
 }
+
+// WaitRung is what rule wait reads of one rung after a failed attempt
+// left the call no model to switch to.
+type WaitRung struct {
+	Model string
+	// Able: it has what the request needs. Open: its breaker is open.
+	// Spent: its endpoint's retry budget is spent. Tried: the call has
+	// given up on it.
+	Able, Open, Spent, Tried bool
+}
+
+// WaitFor is what a call waits for after a failed attempt (WaitAfter):
+// On, the rungs in ladder order; Open, those behind open breakers; Spent,
+// those on spent budgets.
+type WaitFor struct{ On, Open, Spent []string }
+
+// Decision names the wait in the call's path: wait_for_trials while a
+// breaker's trial may heal a rung, else wait_for_budget.
+func (w WaitFor) Decision() string {
+	if len(w.Open) > 0 {
+		return "wait_for_trials"
+	}
+	return "wait_for_budget"
+}
+
+// WaitAfter is rule wait after a failed attempt with no model left to
+// switch to: the rungs the call waits for instead of the fallback — those
+// behind open breakers (their trials may heal them) and, when the budget
+// refused the step the attempt's class asked for (budgetRefused), those
+// not given up on whose endpoint's budget is spent (the traffic earns it
+// a retry). Nothing (ok false) when there is no such rung, or the call may
+// not wait MinWait more (waitLeft under call.max_wait, canWait before its
+// deadline less the fallback's reserve).
+func WaitAfter(rungs []WaitRung, budgetRefused bool, waitLeft, canWait time.Duration) (w WaitFor, ok bool) {
+	if min(waitLeft, canWait) < MinWait {
+		return WaitFor{}, false
+	}
+	for _, r := range rungs {
+		switch {
+		case !r.Able:
+			continue
+		case r.Open:
+			w.Open = append(w.Open, r.Model)
+		case budgetRefused && r.Spent && !r.Tried:
+			w.Spent = append(w.Spent, r.Model)
+		default:
+			continue
+		}
+		w.On = append(w.On, r.Model)
+	}
+	return w, len(w.On) > 0
+}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/durable-llm/durable-llm/policies/failure"
 )
 
@@ -69,5 +71,52 @@ func TestModelLearnsBackpressureAndBlame(t *testing.T) {
 		if got := ModelLearns(c.o, c.refusing, c.p); got != c.want {
 			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestWaitAfterWaitsForTrialsAndTheBudget: after a failed attempt with no
+// model to switch to, the call waits for the rungs behind open breakers,
+// and for those on a spent budget only when the budget refused its step,
+// while MinWait is left.
+func TestWaitAfterWaitsForTrialsAndTheBudget(t *testing.T) {
+	open := WaitRung{Model: "big", Able: true, Open: true}
+	spent := WaitRung{Model: "mid", Able: true, Spent: true}
+	tried := WaitRung{Model: "old", Able: true, Spent: true, Tried: true}
+	unable := WaitRung{Model: "text-only", Open: true, Spent: true}
+	both := WaitRung{Model: "both", Able: true, Open: true, Spent: true, Tried: true}
+	free := WaitRung{Model: "free", Able: true}
+	long := time.Minute
+	cases := []struct {
+		name          string
+		rungs         []WaitRung
+		refused       bool
+		left, canWait time.Duration
+		want          WaitFor
+		ok            bool
+		decision      string
+	}{
+		{"an open breaker is waited for", []WaitRung{open, free}, false, long, long,
+			WaitFor{On: []string{"big"}, Open: []string{"big"}}, true, "wait_for_trials"},
+		{"a spent budget only when it refused the step", []WaitRung{spent}, false, long, long, WaitFor{}, false, ""},
+		{"a spent budget that refused the step", []WaitRung{spent}, true, long, long,
+			WaitFor{On: []string{"mid"}, Spent: []string{"mid"}}, true, "wait_for_budget"},
+		{"not a rung given up on", []WaitRung{tried}, true, long, long, WaitFor{}, false, ""},
+		{"not a rung that lacks what the request needs", []WaitRung{unable}, true, long, long, WaitFor{}, false, ""},
+		{"an open breaker counts before a spent budget, tried or not", []WaitRung{spent, both}, true, long, long,
+			WaitFor{On: []string{"mid", "both"}, Open: []string{"both"}, Spent: []string{"mid"}}, true, "wait_for_trials"},
+		{"no wait under MinWait left in call.max_wait", []WaitRung{open}, false, MinWait - time.Millisecond, long, WaitFor{}, false, ""},
+		{"no wait under MinWait before the deadline", []WaitRung{open}, false, long, MinWait - time.Millisecond, WaitFor{}, false, ""},
+		{"MinWait is enough", []WaitRung{open}, false, MinWait, MinWait,
+			WaitFor{On: []string{"big"}, Open: []string{"big"}}, true, "wait_for_trials"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w, ok := WaitAfter(c.rungs, c.refused, c.left, c.canWait)
+			require.Equal(t, c.ok, ok)
+			require.Equal(t, c.want, w)
+			if ok {
+				require.Equal(t, c.decision, w.Decision())
+			}
+		})
 	}
 }

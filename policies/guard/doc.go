@@ -30,8 +30,8 @@
 // table as Page writes it, and a test keeps the two the same; read it
 // there rather than here. The rules decide in pure calls, which take what
 // the activities read and return the decision with the rule that made it:
-// Weigh, Wait and PastOpen before a send; EndpointTold and ModelLearns
-// after an outcome; Open and RaceTo while a request is open. The types
+// Weigh, Wait and PastOpen before a send; EndpointTold, ModelLearns and
+// WaitAfter after an outcome; Open and RaceTo while a request is open. The types
 // below are the state the rules read:
 // RetryBudget and Budgets (rule budget; counts in a ring of windowBuckets,
 // so memory is constant whatever the load, and an instant earlier than
