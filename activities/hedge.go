@@ -94,33 +94,23 @@ func newHedgeBudget(cfg *config.Config) *guard.RetryBudget {
 	return guard.NewShareBudget(config.BudgetConfig{Window: cfg.Budget.Window, Ratio: cfg.Hedge.Budget, Floor: floor})
 }
 
-// hedgePlan is the hedge of a call's first attempt on m, nil when the
-// call's scenario is not hedged, m is the hedge model itself, or the
-// request needs what the hedge model lacks.
+// hedgePlan is the hedge of a call's attempt on m as rule hedge
+// (guard.Hedge) decides it; nil when there is none.
 func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callstate.State) *HedgePlan {
-	if st.Requests != 1 {
-		return nil // only the call's first request is hedged
-	}
 	rule := a.cfg.Hedge.Rule(in.Request.Scenario)
-	d, adaptive, on := rule.Delay()
-	if !on || rule.Model == m.Name {
+	f := guard.HedgeFacts{FirstRequest: st.Requests == 1, Initial: a.cfg.Hedge.Initial.D(), Model: m.Name, HedgeModel: rule.Model}
+	f.Fixed, f.Adaptive, f.On = rule.Delay()
+	if hm, ok := a.cfg.Model(rule.Model); ok {
+		f.HedgeAble = len(request.Lacks(hm, in.Request.Needs())) == 0
+	}
+	if f.On && f.Adaptive {
+		f.P90, f.Samples, f.Where = a.firstTokenP90(m.Name)
+	}
+	after, basis, ok := guard.Hedge(f)
+	if !ok {
 		return nil
 	}
-	hm, ok := a.cfg.Model(rule.Model)
-	if !ok || len(request.Lacks(hm, in.Request.Needs())) > 0 {
-		return nil
-	}
-	p := &HedgePlan{Model: rule.Model, After: d, Basis: "fixed", Replace: rule.Replace}
-	if adaptive {
-		p90, n, where := a.firstTokenP90(m.Name)
-		if n >= guard.MinSamples {
-			p.After = time.Duration(float64(p90) * guard.AdaptiveMargin)
-			p.Basis = fmt.Sprintf("1.5 × p90 %s of %d first tokens of %s %s", callstate.FormatDuration(p90), n, m.Name, where)
-		} else {
-			p.After, p.Basis = a.cfg.Hedge.Initial.D(), fmt.Sprintf("initial: %d first tokens of %s on record", n, m.Name)
-		}
-	}
-	return p
+	return &HedgePlan{Model: rule.Model, After: after, Basis: basis, Replace: rule.Replace}
 }
 
 // overduePlan is the plan of a streamed attempt on m that the hedge policy

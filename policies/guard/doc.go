@@ -31,7 +31,8 @@
 // there rather than here. The rules decide in pure calls, which take what
 // the activities read and return the decision with the rule that made it:
 // Weigh, Wait and PastOpen before a send; EndpointTold, ModelLearns and
-// WaitAfter after an outcome; Open and RaceTo while a request is open. The types
+// WaitAfter after an outcome; Hedge (whether a request gets a hedge, and
+// when), Open and RaceTo while a request is open. The types
 // below are the state the rules read:
 // RetryBudget and Budgets (rule budget; counts in a ring of windowBuckets,
 // so memory is constant whatever the load, and an instant earlier than

@@ -135,3 +135,43 @@ func raceWhy(r RaceRung) (string, bool) {
 	}
 	return "another endpoint, none of whose requests is overdue", true
 }
+
+// HedgeFacts is what rule hedge reads of a call's attempt before it is
+// sent.
+type HedgeFacts struct {
+	// FirstRequest: the attempt is the call's first request (only it is
+	// hedged).
+	FirstRequest bool
+	// On: the call's scenario has a hedge (hedge.after not off); Fixed is
+	// its delay unless Adaptive, Initial its delay (hedge.initial) while
+	// Adaptive has too few samples.
+	On, Adaptive   bool
+	Fixed, Initial time.Duration
+	// Model is the attempt's model; HedgeModel the hedge's, HedgeAble when
+	// it has what the request needs.
+	Model, HedgeModel string
+	HedgeAble         bool
+	// P90 of Model's time to first token, of Samples (Where says whose).
+	P90     time.Duration
+	Samples int
+	Where   string
+}
+
+// Hedge is rule hedge: whether the attempt gets a hedge, after how long,
+// and where that delay comes from ("fixed", the adaptive p90's basis, or
+// "initial" before MinSamples). Not when the scenario has none, the
+// attempt is not the call's first request, it already goes to the hedge
+// model, or that model lacks what the request needs.
+func Hedge(f HedgeFacts) (after time.Duration, basis string, ok bool) {
+	if !f.FirstRequest || !f.On || f.HedgeModel == f.Model || !f.HedgeAble {
+		return 0, "", false
+	}
+	switch {
+	case !f.Adaptive:
+		return f.Fixed, "fixed", true
+	case f.Samples >= MinSamples:
+		return time.Duration(float64(f.P90) * AdaptiveMargin), fmt.Sprintf("%g × p90 %s of %d first tokens of %s %s",
+			AdaptiveMargin, FormatDuration(f.P90), f.Samples, f.Model, f.Where), true
+	}
+	return f.Initial, fmt.Sprintf("initial: %d first tokens of %s on record", f.Samples, f.Model), true
+}

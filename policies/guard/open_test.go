@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +80,40 @@ func TestRaceToOtherEndpointsFirst(t *testing.T) {
 		if !slices.Equal(got, c.want) || why != c.why {
 			t.Errorf("%s: RaceTo = %v, %q; want %v, %q", c.name, got, why, c.want, c.why)
 		}
+	}
+}
+
+// TestHedgeOnlyTheFirstRequestAfterItsDelay: rule hedge races only a
+// call's first request, on another model that can serve it, after the
+// fixed delay, or AdaptiveMargin × the p90 once MinSamples are known.
+func TestHedgeOnlyTheFirstRequestAfterItsDelay(t *testing.T) {
+	base := HedgeFacts{FirstRequest: true, On: true, Fixed: 2 * time.Second, Initial: 3 * time.Second,
+		Model: "big", HedgeModel: "small", HedgeAble: true, P90: 800 * time.Millisecond, Where: "on this worker"}
+	with := func(f func(*HedgeFacts)) HedgeFacts { h := base; f(&h); return h }
+	cases := []struct {
+		name  string
+		f     HedgeFacts
+		after time.Duration
+		basis string
+		ok    bool
+	}{
+		{"a fixed delay", base, 2 * time.Second, "fixed", true},
+		{"not a retry", with(func(h *HedgeFacts) { h.FirstRequest = false }), 0, "", false},
+		{"not when the scenario has none", with(func(h *HedgeFacts) { h.On = false }), 0, "", false},
+		{"not onto the attempt's own model", with(func(h *HedgeFacts) { h.HedgeModel = "big" }), 0, "", false},
+		{"not onto a model that lacks what the request needs", with(func(h *HedgeFacts) { h.HedgeAble = false }), 0, "", false},
+		{"adaptive, too few samples: the initial delay", with(func(h *HedgeFacts) { h.Adaptive, h.Samples = true, MinSamples-1 }),
+			3 * time.Second, fmt.Sprintf("initial: %d first tokens of big on record", MinSamples-1), true},
+		{"adaptive: the margin over the p90", with(func(h *HedgeFacts) { h.Adaptive, h.Samples = true, MinSamples }),
+			time.Duration(float64(800*time.Millisecond) * AdaptiveMargin),
+			fmt.Sprintf("1.5 × p90 800 ms of %d first tokens of big on this worker", MinSamples), true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			after, basis, ok := Hedge(c.f)
+			if after != c.after || basis != c.basis || ok != c.ok {
+				t.Fatalf("Hedge = %v, %q, %v; want %v, %q, %v", after, basis, ok, c.after, c.basis, c.ok)
+			}
+		})
 	}
 }
