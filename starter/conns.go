@@ -104,12 +104,14 @@ type guardedConn struct {
 	host     string
 	freeOnce sync.Once // its place is freed once, however often it is closed
 	// The rest is guarded by g.mu: whether it is idle and since when,
-	// whether it is new (no request yet), and whether the request it
-	// serves carries a tenant's token.
+	// whether it is new (no request yet), whether the request it serves
+	// carries a tenant's token, and whether a request of it was let
+	// through (served).
 	idle   bool
 	since  time.Time
 	fresh  bool
 	authed bool
+	served bool
 }
 
 // newGrace is how long a new connection that has sent nothing may hold
@@ -249,14 +251,17 @@ func (g *connGuard) serve(gc *guardedConn, authed bool) bool {
 	}
 	g.recount(gc, func() { gc.authed = authed })
 	if authed {
+		gc.served = true
 		g.mu.Unlock()
 		return true
 	}
-	// New connections that have sent nothing yet are left out here: they
-	// may be a busy client's burst, each about to send a token.
+	// Only connections a request was let through on count here, and this
+	// one: a new one that has sent nothing yet may be a busy client's
+	// burst, each about to send a token, and one whose request is not yet
+	// judged, or was refused and is closing, holds no request open.
 	n := 0
 	for c := range g.conns {
-		if c.host == gc.host && c.counts() && !c.fresh {
+		if c.host == gc.host && c.counts() && (c.served || c == gc) {
 			n++
 		}
 	}
@@ -267,6 +272,7 @@ func (g *connGuard) serve(gc *guardedConn, authed bool) bool {
 			return false
 		}
 	}
+	gc.served = true
 	g.mu.Unlock()
 	if evict != nil {
 		_ = evict.Close()
