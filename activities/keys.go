@@ -82,25 +82,20 @@ func (k *keyPools) isParked(mk config.ModelConfig, now time.Time) bool {
 }
 
 // order is model's keys in the rotation's order: the next key first, so
-// calls spread over the pool. It turns nothing (turn does, for a key
-// taken).
+// calls spread over the pool. Each look turns the rotation, in the same
+// step as it reads it, so walks that read the pool at once start at
+// different keys.
 func (k *keyPools) order(m config.ModelConfig) []string {
 	keys := m.Keys()
 	k.mu.Lock()
 	start := k.next[m.Name] % len(keys)
+	k.next[m.Name] = start + 1
 	k.mu.Unlock()
 	out := make([]string, 0, len(keys))
 	for i := range keys {
 		out = append(out, keys[(start+i)%len(keys)])
 	}
 	return out
-}
-
-// turn moves model's rotation on by one key.
-func (k *keyPools) turn(m config.ModelConfig) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.next[m.Name] = k.next[m.Name]%len(m.Keys()) + 1
 }
 
 // pickKey chooses the key of an attempt on m: of the keys neither parked
@@ -119,8 +114,8 @@ func (a *Activities) pickKey(m config.ModelConfig, now time.Time) (key string, o
 	return key, ok
 }
 
-// chooseKey is pickKey's choice, taking nothing: the key, whether there is
-// one, and whether it is free (not held).
+// chooseKey is pickKey's choice, taking no headroom: the key, whether
+// there is one, and whether it is free (not held).
 func (a *Activities) chooseKey(m config.ModelConfig, now time.Time) (key string, ok, free bool) {
 	if !m.Pooled() {
 		return m.Keys()[0], true, true
@@ -148,14 +143,10 @@ func (a *Activities) chooseKey(m config.ModelConfig, now time.Time) (key string,
 	return held, held != "", false
 }
 
-// takeKey takes the key chooseKey chose for a request on m: the rotation
-// turns, and a free key's headroom is taken down by one request's share.
+// takeKey takes the key chooseKey chose for a request on m: a free key's
+// headroom is taken down by one request's share.
 func (a *Activities) takeKey(m config.ModelConfig, key string, free bool, now time.Time) {
-	if !m.Pooled() {
-		return
-	}
-	a.keys.turn(m)
-	if free {
+	if m.Pooled() && free {
 		a.keys.took(m.WithKey(key), now)
 	}
 }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -84,12 +85,21 @@ func TestReasonsNameTheDeployment(t *testing.T) {
 }
 
 // TestAWalkTakesAKeyOnlyForTheRungItSends: weighing a pooled rung that a
-// rule then skips neither turns the pool's rotation nor spends a key's
-// headroom; sending one does.
+// rule then skips spends no key's headroom; sending one does.
 func TestAWalkTakesAKeyOnlyForTheRungItSends(t *testing.T) {
 	a, m := pooled(t)
 	now := time.Now()
-	first, _, _ := a.chooseKey(m, now)
+	for _, k := range m.Keys() {
+		a.keys.report(m.WithKey(k), 0.5, 0.1, now)
+	}
+	room := func() (spent []string) {
+		for _, k := range m.Keys() {
+			if a.keys.headroomOf(m.WithKey(k), now) < 0.5 {
+				spent = append(spent, k)
+			}
+		}
+		return spent
+	}
 	a.breakers.Trip(m.Name, now)
 	p, err := a.prepareAttempt(firstPrepare(), "")
 	if err != nil {
@@ -98,13 +108,24 @@ func TestAWalkTakesAKeyOnlyForTheRungItSends(t *testing.T) {
 	if p.Model == m.Name || len(p.Skipped) == 0 || p.Skipped[0].Guard != guard.RuleBreaker {
 		t.Fatalf("%s's open breaker did not skip it (model %q, skipped %+v): the test shows nothing", m.Name, p.Model, p.Skipped)
 	}
-	if k, _, _ := a.chooseKey(m, now); k != first {
-		t.Errorf("a walk that skipped %s for its open breaker turned its keys' rotation: %s first now, was %s", m.Name, k, first)
+	if spent := room(); len(spent) > 0 {
+		t.Errorf("a walk that skipped %s for its open breaker spent the headroom of %v", m.Name, spent)
 	}
-	if k, ok := a.pickKey(m, now); !ok || k != first {
-		t.Fatalf("pickKey took %q, want %q", k, first)
+	k, ok := a.pickKey(m, now)
+	if spent := room(); !ok || !slices.Equal(spent, []string{k}) {
+		t.Errorf("a key taken (%q) spent the headroom of %v, want of it alone", k, spent)
 	}
-	if k, _, _ := a.chooseKey(m, now); k == first {
-		t.Errorf("a key taken did not turn the rotation: %s first again", k)
+}
+
+// TestWalksReadingAPoolAtOnceStartAtDifferentKeys: the rotation turns
+// when a walk reads it, so calls prepared at once, before either claims
+// its key, do not all choose the same one while the keys' headroom ties.
+func TestWalksReadingAPoolAtOnceStartAtDifferentKeys(t *testing.T) {
+	a, m := pooled(t)
+	now := time.Now()
+	first, _, _ := a.chooseKey(m, now)
+	second, _, _ := a.chooseKey(m, now)
+	if first == second {
+		t.Errorf("two walks reading %s's pool at once both chose %s", m.Name, first)
 	}
 }

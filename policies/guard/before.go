@@ -47,7 +47,7 @@ const (
 
 // Rung is what the walk read of one rung: the facts the rules before a
 // send weigh. Reading them claims nothing; the walk claims the probe, the
-// pace's turn and the retry only for the rung it sends (Claims).
+// pace's turn and the retry only for the rung it sends.
 type Rung struct {
 	Model string
 	// Endpoint is the rung's endpoint as tenants read it.
