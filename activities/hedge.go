@@ -100,10 +100,13 @@ func (a *Activities) hedgePlan(in PrepareInput, m config.ModelConfig, st callsta
 	rule := a.cfg.Hedge.Rule(in.Request.Scenario)
 	f := guard.HedgeFacts{FirstRequest: st.Requests == 1, Initial: a.cfg.Hedge.Initial.D(), Model: m.Name, HedgeModel: rule.Model}
 	f.Fixed, f.Adaptive, f.On = rule.Delay()
+	if !f.FirstRequest || !f.On {
+		return nil // nothing more to read: guard.Hedge would say no
+	}
 	if hm, ok := a.cfg.Model(rule.Model); ok {
 		f.HedgeAble = len(request.Lacks(hm, in.Request.Needs())) == 0
 	}
-	if f.On && f.Adaptive {
+	if f.Adaptive {
 		f.P90, f.Samples, f.Where = a.firstTokenP90(m.Name)
 	}
 	after, basis, ok := guard.Hedge(f)
@@ -127,9 +130,10 @@ func overduePlan(m config.ModelConfig, st callstate.State, maxRequests int) *Hed
 // attempt in on m, sent at since, is overdue. The request is never cut for
 // that: it may still answer, and a retry can only be slower (it would join
 // the back of the same queue). When the call may hedge it, the attempt
-// tells the call where a hedge could answer sooner (guard.RaceTo), with a
-// retry left in that endpoint's budget and its model's breaker not open;
-// the call's StartHedge then decides and pays. It asks again every
+// tells the call where a hedge could answer sooner (guard.RaceTo: rungs
+// whose endpoint is not ejected and whose breaker is not open, the own
+// endpoint only with a retry left in its budget); the call's StartHedge
+// then decides and pays. It asks again every
 // guard.OverdueRecheck while notes are left to send.
 //
 // On a server that stops working on a request its client leaves
@@ -167,17 +171,19 @@ func (a *Activities) overdue(in CallInput, m config.ModelConfig, since, deadline
 // since, could answer sooner at now, and why the first could: what rule
 // overdue reads of each rung, decided by guard.RaceTo.
 func (a *Activities) sooner(in CallInput, m config.ModelConfig, since, now time.Time) (models []string, why string) {
-	need := in.Request.Needs()
+	need, own := in.Request.Needs(), m.Capacity()
+	// The own endpoint's budget and accepts, read once for its rungs.
+	ownLeft := a.budgets.For(own).Remaining(now) > 0
+	sent, answered := a.queues.accepted(own, now, m.FirstTokenTimeout.D()/guard.AcceptsPart)
 	rungs := make([]guard.RaceRung, 0, len(a.cfg.Models))
 	for _, l := range a.cfg.Models {
 		e := l.Capacity()
 		sick, _ := a.outliers.State(e, now)
-		r := guard.RaceRung{Model: l.Name, Own: e == m.Capacity(),
+		r := guard.RaceRung{Model: l.Name, Own: e == own,
 			Usable: sick == guard.Healthy && len(request.Lacks(l, need)) == 0 && a.breakers.State(l.Name, now) != guard.BreakerOpen}
 		r.AnsweredSince, r.Overdue = a.queues.since(e, since, now)
 		if r.Own {
-			r.BudgetLeft = a.budgets.For(e).Remaining(now) > 0
-			r.Sent, r.Answered = a.queues.accepted(e, now, m.FirstTokenTimeout.D()/guard.AcceptsPart)
+			r.BudgetLeft, r.Sent, r.Answered = ownLeft, sent, answered
 		}
 		rungs = append(rungs, r)
 	}
@@ -215,8 +221,10 @@ func (a *Activities) prepareHedge(pin PrepareInput, model string) (Prepared, err
 	if err != nil {
 		return p, err
 	}
-	switch {
-	case p.Model != model:
+	// A hedge never waits (its walk skips a held or paced rung, books no
+	// turn that is away, and does not wait for a rung): it goes now, or
+	// not at all.
+	if p.Model != model {
 		a.hedgeMetric(model, "refused")
 		p.Reason = "no hedge: " + p.Reason
 		if len(p.Skipped) > 0 {
@@ -224,12 +232,6 @@ func (a *Activities) prepareHedge(pin PrepareInput, model string) (Prepared, err
 		}
 		p.Model = ""
 		return p, nil
-	case p.Hold > 0:
-		// A turn booked after another call took the one its rung was
-		// weighed with (a hedge whose turn is away is skipped before it
-		// books): a hedge sent later is no sooner.
-		a.hedgeMetric(model, "held")
-		return Prepared{Reason: fmt.Sprintf("no hedge: %s for %s", p.HoldReason, callstate.FormatDuration(p.Hold))}, nil
 	}
 	a.hedgeMetric(model, "started")
 	return p, nil

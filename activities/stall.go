@@ -8,16 +8,11 @@ import (
 )
 
 // queues knows, per endpoint, the streamed attempts of this process that
-// wait for their first token, and the latest start of a request there
-// that got its first token within its first-token timeout. Safe for
-// concurrent use.
-//
-// It answers one question (docs/how-it-works.md "The guard on one page"):
-// could a hedge answer an overdue attempt sooner? Yes on the attempt's
-// own endpoint when that endpoint gives requests sent after it their first
-// token in time (it was passed over: lost, or left behind on a slow
-// replica); yes on another endpoint unless an attempt of this process
-// waits there past its own first-token timeout (that endpoint is as slow).
+// wait for their first token, the latest start of a request there that
+// got its first token within its first-token timeout, and the recent
+// requests and how many of them did. Safe for concurrent use. It only
+// counts: where an overdue attempt may be raced is rule overdue's
+// (guard.RaceTo, docs/how-it-works.md "The guard on one page").
 type queues struct {
 	mu      sync.Mutex
 	waiting map[string]map[*queued]struct{}
@@ -25,7 +20,7 @@ type queues struct {
 	// its first-token timeout, by endpoint.
 	prompt map[string]time.Time
 	// recent: the streamed requests sent to each endpoint, in the order
-	// they were sent (oldest first), for guard.AcceptsKeep, for accepts.
+	// they were sent (oldest first), for guard.AcceptsKeep, for accepted.
 	recent map[string][]*queued
 }
 
@@ -109,9 +104,9 @@ func (q *queues) accepted(endpoint string, now time.Time, window time.Duration) 
 }
 
 // since reports whether endpoint e gave a first token in time to a
-// request sent after since, and whether a request open there is past its
+// request sent after sent, and whether a request open there is past its
 // first-token time at now.
-func (q *queues) since(e string, since, now time.Time) (answered, overdue bool) {
+func (q *queues) since(e string, sent, now time.Time) (answered, overdue bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for w := range q.waiting[e] {
@@ -120,5 +115,5 @@ func (q *queues) since(e string, since, now time.Time) (answered, overdue bool) 
 			break
 		}
 	}
-	return q.prompt[e].After(since), overdue
+	return q.prompt[e].After(sent), overdue
 }

@@ -237,10 +237,11 @@ func (b *RetryBudget) turn(now time.Time, tenant, call string, since time.Time) 
 			ahead++
 		}
 	}
-	if ahead > 0 && b.remaining(now) <= ahead {
+	all := b.snapshot(now)
+	if ahead > 0 && all.Remaining() <= ahead {
 		return false, false, ahead
 	}
-	ok, capped = b.allows(now, tenant)
+	ok, capped = b.allows(all, now, tenant)
 	return ok, capped, 0
 }
 
@@ -272,12 +273,13 @@ func (b *RetryBudget) leave(call string) {
 }
 
 // allows is the budget's and the tenant share's rule, without the line,
-// with b.mu held: whether a retry of tenant's call may go at now, and
-// whether the share refuses it (capped).
-func (b *RetryBudget) allows(now time.Time, tenant string) (ok, capped bool) {
-	all := b.snapshot(now)
-	if b.share > 0 {
-		mine, myRetries := b.tenant(tenant, now).sum(now)
+// with b.mu held: whether a retry of tenant's call may go at now, the
+// budget's counts being all, and whether the share refuses it (capped). A
+// tenant with no window yet has made no retry: it is not capped, and no
+// window is made for it here.
+func (b *RetryBudget) allows(all BudgetSnapshot, now time.Time, tenant string) (ok, capped bool) {
+	if t, found := b.tenants[tenant]; b.share > 0 && found {
+		mine, myRetries := t.sum(now)
 		limit := max(int(math.Floor(b.share*float64(all.Allowed)+1e-9)), 1)
 		if all.Requests > mine && myRetries >= limit {
 			return false, true

@@ -41,9 +41,7 @@ func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWa
 	defer p.mu.Unlock()
 	x := p.scope(scope, rpm, tpm)
 	var rs []*rate.Reservation
-	cancel := func() {
-		p.mu.Lock()
-		defer p.mu.Unlock()
+	cancel := func() { // with p.mu held
 		for _, r := range rs {
 			r.CancelAt(now)
 		}
@@ -62,12 +60,14 @@ func (p *Pacer) Reserve(scope string, now time.Time, rpm, tpm, tokens int, maxWa
 		wait = max(wait, r.DelayFrom(now))
 	}
 	if wait > maxWait {
-		for _, r := range rs {
-			r.CancelAt(now)
-		}
+		cancel()
 		return wait, false, undo
 	}
-	return wait, true, cancel
+	return wait, true, func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		cancel()
+	}
 }
 
 // Turn is how long a request of tokens on scope would wait at now for its

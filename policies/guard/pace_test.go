@@ -45,8 +45,8 @@ func TestPacer(t *testing.T) {
 func TestTurnIsTheWaitReserveBooks(t *testing.T) {
 	p := NewPacer()
 	t0 := time.Unix(0, 0)
-	if _, _, undo := p.Reserve("ep", t0, 60, 6000, 100, time.Minute); undo == nil {
-		t.Fatal("Reserve gave no undo")
+	if w, ok, _ := p.Reserve("ep", t0, 60, 6000, 100, time.Minute); !ok || w != 0 {
+		t.Fatalf("the scope's first request waits %v (booked %v), want it to go at once", w, ok)
 	}
 	for range 3 {
 		if w := p.Turn("ep", t0, 60, 6000, 100); w != time.Second {
